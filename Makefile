@@ -1,0 +1,75 @@
+# The verbs people type. Every target that needs outside programs installs them first through
+# scripts/install-deps.sh (package registries only), so each works on a fresh Debian machine.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/.tools/bin:$(PATH)
+CARGO ?= cargo
+DEPS_STAMP := .tools/.deps-ok
+
+.PHONY: all deps build release test test-unit lint fmt crds chart demo demo-down image fuzz \
+        bench bench-node bench-bus bench-persist bench-reshard clean
+
+all: build
+
+$(DEPS_STAMP): scripts/install-deps.sh
+	bash scripts/install-deps.sh
+	@touch $@
+
+deps: $(DEPS_STAMP)
+
+build:
+	$(CARGO) build --workspace --bins
+
+release:
+	$(CARGO) build --release --workspace --bins
+
+## The README's test command: everything CI runs.
+test: deps
+	$(CARGO) build --workspace --bins
+	$(CARGO) test --workspace --no-fail-fast
+	@if [ -d charts/tessera-operator ]; then $(MAKE) --no-print-directory chart; fi
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## Regenerate the checked-in CRD from the Rust types.
+crds:
+	$(CARGO) run -q -p tessera-operator -- crd > crds/redisclusters.tessera.rs.yaml
+
+## helm lint + template of the operator chart.
+chart: deps
+	bash scripts/chart-check.sh
+
+## The product: kube-in-a-box + operator forming a cluster (see README).
+demo: deps release
+	bash scripts/demo.sh
+
+demo-down:
+	bash scripts/demo.sh down
+
+image:
+	bash scripts/image.sh
+
+fuzz:
+	bash scripts/fuzz.sh
+
+bench: bench-node bench-bus bench-persist bench-reshard
+
+bench-node: deps release
+	bash scripts/bench-node.sh
+
+bench-bus: deps release
+	bash scripts/bench-bus.sh
+
+bench-persist: deps release
+	bash scripts/bench-persist.sh
+
+bench-reshard: deps release
+	bash scripts/bench-reshard.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf .tools .demo bench/tmp

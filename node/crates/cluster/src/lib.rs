@@ -1,0 +1,1 @@
+//! Redis Cluster bus, state and CLUSTER commands.

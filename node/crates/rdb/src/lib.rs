@@ -1,0 +1,1 @@
+//! Redis RDB and DUMP payload formats.

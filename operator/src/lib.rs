@@ -1,0 +1,3 @@
+//! tessera-operator: reconciles RedisCluster resources into StatefulSets and a live cluster.
+
+pub mod topology;

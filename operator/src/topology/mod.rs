@@ -1,0 +1,1 @@
+//! Topology engine: observe → plan (pure) → execute.

