@@ -1,0 +1,134 @@
+//! Helpers for tests that drive the API server with the real kubectl: locating kubectl
+//! binaries, writing a kubeconfig, running commands with a timeout.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// kubectl binaries present on this machine: the workspace's 1.33 and the system one.
+pub fn kubectl_binaries() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = vec![];
+    for p in [
+        root.join(".tools/bin/kubectl"),
+        PathBuf::from("/usr/bin/kubectl"),
+    ] {
+        if p.is_file() {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Output of one kubectl run.
+#[derive(Debug)]
+pub struct Run {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A kubectl bound to one kubeconfig and its own discovery cache.
+pub struct Kubectl {
+    pub bin: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    /// Writes the kubeconfig for `kubeconfig_yaml` into a fresh temp dir.
+    pub fn new(bin: PathBuf, kubeconfig_yaml: &str) -> std::io::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("config"), kubeconfig_yaml)?;
+        Ok(Kubectl { bin, dir })
+    }
+
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    /// A scratch file in this kubectl's temp dir.
+    pub fn write_file(&self, name: &str, contents: &str) -> std::io::Result<PathBuf> {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents)?;
+        Ok(p)
+    }
+
+    /// Runs kubectl with `args` (and optional stdin), killing it after `timeout`.
+    pub async fn run_with(&self, args: &[&str], stdin: Option<&str>, timeout: Duration) -> Run {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg("--kubeconfig")
+            .arg(self.kubeconfig_path())
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                return Run {
+                    ok: false,
+                    stdout: String::new(),
+                    stderr: format!("spawn: {e}"),
+                }
+            }
+        };
+        if let (Some(input), Some(mut si)) = (stdin, child.stdin.take()) {
+            let _ = si.write_all(input.as_bytes()).await;
+        }
+        match tokio::time::timeout(timeout, child.wait_with_output()).await {
+            Ok(Ok(o)) => Run {
+                ok: o.status.success(),
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            },
+            Ok(Err(e)) => Run {
+                ok: false,
+                stdout: String::new(),
+                stderr: format!("wait: {e}"),
+            },
+            Err(_) => Run {
+                ok: false,
+                stdout: String::new(),
+                stderr: "timed out".into(),
+            },
+        }
+    }
+
+    /// Runs with a 60 s timeout and no stdin.
+    pub async fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, None, Duration::from_secs(60)).await
+    }
+
+    /// Runs and returns stdout, panicking with both streams on failure (tests only).
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args).await;
+        assert!(
+            r.ok,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            r.stdout, r.stderr
+        );
+        r.stdout
+    }
+
+    /// `ok` with a manifest on stdin.
+    pub async fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let r = self
+            .run_with(args, Some(stdin), Duration::from_secs(60))
+            .await;
+        assert!(
+            r.ok,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            r.stdout, r.stderr
+        );
+        r.stdout
+    }
+}
