@@ -1,1 +1,51 @@
-//! Redis RDB and DUMP payload formats.
+//! Redis RDB and DUMP payload formats, and the pure format parts of Redis 7 AOF persistence.
+//!
+//! Self-contained on purpose: it has its own value model ([`RdbValue`]) and knows nothing of
+//! the node's keyspace, so the node can use it for SAVE/BGSAVE/load, DUMP/RESTORE, replication
+//! and AOF loading, and the fuzz targets can drive it alone.
+//!
+//! - [`RdbReader`]: streaming reader for RDB versions 1..=12, every encoding Redis writes.
+//! - [`RdbWriter`] / [`write_atomic`]: RDB version 10 writer with Redis 7.0's compact encodings.
+//! - [`dump_value`] / [`restore_value`]: DUMP payloads.
+//! - [`aof`]: multi-part AOF manifest and a RESP command reader that tells truncation from
+//!   corruption.
+
+pub mod aof;
+mod containers;
+mod decode;
+mod dump;
+mod encode;
+mod error;
+pub mod lzf;
+mod reader;
+mod source;
+pub mod types;
+mod value;
+mod writer;
+
+use crc::{Crc, CRC_64_REDIS};
+
+pub use dump::{
+    dump_value, dump_value_bytes, restore_value, restore_value_with_max_version, verify_payload,
+    RestoreError,
+};
+pub use error::{RdbError, Result};
+pub use reader::{read_entries, RdbEntry, RdbEvent, RdbReader, DEFAULT_MAX_READ_VERSION};
+pub use value::RdbValue;
+pub use writer::{encode_entry, write_atomic, AuxInfo, RdbWriter, ReplAux, RDB_VERSION};
+
+/// CRC-64/Jones as Redis uses it (reflected, init 0, no xorout).
+pub(crate) static CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);
+
+/// CRC-64/Jones of `data` (the RDB trailer and DUMP payload checksum).
+pub fn crc64(data: &[u8]) -> u64 {
+    CRC64.checksum(data)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn crc_check_value() {
+        assert_eq!(super::crc64(b"123456789"), 0xe9c6d914c4b8d9ca);
+    }
+}

@@ -1,0 +1,8 @@
+//! Pure format parts of Redis 7 multi-part AOF persistence: the manifest and a RESP command
+//! reader for AOF files.
+
+mod manifest;
+mod resp;
+
+pub use manifest::{AofFileInfo, AofFileKind, AofManifest, ManifestError};
+pub use resp::{has_rdb_preamble, AofCommandReader, AofReadError};
