@@ -1,0 +1,324 @@
+//! Execute: run planned steps against the nodes. Each step is idempotent; the pass stops
+//! starting new work once its time budget is spent, so a reconcile stays bounded.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tracing::{info, instrument, warn};
+
+use super::conn::{cluster, connect, NodeConn};
+use super::migrate::{move_keys, set_node};
+use super::plan::{NodeRef, Step};
+use super::snapshot::Snapshot;
+use super::{EngineOptions, TopologyError};
+
+/// What a pass did.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    pub actions: Vec<String>,
+    pub errors: Vec<String>,
+    pub slots_moved: u32,
+}
+
+/// Lazily opened connections, one per node and timeout class, shared by concurrent tasks
+/// (multiplexed, so concurrent slot jobs pipeline on one socket).
+struct Pool {
+    opts: EngineOptions,
+    timeout: Duration,
+    conns: Mutex<HashMap<String, NodeConn>>,
+}
+
+impl Pool {
+    fn new(opts: &EngineOptions, timeout: Duration) -> Self {
+        Self {
+            opts: opts.clone(),
+            timeout,
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn get(&self, n: &NodeRef) -> Result<NodeConn, TopologyError> {
+        let key = format!("{}:{}", n.host, n.port);
+        let mut conns = self.conns.lock().await;
+        if let Some(c) = conns.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = connect(&n.host, n.port, &self.opts, self.timeout).await?;
+        conns.insert(key, c.clone());
+        Ok(c)
+    }
+}
+
+/// CLUSTER MEET needs an IP literal: resolve a host name first.
+async fn meet_ip(host: &str, port: u16) -> Option<String> {
+    if host.parse::<IpAddr>().is_ok() {
+        return Some(host.to_string());
+    }
+    let mut addrs = tokio::net::lookup_host((host, port)).await.ok()?;
+    addrs.next().map(|a| a.ip().to_string())
+}
+
+/// Every reachable master in the snapshot (SETSLOT NODE is sent to all of them).
+fn masters(snap: &Snapshot) -> Vec<NodeRef> {
+    (0..snap.pods.len())
+        .filter(|&i| snap.pods[i].reachable && snap.pods[i].is_master())
+        .filter_map(|i| super::plan::node_ref(snap, i))
+        .collect()
+}
+
+/// Run `steps` in order; consecutive MigrateSlots steps run together, slot jobs in parallel.
+#[instrument(skip_all, fields(steps = steps.len()))]
+pub async fn execute(steps: &[Step], snap: &Snapshot, opts: &EngineOptions) -> Outcome {
+    let deadline = Instant::now() + opts.pass_budget;
+    let small = Pool::new(opts, opts.command_timeout);
+    let big = Arc::new(Pool::new(
+        opts,
+        opts.migrate_timeout + Duration::from_secs(5),
+    ));
+    let all_masters = masters(snap);
+    let mut out = Outcome::default();
+    let mut i = 0;
+    while i < steps.len() {
+        if Instant::now() >= deadline {
+            out.actions
+                .push("pass budget spent; continuing next pass".to_string());
+            break;
+        }
+        if let Step::MigrateSlots { .. } = &steps[i] {
+            let mut jobs = Vec::new();
+            while let Some(Step::MigrateSlots { from, to, slots }) = steps.get(i) {
+                for s in slots {
+                    jobs.push((*s, from.clone(), to.clone()));
+                }
+                i += 1;
+            }
+            migrate_all(jobs, &big, &all_masters, opts, deadline, &mut out).await;
+            continue;
+        }
+        let step = &steps[i];
+        i += 1;
+        let desc = step.describe();
+        match run_step(step, &small, &big, &all_masters, opts).await {
+            Ok(()) => {
+                info!(action = %desc, "done");
+                out.actions.push(desc);
+            }
+            Err(e) => {
+                warn!(action = %desc, error = %e, "step failed");
+                out.errors.push(format!("{desc}: {e}"));
+            }
+        }
+    }
+    out
+}
+
+async fn run_step(
+    step: &Step,
+    small: &Pool,
+    big: &Pool,
+    all_masters: &[NodeRef],
+    opts: &EngineOptions,
+) -> Result<(), TopologyError> {
+    match step {
+        Step::SetConfigEpoch { node, epoch } => {
+            let mut c = small.get(node).await?;
+            // Refused once the node knows others or has an epoch: then the nodes' own
+            // collision handling gives distinct epochs, so this is not an error.
+            if let Err(e) = c.run::<()>(cluster("SET-CONFIG-EPOCH").arg(*epoch)).await {
+                warn!(node = %node.pod, error = %e, "SET-CONFIG-EPOCH refused");
+            }
+            Ok(())
+        }
+        Step::AssignSlots { node, ranges } | Step::AssignUnassigned { node, ranges } => {
+            let mut c = small.get(node).await?;
+            let mut cmd = cluster("ADDSLOTS");
+            for (a, b) in ranges {
+                for s in *a..=*b {
+                    cmd.arg(s);
+                }
+            }
+            c.run::<()>(&cmd).await
+        }
+        Step::Meet {
+            node,
+            target,
+            cport,
+        } => {
+            let ip = meet_ip(&target.host, target.port)
+                .await
+                .ok_or_else(|| TopologyError::Invalid(format!("cannot resolve {}", target.host)))?;
+            let mut c = small.get(node).await?;
+            c.run::<()>(cluster("MEET").arg(ip).arg(target.port).arg(*cport))
+                .await
+        }
+        Step::Forget { id, on } => {
+            let jobs = on.iter().map(|n| async move {
+                let mut c = small.get(n).await?;
+                match c.run::<()>(cluster("FORGET").arg(id)).await {
+                    Err(TopologyError::Redis { source, .. })
+                        if source.to_string().contains("Unknown node") =>
+                    {
+                        Ok(())
+                    }
+                    r => r,
+                }
+            });
+            let results = futures::future::join_all(jobs).await;
+            results
+                .into_iter()
+                .collect::<Result<Vec<()>, _>>()
+                .map(|_| ())
+        }
+        Step::Replicate { node, master_id } => {
+            let mut c = small.get(node).await?;
+            c.run::<()>(cluster("REPLICATE").arg(master_id)).await
+        }
+        Step::FixOpenSlot {
+            slot,
+            owner,
+            sources,
+            open_on,
+        } => fix_open_slot(*slot, owner, sources, open_on, big, all_masters, opts).await,
+        Step::MigrateSlots { .. } => Ok(()), // handled in batches by `execute`
+    }
+}
+
+/// Finish or roll back one open slot toward `owner`.
+async fn fix_open_slot(
+    slot: u16,
+    owner: &NodeRef,
+    sources: &[NodeRef],
+    open_on: &[NodeRef],
+    pool: &Pool,
+    all_masters: &[NodeRef],
+    opts: &EngineOptions,
+) -> Result<(), TopologyError> {
+    let mut dst = pool.get(owner).await?;
+    for s in sources {
+        let mut src = pool.get(s).await?;
+        // A plain copy: the owner is (or becomes) authoritative; we do not re-open the slot.
+        move_keys(slot, s, &mut src, owner, &mut dst, false, opts).await?;
+    }
+    let mut failed_on = Vec::new();
+    set_node(slot, owner, &mut dst).await?;
+    for n in sources.iter().chain(all_masters).chain(open_on) {
+        if n.id == owner.id {
+            continue;
+        }
+        let mut c = pool.get(n).await?;
+        if let Err(e) = set_node(slot, owner, &mut c).await {
+            // Replicas refuse SETSLOT; a node still holding keys refuses too and keeps its
+            // open state, which the next pass sees again.
+            warn!(slot, node = %n.pod, error = %e, "SETSLOT NODE refused");
+            failed_on.push(n.id.clone());
+        }
+    }
+    for n in std::iter::once(owner).chain(open_on) {
+        if failed_on.contains(&n.id) {
+            continue;
+        }
+        let mut c = pool.get(n).await?;
+        if let Err(e) = c
+            .run::<()>(cluster("SETSLOT").arg(slot).arg("STABLE"))
+            .await
+        {
+            warn!(slot, node = %n.pod, error = %e, "SETSLOT STABLE refused");
+        }
+    }
+    Ok(())
+}
+
+/// Migrate slot jobs with bounded parallelism; no new slot starts after the deadline.
+async fn migrate_all(
+    jobs: Vec<(u16, NodeRef, NodeRef)>,
+    pool: &Arc<Pool>,
+    all_masters: &[NodeRef],
+    opts: &EngineOptions,
+    deadline: Instant,
+    out: &mut Outcome,
+) {
+    let total = jobs.len();
+    let results: Vec<Option<(u16, String, String, Result<u64, TopologyError>)>> =
+        stream::iter(jobs)
+            .map(|(slot, from, to)| {
+                let pool = pool.clone();
+                async move {
+                    if Instant::now() >= deadline {
+                        return None;
+                    }
+                    let r = migrate_one(slot, &from, &to, &pool, all_masters, opts).await;
+                    Some((slot, from.pod, to.pod, r))
+                }
+            })
+            .buffer_unordered(opts.migrate_parallel.max(1))
+            .collect()
+            .await;
+    let mut moved_keys = 0u64;
+    let mut per_pair: std::collections::BTreeMap<(String, String), Vec<u16>> = Default::default();
+    for (slot, from, to, r) in results.into_iter().flatten() {
+        match r {
+            Ok(k) => {
+                moved_keys += k;
+                out.slots_moved += 1;
+                per_pair.entry((from, to)).or_default().push(slot);
+            }
+            Err(e) => out
+                .errors
+                .push(format!("migrate slot {slot} from {from} to {to}: {e}")),
+        }
+    }
+    for ((from, to), mut slots) in per_pair {
+        slots.sort_unstable();
+        let r = super::nodes::to_ranges(slots.iter().copied());
+        out.actions.push(format!(
+            "migrated {} slots ({}) from {from} to {to}",
+            slots.len(),
+            r.iter()
+                .take(6)
+                .map(|(a, b)| if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    info!(
+        slots = out.slots_moved,
+        keys = moved_keys,
+        of = total,
+        "migration batch done"
+    );
+}
+
+async fn migrate_one(
+    slot: u16,
+    from: &NodeRef,
+    to: &NodeRef,
+    pool: &Pool,
+    all_masters: &[NodeRef],
+    opts: &EngineOptions,
+) -> Result<u64, TopologyError> {
+    let mut src = pool.get(from).await?;
+    let mut dst = pool.get(to).await?;
+    let moved = move_keys(slot, from, &mut src, to, &mut dst, true, opts).await?;
+    // Target first (it bumps its epoch and claims the slot), then the source, then the rest.
+    set_node(slot, to, &mut dst).await?;
+    set_node(slot, to, &mut src).await?;
+    for m in all_masters {
+        if m.id == to.id || m.id == from.id {
+            continue;
+        }
+        let mut c = pool.get(m).await?;
+        if let Err(e) = set_node(slot, to, &mut c).await {
+            warn!(slot, node = %m.pod, error = %e, "SETSLOT NODE on a bystander refused");
+        }
+    }
+    Ok(moved)
+}

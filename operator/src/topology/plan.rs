@@ -1,0 +1,311 @@
+//! Plan (pure, no I/O): the next steps that move the observed cluster toward the desired one.
+//!
+//! Order of a plan: SetConfigEpoch, AssignSlots, Meet, Forget, Replicate, FixOpenSlot,
+//! AssignUnassigned, MigrateSlots. While any pod is unreachable or any pod's node is PFAIL/FAIL
+//! in some view, only healing steps (Meet, Forget, Replicate) are planned. Slot work waits
+//! until every pod knows every other pod, so a migration never targets an unknown node.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::Snapshot;
+use super::Desired;
+
+mod slots;
+
+/// A node the executor will talk to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRef {
+    pub id: String,
+    pub pod: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// One idempotent action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    /// Give a fresh master a distinct config epoch (only valid before it knows other nodes).
+    SetConfigEpoch { node: NodeRef, epoch: u64 },
+    /// Fresh cluster: give a master its contiguous share.
+    AssignSlots {
+        node: NodeRef,
+        ranges: Vec<(u16, u16)>,
+    },
+    /// `node` runs CLUSTER MEET for the target address.
+    Meet {
+        node: NodeRef,
+        target: NodeRef,
+        cport: u16,
+    },
+    /// CLUSTER FORGET `id` on every node in `on`.
+    Forget { id: String, on: Vec<NodeRef> },
+    /// `node` becomes a replica of `master_id`.
+    Replicate { node: NodeRef, master_id: String },
+    /// Close an open slot: move keys from `sources` to `owner`, then make `owner` the owner
+    /// everywhere (which clears MIGRATING/IMPORTING on `open_on`).
+    FixOpenSlot {
+        slot: u16,
+        owner: NodeRef,
+        sources: Vec<NodeRef>,
+        open_on: Vec<NodeRef>,
+    },
+    /// Existing cluster: assign slots no node claims.
+    AssignUnassigned {
+        node: NodeRef,
+        ranges: Vec<(u16, u16)>,
+    },
+    /// Move `slots` from `from` to `to`, Redis-style (IMPORTING/MIGRATING/MIGRATE/NODE).
+    MigrateSlots {
+        from: NodeRef,
+        to: NodeRef,
+        slots: Vec<u16>,
+    },
+}
+
+impl Step {
+    /// One human line describing the step (for logs, Events and the CLI).
+    pub fn describe(&self) -> String {
+        match self {
+            Step::SetConfigEpoch { node, epoch } => {
+                format!("set config epoch {epoch} on {}", node.pod)
+            }
+            Step::AssignSlots { node, ranges } => {
+                format!("assign slots {} to {}", fmt_ranges(ranges), node.pod)
+            }
+            Step::Meet { node, target, .. } => format!(
+                "meet {} ({}:{}) from {}",
+                target.pod, target.host, target.port, node.pod
+            ),
+            Step::Forget { id, on } => format!("forget node {id} on {} nodes", on.len()),
+            Step::Replicate { node, master_id } => {
+                format!("make {} a replica of {master_id}", node.pod)
+            }
+            Step::FixOpenSlot {
+                slot,
+                owner,
+                sources,
+                ..
+            } => format!(
+                "fix open slot {slot}: owner {} (keys from {} nodes)",
+                owner.pod,
+                sources.len()
+            ),
+            Step::AssignUnassigned { node, ranges } => {
+                format!(
+                    "assign unassigned slots {} to {}",
+                    fmt_ranges(ranges),
+                    node.pod
+                )
+            }
+            Step::MigrateSlots { from, to, slots } => format!(
+                "migrate {} slots {} from {} to {}",
+                slots.len(),
+                fmt_ranges(&super::nodes::to_ranges(slots.iter().copied())),
+                from.pod,
+                to.pod
+            ),
+        }
+    }
+}
+
+fn fmt_ranges(r: &[(u16, u16)]) -> String {
+    let parts: Vec<String> = r
+        .iter()
+        .take(8)
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let more = if r.len() > 8 { ",..." } else { "" };
+    format!("{}{more}", parts.join(","))
+}
+
+/// A plan plus what the report needs to explain it.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    pub steps: Vec<Step>,
+    /// Why something that should happen cannot happen yet.
+    pub stuck: Vec<String>,
+    /// shard -> pod index of the shard's master (for shards that have one).
+    pub shard_masters: BTreeMap<u32, usize>,
+    pub slots_to_move: u32,
+}
+
+/// The next steps toward `desired`. Empty exactly when the cluster is converged.
+pub fn plan(desired: &Desired, snap: &Snapshot) -> Vec<Step> {
+    plan_full(desired, snap).steps
+}
+
+pub(crate) fn node_ref(snap: &Snapshot, i: usize) -> Option<NodeRef> {
+    let p = &snap.pods[i];
+    Some(NodeRef {
+        id: p.id()?.to_string(),
+        pod: p.endpoint.pod.clone(),
+        host: p.endpoint.host.clone(),
+        port: p.endpoint.port,
+    })
+}
+
+/// Plan with explanations.
+pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
+    let mut out = Planned::default();
+    let reach: Vec<usize> = (0..snap.pods.len())
+        .filter(|&i| snap.pods[i].reachable && snap.pods[i].myself.is_some())
+        .collect();
+    let unreachable: Vec<&str> = snap
+        .pods
+        .iter()
+        .filter(|p| !p.reachable || p.myself.is_none())
+        .map(|p| p.endpoint.pod.as_str())
+        .collect();
+    for pod in &unreachable {
+        out.stuck.push(format!("pod {pod} is unreachable"));
+    }
+    let pod_ids = snap.pod_ids();
+    let owners = snap.slot_owners();
+    let owns_slots: BTreeSet<&str> = owners.iter().flatten().map(|c| c.id.as_str()).collect();
+
+    // Failure flags on any pod's node, as seen by any reachable pod.
+    let mut degraded = !unreachable.is_empty();
+    for &i in &reach {
+        for v in &snap.pods[i].peers {
+            if v.failing() && pod_ids.contains(v.id.as_str()) {
+                degraded = true;
+            }
+        }
+    }
+
+    // Meet: every reachable pod must know every other one at its current address.
+    let mut meets: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut handshaking = false;
+    for &a in &reach {
+        handshaking |= snap.pods[a].peers.iter().any(|v| v.handshake);
+        for &b in &reach {
+            if a == b || meets.contains(&(b, a)) {
+                continue;
+            }
+            let pb = &snap.pods[b];
+            let Some(idb) = pb.id() else { continue };
+            let ok = snap.pods[a].view_of(idb).is_some_and(|v| {
+                !v.handshake && v.host == pb.endpoint.host && v.port == pb.endpoint.port
+            });
+            if !ok {
+                meets.insert((a, b));
+            }
+        }
+    }
+    let mut meet_steps = Vec::new();
+    for (a, b) in &meets {
+        if let (Some(node), Some(target)) = (node_ref(snap, *a), node_ref(snap, *b)) {
+            let cport = snap.pods[*b]
+                .myself
+                .as_ref()
+                .map(|m| m.cport)
+                .filter(|c| {
+                    *c != 0
+                        && snap.pods[*b]
+                            .myself
+                            .as_ref()
+                            .is_some_and(|m| m.port == target.port)
+                })
+                .unwrap_or_else(|| target.port.saturating_add(10000));
+            meet_steps.push(Step::Meet {
+                node,
+                target,
+                cport,
+            });
+        }
+    }
+
+    // Forget: nodes no pod runs any more (removed, or replaced by a new node id).
+    let mut forget_steps = Vec::new();
+    let foreign = snap.foreign_nodes();
+    if !foreign.is_empty() && !unreachable.is_empty() {
+        out.stuck.push(
+            "not forgetting unknown nodes while a pod is unreachable (it may be one of them)"
+                .to_string(),
+        );
+    }
+    for (id, view) in &foreign {
+        if owns_slots.contains(id.as_str()) {
+            degraded = true;
+            out.stuck.push(format!(
+                "node {id} ({}:{}) is not a pod but owns slots; waiting for its replica to fail over",
+                view.host, view.port
+            ));
+            continue;
+        }
+        if !unreachable.is_empty() {
+            continue;
+        }
+        let on: Vec<_> = reach
+            .iter()
+            .filter(|&&i| snap.pods[i].view_of(id).is_some())
+            .filter(|&&i| snap.pods[i].replica_of() != Some(id.as_str()))
+            .filter_map(|&i| node_ref(snap, i))
+            .collect();
+        if !on.is_empty() {
+            forget_steps.push(Step::Forget { id: id.clone(), on });
+        }
+    }
+
+    // Shard masters and replicas.
+    let masters = slots::shard_masters(snap, &reach, &owners, &mut out.stuck);
+    out.shard_masters = masters.clone();
+    let mut replicate_steps = Vec::new();
+    for (&shard, &m) in masters.iter().filter(|(s, _)| **s < desired.shards) {
+        let Some(mid) = snap.pods[m].id() else {
+            continue;
+        };
+        let master_failing = reach
+            .iter()
+            .any(|&i| snap.pods[i].view_of(mid).is_some_and(|v| v.failing()));
+        for &p in reach.iter().filter(|&&p| p != m) {
+            let pp = &snap.pods[p];
+            if pp.endpoint.shard != shard || pp.replica_of() == Some(mid) {
+                continue;
+            }
+            if pp.is_master() && pp.own_slot_count() > 0 {
+                continue; // a second slot holder in the shard: drained first
+            }
+            let knows = pp.view_of(mid).is_some_and(|v| !v.handshake);
+            if knows && !master_failing {
+                if let Some(node) = node_ref(snap, p) {
+                    replicate_steps.push(Step::Replicate {
+                        node,
+                        master_id: mid.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    // Fresh cluster: epochs and contiguous slot ranges go in before the first MEET.
+    let fresh = owners.iter().all(Option::is_none) && snap.open_slots().is_empty();
+    let mut head = Vec::new();
+    if fresh && !reach.is_empty() {
+        if degraded {
+            out.stuck
+                .push("fresh cluster: waiting for every pod before assigning slots".to_string());
+        } else {
+            slots::fresh_assignment(desired, snap, &masters, &mut head, &mut out.stuck);
+        }
+    }
+
+    let topology_ready = !degraded && meets.is_empty() && !handshaking && forget_steps.is_empty();
+    out.steps.extend(head);
+    out.steps.extend(meet_steps);
+    out.steps.extend(forget_steps);
+    out.steps.extend(replicate_steps);
+    if fresh || !topology_ready {
+        return out;
+    }
+    slots::slot_steps(desired, snap, &masters, &owners, &mut out);
+    out
+}

@@ -1,0 +1,182 @@
+//! The observed state of every pod, and pure derived facts the planner and report share.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::nodes::NodeView;
+use super::{PodEndpoint, SLOTS};
+
+/// What one pod told us (or that it told us nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodState {
+    pub endpoint: PodEndpoint,
+    pub reachable: bool,
+    pub error: Option<String>,
+    /// The node's own line; `None` when unreachable.
+    pub myself: Option<NodeView>,
+    /// How this node sees every other node it knows.
+    pub peers: Vec<NodeView>,
+    pub migrating: BTreeMap<u16, String>,
+    pub importing: BTreeMap<u16, String>,
+    pub cluster_state: String,
+    pub current_epoch: u64,
+    pub known_nodes: u32,
+    pub dbsize: u64,
+    /// COUNTKEYSINSLOT results for the slots that needed counting (open or unassigned).
+    pub keys_in_slot: BTreeMap<u16, u64>,
+}
+
+impl Default for PodEndpoint {
+    fn default() -> Self {
+        Self {
+            pod: String::new(),
+            shard: 0,
+            ordinal: 0,
+            host: String::new(),
+            port: 0,
+        }
+    }
+}
+
+impl PodState {
+    /// The node id, when known.
+    pub fn id(&self) -> Option<&str> {
+        self.myself.as_ref().map(|m| m.id.as_str())
+    }
+
+    /// True when the node is a master (by its own account).
+    pub fn is_master(&self) -> bool {
+        self.myself.as_ref().is_some_and(|m| m.master)
+    }
+
+    /// The master this node replicates, by its own account.
+    pub fn replica_of(&self) -> Option<&str> {
+        self.myself.as_ref().and_then(|m| m.replica_of.as_deref())
+    }
+
+    /// Slots this node claims for itself.
+    pub fn own_slot_count(&self) -> u32 {
+        self.myself.as_ref().map_or(0, NodeView::slot_count)
+    }
+
+    /// How this node sees the node `id`.
+    pub fn view_of(&self, id: &str) -> Option<&NodeView> {
+        self.peers.iter().find(|p| p.id == id)
+    }
+
+    /// Whether this node has any open (migrating/importing) slot.
+    pub fn has_open_slots(&self) -> bool {
+        !self.migrating.is_empty() || !self.importing.is_empty()
+    }
+}
+
+/// Every pod's observation, in the order of the endpoint list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub pods: Vec<PodState>,
+}
+
+/// A claim on a slot: which node, with which config epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub id: String,
+    pub epoch: u64,
+}
+
+impl Snapshot {
+    /// Index of the pod whose node id is `id`.
+    pub fn pod_of(&self, id: &str) -> Option<usize> {
+        self.pods.iter().position(|p| p.id() == Some(id))
+    }
+
+    /// Ids of every pod we could read.
+    pub fn pod_ids(&self) -> BTreeSet<&str> {
+        self.pods.iter().filter_map(PodState::id).collect()
+    }
+
+    /// Nodes some pod knows of that are not any pod's current node (removed or replaced).
+    pub fn foreign_nodes(&self) -> BTreeMap<String, NodeView> {
+        let ids = self.pod_ids();
+        let mut out = BTreeMap::new();
+        for p in self.pods.iter().filter(|p| p.reachable) {
+            for v in &p.peers {
+                if !ids.contains(v.id.as_str()) && !v.handshake {
+                    out.entry(v.id.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Who owns each slot. A reachable node's claim on itself wins; for nodes we cannot read,
+    /// the claims other nodes report are used. Conflicts resolve to the higher config epoch,
+    /// as the cluster itself does.
+    pub fn slot_owners(&self) -> Vec<Option<Claim>> {
+        let mut owners: Vec<Option<Claim>> = vec![None; usize::from(SLOTS)];
+        let self_ids = self.pod_ids();
+        let mut put = |id: &str, epoch: u64, ranges: &[(u16, u16)]| {
+            for (a, b) in ranges {
+                for s in *a..=*b {
+                    let slot = &mut owners[usize::from(s)];
+                    let replace = match slot {
+                        None => true,
+                        Some(c) => epoch > c.epoch || (epoch == c.epoch && id > c.id.as_str()),
+                    };
+                    if replace {
+                        *slot = Some(Claim {
+                            id: id.to_string(),
+                            epoch,
+                        });
+                    }
+                }
+            }
+        };
+        for p in self.pods.iter() {
+            if let Some(m) = &p.myself {
+                if m.master {
+                    put(&m.id, m.config_epoch, &m.slots);
+                }
+            }
+        }
+        // Nodes we cannot read ourselves: take the freshest view any reachable pod has.
+        let mut seen = BTreeSet::new();
+        for p in self.pods.iter().filter(|p| p.reachable) {
+            for v in &p.peers {
+                if v.master && !self_ids.contains(v.id.as_str()) && seen.insert(v.id.clone()) {
+                    let best = self
+                        .pods
+                        .iter()
+                        .filter_map(|q| q.view_of(&v.id))
+                        .max_by_key(|x| x.config_epoch)
+                        .unwrap_or(v);
+                    put(&best.id, best.config_epoch, &best.slots);
+                }
+            }
+        }
+        owners
+    }
+
+    /// Every slot that is open anywhere, with the nodes that have it open.
+    pub fn open_slots(&self) -> BTreeMap<u16, Vec<usize>> {
+        let mut out: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        for (i, p) in self.pods.iter().enumerate() {
+            for s in p.migrating.keys().chain(p.importing.keys()) {
+                let v = out.entry(*s).or_default();
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+        }
+        out
+    }
+
+    /// Keys pod `i` holds in `slot`, if we counted them.
+    pub fn keys_in(&self, i: usize, slot: u16) -> Option<u64> {
+        let p = &self.pods[i];
+        if p.dbsize == 0 {
+            return Some(0);
+        }
+        p.keys_in_slot.get(&slot).copied()
+    }
+}
