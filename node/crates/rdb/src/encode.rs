@@ -9,7 +9,7 @@ use crate::types::*;
 use crate::value::RdbValue;
 
 /// Redis 7.0 defaults for compact encodings.
-const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
+const HASH_MAX_LISTPACK_ENTRIES: usize = 512;
 const HASH_MAX_LISTPACK_VALUE: usize = 64;
 const ZSET_MAX_LISTPACK_ENTRIES: usize = 128;
 const ZSET_MAX_LISTPACK_VALUE: usize = 64;
