@@ -1,1 +1,33 @@
 //! tessera-node: a Redis 7.0-compatible server and cluster node.
+//!
+//! Layout: [`resp`] (protocol), [`db`] (the striped, per-slot keyspace), [`cmd`] (command
+//! table and one file per command family), [`blocking`] (clients blocked on keys),
+//! [`pubsub`], [`config`] (redis.conf), [`server`] (listener, connections, expiry,
+//! eviction), [`types`] (collection values).
+
+pub mod alloc;
+pub mod blocking;
+pub mod cmd;
+pub mod config;
+pub mod db;
+pub mod pubsub;
+pub mod resp;
+pub mod server;
+pub mod slot;
+pub mod types;
+
+/// The Redis version tessera-node reports (HELLO, INFO): clients gate features on it.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+use std::sync::Arc;
+
+/// Starts a server from a parsed config on the current tokio runtime; returns when it stops.
+pub async fn run(config: config::Config) -> Result<(), server::ServerError> {
+    let srv = server::Server::new(config);
+    server::run(srv).await
+}
+
+/// Builds the shared server state (used by tests that drive commands in-process).
+pub fn new_server(config: config::Config) -> Arc<server::Server> {
+    server::Server::new(config)
+}

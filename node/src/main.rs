@@ -1,3 +1,69 @@
+//! tessera-node binary: `tessera-node [file.conf] [--directive value ...]`.
+
+use anyhow::Context;
+
+#[global_allocator]
+static ALLOC: tessera_node::alloc::CountingAlloc = tessera_node::alloc::CountingAlloc;
+
 fn main() -> anyhow::Result<()> {
-    anyhow::bail!("tessera-node: not built yet")
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-v" || a == "--version") {
+        println!(
+            "Redis server v={} (tessera-node {})",
+            tessera_node::REDIS_VERSION,
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(());
+    }
+    let (file, cli) = tessera_node::config::parse_args(&args);
+    let config = match tessera_node::config::Config::load(file.as_deref(), &cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    init_logging(&config);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("tessera-worker")
+        .build()
+        .context("building the tokio runtime")?;
+    if let Err(e) = rt.block_on(tessera_node::run(config)) {
+        eprintln!("# {e}");
+        std::process::exit(1);
+    }
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(())
+}
+
+fn init_logging(c: &tessera_node::config::Config) {
+    let level = match c.str("loglevel") {
+        "debug" => "debug",
+        "verbose" => "info",
+        "notice" => "info",
+        "warning" => "warn",
+        _ => "error",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let logfile = c.str("logfile").to_string();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    if logfile.is_empty() {
+        builder.with_writer(std::io::stdout).init();
+    } else {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&logfile)
+        {
+            Ok(f) => builder.with_writer(std::sync::Mutex::new(f)).init(),
+            Err(e) => {
+                eprintln!("Can't open the log file: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
 }

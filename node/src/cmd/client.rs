@@ -1,0 +1,284 @@
+//! CLIENT subcommands.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::server::clients::ReplyMode;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let s = |name, arity, fl, h| CommandSpec::new(name, arity, fl, (0, 0, 0), h);
+    vec![CommandSpec::new("client", -2, "", (0, 0, 0), help)
+        .group("connection")
+        .since("2.4.0")
+        .subs(vec![
+            s("id", 2, "noscript loading stale", id),
+            s("setname", 3, "noscript loading stale", setname),
+            s("getname", 2, "noscript loading stale", getname),
+            s("list", -2, "admin noscript loading stale", list),
+            s("info", 2, "noscript loading stale", info),
+            s("kill", -3, "admin noscript loading stale", kill),
+            s("pause", -3, "admin noscript loading stale", pause),
+            s("unpause", 2, "admin noscript loading stale", unpause),
+            s("no-evict", 3, "admin noscript loading stale", no_evict),
+            s("reply", 3, "noscript loading stale", reply),
+            s("help", 2, "loading stale", help),
+        ])]
+}
+
+/// Client names can't contain spaces or newlines (they'd break CLIENT LIST).
+pub fn validate_name(n: &[u8]) -> Result<(), CmdError> {
+    if n.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(CmdError::msg(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let lines = [
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ID",
+        "    Return the ID of the current connection.",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "KILL <ip:port>",
+        "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are: ID, ADDR, LADDR, SKIPME, TYPE.",
+        "LIST [options ...]",
+        "    Return information about client connections.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
+        "HELP",
+        "    Print this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+fn id(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.out.int(ctx.cl.id as i64);
+    Ok(())
+}
+
+fn setname(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    validate_name(&args[2])?;
+    *ctx.cl.handle.name.lock() = if args[2].is_empty() {
+        None
+    } else {
+        Some(args[2].clone())
+    };
+    ctx.out.ok();
+    Ok(())
+}
+
+fn getname(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    match ctx.cl.handle.name.lock().as_ref() {
+        Some(n) => ctx.out.bulk(n),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn client_type(h: &crate::server::ClientHandle) -> &'static str {
+    if h.subs.load(Ordering::Relaxed) + h.psubs.load(Ordering::Relaxed) > 0 {
+        "pubsub"
+    } else {
+        "normal"
+    }
+}
+
+fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mut ty: Option<String> = None;
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        if eq_ic(&args[i], "type") && i + 1 < args.len() {
+            let t = String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase();
+            if !matches!(
+                t.as_str(),
+                "normal" | "master" | "replica" | "slave" | "pubsub"
+            ) {
+                return Err(CmdError::msg(format!("ERR Unknown client type '{t}'")));
+            }
+            ty = Some(t);
+            i += 2;
+        } else if eq_ic(&args[i], "id") && i + 1 < args.len() {
+            let mut v = Vec::new();
+            for a in &args[i + 1..] {
+                let n = arg_i64(a).map_err(|_| CmdError::msg("ERR Invalid client ID"))?;
+                v.push(n as u64);
+            }
+            ids = Some(v);
+            i = args.len();
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
+    let mut s = String::new();
+    for h in ctx.srv.clients.all() {
+        if ty.as_deref().is_some_and(|t| t != client_type(&h)) {
+            continue;
+        }
+        if ids.as_ref().is_some_and(|v| !v.contains(&h.id)) {
+            continue;
+        }
+        s.push_str(&h.info_line(ctx.srv));
+        s.push('\n');
+    }
+    ctx.out.verbatim(s.as_bytes(), "txt");
+    Ok(())
+}
+
+fn info(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
+    let mut s = ctx.cl.handle.info_line(ctx.srv);
+    s.push('\n');
+    ctx.out.verbatim(s.as_bytes(), "txt");
+    Ok(())
+}
+
+fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() == 3 {
+        // Old form: CLIENT KILL addr:port
+        let addr = String::from_utf8_lossy(&args[2]).into_owned();
+        for h in ctx.srv.clients.all() {
+            if h.addr == addr {
+                h.kill();
+                if h.id == ctx.cl.id {
+                    ctx.cl.close_after_reply = true;
+                }
+                ctx.out.ok();
+                return Ok(());
+            }
+        }
+        return Err(CmdError::msg("ERR No such client"));
+    }
+    if args.len() % 2 != 0 {
+        return Err(CmdError::Syntax);
+    }
+    let mut id = None;
+    let mut addr = None;
+    let mut laddr = None;
+    let mut ty = None;
+    let mut skipme = true;
+    for p in args[2..].chunks(2) {
+        let v = String::from_utf8_lossy(&p[1]).into_owned();
+        if eq_ic(&p[0], "id") {
+            id = Some(
+                arg_i64(&p[1])
+                    .map_err(|_| CmdError::msg("ERR client-id should be greater than 0"))?
+                    as u64,
+            );
+        } else if eq_ic(&p[0], "addr") {
+            addr = Some(v);
+        } else if eq_ic(&p[0], "laddr") {
+            laddr = Some(v);
+        } else if eq_ic(&p[0], "type") {
+            ty = Some(v.to_ascii_lowercase());
+        } else if eq_ic(&p[0], "user") {
+            if v != "default" {
+                return Err(CmdError::msg(format!("ERR No such user '{v}'")));
+            }
+        } else if eq_ic(&p[0], "skipme") {
+            skipme = match v.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => return Err(CmdError::Syntax),
+            };
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let mut n = 0;
+    for h in ctx.srv.clients.all() {
+        if id.is_some_and(|i| i != h.id)
+            || addr.as_ref().is_some_and(|a| *a != h.addr)
+            || laddr.as_ref().is_some_and(|a| *a != h.laddr)
+            || ty.as_deref().is_some_and(|t| t != client_type(&h))
+            || (skipme && h.id == ctx.cl.id)
+        {
+            continue;
+        }
+        if h.id == ctx.cl.id {
+            ctx.cl.close_after_reply = true;
+        } else {
+            h.kill();
+        }
+        n += 1;
+    }
+    ctx.out.int(n);
+    Ok(())
+}
+
+fn pause(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let ms = arg_i64(&args[2])
+        .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    let write_only = match args.get(3) {
+        None => false,
+        Some(a) if eq_ic(a, "write") => true,
+        Some(a) if eq_ic(a, "all") => false,
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    let p = &ctx.srv.pause;
+    p.write_only.store(write_only, Ordering::Relaxed);
+    p.until
+        .store(crate::server::now_ms() + ms as u64, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn unpause(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.srv.pause.until.store(0, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn no_evict(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let on = if eq_ic(&args[2], "on") {
+        true
+    } else if eq_ic(&args[2], "off") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    ctx.cl.handle.no_evict.store(on, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn reply(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if eq_ic(&args[2], "on") {
+        ctx.cl.reply_mode = ReplyMode::On;
+        ctx.out.ok();
+    } else if eq_ic(&args[2], "off") {
+        ctx.cl.reply_mode = ReplyMode::Off;
+    } else if eq_ic(&args[2], "skip") {
+        if ctx.cl.reply_mode == ReplyMode::On {
+            ctx.cl.reply_mode = ReplyMode::SkipNext;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! COMMAND: COUNT INFO DOCS LIST GETKEYS, with Redis 7.0 key specifications generated from
+//! each command's `KeyPos`.
+
+use bytes::Bytes;
+
+use super::{eq_ic, flags, table, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::resp::Out;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let s = |name, arity, h| CommandSpec::new(name, arity, "loading stale", (0, 0, 0), h);
+    vec![
+        CommandSpec::new("command", -1, "loading stale", (0, 0, 0), command)
+            .group("server")
+            .since("2.8.13")
+            .subs(vec![
+                s("count", 2, count),
+                s("info", -2, info),
+                s("docs", -2, docs),
+                s("list", -2, list),
+                s("getkeys", -3, getkeys),
+                s("getkeysandflags", -3, getkeysandflags),
+                s("help", 2, help),
+            ]),
+    ]
+}
+
+fn all_names() -> impl Iterator<Item = &'static CommandSpec> {
+    table().cmds.iter()
+}
+
+fn command(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let n = table().cmds.len();
+    ctx.out.array(n);
+    for c in all_names() {
+        write_info(ctx.out, c);
+    }
+    Ok(())
+}
+
+fn count(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.out.int(table().cmds.len() as i64);
+    Ok(())
+}
+
+fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let lines = [
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "    Return details about all Redis commands.",
+        "COUNT",
+        "    Return the total number of commands in this Redis server.",
+        "LIST",
+        "    Return a list of all commands in this Redis server.",
+        "INFO [<command-name> ...]",
+        "    Return details about multiple Redis commands.",
+        "DOCS [<command-name> ...]",
+        "    Return documentation details about multiple Redis commands.",
+        "GETKEYS <full-command>",
+        "    Return the keys from a full Redis command.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return the keys and the access flags from a full Redis command.",
+        "HELP",
+        "    Print this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+fn acl_categories(c: &CommandSpec) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    match c.group {
+        "generic" => v.push("@keyspace"),
+        "string" | "bitmap" => v.push("@string"),
+        "hash" => v.push("@hash"),
+        "list" => v.push("@list"),
+        "set" => v.push("@set"),
+        "sorted-set" => v.push("@sortedset"),
+        "hyperloglog" => v.push("@hyperloglog"),
+        "pubsub" => v.push("@pubsub"),
+        "transactions" => v.push("@transaction"),
+        "connection" => v.push("@connection"),
+        _ => {}
+    }
+    if c.has(flags::WRITE) {
+        v.push("@write");
+    }
+    if c.has(flags::READONLY) {
+        v.push("@read");
+    }
+    if c.has(flags::ADMIN) {
+        v.push("@admin");
+        v.push("@dangerous");
+    }
+    if c.has(flags::BLOCKING) {
+        v.push("@blocking");
+    }
+    v.push(if c.has(flags::FAST) { "@fast" } else { "@slow" });
+    v
+}
+
+fn key_spec_flags(c: &CommandSpec) -> &'static [&'static str] {
+    if c.has(flags::WRITE) {
+        &["RW", "UPDATE"]
+    } else {
+        &["RO", "ACCESS"]
+    }
+}
+
+fn write_key_specs(o: &mut Out, c: &CommandSpec) {
+    let spec_flags = key_spec_flags(c);
+    match c.keys {
+        KeyPos::None | KeyPos::Custom(_) => o.array(0),
+        KeyPos::Range { first, last, step } => {
+            o.array(1);
+            o.map(3);
+            o.bulk(b"begin_search");
+            o.map(2);
+            o.bulk(b"type");
+            o.bulk(b"index");
+            o.bulk(b"spec");
+            o.map(1);
+            o.bulk(b"index");
+            o.int(first as i64);
+            o.bulk(b"find_keys");
+            o.map(2);
+            o.bulk(b"type");
+            o.bulk(b"range");
+            o.bulk(b"spec");
+            o.map(3);
+            o.bulk(b"lastkey");
+            o.int(if last < 0 {
+                last as i64
+            } else {
+                (last - first) as i64
+            });
+            o.bulk(b"keystep");
+            o.int(step as i64);
+            o.bulk(b"limit");
+            o.int(0);
+            o.bulk(b"flags");
+            o.set(spec_flags.len());
+            for f in spec_flags {
+                o.simple(f);
+            }
+        }
+        KeyPos::Keynum {
+            numkeys,
+            first,
+            step,
+        } => {
+            o.array(1);
+            o.map(3);
+            o.bulk(b"begin_search");
+            o.map(2);
+            o.bulk(b"type");
+            o.bulk(b"index");
+            o.bulk(b"spec");
+            o.map(1);
+            o.bulk(b"index");
+            o.int(numkeys as i64);
+            o.bulk(b"find_keys");
+            o.map(2);
+            o.bulk(b"type");
+            o.bulk(b"keynum");
+            o.bulk(b"spec");
+            o.map(3);
+            o.bulk(b"keynumidx");
+            o.int(0);
+            o.bulk(b"firstkey");
+            o.int(first as i64);
+            o.bulk(b"keystep");
+            o.int(step as i64);
+            o.bulk(b"flags");
+            o.set(spec_flags.len());
+            for f in spec_flags {
+                o.simple(f);
+            }
+        }
+    }
+}
+
+/// One COMMAND INFO entry (10 fields in Redis 7.0).
+pub fn write_info(o: &mut Out, c: &CommandSpec) {
+    o.array(10);
+    o.bulk(c.full_name.as_bytes());
+    o.int(c.arity as i64);
+    let fl: Vec<&str> = flags::NAMES
+        .iter()
+        .filter(|(b, _)| c.flags & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    o.set(fl.len());
+    for f in fl {
+        o.simple(f);
+    }
+    let (first, last, step) = match c.keys {
+        KeyPos::Keynum { .. } => (0, 0, 0),
+        _ => c.legacy_range(),
+    };
+    o.int(first);
+    o.int(last);
+    o.int(step);
+    let cats = acl_categories(c);
+    o.set(cats.len());
+    for a in cats {
+        o.simple(a);
+    }
+    o.set(0);
+    write_key_specs(o, c);
+    o.array(c.subcommands.len());
+    for s in &c.subcommands {
+        write_info(o, s);
+    }
+}
+
+fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() == 2 {
+        return command(ctx, args);
+    }
+    ctx.out.array(args.len() - 2);
+    for name in &args[2..] {
+        match lookup_full(name) {
+            Some(c) => write_info(ctx.out, c),
+            None => ctx.out.null_array(),
+        }
+    }
+    Ok(())
+}
+
+/// "get" or "config|get".
+fn lookup_full(name: &[u8]) -> Option<&'static CommandSpec> {
+    let s = String::from_utf8_lossy(name).to_ascii_lowercase();
+    match s.split_once('|') {
+        Some((p, sub)) => table()
+            .get(p.as_bytes())?
+            .subcommands
+            .iter()
+            .find(|c| c.name == sub),
+        None => table().get(s.as_bytes()),
+    }
+}
+
+fn write_doc(o: &mut Out, c: &CommandSpec) {
+    let n = 3 + (!c.subcommands.is_empty()) as usize;
+    o.map(n);
+    o.bulk(b"summary");
+    o.bulk(c.summary.as_bytes());
+    o.bulk(b"since");
+    o.bulk(c.since.as_bytes());
+    o.bulk(b"group");
+    o.bulk(c.group.as_bytes());
+    if !c.subcommands.is_empty() {
+        o.bulk(b"subcommands");
+        o.map(c.subcommands.len());
+        for s in &c.subcommands {
+            o.bulk(s.full_name.as_bytes());
+            write_doc(o, s);
+        }
+    }
+}
+
+fn docs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let list: Vec<&CommandSpec> = if args.len() == 2 {
+        all_names().collect()
+    } else {
+        args[2..].iter().filter_map(|n| lookup_full(n)).collect()
+    };
+    ctx.out.map(list.len());
+    for c in list {
+        ctx.out.bulk(c.full_name.as_bytes());
+        write_doc(ctx.out, c);
+    }
+    Ok(())
+}
+
+fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mut names: Vec<&str> = Vec::new();
+    for c in all_names() {
+        names.push(&c.full_name);
+        for s in &c.subcommands {
+            names.push(&s.full_name);
+        }
+    }
+    if args.len() == 5 && eq_ic(&args[2], "filterby") {
+        let v = &args[4];
+        if eq_ic(&args[3], "pattern") {
+            names.retain(|n| crate::pubsub::glob_match(v, n.as_bytes(), true));
+        } else if eq_ic(&args[3], "aclcat") {
+            let cat = format!("@{}", String::from_utf8_lossy(v).to_ascii_lowercase());
+            names.retain(|n| {
+                lookup_full(n.as_bytes()).is_some_and(|c| acl_categories(c).contains(&cat.as_str()))
+            });
+        } else if eq_ic(&args[3], "module") {
+            names.clear();
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    } else if args.len() != 2 {
+        return Err(CmdError::Syntax);
+    }
+    ctx.out.array(names.len());
+    for n in names {
+        ctx.out.bulk(n.as_bytes());
+    }
+    Ok(())
+}
+
+fn keys_of(args: &[Bytes]) -> Result<(&'static CommandSpec, Vec<usize>), CmdError> {
+    let sub = &args[2..];
+    let c = table()
+        .resolve(sub)
+        .map_err(|_| CmdError::msg("ERR Invalid command specified"))?;
+    if !c.arity_ok(sub.len()) {
+        return Err(CmdError::msg(
+            "ERR Invalid number of arguments specified for command",
+        ));
+    }
+    let mut idx = Vec::new();
+    c.key_indices(sub, &mut idx);
+    if idx.is_empty() {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
+    Ok((c, idx))
+}
+
+fn getkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (_, idx) = keys_of(args)?;
+    ctx.out.array(idx.len());
+    for i in idx {
+        ctx.out.bulk(&args[2 + i]);
+    }
+    Ok(())
+}
+
+fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (c, idx) = keys_of(args)?;
+    let fl = key_spec_flags(c);
+    ctx.out.array(idx.len());
+    for i in idx {
+        ctx.out.array(2);
+        ctx.out.bulk(&args[2 + i]);
+        ctx.out.set(fl.len());
+        for f in fl {
+            ctx.out.simple(f);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE.
+
+use bytes::Bytes;
+
+use super::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::pubsub::glob_match;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let s = |name, arity, h| {
+        CommandSpec::new(name, arity, "admin noscript loading stale", (0, 0, 0), h)
+    };
+    vec![CommandSpec::new("config", -2, "", (0, 0, 0), help)
+        .group("server")
+        .since("2.0.0")
+        .subs(vec![
+            s("get", -3, get),
+            s("set", -4, set),
+            s("resetstat", 2, resetstat),
+            s("rewrite", 2, rewrite),
+            s("help", 2, help),
+        ])]
+}
+
+fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let lines = [
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern>",
+        "    Return parameters matching the glob-like <pattern> and their values.",
+        "SET <directive> <value>",
+        "    Set the configuration <directive> to <value>.",
+        "RESETSTAT",
+        "    Reset statistics reported by the INFO command.",
+        "REWRITE",
+        "    Rewrite the configuration file.",
+        "HELP",
+        "    Print this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let c = ctx.srv.config.read();
+    let mut pairs: Vec<(&'static str, String)> = Vec::new();
+    for name in c.names() {
+        if pairs.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        if args[2..]
+            .iter()
+            .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes(), true))
+        {
+            if let Some(v) = c.get(name) {
+                pairs.push((name, v));
+            }
+        }
+    }
+    drop(c);
+    ctx.out.map(pairs.len());
+    for (n, v) in pairs {
+        ctx.out.bulk(n.as_bytes());
+        ctx.out.bulk(v.as_bytes());
+    }
+    Ok(())
+}
+
+fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() % 2 != 0 {
+        return Err(CmdError::msg(format!(
+            "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+            String::from_utf8_lossy(&args[2])
+        )));
+    }
+    // Validate everything on a copy, then apply atomically (Redis 7 multi-set semantics).
+    let mut copy = ctx.srv.config.read().clone();
+    for p in args[2..].chunks(2) {
+        let name = String::from_utf8_lossy(&p[0]).to_ascii_lowercase();
+        let val = String::from_utf8_lossy(&p[1]).into_owned();
+        let Some(d) = crate::config::find(&name) else {
+            return Err(CmdError::msg(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )));
+        };
+        if d.immutable {
+            return Err(CmdError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+            )));
+        }
+        let vals: Vec<String> = match d.kind {
+            crate::config::Kind::Special => val.split_whitespace().map(String::from).collect(),
+            _ => vec![val],
+        };
+        copy.set_directive(&name, &vals).map_err(|reason| {
+            CmdError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+            ))
+        })?;
+    }
+    *ctx.srv.config.write() = copy;
+    ctx.srv.refresh_hot();
+    ctx.out.ok();
+    Ok(())
+}
+
+fn resetstat(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.srv.stats.reset();
+    for c in &super::table().cmds {
+        c.stats.reset();
+        for s in &c.subcommands {
+            s.stats.reset();
+        }
+    }
+    ctx.srv.slowlog.entries.lock().clear();
+    ctx.out.ok();
+    Ok(())
+}
+
+fn rewrite(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let c = ctx.srv.config.read().clone();
+    c.rewrite()
+        .map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
+    ctx.out.ok();
+    Ok(())
+}

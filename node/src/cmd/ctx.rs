@@ -1,0 +1,277 @@
+//! The execution context a handler gets: the locked part of the keyspace (`ks`), the
+//! reply buffer (`out`), the client's state (`cl`) and the server (`srv`).
+//!
+//! `ks` and `out` are separate fields so a handler can hold a value borrowed from `ks`
+//! while writing it to `out`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::blocking::BlockRequest;
+use crate::db::{Entry, LockSet, Stripe, Value, NO_EXPIRE};
+use crate::resp::Out;
+use crate::server::{ClientState, Server};
+use crate::slot::key_hash_slot;
+use crate::types::{HashValue, ListValue, SetValue, ZSetValue};
+
+use super::CmdError;
+
+pub struct Ctx<'a> {
+    pub srv: &'a Arc<Server>,
+    pub cl: &'a mut ClientState,
+    pub out: &'a mut Out,
+    pub ks: KeyView<'a>,
+    /// Set by a blocking command that found nothing to serve (see [`Ctx::block_on`]).
+    pub block: Option<BlockRequest>,
+    /// True while running inside EXEC (blocking commands must not block).
+    pub in_exec: bool,
+    /// True when re-running a blocked client's command on its behalf.
+    pub serving_blocked: bool,
+}
+
+impl Ctx<'_> {
+    /// Asks the dispatcher to block this client on `keys` until one is signalled ready
+    /// (see `crate::blocking`), or `timeout_ms` passes (0 = forever). Inside MULTI or when
+    /// serving a blocked client this is not possible: the caller must check
+    /// [`Ctx::can_block`] first and reply with a null instead.
+    pub fn block_on(&mut self, keys: Vec<Bytes>, timeout_ms: u64) {
+        self.block = Some(BlockRequest {
+            db: self.ks.db,
+            keys,
+            timeout_ms,
+        });
+    }
+
+    pub fn can_block(&self) -> bool {
+        !self.in_exec && !self.serving_blocked
+    }
+
+    /// Encoding thresholds from the config (hash-max-listpack-entries...).
+    pub fn limits(&self) -> crate::types::Limits {
+        self.srv.type_limits()
+    }
+}
+
+/// The locked part of the keyspace, seen from one database.
+pub struct KeyView<'a> {
+    pub srv: &'a Server,
+    pub locks: LockSet<'a>,
+    /// Selected database.
+    pub db: usize,
+    /// Cached unix time in ms for this command (expiry decisions are consistent within it).
+    pub now: u64,
+    /// Keys signalled ready for blocked clients (served after the locks are released).
+    pub ready: Vec<(usize, Bytes)>,
+}
+
+macro_rules! typed_getters {
+    ($get:ident, $get_or_create:ident, $variant:ident, $ty:ty) => {
+        /// The value at `key` if it has this type; WRONGTYPE if another type; None if absent.
+        pub fn $get(&mut self, key: &[u8]) -> Result<Option<&mut $ty>, CmdError> {
+            match self.get(key) {
+                None => Ok(None),
+                Some(Value::$variant(v)) => Ok(Some(&mut **v)),
+                Some(_) => Err(CmdError::WrongType),
+            }
+        }
+
+        /// Like the plain getter but creates an empty value (no TTL) when absent.
+        pub fn $get_or_create(&mut self, key: &[u8]) -> Result<&mut $ty, CmdError> {
+            let present = match self.get_w(key) {
+                None => false,
+                Some(Value::$variant(_)) => true,
+                Some(_) => return Err(CmdError::WrongType),
+            };
+            if !present {
+                self.set(key, Value::$variant(Box::default()));
+            }
+            match self.get_w(key) {
+                Some(Value::$variant(v)) => Ok(&mut **v),
+                _ => Err(CmdError::WrongType),
+            }
+        }
+    };
+}
+
+impl<'a> KeyView<'a> {
+    pub fn new(srv: &'a Server, locks: LockSet<'a>, db: usize, now: u64) -> Self {
+        KeyView {
+            srv,
+            locks,
+            db,
+            now,
+            ready: Vec::new(),
+        }
+    }
+
+    /// The locked stripe holding `slot`. A key outside the command's declared keys is locked
+    /// on demand (a wrong key spec would otherwise be a panic).
+    #[inline]
+    pub fn stripe(&mut self, slot: u16) -> &mut Stripe {
+        let idx = crate::db::stripe_of(slot);
+        if !self.locks.holds(idx) {
+            tracing::warn!(slot, "key outside declared key spec; locking on demand");
+            let g = self.srv.ks.lock_stripe(idx);
+            let pos = self
+                .locks
+                .guards
+                .binary_search_by_key(&(idx as u16), |(i, _)| *i)
+                .unwrap_or_else(|p| p);
+            self.locks.guards.insert(pos, (idx as u16, g));
+        }
+        match self.locks.stripe(idx) {
+            Some(s) => s,
+            None => unreachable!("stripe {idx} was just locked"),
+        }
+    }
+
+    /// Looks up `key` in `db`, deleting it if its TTL passed.
+    pub fn lookup_in(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
+        let slot = key_hash_slot(key);
+        let now = self.now;
+        let st = self.stripe(slot);
+        let e = st.get_mut(db, slot, key)?;
+        if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+            st.remove(db, slot, key);
+            self.srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        // Re-borrow: the first borrow ended on the expiry branch (no second hash lookup is
+        // needed on the common path, but the borrow checker can't see it, so look again).
+        self.stripe(slot).get_mut(db, slot, key)
+    }
+
+    /// Read lookup: counts keyspace hits/misses and refreshes the LRU/LFU word.
+    #[inline]
+    pub fn get(&mut self, key: &[u8]) -> Option<&mut Value> {
+        let db = self.db;
+        let srv = self.srv;
+        let clock = srv.access_clock(self.now);
+        let lfu = srv.lfu_enabled();
+        match self.lookup_in(db, key) {
+            Some(e) => {
+                srv.stats.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+                crate::server::evict::touch(e, clock, lfu);
+                Some(&mut e.value)
+            }
+            None => {
+                srv.stats.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Write lookup: no hit/miss stats.
+    #[inline]
+    pub fn get_w(&mut self, key: &[u8]) -> Option<&mut Value> {
+        let db = self.db;
+        self.lookup_in(db, key).map(|e| &mut e.value)
+    }
+
+    /// The entry (value + TTL) at `key`.
+    pub fn entry(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let db = self.db;
+        self.lookup_in(db, key)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.get_w(key).is_some()
+    }
+
+    /// Sets `key` to `v`, dropping any TTL (SET semantics).
+    pub fn set(&mut self, key: &[u8], v: Value) {
+        let mut e = Entry::new(v);
+        e.access = self.srv.new_access(self.now);
+        let db = self.db;
+        self.insert_in(db, key, e);
+    }
+
+    /// Sets `key` to `v`, keeping its TTL if it has one.
+    pub fn set_keepttl(&mut self, key: &[u8], v: Value) {
+        let ttl = self.entry(key).map(|e| e.expire_at).unwrap_or(NO_EXPIRE);
+        let mut e = Entry::new(v);
+        e.expire_at = ttl;
+        e.access = self.srv.new_access(self.now);
+        let db = self.db;
+        self.insert_in(db, key, e);
+    }
+
+    pub fn insert_in(&mut self, db: usize, key: &[u8], e: Entry) -> Option<Entry> {
+        let slot = key_hash_slot(key);
+        self.stripe(slot).insert(db, slot, key, e)
+    }
+
+    /// Removes `key`; returns the old entry if it existed (and was not expired).
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let db = self.db;
+        self.remove_in(db, key)
+    }
+
+    pub fn remove_in(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+        self.lookup_in(db, key)?;
+        let slot = key_hash_slot(key);
+        self.stripe(slot).remove(db, slot, key)
+    }
+
+    pub fn del(&mut self, key: &[u8]) -> bool {
+        self.remove(key).is_some()
+    }
+
+    /// Sets (or with `NO_EXPIRE` clears) the TTL; false when the key is absent.
+    pub fn set_expire(&mut self, key: &[u8], at: u64) -> bool {
+        if self.entry(key).is_none() {
+            return false;
+        }
+        let slot = key_hash_slot(key);
+        let db = self.db;
+        self.stripe(slot).set_expire(db, slot, key, at)
+    }
+
+    /// Deletes `key` if it holds an empty collection (Redis never keeps empty ones).
+    pub fn remove_if_empty(&mut self, key: &[u8]) {
+        let empty = match self.get_w(key) {
+            Some(Value::List(l)) => l.is_empty(),
+            Some(Value::Hash(h)) => h.is_empty(),
+            Some(Value::Set(s)) => s.is_empty(),
+            Some(Value::ZSet(z)) => z.is_empty(),
+            _ => false,
+        };
+        if empty {
+            self.remove(key);
+        }
+    }
+
+    /// Tells clients blocked on `key` (BLPOP, BZPOPMIN...) that it may have data now. Cheap
+    /// when nobody is blocked.
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        if self.srv.blocking.has_waiters() {
+            self.ready.push((self.db, Bytes::copy_from_slice(key)));
+        }
+    }
+
+    typed_getters!(get_list, list_or_create, List, ListValue);
+    typed_getters!(get_hash, hash_or_create, Hash, HashValue);
+    typed_getters!(get_set, set_or_create, Set, SetValue);
+    typed_getters!(get_zset, zset_or_create, ZSet, ZSetValue);
+
+    /// Runs `f` on every stripe: the held ones if all are locked (inside EXEC), otherwise
+    /// locking one stripe at a time (KEYS, SCAN, DBSIZE don't stop the world).
+    pub fn for_each_stripe(&mut self, mut f: impl FnMut(usize, &mut Stripe)) {
+        if self.locks.all {
+            for (i, g) in self.locks.guards.iter_mut() {
+                f(*i as usize, g);
+            }
+        } else {
+            for i in 0..crate::db::STRIPES {
+                if let Some(s) = self.locks.stripe(i) {
+                    f(i, s);
+                } else {
+                    let mut g = self.srv.ks.lock_stripe(i);
+                    f(i, &mut g);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! INFO with Redis's sections and field names.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::{table, CmdResult, CommandSpec, Ctx};
+
+pub fn commands() -> Vec<CommandSpec> {
+    vec![CommandSpec::new("info", -1, "loading stale", (0, 0, 0), info).group("server")]
+}
+
+const DEFAULT: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mut wanted: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let all = wanted.iter().any(|w| w == "all" || w == "everything");
+    if wanted.is_empty() || wanted.iter().any(|w| w == "default") {
+        wanted.extend(DEFAULT.iter().map(|s| s.to_string()));
+    }
+    if all {
+        wanted.extend(DEFAULT.iter().map(|s| s.to_string()));
+        wanted.push("commandstats".into());
+        wanted.push("latencystats".into());
+    }
+    let mut s = String::new();
+    let order = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "commandstats",
+        "errorstats",
+        "latencystats",
+        "cluster",
+        "keyspace",
+    ];
+    for sec in order {
+        if !wanted.iter().any(|w| w == sec) {
+            continue;
+        }
+        if !s.is_empty() {
+            s.push_str("\r\n");
+        }
+        section(ctx, sec, &mut s);
+    }
+    ctx.out.verbatim(s.as_bytes(), "txt");
+    Ok(())
+}
+
+fn human(n: u64) -> String {
+    let f = n as f64;
+    if f < 1024.0 {
+        format!("{n}B")
+    } else if f < 1024.0 * 1024.0 {
+        format!("{:.2}K", f / 1024.0)
+    } else if f < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", f / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2}G", f / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+fn cpu_times() -> (f64, f64) {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_stime), t(ru.ru_utime))
+}
+
+fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
+    let srv = ctx.srv;
+    let st = &srv.stats;
+    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    match sec {
+        "server" => {
+            let up = srv.started.elapsed().as_secs();
+            let c = srv.config.read();
+            let _ = write!(
+                s,
+                "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\ntessera_version:{}\r\n",
+                crate::REDIS_VERSION,
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::process::id(),
+                srv.run_id,
+                srv.port(),
+                crate::server::now_ms() * 1000,
+                up,
+                up / 86400,
+                c.uint("hz"),
+                c.uint("hz"),
+                srv.access_clock(crate::server::now_ms()),
+                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+                c.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                env!("CARGO_PKG_VERSION"),
+            );
+        }
+        "clients" => {
+            let _ = write!(
+                s,
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:{}\r\n",
+                srv.clients.len(),
+                srv.maxclients.load(Ordering::Relaxed),
+                srv.blocking.blocked_clients(),
+                srv.blocking.blocked_clients(),
+            );
+        }
+        "memory" => {
+            let used = crate::alloc::used_memory();
+            let rss = crate::alloc::rss_bytes();
+            let max = srv.maxmemory.load(Ordering::Relaxed);
+            let policy = srv.config.read().str("maxmemory-policy").to_string();
+            let _ = write!(
+                s,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:libc\r\nlazyfree_pending_objects:0\r\n",
+                human(used),
+                human(rss),
+                human(used),
+                human(max),
+                if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+            );
+        }
+        "persistence" => {
+            let _ = write!(
+                s,
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n",
+                ld(&st.dirty),
+                ld(&srv.last_save),
+            );
+        }
+        "stats" => {
+            let _ = write!(
+                s,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\nunexpected_error_replies:{}\r\n",
+                ld(&st.total_connections),
+                ld(&st.total_commands),
+                ld(&st.net_input_bytes),
+                ld(&st.net_output_bytes),
+                ld(&st.rejected_connections),
+                ld(&st.expired_keys),
+                ld(&st.evicted_keys),
+                ld(&st.keyspace_hits),
+                ld(&st.keyspace_misses),
+                srv.pubsub.channels(None).len(),
+                srv.pubsub.numpat(),
+                ld(&st.unexpected_error_replies),
+                ld(&st.protocol_errors),
+            );
+        }
+        "replication" => {
+            let _ = write!(
+                s,
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                srv.run_id
+            );
+        }
+        "cpu" => {
+            let (sys, user) = cpu_times();
+            let _ = write!(
+                s,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+            );
+        }
+        "modules" => s.push_str("# Modules\r\n"),
+        "errorstats" => s.push_str("# Errorstats\r\n"),
+        "latencystats" => s.push_str("# Latencystats\r\n"),
+        "cluster" => s.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+        "commandstats" => {
+            s.push_str("# Commandstats\r\n");
+            let mut emit = |c: &CommandSpec| {
+                let calls = ld(&c.stats.calls);
+                if calls == 0 && ld(&c.stats.rejected) == 0 {
+                    return;
+                }
+                let us = ld(&c.stats.usec);
+                let _ = write!(
+                    s,
+                    "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
+                    c.full_name,
+                    calls,
+                    us,
+                    if calls > 0 { us as f64 / calls as f64 } else { 0.0 },
+                    ld(&c.stats.rejected),
+                    ld(&c.stats.failed)
+                );
+            };
+            for c in &table().cmds {
+                emit(c);
+                for sc in &c.subcommands {
+                    emit(sc);
+                }
+            }
+        }
+        "keyspace" => {
+            s.push_str("# Keyspace\r\n");
+            for db in 0..srv.ks.databases() {
+                let (n, v) = super::server_cmds::db_keys(ctx, db);
+                if n > 0 {
+                    let _ = write!(s, "db{db}:keys={n},expires={v},avg_ttl=0\r\n");
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,433 @@
+//! Generic key commands: DEL UNLINK EXISTS TYPE EXPIRE* TTL PTTL EXPIRETIME PEXPIRETIME
+//! PERSIST RENAME RENAMENX COPY MOVE KEYS SCAN RANDOMKEY TOUCH.
+
+use bytes::Bytes;
+use rand::Rng;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::db::{Entry, NO_EXPIRE, STRIPES};
+use crate::pubsub::glob_match;
+use crate::slot::SLOTS;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("generic");
+    vec![
+        s("del", -2, "write", (1, -1, 1), del),
+        s("unlink", -2, "write fast", (1, -1, 1), del).since("4.0.0"),
+        s("exists", -2, "readonly fast", (1, -1, 1), exists),
+        s("type", 2, "readonly fast", (1, 1, 1), type_),
+        s("expire", -3, "write fast", (1, 1, 1), expire),
+        s("pexpire", -3, "write fast", (1, 1, 1), pexpire).since("2.6.0"),
+        s("expireat", -3, "write fast", (1, 1, 1), expireat).since("1.2.0"),
+        s("pexpireat", -3, "write fast", (1, 1, 1), pexpireat).since("2.6.0"),
+        s("ttl", 2, "readonly fast", (1, 1, 1), ttl),
+        s("pttl", 2, "readonly fast", (1, 1, 1), pttl).since("2.6.0"),
+        s("expiretime", 2, "readonly fast", (1, 1, 1), expiretime).since("7.0.0"),
+        s("pexpiretime", 2, "readonly fast", (1, 1, 1), pexpiretime).since("7.0.0"),
+        s("persist", 2, "write fast", (1, 1, 1), persist).since("2.2.0"),
+        s("rename", 3, "write", (1, 2, 1), rename),
+        s("renamenx", 3, "write fast", (1, 2, 1), renamenx),
+        s("copy", -3, "write denyoom", (1, 2, 1), copy).since("6.2.0"),
+        s("move", 3, "write fast", (1, 1, 1), move_),
+        s("keys", 2, "readonly global", (0, 0, 0), keys),
+        s("scan", -2, "readonly global", (0, 0, 0), scan).since("2.8.0"),
+        s("randomkey", 1, "readonly global", (0, 0, 0), randomkey),
+        s("touch", -2, "readonly fast", (1, -1, 1), touch).since("3.2.1"),
+    ]
+}
+
+fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = args[1..].iter().filter(|k| ctx.ks.del(k)).count();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = args[1..].iter().filter(|k| ctx.ks.exists(k)).count();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = args[1..].iter().filter(|k| ctx.ks.get(k).is_some()).count();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn type_(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let t = ctx
+        .ks
+        .get_w(&args[1])
+        .map(|v| v.type_name())
+        .unwrap_or("none");
+    ctx.out.simple(t);
+    Ok(())
+}
+
+fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: i64, absolute: bool) -> CmdResult {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let v = arg_i64(&args[2])?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for a in &args[3..] {
+        if eq_ic(a, "nx") {
+            nx = true;
+        } else if eq_ic(a, "xx") {
+            xx = true;
+        } else if eq_ic(a, "gt") {
+            gt = true;
+        } else if eq_ic(a, "lt") {
+            lt = true;
+        } else {
+            return Err(CmdError::msg(format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(a)
+            )));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::msg(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(CmdError::msg(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
+    }
+    let bad = || CmdError::msg(format!("ERR invalid expire time in '{name}' command"));
+    let ms = v.checked_mul(unit).ok_or_else(bad)?;
+    let at = if absolute {
+        ms
+    } else {
+        ms.checked_add(ctx.ks.now as i64).ok_or_else(bad)?
+    };
+    let Some(e) = ctx.ks.entry(&args[1]) else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let cur = e.expire_at;
+    let ok = if nx {
+        cur == NO_EXPIRE
+    } else if xx && cur == NO_EXPIRE {
+        false
+    } else if gt {
+        cur != NO_EXPIRE && at > cur as i64
+    } else if lt {
+        cur == NO_EXPIRE || at < (cur as i64)
+    } else {
+        true
+    };
+    if !ok {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    if at <= ctx.ks.now as i64 {
+        ctx.ks.del(&args[1]);
+    } else {
+        ctx.ks.set_expire(&args[1], at as u64);
+    }
+    ctx.out.int(1);
+    Ok(())
+}
+
+fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, 1000, false)
+}
+fn pexpire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, 1, false)
+}
+fn expireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, 1000, true)
+}
+fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, 1, true)
+}
+
+/// -2 missing, -1 no TTL, otherwise the deadline in unix ms.
+fn deadline(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
+    match ctx.ks.entry(key) {
+        None => -2,
+        Some(e) if e.expire_at == NO_EXPIRE => -1,
+        Some(e) => e.expire_at as i64,
+    }
+}
+
+fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], ms: bool) {
+    let d = deadline(ctx, key);
+    if d < 0 {
+        ctx.out.int(d);
+        return;
+    }
+    let left = (d - ctx.ks.now as i64).max(0);
+    ctx.out.int(if ms { left } else { (left + 500) / 1000 });
+}
+
+fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &args[1], false);
+    Ok(())
+}
+fn pttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &args[1], true);
+    Ok(())
+}
+fn expiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let d = deadline(ctx, &args[1]);
+    ctx.out.int(if d < 0 { d } else { d / 1000 });
+    Ok(())
+}
+fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let d = deadline(ctx, &args[1]);
+    ctx.out.int(d);
+    Ok(())
+}
+
+fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let had = matches!(ctx.ks.entry(&args[1]), Some(e) if e.expire_at != NO_EXPIRE);
+    if had {
+        ctx.ks.set_expire(&args[1], NO_EXPIRE);
+    }
+    ctx.out.int(had as i64);
+    Ok(())
+}
+
+fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> CmdResult {
+    let (src, dst) = (&args[1], &args[2]);
+    if !ctx.ks.exists(src) {
+        return Err(CmdError::NoSuchKey);
+    }
+    if src == dst {
+        if nx {
+            ctx.out.int(0);
+        } else {
+            ctx.out.ok();
+        }
+        return Ok(());
+    }
+    if nx && ctx.ks.exists(dst) {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let e = ctx.ks.remove(src).ok_or(CmdError::NoSuchKey)?;
+    let db = ctx.ks.db;
+    ctx.ks.insert_in(db, dst, e);
+    ctx.ks.signal_ready(dst);
+    ctx.srv.watch.touch(db, src);
+    if nx {
+        ctx.out.int(1);
+    } else {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+fn rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, args, false)
+}
+fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, args, true)
+}
+
+fn parse_db(ctx: &Ctx<'_>, a: &[u8]) -> Result<usize, CmdError> {
+    let n = arg_i64(a)?;
+    if n < 0 || n as usize >= ctx.srv.ks.databases() {
+        return Err(CmdError::msg("ERR DB index is out of range"));
+    }
+    Ok(n as usize)
+}
+
+fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mut dstdb = ctx.ks.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if eq_ic(&args[i], "replace") {
+            replace = true;
+        } else if eq_ic(&args[i], "db") && i + 1 < args.len() {
+            dstdb = parse_db(ctx, &args[i + 1])?;
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    let (src, dst) = (&args[1], &args[2]);
+    let db = ctx.ks.db;
+    if src == dst && db == dstdb {
+        return Err(CmdError::msg(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let Some(e) = ctx.ks.lookup_in(db, src).cloned() else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    if ctx.ks.lookup_in(dstdb, dst).is_some() {
+        if !replace {
+            ctx.out.int(0);
+            return Ok(());
+        }
+        ctx.ks.remove_in(dstdb, dst);
+    }
+    ctx.ks.insert_in(dstdb, dst, e);
+    if dstdb != db {
+        ctx.srv.watch.touch(dstdb, dst);
+    }
+    ctx.out.int(1);
+    Ok(())
+}
+
+fn move_(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let dstdb = parse_db(ctx, &args[2])?;
+    let db = ctx.ks.db;
+    if dstdb == db {
+        return Err(CmdError::msg(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let key = &args[1];
+    if ctx.ks.lookup_in(db, key).is_none() || ctx.ks.lookup_in(dstdb, key).is_some() {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let e: Entry = ctx.ks.remove_in(db, key).ok_or(CmdError::NoSuchKey)?;
+    ctx.ks.insert_in(dstdb, key, e);
+    ctx.srv.watch.touch(dstdb, key);
+    ctx.out.int(1);
+    Ok(())
+}
+
+fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let pat = &args[1];
+    let all = &pat[..] == b"*";
+    let db = ctx.ks.db;
+    let now = ctx.ks.now;
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    ctx.ks.for_each_stripe(|_, st| {
+        if let Some(d) = st.db(db) {
+            for m in &d.maps {
+                for (k, e) in m {
+                    if (e.expire_at == NO_EXPIRE || e.expire_at > now)
+                        && (all || glob_match(pat, k, false))
+                    {
+                        found.push(k.to_vec());
+                    }
+                }
+            }
+        }
+    });
+    ctx.out.bulks(found.iter());
+    Ok(())
+}
+
+/// SCAN's cursor is the next hash slot to visit: each call returns whole slots, so a key
+/// present for the whole scan is always returned, whatever rehashing happens in between.
+fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let cursor: u64 = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?;
+    let mut pat: Option<Bytes> = None;
+    let mut count: i64 = 10;
+    let mut ty: Option<String> = None;
+    let mut i = 2;
+    while i < args.len() {
+        if i + 1 >= args.len() {
+            return Err(CmdError::Syntax);
+        }
+        if eq_ic(&args[i], "match") {
+            pat = Some(args[i + 1].clone());
+        } else if eq_ic(&args[i], "count") {
+            count = arg_i64(&args[i + 1])?;
+            if count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if eq_ic(&args[i], "type") {
+            ty = Some(String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let db = ctx.ks.db;
+    let now = ctx.ks.now;
+    let mut slot = cursor as usize;
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut visited = 0i64;
+    let mut slots_seen = 0usize;
+    while slot < SLOTS && visited < count {
+        let sidx = slot & (STRIPES - 1);
+        let local = slot >> 10;
+        let mut visit = |st: &mut crate::db::Stripe| {
+            if let Some(d) = st.db(db) {
+                for (k, e) in &d.maps[local] {
+                    visited += 1;
+                    if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+                        continue;
+                    }
+                    if pat.as_ref().is_some_and(|p| !glob_match(p, k, false)) {
+                        continue;
+                    }
+                    if ty.as_ref().is_some_and(|t| t != e.value.type_name()) {
+                        continue;
+                    }
+                    out.push(k.to_vec());
+                }
+            }
+        };
+        match ctx.ks.locks.stripe(sidx) {
+            Some(st) => visit(st),
+            None => visit(&mut ctx.srv.ks.lock_stripe(sidx)),
+        }
+        slot += 1;
+        // Empty slots cost only a lock; bound them so one call stays short.
+        slots_seen += 1;
+        if slots_seen >= 4096 {
+            break;
+        }
+    }
+    let next = if slot >= SLOTS { 0 } else { slot };
+    ctx.out.array(2);
+    ctx.out.bulk_int(next as i64);
+    ctx.out.bulks(out.iter());
+    Ok(())
+}
+
+fn randomkey(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let db = ctx.ks.db;
+    let now = ctx.ks.now;
+    let mut rng = rand::rng();
+    let start = rng.random_range(0..SLOTS);
+    let mut found: Option<Vec<u8>> = None;
+    for off in 0..SLOTS {
+        let slot = (start + off) % SLOTS;
+        let sidx = slot & (STRIPES - 1);
+        let local = slot >> 10;
+        let pick = |st: &mut crate::db::Stripe| -> Option<Vec<u8>> {
+            let m = &st.db(db)?.maps[local];
+            if m.is_empty() {
+                return None;
+            }
+            let live: Vec<&crate::db::SBytes> = m
+                .iter()
+                .filter(|(_, e)| e.expire_at == NO_EXPIRE || e.expire_at > now)
+                .map(|(k, _)| k)
+                .collect();
+            if live.is_empty() {
+                return None;
+            }
+            Some(live[rand::rng().random_range(0..live.len())].to_vec())
+        };
+        found = match ctx.ks.locks.stripe(sidx) {
+            Some(st) => pick(st),
+            None => pick(&mut ctx.srv.ks.lock_stripe(sidx)),
+        };
+        if found.is_some() {
+            break;
+        }
+    }
+    match found {
+        Some(k) => ctx.out.bulk(&k),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}

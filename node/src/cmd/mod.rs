@@ -1,0 +1,380 @@
+//! Command table and dispatcher.
+//!
+//! # Registering a command family
+//! Each family is a file `cmd/<family>.rs` exposing `pub fn commands() -> Vec<CommandSpec>`
+//! (see `strings.rs` for the pattern). [`all_commands`] concatenates them; add a family by
+//! declaring its `mod` and one `v.extend(<family>::commands());` line at the marked spot.
+//! Handlers take `(&mut Ctx, &[Bytes])`, read and write keys through `ctx.ks` (which holds
+//! the locks of the keys the command's `KeyPos` names) and write one reply into `ctx.out`,
+//! or return a [`CmdError`].
+
+pub mod ctx;
+pub mod spec;
+
+mod bitmap;
+mod client;
+mod command;
+mod config_cmd;
+mod connection;
+mod info;
+mod keys;
+mod pubsub;
+mod server_cmds;
+mod strings;
+pub mod transaction;
+// ---- TYPES-HELPER: declare collection families here (hash, list, set, zset, hll) ----
+// ---- end of types-helper mod declarations ----
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+pub use ctx::{Ctx, KeyView};
+pub use spec::{flags, CommandSpec, Handler, KeyPos};
+
+use crate::blocking::WaitHandle;
+use crate::resp::Out;
+use crate::server::{ClientState, Server};
+
+/// Every command family's table entries.
+pub fn all_commands() -> Vec<CommandSpec> {
+    let mut v = Vec::new();
+    v.extend(connection::commands());
+    v.extend(server_cmds::commands());
+    v.extend(client::commands());
+    v.extend(command::commands());
+    v.extend(config_cmd::commands());
+    v.extend(info::commands());
+    v.extend(keys::commands());
+    v.extend(strings::commands());
+    v.extend(bitmap::commands());
+    v.extend(transaction::commands());
+    v.extend(pubsub::commands());
+    // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
+    // ---- end of types-helper registrations ----
+    v
+}
+
+/// A command error; the dispatcher writes it as `-<message>`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CmdError {
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR syntax error")]
+    Syntax,
+    #[error("ERR value is not an integer or out of range")]
+    NotInt,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR no such key")]
+    NoSuchKey,
+    #[error("ERR index out of range")]
+    OutOfRange,
+    #[error("ERR timeout is not a float or out of range")]
+    Timeout,
+    #[error("ERR timeout is negative")]
+    TimeoutNegative,
+    /// The full message, e.g. "ERR invalid expire time in 'set' command".
+    #[error("{0}")]
+    Msg(Cow<'static, str>),
+}
+
+impl CmdError {
+    pub fn msg(s: impl Into<Cow<'static, str>>) -> Self {
+        CmdError::Msg(s.into())
+    }
+}
+
+pub type CmdResult = Result<(), CmdError>;
+
+/// Parses an integer argument like Redis's `getLongLongFromObject` (strict).
+pub fn arg_i64(b: &[u8]) -> Result<i64, CmdError> {
+    crate::types::parse_i64_strict(b).ok_or(CmdError::NotInt)
+}
+
+/// Parses a float argument like Redis's `getLongDoubleFromObject`/`strtod`.
+pub fn arg_f64(b: &[u8]) -> Result<f64, CmdError> {
+    crate::types::parse_f64(b).ok_or(CmdError::NotFloat)
+}
+
+/// Parses a blocking timeout in seconds (float) into ms; 0 = forever.
+pub fn arg_timeout(b: &[u8]) -> Result<u64, CmdError> {
+    let t = crate::types::parse_f64(b).ok_or(CmdError::Timeout)?;
+    if t < 0.0 {
+        return Err(CmdError::TimeoutNegative);
+    }
+    if !t.is_finite() || t * 1000.0 > i64::MAX as f64 / 2.0 {
+        return Err(CmdError::Timeout);
+    }
+    Ok((t * 1000.0).ceil() as u64)
+}
+
+/// ASCII-case-insensitive compare of an argument with a lower-case word.
+#[inline]
+pub fn eq_ic(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// The command table, built once.
+pub struct CommandTable {
+    pub cmds: Vec<CommandSpec>,
+    index: hashbrown::HashMap<&'static str, usize>,
+}
+
+pub fn table() -> &'static CommandTable {
+    static T: OnceLock<CommandTable> = OnceLock::new();
+    T.get_or_init(|| {
+        let cmds = all_commands();
+        let index = cmds.iter().enumerate().map(|(i, c)| (c.name, i)).collect();
+        CommandTable { cmds, index }
+    })
+}
+
+impl CommandTable {
+    /// Case-insensitive lookup without allocating.
+    #[inline]
+    pub fn get(&self, name: &[u8]) -> Option<&CommandSpec> {
+        let mut buf = [0u8; 32];
+        if name.len() > buf.len() {
+            return None;
+        }
+        for (d, s) in buf.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        let s = std::str::from_utf8(&buf[..name.len()]).ok()?;
+        self.index.get(s).map(|&i| &self.cmds[i])
+    }
+
+    /// Resolves a subcommand (CLIENT SETNAME) if the command has any.
+    pub fn resolve<'t>(&'t self, args: &[Bytes]) -> Result<&'t CommandSpec, CmdError> {
+        let Some(c) = self.get(&args[0]) else {
+            return Err(unknown_command(args));
+        };
+        if c.subcommands.is_empty() || args.len() < 2 {
+            return Ok(c);
+        }
+        match c
+            .subcommands
+            .iter()
+            .find(|s| args[1].eq_ignore_ascii_case(s.name.as_bytes()))
+        {
+            Some(s) => Ok(s),
+            None => Err(CmdError::msg(format!(
+                "ERR unknown subcommand '{}'. Try {} HELP.",
+                trunc(&args[1], 128),
+                c.name.to_ascii_uppercase()
+            ))),
+        }
+    }
+}
+
+fn trunc(b: &[u8], n: usize) -> String {
+    String::from_utf8_lossy(&b[..b.len().min(n)]).into_owned()
+}
+
+fn unknown_command(args: &[Bytes]) -> CmdError {
+    let mut m = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        trunc(&args[0], 128)
+    );
+    for a in &args[1..] {
+        if m.len() >= 128 + 60 {
+            break;
+        }
+        m.push('\'');
+        m.push_str(&trunc(a, 128));
+        m.push_str("' ");
+    }
+    CmdError::Msg(m.into())
+}
+
+pub fn arity_error(c: &CommandSpec) -> CmdError {
+    CmdError::msg(format!(
+        "ERR wrong number of arguments for '{}' command",
+        c.full_name
+    ))
+}
+
+/// What the connection must do after a command.
+pub enum Outcome {
+    Done,
+    /// Flush, then close the connection.
+    Close,
+    /// The client is blocked; wait on the handle (the reply arrives through it).
+    Blocked(WaitHandle),
+    /// Clients are paused (CLIENT PAUSE) until this instant; retry the command then.
+    Paused(Instant),
+}
+
+/// Runs one request for a connection: lookup, checks, MULTI queueing, locking, handler,
+/// WATCH invalidation, serving of blocked clients, stats.
+pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[Bytes]) -> Outcome {
+    let t = table();
+    let cmd = match t.resolve(args) {
+        Ok(c) => c,
+        Err(e) => {
+            if cl.multi.is_some() {
+                cl.multi_error = true;
+            }
+            srv.stats
+                .unexpected_error_replies
+                .fetch_add(1, Ordering::Relaxed);
+            out.error(&e.to_string());
+            return Outcome::Done;
+        }
+    };
+    if !cmd.arity_ok(args.len()) {
+        if cl.multi.is_some() {
+            cl.multi_error = true;
+        }
+        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        out.error(&arity_error(cmd).to_string());
+        return Outcome::Done;
+    }
+    if !cl.authenticated && !cmd.has(flags::NO_AUTH) {
+        if srv.requires_auth() {
+            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            out.error("NOAUTH Authentication required.");
+            return Outcome::Done;
+        }
+        cl.authenticated = true;
+    }
+    if cl.in_pubsub_context() && !out.resp3 && !pubsub::allowed_in_context(cmd.name) {
+        out.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            cmd.full_name
+        ));
+        return Outcome::Done;
+    }
+    if cl.multi.is_some() && !transaction::runs_inside_multi(cmd.name) {
+        if let Some(q) = cl.multi.as_mut() {
+            q.push(args.to_vec());
+        }
+        out.simple("QUEUED");
+        return Outcome::Done;
+    }
+    if let Some(until) = srv.pause_until(cmd) {
+        return Outcome::Paused(until);
+    }
+    if cmd.has(flags::DENYOOM) {
+        if let Err(e) = crate::server::evict::ensure_memory(srv) {
+            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            out.error(&e.to_string());
+            return Outcome::Done;
+        }
+    }
+    if cmd.name == "exec" && cmd.has(flags::CONN) {
+        let start = Instant::now();
+        let o = transaction::exec(srv, cl, out);
+        record(srv, cl, cmd, args, start);
+        return o;
+    }
+    let start = Instant::now();
+    let now = crate::server::now_ms();
+    let locks = if cmd.has(flags::GLOBAL) {
+        crate::db::LockSet::empty()
+    } else {
+        lock_keys(srv, cl, cmd, args)
+    };
+    let db = cl.db;
+    let mut ctx = Ctx {
+        srv,
+        cl,
+        out,
+        ks: KeyView::new(srv, locks, db, now),
+        block: None,
+        in_exec: false,
+        serving_blocked: false,
+    };
+    run_locked(&mut ctx, cmd, args);
+    let block = ctx.block.take();
+    let ready = std::mem::take(&mut ctx.ks.ready);
+    // Register a blocked client while its keys are still locked, so a concurrent push
+    // either happened before our check or will find us registered.
+    let outcome = match block {
+        Some(req) => Outcome::Blocked(srv.blocking.register(req, ctx.cl, args, ctx.out.resp3)),
+        None => Outcome::Done,
+    };
+    drop(ctx);
+    if !ready.is_empty() {
+        crate::blocking::serve(srv, ready);
+    }
+    record(srv, cl, cmd, args, start);
+    if cl.close_after_reply {
+        return Outcome::Close;
+    }
+    outcome
+}
+
+/// Locks the stripes of the command's keys.
+fn lock_keys<'s>(
+    srv: &'s Server,
+    cl: &mut ClientState,
+    cmd: &CommandSpec,
+    args: &[Bytes],
+) -> crate::db::LockSet<'s> {
+    match cmd.keys {
+        KeyPos::None => crate::db::LockSet::empty(),
+        KeyPos::Range {
+            first: 1, last: 1, ..
+        } => srv.ks.lock_key(&args[1]),
+        _ => {
+            cl.scratch_idx.clear();
+            cmd.key_indices(args, &mut cl.scratch_idx);
+            cl.scratch_slots.clear();
+            cl.scratch_slots.extend(
+                cl.scratch_idx
+                    .iter()
+                    .map(|&i| crate::slot::key_hash_slot(&args[i])),
+            );
+            srv.ks.lock(&mut cl.scratch_slots)
+        }
+    }
+}
+
+/// Runs a handler with locks already held (by `execute` or EXEC): writes the reply or
+/// error, and invalidates WATCHes on the keys of a successful write command.
+pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
+    match (cmd.handler)(ctx, args) {
+        Ok(()) => {
+            if cmd.has(flags::WRITE) && ctx.srv.watch.active() {
+                let mut idx = Vec::new();
+                cmd.key_indices(args, &mut idx);
+                for i in idx {
+                    ctx.srv.watch.touch(ctx.ks.db, &args[i]);
+                }
+            }
+            if cmd.has(flags::WRITE) {
+                ctx.srv.stats.dirty.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Err(e) => {
+            cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+            ctx.out.error(&e.to_string());
+        }
+    }
+}
+
+/// Stats, slowlog and MONITOR feed for one executed command.
+pub fn record(
+    srv: &Server,
+    cl: &ClientState,
+    cmd: &'static CommandSpec,
+    args: &[Bytes],
+    start: Instant,
+) {
+    let us = start.elapsed().as_micros() as u64;
+    cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
+    cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
+    srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);
+    cl.handle.touch_cmd(cmd.full_name.as_str());
+    srv.slowlog.maybe_record(srv, cl, args, us);
+    if srv.monitors.active() && !cmd.has(flags::ADMIN) {
+        srv.monitors.feed(cl, args);
+    }
+}

@@ -1,0 +1,135 @@
+//! SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::{CmdResult, CommandSpec, Ctx};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let g = "pubsub";
+    let fl = "pubsub noscript loading stale";
+    vec![
+        CommandSpec::new("subscribe", -2, fl, (0, 0, 0), subscribe)
+            .group(g)
+            .since("2.0.0"),
+        CommandSpec::new("unsubscribe", -1, fl, (0, 0, 0), unsubscribe)
+            .group(g)
+            .since("2.0.0"),
+        CommandSpec::new("psubscribe", -2, fl, (0, 0, 0), psubscribe)
+            .group(g)
+            .since("2.0.0"),
+        CommandSpec::new("punsubscribe", -1, fl, (0, 0, 0), punsubscribe)
+            .group(g)
+            .since("2.0.0"),
+        CommandSpec::new(
+            "publish",
+            3,
+            "pubsub loading stale fast",
+            (0, 0, 0),
+            publish,
+        )
+        .group(g)
+        .since("2.0.0"),
+        CommandSpec::new("pubsub", -2, "", (0, 0, 0), help)
+            .group(g)
+            .since("2.8.0")
+            .subs(vec![
+                CommandSpec::new("channels", -2, "pubsub loading stale", (0, 0, 0), channels),
+                CommandSpec::new("numsub", -2, "pubsub loading stale", (0, 0, 0), numsub),
+                CommandSpec::new("numpat", 2, "pubsub loading stale", (0, 0, 0), numpat),
+                CommandSpec::new("help", 2, "loading stale", (0, 0, 0), help),
+            ]),
+    ]
+}
+
+/// What a RESP2 client in subscribed state may still run.
+pub fn allowed_in_context(name: &str) -> bool {
+    matches!(
+        name,
+        "subscribe"
+            | "unsubscribe"
+            | "psubscribe"
+            | "punsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
+            | "ssubscribe"
+            | "sunsubscribe"
+    )
+}
+
+fn subscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.srv.pubsub.subscribe(ctx.cl, ctx.out, &args[1..], false);
+    Ok(())
+}
+
+fn unsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.srv
+        .pubsub
+        .unsubscribe(ctx.cl, ctx.out, &args[1..], false);
+    Ok(())
+}
+
+fn psubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.srv.pubsub.subscribe(ctx.cl, ctx.out, &args[1..], true);
+    Ok(())
+}
+
+fn punsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.srv
+        .pubsub
+        .unsubscribe(ctx.cl, ctx.out, &args[1..], true);
+    Ok(())
+}
+
+fn publish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let limit = ctx.srv.config.read().cobl[2];
+    let n = ctx.srv.pubsub.publish(&args[1], &args[2], limit);
+    ctx.srv
+        .stats
+        .pubsub_messages
+        .fetch_add(1, Ordering::Relaxed);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn channels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let v = ctx.srv.pubsub.channels(args.get(2).map(|b| &b[..]));
+    ctx.out.bulks(v.iter());
+    Ok(())
+}
+
+fn numsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.out.map(args.len() - 2);
+    for c in &args[2..] {
+        ctx.out.bulk(c);
+        ctx.out.int(ctx.srv.pubsub.numsub(c) as i64);
+    }
+    Ok(())
+}
+
+fn numpat(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.out.int(ctx.srv.pubsub.numpat() as i64);
+    Ok(())
+}
+
+fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let lines = [
+        "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CHANNELS [<pattern>]",
+        "    Return the currently active channels matching a <pattern> (default: '*').",
+        "NUMPAT",
+        "    Return number of subscriptions to patterns.",
+        "NUMSUB [<channel> ...]",
+        "    Return the number of subscribers for the specified channels, excluding",
+        "    pattern subscriptions(default: no channels).",
+        "HELP",
+        "    Print this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}

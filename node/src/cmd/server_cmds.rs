@@ -1,0 +1,424 @@
+//! Server commands: DBSIZE FLUSHDB FLUSHALL SWAPDB TIME SHUTDOWN LASTSAVE MEMORY OBJECT
+//! SLOWLOG DEBUG MONITOR.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::db::Value;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h);
+    let none = (0, 0, 0);
+    vec![
+        s("dbsize", 1, "readonly fast global", none, dbsize).group("server"),
+        s("flushdb", -1, "write global", none, flushdb).group("server"),
+        s("flushall", -1, "write global", none, flushall).group("server"),
+        s("swapdb", 3, "write fast global", none, swapdb)
+            .group("server")
+            .since("4.0.0"),
+        s("time", 1, "loading stale fast", none, time)
+            .group("server")
+            .since("2.6.0"),
+        s("lastsave", 1, "loading stale fast", none, lastsave).group("server"),
+        s(
+            "shutdown",
+            -1,
+            "admin noscript loading stale no_multi allow_busy",
+            none,
+            shutdown,
+        )
+        .group("server"),
+        s("monitor", 1, "admin noscript loading stale", none, monitor).group("server"),
+        s("debug", -2, "admin noscript loading stale", none, debug).group("server"),
+        CommandSpec::new("memory", -2, "", none, mem_help)
+            .group("server")
+            .since("4.0.0")
+            .subs(vec![
+                s("usage", -3, "readonly", (2, 2, 1), mem_usage),
+                s("help", 2, "loading stale", none, mem_help),
+                s("stats", 2, "loading stale", none, mem_stats),
+                s("doctor", 2, "loading stale", none, mem_doctor),
+                s("purge", 2, "", none, mem_doctor),
+            ]),
+        CommandSpec::new("object", -2, "", none, obj_help)
+            .group("generic")
+            .since("2.2.3")
+            .subs(vec![
+                s("encoding", 3, "readonly", (2, 2, 1), obj_encoding),
+                s("refcount", 3, "readonly", (2, 2, 1), obj_refcount),
+                s("idletime", 3, "readonly", (2, 2, 1), obj_idletime),
+                s("freq", 3, "readonly", (2, 2, 1), obj_freq),
+                s("help", 2, "loading stale", none, obj_help),
+            ]),
+        CommandSpec::new("slowlog", -2, "", none, slow_help)
+            .group("server")
+            .since("2.2.12")
+            .subs(vec![
+                s("get", -2, "admin loading stale", none, slow_get),
+                s("len", 2, "admin loading stale", none, slow_len),
+                s("reset", 2, "admin loading stale", none, slow_reset),
+                s("help", 2, "loading stale", none, slow_help),
+            ]),
+    ]
+}
+
+fn help_lines(ctx: &mut Ctx<'_>, lines: &[&str]) -> CmdResult {
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+/// Keys in database `db` (visits every stripe).
+pub fn db_keys(ctx: &mut Ctx<'_>, db: usize) -> (usize, usize) {
+    let mut n = 0;
+    let mut v = 0;
+    ctx.ks.for_each_stripe(|_, st| {
+        if let Some(d) = st.db(db) {
+            n += d.len();
+            v += d.volatile_len();
+        }
+    });
+    (n, v)
+}
+
+fn dbsize(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let db = ctx.ks.db;
+    let (n, _) = db_keys(ctx, db);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn flush_mode(args: &[Bytes]) -> CmdResult {
+    match args.get(1) {
+        None => Ok(()),
+        Some(a) if args.len() == 2 && (eq_ic(a, "async") || eq_ic(a, "sync")) => Ok(()),
+        Some(_) => Err(CmdError::Syntax),
+    }
+}
+
+fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>) {
+    ctx.ks.for_each_stripe(|_, st| {
+        for (i, d) in st.dbs.iter_mut().enumerate() {
+            if db.is_none_or(|x| x == i) {
+                *d = None;
+            }
+        }
+    });
+    ctx.srv.watch.touch_db(db);
+}
+
+fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    flush_mode(args)?;
+    let db = ctx.ks.db;
+    flush_db(ctx, Some(db));
+    ctx.out.ok();
+    Ok(())
+}
+
+fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    flush_mode(args)?;
+    flush_db(ctx, None);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let a = arg_i64(&args[1]).map_err(|_| CmdError::msg("ERR invalid first DB index"))?;
+    let b = arg_i64(&args[2]).map_err(|_| CmdError::msg("ERR invalid second DB index"))?;
+    let n = ctx.srv.ks.databases() as i64;
+    if a < 0 || a >= n || b < 0 || b >= n {
+        return Err(CmdError::msg("ERR DB index is out of range"));
+    }
+    if a != b {
+        // Atomic: every stripe is held while swapping.
+        let mut all = if ctx.ks.locks.all {
+            None
+        } else {
+            Some(ctx.srv.ks.lock_all())
+        };
+        let locks = match all.as_mut() {
+            Some(l) => l,
+            None => &mut ctx.ks.locks,
+        };
+        for (_, g) in locks.guards.iter_mut() {
+            g.dbs.swap(a as usize, b as usize);
+        }
+        drop(all);
+        ctx.srv.watch.touch_db(Some(a as usize));
+        ctx.srv.watch.touch_db(Some(b as usize));
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+fn time(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    ctx.out.array(2);
+    ctx.out.bulk_int(now.as_secs() as i64);
+    ctx.out.bulk_int(now.subsec_micros() as i64);
+    Ok(())
+}
+
+fn lastsave(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.out
+        .int(ctx.srv.last_save.load(Ordering::Relaxed) as i64);
+    Ok(())
+}
+
+fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    for a in &args[1..] {
+        if !(eq_ic(a, "nosave")
+            || eq_ic(a, "save")
+            || eq_ic(a, "now")
+            || eq_ic(a, "force")
+            || eq_ic(a, "abort"))
+        {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if args[1..].iter().any(|a| eq_ic(a, "abort")) {
+        return Err(CmdError::msg("ERR No shutdown in progress."));
+    }
+    tracing::warn!("User requested shutdown...");
+    ctx.srv.request_shutdown();
+    // Like Redis, a successful SHUTDOWN sends no reply: the connection just closes.
+    ctx.cl.close_after_reply = true;
+    Ok(())
+}
+
+fn monitor(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.cl.handle.monitor.store(true, Ordering::Relaxed);
+    ctx.srv.monitors.add(ctx.cl.handle.clone());
+    ctx.out.ok();
+    Ok(())
+}
+
+fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if eq_ic(&args[1], "sleep") && args.len() == 3 {
+        let secs = super::arg_f64(&args[2])?;
+        // Blocks this worker thread like Redis blocks its event loop (tests rely on it).
+        std::thread::sleep(Duration::from_secs_f64(secs.clamp(0.0, 3600.0)));
+        ctx.out.ok();
+    } else if eq_ic(&args[1], "set-active-expire") && args.len() == 3 {
+        ctx.out.ok();
+    } else if eq_ic(&args[1], "help") {
+        return help_lines(
+            ctx,
+            &[
+                "DEBUG <subcommand>. Subcommands are:",
+                "SLEEP <seconds>",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "HELP",
+            ],
+        );
+    } else {
+        return Err(CmdError::msg(format!(
+            "ERR unknown subcommand '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&args[1])
+        )));
+    }
+    Ok(())
+}
+
+fn mem_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        &[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
+/// Bytes one key costs: table slot (key + entry), key heap, value heap.
+pub fn key_memory(key: &[u8], v: &Value) -> usize {
+    let slot =
+        std::mem::size_of::<crate::db::SBytes>() + std::mem::size_of::<crate::db::Entry>() + 1;
+    let key_heap = if key.len() > 22 { key.len() + 16 } else { 0 };
+    slot + key_heap + v.mem_usage()
+}
+
+fn mem_usage(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() == 5 {
+        if !eq_ic(&args[3], "samples") {
+            return Err(CmdError::Syntax);
+        }
+        arg_i64(&args[4])?;
+    } else if args.len() != 3 {
+        return Err(CmdError::Syntax);
+    }
+    match ctx.ks.get_w(&args[2]) {
+        Some(v) => ctx.out.int(key_memory(&args[2], v) as i64),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn mem_stats(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let used = crate::alloc::used_memory();
+    ctx.out.map(3);
+    ctx.out.bulk(b"peak.allocated");
+    ctx.out.int(used as i64);
+    ctx.out.bulk(b"total.allocated");
+    ctx.out.int(used as i64);
+    ctx.out.bulk(b"rss");
+    ctx.out.int(crate::alloc::rss_bytes() as i64);
+    Ok(())
+}
+
+fn mem_doctor(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.out.verbatim(b"Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.", "txt");
+    Ok(())
+}
+
+fn obj_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        &[
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access logarithmic counter of a <key>.",
+            "IDLETIME <key>",
+            "    Return the idle time of a <key>.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
+fn obj_encoding(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let db = ctx.ks.db;
+    match ctx.ks.lookup_in(db, &args[2]) {
+        Some(e) => ctx.out.bulk(e.value.encoding().as_bytes()),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn obj_refcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let db = ctx.ks.db;
+    match ctx.ks.lookup_in(db, &args[2]) {
+        // Redis shares small integers (refcount INT_MAX); everything else has 1.
+        Some(e) => match e.value {
+            Value::Int(i) if (0..10000).contains(&i) => ctx.out.int(i32::MAX as i64),
+            _ => ctx.out.int(1),
+        },
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn obj_idletime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if ctx.srv.lfu_enabled() {
+        return Err(CmdError::msg("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+    }
+    let db = ctx.ks.db;
+    let clock = ctx.srv.access_clock(ctx.ks.now);
+    match ctx.ks.lookup_in(db, &args[2]) {
+        Some(e) => ctx
+            .out
+            .int((clock.wrapping_sub(e.access) & 0xff_ffff) as i64),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn obj_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if !ctx.srv.lfu_enabled() {
+        return Err(CmdError::msg("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+    }
+    let db = ctx.ks.db;
+    let now = ctx.ks.now;
+    match ctx.ks.lookup_in(db, &args[2]) {
+        Some(e) => ctx
+            .out
+            .int(crate::server::evict::lfu_counter(e.access, now) as i64),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn slow_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        &[
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
+fn slow_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let count = match args.get(2) {
+        Some(a) => {
+            let n = arg_i64(a)
+                .map_err(|_| CmdError::msg("ERR count should be greater than or equal to -1"))?;
+            if n < -1 {
+                return Err(CmdError::msg(
+                    "ERR count should be greater than or equal to -1",
+                ));
+            }
+            if n == -1 {
+                usize::MAX
+            } else {
+                n as usize
+            }
+        }
+        None => 10,
+    };
+    let l = ctx.srv.slowlog.entries.lock();
+    let n = l.len().min(count);
+    ctx.out.array(n);
+    for e in l.iter().take(n) {
+        ctx.out.array(6);
+        ctx.out.int(e.id as i64);
+        ctx.out.int(e.time as i64);
+        ctx.out.int(e.usec as i64);
+        ctx.out.bulks(e.args.iter());
+        ctx.out.bulk(e.addr.as_bytes());
+        ctx.out.bulk(e.name.as_bytes());
+    }
+    Ok(())
+}
+
+fn slow_len(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let n = ctx.srv.slowlog.entries.lock().len();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn slow_reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    ctx.srv.slowlog.entries.lock().clear();
+    ctx.out.ok();
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! Command metadata: flags, key positions (for locking, COMMAND GETKEYS, key specs) and
+//! per-command statistics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+
+use super::{CmdResult, Ctx};
+
+/// A command handler: reads `args` (args[0] is the command name), writes exactly one reply
+/// into `ctx.out`, or returns an error that the dispatcher writes.
+pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> CmdResult;
+
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const FAST: u32 = 1 << 9;
+    pub const NO_AUTH: u32 = 1 << 10;
+    pub const NO_MULTI: u32 = 1 << 11;
+    pub const ALLOW_BUSY: u32 = 1 << 12;
+    /// Not in Redis's flag list: the command touches the whole keyspace (KEYS, SCAN,
+    /// FLUSHALL...) and takes its locks itself; inside EXEC every stripe is locked.
+    pub const GLOBAL: u32 = 1 << 20;
+    /// Not in Redis's flag list: handled by the connection (MULTI/EXEC/DISCARD/WATCH...).
+    pub const CONN: u32 = 1 << 21;
+
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+
+    /// Parses "write denyoom fast" into a bit set (unknown words panic at startup: a typo
+    /// in the static command table is a programming error).
+    pub fn parse(s: &str) -> u32 {
+        let mut f = 0;
+        for w in s.split_whitespace() {
+            f |= match w {
+                "global" => GLOBAL,
+                "conn" => CONN,
+                _ => {
+                    NAMES
+                        .iter()
+                        .find(|(_, n)| *n == w)
+                        .unwrap_or_else(|| panic!("unknown command flag {w}"))
+                        .0
+                }
+            };
+        }
+        f
+    }
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, Debug)]
+pub enum KeyPos {
+    None,
+    /// Keys at first..=last (negative last counts from the end) every `step`.
+    Range {
+        first: i32,
+        last: i32,
+        step: i32,
+    },
+    /// The number of keys is at `numkeys`; keys follow at `first` (relative to numkeys+1)
+    /// every `step` (ZUNION, LMPOP, SINTERCARD...).
+    Keynum {
+        numkeys: i32,
+        first: i32,
+        step: i32,
+    },
+    /// Custom extraction (e.g. SORT, XREAD-like): fills indices into the vector.
+    Custom(fn(&[Bytes], &mut Vec<usize>)),
+}
+
+#[derive(Default, Debug)]
+pub struct CmdStats {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl CmdStats {
+    pub fn reset(&self) {
+        self.calls.store(0, Ordering::Relaxed);
+        self.usec.store(0, Ordering::Relaxed);
+        self.rejected.store(0, Ordering::Relaxed);
+        self.failed.store(0, Ordering::Relaxed);
+    }
+}
+
+/// One entry of the command table.
+pub struct CommandSpec {
+    /// Lower-case name ("get", or "setname" for a subcommand of "client").
+    pub name: &'static str,
+    /// Redis arity: N exact, -N at least N (counting the command name).
+    pub arity: i32,
+    pub flags: u32,
+    pub keys: KeyPos,
+    pub handler: Handler,
+    /// COMMAND DOCS group ("string", "generic", "connection"...).
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub subcommands: Vec<CommandSpec>,
+    /// "client|setname" for subcommands, same as `name` otherwise.
+    pub full_name: String,
+    pub stats: CmdStats,
+}
+
+impl CommandSpec {
+    /// A command with keys at first..=last step `step` (0,0,0 for none).
+    pub fn new(
+        name: &'static str,
+        arity: i32,
+        flags_str: &str,
+        (first, last, step): (i32, i32, i32),
+        handler: Handler,
+    ) -> Self {
+        CommandSpec {
+            name,
+            arity,
+            flags: flags::parse(flags_str),
+            keys: if first == 0 {
+                KeyPos::None
+            } else {
+                KeyPos::Range { first, last, step }
+            },
+            handler,
+            group: "generic",
+            since: "1.0.0",
+            summary: "",
+            subcommands: Vec::new(),
+            full_name: name.to_string(),
+            stats: CmdStats::default(),
+        }
+    }
+
+    pub fn group(mut self, g: &'static str) -> Self {
+        self.group = g;
+        self
+    }
+
+    pub fn since(mut self, s: &'static str) -> Self {
+        self.since = s;
+        self
+    }
+
+    pub fn summary(mut self, s: &'static str) -> Self {
+        self.summary = s;
+        self
+    }
+
+    pub fn keys(mut self, k: KeyPos) -> Self {
+        self.keys = k;
+        self
+    }
+
+    /// Adds subcommands (CLIENT SETNAME...); their full names become "parent|sub".
+    pub fn subs(mut self, subs: Vec<CommandSpec>) -> Self {
+        self.subcommands = subs
+            .into_iter()
+            .map(|mut s| {
+                s.full_name = format!("{}|{}", self.name, s.name);
+                s.group = self.group;
+                s
+            })
+            .collect();
+        self
+    }
+
+    pub fn has(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        (a >= 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
+    }
+
+    /// Positions of the key arguments of `args`, appended to `out`.
+    pub fn key_indices(&self, args: &[Bytes], out: &mut Vec<usize>) {
+        let argc = args.len() as i32;
+        match self.keys {
+            KeyPos::None => {}
+            KeyPos::Range { first, last, step } => {
+                let last = if last < 0 {
+                    argc + last
+                } else {
+                    last.min(argc - 1)
+                };
+                let step = step.max(1);
+                let mut i = first;
+                while i <= last && i < argc {
+                    out.push(i as usize);
+                    i += step;
+                }
+            }
+            KeyPos::Keynum {
+                numkeys,
+                first,
+                step,
+            } => {
+                let Some(n) = args
+                    .get(numkeys as usize)
+                    .and_then(|b| std::str::from_utf8(b).ok())
+                    .and_then(|s| s.parse::<i64>().ok())
+                else {
+                    return;
+                };
+                let start = numkeys + first;
+                for k in 0..n.max(0) {
+                    let i = start as i64 + k * step.max(1) as i64;
+                    if i >= argc as i64 {
+                        break;
+                    }
+                    out.push(i as usize);
+                }
+            }
+            KeyPos::Custom(f) => f(args, out),
+        }
+    }
+
+    /// (first, last, step) as COMMAND INFO reports them.
+    pub fn legacy_range(&self) -> (i64, i64, i64) {
+        match self.keys {
+            KeyPos::Range { first, last, step } => (first as i64, last as i64, step as i64),
+            _ => (0, 0, 0),
+        }
+    }
+}

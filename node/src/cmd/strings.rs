@@ -1,0 +1,608 @@
+//! String commands: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET MSETNX INCR DECR
+//! INCRBY DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR SETRANGE LCS.
+
+use bytes::Bytes;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyView};
+use crate::db::{Value, NO_EXPIRE};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("string");
+    vec![
+        s("get", 2, "readonly fast", (1, 1, 1), get),
+        s("set", -3, "write denyoom", (1, 1, 1), set),
+        s("setnx", 3, "write denyoom fast", (1, 1, 1), setnx),
+        s("setex", 4, "write denyoom", (1, 1, 1), setex).since("2.0.0"),
+        s("psetex", 4, "write denyoom", (1, 1, 1), psetex).since("2.6.0"),
+        s("getset", 3, "write denyoom fast", (1, 1, 1), getset),
+        s("getdel", 2, "write fast", (1, 1, 1), getdel).since("6.2.0"),
+        s("getex", -2, "write fast", (1, 1, 1), getex).since("6.2.0"),
+        s("mget", -2, "readonly fast", (1, -1, 1), mget),
+        s("mset", -3, "write denyoom", (1, -1, 2), mset).since("1.0.1"),
+        s("msetnx", -3, "write denyoom", (1, -1, 2), msetnx).since("1.0.1"),
+        s("incr", 2, "write denyoom fast", (1, 1, 1), incr),
+        s("decr", 2, "write denyoom fast", (1, 1, 1), decr),
+        s("incrby", 3, "write denyoom fast", (1, 1, 1), incrby),
+        s("decrby", 3, "write denyoom fast", (1, 1, 1), decrby),
+        s(
+            "incrbyfloat",
+            3,
+            "write denyoom fast",
+            (1, 1, 1),
+            incrbyfloat,
+        )
+        .since("2.6.0"),
+        s("append", 3, "write denyoom fast", (1, 1, 1), append).since("2.0.0"),
+        s("strlen", 2, "readonly fast", (1, 1, 1), strlen).since("2.2.0"),
+        s("getrange", 4, "readonly", (1, 1, 1), getrange).since("2.4.0"),
+        s("substr", 4, "readonly", (1, 1, 1), getrange),
+        s("setrange", 4, "write denyoom", (1, 1, 1), setrange).since("2.2.0"),
+        s("lcs", -3, "readonly", (1, 2, 1), lcs).since("7.0.0"),
+    ]
+}
+
+/// Largest string Redis lets a command build (proto-max-bulk-len).
+pub fn check_size(ctx: &Ctx<'_>, len: u64) -> CmdResult {
+    let max = ctx
+        .srv
+        .proto_max_bulk_len
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if len > max {
+        return Err(CmdError::msg(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the string value at `key` (or null); WRONGTYPE for other types.
+fn reply_string(ks: &mut KeyView<'_>, out: &mut crate::resp::Out, key: &[u8]) -> CmdResult {
+    match ks.get(key) {
+        None => out.null(),
+        Some(Value::Int(i)) => out.bulk_int(*i),
+        Some(Value::Str(s)) => out.bulk(s),
+        Some(Value::Buf(b)) => out.bulk(b),
+        Some(_) => return Err(CmdError::WrongType),
+    }
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    reply_string(&mut ctx.ks, ctx.out, &args[1])
+}
+
+/// Parses an EX/PX/EXAT/PXAT amount into an absolute unix-ms deadline.
+pub fn parse_expire(
+    arg: &[u8],
+    unit_ms: u64,
+    absolute: bool,
+    now: u64,
+    cmd: &str,
+) -> Result<u64, CmdError> {
+    let v = arg_i64(arg)?;
+    let bad = || CmdError::msg(format!("ERR invalid expire time in '{cmd}' command"));
+    if v <= 0 {
+        return Err(bad());
+    }
+    let ms = (v as u64).checked_mul(unit_ms).ok_or_else(bad)?;
+    let at = if absolute {
+        ms
+    } else {
+        ms.checked_add(now).ok_or_else(bad)?
+    };
+    if at > i64::MAX as u64 {
+        return Err(bad());
+    }
+    Ok(at)
+}
+
+#[derive(Default)]
+struct SetOpts {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    expire: Option<u64>,
+}
+
+fn parse_set_opts(args: &[Bytes], now: u64, allow_get: bool) -> Result<SetOpts, CmdError> {
+    let mut o = SetOpts::default();
+    let mut i = 3;
+    while i < args.len() {
+        let a = &args[i];
+        let next = args.get(i + 1);
+        if eq_ic(a, "nx") && !o.xx {
+            o.nx = true;
+        } else if eq_ic(a, "xx") && !o.nx {
+            o.xx = true;
+        } else if eq_ic(a, "get") && allow_get {
+            o.get = true;
+        } else if eq_ic(a, "keepttl") && o.expire.is_none() {
+            o.keepttl = true;
+        } else if (eq_ic(a, "ex") || eq_ic(a, "px") || eq_ic(a, "exat") || eq_ic(a, "pxat"))
+            && !o.keepttl
+            && o.expire.is_none()
+            && next.is_some()
+        {
+            let unit = if eq_ic(a, "ex") || eq_ic(a, "exat") {
+                1000
+            } else {
+                1
+            };
+            let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
+            o.expire = Some(parse_expire(&args[i + 1], unit, abs, now, "set")?);
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let o = parse_set_opts(args, ctx.ks.now, true)?;
+    let key = &args[1];
+    if o.get {
+        reply_string(&mut ctx.ks, ctx.out, key)?;
+    }
+    if o.nx || o.xx {
+        let exists = ctx.ks.exists(key);
+        if (o.nx && exists) || (o.xx && !exists) {
+            if !o.get {
+                ctx.out.null();
+            }
+            return Ok(());
+        }
+    }
+    let v = Value::string(&args[2]);
+    if o.keepttl {
+        ctx.ks.set_keepttl(key, v);
+    } else {
+        ctx.ks.set(key, v);
+        if let Some(at) = o.expire {
+            ctx.ks.set_expire(key, at);
+        }
+    }
+    if !o.get {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if ctx.ks.exists(&args[1]) {
+        ctx.out.int(0);
+    } else {
+        ctx.ks.set(&args[1], Value::string(&args[2]));
+        ctx.out.int(1);
+    }
+    Ok(())
+}
+
+fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: u64, name: &str) -> CmdResult {
+    let at = parse_expire(&args[2], unit, false, ctx.ks.now, name)?;
+    ctx.ks.set(&args[1], Value::string(&args[3]));
+    ctx.ks.set_expire(&args[1], at);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn setex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setex_generic(ctx, args, 1000, "setex")
+}
+
+fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setex_generic(ctx, args, 1, "psetex")
+}
+
+fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    reply_string(&mut ctx.ks, ctx.out, &args[1])?;
+    ctx.ks.set(&args[1], Value::string(&args[2]));
+    Ok(())
+}
+
+fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    reply_string(&mut ctx.ks, ctx.out, &args[1])?;
+    ctx.ks.del(&args[1]);
+    Ok(())
+}
+
+fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let now = ctx.ks.now;
+    let mut action: Option<u64> = None; // Some(NO_EXPIRE) = persist
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ic(a, "persist") && action.is_none() {
+            action = Some(NO_EXPIRE);
+        } else if (eq_ic(a, "ex") || eq_ic(a, "px") || eq_ic(a, "exat") || eq_ic(a, "pxat"))
+            && action.is_none()
+            && i + 1 < args.len()
+        {
+            let unit = if eq_ic(a, "ex") || eq_ic(a, "exat") {
+                1000
+            } else {
+                1
+            };
+            let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
+            action = Some(parse_expire(&args[i + 1], unit, abs, now, "getex")?);
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    reply_string(&mut ctx.ks, ctx.out, &args[1])?;
+    if let Some(at) = action {
+        if at != NO_EXPIRE && at <= now {
+            ctx.ks.del(&args[1]);
+        } else {
+            ctx.ks.set_expire(&args[1], at);
+        }
+    }
+    Ok(())
+}
+
+fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.out.array(args.len() - 1);
+    for k in &args[1..] {
+        match ctx.ks.get(k) {
+            Some(Value::Int(i)) => ctx.out.bulk_int(*i),
+            Some(Value::Str(s)) => ctx.out.bulk(s),
+            Some(Value::Buf(b)) => ctx.out.bulk(b),
+            _ => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(super::arity_error(
+            super::table().get(&args[0]).ok_or(CmdError::Syntax)?,
+        ));
+    }
+    for p in args[1..].chunks(2) {
+        ctx.ks.set(&p[0], Value::string(&p[1]));
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(super::arity_error(
+            super::table().get(&args[0]).ok_or(CmdError::Syntax)?,
+        ));
+    }
+    if args[1..].chunks(2).any(|p| ctx.ks.exists(&p[0])) {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    for p in args[1..].chunks(2) {
+        ctx.ks.set(&p[0], Value::string(&p[1]));
+    }
+    ctx.out.int(1);
+    Ok(())
+}
+
+fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
+    let cur = match ctx.ks.get_w(key) {
+        None => None,
+        Some(Value::Int(i)) => Some(*i),
+        Some(v @ (Value::Str(_) | Value::Buf(_))) => {
+            let mut t = itoa::Buffer::new();
+            let b = v.str_bytes(&mut t).unwrap_or(b"");
+            Some(crate::types::parse_i64_strict(b).ok_or(CmdError::NotInt)?)
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    let n = cur.unwrap_or(0).checked_add(by).ok_or(CmdError::Overflow)?;
+    match ctx.ks.get_w(key) {
+        Some(v) => *v = Value::Int(n),
+        None => ctx.ks.set(key, Value::Int(n)),
+    }
+    ctx.out.int(n);
+    Ok(())
+}
+
+fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], 1)
+}
+
+fn decr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], -1)
+}
+
+fn incrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], arg_i64(&args[2])?)
+}
+
+fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let by = arg_i64(&args[2])?;
+    if by == i64::MIN {
+        return Err(CmdError::msg("ERR decrement would overflow"));
+    }
+    incr_by(ctx, &args[1], -by)
+}
+
+/// Shortest round-trip decimal, no exponent (Redis's LD_STR_HUMAN output for INCRBYFLOAT).
+pub fn human_float(f: f64) -> String {
+    let s = format!("{f}");
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let by = crate::types::parse_f64(&args[2]).ok_or(CmdError::NotFloat)?;
+    let cur = match ctx.ks.get_w(&args[1]) {
+        None => 0.0,
+        Some(v) if v.is_string() => {
+            let mut t = itoa::Buffer::new();
+            let b = v.str_bytes(&mut t).unwrap_or(b"");
+            crate::types::parse_f64(b).ok_or(CmdError::NotFloat)?
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    let n = cur + by;
+    if !n.is_finite() {
+        return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
+    }
+    let s = human_float(n);
+    ctx.ks.set_keepttl(&args[1], Value::string(s.as_bytes()));
+    ctx.out.bulk(s.as_bytes());
+    Ok(())
+}
+
+fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let cur_len = match ctx.ks.get_w(&args[1]) {
+        None => None,
+        Some(v) if v.is_string() => {
+            let mut t = itoa::Buffer::new();
+            Some(v.str_bytes(&mut t).map(|b| b.len()).unwrap_or(0))
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    match cur_len {
+        None => {
+            ctx.ks.set(&args[1], Value::string(&args[2]));
+            ctx.out.int(args[2].len() as i64);
+        }
+        Some(l) => {
+            check_size(ctx, (l + args[2].len()) as u64)?;
+            let v = ctx.ks.get_w(&args[1]).ok_or(CmdError::NoSuchKey)?;
+            let buf = v.make_buf().ok_or(CmdError::WrongType)?;
+            buf.extend_from_slice(&args[2]);
+            ctx.out.int(buf.len() as i64);
+        }
+    }
+    Ok(())
+}
+
+fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = match ctx.ks.get(&args[1]) {
+        None => 0,
+        Some(v) if v.is_string() => {
+            let mut t = itoa::Buffer::new();
+            v.str_bytes(&mut t).map(|b| b.len()).unwrap_or(0)
+        }
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// Resolves Redis's inclusive (start, end) with negative indices over `len`.
+pub fn clamp_range(mut start: i64, mut end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        return None;
+    }
+    Some((start as usize, end as usize))
+}
+
+fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let start = arg_i64(&args[2])?;
+    let end = arg_i64(&args[3])?;
+    let mut t = itoa::Buffer::new();
+    match ctx.ks.get(&args[1]) {
+        None => ctx.out.bulk(b""),
+        Some(v) => {
+            let b = v.str_bytes(&mut t).ok_or(CmdError::WrongType)?;
+            match clamp_range(start, end, b.len()) {
+                Some((s, e)) => ctx.out.bulk(&b[s..=e]),
+                None => ctx.out.bulk(b""),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let off = arg_i64(&args[2])?;
+    if off < 0 {
+        return Err(CmdError::msg("ERR offset is out of range"));
+    }
+    let off = off as usize;
+    let val = &args[3];
+    let exists = match ctx.ks.get_w(&args[1]) {
+        None => false,
+        Some(v) if v.is_string() => true,
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    if !exists {
+        if val.is_empty() {
+            ctx.out.int(0);
+            return Ok(());
+        }
+        check_size(ctx, (off + val.len()) as u64)?;
+        ctx.ks.set(&args[1], Value::Buf(Box::default()));
+    } else if !val.is_empty() {
+        check_size(ctx, (off + val.len()) as u64)?;
+    }
+    let v = ctx.ks.get_w(&args[1]).ok_or(CmdError::NoSuchKey)?;
+    if val.is_empty() {
+        let mut t = itoa::Buffer::new();
+        let n = v.str_bytes(&mut t).map(|b| b.len()).unwrap_or(0);
+        ctx.out.int(n as i64);
+        return Ok(());
+    }
+    let buf = v.make_buf().ok_or(CmdError::WrongType)?;
+    if buf.len() < off + val.len() {
+        buf.resize(off + val.len(), 0);
+    }
+    buf[off..off + val.len()].copy_from_slice(val);
+    ctx.out.int(buf.len() as i64);
+    Ok(())
+}
+
+fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (mut getlen, mut getidx, mut withlen) = (false, false, false);
+    let mut minlen: i64 = 0;
+    let mut i = 3;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ic(a, "len") {
+            getlen = true;
+        } else if eq_ic(a, "idx") {
+            getidx = true;
+        } else if eq_ic(a, "withmatchlen") {
+            withlen = true;
+        } else if eq_ic(a, "minmatchlen") && i + 1 < args.len() {
+            minlen = arg_i64(&args[i + 1])?.max(0);
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if getlen && getidx {
+        return Err(CmdError::msg(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    let mut fetch = |k: &[u8]| -> Result<Vec<u8>, CmdError> {
+        let mut t = itoa::Buffer::new();
+        match ctx.ks.get(k) {
+            None => Ok(Vec::new()),
+            Some(v) => v
+                .str_bytes(&mut t)
+                .map(|b| b.to_vec())
+                .ok_or_else(|| CmdError::msg("ERR The specified keys must contain string values")),
+        }
+    };
+    let a = fetch(&args[1])?;
+    let b = fetch(&args[2])?;
+    let (al, bl) = (a.len(), b.len());
+    let cells = (al as u64 + 1) * (bl as u64 + 1);
+    if cells.saturating_mul(4)
+        > ctx
+            .srv
+            .proto_max_bulk_len
+            .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Err(CmdError::msg(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let w = bl + 1;
+    let mut dp = vec![0u32; (al + 1) * w];
+    for i in 1..=al {
+        for j in 1..=bl {
+            dp[i * w + j] = if a[i - 1] == b[j - 1] {
+                dp[(i - 1) * w + j - 1] + 1
+            } else {
+                dp[(i - 1) * w + j].max(dp[i * w + j - 1])
+            };
+        }
+    }
+    let total = dp[al * w + bl] as usize;
+    if getlen {
+        ctx.out.int(total as i64);
+        return Ok(());
+    }
+    let mut result = vec![0u8; total];
+    let mut matches: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let (mut i, mut j, mut idx) = (al, bl, total);
+    let (mut as_, mut ae, mut bs, mut be) = (al, 0usize, 0usize, 0usize);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[idx - 1] = a[i - 1];
+            if as_ == al {
+                as_ = i - 1;
+                ae = i - 1;
+                bs = j - 1;
+                be = j - 1;
+            } else if as_ == i && bs == j {
+                as_ -= 1;
+                bs -= 1;
+            } else {
+                emit = true;
+            }
+            if as_ == 0 || bs == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if dp[(i - 1) * w + j] > dp[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if as_ != al {
+                emit = true;
+            }
+        }
+        if emit {
+            let mlen = ae - as_ + 1;
+            if minlen == 0 || mlen as i64 >= minlen {
+                matches.push((as_, ae, bs, be));
+            }
+            as_ = al;
+        }
+    }
+    if !getidx {
+        ctx.out.bulk(&result);
+        return Ok(());
+    }
+    let o = &mut *ctx.out;
+    o.map(2);
+    o.bulk(b"matches");
+    o.array(matches.len());
+    for (as_, ae, bs, be) in matches {
+        o.array(if withlen { 3 } else { 2 });
+        o.array(2);
+        o.int(as_ as i64);
+        o.int(ae as i64);
+        o.array(2);
+        o.int(bs as i64);
+        o.int(be as i64);
+        if withlen {
+            o.int((ae - as_ + 1) as i64);
+        }
+    }
+    o.bulk(b"len");
+    o.int(total as i64);
+    Ok(())
+}

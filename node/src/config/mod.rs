@@ -1,0 +1,486 @@
+//! redis.conf parsing, validation and CONFIG GET/SET/REWRITE support.
+
+pub mod directives;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use directives::{find, Directive, Kind, DIRECTIVES};
+
+/// Output buffer limits of one client class (bytes, bytes, seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+/// The node's configuration: every directive's normalised value, plus typed copies of the
+/// ones the server reads often.
+#[derive(Debug, Clone)]
+pub struct Config {
+    values: BTreeMap<&'static str, String>,
+    /// normal, replica, pubsub
+    pub cobl: [BufLimit; 3],
+    pub file: Option<PathBuf>,
+    /// `bind` was given explicitly (protected mode only applies to the default bind).
+    pub bind_explicit: bool,
+}
+
+/// A configuration error that stops the node (file/line/directive/reason).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("Fatal error, can't open config file '{path}': {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("\n*** FATAL CONFIG FILE ERROR (tessera-node) ***\nReading the configuration file{}, at line {line}\n>>> '{text}'\n{reason}", source_name(.file))]
+    Line {
+        file: Option<String>,
+        line: usize,
+        text: String,
+        reason: String,
+    },
+}
+
+fn source_name(f: &Option<String>) -> String {
+    match f {
+        Some(f) => format!(" {f}"),
+        None => " (command line)".to_string(),
+    }
+}
+
+/// Parses a memory amount like Redis's `memtoull`: 1k=1000, 1kb=1024, m/mb, g/gb.
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let l = s.to_ascii_lowercase();
+    let (num, mul) = [
+        ("gb", 1u64 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1_000),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suf, m)| l.strip_suffix(suf).map(|n| (n.to_string(), *m)))
+    .unwrap_or((l.clone(), 1));
+    if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut c = Config {
+            values: BTreeMap::new(),
+            cobl: [
+                BufLimit::default(),
+                BufLimit {
+                    hard: 256 << 20,
+                    soft: 64 << 20,
+                    soft_secs: 60,
+                },
+                BufLimit {
+                    hard: 32 << 20,
+                    soft: 8 << 20,
+                    soft_secs: 60,
+                },
+            ],
+            file: None,
+            bind_explicit: false,
+        };
+        for d in DIRECTIVES {
+            if !matches!(d.kind, Kind::Special) || d.name != "client-output-buffer-limit" {
+                c.values.insert(d.name, d.default.to_string());
+            }
+        }
+        c
+    }
+}
+
+impl Config {
+    /// Builds the config from an optional file and `--directive value` arguments.
+    pub fn load(file: Option<&Path>, cli: &[(String, Vec<String>)]) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            c.file = Some(abs);
+            c.apply_text(&text, Some(path.display().to_string()))?;
+        }
+        for (i, (name, args)) in cli.iter().enumerate() {
+            c.set_directive(name, args)
+                .map_err(|reason| ConfigError::Line {
+                    file: None,
+                    line: i + 1,
+                    text: format!("{} {}", name, args.join(" ")),
+                    reason,
+                })?;
+        }
+        Ok(c)
+    }
+
+    /// Applies redis.conf text; errors name the line.
+    pub fn apply_text(&mut self, text: &str, file: Option<String>) -> Result<(), ConfigError> {
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let err = |reason: String| ConfigError::Line {
+                file: file.clone(),
+                line: n + 1,
+                text: line.to_string(),
+                reason,
+            };
+            let words = crate::resp::parser::split_args(line.as_bytes())
+                .ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let Some((name, args)) = words.split_first() else {
+                continue;
+            };
+            if name.eq_ignore_ascii_case("include") {
+                return Err(err("include is not supported".into()));
+            }
+            self.set_directive(name, args).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Validates and stores one directive. The error is the reason text Redis prints.
+    pub fn set_directive(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        let lname = name.to_ascii_lowercase();
+        let d = find(&lname).ok_or("Bad directive or wrong number of arguments")?;
+        let val = match d.kind {
+            Kind::Special => return self.set_special(d.name, args),
+            _ if args.len() != 1 => {
+                return Err("wrong number of arguments".into());
+            }
+            Kind::Bool => parse_bool(&args[0])
+                .ok_or("argument must be 'yes' or 'no'")?
+                .then_some("yes")
+                .unwrap_or("no")
+                .to_string(),
+            Kind::Int { min, max } => {
+                let v: i64 = args[0]
+                    .parse()
+                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                if v < min || v > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                v.to_string()
+            }
+            Kind::Mem { max } => {
+                let v = parse_memory(&args[0]).ok_or("argument must be a memory value")?;
+                if v > max {
+                    return Err(format!("argument must be between 0 and {max} inclusive"));
+                }
+                v.to_string()
+            }
+            Kind::Enum(opts) => {
+                let l = args[0].to_ascii_lowercase();
+                if !opts.contains(&l.as_str()) {
+                    return Err(format!(
+                        "argument(s) must be one of the following: {}",
+                        opts.join(", ")
+                    ));
+                }
+                l
+            }
+            Kind::Str => args[0].clone(),
+        };
+        // Old listpack/ziplist names are aliases of each other.
+        let alias = match d.name {
+            "hash-max-ziplist-entries" => Some("hash-max-listpack-entries"),
+            "hash-max-ziplist-value" => Some("hash-max-listpack-value"),
+            "zset-max-ziplist-entries" => Some("zset-max-listpack-entries"),
+            "zset-max-ziplist-value" => Some("zset-max-listpack-value"),
+            "list-max-ziplist-size" => Some("list-max-listpack-size"),
+            _ => None,
+        };
+        if let Some(a) = alias {
+            self.values.insert(a, val.clone());
+        }
+        self.values.insert(d.name, val);
+        Ok(())
+    }
+
+    fn set_special(&mut self, name: &'static str, args: &[String]) -> Result<(), String> {
+        match name {
+            "bind" => {
+                if args.is_empty() {
+                    return Err("wrong number of arguments".into());
+                }
+                self.bind_explicit = true;
+                self.values.insert(name, args.join(" "));
+            }
+            "save" => {
+                let joined: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+                if joined.len() % 2 != 0 || joined.iter().any(|w| w.parse::<u64>().is_err()) {
+                    return Err("Invalid save parameters".into());
+                }
+                self.values.insert(name, joined.join(" "));
+            }
+            "replicaof" => {
+                if args.len() != 2 {
+                    return Err("wrong number of arguments".into());
+                }
+                self.values.insert(name, args.join(" "));
+            }
+            "client-output-buffer-limit" => {
+                let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+                if words.is_empty() || words.len() % 4 != 0 {
+                    return Err("Wrong number of arguments in buffer limit configuration.".into());
+                }
+                let mut new = self.cobl;
+                for ch in words.chunks(4) {
+                    let class = match ch[0].to_ascii_lowercase().as_str() {
+                        "normal" => 0,
+                        "slave" | "replica" => 1,
+                        "pubsub" => 2,
+                        _ => {
+                            return Err(
+                                "Invalid client class specified in buffer limit configuration."
+                                    .into(),
+                            )
+                        }
+                    };
+                    let hard = parse_memory(ch[1]);
+                    let soft = parse_memory(ch[2]);
+                    let secs = ch[3].parse::<u64>().ok();
+                    match (hard, soft, secs) {
+                        (Some(hard), Some(soft), Some(soft_secs)) => {
+                            new[class] = BufLimit {
+                                hard,
+                                soft,
+                                soft_secs,
+                            }
+                        }
+                        _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
+                    }
+                }
+                self.cobl = new;
+            }
+            _ => return Err("Bad directive or wrong number of arguments".into()),
+        }
+        Ok(())
+    }
+
+    /// The CONFIG GET value of a directive.
+    pub fn get(&self, name: &str) -> Option<String> {
+        if name == "client-output-buffer-limit" {
+            let c = &self.cobl;
+            return Some(format!(
+                "normal {} {} {} slave {} {} {} pubsub {} {} {}",
+                c[0].hard,
+                c[0].soft,
+                c[0].soft_secs,
+                c[1].hard,
+                c[1].soft,
+                c[1].soft_secs,
+                c[2].hard,
+                c[2].soft,
+                c[2].soft_secs
+            ));
+        }
+        if name == "dir" {
+            return std::env::current_dir()
+                .ok()
+                .map(|p| p.display().to_string())
+                .or_else(|| self.values.get(name).cloned());
+        }
+        self.values.get(name).cloned()
+    }
+
+    pub fn str(&self, name: &str) -> &str {
+        self.values.get(name).map(|s| s.as_str()).unwrap_or("")
+    }
+
+    pub fn int(&self, name: &str) -> i64 {
+        self.str(name).parse().unwrap_or(0)
+    }
+
+    pub fn uint(&self, name: &str) -> u64 {
+        self.str(name).parse().unwrap_or(0)
+    }
+
+    pub fn bool(&self, name: &str) -> bool {
+        self.str(name) == "yes"
+    }
+
+    /// All directive names (CONFIG GET pattern matching).
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        DIRECTIVES.iter().map(|d| d.name)
+    }
+
+    /// CONFIG REWRITE: rewrites the file in place, replacing known directives' lines with
+    /// current values and appending the ones that differ from their defaults.
+    pub fn rewrite(&self) -> Result<(), String> {
+        let Some(path) = &self.file else {
+            return Err("The server is running without a config file".into());
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let mut done = std::collections::HashSet::new();
+        let mut out = String::new();
+        for raw in text.lines() {
+            let line = raw.trim();
+            let name = line
+                .split_whitespace()
+                .next()
+                .map(|n| directives::canonical(&n.to_ascii_lowercase()).to_string());
+            match name.as_deref().and_then(find) {
+                Some(d) if !line.starts_with('#') => {
+                    if done.insert(d.name) {
+                        out.push_str(&self.directive_line(d.name));
+                        out.push('\n');
+                    }
+                }
+                _ => {
+                    out.push_str(raw);
+                    out.push('\n');
+                }
+            }
+        }
+        let mut appended = false;
+        for d in DIRECTIVES {
+            if done.contains(d.name) || d.name.contains("ziplist") {
+                continue;
+            }
+            let cur = self.get(d.name).unwrap_or_default();
+            let default = if d.name == "client-output-buffer-limit" {
+                Config::default().get(d.name).unwrap_or_default()
+            } else {
+                d.default.to_string()
+            };
+            if d.name != "dir" && cur != default {
+                if !appended {
+                    out.push_str("# Generated by CONFIG REWRITE\n");
+                    appended = true;
+                }
+                out.push_str(&self.directive_line(d.name));
+                out.push('\n');
+            }
+        }
+        let tmp = path.with_extension("tmp-rewrite");
+        std::fs::write(&tmp, out).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    }
+
+    fn directive_line(&self, name: &str) -> String {
+        let v = self.get(name).unwrap_or_default();
+        match name {
+            "save" | "bind" | "replicaof" | "client-output-buffer-limit" if !v.is_empty() => {
+                format!("{name} {v}")
+            }
+            _ => format!("{name} {}", quote(&v)),
+        }
+    }
+}
+
+fn quote(v: &str) -> String {
+    if !v.is_empty()
+        && !v
+            .bytes()
+            .any(|c| c.is_ascii_whitespace() || c == b'"' || c == b'\'')
+    {
+        return v.to_string();
+    }
+    let mut s = String::from("\"");
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Parses the node's command line: `[file.conf] [--directive value...]`.
+pub fn parse_args(args: &[String]) -> (Option<PathBuf>, Vec<(String, Vec<String>)>) {
+    let mut file = None;
+    let mut i = 0;
+    if let Some(first) = args.first() {
+        if !first.starts_with("--") {
+            file = Some(PathBuf::from(first));
+            i = 1;
+        }
+    }
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    while i < args.len() {
+        let a = &args[i];
+        if let Some(name) = a.strip_prefix("--") {
+            out.push((name.to_string(), Vec::new()));
+        } else if let Some(last) = out.last_mut() {
+            last.1.push(a.clone());
+        }
+        i += 1;
+    }
+    (file, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1kb"), Some(1024));
+        assert_eq!(parse_memory("1k"), Some(1000));
+        assert_eq!(parse_memory("100MB"), Some(100 << 20));
+        assert_eq!(parse_memory("x"), None);
+    }
+
+    #[test]
+    fn file_errors_name_line() {
+        let mut c = Config::default();
+        let e = c
+            .apply_text("port 7000\n\nport abc\n", Some("/x.conf".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/x.conf, at line 3"), "{e}");
+        assert!(e.contains("'port abc'"), "{e}");
+        assert!(e.contains("integer"), "{e}");
+        let e = c.apply_text("nosuch 1\n", None).unwrap_err().to_string();
+        assert!(e.contains("Bad directive"), "{e}");
+    }
+
+    #[test]
+    fn specials() {
+        let mut c = Config::default();
+        c.apply_text(
+            "save \"\"\nclient-output-buffer-limit pubsub 1mb 512kb 10\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.get("save").unwrap(), "");
+        assert_eq!(c.cobl[2].hard, 1 << 20);
+        let (f, a) = parse_args(&[
+            "a.conf".into(),
+            "--port".into(),
+            "7000".into(),
+            "--save".into(),
+            "".into(),
+        ]);
+        assert_eq!(f.unwrap().to_str().unwrap(), "a.conf");
+        assert_eq!(a.len(), 2);
+    }
+}

@@ -1,0 +1,288 @@
+//! Connected clients: per-connection state, the shared handle other tasks see (CLIENT LIST,
+//! KILL, pub/sub delivery) and the registry.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, Notify};
+
+use super::{now_ms, Server};
+
+/// How the client wants replies (CLIENT REPLY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    SkipNext,
+    Skip,
+}
+
+/// What other tasks can see and do to a client.
+pub struct ClientHandle {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub created: Instant,
+    pub name: Mutex<Option<Bytes>>,
+    pub db: AtomicUsize,
+    pub last_cmd: Mutex<&'static str>,
+    pub last_active_ms: AtomicU64,
+    pub killed: AtomicBool,
+    pub kill: Notify,
+    /// Out-of-band messages (pub/sub, MONITOR), already encoded for the client's protocol.
+    pub tx: mpsc::UnboundedSender<Bytes>,
+    /// Bytes queued in `tx` and not yet written (output buffer accounting).
+    pub queued: AtomicUsize,
+    pub resp3: AtomicBool,
+    pub subs: AtomicUsize,
+    pub psubs: AtomicUsize,
+    pub in_multi: AtomicBool,
+    pub no_evict: AtomicBool,
+    pub monitor: AtomicBool,
+    /// Output buffer over the soft limit since this unix ms (0 = not over).
+    pub soft_since: AtomicU64,
+}
+
+impl ClientHandle {
+    pub fn new(
+        id: u64,
+        addr: String,
+        laddr: String,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Bytes>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let h = ClientHandle {
+            id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            db: AtomicUsize::new(0),
+            last_cmd: Mutex::new("NULL"),
+            last_active_ms: AtomicU64::new(now_ms()),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+            tx,
+            queued: AtomicUsize::new(0),
+            resp3: AtomicBool::new(false),
+            subs: AtomicUsize::new(0),
+            psubs: AtomicUsize::new(0),
+            in_multi: AtomicBool::new(false),
+            no_evict: AtomicBool::new(false),
+            monitor: AtomicBool::new(false),
+            soft_since: AtomicU64::new(0),
+        };
+        (Arc::new(h), rx)
+    }
+
+    pub fn touch_cmd(&self, name: &'static str) {
+        *self.last_cmd.lock() = name;
+    }
+
+    /// Asks the connection to close.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+
+    /// Queues an out-of-band message; kills the client when the pub/sub output buffer limit
+    /// is exceeded (client-output-buffer-limit pubsub).
+    pub fn send(&self, msg: Bytes, limit: crate::config::BufLimit) -> bool {
+        let q = self.queued.fetch_add(msg.len(), Ordering::Relaxed) + msg.len();
+        if limit.hard > 0 && q as u64 > limit.hard {
+            tracing::info!(
+                id = self.id,
+                "client closed for overcoming of output buffer limits"
+            );
+            self.kill();
+            return false;
+        }
+        if limit.soft > 0 && q as u64 > limit.soft {
+            let now = now_ms();
+            let since = self.soft_since.load(Ordering::Relaxed);
+            if since == 0 {
+                self.soft_since.store(now, Ordering::Relaxed);
+            } else if now - since >= limit.soft_secs * 1000 {
+                self.kill();
+                return false;
+            }
+        } else {
+            self.soft_since.store(0, Ordering::Relaxed);
+        }
+        self.tx.send(msg).is_ok()
+    }
+
+    /// CLIENT LIST / CLIENT INFO line.
+    pub fn info_line(&self, srv: &Server) -> String {
+        let now = now_ms();
+        let mut flags = String::new();
+        if self.subs.load(Ordering::Relaxed) + self.psubs.load(Ordering::Relaxed) > 0 {
+            flags.push('P');
+        }
+        if self.in_multi.load(Ordering::Relaxed) {
+            flags.push('x');
+        }
+        if self.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        if srv.blocking.is_blocked(self.id) {
+            flags.push('b');
+        }
+        if self.no_evict.load(Ordering::Relaxed) {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let name = self
+            .name
+            .lock()
+            .as_ref()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
+        let idle = now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
+        format!(
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            name,
+            self.created.elapsed().as_secs(),
+            idle,
+            flags,
+            self.db.load(Ordering::Relaxed),
+            self.subs.load(Ordering::Relaxed),
+            self.psubs.load(Ordering::Relaxed),
+            if self.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            self.queued.load(Ordering::Relaxed),
+            self.last_cmd.lock(),
+            if self.resp3.load(Ordering::Relaxed) { 3 } else { 2 },
+        )
+    }
+}
+
+/// Per-connection state (owned by the connection task; commands get `&mut`).
+pub struct ClientState {
+    pub id: u64,
+    pub db: usize,
+    pub handle: Arc<ClientHandle>,
+    pub authenticated: bool,
+    /// Queued commands while in MULTI.
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A command failed to queue: EXEC must abort.
+    pub multi_error: bool,
+    pub watched: Vec<(usize, Bytes)>,
+    /// Set by another client touching a watched key.
+    pub watch_dirty: Arc<AtomicBool>,
+    pub subs: HashSet<Bytes>,
+    pub psubs: HashSet<Bytes>,
+    pub close_after_reply: bool,
+    pub reply_mode: ReplyMode,
+    pub scratch_idx: Vec<usize>,
+    pub scratch_slots: Vec<u16>,
+}
+
+impl ClientState {
+    pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Self {
+        ClientState {
+            id: handle.id,
+            db: 0,
+            handle,
+            authenticated,
+            multi: None,
+            multi_error: false,
+            watched: Vec::new(),
+            watch_dirty: Arc::new(AtomicBool::new(false)),
+            subs: HashSet::new(),
+            psubs: HashSet::new(),
+            close_after_reply: false,
+            reply_mode: ReplyMode::On,
+            scratch_idx: Vec::new(),
+            scratch_slots: Vec::new(),
+        }
+    }
+
+    /// A state used to run a blocked client's command on its behalf.
+    pub fn detached(id: u64, db: usize) -> Self {
+        let (h, _rx) = ClientHandle::new(id, String::new(), String::new());
+        let mut s = ClientState::new(h, true);
+        s.db = db;
+        s
+    }
+
+    /// RESP2 subscribed clients may only run (P)SUBSCRIBE & co.
+    pub fn in_pubsub_context(&self) -> bool {
+        !self.subs.is_empty() || !self.psubs.is_empty()
+    }
+}
+
+/// All connected clients.
+#[derive(Default)]
+pub struct ClientRegistry {
+    map: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+    next_id: AtomicU64,
+    pub count: AtomicUsize,
+}
+
+impl ClientRegistry {
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn add(&self, h: Arc<ClientHandle>) {
+        self.map.lock().insert(h.id, h);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn remove(&self, id: u64) {
+        if self.map.lock().remove(&id).is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
+        self.map.lock().get(&id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ClientHandle>> {
+        self.map.lock().values().cloned().collect()
+    }
+
+    pub fn kill_all(&self) {
+        for c in self.all() {
+            c.kill();
+        }
+    }
+}
+
+/// Closes clients idle longer than `timeout` seconds (not pub/sub or blocked ones).
+pub async fn timeout_loop(srv: Arc<Server>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let t = srv.timeout_secs.load(Ordering::Relaxed);
+        if t == 0 {
+            continue;
+        }
+        let now = now_ms();
+        for c in srv.clients.all() {
+            let idle = now.saturating_sub(c.last_active_ms.load(Ordering::Relaxed));
+            let pubsub = c.subs.load(Ordering::Relaxed) + c.psubs.load(Ordering::Relaxed) > 0;
+            if idle > t * 1000 && !pubsub && !srv.blocking.is_blocked(c.id) {
+                tracing::debug!(id = c.id, "closing idle client");
+                c.kill();
+            }
+        }
+    }
+}

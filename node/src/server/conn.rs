@@ -1,0 +1,273 @@
+//! One connection: read → parse every complete request → execute → flush once.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::clients::{ClientHandle, ClientState, ReplyMode};
+use super::{now_ms, Server};
+use crate::cmd::{self, Outcome};
+use crate::resp::{Limits, Out, Parser};
+
+const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Serves one client until it quits, is killed, or sends a protocol error.
+pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
+    let _ = sock.set_nodelay(true);
+    let maxclients = srv.maxclients.load(Ordering::Relaxed) as usize;
+    if srv.clients.len() >= maxclients {
+        srv.stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = sock
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let denied = {
+        let c = srv.config.read();
+        c.bool("protected-mode")
+            && !c.bind_explicit
+            && c.str("requirepass").is_empty()
+            && !peer.ip().is_loopback()
+    };
+    if denied {
+        let _ = sock.write_all(DENIED.as_bytes()).await;
+        return;
+    }
+    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let id = srv.clients.next_id();
+    let (handle, mut rx) = ClientHandle::new(id, peer.to_string(), laddr);
+    srv.clients.add(handle.clone());
+    let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
+    let res = serve(&srv, &mut sock, &mut cl, &mut rx).await;
+    if let Err(e) = res {
+        tracing::debug!(id, error = %e, "connection ended");
+    }
+    cleanup(&srv, &mut cl);
+    srv.clients.remove(id);
+}
+
+/// Drops subscriptions, watches and monitor registration of a closing client.
+fn cleanup(srv: &Server, cl: &mut ClientState) {
+    srv.pubsub.unsubscribe_all(cl);
+    srv.watch.unwatch(cl);
+    srv.monitors.remove(cl.id);
+}
+
+async fn serve(
+    srv: &Arc<Server>,
+    sock: &mut TcpStream,
+    cl: &mut ClientState,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+) -> std::io::Result<()> {
+    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut out = Out::new(false);
+    let mut parser = Parser::new();
+    let mut args: Vec<Bytes> = Vec::with_capacity(8);
+    let handle = cl.handle.clone();
+    loop {
+        if inbuf.capacity() - inbuf.len() < 4096 {
+            inbuf.reserve(16 * 1024);
+        }
+        tokio::select! {
+            biased;
+            _ = handle.kill.notified() => return Ok(()),
+            msg = rx.recv() => {
+                let Some(msg) = msg else { return Ok(()) };
+                out.raw(&msg);
+                handle.queued.fetch_sub(msg.len(), Ordering::Relaxed);
+                while let Ok(m) = rx.try_recv() {
+                    out.raw(&m);
+                    handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
+                }
+                flush(sock, &mut out, srv).await?;
+            }
+            n = sock.read_buf(&mut inbuf) => {
+                let n = n?;
+                if n == 0 {
+                    return Ok(());
+                }
+                if handle.killed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                handle.last_active_ms.store(now_ms(), Ordering::Relaxed);
+                let keep = process(srv, sock, cl, &mut out, &mut parser, &mut inbuf, &mut args).await?;
+                flush(sock, &mut out, srv).await?;
+                if !keep {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+async fn flush(sock: &mut TcpStream, out: &mut Out, srv: &Server) -> std::io::Result<()> {
+    if out.buf.is_empty() {
+        return Ok(());
+    }
+    srv.stats
+        .net_output_bytes
+        .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
+    sock.write_all(&out.buf).await?;
+    out.buf.clear();
+    if out.buf.capacity() > 1 << 20 {
+        out.buf = BytesMut::with_capacity(16 * 1024);
+    }
+    Ok(())
+}
+
+/// Executes every complete request in `inbuf`. Returns false when the connection must close
+/// (QUIT, protocol error, kill).
+async fn process(
+    srv: &Arc<Server>,
+    sock: &mut TcpStream,
+    cl: &mut ClientState,
+    out: &mut Out,
+    parser: &mut Parser,
+    inbuf: &mut BytesMut,
+    args: &mut Vec<Bytes>,
+) -> std::io::Result<bool> {
+    loop {
+        let lim = Limits {
+            max_bulk: srv.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
+            authenticated: cl.authenticated,
+        };
+        match parser.parse(inbuf, args, lim) {
+            Ok(false) => return Ok(true),
+            Ok(true) => {}
+            Err(e) => {
+                out.error(&format!("ERR Protocol error: {e}"));
+                tracing::debug!(id = cl.id, error = %e, "protocol error");
+                srv.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
+            }
+        }
+        if args.is_empty() {
+            continue;
+        }
+        let mark = out.buf.len();
+        let outcome = loop {
+            match cmd::execute(srv, cl, out, args) {
+                Outcome::Paused(until) => {
+                    flush(sock, out, srv).await?;
+                    tokio::time::sleep_until(until.into()).await;
+                }
+                o => break o,
+            }
+        };
+        apply_reply_mode(cl, out, mark, args);
+        match outcome {
+            Outcome::Done => {}
+            Outcome::Close => return Ok(false),
+            Outcome::Blocked(w) => {
+                flush(sock, out, srv).await?;
+                if !wait_blocked(srv, sock, cl, out, inbuf, w).await? {
+                    return Ok(false);
+                }
+            }
+            Outcome::Paused(_) => {}
+        }
+        if cl.handle.killed.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        // Normal-class output buffer hard limit (a client pipelining huge replies).
+        let lim = srv.config.read().cobl[0];
+        if lim.hard > 0 && out.buf.len() as u64 > lim.hard {
+            tracing::info!(
+                id = cl.id,
+                "client closed for overcoming of output buffer limits"
+            );
+            out.buf.clear();
+            return Ok(false);
+        }
+        if out.buf.len() > 64 * 1024 {
+            flush(sock, out, srv).await?;
+        }
+    }
+}
+
+/// CLIENT REPLY OFF|SKIP: drops the reply just written.
+fn apply_reply_mode(cl: &mut ClientState, out: &mut Out, mark: usize, args: &[Bytes]) {
+    let is_client_reply = args.len() >= 2
+        && args[0].eq_ignore_ascii_case(b"client")
+        && args[1].eq_ignore_ascii_case(b"reply");
+    match cl.reply_mode {
+        ReplyMode::On => {}
+        ReplyMode::Off => out.buf.truncate(mark),
+        ReplyMode::SkipNext => {
+            // Set by this very command: skip starting with the next one.
+            if is_client_reply {
+                out.buf.truncate(mark);
+                cl.reply_mode = ReplyMode::Skip;
+            }
+        }
+        ReplyMode::Skip => {
+            out.buf.truncate(mark);
+            cl.reply_mode = ReplyMode::On;
+        }
+    }
+}
+
+/// Waits for a blocked command's reply, its timeout, a kill, or the client going away.
+async fn wait_blocked(
+    srv: &Arc<Server>,
+    sock: &mut TcpStream,
+    cl: &mut ClientState,
+    out: &mut Out,
+    inbuf: &mut BytesMut,
+    mut w: crate::blocking::WaitHandle,
+) -> std::io::Result<bool> {
+    let sleep = async {
+        if w.timeout_ms == 0 {
+            std::future::pending::<()>().await
+        } else {
+            tokio::time::sleep(Duration::from_millis(w.timeout_ms)).await
+        }
+    };
+    tokio::pin!(sleep);
+    let handle = cl.handle.clone();
+    loop {
+        tokio::select! {
+            r = &mut w.rx => {
+                if let Ok(reply) = r {
+                    out.raw(&reply);
+                }
+                return Ok(true);
+            }
+            _ = &mut sleep => {
+                if srv.blocking.cancel(w.id) {
+                    out.null_array();
+                    return Ok(true);
+                }
+                // Served concurrently: the reply is on its way.
+                if let Ok(reply) = (&mut w.rx).await {
+                    out.raw(&reply);
+                }
+                return Ok(true);
+            }
+            _ = handle.kill.notified() => {
+                srv.blocking.cancel(w.id);
+                return Ok(false);
+            }
+            n = sock.read_buf(inbuf) => {
+                // Requests sent while blocked wait in the buffer; EOF means the client left.
+                if n? == 0 {
+                    if !srv.blocking.cancel(w.id) {
+                        let _ = (&mut w.rx).await;
+                    }
+                    return Ok(false);
+                }
+                if inbuf.capacity() - inbuf.len() < 1024 {
+                    inbuf.reserve(16 * 1024);
+                }
+            }
+        }
+    }
+}

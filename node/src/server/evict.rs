@@ -1,0 +1,137 @@
+//! maxmemory: LRU/LFU access words and eviction by sampling (Redis's approximated
+//! algorithms), for all eight maxmemory policies.
+
+use std::sync::atomic::Ordering;
+
+use rand::Rng;
+
+use super::{now_ms, Server};
+use crate::cmd::CmdError;
+use crate::db::{SLOTS_PER_STRIPE, STRIPES};
+
+const LFU_INIT: u32 = 5;
+
+#[inline]
+fn minutes(now_ms: u64) -> u32 {
+    ((now_ms / 60_000) & 0xffff) as u32
+}
+
+/// Access word of a new key under LFU.
+pub fn lfu_new(now_ms: u64) -> u32 {
+    (minutes(now_ms) << 8) | LFU_INIT
+}
+
+/// LFU counter after decay (lfu-decay-time 1: one step per idle minute).
+pub fn lfu_counter(word: u32, now_ms: u64) -> u32 {
+    let last = word >> 8;
+    let now = minutes(now_ms);
+    let elapsed = if now >= last {
+        now - last
+    } else {
+        65535 - last + now
+    };
+    (word & 0xff).saturating_sub(elapsed)
+}
+
+/// Refreshes a key's access word on a read/write.
+#[inline]
+pub fn touch(e: &mut crate::db::Entry, clock: u32, lfu: bool) {
+    if lfu {
+        let now = now_ms();
+        let mut c = lfu_counter(e.access, now);
+        if c < 255 {
+            let base = c.saturating_sub(LFU_INIT) as f64;
+            let p = 1.0 / (base * 10.0 + 1.0);
+            if rand::rng().random::<f64>() < p {
+                c += 1;
+            }
+        }
+        e.access = (minutes(now) << 8) | c;
+    } else {
+        e.access = clock;
+    }
+}
+
+/// Over maxmemory? Evicts per policy; OOM error if that isn't enough.
+pub fn ensure_memory(srv: &Server) -> Result<(), CmdError> {
+    let max = srv.maxmemory.load(Ordering::Relaxed);
+    if max == 0 {
+        return Ok(());
+    }
+    let policy = srv.policy.load(Ordering::Relaxed);
+    let mut rounds = 0;
+    while crate::alloc::used_memory() > max {
+        if policy == 7 || rounds > 100_000 || !evict_one(srv, policy) {
+            return Err(CmdError::msg(
+                "OOM command not allowed when used memory > 'maxmemory'.",
+            ));
+        }
+        rounds += 1;
+    }
+    Ok(())
+}
+
+/// Samples keys and evicts the best candidate. False when nothing is evictable.
+fn evict_one(srv: &Server, policy: u8) -> bool {
+    // POLICIES order: volatile-lru, volatile-lfu, volatile-random, volatile-ttl,
+    // allkeys-lru, allkeys-lfu, allkeys-random, noeviction.
+    let volatile = policy <= 3;
+    let samples = srv.config.read().uint("maxmemory-samples").max(1) as usize;
+    let now = now_ms();
+    let clock = srv.access_clock(now);
+    let ndb = srv.ks.databases();
+    let mut rng = rand::rng();
+    let mut best: Option<(u64, usize, usize, Vec<u8>)> = None;
+    let mut found = 0;
+    let start = rng.random_range(0..STRIPES);
+    for step in 0..STRIPES {
+        if found >= samples {
+            break;
+        }
+        let idx = (start + step * 7919) % STRIPES;
+        let st = srv.ks.lock_stripe(idx);
+        for db in 0..ndb {
+            let Some(d) = st.db(db) else { continue };
+            if volatile && d.volatile_len() == 0 || d.is_empty() {
+                continue;
+            }
+            for l in 0..SLOTS_PER_STRIPE {
+                let m = &d.maps[l];
+                if m.is_empty() || (volatile && d.volatile[l] == 0) {
+                    continue;
+                }
+                let skip = rng.random_range(0..m.len());
+                for (k, e) in m.iter().skip(skip).chain(m.iter().take(skip)) {
+                    if volatile && e.expire_at == 0 {
+                        continue;
+                    }
+                    let score = match policy {
+                        0 | 4 => clock.wrapping_sub(e.access) as u64 & 0xff_ffff,
+                        1 | 5 => 255 - lfu_counter(e.access, now) as u64,
+                        3 => u64::MAX - e.expire_at,
+                        _ => rng.random::<u32>() as u64,
+                    };
+                    if best.as_ref().is_none_or(|b| score > b.0) {
+                        best = Some((score, idx, db, k.to_vec()));
+                    }
+                    found += 1;
+                    break;
+                }
+                if found >= samples {
+                    break;
+                }
+            }
+        }
+    }
+    let Some((_, idx, db, key)) = best else {
+        return false;
+    };
+    let slot = crate::slot::key_hash_slot(&key);
+    let mut st = srv.ks.lock_stripe(idx);
+    if st.remove(db, slot, &key).is_some() {
+        srv.stats.evicted_keys.fetch_add(1, Ordering::Relaxed);
+        drop(st);
+        srv.watch.touch(db, &key);
+    }
+    true
+}

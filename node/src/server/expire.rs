@@ -1,0 +1,53 @@
+//! The active expiry cycle: every 1/hz seconds, sweep stripes that hold keys with a TTL and
+//! drop the expired ones, one stripe lock at a time, within a CPU budget (25% of a tick).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{now_ms, Server};
+use crate::db::STRIPES;
+
+pub async fn active_expire_loop(srv: Arc<Server>) {
+    let mut cursor = 0usize;
+    loop {
+        let hz = srv.config.read().uint("hz").clamp(1, 500);
+        let tick = Duration::from_millis(1000 / hz);
+        tokio::time::sleep(tick).await;
+        let budget = tick / 4;
+        let s = srv.clone();
+        let c = cursor;
+        // The sweep takes locks; keep it off the async worker threads' fast path.
+        cursor = tokio::task::spawn_blocking(move || sweep(&s, c, budget))
+            .await
+            .unwrap_or(0);
+    }
+}
+
+/// Sweeps stripes from `cursor` until the budget is spent or a full round is done.
+/// Returns the next cursor.
+pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
+    let start = Instant::now();
+    let ndb = srv.ks.databases();
+    for _ in 0..STRIPES {
+        let now = now_ms();
+        let mut st = srv.ks.lock_stripe(cursor);
+        let mut n = 0;
+        for db in 0..ndb {
+            if st.db(db).is_some_and(|d| d.volatile_len() > 0) {
+                n += st.expire_sweep(db, now);
+            }
+        }
+        drop(st);
+        if n > 0 {
+            srv.stats
+                .expired_keys
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
+        cursor = (cursor + 1) % STRIPES;
+        if start.elapsed() > budget {
+            break;
+        }
+    }
+    cursor
+}

@@ -1,0 +1,317 @@
+//! The server: shared state, the listener, background cycles and shutdown.
+
+pub mod clients;
+pub mod conn;
+pub mod evict;
+pub mod expire;
+pub mod stats;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+pub use clients::{ClientHandle, ClientRegistry, ClientState};
+pub use stats::{Monitors, SlowLog, Stats};
+
+use crate::blocking::Blocking;
+use crate::cmd::transaction::Watches;
+use crate::config::Config;
+use crate::db::Keyspace;
+use crate::pubsub::PubSub;
+
+/// Unix time in milliseconds.
+#[inline]
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("Could not create server TCP listening socket {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("io error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// CLIENT PAUSE state.
+#[derive(Default)]
+pub struct Pause {
+    /// Unix ms until which clients are paused (0 = not paused).
+    pub until: AtomicU64,
+    /// true: only write commands are paused (PAUSE ... WRITE).
+    pub write_only: AtomicBool,
+}
+
+/// Everything connections share.
+pub struct Server {
+    pub ks: Keyspace,
+    pub config: RwLock<Config>,
+    pub clients: ClientRegistry,
+    pub pubsub: PubSub,
+    pub blocking: Blocking,
+    pub watch: Watches,
+    pub stats: Stats,
+    pub slowlog: SlowLog,
+    pub monitors: Monitors,
+    pub pause: Pause,
+    pub started: Instant,
+    pub started_unix: u64,
+    pub run_id: String,
+    pub shutdown: Notify,
+    pub shutting_down: AtomicBool,
+    pub port: AtomicU32,
+    // Hot copies of config values (read on every command).
+    pub maxmemory: AtomicU64,
+    pub policy: AtomicU8,
+    pub maxclients: AtomicU64,
+    pub proto_max_bulk_len: AtomicU64,
+    pub timeout_secs: AtomicU64,
+    pub has_requirepass: AtomicBool,
+    /// Start of the unix-time second the LRU clock counts from.
+    pub lru_epoch: u64,
+    pub last_save: AtomicU64,
+}
+
+impl Server {
+    pub fn new(config: Config) -> Arc<Server> {
+        let ndb = config.uint("databases").max(1) as usize;
+        let run_id: String = (0..40)
+            .map(|_| {
+                let n: u8 = rand::random::<u8>() % 16;
+                char::from_digit(n as u32, 16).unwrap_or('0')
+            })
+            .collect();
+        let now = now_ms();
+        let srv = Server {
+            ks: Keyspace::new(ndb),
+            config: RwLock::new(config),
+            clients: ClientRegistry::default(),
+            pubsub: PubSub::default(),
+            blocking: Blocking::default(),
+            watch: Watches::default(),
+            stats: Stats::default(),
+            slowlog: SlowLog::default(),
+            monitors: Monitors::default(),
+            pause: Pause::default(),
+            started: Instant::now(),
+            started_unix: now,
+            run_id,
+            shutdown: Notify::new(),
+            shutting_down: AtomicBool::new(false),
+            port: AtomicU32::new(0),
+            maxmemory: AtomicU64::new(0),
+            policy: AtomicU8::new(0),
+            maxclients: AtomicU64::new(10000),
+            proto_max_bulk_len: AtomicU64::new(512 << 20),
+            timeout_secs: AtomicU64::new(0),
+            has_requirepass: AtomicBool::new(false),
+            lru_epoch: now / 1000,
+            last_save: AtomicU64::new(now / 1000),
+        };
+        srv.refresh_hot();
+        Arc::new(srv)
+    }
+
+    /// Copies hot config values into atomics (after startup and every CONFIG SET).
+    pub fn refresh_hot(&self) {
+        let c = self.config.read();
+        self.maxmemory.store(c.uint("maxmemory"), Ordering::Relaxed);
+        let p = crate::config::directives::POLICIES
+            .iter()
+            .position(|p| *p == c.str("maxmemory-policy"))
+            .unwrap_or(7);
+        self.policy.store(p as u8, Ordering::Relaxed);
+        self.maxclients
+            .store(c.uint("maxclients"), Ordering::Relaxed);
+        self.proto_max_bulk_len
+            .store(c.uint("proto-max-bulk-len"), Ordering::Relaxed);
+        self.timeout_secs
+            .store(c.uint("timeout"), Ordering::Relaxed);
+        self.has_requirepass
+            .store(!c.str("requirepass").is_empty(), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn requires_auth(&self) -> bool {
+        self.has_requirepass.load(Ordering::Relaxed)
+    }
+
+    /// Encoding thresholds for the collection types, from the config.
+    pub fn type_limits(&self) -> crate::types::Limits {
+        let c = self.config.read();
+        crate::types::Limits {
+            hash_max_listpack_entries: c.uint("hash-max-listpack-entries") as usize,
+            hash_max_listpack_value: c.uint("hash-max-listpack-value") as usize,
+            set_max_intset_entries: c.uint("set-max-intset-entries") as usize,
+            set_max_listpack_entries: c.uint("set-max-listpack-entries") as usize,
+            set_max_listpack_value: c.uint("set-max-listpack-value") as usize,
+            zset_max_listpack_entries: c.uint("zset-max-listpack-entries") as usize,
+            zset_max_listpack_value: c.uint("zset-max-listpack-value") as usize,
+            list_max_listpack_size: c.int("list-max-listpack-size"),
+            hll_sparse_max_bytes: c.uint("hll-sparse-max-bytes") as usize,
+        }
+    }
+
+    #[inline]
+    pub fn lfu_enabled(&self) -> bool {
+        matches!(self.policy.load(Ordering::Relaxed), 1 | 5)
+    }
+
+    /// The LRU clock (seconds since start, 24 bits) for an access at `now_ms`.
+    #[inline]
+    pub fn access_clock(&self, now_ms: u64) -> u32 {
+        ((now_ms / 1000).saturating_sub(self.lru_epoch) & 0xff_ffff) as u32
+    }
+
+    /// The access word of a new key (LFU starts at 5 like Redis's LFU_INIT_VAL).
+    pub fn new_access(&self, now_ms: u64) -> u32 {
+        if self.lfu_enabled() {
+            evict::lfu_new(now_ms)
+        } else {
+            self.access_clock(now_ms)
+        }
+    }
+
+    /// When clients are paused for this command, the instant to retry at.
+    pub fn pause_until(&self, cmd: &crate::cmd::CommandSpec) -> Option<Instant> {
+        let until = self.pause.until.load(Ordering::Relaxed);
+        if until == 0 {
+            return None;
+        }
+        let now = now_ms();
+        if until <= now {
+            return None;
+        }
+        if self.pause.write_only.load(Ordering::Relaxed) && !cmd.has(crate::cmd::flags::WRITE) {
+            return None;
+        }
+        if matches!(cmd.name, "unpause" | "pause") || cmd.full_name.starts_with("client|") {
+            return None;
+        }
+        Some(Instant::now() + Duration::from_millis((until - now).min(100)))
+    }
+
+    /// Requests a graceful stop (SHUTDOWN, SIGTERM).
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+        self.shutdown.notify_one();
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port.load(Ordering::Relaxed) as u16
+    }
+}
+
+/// The addresses to listen on, from `bind` (`-` prefix = optional, `*` = all IPv4).
+fn bind_addrs(bind: &str, port: u16) -> Vec<(SocketAddr, bool)> {
+    let mut v = Vec::new();
+    for w in bind.split_whitespace() {
+        let (optional, a) = match w.strip_prefix('-') {
+            Some(a) => (true, a),
+            None => (false, w),
+        };
+        let ip: std::net::IpAddr = match a {
+            "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            "::*" => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            other => match other.parse() {
+                Ok(ip) => ip,
+                Err(_) => continue,
+            },
+        };
+        v.push((SocketAddr::new(ip, port), optional));
+    }
+    v
+}
+
+/// Binds the listeners, then serves until shutdown. Returns when every connection task has
+/// been told to stop.
+pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
+    let (bind, port) = {
+        let c = srv.config.read();
+        (c.str("bind").to_string(), c.uint("port") as u16)
+    };
+    let mut listeners = Vec::new();
+    for (addr, optional) in bind_addrs(&bind, port) {
+        let sock = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        };
+        let res = sock.and_then(|s| {
+            s.set_reuseaddr(true)?;
+            if addr.is_ipv6() {
+                let sref = socket2::SockRef::from(&s);
+                sref.set_only_v6(true)?;
+            }
+            s.bind(addr)?;
+            s.listen(511)
+        });
+        match res {
+            Ok(l) => listeners.push(l),
+            Err(e) if optional => {
+                tracing::debug!(%addr, error = %e, "optional bind address unavailable");
+            }
+            Err(e) => {
+                return Err(ServerError::Bind {
+                    addr: addr.to_string(),
+                    source: e,
+                })
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err(ServerError::Bind {
+            addr: format!("{bind}:{port}"),
+            source: std::io::Error::other("no address could be bound"),
+        });
+    }
+    let actual = listeners[0].local_addr()?.port();
+    srv.port.store(actual as u32, Ordering::Relaxed);
+    tracing::info!(port = actual, "Ready to accept connections tcp");
+    for l in listeners {
+        tokio::spawn(accept_loop(srv.clone(), l));
+    }
+    tokio::spawn(expire::active_expire_loop(srv.clone()));
+    tokio::spawn(clients::timeout_loop(srv.clone()));
+    // Wait for SHUTDOWN or a signal.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    tokio::select! {
+        _ = srv.shutdown.notified() => {}
+        _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
+        _ = int.recv() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+    }
+    srv.shutting_down.store(true, Ordering::SeqCst);
+    srv.clients.kill_all();
+    tracing::warn!("Redis is now ready to exit, bye bye...");
+    Ok(())
+}
+
+async fn accept_loop(srv: Arc<Server>, l: TcpListener) {
+    loop {
+        match l.accept().await {
+            Ok((sock, peer)) => {
+                if srv.shutting_down.load(Ordering::Relaxed) {
+                    return;
+                }
+                srv.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(conn::handle(srv.clone(), sock, peer));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
