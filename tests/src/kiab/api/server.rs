@@ -270,7 +270,7 @@ async fn serve_resource(
         (Method::GET, None) => {
             let filter = Filter::from_query(&q, &t.ns)?;
             if q.flag("watch") {
-                return watch::serve(state, rt.clone(), filter, &q);
+                return watch::serve(state, rt.clone(), filter, &q, table);
             }
             let (items, rv) = store.list(&gr, filter.ns.as_deref());
             let items: Vec<Value> = items.into_iter().filter(|o| filter.matches(o)).collect();

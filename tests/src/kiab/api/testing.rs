@@ -132,3 +132,111 @@ impl Kubectl {
         r.stdout
     }
 }
+
+/// A kube-rs client for a running server, built from its kubeconfig as the operator does.
+pub async fn kube_client(h: &super::ApiServerHandle) -> Result<kube::Client, kube::Error> {
+    let kc = kube::config::Kubeconfig::from_yaml(&h.kubeconfig())
+        .map_err(kube::Error::InferKubeconfig)?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(kube::Error::InferKubeconfig)?;
+    kube::Client::try_from(cfg)
+}
+
+/// Starts a server on a free loopback port with no persistence.
+pub async fn start() -> super::ApiServerHandle {
+    match super::serve(([127, 0, 0, 1], 0).into(), None).await {
+        Ok(h) => h,
+        Err(e) => panic!("starting the kiab api server: {e}"),
+    }
+}
+
+/// Polls `f` every 50 ms until it returns Some, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A CRD shaped like tessera's RedisCluster (own fixture: the operator's generated CRD may not
+/// exist yet), with defaults, bounds, an enum, a pattern, preserve-unknown-fields, status and
+/// scale subresources and printer columns.
+pub const FIXTURE_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: redisclusters.tessera.rs
+spec:
+  group: tessera.rs
+  scope: Namespaced
+  names:
+    kind: RedisCluster
+    plural: redisclusters
+    singular: rediscluster
+    shortNames: [rcl]
+    categories: [all]
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale:
+        specReplicasPath: .spec.shards
+        statusReplicasPath: .status.shards
+        labelSelectorPath: .status.selector
+    additionalPrinterColumns:
+    - {name: Shards, type: integer, jsonPath: .spec.shards}
+    - {name: Phase, type: string, jsonPath: .status.phase}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [spec]
+        properties:
+          spec:
+            type: object
+            properties:
+              shards: {type: integer, minimum: 1, maximum: 1000, default: 3}
+              replicasPerShard: {type: integer, minimum: 0, maximum: 5, default: 1}
+              image: {type: string, minLength: 1}
+              pullPolicy: {type: string, enum: [Always, IfNotPresent, Never]}
+              storageClass: {type: string, pattern: '^[a-z0-9.-]+$'}
+              config:
+                type: object
+                additionalProperties: {type: string}
+                x-kubernetes-validations:
+                - rule: "self.all(k, !(k in ['port', 'bind']))"
+                  message: "spec.config sets a directive the operator owns"
+              extra:
+                type: object
+                x-kubernetes-preserve-unknown-fields: true
+            x-kubernetes-validations:
+            - rule: "has(self.image) == has(oldSelf.image)"
+              message: "spec.image cannot be added or removed"
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+              shards: {type: integer}
+              selector: {type: string}
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+"#;

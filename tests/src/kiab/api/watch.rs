@@ -22,6 +22,20 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 /// How often an idle watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
+/// Renders one event's object: the object itself, or a one-row Table when kubectl asked for
+/// server-side printing.
+fn render(rt: &ResourceType, table: Option<&Query>, obj: &Value) -> Value {
+    match table {
+        Some(q) => super::table::table(
+            rt,
+            std::slice::from_ref(obj),
+            super::store::object_rv(obj),
+            q,
+        ),
+        None => obj.clone(),
+    }
+}
+
 fn line(kind: &str, obj: &Value) -> Bytes {
     let mut v = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
     v.push(b'\n');
@@ -69,7 +83,9 @@ pub(crate) fn serve(
     rt: ResourceType,
     filter: Filter,
     q: &Query,
+    as_table: bool,
 ) -> Result<Response<Body>, ApiError> {
+    let q_table = q.clone();
     let initial = q.flag("sendInitialEvents");
     let from = match q.get("resourceVersion") {
         None | Some("") | Some("0") => None,
@@ -98,10 +114,11 @@ pub(crate) fn serve(
     let store = state.store.clone();
     let mut shutdown = state.shutdown.clone();
     tokio::spawn(async move {
+        let table = as_table.then_some(&q_table);
         let mut live = start.rx;
         for ev in &start.backlog {
             if let Some((k, o)) = visible(ev, &rt, &filter) {
-                if tx.send(line(k, &o)).await.is_err() {
+                if tx.send(line(k, &render(&rt, table, &o))).await.is_err() {
                     return;
                 }
             }
@@ -118,7 +135,7 @@ pub(crate) fn serve(
                 ev = live.recv() => match ev {
                     Ok(ev) => {
                         if let Some((k, o)) = visible(&ev, &rt, &filter) {
-                            if tx.send(line(k, &o)).await.is_err() { return; }
+                            if tx.send(line(k, &render(&rt, table, &o))).await.is_err() { return; }
                         }
                     }
                     // Too slow or store gone: end the stream; the client re-watches.
@@ -131,7 +148,7 @@ pub(crate) fn serve(
                     loop {
                         match live.try_recv() {
                             Ok(ev) => if let Some((k, o)) = visible(&ev, &rt, &filter) {
-                                if tx.send(line(k, &o)).await.is_err() { return; }
+                                if tx.send(line(k, &render(&rt, table, &o))).await.is_err() { return; }
                             },
                             Err(TryRecvError::Empty) => break,
                             Err(_) => return,

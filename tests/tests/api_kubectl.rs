@@ -1,0 +1,279 @@
+//! The kiab API server driven by the real kubectl binaries on this machine (1.33 from the
+//! workspace's .tools and the system's 1.32): apply, get, patch (merge/json/strategic), scale,
+//! server-side apply, describe, delete, and get --watch.
+
+use serde_json::Value;
+use std::process::Stdio;
+use std::time::Duration;
+use tessera_tests::kiab::api::testing::{kubectl_binaries, start, Kubectl};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const MANIFEST: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, labels: {app: demo}}
+data: {node.conf: "cluster-enabled yes\n"}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web, labels: {app: demo}}
+spec:
+  replicas: 2
+  serviceName: web
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      containers:
+      - name: redis
+        image: redis:7.0
+        env: [{name: A, value: "1"}]
+        ports: [{containerPort: 6379, name: redis}]
+"#;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("kubectl printed invalid JSON ({e}): {s}"))
+}
+
+fn cm_yaml(name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{k: v}}\n")
+}
+
+fn binaries() -> Vec<std::path::PathBuf> {
+    let b = kubectl_binaries();
+    assert!(!b.is_empty(), "no kubectl found (run `make deps`)");
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_get_patch_scale_describe_delete() {
+    for bin in binaries() {
+        let h = start().await;
+        let k = Kubectl::new(bin.clone(), &h.kubeconfig()).expect("kubectl setup");
+        let out = k.ok(&["version", "-o", "json"]).await;
+        assert_eq!(json(&out)["serverVersion"]["minor"], "33", "{bin:?}");
+
+        let out = k.ok_stdin(&["apply", "-f", "-"], MANIFEST).await;
+        assert!(
+            out.contains("configmap/cfg created") && out.contains("statefulset.apps/web created"),
+            "{out}"
+        );
+        let out = k.ok_stdin(&["apply", "-f", "-"], MANIFEST).await;
+        assert!(out.contains("statefulset.apps/web unchanged"), "{out}");
+        // A changed manifest is applied as a strategic merge patch from the last-applied config.
+        let out = k
+            .ok_stdin(
+                &["apply", "-f", "-"],
+                &MANIFEST.replace("replicas: 2", "replicas: 3"),
+            )
+            .await;
+        assert!(out.contains("statefulset.apps/web configured"), "{out}");
+
+        let s = json(&k.ok(&["get", "sts", "web", "-o", "json"]).await);
+        assert_eq!(
+            (
+                s["spec"]["replicas"].as_i64(),
+                s["metadata"]["generation"].as_i64()
+            ),
+            (Some(3), Some(2))
+        );
+        assert_eq!(
+            s["spec"]["podManagementPolicy"], "OrderedReady",
+            "defaulted"
+        );
+
+        k.ok(&[
+            "patch",
+            "sts",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":4}}"#,
+        ])
+        .await;
+        k.ok(&[
+            "patch",
+            "sts",
+            "web",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/serviceName","value":"web2"}]"#,
+        ])
+        .await;
+        k.ok(&["patch", "sts", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"redis","env":[{"name":"B","value":"2"}]}]}}}}"#]).await;
+        let s = json(&k.ok(&["get", "sts", "web", "-o", "json"]).await);
+        assert_eq!(s["spec"]["replicas"], 4);
+        assert_eq!(s["spec"]["serviceName"], "web2");
+        let env = &s["spec"]["template"]["spec"]["containers"][0]["env"];
+        assert_eq!(
+            env.as_array().map(Vec::len),
+            Some(2),
+            "strategic merge keeps A and adds B: {env}"
+        );
+
+        k.ok(&["scale", "sts", "web", "--replicas", "1"]).await;
+        let sc = json(
+            &k.ok(&[
+                "get",
+                "--raw",
+                "/apis/apps/v1/namespaces/default/statefulsets/web/scale",
+            ])
+            .await,
+        );
+        assert_eq!(
+            (sc["kind"].as_str(), sc["spec"]["replicas"].as_i64()),
+            (Some("Scale"), Some(1))
+        );
+
+        let table = k.ok(&["get", "sts,cm", "-l", "app=demo"]).await;
+        assert!(
+            table.contains("READY")
+                && table.contains("statefulset.apps/web")
+                && table.contains("configmap/cfg"),
+            "{table}"
+        );
+        let d = k.ok(&["describe", "sts", "web"]).await;
+        assert!(d.contains("Replicas:") && d.contains("redis:7.0"), "{d}");
+
+        let bad = k
+            .run(&[
+                "patch",
+                "sts",
+                "web",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"metadata":{"resourceVersion":"1"},"spec":{"replicas":5}}"#,
+            ])
+            .await;
+        assert!(
+            !bad.ok && bad.stderr.contains("the object has been modified"),
+            "{bad:?}"
+        );
+
+        let out = k.ok(&["delete", "sts", "web"]).await;
+        assert!(out.contains("deleted"), "{out}");
+        let r = k.run(&["get", "sts", "web"]).await;
+        assert!(!r.ok && r.stderr.contains("NotFound"), "{r:?}");
+        h.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_conflicts_and_force() {
+    for bin in binaries() {
+        let h = start().await;
+        let k = Kubectl::new(bin, &h.kubeconfig()).expect("kubectl setup");
+        let out = k
+            .ok_stdin(
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager",
+                    "demo",
+                    "-f",
+                    "-",
+                ],
+                MANIFEST,
+            )
+            .await;
+        assert!(out.contains("serverside-applied"), "{out}");
+        k.ok(&["scale", "sts", "web", "--replicas", "5"]).await;
+        let r = k
+            .run_with(
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager",
+                    "demo",
+                    "-f",
+                    "-",
+                ],
+                Some(MANIFEST),
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(
+            !r.ok && r.stderr.contains("conflict") && r.stderr.contains(".spec.replicas"),
+            "{r:?}"
+        );
+        k.ok_stdin(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                "demo",
+                "-f",
+                "-",
+            ],
+            MANIFEST,
+        )
+        .await;
+        let s = json(
+            &k.ok(&["get", "sts", "web", "-o", "json", "--show-managed-fields"])
+                .await,
+        );
+        assert_eq!(s["spec"]["replicas"], 2);
+        assert!(
+            s["metadata"]["managedFields"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|e| e["manager"] == "demo")),
+            "{s}"
+        );
+        h.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_streams_changes() {
+    for bin in binaries() {
+        let h = start().await;
+        let k = Kubectl::new(bin, &h.kubeconfig()).expect("kubectl setup");
+        k.ok_stdin(&["create", "-f", "-"], &cm_yaml("first")).await;
+        let mut child = tokio::process::Command::new(&k.bin)
+            .arg("--kubeconfig")
+            .arg(k.kubeconfig_path())
+            .args(["get", "configmaps", "--watch", "--output-watch-events"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn kubectl get -w");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = vec![];
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            let mut created = false;
+            while let Ok(Some(l)) = lines.next_line().await {
+                seen.push(l.clone());
+                if l.contains("first") && !created {
+                    created = true;
+                    k.ok_stdin(&["create", "-f", "-"], &cm_yaml("second")).await;
+                    k.ok(&["delete", "configmap", "second"]).await;
+                }
+                if l.contains("DELETED") && l.contains("second") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        let _ = child.kill().await;
+        assert_eq!(waited.ok(), Some(true), "watch output: {seen:?}");
+        assert!(
+            seen.iter()
+                .any(|l| l.contains("ADDED") && l.contains("second")),
+            "{seen:?}"
+        );
+        // Server-side printing applies to watch events too: one header, the ConfigMap columns.
+        assert!(
+            seen.first()
+                .is_some_and(|l| l.contains("EVENT") && l.contains("DATA")),
+            "{seen:?}"
+        );
+        h.shutdown().await;
+    }
+}
