@@ -1,1 +1,62 @@
-//! Redis Cluster bus, state and CLUSTER commands.
+//! Redis Cluster bus (RCmb v1), cluster state, nodes.conf and CLUSTER commands for tessera-node.
+//!
+//! The node embeds a [`ClusterNode`] (state + bus) and implements [`Host`] so the cluster
+//! half can reach the keyspace and local pub/sub without depending on the node's internals.
+
+pub mod bus;
+pub mod commands;
+pub mod config;
+mod cron;
+pub mod msg;
+pub mod nodes_conf;
+mod process;
+pub mod reply;
+pub mod routing;
+pub mod state;
+
+pub use bus::{BusError, ClusterNode};
+pub use config::{ClusterConfig, EndpointType};
+pub use reply::Reply;
+pub use routing::{key_hash_slot, Route, RouteQuery};
+pub use state::ClusterState;
+
+/// What the cluster half needs from the node's keyspace and pub/sub.
+///
+/// Called with the cluster state locked: implementations must not call back into the
+/// [`ClusterNode`].
+pub trait Host: Send + Sync + 'static {
+    /// Number of keys in a hash slot.
+    fn count_keys_in_slot(&self, slot: u16) -> usize;
+    /// Up to `count` key names of a hash slot.
+    fn keys_in_slot(&self, slot: u16, count: usize) -> Vec<Vec<u8>>;
+    /// Deletes every key of a slot (a slot lost to a newer owner, FLUSHSLOTS); returns how many.
+    fn delete_keys_in_slot(&self, slot: u16) -> usize;
+    /// Number of keys in the whole keyspace (ADDSLOTS/MEET/RESET checks).
+    fn db_size(&self) -> usize;
+    /// Deletes every key (CLUSTER RESET on a replica).
+    fn flush_all(&self) {}
+    /// Delivers a message from the bus to local subscribers (SPUBLISH when `shard`).
+    fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool);
+    /// Replication target changed; `None` means this node is a master now.
+    fn set_replication_master(&self, _master: Option<(String, u16)>) {}
+}
+
+/// A [`Host`] with an empty keyspace that drops published messages: for tests and tools.
+#[derive(Default, Debug)]
+pub struct NullHost;
+
+impl Host for NullHost {
+    fn count_keys_in_slot(&self, _slot: u16) -> usize {
+        0
+    }
+    fn keys_in_slot(&self, _slot: u16, _count: usize) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    fn delete_keys_in_slot(&self, _slot: u16) -> usize {
+        0
+    }
+    fn db_size(&self) -> usize {
+        0
+    }
+    fn publish_local(&self, _channel: &[u8], _message: &[u8], _shard: bool) {}
+}

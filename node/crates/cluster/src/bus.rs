@@ -1,0 +1,332 @@
+//! Cluster-bus networking: the listener, one outbound link per known node, inbound links,
+//! and the 10 Hz cron. All decisions are made by `ClusterState`; this module moves bytes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tracing::{debug, error, info, instrument, warn};
+
+use crate::config::ClusterConfig;
+use crate::msg;
+use crate::nodes_conf::{self, NodesConfError};
+use crate::state::{ClusterState, LinkId, Out};
+use crate::Host;
+
+/// Errors starting the bus.
+#[derive(Debug, Error)]
+pub enum BusError {
+    #[error(transparent)]
+    Config(#[from] NodesConfError),
+    #[error("cannot listen on cluster bus {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+struct LinkIo {
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    tasks: Vec<AbortHandle>,
+}
+
+struct Shared {
+    state: Mutex<ClusterState>,
+    links: Mutex<HashMap<LinkId, LinkIo>>,
+    pending_connects: Mutex<HashMap<LinkId, AbortHandle>>,
+    host: Arc<dyn Host>,
+    tasks: Mutex<Vec<AbortHandle>>,
+}
+
+/// A running cluster node: state plus its bus. Dropping it stops every task and link.
+pub struct ClusterNode {
+    shared: Arc<Shared>,
+    bus_addr: SocketAddr,
+}
+
+impl ClusterNode {
+    /// Loads (or creates) nodes.conf, binds the bus port and starts the cron.
+    #[instrument(skip_all, fields(port = config.port))]
+    pub async fn start(
+        config: ClusterConfig,
+        host: Arc<dyn Host>,
+    ) -> Result<ClusterNode, BusError> {
+        let now = now_ms();
+        let seed = rand::random::<u64>();
+        let path = config.config_file.clone();
+        let state = match nodes_conf::load(&path, config.clone(), now, seed)? {
+            Some(st) => {
+                info!(file = %path.display(), "loaded cluster config");
+                st
+            }
+            None => ClusterState::new(config.clone(), now, seed),
+        };
+        let addr = format!("{}:{}", config.bind, config.bus_port());
+        let listener = TcpListener::bind(&addr)
+            .await
+            .map_err(|source| BusError::Bind {
+                addr: addr.clone(),
+                source,
+            })?;
+        let bus_addr = listener
+            .local_addr()
+            .map_err(|source| BusError::Bind { addr, source })?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            links: Mutex::new(HashMap::new()),
+            pending_connects: Mutex::new(HashMap::new()),
+            host,
+            tasks: Mutex::new(Vec::new()),
+        });
+        {
+            let mut st = shared.state.lock();
+            dispatch(&shared, &mut st);
+        }
+        let s2 = shared.clone();
+        let accept = tokio::spawn(async move { accept_loop(s2, listener).await });
+        let s3 = shared.clone();
+        let cron = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                let mut st = s3.state.lock();
+                st.cron(now_ms());
+                dispatch(&s3, &mut st);
+            }
+        });
+        shared
+            .tasks
+            .lock()
+            .extend([accept.abort_handle(), cron.abort_handle()]);
+        Ok(ClusterNode { shared, bus_addr })
+    }
+
+    /// The bound bus address.
+    pub fn bus_addr(&self) -> SocketAddr {
+        self.bus_addr
+    }
+
+    /// Runs `f` on the state, then performs the effects it queued and saves if needed.
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut ClusterState) -> R) -> R {
+        let mut st = self.shared.state.lock();
+        let r = f(&mut st);
+        dispatch(&self.shared, &mut st);
+        r
+    }
+
+    /// The keyspace/pubsub host this node was started with.
+    pub fn host(&self) -> &Arc<dyn Host> {
+        &self.shared.host
+    }
+}
+
+impl Drop for ClusterNode {
+    fn drop(&mut self) {
+        for t in self.shared.tasks.lock().drain(..) {
+            t.abort();
+        }
+        for (_, l) in self.shared.links.lock().drain() {
+            for t in l.tasks {
+                t.abort();
+            }
+        }
+        for (_, t) in self.shared.pending_connects.lock().drain() {
+            t.abort();
+        }
+    }
+}
+
+/// Performs the effects queued in the state, then saves nodes.conf if it changed.
+fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) {
+    let outs: Vec<Out> = std::mem::take(&mut st.out);
+    for o in outs {
+        match o {
+            Out::Send { link, msg } => {
+                let bytes = msg::encode(&msg);
+                if let Some(l) = shared.links.lock().get(&link) {
+                    let _ = l.tx.send(bytes);
+                }
+            }
+            Out::Connect { link, ip, cport } => {
+                let s = shared.clone();
+                let nt = st.config.node_timeout_ms.max(1000);
+                let h = tokio::spawn(async move { connect(s, link, ip, cport, nt).await });
+                shared
+                    .pending_connects
+                    .lock()
+                    .insert(link, h.abort_handle());
+            }
+            Out::Close { link } => close_io(shared, link),
+            Out::Publish {
+                channel,
+                message,
+                shard,
+            } => shared.host.publish_local(&channel, &message, shard),
+            Out::SetMaster { ip } => shared.host.set_replication_master(ip),
+            Out::DeleteSlotKeys { slot } => {
+                shared.host.delete_keys_in_slot(slot);
+            }
+        }
+    }
+    if st.todo_update_state {
+        st.update_state(now_ms());
+    }
+    if st.todo_save {
+        st.todo_save = false;
+        if let Err(e) = nodes_conf::save(st, &st.config.config_file.clone()) {
+            error!(error = %e, "cannot save cluster config");
+        }
+    }
+}
+
+fn close_io(shared: &Shared, link: LinkId) {
+    if let Some(l) = shared.links.lock().remove(&link) {
+        for t in l.tasks {
+            t.abort();
+        }
+    }
+    if let Some(t) = shared.pending_connects.lock().remove(&link) {
+        t.abort();
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!(error = %e, "bus accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = sock.set_nodelay(true);
+        let link = shared.state.lock().link_accepted(now_ms());
+        debug!(%peer, link, "inbound bus link");
+        start_link_io(&shared, link, sock);
+    }
+}
+
+async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, timeout_ms: u64) {
+    let res = tokio::time::timeout(
+        Duration::from_millis(timeout_ms),
+        TcpStream::connect((ip.as_str(), cport)),
+    )
+    .await;
+    shared.pending_connects.lock().remove(&link);
+    match res {
+        Ok(Ok(sock)) => {
+            let _ = sock.set_nodelay(true);
+            let mut st = shared.state.lock();
+            if !st.links.contains_key(&link) {
+                return;
+            }
+            start_link_io(&shared, link, sock);
+            st.link_connected(link, now_ms());
+            dispatch(&shared, &mut st);
+        }
+        _ => {
+            debug!(ip, cport, "bus connect failed");
+            let mut st = shared.state.lock();
+            st.link_closed(link, now_ms());
+            dispatch(&shared, &mut st);
+        }
+    }
+}
+
+fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream) {
+    let peer_ip = sock
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let local_ip = sock
+        .local_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let (mut rd, mut wr) = sock.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(async move {
+        while let Some(b) = rx.recv().await {
+            if wr.write_all(&b).await.is_err() {
+                break;
+            }
+        }
+    });
+    let s = shared.clone();
+    let reader = tokio::spawn(async move {
+        let why = read_loop(&s, link, &mut rd, &peer_ip, &local_ip).await;
+        debug!(link, why, "bus link closed");
+        close_io(&s, link);
+        let mut st = s.state.lock();
+        st.link_closed(link, now_ms());
+        dispatch(&s, &mut st);
+    });
+    shared.links.lock().insert(
+        link,
+        LinkIo {
+            tx,
+            tasks: vec![writer.abort_handle(), reader.abort_handle()],
+        },
+    );
+}
+
+/// Reads frames until EOF or a protocol violation. Memory grows only with bytes actually
+/// received, never with what a header claims.
+async fn read_loop(
+    shared: &Arc<Shared>,
+    link: LinkId,
+    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    peer_ip: &str,
+    local_ip: &str,
+) -> String {
+    let mut buf = BytesMut::with_capacity(msg::HEADER_LEN * 2);
+    loop {
+        while buf.len() < 8 {
+            match rd.read_buf(&mut buf).await {
+                Ok(0) => return "eof".into(),
+                Ok(_) => {}
+                Err(e) => return e.to_string(),
+            }
+        }
+        let totlen = match msg::frame_len(&buf[..8]) {
+            Ok(t) => t,
+            Err(e) => return format!("bad frame: {e}"),
+        };
+        while buf.len() < totlen {
+            let want = (totlen - buf.len()).min(1 << 16);
+            buf.reserve(want);
+            match rd.read_buf(&mut buf).await {
+                Ok(0) => return "eof in message".into(),
+                Ok(_) => {}
+                Err(e) => return e.to_string(),
+            }
+        }
+        let frame = buf.split_to(totlen);
+        let m = match msg::decode(&frame) {
+            Ok(m) => m,
+            Err(e) => return format!("bad message: {e}"),
+        };
+        let mut st = shared.state.lock();
+        if !st.links.contains_key(&link) {
+            return "link dropped by state".into();
+        }
+        st.process(link, m, peer_ip, local_ip, now_ms());
+        dispatch(shared, &mut st);
+    }
+}

@@ -1,0 +1,649 @@
+//! CLUSTER subcommands with Redis 7.0's replies and error strings.
+
+use std::fmt::Write as _;
+
+use crate::bus::{now_ms, ClusterNode};
+use crate::msg::{self, SLOTS};
+use crate::nodes_conf;
+use crate::reply::Reply;
+use crate::routing::{key_hash_slot, preferred_endpoint};
+use crate::state::*;
+use crate::Host;
+
+/// Runs `CLUSTER <args...>` (args exclude the word CLUSTER).
+pub fn cluster_command(node: &ClusterNode, args: &[&[u8]]) -> Reply {
+    let host = node.host().clone();
+    node.with_state(|st| execute(st, &*host, args, now_ms()))
+}
+
+fn parse_i64(a: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(a).ok()?;
+    if s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) || s.starts_with("-0") {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn slot_arg(a: &[u8]) -> Result<usize, Reply> {
+    match parse_i64(a) {
+        Some(s) if (0..SLOTS as i64).contains(&s) => Ok(s as usize),
+        _ => Err(Reply::err("ERR Invalid or out of range slot")),
+    }
+}
+
+fn wrong_args(sub: &str) -> Reply {
+    Reply::err(format!(
+        "ERR wrong number of arguments for 'cluster|{sub}' command"
+    ))
+}
+
+fn lookup(st: &ClusterState, a: &[u8]) -> Option<msg::Name> {
+    parse_name(a).filter(|n| st.nodes.contains_key(n))
+}
+
+fn lossy(a: &[u8]) -> String {
+    String::from_utf8_lossy(a).into_owned()
+}
+
+/// Executes a CLUSTER subcommand against the state.
+pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64) -> Reply {
+    let Some(sub0) = args.first() else {
+        return Reply::err("ERR wrong number of arguments for 'cluster' command");
+    };
+    let sub = String::from_utf8_lossy(sub0).to_ascii_lowercase();
+    let argc = args.len() + 1; // as Redis counts, including CLUSTER
+    let arity_ok = |min: usize, exact: bool| if exact { argc == min } else { argc >= min };
+    let check = |min: usize, exact: bool| {
+        if arity_ok(min, exact) {
+            Ok(())
+        } else {
+            Err(wrong_args(&sub))
+        }
+    };
+    let r: Result<Reply, Reply> = (|| match sub.as_str() {
+        "info" => check(2, true).map(|_| Reply::Bulk(info(st).into_bytes())),
+        "myid" => check(2, true).map(|_| Reply::bulk(st.myself)),
+        "myshardid" => check(2, true).map(|_| Reply::bulk(st.me().shard_id)),
+        "nodes" => {
+            check(2, true).map(|_| Reply::Bulk(nodes_conf::nodes_text(st, false).into_bytes()))
+        }
+        "slots" => check(2, true).map(|_| slots_reply(st)),
+        "shards" => check(2, true).map(|_| shards_reply(st)),
+        "links" => check(2, true).map(|_| links_reply(st)),
+        "keyslot" => {
+            check(3, true)?;
+            Ok(Reply::Int(key_hash_slot(args[1]) as i64))
+        }
+        "countkeysinslot" => {
+            check(3, true)?;
+            let s = parse_i64(args[1])
+                .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))?;
+            if !(0..SLOTS as i64).contains(&s) {
+                return Err(Reply::err("ERR Invalid slot"));
+            }
+            Ok(Reply::Int(host.count_keys_in_slot(s as u16) as i64))
+        }
+        "getkeysinslot" => {
+            check(4, true)?;
+            let bad = || Reply::err("ERR value is not an integer or out of range");
+            let s = parse_i64(args[1]).ok_or_else(bad)?;
+            let n = parse_i64(args[2]).ok_or_else(bad)?;
+            if n < 0 || !(0..SLOTS as i64).contains(&s) {
+                return Err(Reply::err("ERR Invalid slot or number of keys"));
+            }
+            let keys = host.keys_in_slot(s as u16, n as usize);
+            Ok(Reply::Array(keys.into_iter().map(Reply::Bulk).collect()))
+        }
+        "addslots" | "delslots" => {
+            check(3, false)?;
+            let mut seen = vec![false; SLOTS];
+            let mut slots = Vec::new();
+            for a in &args[1..] {
+                slots.push(slot_arg(a)?);
+            }
+            change_slots(st, &slots, sub == "addslots", &mut seen)
+        }
+        "addslotsrange" | "delslotsrange" => {
+            if argc % 2 == 1 || argc < 4 {
+                return Err(wrong_args(&sub));
+            }
+            let mut slots = Vec::new();
+            for pair in args[1..].chunks(2) {
+                let (a, b) = (slot_arg(pair[0])?, slot_arg(pair[1])?);
+                if a > b {
+                    return Err(Reply::err(format!(
+                        "ERR start slot number {a} is greater than end slot number {b}"
+                    )));
+                }
+                slots.extend(a..=b);
+            }
+            let mut seen = vec![false; SLOTS];
+            change_slots(st, &slots, sub == "addslotsrange", &mut seen)
+        }
+        "flushslots" => {
+            check(2, true)?;
+            if host.db_size() != 0 {
+                return Err(Reply::err(
+                    "ERR DB must be empty to perform CLUSTER FLUSHSLOTS.",
+                ));
+            }
+            let me = st.myself;
+            st.del_node_slots(&me);
+            st.todo_save = true;
+            st.todo_update_state = true;
+            Ok(Reply::Ok)
+        }
+        "meet" => {
+            if argc != 4 && argc != 5 {
+                return Err(wrong_args(&sub));
+            }
+            let port = parse_i64(args[2])
+                .filter(|p| (0..=65535).contains(p))
+                .ok_or_else(|| {
+                    Reply::err(format!(
+                        "ERR Invalid TCP base port specified: {}",
+                        lossy(args[2])
+                    ))
+                })?;
+            let cport = match args.get(3) {
+                Some(c) => parse_i64(c)
+                    .filter(|p| (0..=65535).contains(p))
+                    .ok_or_else(|| {
+                        Reply::err(format!("ERR Invalid TCP bus port specified: {}", lossy(c)))
+                    })?,
+                None => port + 10000,
+            };
+            if !start_handshake(st, &lossy(args[1]), port, cport, now) {
+                return Err(Reply::err(format!(
+                    "ERR Invalid node address specified: {}:{}",
+                    lossy(args[1]),
+                    lossy(args[2])
+                )));
+            }
+            Ok(Reply::Ok)
+        }
+        "forget" => {
+            check(3, true)?;
+            let n = lookup(st, args[1])
+                .ok_or_else(|| Reply::err(format!("ERR Unknown node {}", lossy(args[1]))))?;
+            if n == st.myself {
+                return Err(Reply::err("ERR I tried hard but I can't forget myself..."));
+            }
+            if st.me().is_replica() && st.me().master == Some(n) {
+                return Err(Reply::err("ERR Can't forget my master!"));
+            }
+            st.blacklist_add(n, now);
+            st.del_node(&n);
+            Ok(Reply::Ok)
+        }
+        "reset" => {
+            if argc != 2 && argc != 3 {
+                return Err(wrong_args(&sub));
+            }
+            let hard = match args.get(1).map(|a| a.to_ascii_lowercase()) {
+                None => false,
+                Some(a) if a == b"hard" => true,
+                Some(a) if a == b"soft" => false,
+                Some(_) => return Err(Reply::err("ERR syntax error")),
+            };
+            if st.me().is_master() && host.db_size() != 0 {
+                return Err(Reply::err(
+                    "ERR CLUSTER RESET can't be called with master nodes containing keys",
+                ));
+            }
+            reset(st, host, hard);
+            Ok(Reply::Ok)
+        }
+        "saveconfig" => {
+            check(2, true)?;
+            let path = st.config.config_file.clone();
+            nodes_conf::save(st, &path).map_err(|e| {
+                Reply::err(format!("ERR error saving the cluster node config: {e}"))
+            })?;
+            Ok(Reply::Ok)
+        }
+        "set-config-epoch" => {
+            check(3, true)?;
+            let e = parse_i64(args[1])
+                .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))?;
+            if e < 0 {
+                return Err(Reply::err(format!(
+                    "ERR Invalid config epoch specified: {e}"
+                )));
+            }
+            if st.nodes.len() > 1 {
+                return Err(Reply::err(
+                    "ERR The user can assign a config epoch only when the node does not know any other node.",
+                ));
+            }
+            if st.me().config_epoch != 0 {
+                return Err(Reply::err("ERR Node config epoch is already non-zero"));
+            }
+            st.me_mut().config_epoch = e as u64;
+            st.current_epoch = st.current_epoch.max(e as u64);
+            st.todo_save = true;
+            st.todo_update_state = true;
+            Ok(Reply::Ok)
+        }
+        "bumpepoch" => {
+            check(2, true)?;
+            let (bumped, e) = bump_epoch(st);
+            Ok(Reply::Simple(format!(
+                "{} {e}",
+                if bumped { "BUMPED" } else { "STILL" }
+            )))
+        }
+        "setslot" => setslot(st, host, args, now),
+        "count-failure-reports" => {
+            check(3, true)?;
+            let n = lookup(st, args[1])
+                .ok_or_else(|| Reply::err(format!("ERR Unknown node {}", lossy(args[1]))))?;
+            Ok(Reply::Int(st.failure_reports(&n, now) as i64))
+        }
+        "replicate" => {
+            check(3, true)?;
+            let n = lookup(st, args[1])
+                .ok_or_else(|| Reply::err(format!("ERR Unknown node {}", lossy(args[1]))))?;
+            if n == st.myself {
+                return Err(Reply::err("ERR Can't replicate myself"));
+            }
+            if st.nodes[&n].is_replica() {
+                return Err(Reply::err(
+                    "ERR I can only replicate a master, not a replica.",
+                ));
+            }
+            if st.me().is_master() && (st.me().numslots != 0 || host.db_size() != 0) {
+                return Err(Reply::err(
+                    "ERR To set a master the node must be empty and without assigned slots.",
+                ));
+            }
+            st.set_my_master(n);
+            Ok(Reply::Ok)
+        }
+        _ => Err(Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+            lossy(sub0)
+        ))),
+    })();
+    r.unwrap_or_else(|e| e)
+}
+
+fn change_slots(
+    st: &mut ClusterState,
+    slots: &[usize],
+    add: bool,
+    seen: &mut [bool],
+) -> Result<Reply, Reply> {
+    for &s in slots {
+        if add && st.slots[s].is_some() {
+            return Err(Reply::err(format!("ERR Slot {s} is already busy")));
+        }
+        if !add && st.slots[s].is_none() {
+            return Err(Reply::err(format!("ERR Slot {s} is already unassigned")));
+        }
+        if seen[s] {
+            return Err(Reply::err(format!("ERR Slot {s} specified multiple times")));
+        }
+        seen[s] = true;
+    }
+    let me = st.myself;
+    for &s in slots {
+        if add {
+            // Adding a slot we were importing closes the import.
+            st.importing[s] = None;
+            st.add_slot(me, s);
+        } else {
+            st.del_slot(s);
+        }
+    }
+    st.todo_save = true;
+    st.todo_update_state = true;
+    Ok(Reply::Ok)
+}
+
+/// Starts a MEET handshake (clusterStartHandshake); false for an invalid address.
+pub fn start_handshake(st: &mut ClusterState, ip: &str, port: i64, cport: i64, now: u64) -> bool {
+    let Ok(addr) = ip.parse::<std::net::IpAddr>() else {
+        return false;
+    };
+    if !(1..=65535).contains(&port) || !(1..=65535).contains(&cport) {
+        return false;
+    }
+    let ip = addr.to_string();
+    let (port, cport) = (port as u16, cport as u16);
+    if st
+        .nodes
+        .values()
+        .any(|n| n.in_handshake() && n.ip == ip && n.port == port && n.cport == cport)
+    {
+        return true;
+    }
+    let name = st.new_name();
+    let mut n = Node::new(name, FLAG_HANDSHAKE | FLAG_MEET, now);
+    n.ip = ip;
+    n.port = port;
+    n.cport = cport;
+    st.nodes.insert(name, n);
+    true
+}
+
+/// BUMPEPOCH without consensus; returns (bumped, my config epoch).
+pub fn bump_epoch(st: &mut ClusterState) -> (bool, u64) {
+    let max = st
+        .nodes
+        .values()
+        .map(|n| n.config_epoch)
+        .max()
+        .unwrap_or(0)
+        .max(st.current_epoch);
+    let mine = st.me().config_epoch;
+    if mine == 0 || mine != max {
+        st.current_epoch += 1;
+        let e = st.current_epoch;
+        st.me_mut().config_epoch = e;
+        st.todo_save = true;
+        (true, e)
+    } else {
+        (false, mine)
+    }
+}
+
+/// CLUSTER RESET (clusterReset).
+pub fn reset(st: &mut ClusterState, host: &dyn Host, hard: bool) {
+    if st.me().is_replica() {
+        let me = st.myself;
+        st.set_node_as_master(&me);
+        st.out.push(Out::SetMaster { ip: None });
+        host.flush_all();
+    }
+    for s in 0..SLOTS {
+        st.importing[s] = None;
+        st.migrating[s] = None;
+        st.del_slot(s);
+    }
+    let others: Vec<msg::Name> = st
+        .nodes
+        .keys()
+        .filter(|n| **n != st.myself)
+        .copied()
+        .collect();
+    for n in others {
+        st.del_node(&n);
+    }
+    if hard {
+        st.current_epoch = 0;
+        st.last_vote_epoch = 0;
+        st.me_mut().config_epoch = 0;
+        let old = st.myself;
+        let new = st.new_name();
+        st.rename_node(&old, new);
+        st.myself = new;
+    }
+    st.todo_save = true;
+    st.todo_update_state = true;
+}
+
+fn setslot(
+    st: &mut ClusterState,
+    host: &dyn Host,
+    args: &[&[u8]],
+    now: u64,
+) -> Result<Reply, Reply> {
+    if args.len() < 3 {
+        return Err(wrong_args("setslot"));
+    }
+    if st.me().is_replica() {
+        return Err(Reply::err("ERR Please use SETSLOT only with masters."));
+    }
+    let slot = slot_arg(args[1])?;
+    let action = args[2].to_ascii_lowercase();
+    let me = st.myself;
+    let unknown = |a: &[u8]| Reply::err(format!("ERR I don't know about node {}", lossy(a)));
+    match (action.as_slice(), args.len()) {
+        (b"migrating", 4) => {
+            if st.slots[slot] != Some(me) {
+                return Err(Reply::err(format!(
+                    "ERR I'm not the owner of hash slot {slot}"
+                )));
+            }
+            let n = lookup(st, args[3]).ok_or_else(|| unknown(args[3]))?;
+            if st.nodes[&n].is_replica() {
+                return Err(Reply::err("ERR Target node is not a master"));
+            }
+            st.migrating[slot] = Some(n);
+        }
+        (b"importing", 4) => {
+            if st.slots[slot] == Some(me) {
+                return Err(Reply::err(format!(
+                    "ERR I'm already the owner of hash slot {slot}"
+                )));
+            }
+            let n = lookup(st, args[3]).ok_or_else(|| unknown(args[3]))?;
+            if st.nodes[&n].is_replica() {
+                return Err(Reply::err("ERR Target node is not a master"));
+            }
+            st.importing[slot] = Some(n);
+        }
+        (b"stable", 3) => {
+            st.importing[slot] = None;
+            st.migrating[slot] = None;
+        }
+        (b"node", 4) => {
+            let n = lookup(st, args[3])
+                .ok_or_else(|| Reply::err(format!("ERR Unknown node {}", lossy(args[3]))))?;
+            if st.nodes[&n].is_replica() {
+                return Err(Reply::err("ERR Target node is not a master"));
+            }
+            let keys = host.count_keys_in_slot(slot as u16);
+            if st.slots[slot] == Some(me) && n != me && keys != 0 {
+                return Err(Reply::err(format!(
+                    "ERR Can't assign hashslot {slot} to a different node while I still hold keys for this hash slot."
+                )));
+            }
+            if keys == 0 && st.migrating[slot].is_some() {
+                st.migrating[slot] = None;
+            }
+            let was_mine = st.slots[slot] == Some(me);
+            st.del_slot(slot);
+            st.add_slot(n, slot);
+            if was_mine && n != me && st.me().numslots == 0 && st.config.allow_replica_migration {
+                st.set_my_master(n);
+            }
+            if n == me && st.importing[slot].is_some() {
+                st.importing[slot] = None;
+                bump_epoch(st);
+                broadcast_pong(st, now);
+            }
+        }
+        _ => {
+            return Err(Reply::err(
+                "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
+            ))
+        }
+    }
+    st.todo_save = true;
+    st.todo_update_state = true;
+    Ok(Reply::Ok)
+}
+
+/// PONG to every connected node, so a config change spreads at once.
+pub fn broadcast_pong(st: &mut ClusterState, now: u64) {
+    let links: Vec<LinkId> = st
+        .nodes
+        .values()
+        .filter(|n| n.flags & (FLAG_MYSELF | FLAG_HANDSHAKE) == 0 && n.link_connected)
+        .filter_map(|n| n.link)
+        .collect();
+    for l in links {
+        st.send_ping(l, msg::TYPE_PONG, now);
+    }
+}
+
+const STAT_NAMES: [&str; 11] = [
+    "ping",
+    "pong",
+    "meet",
+    "fail",
+    "publish",
+    "auth-req",
+    "auth-ack",
+    "update",
+    "mfstart",
+    "module",
+    "publishshard",
+];
+
+/// CLUSTER INFO text.
+pub fn info(st: &ClusterState) -> String {
+    let (mut ok, mut pfail, mut fail, mut assigned) = (0, 0, 0, 0);
+    for s in 0..SLOTS {
+        if let Some(n) = st.slots[s].and_then(|o| st.nodes.get(&o)) {
+            assigned += 1;
+            if n.failed() {
+                fail += 1;
+            } else if n.timed_out() {
+                pfail += 1;
+            } else {
+                ok += 1;
+            }
+        }
+    }
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{ok}\r\ncluster_slots_pfail:{pfail}\r\ncluster_slots_fail:{fail}\r\ncluster_known_nodes:{}\r\ncluster_size:{}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\n",
+        if st.state_ok { "ok" } else { "fail" },
+        st.nodes.len(),
+        st.size,
+        st.current_epoch,
+        st.node_epoch(st.me()),
+    );
+    for (dir, counts) in [("sent", &st.stats.sent), ("received", &st.stats.received)] {
+        let mut total = 0;
+        for (i, c) in counts.iter().enumerate() {
+            if *c > 0 {
+                let _ = write!(s, "cluster_stats_messages_{}_{dir}:{c}\r\n", STAT_NAMES[i]);
+                total += c;
+            }
+        }
+        let _ = write!(s, "cluster_stats_messages_{dir}:{total}\r\n");
+    }
+    s.push_str("total_cluster_links_buffer_limit_exceeded:0\r\n");
+    s
+}
+
+fn node_entry(st: &ClusterState, n: &Node) -> Reply {
+    let mut extra = Vec::new();
+    let ep = st.config.preferred_endpoint_type;
+    if ep != crate::config::EndpointType::Ip && !n.ip.is_empty() {
+        extra.push((Reply::bulk("ip"), Reply::bulk(&n.ip)));
+    }
+    if ep != crate::config::EndpointType::Hostname && !n.hostname.is_empty() {
+        extra.push((Reply::bulk("hostname"), Reply::bulk(&n.hostname)));
+    }
+    Reply::Array(vec![
+        Reply::Bulk(preferred_endpoint(st, n).into_bytes()),
+        Reply::Int(n.port as i64),
+        Reply::bulk(n.name),
+        Reply::Map(extra),
+    ])
+}
+
+/// CLUSTER SLOTS: one entry per maximal run of slots with the same owner.
+pub fn slots_reply(st: &ClusterState) -> Reply {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for j in 0..=SLOTS {
+        let cur = if j < SLOTS { st.slots[j] } else { None };
+        if j > 0 && (j == SLOTS || cur != st.slots[j - 1]) {
+            if let Some(owner) = st.slots[j - 1].and_then(|o| st.nodes.get(&o)) {
+                let mut e = vec![
+                    Reply::Int(start as i64),
+                    Reply::Int(j as i64 - 1),
+                    node_entry(st, owner),
+                ];
+                for r in st.replicas_of(&owner.name) {
+                    if let Some(rn) = st.nodes.get(&r).filter(|rn| !rn.failed()) {
+                        e.push(node_entry(st, rn));
+                    }
+                }
+                out.push(Reply::Array(e));
+            }
+            start = j;
+        } else if j == 0 {
+            start = 0;
+        }
+    }
+    Reply::Array(out)
+}
+
+fn shard_node(st: &ClusterState, n: &Node) -> Reply {
+    let mut m = vec![
+        (Reply::bulk("id"), Reply::bulk(n.name)),
+        (Reply::bulk("port"), Reply::Int(n.port as i64)),
+        (Reply::bulk("ip"), Reply::bulk(&n.ip)),
+        (
+            Reply::bulk("endpoint"),
+            Reply::Bulk(preferred_endpoint(st, n).into_bytes()),
+        ),
+    ];
+    if !n.hostname.is_empty() {
+        m.push((Reply::bulk("hostname"), Reply::bulk(&n.hostname)));
+    }
+    m.push((
+        Reply::bulk("role"),
+        Reply::bulk(if n.is_replica() { "replica" } else { "master" }),
+    ));
+    m.push((
+        Reply::bulk("replication-offset"),
+        Reply::Int(n.repl_offset as i64),
+    ));
+    m.push((
+        Reply::bulk("health"),
+        Reply::bulk(if n.failed() { "fail" } else { "online" }),
+    ));
+    Reply::Map(m)
+}
+
+/// CLUSTER SHARDS: per master, its slot ranges and its nodes.
+pub fn shards_reply(st: &ClusterState) -> Reply {
+    let mut out = Vec::new();
+    for m in st.nodes.values().filter(|n| n.is_master()) {
+        let mut slots = Vec::new();
+        for (a, b) in st.slot_ranges(&m.name) {
+            slots.push(Reply::Int(a as i64));
+            slots.push(Reply::Int(b as i64));
+        }
+        let mut nodes = vec![shard_node(st, m)];
+        for r in st.replicas_of(&m.name) {
+            if let Some(rn) = st.nodes.get(&r) {
+                nodes.push(shard_node(st, rn));
+            }
+        }
+        out.push(Reply::Map(vec![
+            (Reply::bulk("slots"), Reply::Array(slots)),
+            (Reply::bulk("nodes"), Reply::Array(nodes)),
+        ]));
+    }
+    Reply::Array(out)
+}
+
+/// CLUSTER LINKS.
+pub fn links_reply(st: &ClusterState) -> Reply {
+    let mut out = Vec::new();
+    for n in st.nodes.values() {
+        for (l, dir) in [(n.link, "to"), (n.inbound_link, "from")] {
+            let Some(l) = l else { continue };
+            let ctime = st.links.get(&l).map(|i| i.ctime).unwrap_or(0);
+            out.push(Reply::Map(vec![
+                (Reply::bulk("direction"), Reply::bulk(dir)),
+                (Reply::bulk("node"), Reply::bulk(n.name)),
+                (Reply::bulk("create-time"), Reply::Int(ctime as i64)),
+                (Reply::bulk("events"), Reply::bulk("r")),
+                (Reply::bulk("send-buffer-allocated"), Reply::Int(0)),
+                (Reply::bulk("send-buffer-used"), Reply::Int(0)),
+            ]));
+        }
+    }
+    Reply::Array(out)
+}

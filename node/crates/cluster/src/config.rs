@@ -1,0 +1,86 @@
+//! The `cluster-*` directives of redis.conf, filled by the node's config loader.
+
+use std::path::PathBuf;
+
+/// `cluster-preferred-endpoint-type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EndpointType {
+    #[default]
+    Ip,
+    Hostname,
+    UnknownEndpoint,
+}
+
+/// Cluster configuration (names follow redis.conf; defaults are Redis 7.0's).
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub enabled: bool,
+    pub config_file: PathBuf,
+    pub node_timeout_ms: u64,
+    /// Client port of this node (`port`).
+    pub port: u16,
+    /// `cluster-port`; 0 means port + 10000.
+    pub cluster_port: u16,
+    /// Address to bind the bus listener to.
+    pub bind: String,
+    pub announce_ip: Option<String>,
+    pub announce_port: Option<u16>,
+    pub announce_bus_port: Option<u16>,
+    pub announce_hostname: Option<String>,
+    pub preferred_endpoint_type: EndpointType,
+    pub require_full_coverage: bool,
+    pub allow_reads_when_down: bool,
+    pub allow_pubsubshard_when_down: bool,
+    pub replica_validity_factor: u64,
+    pub allow_replica_migration: bool,
+    pub migration_barrier: u64,
+    pub replica_no_failover: bool,
+    pub repl_ping_replica_period_s: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            enabled: false,
+            config_file: PathBuf::from("nodes.conf"),
+            node_timeout_ms: 15000,
+            port: 6379,
+            cluster_port: 0,
+            bind: "127.0.0.1".into(),
+            announce_ip: None,
+            announce_port: None,
+            announce_bus_port: None,
+            announce_hostname: None,
+            preferred_endpoint_type: EndpointType::Ip,
+            require_full_coverage: true,
+            allow_reads_when_down: false,
+            allow_pubsubshard_when_down: true,
+            replica_validity_factor: 10,
+            allow_replica_migration: true,
+            migration_barrier: 1,
+            replica_no_failover: false,
+            repl_ping_replica_period_s: 10,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// The port the bus listens on.
+    pub fn bus_port(&self) -> u16 {
+        if self.cluster_port != 0 {
+            self.cluster_port
+        } else {
+            self.port.wrapping_add(10000)
+        }
+    }
+    /// Client port announced to peers.
+    pub fn announced_port(&self) -> u16 {
+        self.announce_port.filter(|p| *p != 0).unwrap_or(self.port)
+    }
+    /// Bus port announced to peers.
+    pub fn announced_bus_port(&self) -> u16 {
+        self.announce_bus_port
+            .filter(|p| *p != 0)
+            .unwrap_or_else(|| self.bus_port())
+    }
+}

@@ -1,0 +1,351 @@
+//! nodes.conf in Redis 7.0's format, and the CLUSTER NODES lines it shares.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use thiserror::Error;
+
+use crate::config::ClusterConfig;
+use crate::msg::{Name, SLOTS};
+use crate::state::*;
+
+/// Why nodes.conf could not be loaded or saved.
+#[derive(Debug, Error)]
+pub enum NodesConfError {
+    #[error("{path}:{line}: {reason}: '{text}'")]
+    Corrupt {
+        path: String,
+        line: usize,
+        text: String,
+        reason: String,
+    },
+    #[error("{path}: {reason}")]
+    Invalid { path: String, reason: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Flags in CLUSTER NODES order (representClusterNodeFlags).
+pub fn flags_string(flags: u16) -> String {
+    const NAMES: [(u16, &str); 8] = [
+        (FLAG_MYSELF, "myself"),
+        (FLAG_MASTER, "master"),
+        (FLAG_SLAVE, "slave"),
+        (FLAG_PFAIL, "fail?"),
+        (FLAG_FAIL, "fail"),
+        (FLAG_HANDSHAKE, "handshake"),
+        (FLAG_NOADDR, "noaddr"),
+        (FLAG_NOFAILOVER, "nofailover"),
+    ];
+    let v: Vec<&str> = NAMES
+        .iter()
+        .filter(|(f, _)| flags & f != 0)
+        .map(|(_, s)| *s)
+        .collect();
+    if v.is_empty() {
+        "noflags".into()
+    } else {
+        v.join(",")
+    }
+}
+
+/// One CLUSTER NODES line, with its trailing newline (clusterGenNodeDescription).
+pub fn node_line(st: &ClusterState, n: &Node) -> String {
+    let mut s = String::with_capacity(128);
+    let _ = write!(s, "{} {}:{}@{}", n.name_str(), n.ip, n.port, n.cport);
+    if !n.hostname.is_empty() {
+        let _ = write!(s, ",{}", n.hostname);
+    }
+    let _ = write!(s, " {} ", flags_string(n.flags));
+    match &n.master {
+        Some(m) => s.push_str(name_str(m)),
+        None => s.push('-'),
+    }
+    let connected = n.link.is_some() || n.flags & FLAG_MYSELF != 0;
+    let _ = write!(
+        s,
+        " {} {} {} {}",
+        n.ping_sent,
+        n.pong_received,
+        st.node_epoch(n),
+        if connected {
+            "connected"
+        } else {
+            "disconnected"
+        }
+    );
+    for (a, b) in st.slot_ranges(&n.name) {
+        if a == b {
+            let _ = write!(s, " {a}");
+        } else {
+            let _ = write!(s, " {a}-{b}");
+        }
+    }
+    if n.flags & FLAG_MYSELF != 0 {
+        for j in 0..SLOTS {
+            if let Some(t) = &st.migrating[j] {
+                let _ = write!(s, " [{}->-{}]", j, name_str(t));
+            } else if let Some(f) = &st.importing[j] {
+                let _ = write!(s, " [{}-<-{}]", j, name_str(f));
+            }
+        }
+    }
+    s.push('\n');
+    s
+}
+
+/// CLUSTER NODES (all nodes), or the nodes.conf body (without handshake nodes).
+pub fn nodes_text(st: &ClusterState, skip_handshake: bool) -> String {
+    let mut out = String::new();
+    for n in st.nodes.values() {
+        if skip_handshake && n.in_handshake() {
+            continue;
+        }
+        out.push_str(&node_line(st, n));
+    }
+    out
+}
+
+/// The full nodes.conf content.
+pub fn render(st: &ClusterState) -> String {
+    let mut s = nodes_text(st, true);
+    let _ = writeln!(
+        s,
+        "vars currentEpoch {} lastVoteEpoch {}",
+        st.current_epoch, st.last_vote_epoch
+    );
+    s
+}
+
+/// Writes nodes.conf atomically: temp file, fsync, rename, fsync of the directory.
+pub fn save(st: &ClusterState, path: &Path) -> Result<(), NodesConfError> {
+    let io = |source| NodesConfError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let content = render(st);
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(content.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(io)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn get_or_create<'a>(st: &'a mut ClusterState, name: Name, now: u64) -> &'a mut Node {
+    st.nodes
+        .entry(name)
+        .or_insert_with(|| Node::new(name, 0, now))
+}
+
+/// Loads nodes.conf text into a state built from `config` (clusterLoadConfig).
+pub fn parse(
+    text: &str,
+    path: &str,
+    config: ClusterConfig,
+    now: u64,
+    seed: u64,
+) -> Result<ClusterState, NodesConfError> {
+    let mut st = ClusterState::new(config, now, seed);
+    let fresh_me = st.myself;
+    st.nodes.clear();
+    let mut myself: Option<Name> = None;
+    let mut max_epoch = 0;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let corrupt = |reason: &str| NodesConfError::Corrupt {
+            path: path.to_string(),
+            line: i + 1,
+            text: raw.to_string(),
+            reason: reason.to_string(),
+        };
+        let argv: Vec<&str> = line.split(' ').filter(|a| !a.is_empty()).collect();
+        if argv[0] == "vars" {
+            if argv.len() % 2 != 1 {
+                return Err(corrupt("odd number of fields in vars line"));
+            }
+            for kv in argv[1..].chunks(2) {
+                let v: u64 = kv[1]
+                    .parse()
+                    .map_err(|_| corrupt("bad number in vars line"))?;
+                match kv[0] {
+                    "currentEpoch" => st.current_epoch = v,
+                    "lastVoteEpoch" => st.last_vote_epoch = v,
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if argv.len() < 8 {
+            return Err(corrupt("fewer than 8 fields"));
+        }
+        let name = parse_name(argv[0].as_bytes())
+            .filter(|n| n.iter().all(|c| c.is_ascii_alphanumeric()))
+            .ok_or_else(|| corrupt("bad node name"))?;
+        // Address: ip:port@cport[,hostname]
+        let (addr, hostname) = match argv[1].split_once(',') {
+            Some((a, h)) => (a, h),
+            None => (argv[1], ""),
+        };
+        let (ipport, cport) = match addr.rsplit_once('@') {
+            Some((a, c)) => (
+                a,
+                Some(c.parse::<u16>().map_err(|_| corrupt("bad bus port"))?),
+            ),
+            None => (addr, None),
+        };
+        let (ip, port) = ipport
+            .rsplit_once(':')
+            .ok_or_else(|| corrupt("bad address"))?;
+        let port: u16 = port.parse().map_err(|_| corrupt("bad port"))?;
+        let mut flags = 0u16;
+        for f in argv[2].split(',') {
+            flags |= match f {
+                "myself" => FLAG_MYSELF,
+                "master" => FLAG_MASTER,
+                "slave" => FLAG_SLAVE,
+                "fail?" => FLAG_PFAIL,
+                "fail" => FLAG_FAIL,
+                "handshake" => FLAG_HANDSHAKE,
+                "noaddr" => FLAG_NOADDR,
+                "nofailover" => FLAG_NOFAILOVER,
+                "noflags" => 0,
+                _ => return Err(corrupt("unknown flag")),
+            };
+        }
+        let master = if argv[3] == "-" {
+            None
+        } else {
+            Some(parse_name(argv[3].as_bytes()).ok_or_else(|| corrupt("bad master name"))?)
+        };
+        let ping: u64 = argv[4].parse().map_err(|_| corrupt("bad ping-sent"))?;
+        let pong: u64 = argv[5].parse().map_err(|_| corrupt("bad pong-received"))?;
+        let epoch: u64 = argv[6].parse().map_err(|_| corrupt("bad config epoch"))?;
+        if let Some(m) = master {
+            get_or_create(&mut st, m, now);
+        }
+        let n = get_or_create(&mut st, name, now);
+        n.ip = ip.to_string();
+        n.port = port;
+        n.cport = cport.unwrap_or(port.wrapping_add(10000));
+        n.hostname = hostname.to_string();
+        n.flags = flags;
+        n.master = master;
+        n.config_epoch = epoch;
+        n.ping_sent = if ping != 0 { now } else { 0 };
+        n.pong_received = if pong != 0 { now } else { 0 };
+        if flags & FLAG_FAIL != 0 {
+            n.fail_time = now;
+        }
+        max_epoch = max_epoch.max(epoch);
+        if flags & FLAG_MYSELF != 0 {
+            if myself.is_some() {
+                return Err(corrupt("more than one myself node"));
+            }
+            myself = Some(name);
+        }
+        for tok in &argv[8..] {
+            if let Some(inner) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+                let (slot, dir, other) = if let Some((s, o)) = inner.split_once("->-") {
+                    (s, true, o)
+                } else if let Some((s, o)) = inner.split_once("-<-") {
+                    (s, false, o)
+                } else {
+                    return Err(corrupt("bad open slot"));
+                };
+                let slot: usize = slot
+                    .parse()
+                    .ok()
+                    .filter(|s| *s < SLOTS)
+                    .ok_or_else(|| corrupt("bad slot"))?;
+                let other = parse_name(other.as_bytes())
+                    .ok_or_else(|| corrupt("bad node name in open slot"))?;
+                get_or_create(&mut st, other, now);
+                if dir {
+                    st.migrating[slot] = Some(other);
+                } else {
+                    st.importing[slot] = Some(other);
+                }
+                continue;
+            }
+            let (a, b) = match tok.split_once('-') {
+                Some((a, b)) => (a, b),
+                None => (*tok, *tok),
+            };
+            let a: usize = a
+                .parse()
+                .ok()
+                .filter(|s| *s < SLOTS)
+                .ok_or_else(|| corrupt("bad slot"))?;
+            let b: usize = b
+                .parse()
+                .ok()
+                .filter(|s| *s < SLOTS && *s >= a)
+                .ok_or_else(|| corrupt("bad slot range"))?;
+            for s in a..=b {
+                st.del_slot(s);
+                st.add_slot(name, s);
+            }
+        }
+    }
+    let Some(me) = myself else {
+        return Err(NodesConfError::Invalid {
+            path: path.to_string(),
+            reason: "no 'myself' node".into(),
+        });
+    };
+    st.myself = me;
+    // Our own address comes from the config (the IP is relearned from peers).
+    let cfg = st.config.clone();
+    let m = st.me_mut();
+    m.port = cfg.announced_port();
+    m.cport = cfg.announced_bus_port();
+    if let Some(h) = &cfg.announce_hostname {
+        m.hostname = h.clone();
+    }
+    m.ping_sent = 0;
+    m.pong_received = 0;
+    let _ = fresh_me;
+    st.current_epoch = st.current_epoch.max(max_epoch);
+    st.todo_save = true;
+    Ok(st)
+}
+
+/// Loads `path` if it exists; `Ok(None)` when there is no file yet.
+pub fn load(
+    path: &Path,
+    config: ClusterConfig,
+    now: u64,
+    seed: u64,
+) -> Result<Option<ClusterState>, NodesConfError> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|_| NodesConfError::Invalid {
+                path: path.display().to_string(),
+                reason: "not UTF-8".into(),
+            })?;
+            if text.trim().is_empty() {
+                return Ok(None);
+            }
+            parse(&text, &path.display().to_string(), config, now, seed).map(Some)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(NodesConfError::Io {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}

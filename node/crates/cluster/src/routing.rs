@@ -1,0 +1,210 @@
+//! Key routing: hash slots and the redirect decision (Redis 7.0 getNodeByQuery).
+
+use crate::config::EndpointType;
+use crate::msg::SLOTS;
+use crate::state::{ClusterState, Node};
+
+/// CRC16/XMODEM of the key, or of its first non-empty `{hash tag}`, mod 16384.
+pub fn key_hash_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&c| c == b'{')
+        .and_then(|s| {
+            key[s + 1..]
+                .iter()
+                .position(|&c| c == b'}')
+                .map(|len| &key[s + 1..s + 1 + len])
+        })
+        .filter(|t| !t.is_empty());
+    let k = tagged.unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(k) & (SLOTS as u16 - 1)
+}
+
+/// What the routing decision needs to know about a command (or a whole MULTI block).
+#[derive(Clone, Debug, Default)]
+pub struct RouteQuery<'a> {
+    /// Every key the command (or the queued transaction) touches, in order.
+    pub keys: Vec<&'a [u8]>,
+    /// The client sent ASKING (or the command is flagged ASKING, e.g. RESTORE-ASKING).
+    pub asking: bool,
+    /// The client sent READONLY.
+    pub readonly: bool,
+    pub is_write: bool,
+    /// SPUBLISH / SSUBSCRIBE / SUNSUBSCRIBE.
+    pub is_pubsubshard: bool,
+    /// MIGRATE works locally on open slots.
+    pub is_migrate: bool,
+}
+
+/// The outcome. `Route::error()` renders Redis's exact error text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Serve here (`slot` is None when the command has no keys).
+    Local {
+        slot: Option<u16>,
+    },
+    Moved {
+        slot: u16,
+        endpoint: String,
+        port: u16,
+    },
+    Ask {
+        slot: u16,
+        endpoint: String,
+        port: u16,
+    },
+    TryAgain,
+    CrossSlot,
+    DownUnbound,
+    Down,
+    DownReadOnly,
+}
+
+impl Route {
+    /// The error line without the leading '-' (None for `Local`).
+    pub fn error(&self) -> Option<String> {
+        Some(match self {
+            Route::Local { .. } => return None,
+            Route::Moved {
+                slot,
+                endpoint,
+                port,
+            } => format!("MOVED {slot} {endpoint}:{port}"),
+            Route::Ask {
+                slot,
+                endpoint,
+                port,
+            } => format!("ASK {slot} {endpoint}:{port}"),
+            Route::TryAgain => "TRYAGAIN Multiple keys request during rehashing of slot".into(),
+            Route::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".into(),
+            Route::DownUnbound => "CLUSTERDOWN Hash slot not served".into(),
+            Route::Down => "CLUSTERDOWN The cluster is down".into(),
+            Route::DownReadOnly => {
+                "CLUSTERDOWN The cluster is down and only accepts read commands".into()
+            }
+        })
+    }
+}
+
+/// The endpoint clients are told to use for a node (cluster-preferred-endpoint-type).
+pub fn preferred_endpoint(st: &ClusterState, n: &Node) -> String {
+    match st.config.preferred_endpoint_type {
+        EndpointType::Ip => n.ip.clone(),
+        EndpointType::Hostname if !n.hostname.is_empty() => n.hostname.clone(),
+        EndpointType::Hostname | EndpointType::UnknownEndpoint => "?".into(),
+    }
+}
+
+/// Decides where a command runs, checking in Redis's order: no key → local; unbound slot;
+/// cross slot; cluster down; migrating (ASK) / importing with ASKING (TRYAGAIN);
+/// READONLY on a replica; otherwise MOVED. `key_exists` looks a key up locally.
+pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bool) -> Route {
+    let mut first: Option<&[u8]> = None;
+    let mut slot = 0usize;
+    let mut migrating = false;
+    let mut importing = false;
+    let mut multiple_keys = false;
+    let mut missing = 0;
+    for &k in &q.keys {
+        let s = key_hash_slot(k) as usize;
+        match first {
+            None => {
+                first = Some(k);
+                slot = s;
+                let Some(owner) = st.slots[s] else {
+                    return Route::DownUnbound;
+                };
+                if owner == st.myself && st.migrating[s].is_some() {
+                    migrating = true;
+                } else if st.importing[s].is_some() {
+                    importing = true;
+                }
+            }
+            Some(f) if f != k => {
+                if s != slot {
+                    return Route::CrossSlot;
+                }
+                multiple_keys = true;
+            }
+            _ => {}
+        }
+        if (migrating || importing) && !key_exists(k) {
+            missing += 1;
+        }
+    }
+    if first.is_none() {
+        return Route::Local { slot: None };
+    }
+    let Some(owner) = st.slots[slot] else {
+        return Route::DownUnbound;
+    };
+    if !st.state_ok {
+        if q.is_pubsubshard {
+            if !st.config.allow_pubsubshard_when_down {
+                return Route::Down;
+            }
+        } else if !st.config.allow_reads_when_down {
+            return Route::Down;
+        } else if q.is_write {
+            return Route::DownReadOnly;
+        }
+    }
+    let slot16 = slot as u16;
+    if (migrating || importing) && q.is_migrate {
+        return Route::Local { slot: Some(slot16) };
+    }
+    if migrating && missing > 0 {
+        if let Some(t) = st.migrating[slot].and_then(|t| st.nodes.get(&t)) {
+            return Route::Ask {
+                slot: slot16,
+                endpoint: preferred_endpoint(st, t),
+                port: t.port,
+            };
+        }
+    }
+    if importing && q.asking {
+        if multiple_keys && missing > 0 {
+            return Route::TryAgain;
+        }
+        return Route::Local { slot: Some(slot16) };
+    }
+    let me = st.me();
+    if (q.readonly || q.is_pubsubshard)
+        && !q.is_write
+        && me.is_replica()
+        && me.master == Some(owner)
+    {
+        return Route::Local { slot: Some(slot16) };
+    }
+    if owner == st.myself {
+        return Route::Local { slot: Some(slot16) };
+    }
+    match st.nodes.get(&owner) {
+        Some(n) => Route::Moved {
+            slot: slot16,
+            endpoint: preferred_endpoint(st, n),
+            port: n.port,
+        },
+        None => Route::DownUnbound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_slots_match_redis() {
+        // Values from `redis-cli CLUSTER KEYSLOT`.
+        assert_eq!(key_hash_slot(b"foo"), 12182);
+        assert_eq!(key_hash_slot(b"bar"), 5061);
+        assert_eq!(
+            key_hash_slot(b"{user1000}.following"),
+            key_hash_slot(b"user1000")
+        );
+        assert_eq!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"foo{}{bar}"));
+        assert_ne!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"bar"));
+        assert_eq!(key_hash_slot(b"foo{{bar}}zap"), key_hash_slot(b"{bar"));
+        assert_eq!(key_hash_slot(b""), 0);
+    }
+}

@@ -1,0 +1,540 @@
+//! The cluster state machine: node table, slot table, epochs, cluster health.
+//!
+//! Pure: time is passed in (milliseconds since the Unix epoch) and every network effect is
+//! queued in `out` for the bus to perform. Message handling lives in `process`, timers and
+//! gossip construction in `cron`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::config::ClusterConfig;
+use crate::msg::{self, Message, Name, SLOTS};
+
+pub use crate::msg::{
+    FLAG_FAIL, FLAG_HANDSHAKE, FLAG_MASTER, FLAG_MEET, FLAG_MIGRATE_TO, FLAG_MYSELF, FLAG_NOADDR,
+    FLAG_NOFAILOVER, FLAG_PFAIL, FLAG_SLAVE,
+};
+
+/// Identifies one TCP link of the bus.
+pub type LinkId = u64;
+
+/// How long a forgotten node stays blacklisted.
+pub const BLACKLIST_TTL_MS: u64 = 60_000;
+/// A master waits this long after start before declaring the cluster OK.
+pub const WRITABLE_DELAY_MS: u64 = 2000;
+
+/// A failure report: which master said the node is failing, and when.
+#[derive(Clone, Debug)]
+pub struct FailReport {
+    pub from: Name,
+    pub time: u64,
+}
+
+/// One known node (including myself).
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: Name,
+    pub flags: u16,
+    pub ip: String,
+    pub port: u16,
+    pub pport: u16,
+    pub cport: u16,
+    pub hostname: String,
+    pub human_nodename: String,
+    pub shard_id: Name,
+    pub master: Option<Name>,
+    pub ctime: u64,
+    pub ping_sent: u64,
+    pub pong_received: u64,
+    pub data_received: u64,
+    pub fail_time: u64,
+    pub voted_time: u64,
+    pub config_epoch: u64,
+    pub repl_offset: u64,
+    pub numslots: usize,
+    /// Outbound link (ours), pending or established.
+    pub link: Option<LinkId>,
+    pub link_connected: bool,
+    pub inbound_link: Option<LinkId>,
+    pub fail_reports: Vec<FailReport>,
+    /// Gossip-round marker to avoid duplicates in one PING.
+    pub last_in_ping_gossip: u64,
+    /// Header flags as the node last sent them (bits >= 10 tell Valkey capabilities).
+    pub wire_flags: u16,
+}
+
+impl Node {
+    pub fn new(name: Name, flags: u16, now: u64) -> Node {
+        Node {
+            name,
+            flags,
+            ip: String::new(),
+            port: 0,
+            pport: 0,
+            cport: 0,
+            hostname: String::new(),
+            human_nodename: String::new(),
+            shard_id: [b'0'; 40],
+            master: None,
+            ctime: now,
+            ping_sent: 0,
+            pong_received: 0,
+            data_received: 0,
+            fail_time: 0,
+            voted_time: 0,
+            config_epoch: 0,
+            repl_offset: 0,
+            numslots: 0,
+            link: None,
+            link_connected: false,
+            inbound_link: None,
+            fail_reports: Vec::new(),
+            last_in_ping_gossip: 0,
+            wire_flags: 0,
+        }
+    }
+    pub fn is_master(&self) -> bool {
+        self.flags & FLAG_MASTER != 0
+    }
+    pub fn is_replica(&self) -> bool {
+        self.flags & FLAG_SLAVE != 0
+    }
+    pub fn in_handshake(&self) -> bool {
+        self.flags & FLAG_HANDSHAKE != 0
+    }
+    pub fn failed(&self) -> bool {
+        self.flags & FLAG_FAIL != 0
+    }
+    pub fn timed_out(&self) -> bool {
+        self.flags & FLAG_PFAIL != 0
+    }
+    pub fn name_str(&self) -> &str {
+        name_str(&self.name)
+    }
+}
+
+/// The name as text (names we create or accept are ASCII hex).
+pub fn name_str(n: &Name) -> &str {
+    std::str::from_utf8(n).unwrap_or("????????????????????????????????????????")
+}
+
+/// Parses a 40-character node name.
+pub fn parse_name(s: &[u8]) -> Option<Name> {
+    if s.len() != 40 {
+        return None;
+    }
+    let mut n = [0u8; 40];
+    n.copy_from_slice(s);
+    Some(n)
+}
+
+/// State of one link, as the state machine sees it.
+#[derive(Clone, Debug)]
+pub struct LinkInfo {
+    /// The node this link belongs to (outbound: always; inbound: once bound).
+    pub node: Option<Name>,
+    pub inbound: bool,
+    pub ctime: u64,
+}
+
+/// What the bus must do on behalf of the state machine.
+#[derive(Debug)]
+pub enum Out {
+    /// Open an outbound TCP connection for `link` to ip:cport.
+    Connect {
+        link: LinkId,
+        ip: String,
+        cport: u16,
+    },
+    /// Send a message on a link.
+    Send { link: LinkId, msg: Message },
+    /// Close a link.
+    Close { link: LinkId },
+    /// Deliver a PUBLISH/SPUBLISH from the bus to local subscribers.
+    Publish {
+        channel: Vec<u8>,
+        message: Vec<u8>,
+        shard: bool,
+    },
+    /// Our replication master changed (None: we are a master now).
+    SetMaster { ip: Option<(String, u16)> },
+    /// Delete keys of a slot we lost while holding keys.
+    DeleteSlotKeys { slot: u16 },
+}
+
+/// Per-type message counters (CLUSTER INFO).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub sent: [u64; 11],
+    pub received: [u64; 11],
+}
+
+/// The whole cluster view of one node.
+pub struct ClusterState {
+    pub config: ClusterConfig,
+    pub myself: Name,
+    pub nodes: BTreeMap<Name, Node>,
+    pub slots: Vec<Option<Name>>,
+    pub importing: Vec<Option<Name>>,
+    pub migrating: Vec<Option<Name>>,
+    pub current_epoch: u64,
+    pub last_vote_epoch: u64,
+    pub state_ok: bool,
+    pub size: usize,
+    pub links: HashMap<LinkId, LinkInfo>,
+    pub blacklist: HashMap<Name, u64>,
+    pub stats: Stats,
+    pub stats_pfail_nodes: usize,
+    pub out: Vec<Out>,
+    /// Set when nodes.conf must be rewritten.
+    pub todo_save: bool,
+    pub todo_update_state: bool,
+    pub(crate) next_link: LinkId,
+    pub(crate) iteration: u64,
+    pub(crate) pings_sent: u64,
+    pub(crate) first_update_time: u64,
+    pub(crate) among_minority_time: u64,
+    pub(crate) rng: StdRng,
+}
+
+impl ClusterState {
+    /// A fresh node with a random name and no slots.
+    pub fn new(config: ClusterConfig, now: u64, seed: u64) -> ClusterState {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let myself = random_name(&mut rng);
+        let mut st = ClusterState {
+            config,
+            myself,
+            nodes: BTreeMap::new(),
+            slots: vec![None; SLOTS],
+            importing: vec![None; SLOTS],
+            migrating: vec![None; SLOTS],
+            current_epoch: 0,
+            last_vote_epoch: 0,
+            state_ok: false,
+            size: 0,
+            links: HashMap::new(),
+            blacklist: HashMap::new(),
+            stats: Stats::default(),
+            stats_pfail_nodes: 0,
+            out: Vec::new(),
+            todo_save: true,
+            todo_update_state: true,
+            next_link: 1,
+            iteration: 0,
+            pings_sent: 0,
+            first_update_time: 0,
+            among_minority_time: 0,
+            rng,
+        };
+        let mut me = Node::new(myself, FLAG_MYSELF | FLAG_MASTER, now);
+        st.fill_myself_addr(&mut me);
+        me.shard_id = random_name(&mut st.rng);
+        st.nodes.insert(myself, me);
+        st
+    }
+
+    pub(crate) fn fill_myself_addr(&self, me: &mut Node) {
+        me.port = self.config.announced_port();
+        me.cport = self.config.announced_bus_port();
+        if let Some(ip) = &self.config.announce_ip {
+            me.ip = ip.clone();
+        }
+        me.hostname = self.config.announce_hostname.clone().unwrap_or_default();
+    }
+
+    pub fn me(&self) -> &Node {
+        &self.nodes[&self.myself]
+    }
+    pub(crate) fn me_mut(&mut self) -> &mut Node {
+        self.nodes
+            .get_mut(&self.myself)
+            .expect("myself is always in the node table")
+    }
+    pub fn node(&self, n: &Name) -> Option<&Node> {
+        self.nodes.get(n)
+    }
+    pub fn new_name(&mut self) -> Name {
+        random_name(&mut self.rng)
+    }
+    pub(crate) fn alloc_link(&mut self, node: Option<Name>, inbound: bool, now: u64) -> LinkId {
+        let id = self.next_link;
+        self.next_link += 1;
+        self.links.insert(
+            id,
+            LinkInfo {
+                node,
+                inbound,
+                ctime: now,
+            },
+        );
+        id
+    }
+
+    /// The master whose slots this node serves: myself or my master.
+    pub fn my_master(&self) -> Option<Name> {
+        if self.me().is_master() {
+            Some(self.myself)
+        } else {
+            self.me().master
+        }
+    }
+
+    /// The config epoch shown/sent for a node: a replica uses its master's.
+    pub fn node_epoch(&self, n: &Node) -> u64 {
+        if n.is_replica() {
+            if let Some(m) = n.master.and_then(|m| self.nodes.get(&m)) {
+                return m.config_epoch;
+            }
+        }
+        n.config_epoch
+    }
+
+    // ----- slots -----
+
+    pub fn add_slot(&mut self, owner: Name, slot: usize) -> bool {
+        if self.slots[slot].is_some() {
+            return false;
+        }
+        self.slots[slot] = Some(owner);
+        if let Some(n) = self.nodes.get_mut(&owner) {
+            n.numslots += 1;
+        }
+        true
+    }
+    pub fn del_slot(&mut self, slot: usize) -> bool {
+        let Some(owner) = self.slots[slot].take() else {
+            return false;
+        };
+        if let Some(n) = self.nodes.get_mut(&owner) {
+            n.numslots = n.numslots.saturating_sub(1);
+        }
+        true
+    }
+    /// Removes every slot of a node; returns how many.
+    pub fn del_node_slots(&mut self, owner: &Name) -> usize {
+        let mut k = 0;
+        for s in 0..SLOTS {
+            if self.slots[s].as_ref() == Some(owner) {
+                self.del_slot(s);
+                k += 1;
+            }
+        }
+        k
+    }
+    pub fn slot_bitmap(&self, owner: &Name) -> Box<msg::SlotBitmap> {
+        let mut b = Box::new([0u8; msg::SLOTS_BYTES]);
+        for s in 0..SLOTS {
+            if self.slots[s].as_ref() == Some(owner) {
+                msg::bitmap_set(&mut b, s);
+            }
+        }
+        b
+    }
+    /// Slot ranges owned by a node, as (start, end) inclusive.
+    pub fn slot_ranges(&self, owner: &Name) -> Vec<(usize, usize)> {
+        let mut v = Vec::new();
+        let mut start: Option<usize> = None;
+        for s in 0..=SLOTS {
+            let mine = s < SLOTS && self.slots[s].as_ref() == Some(owner);
+            match (mine, start) {
+                (true, None) => start = Some(s),
+                (false, Some(a)) => {
+                    v.push((a, s - 1));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        v
+    }
+
+    // ----- nodes -----
+
+    /// Removes a node: its slots, its links, the reports it filed, its replica relations.
+    pub fn del_node(&mut self, name: &Name) {
+        for s in 0..SLOTS {
+            if self.importing[s].as_ref() == Some(name) {
+                self.importing[s] = None;
+            }
+            if self.migrating[s].as_ref() == Some(name) {
+                self.migrating[s] = None;
+            }
+        }
+        for n in self.nodes.values_mut() {
+            n.fail_reports.retain(|r| &r.from != name);
+            if n.master.as_ref() == Some(name) {
+                n.master = None;
+            }
+        }
+        self.del_node_slots(name);
+        if let Some(n) = self.nodes.remove(name) {
+            for l in [n.link, n.inbound_link].into_iter().flatten() {
+                self.links.remove(&l);
+                self.out.push(Out::Close { link: l });
+            }
+        }
+        self.todo_save = true;
+        self.todo_update_state = true;
+    }
+
+    /// Renames a node (handshake node learning its real name).
+    pub fn rename_node(&mut self, old: &Name, new: Name) {
+        if let Some(mut n) = self.nodes.remove(old) {
+            n.name = new;
+            for l in [n.link, n.inbound_link].into_iter().flatten() {
+                if let Some(li) = self.links.get_mut(&l) {
+                    li.node = Some(new);
+                }
+            }
+            self.nodes.insert(new, n);
+        }
+    }
+
+    /// Closes the outbound link of a node (the cron will redial).
+    pub fn free_link_of(&mut self, name: &Name) {
+        if let Some(n) = self.nodes.get_mut(name) {
+            if let Some(l) = n.link.take() {
+                n.link_connected = false;
+                self.links.remove(&l);
+                self.out.push(Out::Close { link: l });
+            }
+        }
+    }
+
+    pub fn blacklist_add(&mut self, name: Name, now: u64) {
+        self.blacklist.retain(|_, exp| *exp > now);
+        self.blacklist.insert(name, now + BLACKLIST_TTL_MS);
+    }
+    pub fn blacklisted(&self, name: &Name, now: u64) -> bool {
+        self.blacklist.get(name).is_some_and(|exp| *exp > now)
+    }
+
+    /// Makes `name` a master (clearing replica state).
+    pub fn set_node_as_master(&mut self, name: &Name) {
+        let Some(n) = self.nodes.get_mut(name) else {
+            return;
+        };
+        if n.is_master() {
+            return;
+        }
+        n.flags &= !FLAG_SLAVE;
+        n.flags |= FLAG_MASTER;
+        n.master = None;
+        self.todo_save = true;
+        self.todo_update_state = true;
+    }
+
+    /// Replicas of a master, by name.
+    pub fn replicas_of(&self, master: &Name) -> Vec<Name> {
+        self.nodes
+            .values()
+            .filter(|n| n.master.as_ref() == Some(master))
+            .map(|n| n.name)
+            .collect()
+    }
+
+    // ----- failure reports -----
+
+    pub(crate) fn add_failure_report(&mut self, failing: &Name, from: Name, now: u64) -> bool {
+        let Some(n) = self.nodes.get_mut(failing) else {
+            return false;
+        };
+        if let Some(r) = n.fail_reports.iter_mut().find(|r| r.from == from) {
+            r.time = now;
+            return false;
+        }
+        n.fail_reports.push(FailReport { from, time: now });
+        true
+    }
+    pub(crate) fn del_failure_report(&mut self, failing: &Name, from: &Name) -> bool {
+        let Some(n) = self.nodes.get_mut(failing) else {
+            return false;
+        };
+        let before = n.fail_reports.len();
+        n.fail_reports.retain(|r| &r.from != from);
+        before != n.fail_reports.len()
+    }
+    /// Valid (younger than 2·NT) failure reports for a node, expiring old ones.
+    pub fn failure_reports(&mut self, name: &Name, now: u64) -> usize {
+        let validity = self.config.node_timeout_ms * 2;
+        let Some(n) = self.nodes.get_mut(name) else {
+            return 0;
+        };
+        n.fail_reports
+            .retain(|r| now.saturating_sub(r.time) <= validity);
+        n.fail_reports.len()
+    }
+
+    // ----- cluster health -----
+
+    /// Recomputes OK/FAIL (clusterUpdateState).
+    pub fn update_state(&mut self, now: u64) {
+        self.todo_update_state = false;
+        if self.first_update_time == 0 {
+            self.first_update_time = now;
+        }
+        if self.me().is_master()
+            && !self.state_ok
+            && now.saturating_sub(self.first_update_time) < WRITABLE_DELAY_MS
+        {
+            return;
+        }
+        let mut new_ok = true;
+        if self.config.require_full_coverage {
+            for s in 0..SLOTS {
+                match self.slots[s].and_then(|o| self.nodes.get(&o)) {
+                    Some(n) if !n.failed() => {}
+                    _ => {
+                        new_ok = false;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut size = 0;
+        let mut reachable = 0;
+        for n in self.nodes.values() {
+            if n.is_master() && n.numslots > 0 {
+                size += 1;
+                if n.flags & (FLAG_FAIL | FLAG_PFAIL) == 0 {
+                    reachable += 1;
+                }
+            }
+        }
+        self.size = size;
+        if reachable < size / 2 + 1 {
+            new_ok = false;
+            self.among_minority_time = now;
+        }
+        if new_ok != self.state_ok {
+            let rejoin = self.config.node_timeout_ms.clamp(500, 5000);
+            if new_ok
+                && self.me().is_master()
+                && now.saturating_sub(self.among_minority_time) < rejoin
+            {
+                return;
+            }
+            self.state_ok = new_ok;
+        }
+    }
+
+    /// Counts a message we sent.
+    pub(crate) fn count_sent(&mut self, ty: u16) {
+        if let Some(c) = self.stats.sent.get_mut(ty as usize) {
+            *c += 1;
+        }
+    }
+}
+
+/// A random 40-character lowercase hex name.
+pub fn random_name(rng: &mut StdRng) -> Name {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut n = [0u8; 40];
+    for c in n.iter_mut() {
+        *c = HEX[rng.random_range(0..16)];
+    }
+    n
+}

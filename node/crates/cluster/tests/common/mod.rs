@@ -1,0 +1,285 @@
+//! Test harness: real redis-server / valkey-server processes and in-process ClusterNodes on
+//! loopback, in this crate's port range (17000-18999, bus ports +10000).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tessera_cluster::{commands, ClusterConfig, ClusterNode, NullHost};
+
+pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
+pub const REDIS: &str = "/usr/bin/redis-server";
+
+static NEXT: AtomicU16 = AtomicU16::new(0);
+
+/// A client port P in 17000..19000 with P and P+10000 both free right now.
+pub fn free_port() -> u16 {
+    // Spread test binaries (they run in parallel) over the range by pid.
+    let base = 17000 + (std::process::id() % 40) as u16 * 50;
+    for _ in 0..2000 {
+        let off = NEXT.fetch_add(1, Ordering::SeqCst);
+        let p = 17000 + ((base - 17000 + off) % 2000);
+        let a = TcpListener::bind(("127.0.0.1", p));
+        let b = TcpListener::bind(("127.0.0.1", p + 10000));
+        if a.is_ok() && b.is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair in 17000-18999");
+}
+
+/// A redis-server or valkey-server child, SIGKILLed on drop.
+pub struct ServerProc {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl ServerProc {
+    pub fn start(bin: &str, node_timeout: u64) -> ServerProc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let conf = dir.path().join("nodes.conf");
+        let child = Command::new(bin)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+            ])
+            .arg("--cluster-config-file")
+            .arg(&conf)
+            .args(["--cluster-node-timeout", &node_timeout.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .args(["--logfile"])
+            .arg(dir.path().join("log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server");
+        let s = ServerProc {
+            child: Some(child),
+            port,
+            dir,
+        };
+        wait_for(
+            Duration::from_secs(10),
+            "server to accept connections",
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
+        s
+    }
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    pub fn cmd(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
+        run_cmd(self.port, args)
+    }
+    pub fn nodes(&self) -> String {
+        cmd_string(self.port, &["CLUSTER", "NODES"])
+    }
+    pub fn myid(&self) -> String {
+        cmd_string(self.port, &["CLUSTER", "MYID"])
+    }
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn run_cmd(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+    let mut con = client.get_connection_with_timeout(Duration::from_secs(5))?;
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(&mut con)
+}
+
+pub fn cmd_string(port: u16, args: &[&str]) -> String {
+    match run_cmd(port, args) {
+        Ok(redis::Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(redis::Value::SimpleString(s)) => s,
+        Ok(redis::Value::VerbatimString { text, .. }) => text,
+        Ok(redis::Value::Okay) => "OK".into(),
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("ERR {e}"),
+    }
+}
+
+/// Polls `f` every 50 ms until it holds; panics with `what` after `limit`.
+pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return t0.elapsed();
+        }
+        if t0.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An in-process tessera cluster node with its own runtime thread pool.
+pub struct TestNode {
+    pub node: Option<ClusterNode>,
+    pub port: u16,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl TestNode {
+    pub fn start(node_timeout: u64) -> TestNode {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut t = Self::start_in(&dir, free_port(), "127.0.0.1", node_timeout);
+        t._tmp = Some(tmp);
+        t
+    }
+    pub fn start_in(dir: &Path, port: u16, bind: &str, node_timeout: u64) -> TestNode {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let cfg = ClusterConfig {
+            enabled: true,
+            config_file: dir.join("nodes.conf"),
+            node_timeout_ms: node_timeout,
+            port,
+            bind: bind.into(),
+            ..Default::default()
+        };
+        let node = rt
+            .block_on(ClusterNode::start(cfg, Arc::new(NullHost)))
+            .expect("start cluster node");
+        TestNode {
+            node: Some(node),
+            port,
+            dir: dir.to_path_buf(),
+            _tmp: None,
+            rt: Some(rt),
+        }
+    }
+    pub fn node(&self) -> &ClusterNode {
+        self.node.as_ref().expect("running")
+    }
+    pub fn cluster(&self, args: &[&str]) -> tessera_cluster::Reply {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        commands::cluster_command(self.node(), &a)
+    }
+    pub fn cluster_str(&self, args: &[&str]) -> String {
+        match self.cluster(args) {
+            tessera_cluster::Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            tessera_cluster::Reply::Simple(s) => s,
+            tessera_cluster::Reply::Ok => "OK".into(),
+            tessera_cluster::Reply::Error(e) => format!("ERR {e}"),
+            r => format!("{r:?}"),
+        }
+    }
+    pub fn nodes(&self) -> String {
+        self.cluster_str(&["NODES"])
+    }
+    pub fn myid(&self) -> String {
+        self.cluster_str(&["MYID"])
+    }
+    /// Stops the bus (like a crash: no goodbye messages).
+    pub fn stop(&mut self) {
+        self.node.take();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Parsed CLUSTER NODES line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLine {
+    pub id: String,
+    pub addr: String,
+    pub flags: Vec<String>,
+    pub master: String,
+    pub epoch: u64,
+    pub link: String,
+    pub slots: Vec<String>,
+}
+
+pub fn parse_nodes(text: &str) -> BTreeMap<String, NodeLine> {
+    let mut m = BTreeMap::new();
+    for l in text.lines().filter(|l| !l.is_empty()) {
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() < 8 {
+            continue;
+        }
+        let nl = NodeLine {
+            id: f[0].into(),
+            addr: f[1].split(',').next().unwrap_or("").into(),
+            flags: f[2].split(',').map(String::from).collect(),
+            master: f[3].into(),
+            epoch: f[6].parse().unwrap_or(0),
+            link: f[7].into(),
+            slots: f[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .map(|s| s.to_string())
+                .collect(),
+        };
+        m.insert(nl.id.clone(), nl);
+    }
+    m
+}
+
+/// Every node in `ids` appears in `text`, connected and out of handshake, and nothing else.
+pub fn sees_all_connected(text: &str, ids: &[String]) -> bool {
+    let m = parse_nodes(text);
+    m.len() == ids.len()
+        && ids.iter().all(|id| {
+            m.get(id).is_some_and(|n| {
+                n.link == "connected"
+                    && !n
+                        .flags
+                        .iter()
+                        .any(|f| f == "handshake" || f.starts_with("fail"))
+            })
+        })
+}
+
+/// Slot ownership as id → slot ranges.
+pub fn slot_view(text: &str) -> BTreeMap<String, Vec<String>> {
+    parse_nodes(text)
+        .into_iter()
+        .map(|(id, n)| (id, n.slots))
+        .collect()
+}
+
+pub fn flags_of(text: &str, id: &str) -> Vec<String> {
+    parse_nodes(text)
+        .get(id)
+        .map(|n| n.flags.clone())
+        .unwrap_or_default()
+}
