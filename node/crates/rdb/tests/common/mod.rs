@@ -2,6 +2,8 @@
 //! from a live server into an `RdbValue`, and value normalisation for comparisons.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
