@@ -1,3 +1,16 @@
 //! tessera-operator: reconciles RedisCluster resources into StatefulSets and a live cluster.
+//!
+//! Pipeline per reconcile (see ../shared/design.md): observe → [`validate`] → [`children`]
+//! (pure builders) → server-side apply → [`topology`] step → [`status`] (pure).
 
+pub mod children;
+pub mod controller;
+pub mod crd;
+pub mod leader;
+pub mod metrics;
+pub mod observe;
+pub mod rbac;
+pub mod server;
+pub mod status;
 pub mod topology;
+pub mod validate;

@@ -1,0 +1,344 @@
+//! One StatefulSet per shard: `<name>-<shard>`, 1 + replicasPerShard pods.
+//!
+//! Parallel pod management (cluster nodes need no ordered start: the topology engine joins
+//! them), OnDelete updates (a restart of a master is a failover decision, the operator's call),
+//! preferred anti-affinity inside the shard, TCP probes on the pod IP, non-root pods.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    SeccompProfile, SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+
+use super::configmap::NODE_CONF_KEY;
+use super::{
+    child_meta, config_map_name, headless_name, shard_labels, shard_name, shard_selector,
+    ChildError, ANNOTATION_CONFIG_HASH, BUS_PORT, CLIENT_PORT, CONFIG_DIR, DATA_DIR,
+};
+use crate::crd::RedisCluster;
+
+/// uid/gid of the node process: the `redis` user of the official images, and the user the
+/// tessera-node image creates.
+pub const NODE_UID: i64 = 999;
+/// Name of the node container.
+pub const NODE_CONTAINER: &str = "node";
+/// Env var holding the password when spec.auth is set.
+pub const PASSWORD_ENV: &str = "REDIS_PASSWORD";
+
+/// Builds shard `shard`'s StatefulSet; `config_hash` goes on the pod template.
+pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<StatefulSet, ChildError> {
+    let name = rc.name_any();
+    let spec = &rc.spec;
+    let overrides = spec.pod.clone().unwrap_or_default();
+
+    let mut pod_labels = overrides.labels.clone();
+    pod_labels.extend(shard_labels(&name, shard));
+    let mut pod_annotations = overrides.annotations.clone();
+    pod_annotations.insert(ANNOTATION_CONFIG_HASH.to_string(), config_hash.to_string());
+
+    let mut volumes = vec![Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map_name(&name),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    let claim_templates = match &spec.storage {
+        Some(storage) => Some(vec![PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("data".into()),
+                labels: Some(shard_labels(&name, shard)),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                storage_class_name: storage.storage_class_name.clone(),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "storage".to_string(),
+                        Quantity(storage.size.clone()),
+                    )])),
+                    ..VolumeResourceRequirements::default()
+                }),
+                ..PersistentVolumeClaimSpec::default()
+            }),
+            ..PersistentVolumeClaim::default()
+        }]),
+        None => {
+            volumes.push(Volume {
+                name: "data".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Volume::default()
+            });
+            None
+        }
+    };
+
+    let affinity = overrides
+        .affinity
+        .clone()
+        .unwrap_or_else(|| shard_anti_affinity(&name, shard));
+    let security_context = overrides
+        .security_context
+        .clone()
+        .unwrap_or_else(default_pod_security_context);
+
+    let pod_spec = PodSpec {
+        containers: vec![node_container(rc)],
+        volumes: Some(volumes),
+        affinity: Some(affinity),
+        security_context: Some(security_context),
+        node_selector: (!overrides.node_selector.is_empty())
+            .then(|| overrides.node_selector.clone()),
+        tolerations: (!overrides.tolerations.is_empty()).then(|| overrides.tolerations.clone()),
+        topology_spread_constraints: (!overrides.topology_spread_constraints.is_empty())
+            .then(|| overrides.topology_spread_constraints.clone()),
+        priority_class_name: overrides.priority_class_name.clone(),
+        enable_service_links: Some(false),
+        automount_service_account_token: Some(false),
+        termination_grace_period_seconds: Some(30),
+        ..PodSpec::default()
+    };
+
+    Ok(StatefulSet {
+        metadata: child_meta(rc, shard_name(&name, shard), shard_labels(&name, shard))?,
+        spec: Some(StatefulSetSpec {
+            replicas: Some(1 + spec.replicas_per_shard as i32),
+            service_name: Some(headless_name(&name)),
+            pod_management_policy: Some("Parallel".into()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".into()),
+                rolling_update: None,
+            }),
+            selector: LabelSelector {
+                match_labels: Some(shard_selector(&name, shard)),
+                match_expressions: None,
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: Some(pod_annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec),
+            },
+            volume_claim_templates: claim_templates,
+            ..StatefulSetSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The node program for an image: `tessera-node`, `valkey-server` or `redis-server`.
+pub fn node_command(image: &str) -> &'static str {
+    let repo = image_repository(image);
+    if repo.ends_with("tessera-node") {
+        "tessera-node"
+    } else if repo.contains("valkey") {
+        "valkey-server"
+    } else {
+        "redis-server"
+    }
+}
+
+/// Image reference without tag or digest.
+pub fn image_repository(image: &str) -> &str {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    match no_digest.rfind(':') {
+        Some(i) if !no_digest[i..].contains('/') => &no_digest[..i],
+        _ => no_digest,
+    }
+}
+
+/// The node container (contract: every path and the address on the command line).
+fn node_container(rc: &RedisCluster) -> Container {
+    let spec = &rc.spec;
+    let image = spec.image_or_default();
+    let mut args: Vec<String> = vec![
+        format!("{CONFIG_DIR}/{NODE_CONF_KEY}"),
+        "--bind".into(),
+        "$(POD_IP)".into(),
+        "--port".into(),
+        CLIENT_PORT.to_string(),
+        "--cluster-announce-ip".into(),
+        "$(POD_IP)".into(),
+        "--dir".into(),
+        DATA_DIR.into(),
+    ];
+    let mut env = vec![EnvVar {
+        name: "POD_IP".into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "status.podIP".into(),
+                api_version: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+        value: None,
+    }];
+    if let Some(auth) = &spec.auth {
+        env.push(EnvVar {
+            name: PASSWORD_ENV.into(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: auth.secret_name.clone(),
+                    key: auth.key.clone(),
+                    optional: Some(false),
+                }),
+                ..EnvVarSource::default()
+            }),
+            value: None,
+        });
+        // redis-cli inside the pod reads this, so `kubectl exec ... redis-cli` just works.
+        env.push(EnvVar {
+            name: "REDISCLI_AUTH".into(),
+            value: Some(format!("$({PASSWORD_ENV})")),
+            value_from: None,
+        });
+        for flag in ["--requirepass", "--masterauth"] {
+            args.push(flag.into());
+            args.push(format!("$({PASSWORD_ENV})"));
+        }
+    }
+    let tcp = |port: i32| TCPSocketAction {
+        port: IntOrString::Int(port),
+        host: None,
+    };
+    Container {
+        name: NODE_CONTAINER.into(),
+        image: Some(image.clone()),
+        image_pull_policy: spec.image_pull_policy.map(|p| p.as_str().to_string()),
+        command: Some(vec![node_command(&image).to_string()]),
+        args: Some(args),
+        env: Some(env),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("client".into()),
+                container_port: CLIENT_PORT,
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("bus".into()),
+                container_port: BUS_PORT,
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+        ]),
+        resources: spec.resources.clone(),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "config".into(),
+                mount_path: CONFIG_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "data".into(),
+                mount_path: DATA_DIR.into(),
+                ..VolumeMount::default()
+            },
+        ]),
+        // Startup: loading a big RDB/AOF can take minutes; don't kill the node meanwhile.
+        startup_probe: Some(Probe {
+            tcp_socket: Some(tcp(CLIENT_PORT)),
+            period_seconds: Some(5),
+            failure_threshold: Some(60),
+            ..Probe::default()
+        }),
+        // Ready = accepting clients on the pod IP. Cluster-level health (slots, state) is the
+        // operator's status, not a pod's: unreadying pods on cluster_state=fail would only
+        // make a bad situation worse.
+        readiness_probe: Some(Probe {
+            tcp_socket: Some(tcp(CLIENT_PORT)),
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        }),
+        // Alive = the cluster bus listens: a node without it cannot gossip or fail over.
+        liveness_probe: Some(Probe {
+            tcp_socket: Some(tcp(BUS_PORT)),
+            period_seconds: Some(10),
+            failure_threshold: Some(6),
+            ..Probe::default()
+        }),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
+}
+
+/// Non-root pod defaults; fsGroup makes PVCs writable by the node user.
+fn default_pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(NODE_UID),
+        run_as_group: Some(NODE_UID),
+        fs_group: Some(NODE_UID),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            localhost_profile: None,
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// Prefer spreading one shard's pods over nodes, so losing a node never takes a master with
+/// all its replicas.
+fn shard_anti_affinity(name: &str, shard: u32) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(shard_selector(name, shard)),
+                            match_expressions: None,
+                        }),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            required_during_scheduling_ignored_during_execution: None,
+        }),
+        ..Affinity::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_from_image() {
+        assert_eq!(node_command("tessera/tessera-node:0.1.0"), "tessera-node");
+        assert_eq!(node_command("localhost:5000/tessera-node"), "tessera-node");
+        assert_eq!(node_command("redis:7.0"), "redis-server");
+        assert_eq!(node_command("valkey/valkey:8@sha256:abc"), "valkey-server");
+        assert_eq!(
+            image_repository("localhost:5000/x/y:1"),
+            "localhost:5000/x/y"
+        );
+        assert_eq!(image_repository("localhost:5000/x/y"), "localhost:5000/x/y");
+    }
+}

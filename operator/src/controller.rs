@@ -1,0 +1,491 @@
+//! The RedisCluster controller: observe → validate → desired children → apply → topology step
+//! → status, once per reconcile, with Events on state changes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tracing::{info, instrument, warn};
+
+use crate::children::{self, shard_name, LABEL_CLUSTER};
+use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
+use crate::metrics::Metrics;
+use crate::observe::{all_desired_ready, endpoints};
+use crate::status::{self, shard_of, Observed, TopologyOutcome};
+use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
+use crate::validate::validate;
+
+/// The single server-side-apply field manager of every object the operator writes.
+pub const FIELD_MANAGER: &str = "tessera-operator";
+
+/// Errors of one reconcile (the error policy requeues with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("building children: {0}")]
+    Children(#[from] children::ChildError),
+    #[error("the RedisCluster has no namespace")]
+    NoNamespace,
+    #[error("auth secret {0}: {1}")]
+    Secret(String, String),
+}
+
+/// The topology step, behind a trait so reconcile tests can run without node processes.
+pub trait TopologyEngine: Send + Sync {
+    fn reconcile<'a>(
+        &'a self,
+        desired: &'a Desired,
+        pods: &'a [PodEndpoint],
+        opts: &'a EngineOptions,
+    ) -> BoxFuture<'a, Result<TopologyReport, TopologyError>>;
+}
+
+/// The real engine in `crate::topology`.
+pub struct RealEngine;
+
+impl TopologyEngine for RealEngine {
+    fn reconcile<'a>(
+        &'a self,
+        desired: &'a Desired,
+        pods: &'a [PodEndpoint],
+        opts: &'a EngineOptions,
+    ) -> BoxFuture<'a, Result<TopologyReport, TopologyError>> {
+        Box::pin(crate::topology::reconcile(desired, pods, opts))
+    }
+}
+
+/// Shared state of every reconcile.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub engine: Arc<dyn TopologyEngine>,
+    pub engine_options: EngineOptions,
+    /// Requeue interval while the cluster is not Ready.
+    pub requeue_converging: Duration,
+    /// Requeue interval once Ready (drift checks).
+    pub requeue_ready: Duration,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    /// A context with default intervals.
+    pub fn new(client: Client, metrics: Arc<Metrics>, engine: Arc<dyn TopologyEngine>) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            engine,
+            engine_options: EngineOptions::default(),
+            requeue_converging: Duration::from_secs(10),
+            requeue_ready: Duration::from_secs(300),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        match self.failures.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+fn key(rc: &RedisCluster) -> String {
+    format!("{}/{}", rc.namespace().unwrap_or_default(), rc.name_any())
+}
+
+/// Runs the controller for the given namespaces (empty = all) until `shutdown` resolves.
+pub async fn run(
+    ctx: Arc<Context>,
+    namespaces: Vec<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let scopes: Vec<Option<String>> = if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.into_iter().map(Some).collect()
+    };
+    let runs = scopes.into_iter().map(|ns| {
+        let client = ctx.client.clone();
+        let ctx = ctx.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let owned =
+                watcher::Config::default().labels("app.kubernetes.io/managed-by=tessera-operator");
+            let pods_cfg = watcher::Config::default().labels(LABEL_CLUSTER);
+            Controller::new(
+                api::<RedisCluster>(&client, ns.as_deref()),
+                watcher::Config::default(),
+            )
+            .owns(api::<StatefulSet>(&client, ns.as_deref()), owned.clone())
+            .owns(api::<Service>(&client, ns.as_deref()), owned.clone())
+            .owns(api::<ConfigMap>(&client, ns.as_deref()), owned.clone())
+            .owns(api::<PodDisruptionBudget>(&client, ns.as_deref()), owned)
+            .watches(api::<Pod>(&client, ns.as_deref()), pods_cfg, |pod: Pod| {
+                let ns = pod.namespace();
+                pod.labels()
+                    .get(LABEL_CLUSTER)
+                    .map(|c| {
+                        let r = ObjectRef::<RedisCluster>::new(c);
+                        match ns {
+                            Some(ns) => r.within(&ns),
+                            None => r,
+                        }
+                    })
+                    .into_iter()
+                    .collect::<Vec<_>>()
+            })
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile, error_policy, ctx)
+            .for_each(|res| async move {
+                if let Err(e) = res {
+                    warn!(error = %e, "controller");
+                }
+            })
+            .await;
+        }
+    });
+    futures::future::join_all(runs).await;
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Back-off on errors: 5 s doubling to 5 min, reset by a successful reconcile.
+pub fn error_policy(rc: Arc<RedisCluster>, err: &Error, ctx: Arc<Context>) -> Action {
+    let mut failures = ctx.failures();
+    let n = failures.entry(key(&rc)).or_insert(0);
+    *n = n.saturating_add(1);
+    let delay = Duration::from_secs(5u64.saturating_mul(1u64 << (*n - 1).min(6)))
+        .min(Duration::from_secs(300));
+    warn!(cluster = %key(&rc), error = %err, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// One reconcile, timed and counted.
+#[instrument(skip_all, fields(cluster = %key(&rc)))]
+pub async fn reconcile(rc: Arc<RedisCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let start = Instant::now();
+    let res = reconcile_inner(&rc, &ctx).await;
+    ctx.metrics.reconciled(res.is_ok(), start.elapsed());
+    if res.is_ok() {
+        ctx.failures().remove(&key(&rc));
+    }
+    res
+}
+
+async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Error> {
+    let ns = rc.namespace().ok_or(Error::NoNamespace)?;
+    let name = rc.name_any();
+    if rc.meta().deletion_timestamp.is_some() {
+        // Owner references let the garbage collector delete every child.
+        ctx.metrics.forget_cluster(&ns, &name);
+        return Ok(Action::await_change());
+    }
+    let client = &ctx.client;
+    let spec = &rc.spec;
+
+    // validate (pure) → desired children (pure) → apply
+    let problems = validate(&name, spec);
+    if problems.is_empty() {
+        let desired = children::build(rc)?;
+        apply(client, &ns, &desired.config_map).await?;
+        apply(client, &ns, &desired.headless_service).await?;
+        apply(client, &ns, &desired.client_service).await?;
+        for sts in &desired.stateful_sets {
+            apply(client, &ns, sts).await?;
+        }
+        for pdb in &desired.pdbs {
+            apply(client, &ns, pdb).await?;
+        }
+    }
+
+    // observe
+    let sel = ListParams::default().labels(&format!("{LABEL_CLUSTER}={name}"));
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let mut stateful_sets = sts_api.list(&sel).await?.items;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&sel)
+        .await?
+        .items;
+    let previous = rc.status.as_ref();
+
+    // topology step
+    let topology = if !problems.is_empty() {
+        TopologyOutcome::NotRun("the spec is invalid".into())
+    } else {
+        topology_step(rc, ctx, &ns, &pods, previous).await?
+    };
+
+    // scale-in: a removed shard's StatefulSet goes only once its slots live elsewhere
+    if let TopologyOutcome::Report(report) = &topology {
+        if drained_cluster(report, spec.shards) {
+            let pdb_api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+            let mut removed = Vec::new();
+            for sts in &stateful_sets {
+                if let Some(shard) = shard_of(&sts.metadata).filter(|s| *s >= spec.shards) {
+                    let sts_name = shard_name(&name, shard);
+                    delete_if_exists(&sts_api, &sts_name).await?;
+                    delete_if_exists(&pdb_api, &sts_name).await?;
+                    removed.push(sts_name);
+                }
+            }
+            if !removed.is_empty() {
+                stateful_sets.retain(|s| shard_of(&s.metadata).is_some_and(|sh| sh < spec.shards));
+                publish(
+                    ctx,
+                    rc,
+                    EventType::Normal,
+                    "ShardsRemoved",
+                    "Delete",
+                    format!("drained shards removed: {}", removed.join(", ")),
+                )
+                .await;
+            }
+        }
+    }
+
+    // status
+    let new_status = status::compute(&Observed {
+        name: &name,
+        generation: rc.meta().generation,
+        spec,
+        previous,
+        stateful_sets: &stateful_sets,
+        pods: &pods,
+        problems: &problems,
+        topology: &topology,
+        now: Timestamp::now(),
+    });
+    ctx.metrics.set_cluster(
+        &ns,
+        &name,
+        new_status.shards,
+        new_status.slots_assigned,
+        new_status.ready_nodes,
+    );
+    events_for(ctx, rc, previous, &new_status, &topology).await;
+    if previous != Some(&new_status) {
+        let api: Api<RedisCluster> = Api::namespaced(client.clone(), &ns);
+        let patch = serde_json::json!({ "status": new_status });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    info!(phase = new_status.phase.as_str(), ready = %new_status.ready_text, slots = new_status.slots_assigned, "reconciled");
+    Ok(match new_status.phase {
+        Phase::Ready => Action::requeue(ctx.requeue_ready),
+        Phase::Failed => Action::requeue(ctx.requeue_ready),
+        _ => Action::requeue(ctx.requeue_converging),
+    })
+}
+
+/// True when every slot is served by a shard that stays: removed shards hold nothing.
+pub fn drained_cluster(report: &TopologyReport, desired_shards: u32) -> bool {
+    let kept: u32 = report
+        .shards
+        .iter()
+        .filter(|s| s.shard < desired_shards)
+        .flat_map(|s| s.slot_ranges.iter())
+        .map(|&(a, b)| u32::from(b.saturating_sub(a)) + 1)
+        .sum();
+    report.cluster_state == "ok" && kept == CLUSTER_SLOTS
+}
+
+/// Calls the engine when there is something to manage.
+async fn topology_step(
+    rc: &RedisCluster,
+    ctx: &Context,
+    ns: &str,
+    pods: &[Pod],
+    previous: Option<&RedisClusterStatus>,
+) -> Result<TopologyOutcome, Error> {
+    let spec = &rc.spec;
+    let eps = endpoints(pods);
+    if eps.is_empty() {
+        return Ok(TopologyOutcome::NotRun("no pod has an IP yet".into()));
+    }
+    if !status::was_formed(previous)
+        && !all_desired_ready(pods, spec.shards, spec.replicas_per_shard)
+    {
+        return Ok(TopologyOutcome::NotRun(format!(
+            "waiting for all {} pods to be ready before forming the cluster",
+            spec.desired_nodes()
+        )));
+    }
+    let mut opts = ctx.engine_options.clone();
+    if let Some(auth) = &spec.auth {
+        opts.password = Some(read_password(&ctx.client, ns, &auth.secret_name, &auth.key).await?);
+    }
+    let desired = Desired {
+        shards: spec.shards,
+        replicas_per_shard: spec.replicas_per_shard,
+        paused: spec.paused,
+    };
+    Ok(match ctx.engine.reconcile(&desired, &eps, &opts).await {
+        Ok(report) => TopologyOutcome::Report(report),
+        Err(e) => TopologyOutcome::Error(e.to_string()),
+    })
+}
+
+async fn read_password(
+    client: &Client,
+    ns: &str,
+    secret: &str,
+    key: &str,
+) -> Result<String, Error> {
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(secret)
+        .await
+        .map_err(|e| Error::Secret(secret.into(), e.to_string()))?;
+    let bytes = s
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .or_else(|| {
+            s.string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|v| v.clone().into_bytes())
+        })
+        .ok_or_else(|| Error::Secret(secret.into(), format!("no key {key:?}")))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Error::Secret(secret.into(), "password is not UTF-8".into()))
+}
+
+/// Server-side apply under the operator's field manager (force: the operator owns these).
+async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<(), Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let name = obj.meta().name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(obj),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn delete_if_exists<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Events on phase transitions, on new validation problems and for topology actions.
+async fn events_for(
+    ctx: &Context,
+    rc: &RedisCluster,
+    previous: Option<&RedisClusterStatus>,
+    new: &RedisClusterStatus,
+    topology: &TopologyOutcome,
+) {
+    let old_phase = previous.map(|s| s.phase);
+    if old_phase != Some(new.phase) {
+        let ready = new.conditions.iter().find(|c| c.type_ == "Ready");
+        let degraded = new.conditions.iter().find(|c| c.type_ == "Degraded");
+        let (type_, note) = match new.phase {
+            Phase::Failed | Phase::Degraded => (
+                EventType::Warning,
+                degraded.map(|c| c.message.clone()).unwrap_or_default(),
+            ),
+            _ => (
+                EventType::Normal,
+                ready.map(|c| c.message.clone()).unwrap_or_default(),
+            ),
+        };
+        let reason = match new.phase {
+            Phase::Failed => "InvalidSpec".to_string(),
+            p => p.as_str().to_string(),
+        };
+        publish(ctx, rc, type_, &reason, "Reconcile", note).await;
+    }
+    if let TopologyOutcome::Report(r) = topology {
+        if !r.actions.is_empty() {
+            let mut note = r
+                .actions
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ");
+            if r.actions.len() > 10 {
+                note.push_str(&format!("; and {} more", r.actions.len() - 10));
+            }
+            publish(ctx, rc, EventType::Normal, "Topology", "Reconfigure", note).await;
+        }
+    }
+}
+
+async fn publish(
+    ctx: &Context,
+    rc: &RedisCluster,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    // The Events API caps notes at 1 kB.
+    let mut note = note;
+    if note.len() > 1000 {
+        let mut cut = 1000;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &rc.object_ref(&())).await {
+        warn!(error = %e, reason, "publishing event failed");
+    }
+}

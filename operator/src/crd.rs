@@ -1,0 +1,368 @@
+//! The `RedisCluster` custom resource (group `tessera.rs`, version `v1alpha1`).
+//!
+//! The schema carries everything the API server can check on `kubectl apply` (ranges, enums,
+//! CEL rules); what it cannot check lives in [`crate::validate`] and surfaces as a condition.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, PodSecurityContext, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of the CRD.
+pub const GROUP: &str = "tessera.rs";
+/// Served and stored version.
+pub const VERSION: &str = "v1alpha1";
+/// Number of hash slots in a Redis Cluster.
+pub const CLUSTER_SLOTS: u32 = 16384;
+
+/// Directives the operator writes itself (node.conf or container args). Users setting them
+/// would break addressing, persistence or auth, so both the CEL rule and `validate` reject them.
+pub const OPERATOR_OWNED_DIRECTIVES: &[&str] = &[
+    "port",
+    "bind",
+    "cluster-enabled",
+    "cluster-config-file",
+    "cluster-node-timeout",
+    "cluster-port",
+    "cluster-announce-ip",
+    "cluster-announce-port",
+    "cluster-announce-bus-port",
+    "cluster-announce-tls-port",
+    "cluster-announce-hostname",
+    "cluster-announce-human-nodename",
+    "dir",
+    "daemonize",
+    "pidfile",
+    "logfile",
+    "include",
+    "supervised",
+    "unixsocket",
+    "requirepass",
+    "masterauth",
+    "masteruser",
+    "replicaof",
+    "slaveof",
+    "protected-mode",
+];
+
+/// Desired state of a Tessera Redis Cluster.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "tessera.rs",
+    version = "v1alpha1",
+    kind = "RedisCluster",
+    plural = "redisclusters",
+    singular = "rediscluster",
+    shortname = "rcl",
+    category = "tessera",
+    namespaced,
+    status = "RedisClusterStatus",
+    derive = "PartialEq",
+    doc = "A Redis Cluster of `shards` masters with `replicasPerShard` replicas each, run by tessera-operator.",
+    scale(
+        spec_replicas_path = ".spec.shards",
+        status_replicas_path = ".status.shards",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(name = "Shards", type_ = "integer", json_path = ".spec.shards"),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".spec.replicasPerShard"
+    ),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.readyText"),
+    printcolumn(name = "Slots", type_ = "integer", json_path = ".status.slotsAssigned"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",
+        "message": "spec.storage is immutable: volume claim templates of a StatefulSet cannot change"
+    }
+]))]
+pub struct RedisClusterSpec {
+    /// Number of shards (masters), each owning a share of the 16384 slots.
+    #[serde(default = "default_shards")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub shards: u32,
+    /// Replicas per shard master.
+    #[serde(default = "default_replicas_per_shard")]
+    #[schemars(range(min = 0, max = 5))]
+    pub replicas_per_shard: u32,
+    /// Node image. Default `tessera/tessera-node:<operator version>`; `redis:*` and
+    /// `valkey/valkey:*` images work too (the command is chosen from the image name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+    /// Image pull policy of the node container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<PullPolicy>,
+    /// Resources of the node container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Persistent storage per node; absent means an emptyDir (data lives as long as the pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSpec>,
+    /// Password from a Secret; nodes then get requirepass and masterauth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+    /// Extra node directives (redis.conf names). Operator-owned ones are rejected.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.all(k, !(k in ['port','bind','cluster-enabled','cluster-config-file','cluster-node-timeout','cluster-port','cluster-announce-ip','cluster-announce-port','cluster-announce-bus-port','cluster-announce-tls-port','cluster-announce-hostname','cluster-announce-human-nodename','dir','daemonize','pidfile','logfile','include','supervised','unixsocket','requirepass','masterauth','masteruser','replicaof','slaveof','protected-mode']))",
+            "message": "spec.config sets a directive the operator owns (port, bind, cluster-*, dir, daemonize, requirepass/masterauth (use spec.auth), cluster-node-timeout (use spec.nodeTimeoutMs), ...)"
+        }
+    ]))]
+    pub config: BTreeMap<String, String>,
+    /// cluster-node-timeout in milliseconds.
+    #[serde(default = "default_node_timeout_ms")]
+    #[schemars(range(min = 100, max = 600000))]
+    pub node_timeout_ms: u32,
+    /// Overrides for the node pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodOverrides>,
+    /// The client Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ClientServiceSpec>,
+    /// Stop topology changes (no MEET, slot moves, failovers); children are still applied.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+fn default_shards() -> u32 {
+    3
+}
+fn default_replicas_per_shard() -> u32 {
+    1
+}
+fn default_node_timeout_ms() -> u32 {
+    15000
+}
+
+/// Kubernetes image pull policy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+impl PullPolicy {
+    /// The string Kubernetes expects.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
+}
+
+/// One PersistentVolumeClaim per node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Requested size, a Kubernetes quantity such as `10Gi`.
+    #[schemars(length(min = 1))]
+    pub size: String,
+    /// StorageClass; absent means the cluster default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// Where the node password lives.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSpec {
+    /// Secret in the same namespace.
+    #[schemars(length(min = 1))]
+    pub secret_name: String,
+    /// Key inside the Secret.
+    #[serde(default = "default_auth_key")]
+    pub key: String,
+}
+
+fn default_auth_key() -> String {
+    "password".to_string()
+}
+
+/// Pod-level overrides, copied onto every node pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodOverrides {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Replaces the operator's default (preferred anti-affinity within a shard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// Replaces the operator's default (non-root uid 999). Root is still refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+}
+
+/// Type of the client Service.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum ServiceType {
+    #[default]
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+}
+
+impl ServiceType {
+    /// The string Kubernetes expects.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::ClusterIP => "ClusterIP",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// The client Service.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientServiceSpec {
+    #[serde(default, rename = "type")]
+    pub type_: ServiceType,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Lifecycle phase shown in `kubectl get rcl`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum Phase {
+    #[default]
+    Pending,
+    Creating,
+    Ready,
+    Scaling,
+    Rebalancing,
+    Degraded,
+    Failed,
+}
+
+impl Phase {
+    /// Name as written in status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Creating => "Creating",
+            Phase::Ready => "Ready",
+            Phase::Scaling => "Scaling",
+            Phase::Rebalancing => "Rebalancing",
+            Phase::Degraded => "Degraded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+/// Observed state, written only by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisClusterStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub phase: Phase,
+    /// Shards that exist and have a master serving slots (the scale subresource's status count).
+    #[serde(default)]
+    pub shards: u32,
+    /// Label selector of the node pods (for the scale subresource).
+    #[serde(default)]
+    pub selector: String,
+    /// Pods that are Ready.
+    #[serde(default)]
+    pub ready_nodes: u32,
+    /// Pods the spec asks for: shards × (1 + replicasPerShard).
+    #[serde(default)]
+    pub desired_nodes: u32,
+    /// `readyNodes/desiredNodes`, for the printer column.
+    #[serde(default)]
+    pub ready_text: String,
+    /// Slots served by a master, as seen by the topology engine (0 until it reports).
+    #[serde(default)]
+    pub slots_assigned: u32,
+    /// cluster_state from CLUSTER INFO: ok, fail or unknown.
+    #[serde(default)]
+    pub cluster_state: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Per-shard view.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shard_statuses: Vec<ShardStatus>,
+    /// Slot migration progress while resharding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ReshardProgress>,
+}
+
+/// One shard as observed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    pub shard: u32,
+    pub stateful_set: String,
+    pub ready_pods: u32,
+    pub desired_pods: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_id: Option<String>,
+    /// Inclusive slot ranges such as `0-5460`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slot_ranges: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_pods: Vec<String>,
+}
+
+/// Resharding progress.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReshardProgress {
+    pub slots_moved: u32,
+    pub slots_to_move: u32,
+}
+
+impl RedisClusterSpec {
+    /// The image the nodes run.
+    pub fn image_or_default(&self) -> String {
+        self.image
+            .clone()
+            .unwrap_or_else(|| format!("tessera/tessera-node:{}", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// Total pods the spec asks for.
+    pub fn desired_nodes(&self) -> u32 {
+        self.shards.saturating_mul(1 + self.replicas_per_shard)
+    }
+}
+
+/// The CRD as YAML, exactly what `tessera-operator crd` prints and crds/ holds.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    use kube::CustomResourceExt;
+    serde_yaml::to_string(&RedisCluster::crd())
+}

@@ -1,0 +1,55 @@
+//! Pods → topology endpoints (pure).
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use crate::children::CLIENT_PORT;
+use crate::status::{pod_ready, shard_of};
+use crate::topology::PodEndpoint;
+
+/// Ordinal of a StatefulSet pod from its name (`<sts>-<ordinal>`).
+pub fn ordinal_of(pod_name: &str) -> Option<u32> {
+    pod_name.rsplit_once('-')?.1.parse().ok()
+}
+
+/// Pods that can be talked to: shard label, parsable ordinal, an IP, not terminating.
+/// Sorted by (shard, ordinal) so the engine sees a stable order.
+pub fn endpoints(pods: &[Pod]) -> Vec<PodEndpoint> {
+    let mut out: Vec<PodEndpoint> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let name = p.name_any();
+            let host = p
+                .status
+                .as_ref()?
+                .pod_ip
+                .clone()
+                .filter(|ip| !ip.is_empty())?;
+            Some(PodEndpoint {
+                shard: shard_of(&p.metadata)?,
+                ordinal: ordinal_of(&name)?,
+                pod: name,
+                host,
+                port: CLIENT_PORT as u16,
+            })
+        })
+        .collect();
+    out.sort_by_key(|e| (e.shard, e.ordinal));
+    out
+}
+
+/// True when every pod the spec asks for exists, is Ready and has an IP.
+pub fn all_desired_ready(pods: &[Pod], shards: u32, replicas_per_shard: u32) -> bool {
+    (0..shards).all(|shard| {
+        (0..=replicas_per_shard).all(|ordinal| {
+            pods.iter().any(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && shard_of(&p.metadata) == Some(shard)
+                    && ordinal_of(&p.name_any()) == Some(ordinal)
+                    && pod_ready(p)
+                    && p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some()
+            })
+        })
+    })
+}

@@ -1,0 +1,96 @@
+//! The API permissions the operator's code uses, kept next to the calls (controller.rs,
+//! leader.rs, events). The Helm chart's RBAC must grant exactly these; a test renders the chart
+//! and compares.
+
+/// Where a permission is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// In every watched namespace (ClusterRole when watching all, else a Role per namespace).
+    Watched,
+    /// Only in the operator's own namespace (the leader Lease).
+    OperatorNamespace,
+}
+
+/// One permission: API group ("" = core), resource, verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permission {
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+    pub scope: Scope,
+}
+
+const fn p(
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+    scope: Scope,
+) -> Permission {
+    Permission {
+        group,
+        resource,
+        verbs,
+        scope,
+    }
+}
+
+/// Everything the operator calls. Server-side apply of an object that does not exist yet is
+/// authorized as both `patch` and `create`, hence both on every applied kind.
+pub const REQUIRED: &[Permission] = &[
+    // Controller watch + status patch.
+    p(
+        "tessera.rs",
+        "redisclusters",
+        &["get", "list", "watch"],
+        Scope::Watched,
+    ),
+    p(
+        "tessera.rs",
+        "redisclusters/status",
+        &["patch"],
+        Scope::Watched,
+    ),
+    // Applied children; StatefulSets and PDBs of drained shards are deleted on scale-in.
+    p(
+        "apps",
+        "statefulsets",
+        &["list", "watch", "create", "patch", "delete"],
+        Scope::Watched,
+    ),
+    p(
+        "policy",
+        "poddisruptionbudgets",
+        &["list", "watch", "create", "patch", "delete"],
+        Scope::Watched,
+    ),
+    p(
+        "",
+        "services",
+        &["list", "watch", "create", "patch"],
+        Scope::Watched,
+    ),
+    p(
+        "",
+        "configmaps",
+        &["list", "watch", "create", "patch"],
+        Scope::Watched,
+    ),
+    // Observed pods (IPs, readiness) feed the topology engine.
+    p("", "pods", &["list", "watch"], Scope::Watched),
+    // The node password for the topology engine.
+    p("", "secrets", &["get"], Scope::Watched),
+    // kube::runtime::events::Recorder creates, then patches a series.
+    p(
+        "events.k8s.io",
+        "events",
+        &["create", "patch"],
+        Scope::Watched,
+    ),
+    // Leader election.
+    p(
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+        Scope::OperatorNamespace,
+    ),
+];

@@ -1,0 +1,336 @@
+//! Status from observations (pure): StatefulSets, pods, validation problems and the topology
+//! engine's report in, `RedisClusterStatus` out.
+//!
+//! The one rule that matters most: phase Ready (and condition Ready=True) only when the
+//! topology engine reports a converged cluster with cluster_state ok and all 16384 slots
+//! served, and every desired pod is ready. Without a report the cluster is never Ready.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::children::{shard_name, LABEL_CLUSTER, LABEL_SHARD};
+use crate::crd::{
+    Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, CLUSTER_SLOTS,
+};
+use crate::topology::TopologyReport;
+
+/// What happened with the topology step of this reconcile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TopologyOutcome {
+    /// Not called (pods not up yet); the string says why.
+    NotRun(String),
+    /// The engine ran and reported.
+    Report(TopologyReport),
+    /// The engine failed as a whole.
+    Error(String),
+}
+
+/// Everything status is computed from.
+#[derive(Debug, Clone)]
+pub struct Observed<'a> {
+    pub name: &'a str,
+    pub generation: Option<i64>,
+    pub spec: &'a RedisClusterSpec,
+    pub previous: Option<&'a RedisClusterStatus>,
+    pub stateful_sets: &'a [StatefulSet],
+    pub pods: &'a [Pod],
+    pub problems: &'a [String],
+    pub topology: &'a TopologyOutcome,
+    pub now: Timestamp,
+}
+
+/// True when a pod's Ready condition is True.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Shard index from a child's `tessera.rs/shard` label.
+pub fn shard_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<u32> {
+    meta.labels.as_ref()?.get(LABEL_SHARD)?.parse().ok()
+}
+
+/// True when the cluster reached full slot coverage at some point (so a shortfall now is
+/// degradation or scaling, not creation).
+pub fn was_formed(previous: Option<&RedisClusterStatus>) -> bool {
+    previous.is_some_and(|s| {
+        s.slots_assigned == CLUSTER_SLOTS
+            || matches!(
+                s.phase,
+                Phase::Ready | Phase::Scaling | Phase::Rebalancing | Phase::Degraded
+            )
+    })
+}
+
+/// Formats inclusive slot ranges as `a-b` (or `a` for a single slot).
+pub fn format_ranges(ranges: &[(u16, u16)]) -> Vec<String> {
+    ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect()
+}
+
+/// Computes the new status. Pure.
+pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
+    let spec = o.spec;
+    let desired_nodes = spec.desired_nodes();
+    let want_pods = 1 + spec.replicas_per_shard as i32;
+    let ready_nodes = o
+        .pods
+        .iter()
+        .filter(|p| pod_ready(p) && shard_of(&p.metadata).is_some_and(|s| s < spec.shards))
+        .count() as u32;
+    let sts_shards: BTreeSet<u32> = o
+        .stateful_sets
+        .iter()
+        .filter_map(|s| shard_of(&s.metadata))
+        .collect();
+    let shards_mismatch = sts_shards != (0..spec.shards).collect()
+        || o.stateful_sets.iter().any(|s| {
+            shard_of(&s.metadata).is_some_and(|sh| sh < spec.shards)
+                && s.spec.as_ref().and_then(|x| x.replicas) != Some(want_pods)
+        });
+    let pods_short = ready_nodes < desired_nodes;
+    let formed = was_formed(o.previous);
+    let report = match o.topology {
+        TopologyOutcome::Report(r) => Some(r),
+        _ => None,
+    };
+
+    let (phase, reason, message) = decide_phase(
+        o,
+        report,
+        formed,
+        shards_mismatch,
+        pods_short,
+        ready_nodes,
+        desired_nodes,
+    );
+
+    let mut shard_statuses = Vec::new();
+    let all_shards: BTreeSet<u32> = (0..spec.shards)
+        .chain(sts_shards.iter().copied())
+        .chain(report.iter().flat_map(|r| r.shards.iter().map(|s| s.shard)))
+        .collect();
+    for shard in all_shards {
+        let sts = o
+            .stateful_sets
+            .iter()
+            .find(|s| shard_of(&s.metadata) == Some(shard));
+        let view = report.and_then(|r| r.shards.iter().find(|v| v.shard == shard));
+        shard_statuses.push(ShardStatus {
+            shard,
+            stateful_set: shard_name(o.name, shard),
+            ready_pods: o
+                .pods
+                .iter()
+                .filter(|p| shard_of(&p.metadata) == Some(shard) && pod_ready(p))
+                .count() as u32,
+            desired_pods: if shard < spec.shards {
+                want_pods as u32
+            } else {
+                sts.and_then(|s| s.spec.as_ref()?.replicas)
+                    .unwrap_or(0)
+                    .max(0) as u32
+            },
+            master_pod: view.and_then(|v| v.master_pod.clone()),
+            master_id: view.and_then(|v| v.master_id.clone()),
+            slot_ranges: view
+                .map(|v| format_ranges(&v.slot_ranges))
+                .unwrap_or_default(),
+            replica_pods: view.map(|v| v.replicas.clone()).unwrap_or_default(),
+        });
+    }
+
+    let shards = match report {
+        Some(r) => r
+            .shards
+            .iter()
+            .filter(|s| !s.slot_ranges.is_empty())
+            .count() as u32,
+        None => sts_shards.len() as u32,
+    };
+    let conditions = conditions(o, phase, &reason, &message);
+    RedisClusterStatus {
+        observed_generation: o.generation,
+        phase,
+        shards,
+        selector: format!("{LABEL_CLUSTER}={}", o.name),
+        ready_nodes,
+        desired_nodes,
+        ready_text: format!("{ready_nodes}/{desired_nodes}"),
+        slots_assigned: report.map_or(0, |r| r.slots_assigned),
+        cluster_state: report.map_or_else(|| "unknown".to_string(), |r| r.cluster_state.clone()),
+        conditions,
+        shard_statuses,
+        progress: report
+            .and_then(|r| r.progress.as_ref())
+            .map(|p| ReshardProgress {
+                slots_moved: p.slots_moved,
+                slots_to_move: p.slots_to_move,
+            }),
+    }
+}
+
+/// Phase plus the reason/message that explain it.
+fn decide_phase(
+    o: &Observed<'_>,
+    report: Option<&TopologyReport>,
+    formed: bool,
+    shards_mismatch: bool,
+    pods_short: bool,
+    ready: u32,
+    desired: u32,
+) -> (Phase, String, String) {
+    if !o.problems.is_empty() {
+        return (Phase::Failed, "InvalidSpec".into(), o.problems.join("; "));
+    }
+    if o.stateful_sets.is_empty() && o.pods.is_empty() {
+        return (
+            Phase::Pending,
+            "NoPods".into(),
+            "waiting for StatefulSets and pods".into(),
+        );
+    }
+    let pods_msg = format!("{ready}/{desired} pods ready");
+    let Some(r) = report else {
+        let (reason, msg) = match o.topology {
+            TopologyOutcome::Error(e) => {
+                ("TopologyError", format!("{pods_msg}; topology engine: {e}"))
+            }
+            TopologyOutcome::NotRun(why) => ("WaitingForTopology", format!("{pods_msg}; {why}")),
+            TopologyOutcome::Report(_) => ("WaitingForTopology", pods_msg.clone()),
+        };
+        let phase = if !formed {
+            Phase::Creating
+        } else if shards_mismatch {
+            Phase::Scaling
+        } else {
+            Phase::Degraded
+        };
+        return (phase, reason.into(), msg);
+    };
+    let full = r.slots_assigned == CLUSTER_SLOTS;
+    let summary = format!(
+        "{pods_msg}; cluster_state {}; {}/{} slots assigned",
+        r.cluster_state, r.slots_assigned, CLUSTER_SLOTS
+    );
+    let stuck = r
+        .stuck
+        .iter()
+        .filter(|s| !s.starts_with("paused"))
+        .cloned()
+        .collect::<Vec<_>>();
+    if r.converged && r.cluster_state == "ok" && full && !pods_short && !shards_mismatch {
+        return (Phase::Ready, "ClusterReady".into(), summary);
+    }
+    if !formed && !full {
+        let msg = if stuck.is_empty() {
+            summary
+        } else {
+            format!("{summary}; {}", stuck.join("; "))
+        };
+        return (Phase::Creating, "Forming".into(), msg);
+    }
+    if r.cluster_state == "fail" {
+        return (Phase::Degraded, "ClusterStateFail".into(), summary);
+    }
+    if !stuck.is_empty() && r.actions.is_empty() {
+        return (
+            Phase::Degraded,
+            "TopologyStuck".into(),
+            format!("{summary}; {}", stuck.join("; ")),
+        );
+    }
+    let report_shards = r
+        .shards
+        .iter()
+        .filter(|s| !s.slot_ranges.is_empty())
+        .count() as u32;
+    if shards_mismatch || report_shards != o.spec.shards {
+        return (Phase::Scaling, "Scaling".into(), summary);
+    }
+    if r.progress
+        .as_ref()
+        .is_some_and(|p| p.slots_to_move > p.slots_moved)
+    {
+        return (Phase::Rebalancing, "MigratingSlots".into(), summary);
+    }
+    if pods_short {
+        return (Phase::Degraded, "PodsNotReady".into(), summary);
+    }
+    if !full {
+        return (Phase::Degraded, "SlotsNotCovered".into(), summary);
+    }
+    (Phase::Rebalancing, "Converging".into(), summary)
+}
+
+/// Ready / Progressing / Degraded, keeping lastTransitionTime unless the status flips.
+fn conditions(o: &Observed<'_>, phase: Phase, reason: &str, message: &str) -> Vec<Condition> {
+    let progressing = matches!(phase, Phase::Creating | Phase::Scaling | Phase::Rebalancing);
+    let (p_reason, p_msg) = if o.spec.paused && phase != Phase::Ready {
+        (
+            "Paused",
+            "spec.paused: topology changes are stopped".to_string(),
+        )
+    } else if progressing {
+        (reason, message.to_string())
+    } else {
+        (phase.as_str(), format!("phase {}", phase.as_str()))
+    };
+    let degraded = matches!(phase, Phase::Degraded | Phase::Failed);
+    let wanted = [
+        ("Ready", phase == Phase::Ready, reason, message.to_string()),
+        (
+            "Progressing",
+            progressing && !o.spec.paused,
+            p_reason,
+            p_msg,
+        ),
+        (
+            "Degraded",
+            degraded,
+            if degraded { reason } else { "AsExpected" },
+            if degraded {
+                message.to_string()
+            } else {
+                String::new()
+            },
+        ),
+    ];
+    wanted
+        .into_iter()
+        .map(|(type_, on, reason, message)| {
+            let status = if on { "True" } else { "False" };
+            let prev = o
+                .previous
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
+            let since = match prev {
+                Some(c) if c.status == status => c.last_transition_time.clone(),
+                _ => Time(o.now),
+            };
+            Condition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message,
+                last_transition_time: since,
+                observed_generation: o.generation,
+            }
+        })
+        .collect()
+}
