@@ -66,7 +66,7 @@ impl HashValue {
         self.get(field).is_some()
     }
 
-    fn to_hashtable(&mut self) {
+    fn make_hashtable(&mut self) {
         if let HashValue::ListPack(p) = self {
             let mut h = IndexedMap::with_capacity(p.len() / 2 + 1);
             let mut it = p.iter();
@@ -83,7 +83,7 @@ impl HashValue {
             if field.len() > lim.hash_max_listpack_value
                 || value.len() > lim.hash_max_listpack_value
             {
-                self.to_hashtable();
+                self.make_hashtable();
             } else if let Some(o) = Self::find_lp(p, field) {
                 let vo = p.entry(o).1;
                 p.replace_at(vo, value);
@@ -93,7 +93,7 @@ impl HashValue {
                 p.push_back(value);
                 return true;
             } else {
-                self.to_hashtable();
+                self.make_hashtable();
             }
         }
         match self {

@@ -346,7 +346,7 @@ mod tests {
                 }
                 prop_assert_eq!(l.len(), r.len());
                 prop_assert!(l.iter().eq(r.iter().map(|v| &v[..])));
-                for k in 0..r.len() { prop_assert_eq!(l.get(k), Some(&r[k][..])); }
+                for (k, v) in r.iter().enumerate() { prop_assert_eq!(l.get(k), Some(&v[..])); }
             }
         }
     }

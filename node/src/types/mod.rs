@@ -115,7 +115,7 @@ pub fn format_double(d: f64) -> String {
     let sci = format!("{:.*e}", (P - 1) as usize, d);
     let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if exp < -4 || exp >= P {
+    if !(-4..P).contains(&exp) {
         let m = trim_zeros(mant);
         let sign = if exp < 0 { '-' } else { '+' };
         format!("{m}e{sign}{:02}", exp.abs())

@@ -62,7 +62,7 @@ impl SetValue {
         }
     }
 
-    fn to_hashtable(&mut self) {
+    fn make_hashtable(&mut self) {
         let mut h = IndexedMap::with_capacity(self.len() + 1);
         for m in self.members() {
             h.insert(&m, ());
@@ -70,7 +70,7 @@ impl SetValue {
         *self = SetValue::HashTable(h);
     }
 
-    fn to_listpack(&mut self) {
+    fn make_listpack(&mut self) {
         let mut p = Pack::new();
         for m in self.members() {
             p.push_back(&m);
@@ -90,15 +90,15 @@ impl SetValue {
                                 v.insert(pos, i);
                                 return true;
                             }
-                            self.to_hashtable();
+                            self.make_hashtable();
                         }
                     }
                 } else if v.len() < lim.set_max_listpack_entries
                     && m.len() <= lim.set_max_listpack_value
                 {
-                    self.to_listpack();
+                    self.make_listpack();
                 } else {
-                    self.to_hashtable();
+                    self.make_hashtable();
                 }
                 self.insert(m, lim)
             }
@@ -110,7 +110,7 @@ impl SetValue {
                     p.push_back(m);
                     return true;
                 }
-                self.to_hashtable();
+                self.make_hashtable();
                 self.insert(m, lim)
             }
             SetValue::HashTable(h) => h.insert(m, ()).is_none(),

@@ -159,7 +159,7 @@ impl ZSetValue {
         }
     }
 
-    fn to_skiplist(&mut self) {
+    fn make_skiplist(&mut self) {
         if let ZSetValue::ListPack(p) = self {
             let mut list = SkipList::new();
             let mut dict = IndexedMap::with_capacity(p.len() / 2 + 1);
@@ -185,11 +185,11 @@ impl ZSetValue {
                 }
                 // An update of an oversized member can only happen after a config change.
                 if member.len() > lim.zset_max_listpack_value {
-                    self.to_skiplist();
+                    self.make_skiplist();
                 }
                 return !existed;
             }
-            self.to_skiplist();
+            self.make_skiplist();
         }
         match self {
             ZSetValue::SkipList { list, dict } => match dict.get_mut(member) {

@@ -1,0 +1,503 @@
+//! Hash commands: HSET HSETNX HGET HMGET HMSET HDEL HEXISTS HLEN HKEYS HVALS HGETALL HINCRBY
+//! HINCRBYFLOAT HSTRLEN HRANDFIELD HSCAN. Also the SCAN-argument parser the collection SCANs
+//! share.
+
+use bytes::Bytes;
+use rand::Rng;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::types::{parse_f64, parse_i64_strict, HashValue};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let c = |name, arity, fl, keys, h| {
+        CommandSpec::new(name, arity, fl, keys, h)
+            .group("hash")
+            .since("2.0.0")
+    };
+    vec![
+        c("hset", -4, "write denyoom fast", (1, 1, 1), hset),
+        c("hsetnx", 4, "write denyoom fast", (1, 1, 1), hsetnx),
+        c("hmset", -4, "write denyoom fast", (1, 1, 1), hmset),
+        c("hget", 3, "readonly fast", (1, 1, 1), hget),
+        c("hmget", -3, "readonly fast", (1, 1, 1), hmget),
+        c("hdel", -3, "write fast", (1, 1, 1), hdel),
+        c("hexists", 3, "readonly fast", (1, 1, 1), hexists),
+        c("hlen", 2, "readonly fast", (1, 1, 1), hlen),
+        c("hkeys", 2, "readonly", (1, 1, 1), hkeys),
+        c("hvals", 2, "readonly", (1, 1, 1), hvals),
+        c("hgetall", 2, "readonly", (1, 1, 1), hgetall),
+        c("hincrby", 4, "write denyoom fast", (1, 1, 1), hincrby),
+        c(
+            "hincrbyfloat",
+            4,
+            "write denyoom fast",
+            (1, 1, 1),
+            hincrbyfloat,
+        )
+        .since("2.6.0"),
+        c("hstrlen", 3, "readonly fast", (1, 1, 1), hstrlen).since("3.2.0"),
+        c("hrandfield", -2, "readonly", (1, 1, 1), hrandfield).since("6.2.0"),
+        c("hscan", -3, "readonly", (1, 1, 1), hscan).since("2.8.0"),
+    ]
+}
+
+fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<i64, CmdError> {
+    if !args.len().is_multiple_of(2) {
+        return Err(CmdError::msg(format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(&args[0]).to_lowercase()
+        )));
+    }
+    let lim = ctx.limits();
+    let h = ctx.ks.hash_or_create(&args[1])?;
+    let mut added = 0;
+    for p in args[2..].chunks_exact(2) {
+        added += h.set(&p[0], &p[1], &lim) as i64;
+    }
+    Ok(added)
+}
+
+fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = set_pairs(ctx, args)?;
+    ctx.out.int(n);
+    Ok(())
+}
+
+fn hmset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    set_pairs(ctx, args)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let lim = ctx.limits();
+    if let Some(h) = ctx.ks.get_hash(&args[1])? {
+        if h.contains(&args[2]) {
+            ctx.out.int(0);
+            return Ok(());
+        }
+    }
+    ctx.ks
+        .hash_or_create(&args[1])?
+        .set(&args[2], &args[3], &lim);
+    ctx.out.int(1);
+    Ok(())
+}
+
+fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    match ctx.ks.get_hash(&args[1])?.and_then(|h| h.get(&args[2])) {
+        Some(v) => ctx.out.bulk(v),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let h = ctx.ks.get_hash(&args[1])?;
+    ctx.out.array(args.len() - 2);
+    for f in &args[2..] {
+        match h.as_ref().and_then(|h| h.get(f)) {
+            Some(v) => ctx.out.bulk(v),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mut n = 0;
+    if let Some(h) = ctx.ks.get_hash(&args[1])? {
+        for f in &args[2..] {
+            n += h.remove(f) as i64;
+        }
+        ctx.ks.remove_if_empty(&args[1]);
+    }
+    ctx.out.int(n);
+    Ok(())
+}
+
+fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let e = ctx
+        .ks
+        .get_hash(&args[1])?
+        .is_some_and(|h| h.contains(&args[2]));
+    ctx.out.int(e as i64);
+    Ok(())
+}
+
+fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = ctx.ks.get_hash(&args[1])?.map_or(0, |h| h.len());
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn hstrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = ctx
+        .ks
+        .get_hash(&args[1])?
+        .and_then(|h| h.get(&args[2]).map(<[u8]>::len))
+        .unwrap_or(0);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// Which halves of the pairs HKEYS/HVALS/HGETALL return.
+fn getall(ctx: &mut Ctx<'_>, args: &[Bytes], keys: bool, vals: bool) -> CmdResult {
+    let Some(h) = ctx.ks.get_hash(&args[1])? else {
+        if keys && vals {
+            ctx.out.map(0);
+        } else {
+            ctx.out.array(0);
+        }
+        return Ok(());
+    };
+    let out = &mut *ctx.out;
+    if keys && vals {
+        out.map(h.len());
+    } else {
+        out.array(h.len());
+    }
+    h.for_each(|k, v| {
+        if keys {
+            out.bulk(k);
+        }
+        if vals {
+            out.bulk(v);
+        }
+    });
+    Ok(())
+}
+
+fn hkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    getall(ctx, args, true, false)
+}
+
+fn hvals(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    getall(ctx, args, false, true)
+}
+
+fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    getall(ctx, args, true, true)
+}
+
+fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let incr = arg_i64(&args[3])?;
+    let lim = ctx.limits();
+    let h = ctx.ks.hash_or_create(&args[1])?;
+    let cur = match h.get(&args[2]) {
+        Some(v) => {
+            parse_i64_strict(v).ok_or_else(|| CmdError::msg("ERR hash value is not an integer"))?
+        }
+        None => 0,
+    };
+    let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
+    h.set(&args[2], itoa::Buffer::new().format(new).as_bytes(), &lim);
+    ctx.out.int(new);
+    Ok(())
+}
+
+/// Formats an INCRBYFLOAT result the human way (no exponent, no trailing zeros). Redis uses
+/// long double `%.17Lf`; the shortest round-trip f64 form gives the same text for the usual
+/// decimal inputs (10.5 + 0.1 = "10.6").
+pub(crate) fn fmt_human_float(v: f64) -> String {
+    let s = format!("{v}");
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let incr = parse_f64(&args[3]).ok_or(CmdError::NotFloat)?;
+    let lim = ctx.limits();
+    let h = ctx.ks.hash_or_create(&args[1])?;
+    let cur = match h.get(&args[2]) {
+        Some(v) => parse_f64(v).ok_or_else(|| CmdError::msg("ERR hash value is not a float"))?,
+        None => 0.0,
+    };
+    let new = cur + incr;
+    if !new.is_finite() {
+        return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
+    }
+    let s = fmt_human_float(new);
+    h.set(&args[2], s.as_bytes(), &lim);
+    ctx.out.bulk(s.as_bytes());
+    Ok(())
+}
+
+/// Picks `n` distinct uniformly random positions out of `len` (n < len).
+pub(crate) fn distinct_positions(len: usize, n: usize) -> Vec<usize> {
+    rand::seq::index::sample(&mut rand::rng(), len, n).into_vec()
+}
+
+/// Parses the count of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER (out-of-range like Redis).
+pub(crate) fn rand_count(b: &[u8], with_values: bool) -> Result<i64, CmdError> {
+    let n = arg_i64(b)?;
+    let bound = if with_values { i64::MAX / 2 } else { i64::MAX };
+    if n < -bound {
+        return Err(CmdError::msg("ERR value is out of range"));
+    }
+    Ok(n)
+}
+
+fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() > 4 || (args.len() == 4 && !eq_ic(&args[3], "withvalues")) {
+        return Err(CmdError::Syntax);
+    }
+    let withvalues = args.len() == 4;
+    let count = match args.get(2) {
+        Some(c) => Some(rand_count(c, withvalues)?),
+        None => None,
+    };
+    let h = ctx.ks.get_hash(&args[1])?;
+    let out = &mut *ctx.out;
+    let Some(count) = count else {
+        match h.and_then(|h| h.random_pair()) {
+            Some((f, _)) => out.bulk(&f),
+            None => out.null(),
+        }
+        return Ok(());
+    };
+    let Some(h) = h else {
+        out.array(0);
+        return Ok(());
+    };
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = if count < 0 {
+        let n = count.unsigned_abs() as usize;
+        let len = h.len();
+        let mut rng = rand::rng();
+        (0..n)
+            .filter_map(|_| h.get_index(rng.random_range(0..len)))
+            .collect()
+    } else if count as usize >= h.len() {
+        h.pairs()
+    } else {
+        distinct_positions(h.len(), count as usize)
+            .into_iter()
+            .filter_map(|i| h.get_index(i))
+            .collect()
+    };
+    write_pairs(
+        out,
+        pairs.iter().map(|(f, v)| (&f[..], &v[..])),
+        pairs.len(),
+        withvalues,
+    );
+    Ok(())
+}
+
+/// Writes field (+value) picks: flat in RESP2, [field, value] pairs in RESP3.
+fn write_pairs<'a>(
+    out: &mut crate::resp::Out,
+    pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    n: usize,
+    withvalues: bool,
+) {
+    if !withvalues {
+        out.array(n);
+        for (f, _) in pairs {
+            out.bulk(f);
+        }
+    } else if out.resp3 {
+        out.array(n);
+        for (f, v) in pairs {
+            out.array(2);
+            out.bulk(f);
+            out.bulk(v);
+        }
+    } else {
+        out.array(n * 2);
+        for (f, v) in pairs {
+            out.bulk(f);
+            out.bulk(v);
+        }
+    }
+}
+
+/// Parsed `cursor [MATCH pattern] [COUNT count]` of HSCAN/SSCAN/ZSCAN.
+pub(crate) struct ScanArgs<'a> {
+    pub cursor: u64,
+    pub pattern: Option<&'a [u8]>,
+    pub count: usize,
+}
+
+pub(crate) fn parse_scan(args: &[Bytes]) -> Result<ScanArgs<'_>, CmdError> {
+    let cursor = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?;
+    let mut sa = ScanArgs {
+        cursor,
+        pattern: None,
+        count: 10,
+    };
+    let mut i = 3;
+    while i < args.len() {
+        if i + 1 >= args.len() {
+            return Err(CmdError::Syntax);
+        }
+        if eq_ic(&args[i], "count") {
+            let n = arg_i64(&args[i + 1])?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            sa.count = n as usize;
+        } else if eq_ic(&args[i], "match") {
+            let p = &args[i + 1][..];
+            // "*" matches everything: skip the matcher, as Redis does.
+            sa.pattern = (p != b"*").then_some(p);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    Ok(sa)
+}
+
+impl ScanArgs<'_> {
+    pub fn matches(&self, s: &[u8]) -> bool {
+        self.pattern.is_none_or(|p| glob_match(p, s, false))
+    }
+}
+
+/// Redis's `stringmatchlen`: `*`, `?`, `[...]` (with `^` and ranges) and `\` escapes.
+pub(crate) fn glob_match(p: &[u8], s: &[u8], nocase: bool) -> bool {
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    let (mut pi, mut si) = (0, 0);
+    while pi < p.len() {
+        match p[pi] {
+            b'*' => {
+                while pi + 1 < p.len() && p[pi + 1] == b'*' {
+                    pi += 1;
+                }
+                if pi + 1 == p.len() {
+                    return true;
+                }
+                for k in si..=s.len() {
+                    if glob_match(&p[pi + 1..], &s[k..], nocase) {
+                        return true;
+                    }
+                }
+                return false;
+            }
+            b'?' => {
+                if si >= s.len() {
+                    return false;
+                }
+                si += 1;
+            }
+            b'[' => {
+                if si >= s.len() {
+                    return false;
+                }
+                pi += 1;
+                let not = pi < p.len() && p[pi] == b'^';
+                if not {
+                    pi += 1;
+                }
+                let mut hit = false;
+                loop {
+                    if pi >= p.len() {
+                        pi -= 1;
+                        break;
+                    }
+                    if p[pi] == b']' {
+                        break;
+                    }
+                    if p[pi] == b'\\' && pi + 1 < p.len() {
+                        pi += 1;
+                        hit |= eq(p[pi], s[si]);
+                    } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
+                        let (mut a, mut b) = (p[pi], p[pi + 2]);
+                        if a > b {
+                            std::mem::swap(&mut a, &mut b);
+                        }
+                        let c = s[si];
+                        hit |= if nocase {
+                            let c = c.to_ascii_lowercase();
+                            c >= a.to_ascii_lowercase() && c <= b.to_ascii_lowercase()
+                        } else {
+                            c >= a && c <= b
+                        };
+                        pi += 2;
+                    } else {
+                        hit |= eq(p[pi], s[si]);
+                    }
+                    pi += 1;
+                }
+                if hit == not {
+                    return false;
+                }
+                si += 1;
+            }
+            c => {
+                let c = if c == b'\\' && pi + 1 < p.len() {
+                    pi += 1;
+                    p[pi]
+                } else {
+                    c
+                };
+                if si >= s.len() || !eq(c, s[si]) {
+                    return false;
+                }
+                si += 1;
+            }
+        }
+        pi += 1;
+    }
+    si == s.len()
+}
+
+/// Writes a SCAN reply: `[cursor, [items...]]`.
+pub(crate) fn write_scan(out: &mut crate::resp::Out, cursor: u64, items: &[Vec<u8>]) {
+    out.array(2);
+    out.bulk(itoa::Buffer::new().format(cursor).as_bytes());
+    out.array(items.len());
+    for it in items {
+        out.bulk(it);
+    }
+}
+
+fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let sa = parse_scan(args)?;
+    let mut items = Vec::new();
+    let mut next = 0;
+    if let Some(h) = ctx.ks.get_hash(&args[1])? {
+        next = scan_hash(h, &sa, &mut items);
+    }
+    write_scan(ctx.out, next, &items);
+    Ok(())
+}
+
+fn scan_hash(h: &HashValue, sa: &ScanArgs<'_>, items: &mut Vec<Vec<u8>>) -> u64 {
+    h.scan(sa.cursor, sa.count, |f, v| {
+        if sa.matches(f) {
+            items.push(f.to_vec());
+            items.push(v.to_vec());
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn glob() {
+        assert!(glob_match(b"f*", b"foo", false));
+        assert!(glob_match(b"*o", b"foo", false));
+        assert!(!glob_match(b"f?", b"foo", false));
+        assert!(glob_match(b"f[a-o]o", b"foo", false));
+        assert!(!glob_match(b"f[^o]o", b"foo", false));
+        assert!(glob_match(b"f\\*", b"f*", false));
+        assert!(glob_match(b"h[ae]llo", b"hello", false));
+        assert!(glob_match(b"*", b"", false));
+    }
+}

@@ -1,0 +1,1003 @@
+//! Sorted-set commands: ZADD ZINCRBY ZREM ZCARD ZCOUNT ZLEXCOUNT ZSCORE ZMSCORE ZRANK
+//! ZREVRANK, the ZRANGE family (+STORE), ZREMRANGEBY*, ZPOPMIN/MAX, BZPOPMIN/MAX, ZMPOP,
+//! BZMPOP, ZUNION/ZINTER/ZDIFF (+STORE), ZINTERCARD, ZRANDMEMBER, ZSCAN.
+
+use bytes::Bytes;
+use rand::Rng;
+
+use super::hash::{distinct_positions, parse_scan, rand_count};
+use super::list::norm_range;
+use super::set::numkeys_args;
+use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::db::Value;
+use crate::resp::Out;
+use crate::types::zset::{LexBound, ScoreBound};
+use crate::types::{format_double, parse_f64, ZSetValue};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let c = |name, arity, fl, keys, h| {
+        CommandSpec::new(name, arity, fl, keys, h)
+            .group("sorted-set")
+            .since("1.2.0")
+    };
+    let keynum = |at| KeyPos::Keynum {
+        numkeys: at,
+        first: 1,
+        step: 1,
+    };
+    vec![
+        c("zadd", -4, "write denyoom fast", (1, 1, 1), zadd),
+        c("zincrby", 4, "write denyoom fast", (1, 1, 1), zincrby),
+        c("zrem", -3, "write fast", (1, 1, 1), zrem),
+        c("zcard", 2, "readonly fast", (1, 1, 1), zcard),
+        c("zcount", 4, "readonly fast", (1, 1, 1), zcount).since("2.0.0"),
+        c("zlexcount", 4, "readonly fast", (1, 1, 1), zlexcount).since("2.8.9"),
+        c("zscore", 3, "readonly fast", (1, 1, 1), zscore),
+        c("zmscore", -3, "readonly fast", (1, 1, 1), zmscore).since("6.2.0"),
+        c("zrank", 3, "readonly fast", (1, 1, 1), zrank).since("2.0.0"),
+        c("zrevrank", 3, "readonly fast", (1, 1, 1), zrevrank).since("2.0.0"),
+        c("zrange", -4, "readonly", (1, 1, 1), zrange),
+        c("zrevrange", -4, "readonly", (1, 1, 1), zrevrange),
+        c("zrangebyscore", -4, "readonly", (1, 1, 1), zrangebyscore).since("1.0.5"),
+        c(
+            "zrevrangebyscore",
+            -4,
+            "readonly",
+            (1, 1, 1),
+            zrevrangebyscore,
+        )
+        .since("2.2.0"),
+        c("zrangebylex", -4, "readonly", (1, 1, 1), zrangebylex).since("2.8.9"),
+        c("zrevrangebylex", -4, "readonly", (1, 1, 1), zrevrangebylex).since("2.8.9"),
+        c("zrangestore", -5, "write denyoom", (1, 2, 1), zrangestore).since("6.2.0"),
+        c("zremrangebyrank", 4, "write", (1, 1, 1), zremrangebyrank).since("2.0.0"),
+        c("zremrangebyscore", 4, "write", (1, 1, 1), zremrangebyscore),
+        c("zremrangebylex", 4, "write", (1, 1, 1), zremrangebylex).since("2.8.9"),
+        c("zpopmin", -2, "write fast", (1, 1, 1), zpopmin).since("5.0.0"),
+        c("zpopmax", -2, "write fast", (1, 1, 1), zpopmax).since("5.0.0"),
+        c(
+            "bzpopmin",
+            -3,
+            "write noscript blocking fast",
+            (1, -2, 1),
+            bzpopmin,
+        )
+        .since("5.0.0"),
+        c(
+            "bzpopmax",
+            -3,
+            "write noscript blocking fast",
+            (1, -2, 1),
+            bzpopmax,
+        )
+        .since("5.0.0"),
+        c("zmpop", -4, "write", (0, 0, 0), zmpop)
+            .since("7.0.0")
+            .keys(keynum(1)),
+        c("bzmpop", -5, "write blocking", (0, 0, 0), bzmpop)
+            .since("7.0.0")
+            .keys(keynum(2)),
+        c("zunion", -3, "readonly", (0, 0, 0), zunion)
+            .since("6.2.0")
+            .keys(keynum(1)),
+        c("zinter", -3, "readonly", (0, 0, 0), zinter)
+            .since("6.2.0")
+            .keys(keynum(1)),
+        c("zdiff", -3, "readonly", (0, 0, 0), zdiff)
+            .since("6.2.0")
+            .keys(keynum(1)),
+        c("zunionstore", -4, "write denyoom", (1, 1, 1), zunionstore)
+            .since("2.0.0")
+            .keys(KeyPos::Custom(store_keys)),
+        c("zinterstore", -4, "write denyoom", (1, 1, 1), zinterstore)
+            .since("2.0.0")
+            .keys(KeyPos::Custom(store_keys)),
+        c("zdiffstore", -4, "write denyoom", (1, 1, 1), zdiffstore)
+            .since("6.2.0")
+            .keys(KeyPos::Custom(store_keys)),
+        c("zintercard", -3, "readonly", (0, 0, 0), zintercard)
+            .since("7.0.0")
+            .keys(keynum(1)),
+        c("zrandmember", -2, "readonly", (1, 1, 1), zrandmember).since("6.2.0"),
+        c("zscan", -3, "readonly", (1, 1, 1), zscan).since("2.8.0"),
+    ]
+}
+
+/// Keys of Z*STORE: the destination, then `numkeys` sources after argument 2.
+fn store_keys(args: &[Bytes], out: &mut Vec<usize>) {
+    out.push(1);
+    let n = args
+        .get(2)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(0);
+    out.extend((3..args.len()).take(n));
+}
+
+/// (member, score) pairs in reply order.
+type Scored = Vec<(Vec<u8>, f64)>;
+
+fn float_arg(b: &[u8]) -> Result<f64, CmdError> {
+    parse_f64(b).ok_or(CmdError::NotFloat)
+}
+
+/// Scored items: RESP2 flat `member score`; RESP3 `[member, double]` pairs when `nested`.
+fn write_items(out: &mut Out, items: &[(Vec<u8>, f64)], scores: bool, nested: bool) {
+    if !scores {
+        out.array(items.len());
+        for (m, _) in items {
+            out.bulk(m);
+        }
+    } else if nested {
+        out.array(items.len());
+        for (m, s) in items {
+            out.array(2);
+            out.bulk(m);
+            out.double(*s);
+        }
+    } else {
+        out.array(items.len() * 2);
+        for (m, s) in items {
+            out.bulk(m);
+            out.double(*s);
+        }
+    }
+}
+
+// ---- ZADD / ZINCRBY ----
+
+#[derive(Default)]
+struct AddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult {
+    let mut idx = 2;
+    while idx < args.len() {
+        let a = &args[idx];
+        if eq_ic(a, "nx") {
+            f.nx = true;
+        } else if eq_ic(a, "xx") {
+            f.xx = true;
+        } else if eq_ic(a, "ch") {
+            f.ch = true;
+        } else if eq_ic(a, "incr") {
+            f.incr = true;
+        } else if eq_ic(a, "gt") {
+            f.gt = true;
+        } else if eq_ic(a, "lt") {
+            f.lt = true;
+        } else {
+            break;
+        }
+        idx += 1;
+    }
+    let rest = &args[idx..];
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    if f.nx && f.xx {
+        return Err(CmdError::msg(
+            "ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
+        return Err(CmdError::msg(
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if f.incr && rest.len() > 2 {
+        return Err(CmdError::msg(
+            "ERR INCR option supports a single increment-element pair",
+        ));
+    }
+    let scores = rest
+        .chunks_exact(2)
+        .map(|p| float_arg(&p[0]))
+        .collect::<Result<Vec<f64>, _>>()?;
+    let key = &args[1];
+    let lim = ctx.limits();
+    let (mut added, mut updated, mut processed, mut last) = (0, 0, 0, 0.0);
+    let exists = ctx.ks.get_zset(key)?.is_some();
+    if exists || !f.xx {
+        if !exists {
+            let maxlen = rest.chunks_exact(2).map(|p| p[1].len()).max().unwrap_or(0);
+            ctx.ks
+                .set(key, Value::ZSet(Box::new(ZSetValue::new_for(maxlen, &lim))));
+        }
+        let z = ctx.ks.zset_or_create(key)?;
+        for (p, &score) in rest.chunks_exact(2).zip(&scores) {
+            let m = &p[1];
+            let mut score = score;
+            match z.score(m) {
+                Some(cur) => {
+                    if f.nx {
+                        continue;
+                    }
+                    if f.incr {
+                        score += cur;
+                        if score.is_nan() {
+                            ctx.ks.remove_if_empty(key);
+                            return Err(CmdError::msg("ERR resulting score is not a number (NaN)"));
+                        }
+                    }
+                    if (f.lt && score >= cur) || (f.gt && score <= cur) {
+                        continue;
+                    }
+                    last = score;
+                    processed += 1;
+                    if score != cur {
+                        z.insert(m, score, &lim);
+                        updated += 1;
+                    }
+                }
+                None if !f.xx => {
+                    z.insert(m, score, &lim);
+                    added += 1;
+                    processed += 1;
+                    last = score;
+                }
+                None => {}
+            }
+        }
+        ctx.ks.remove_if_empty(key);
+        if added > 0 {
+            ctx.ks.signal_ready(key);
+        }
+    }
+    if f.incr {
+        if processed > 0 {
+            ctx.out.double(last);
+        } else {
+            ctx.out.null();
+        }
+    } else {
+        ctx.out.int(if f.ch { added + updated } else { added });
+    }
+    Ok(())
+}
+
+fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    zadd_generic(ctx, args, AddFlags::default())
+}
+
+fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let f = AddFlags {
+        incr: true,
+        ..AddFlags::default()
+    };
+    zadd_generic(ctx, args, f)
+}
+
+// ---- simple reads and removals ----
+
+fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mut n = 0;
+    if let Some(z) = ctx.ks.get_zset(&args[1])? {
+        n = args[2..].iter().filter(|m| z.remove(m)).count();
+        ctx.ks.remove_if_empty(&args[1]);
+    }
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = ctx.ks.get_zset(&args[1])?.map_or(0, |z| z.len());
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn score_range(min: &[u8], max: &[u8]) -> Result<(ScoreBound, ScoreBound), CmdError> {
+    match (ScoreBound::parse(min), ScoreBound::parse(max)) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(CmdError::msg("ERR min or max is not a float")),
+    }
+}
+
+fn lex_range(min: &[u8], max: &[u8]) -> Result<(LexBound, LexBound), CmdError> {
+    match (LexBound::parse(min), LexBound::parse(max)) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(CmdError::msg("ERR min or max not valid string range item")),
+    }
+}
+
+fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (min, max) = score_range(&args[2], &args[3])?;
+    let n = ctx.ks.get_zset(&args[1])?.map_or(0, |z| {
+        let (a, b) = z.score_range(min, max);
+        b - a
+    });
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (min, max) = lex_range(&args[2], &args[3])?;
+    let n = ctx.ks.get_zset(&args[1])?.map_or(0, |z| {
+        let (a, b) = z.lex_range(&min, &max);
+        b - a
+    });
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn zscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    match ctx.ks.get_zset(&args[1])?.and_then(|z| z.score(&args[2])) {
+        Some(s) => ctx.out.double(s),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let z = ctx.ks.get_zset(&args[1])?;
+    ctx.out.array(args.len() - 2);
+    for m in &args[2..] {
+        match z.as_ref().and_then(|z| z.score(m)) {
+            Some(s) => ctx.out.double(s),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn rank(ctx: &mut Ctx<'_>, args: &[Bytes], rev: bool) -> CmdResult {
+    match ctx
+        .ks
+        .get_zset(&args[1])?
+        .and_then(|z| z.rank(&args[2], rev))
+    {
+        Some(r) => ctx.out.int(r as i64),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    rank(ctx, args, false)
+}
+
+fn zrevrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    rank(ctx, args, true)
+}
+
+// ---- the ZRANGE family ----
+
+#[derive(Clone, Copy, PartialEq)]
+enum By {
+    Auto,
+    Rank,
+    Score,
+    Lex,
+}
+
+enum Range {
+    Rank(i64, i64),
+    Score(ScoreBound, ScoreBound),
+    Lex(LexBound, LexBound),
+}
+
+struct RangeQuery {
+    range: Range,
+    rev: bool,
+    /// (offset, count); count < 0 means no limit.
+    limit: Option<(i64, i64)>,
+    withscores: bool,
+}
+
+/// Parses `<min> <max> [options]` starting at `at` like Redis's zrangeGenericCommand.
+/// `by`/`rev` are preset by the legacy commands (which then reject BYSCORE/REV words).
+fn parse_range(
+    args: &[Bytes],
+    at: usize,
+    mut by: By,
+    rev: Option<bool>,
+    store: bool,
+) -> Result<RangeQuery, CmdError> {
+    let mut q_rev = rev;
+    let (mut withscores, mut limit) = (false, None);
+    let mut j = at + 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let a = &args[j];
+        if !store && eq_ic(a, "withscores") {
+            withscores = true;
+        } else if eq_ic(a, "limit") && left >= 2 {
+            limit = Some((arg_i64(&args[j + 1])?, arg_i64(&args[j + 2])?));
+            j += 2;
+        } else if rev.is_none() && q_rev.is_none() && eq_ic(a, "rev") {
+            q_rev = Some(true);
+        } else if by == By::Auto && eq_ic(a, "bylex") {
+            by = By::Lex;
+        } else if by == By::Auto && eq_ic(a, "byscore") {
+            by = By::Score;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let rev = q_rev.unwrap_or(false);
+    if by == By::Auto {
+        by = By::Rank;
+    }
+    if limit.is_some() && by == By::Rank {
+        return Err(CmdError::msg(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    if withscores && by == By::Lex {
+        return Err(CmdError::msg(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    let (mut lo, mut hi) = (&args[at], &args[at + 1]);
+    if rev && by != By::Rank {
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    let range = match by {
+        By::Score => {
+            let (a, b) = score_range(lo, hi)?;
+            Range::Score(a, b)
+        }
+        By::Lex => {
+            let (a, b) = lex_range(lo, hi)?;
+            Range::Lex(a, b)
+        }
+        _ => Range::Rank(arg_i64(lo)?, arg_i64(hi)?),
+    };
+    Ok(RangeQuery {
+        range,
+        rev,
+        limit,
+        withscores,
+    })
+}
+
+/// Runs a range query over a sorted set, in reply order.
+fn select(z: &ZSetValue, q: &RangeQuery) -> Vec<(Vec<u8>, f64)> {
+    let len = z.len();
+    let (a, b) = match &q.range {
+        Range::Rank(s, e) => {
+            return match norm_range(*s, *e, len) {
+                None => Vec::new(),
+                Some((s, e)) if q.rev => z.range(len - 1 - e, len - s, true),
+                Some((s, e)) => z.range(s, e + 1, false),
+            };
+        }
+        Range::Score(min, max) => z.score_range(*min, *max),
+        Range::Lex(min, max) => z.lex_range(min, max),
+    };
+    let n = b - a;
+    let (off, take) = match q.limit {
+        None => (0, n),
+        Some((off, _)) if off < 0 => return Vec::new(),
+        Some((off, cnt)) => {
+            let off = (off as u64).min(n as u64) as usize;
+            let rem = n - off;
+            (
+                off,
+                if cnt < 0 {
+                    rem
+                } else {
+                    (cnt as u64).min(rem as u64) as usize
+                },
+            )
+        }
+    };
+    if q.rev {
+        z.range(b - off - take, b - off, true)
+    } else {
+        z.range(a + off, a + off + take, false)
+    }
+}
+
+fn range_reply(ctx: &mut Ctx<'_>, args: &[Bytes], by: By, rev: Option<bool>) -> CmdResult {
+    let q = parse_range(args, 2, by, rev, false)?;
+    let items = match ctx.ks.get_zset(&args[1])? {
+        Some(z) => select(z, &q),
+        None => Vec::new(),
+    };
+    let nested = ctx.out.resp3;
+    write_items(ctx.out, &items, q.withscores, nested);
+    Ok(())
+}
+
+fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    range_reply(ctx, args, By::Auto, None)
+}
+fn zrevrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    range_reply(ctx, args, By::Rank, Some(true))
+}
+fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    range_reply(ctx, args, By::Score, Some(false))
+}
+fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    range_reply(ctx, args, By::Score, Some(true))
+}
+fn zrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    range_reply(ctx, args, By::Lex, Some(false))
+}
+fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    range_reply(ctx, args, By::Lex, Some(true))
+}
+
+/// Stores `items` at `dst` as a sorted set (deleting it when empty); replies the count.
+fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], items: Vec<(Vec<u8>, f64)>) {
+    let n = items.len();
+    if n == 0 {
+        ctx.ks.del(dst);
+    } else {
+        let lim = ctx.limits();
+        let z = ZSetValue::from_pairs(items, &lim);
+        ctx.ks.set(dst, Value::ZSet(Box::new(z)));
+        ctx.ks.signal_ready(dst);
+    }
+    ctx.out.int(n as i64);
+}
+
+fn zrangestore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let q = parse_range(args, 3, By::Auto, None, true)?;
+    let items = match ctx.ks.get_zset(&args[2])? {
+        Some(z) => select(z, &q),
+        None => Vec::new(),
+    };
+    store_result(ctx, &args[1], items);
+    Ok(())
+}
+
+fn remrange(ctx: &mut Ctx<'_>, args: &[Bytes], by: By) -> CmdResult {
+    let range = match by {
+        By::Score => {
+            let (a, b) = score_range(&args[2], &args[3])?;
+            Range::Score(a, b)
+        }
+        By::Lex => {
+            let (a, b) = lex_range(&args[2], &args[3])?;
+            Range::Lex(a, b)
+        }
+        _ => Range::Rank(arg_i64(&args[2])?, arg_i64(&args[3])?),
+    };
+    let mut n = 0;
+    if let Some(z) = ctx.ks.get_zset(&args[1])? {
+        let (a, b) = match &range {
+            Range::Rank(s, e) => norm_range(*s, *e, z.len()).map_or((0, 0), |(s, e)| (s, e + 1)),
+            Range::Score(min, max) => z.score_range(*min, *max),
+            Range::Lex(min, max) => z.lex_range(min, max),
+        };
+        n = z.remove_range(a, b);
+        ctx.ks.remove_if_empty(&args[1]);
+    }
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    remrange(ctx, args, By::Rank)
+}
+fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    remrange(ctx, args, By::Score)
+}
+fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    remrange(ctx, args, By::Lex)
+}
+
+// ---- pops ----
+
+/// Pops from the first non-empty sorted set among `keys` (all type-checked in order).
+fn mpop(
+    ctx: &mut Ctx<'_>,
+    keys: &[Bytes],
+    max: bool,
+    count: usize,
+) -> Result<Option<(Bytes, Scored)>, CmdError> {
+    for k in keys {
+        if let Some(z) = ctx.ks.get_zset(k)? {
+            if !z.is_empty() {
+                let items = z.pop(count, max);
+                ctx.ks.remove_if_empty(k);
+                return Ok(Some((k.clone(), items)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
+    if args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let count = match args.get(2) {
+        Some(c) => {
+            let n = arg_i64(c)?;
+            if n < 0 {
+                return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            }
+            Some(n as usize)
+        }
+        None => None,
+    };
+    let items = match count {
+        Some(0) => {
+            ctx.ks.get_zset(&args[1])?;
+            Vec::new()
+        }
+        _ => mpop(ctx, &args[1..2], max, count.unwrap_or(1))?
+            .map(|(_, v)| v)
+            .unwrap_or_default(),
+    };
+    let nested = ctx.out.resp3 && count.is_some();
+    write_items(ctx.out, &items, true, nested);
+    Ok(())
+}
+
+fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    zpop(ctx, args, false)
+}
+fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    zpop(ctx, args, true)
+}
+
+fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[Bytes], timeout_ms: u64) {
+    if ctx.can_block() {
+        ctx.block_on(keys.to_vec(), timeout_ms);
+    } else if !ctx.serving_blocked {
+        ctx.out.null_array();
+    }
+}
+
+fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
+    let timeout = arg_timeout(&args[args.len() - 1])?;
+    let keys = &args[1..args.len() - 1];
+    match mpop(ctx, keys, max, 1)? {
+        Some((k, items)) => {
+            let (m, s) = items.into_iter().next().unwrap_or_default();
+            ctx.out.array(3);
+            ctx.out.bulk(&k);
+            ctx.out.bulk(&m);
+            ctx.out.double(s);
+        }
+        None => block_or_timeout(ctx, keys, timeout),
+    }
+    Ok(())
+}
+
+fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    bzpop(ctx, args, false)
+}
+fn bzpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    bzpop(ctx, args, true)
+}
+
+/// Parses `MIN|MAX [COUNT n]` at `at`.
+fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
+    let w = args.get(at).ok_or(CmdError::Syntax)?;
+    let max = if eq_ic(w, "min") {
+        false
+    } else if eq_ic(w, "max") {
+        true
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut i = at + 1;
+    while i < args.len() {
+        if eq_ic(&args[i], "count") && i + 1 < args.len() && count.is_none() {
+            let n = arg_i64(&args[i + 1])?;
+            if n <= 0 {
+                return Err(CmdError::msg("ERR count should be greater than 0"));
+            }
+            count = Some(n as usize);
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok((max, count.unwrap_or(1)))
+}
+
+fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
+    out.array(2);
+    out.bulk(key);
+    write_items(out, items, true, true);
+}
+
+fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let keys = numkeys_args(args, 1)?;
+    let (max, count) = mpop_opts(args, 2 + keys.len())?;
+    match mpop(ctx, keys, max, count)? {
+        Some((k, items)) => write_mpop(ctx.out, &k, &items),
+        None => ctx.out.null_array(),
+    }
+    Ok(())
+}
+
+fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let timeout = arg_timeout(&args[1])?;
+    let keys = numkeys_args(args, 2)?;
+    let (max, count) = mpop_opts(args, 3 + keys.len())?;
+    match mpop(ctx, keys, max, count)? {
+        Some((k, items)) => write_mpop(ctx.out, &k, &items),
+        None => block_or_timeout(ctx, keys, timeout),
+    }
+    Ok(())
+}
+
+// ---- ZUNION / ZINTER / ZDIFF ----
+
+#[derive(Clone, Copy, PartialEq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy)]
+enum Agg {
+    Sum,
+    Min,
+    Max,
+}
+
+fn aggregate(agg: Agg, acc: &mut f64, v: f64) {
+    match agg {
+        Agg::Sum => {
+            *acc += v;
+            if acc.is_nan() {
+                *acc = 0.0;
+            }
+        }
+        Agg::Min => *acc = acc.min(v),
+        Agg::Max => *acc = acc.max(v),
+    }
+}
+
+/// Reads a set or sorted set as (member, score) pairs (plain sets score 1).
+fn load_source(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Scored>, CmdError> {
+    Ok(match ctx.ks.get(key) {
+        None => None,
+        Some(Value::ZSet(z)) => {
+            let mut v = Vec::with_capacity(z.len());
+            z.for_each(|m, s| v.push((m.to_vec(), s)));
+            Some(v)
+        }
+        Some(Value::Set(s)) => Some(s.members().into_iter().map(|m| (m, 1.0)).collect()),
+        Some(_) => return Err(CmdError::WrongType),
+    })
+}
+
+/// Parses and computes a ZUNION/ZINTER/ZDIFF (`numkeys` at `at`); returns the result in
+/// score order and whether WITHSCORES was given.
+fn setop(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    at: usize,
+    op: SetOp,
+    store: bool,
+    card: bool,
+) -> Result<(Scored, bool), CmdError> {
+    let n = arg_i64(&args[at])?;
+    if n < 1 {
+        return Err(CmdError::msg(format!(
+            "ERR at least 1 input key is needed for '{}' command",
+            String::from_utf8_lossy(&args[0]).to_lowercase()
+        )));
+    }
+    if n as usize > args.len() - at - 1 {
+        return Err(CmdError::Syntax);
+    }
+    let n = n as usize;
+    let keys = &args[at + 1..at + 1 + n];
+    let mut srcs = Vec::with_capacity(n);
+    for k in keys {
+        srcs.push(load_source(ctx, k)?);
+    }
+    let mut weights = vec![1.0; n];
+    let (mut agg, mut withscores, mut limit) = (Agg::Sum, false, usize::MAX);
+    let mut j = at + 1 + n;
+    while j < args.len() {
+        let rem = args.len() - j;
+        let a = &args[j];
+        if op != SetOp::Diff && !card && rem > n && eq_ic(a, "weights") {
+            for (i, w) in weights.iter_mut().enumerate() {
+                *w = parse_f64(&args[j + 1 + i])
+                    .ok_or_else(|| CmdError::msg("ERR weight value is not a float"))?;
+            }
+            j += 1 + n;
+        } else if op != SetOp::Diff && !card && rem >= 2 && eq_ic(a, "aggregate") {
+            let w = &args[j + 1];
+            agg = if eq_ic(w, "sum") {
+                Agg::Sum
+            } else if eq_ic(w, "min") {
+                Agg::Min
+            } else if eq_ic(w, "max") {
+                Agg::Max
+            } else {
+                return Err(CmdError::Syntax);
+            };
+            j += 2;
+        } else if !store && !card && eq_ic(a, "withscores") {
+            withscores = true;
+            j += 1;
+        } else if card && rem >= 2 && eq_ic(a, "limit") {
+            let l =
+                arg_i64(&args[j + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
+            if l < 0 {
+                return Err(CmdError::msg("ERR LIMIT can't be negative"));
+            }
+            limit = if l == 0 { usize::MAX } else { l as usize };
+            j += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let mut acc = crate::types::indexed::IndexedMap::<f64>::new();
+    let weighted = |w: f64, s: f64| {
+        let v = w * s;
+        if v.is_nan() {
+            0.0
+        } else {
+            v
+        }
+    };
+    match op {
+        SetOp::Union => {
+            for (src, &w) in srcs.iter().zip(&weights) {
+                for (m, s) in src.iter().flatten() {
+                    let v = weighted(w, *s);
+                    match acc.get_mut(m) {
+                        Some(cur) => aggregate(agg, cur, v),
+                        None => {
+                            acc.insert(m, v);
+                        }
+                    }
+                }
+            }
+        }
+        SetOp::Inter => {
+            if srcs.iter().all(Option::is_some) {
+                let mut order: Vec<usize> = (0..n).collect();
+                order.sort_by_key(|&i| srcs[i].as_ref().map_or(0, Vec::len));
+                let maps: Vec<hashbrown::HashMap<&[u8], f64>> = srcs
+                    .iter()
+                    .map(|s| s.iter().flatten().map(|(m, s)| (&m[..], *s)).collect())
+                    .collect();
+                let first = order[0];
+                'outer: for (m, s) in srcs[first].iter().flatten() {
+                    let mut v = weighted(weights[first], *s);
+                    for &i in &order[1..] {
+                        match maps[i].get(&m[..]) {
+                            Some(&s2) => aggregate(agg, &mut v, weighted(weights[i], s2)),
+                            None => continue 'outer,
+                        }
+                    }
+                    acc.insert(m, v);
+                    if acc.len() >= limit {
+                        break;
+                    }
+                }
+            }
+        }
+        SetOp::Diff => {
+            if let Some(first) = &srcs[0] {
+                let others: Vec<hashbrown::HashSet<&[u8]>> = srcs[1..]
+                    .iter()
+                    .map(|s| s.iter().flatten().map(|(m, _)| &m[..]).collect())
+                    .collect();
+                for (m, s) in first {
+                    if !others.iter().any(|o| o.contains(&m[..])) {
+                        acc.insert(m, *s);
+                    }
+                }
+            }
+        }
+    }
+    let mut items: Vec<(Vec<u8>, f64)> = acc.iter().map(|(m, s)| (m.to_vec(), *s)).collect();
+    items.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    Ok((items, withscores))
+}
+
+fn setop_reply(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> CmdResult {
+    let (items, withscores) = setop(ctx, args, 1, op, false, false)?;
+    let nested = ctx.out.resp3;
+    write_items(ctx.out, &items, withscores, nested);
+    Ok(())
+}
+
+fn setop_store(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> CmdResult {
+    let (items, _) = setop(ctx, args, 2, op, true, false)?;
+    store_result(ctx, &args[1], items);
+    Ok(())
+}
+
+fn zunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setop_reply(ctx, args, SetOp::Union)
+}
+fn zinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setop_reply(ctx, args, SetOp::Inter)
+}
+fn zdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setop_reply(ctx, args, SetOp::Diff)
+}
+fn zunionstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setop_store(ctx, args, SetOp::Union)
+}
+fn zinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setop_store(ctx, args, SetOp::Inter)
+}
+fn zdiffstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    setop_store(ctx, args, SetOp::Diff)
+}
+
+fn zintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (items, _) = setop(ctx, args, 1, SetOp::Inter, false, true)?;
+    ctx.out.int(items.len() as i64);
+    Ok(())
+}
+
+// ---- ZRANDMEMBER / ZSCAN ----
+
+fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() > 4 || (args.len() == 4 && !eq_ic(&args[3], "withscores")) {
+        return Err(CmdError::Syntax);
+    }
+    let withscores = args.len() == 4;
+    let count = match args.get(2) {
+        Some(c) => Some(rand_count(c, withscores)?),
+        None => None,
+    };
+    let z = ctx.ks.get_zset(&args[1])?;
+    let out = &mut *ctx.out;
+    let Some(count) = count else {
+        let pick = z.and_then(|z| {
+            let n = z.len();
+            (n > 0).then(|| z.get_index(rand::rng().random_range(0..n)))?
+        });
+        match pick {
+            Some((m, _)) => out.bulk(&m),
+            None => out.null(),
+        }
+        return Ok(());
+    };
+    let Some(z) = z else {
+        out.array(0);
+        return Ok(());
+    };
+    let items: Vec<(Vec<u8>, f64)> = if count < 0 {
+        let len = z.len();
+        let mut rng = rand::rng();
+        (0..count.unsigned_abs())
+            .filter_map(|_| z.get_index(rng.random_range(0..len)))
+            .collect()
+    } else if count as usize >= z.len() {
+        z.range(0, usize::MAX, false)
+    } else {
+        distinct_positions(z.len(), count as usize)
+            .into_iter()
+            .filter_map(|i| z.get_index(i))
+            .collect()
+    };
+    let nested = out.resp3;
+    write_items(out, &items, withscores, nested);
+    Ok(())
+}
+
+fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let sa = parse_scan(args)?;
+    let mut items = Vec::new();
+    let mut next = 0;
+    if let Some(z) = ctx.ks.get_zset(&args[1])? {
+        next = z.scan(sa.cursor, sa.count, |m, s| {
+            if sa.matches(m) {
+                items.push(m.to_vec());
+                items.push(format_double(s).into_bytes());
+            }
+        });
+    }
+    super::hash::write_scan(ctx.out, next, &items);
+    Ok(())
+}
