@@ -3,7 +3,12 @@
 //! see README.md in this directory for everything it does differently from Kubernetes.
 
 pub mod addr;
+pub mod api;
 pub mod error;
 pub mod expand;
+pub mod harness;
 pub mod images;
 pub mod kubelet;
+pub mod sts;
+
+pub use harness::{BoxConfig, KubeInABox};

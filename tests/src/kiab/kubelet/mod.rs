@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -127,6 +127,9 @@ async fn sync(ctx: &Arc<Ctx>, workers: &mut HashMap<String, Worker>, pods: Vec<P
             continue;
         }
         seen.insert(uid.clone());
+        if node.is_none() && !workers.contains_key(&uid) {
+            bind(ctx, &pod).await;
+        }
         if let Some(w) = workers.get(&uid) {
             w.tx.send_replace(Some(pod));
             continue;
@@ -160,4 +163,23 @@ async fn sync(ctx: &Arc<Ctx>, workers: &mut HashMap<String, Worker>, pods: Vec<P
         }
         !w.handle.is_finished()
     });
+}
+
+/// Stands in for the scheduler: binds an unscheduled pod to this node (so the API treats its
+/// deletion as graceful, like a scheduled pod's). Failure is harmless: the pod runs anyway.
+async fn bind(ctx: &Ctx, pod: &Pod) {
+    let (Some(name), ns) = (
+        pod.metadata.name.as_deref(),
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+    ) else {
+        return;
+    };
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = serde_json::json!({"spec": {"nodeName": NODE_NAME}});
+    if let Err(e) = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        debug!(pod = name, error = %e, "binding to node failed");
+    }
 }
