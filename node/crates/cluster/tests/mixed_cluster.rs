@@ -107,4 +107,13 @@ fn mixed_cluster_forms_agrees_on_slots_and_detects_failures() {
         },
     );
     println!("our node marked FAIL by redis/valkey after {took:?}");
+    for s in alive {
+        let log = s.log();
+        // Our messages must not trip any "unknown"/"malformed" warning in the stock nodes.
+        let bad: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_lowercase().contains("unknown") || l.contains("length"))
+            .collect();
+        assert!(bad.is_empty(), "server {} logged: {bad:?}", s.port);
+    }
 }
