@@ -2,6 +2,7 @@
 //! from a live server into an `RdbValue`, and value normalisation for comparisons.
 #![allow(dead_code)]
 
+pub mod gen;
 pub mod raw;
 
 use std::net::TcpListener;
