@@ -10,5 +10,6 @@ pub mod harness;
 pub mod images;
 pub mod kubelet;
 pub mod sts;
+pub mod testkit;
 
 pub use harness::{BoxConfig, KubeInABox};
