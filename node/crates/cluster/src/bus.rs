@@ -223,12 +223,29 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// Dials a peer's bus port. Like Redis, outgoing links use our bind address as source, so a
+/// node bound to one IP of a multi-IP host is seen by peers at that IP.
+async fn dial(ip: &str, cport: u16, bind: &str) -> std::io::Result<TcpStream> {
+    let target: std::net::IpAddr = ip
+        .parse()
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad peer ip"))?;
+    let sock = if target.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    if let Ok(src) = bind.parse::<std::net::IpAddr>() {
+        if !src.is_unspecified() && src.is_ipv4() == target.is_ipv4() {
+            sock.bind(SocketAddr::new(src, 0))?;
+        }
+    }
+    sock.connect(SocketAddr::new(target, cport)).await
+}
+
 async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, timeout_ms: u64) {
-    let res = tokio::time::timeout(
-        Duration::from_millis(timeout_ms),
-        TcpStream::connect((ip.as_str(), cport)),
-    )
-    .await;
+    let bind = shared.state.lock().config.bind.clone();
+    let res =
+        tokio::time::timeout(Duration::from_millis(timeout_ms), dial(&ip, cport, &bind)).await;
     shared.pending_connects.lock().remove(&link);
     match res {
         Ok(Ok(sock)) => {

@@ -157,7 +157,6 @@ pub fn parse(
     seed: u64,
 ) -> Result<ClusterState, NodesConfError> {
     let mut st = ClusterState::new(config, now, seed);
-    let fresh_me = st.myself;
     st.nodes.clear();
     let mut myself: Option<Name> = None;
     let mut max_epoch = 0;
@@ -313,12 +312,12 @@ pub fn parse(
     let m = st.me_mut();
     m.port = cfg.announced_port();
     m.cport = cfg.announced_bus_port();
-    if let Some(h) = &cfg.announce_hostname {
-        m.hostname = h.clone();
+    m.hostname = cfg.announce_hostname.clone().unwrap_or_default();
+    if let Some(ip) = &cfg.announce_ip {
+        m.ip = ip.clone();
     }
     m.ping_sent = 0;
     m.pong_received = 0;
-    let _ = fresh_me;
     st.current_epoch = st.current_epoch.max(max_epoch);
     st.todo_save = true;
     Ok(st)
