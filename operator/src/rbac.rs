@@ -50,6 +50,14 @@ pub const REQUIRED: &[Permission] = &[
         &["patch"],
         Scope::Watched,
     ),
+    // Children carry blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+    // admission plugin only allows to those who may update the owner's finalizers.
+    p(
+        "tessera.rs",
+        "redisclusters/finalizers",
+        &["update"],
+        Scope::Watched,
+    ),
     // Applied children; StatefulSets and PDBs of drained shards are deleted on scale-in.
     p(
         "apps",

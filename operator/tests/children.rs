@@ -1,0 +1,219 @@
+//! Spec → children, from YAML fixtures: golden files (regenerate with UPDATE_FIXTURES=1 and
+//! review the diff) plus targeted assertions on what matters for a cluster node.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use tessera_operator::children::{self, Children};
+use tessera_operator::crd::RedisCluster;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/children")
+}
+
+fn load(name: &str) -> RedisCluster {
+    let text = std::fs::read_to_string(fixtures().join(format!("{name}.yaml"))).unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+fn render(c: &Children) -> String {
+    let mut docs = vec![
+        serde_yaml::to_string(&c.config_map).unwrap(),
+        serde_yaml::to_string(&c.headless_service).unwrap(),
+        serde_yaml::to_string(&c.client_service).unwrap(),
+    ];
+    docs.extend(
+        c.stateful_sets
+            .iter()
+            .map(|s| serde_yaml::to_string(s).unwrap()),
+    );
+    docs.extend(c.pdbs.iter().map(|s| serde_yaml::to_string(s).unwrap()));
+    docs.join("---\n")
+}
+
+fn golden(name: &str) -> Children {
+    let rc = load(name);
+    let built = children::build(&rc).unwrap();
+    let text = render(&built);
+    let path = fixtures().join(format!("{name}.children.yaml"));
+    if std::env::var_os("UPDATE_FIXTURES").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing: run with UPDATE_FIXTURES=1", path.display()));
+    assert!(
+        want == text,
+        "{} differs from the builders' output (UPDATE_FIXTURES=1 to accept):\n{text}",
+        path.display()
+    );
+    built
+}
+
+fn json<T: serde::Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap()
+}
+
+#[test]
+fn minimal_children() {
+    let c = golden("minimal");
+    assert_eq!(c.stateful_sets.len(), 3);
+    assert_eq!(c.pdbs.len(), 3);
+    let sts = json(&c.stateful_sets[1]);
+    assert_eq!(sts["metadata"]["name"], "demo-1");
+    assert_eq!(sts["metadata"]["namespace"], "apps");
+    assert_eq!(sts["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(
+        sts["metadata"]["ownerReferences"][0]["uid"],
+        "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+    );
+    assert_eq!(sts["spec"]["replicas"], 2);
+    assert_eq!(sts["spec"]["podManagementPolicy"], "Parallel");
+    assert_eq!(sts["spec"]["updateStrategy"]["type"], "OnDelete");
+    assert_eq!(sts["spec"]["serviceName"], "demo-nodes");
+    assert_eq!(
+        sts["spec"]["selector"]["matchLabels"]["tessera.rs/shard"],
+        "1"
+    );
+    let pod = &sts["spec"]["template"]["spec"];
+    let node = &pod["containers"][0];
+    assert_eq!(node["command"][0], "redis-server");
+    let args: Vec<&str> = node["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "/etc/tessera/node.conf",
+            "--bind",
+            "$(POD_IP)",
+            "--port",
+            "6379",
+            "--cluster-announce-ip",
+            "$(POD_IP)",
+            "--dir",
+            "/data"
+        ]
+    );
+    assert_eq!(
+        node["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    assert!(
+        node["readinessProbe"]["tcpSocket"]["host"].is_null(),
+        "probes target the pod IP"
+    );
+    assert_eq!(node["livenessProbe"]["tcpSocket"]["port"], 16379);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 999);
+    assert_eq!(node["securityContext"]["allowPrivilegeEscalation"], false);
+    assert!(pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["name"] == "data" && v["emptyDir"].is_object()));
+    assert!(sts["spec"]["volumeClaimTemplates"].is_null());
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["labelSelector"]["matchLabels"]["tessera.rs/shard"],
+        "1"
+    );
+
+    let conf = c.config_map.data.as_ref().unwrap()["node.conf"].clone();
+    assert!(conf.contains("cluster-enabled yes\n"));
+    assert!(conf.contains("cluster-config-file nodes.conf\n"));
+    assert!(conf.contains("cluster-node-timeout 15000\n"));
+    assert!(conf.contains("appendonly no\n"));
+    assert!(
+        !conf.lines().any(|l| l
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|v| v.starts_with('/'))),
+        "no absolute paths: {conf}"
+    );
+
+    let headless = json(&c.headless_service);
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+    assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(headless["spec"]["ports"][1]["port"], 16379);
+    let client = json(&c.client_service);
+    assert_eq!(client["metadata"]["name"], "demo");
+    assert_eq!(client["spec"]["type"], "ClusterIP");
+    let pdb = json(&c.pdbs[2]);
+    assert_eq!(pdb["metadata"]["name"], "demo-2");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+}
+
+#[test]
+fn production_children() {
+    let c = golden("production");
+    let sts = json(&c.stateful_sets[0]);
+    assert_eq!(sts["spec"]["replicas"], 3);
+    let pod = &sts["spec"]["template"]["spec"];
+    let node = &pod["containers"][0];
+    assert_eq!(node["command"][0], "tessera-node");
+    assert_eq!(node["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(node["resources"]["limits"]["memory"], "2Gi");
+    let args = node["args"].to_string();
+    assert!(
+        args.contains(
+            "\"--requirepass\",\"$(REDIS_PASSWORD)\",\"--masterauth\",\"$(REDIS_PASSWORD)\""
+        ),
+        "{args}"
+    );
+    let env = node["env"].as_array().unwrap();
+    let pw = env.iter().find(|e| e["name"] == "REDIS_PASSWORD").unwrap();
+    assert_eq!(pw["valueFrom"]["secretKeyRef"]["name"], "cache-auth");
+    assert_eq!(pw["valueFrom"]["secretKeyRef"]["key"], "password");
+    let claim = &sts["spec"]["volumeClaimTemplates"][0];
+    assert_eq!(claim["metadata"]["name"], "data");
+    assert_eq!(claim["spec"]["storageClassName"], "fast-ssd");
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "20Gi");
+    assert!(!pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["name"] == "data"));
+    assert_eq!(
+        pod["topologySpreadConstraints"][0]["topologyKey"],
+        "topology.kubernetes.io/zone"
+    );
+    assert_eq!(pod["tolerations"][0]["value"], "redis");
+    assert_eq!(pod["priorityClassName"], "high");
+    let labels = &sts["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(labels["team"], "payments");
+    assert_eq!(labels["tessera.rs/cluster"], "cache");
+    let conf = c.config_map.data.as_ref().unwrap()["node.conf"].clone();
+    assert!(conf.contains("cluster-node-timeout 5000\n"));
+    assert!(conf.contains("appendonly yes\n"));
+    assert!(conf.contains("maxmemory 1536mb\n"));
+    assert!(
+        !conf.contains("requirepass"),
+        "the password never lands in a ConfigMap"
+    );
+    let client = json(&c.client_service);
+    assert_eq!(client["spec"]["type"], "LoadBalancer");
+    assert_eq!(
+        client["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"],
+        "true"
+    );
+}
+
+#[test]
+fn user_config_overrides_persistence_defaults() {
+    let mut rc = load("minimal");
+    rc.spec.config.insert("appendonly".into(), "yes".into());
+    let conf = children::configmap::node_conf(&rc);
+    assert_eq!(conf.matches("appendonly").count(), 1, "{conf}");
+    assert!(conf.contains("appendonly yes\n"));
+}
+
+#[test]
+fn missing_uid_is_an_error() {
+    let mut rc = load("minimal");
+    rc.metadata.uid = None;
+    assert!(children::build(&rc).is_err());
+}

@@ -1,0 +1,467 @@
+//! Reconcile tests against an in-memory API: what the controller creates, patches and deletes
+//! for create, pods coming up, scale out, scale in, spec changes, invalid specs and deletion.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use support::fake_api::FakeApi;
+use tessera_operator::controller::{reconcile, Context, TopologyEngine};
+use tessera_operator::crd::{Phase, RedisCluster};
+use tessera_operator::metrics::Metrics;
+use tessera_operator::topology::{
+    Desired, EngineOptions, PodEndpoint, ShardView, TopologyError, TopologyReport,
+};
+
+const NS: &str = "t";
+const RC: &str = "/apis/tessera.rs/v1alpha1/namespaces/t/redisclusters";
+const STS: &str = "/apis/apps/v1/namespaces/t/statefulsets";
+const PDB: &str = "/apis/policy/v1/namespaces/t/poddisruptionbudgets";
+const SVC: &str = "/api/v1/namespaces/t/services";
+const CM: &str = "/api/v1/namespaces/t/configmaps";
+const PODS: &str = "/api/v1/namespaces/t/pods";
+const SECRETS: &str = "/api/v1/namespaces/t/secrets";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/t/events";
+
+/// A topology engine that records its inputs and returns a scripted report.
+#[derive(Default)]
+struct FakeEngine {
+    calls: Mutex<Vec<(Desired, Vec<PodEndpoint>, Option<String>)>>,
+    next: Mutex<Option<TopologyReport>>,
+}
+
+impl TopologyEngine for FakeEngine {
+    fn reconcile<'a>(
+        &'a self,
+        desired: &'a Desired,
+        pods: &'a [PodEndpoint],
+        opts: &'a EngineOptions,
+    ) -> BoxFuture<'a, Result<TopologyReport, TopologyError>> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((desired.clone(), pods.to_vec(), opts.password.clone()));
+        let next = self.next.lock().unwrap().clone();
+        Box::pin(async move { next.ok_or(TopologyError::NoneReachable) })
+    }
+}
+
+/// An even split of 16384 slots over `shards` shards, converged.
+fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
+    let mut views = Vec::new();
+    let per = 16384 / shards;
+    for s in 0..shards {
+        let start = s * per;
+        let end = if s + 1 == shards {
+            16383
+        } else {
+            start + per - 1
+        };
+        views.push(ShardView {
+            shard: s,
+            master_pod: Some(format!("demo-{s}-0")),
+            master_id: Some(format!("{s:040}")),
+            slot_ranges: vec![(start as u16, end as u16)],
+            replicas: vec![format!("demo-{s}-1")],
+        });
+    }
+    for &s in extra_empty {
+        views.push(ShardView {
+            shard: s,
+            master_pod: Some(format!("demo-{s}-0")),
+            master_id: Some(format!("{s:040}")),
+            slot_ranges: vec![],
+            replicas: vec![],
+        });
+    }
+    TopologyReport {
+        converged: extra_empty.is_empty(),
+        cluster_state: "ok".into(),
+        slots_assigned: 16384,
+        shards: views,
+        progress: None,
+        stuck: vec![],
+        actions: vec![],
+    }
+}
+
+struct Harness {
+    api: FakeApi,
+    engine: Arc<FakeEngine>,
+    ctx: Arc<Context>,
+}
+
+impl Harness {
+    fn new(spec: Value) -> Self {
+        let api = FakeApi::new();
+        api.insert(
+            RC,
+            json!({
+                "apiVersion": "tessera.rs/v1alpha1", "kind": "RedisCluster",
+                "metadata": {"name": "demo", "namespace": NS, "generation": 1},
+                "spec": spec,
+            }),
+        );
+        let engine = Arc::new(FakeEngine::default());
+        let ctx = Arc::new(Context::new(
+            api.client(),
+            Arc::new(Metrics::new()),
+            engine.clone(),
+        ));
+        Self { api, engine, ctx }
+    }
+
+    fn rc(&self) -> RedisCluster {
+        serde_json::from_value(self.api.get(RC, "demo").unwrap()).unwrap()
+    }
+
+    async fn reconcile(&self) -> RedisCluster {
+        reconcile(Arc::new(self.rc()), self.ctx.clone())
+            .await
+            .expect("reconcile");
+        self.rc()
+    }
+
+    fn set_spec(&self, f: impl FnOnce(&mut Value)) {
+        let mut obj = self.api.get(RC, "demo").unwrap();
+        f(&mut obj["spec"]);
+        let generation = obj["metadata"]["generation"].as_i64().unwrap() + 1;
+        obj["metadata"]["generation"] = json!(generation);
+        self.api.insert(RC, obj);
+    }
+
+    /// Pods for every StatefulSet currently stored, Ready with a loopback IP.
+    fn run_pods(&self) {
+        for sts_name in self.api.names(STS) {
+            let sts = self.api.get(STS, &sts_name).unwrap();
+            let replicas = sts["spec"]["replicas"].as_i64().unwrap();
+            let labels = sts["spec"]["template"]["metadata"]["labels"].clone();
+            let shard: u32 = labels["tessera.rs/shard"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            for ord in 0..replicas {
+                let name = format!("{sts_name}-{ord}");
+                if self.api.get(PODS, &name).is_some() {
+                    continue;
+                }
+                self.api.insert(
+                    PODS,
+                    json!({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": NS, "labels": labels},
+                        "spec": {"containers": [{"name": "node"}]},
+                        "status": {"podIP": format!("127.0.{}.{}", shard + 1, ord + 1),
+                                   "conditions": [{"type": "Ready", "status": "True"}]}
+                    }),
+                );
+            }
+        }
+    }
+
+    fn events(&self) -> Vec<(String, String)> {
+        self.api
+            .names(EVENTS)
+            .into_iter()
+            .filter_map(|n| self.api.get(EVENTS, &n))
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap_or("").to_string(),
+                    e["reason"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn condition<'a>(
+    rc: &'a RedisCluster,
+    t: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    rc.status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == t)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_applies_every_child_and_never_claims_ready() {
+    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
+    let rc = h.reconcile().await;
+
+    let calls = h.api.calls();
+    let applies: Vec<_> = calls
+        .iter()
+        .filter(|c| c.method == "PATCH" && c.content_type.starts_with("application/apply-patch"))
+        .collect();
+    assert_eq!(
+        applies.len(),
+        3 + 3 + 3,
+        "configmap + 2 services + 3 sts + 3 pdbs"
+    );
+    for c in &applies {
+        assert!(
+            c.query.contains("fieldManager=tessera-operator"),
+            "{}",
+            c.query
+        );
+        assert!(c.query.contains("force=true"), "{}", c.query);
+        let owner = &c.body.as_ref().unwrap()["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "RedisCluster");
+        assert_eq!(owner["controller"], true);
+        assert_eq!(owner["uid"], h.rc().metadata.uid.unwrap().as_str());
+    }
+    let mut sts = h.api.names(STS);
+    sts.sort();
+    assert_eq!(sts, ["demo-0", "demo-1", "demo-2"]);
+    assert_eq!(h.api.names(PDB).len(), 3);
+    let mut svcs = h.api.names(SVC);
+    svcs.sort();
+    assert_eq!(svcs, ["demo", "demo-nodes"]);
+    assert_eq!(h.api.names(CM), ["demo-config"]);
+    for name in ["demo-0", "demo-1", "demo-2"] {
+        assert_eq!(h.api.get(STS, name).unwrap()["spec"]["replicas"], 2);
+    }
+
+    // No pods yet: the engine is not called and the status says Creating, not Ready.
+    assert!(h.engine.calls.lock().unwrap().is_empty());
+    let st = rc.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Creating);
+    assert_eq!(st.observed_generation, Some(1));
+    assert_eq!(st.slots_assigned, 0);
+    assert_eq!(st.ready_text, "0/6");
+    assert_eq!(condition(&rc, "Ready").status, "False");
+    assert_eq!(condition(&rc, "Progressing").status, "True");
+    assert!(h.events().contains(&("Normal".into(), "Creating".into())));
+}
+
+#[tokio::test]
+async fn pods_up_engine_called_and_ready_only_with_all_slots() {
+    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+
+    // The engine answers but the cluster is not yet covering all slots: not Ready.
+    let mut partial = report(3, &[]);
+    partial.slots_assigned = 10000;
+    partial.converged = false;
+    partial.cluster_state = "fail".into();
+    *h.engine.next.lock().unwrap() = Some(partial);
+    let rc = h.reconcile().await;
+    {
+        let calls = h.engine.calls.lock().unwrap();
+        let (desired, eps, password) = calls.last().unwrap();
+        assert_eq!(
+            desired,
+            &Desired {
+                shards: 3,
+                replicas_per_shard: 1,
+                paused: false
+            }
+        );
+        assert_eq!(eps.len(), 6);
+        assert_eq!(eps[0].pod, "demo-0-0");
+        assert_eq!(eps[0].host, "127.0.1.1");
+        assert_eq!((eps[5].shard, eps[5].ordinal, eps[5].port), (2, 1, 6379));
+        assert!(password.is_none());
+    }
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Creating);
+    assert_eq!(condition(&rc, "Ready").status, "False");
+
+    *h.engine.next.lock().unwrap() = Some(report(3, &[]));
+    let rc = h.reconcile().await;
+    let st = rc.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Ready);
+    assert_eq!(st.slots_assigned, 16384);
+    assert_eq!(st.ready_nodes, 6);
+    assert_eq!(st.shards, 3);
+    assert_eq!(st.shard_statuses[0].slot_ranges, ["0-5460"]);
+    assert_eq!(st.shard_statuses[2].master_pod.as_deref(), Some("demo-2-0"));
+    let ready = condition(&rc, "Ready").clone();
+    assert_eq!(ready.status, "True");
+    assert!(h.events().contains(&("Normal".into(), "Ready".into())));
+
+    // A quiet reconcile changes nothing: no status patch, transition time kept.
+    h.api.take_calls();
+    let rc = h.reconcile().await;
+    assert!(!h.api.calls().iter().any(|c| c.path.ends_with("/status")));
+    assert_eq!(
+        condition(&rc, "Ready").last_transition_time,
+        ready.last_transition_time
+    );
+}
+
+#[tokio::test]
+async fn scale_out_then_scale_in_deletes_only_drained_shards() {
+    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(3, &[]));
+    h.reconcile().await;
+
+    // Scale out to 4: a fourth StatefulSet, phase Scaling while the engine still sees 3.
+    h.set_spec(|s| s["shards"] = json!(4));
+    let rc = h.reconcile().await;
+    assert!(h.api.get(STS, "demo-3").is_some());
+    assert!(h.api.get(PDB, "demo-3").is_some());
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Scaling);
+    assert_eq!(rc.status.as_ref().unwrap().observed_generation, Some(2));
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(4, &[]));
+    let rc = h.reconcile().await;
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Ready);
+    assert_eq!(h.engine.calls.lock().unwrap().last().unwrap().1.len(), 8);
+
+    // Scale in to 2: shards 2 and 3 still hold slots, so nothing is deleted.
+    h.set_spec(|s| s["shards"] = json!(2));
+    *h.engine.next.lock().unwrap() = Some(report(4, &[]));
+    h.api.take_calls();
+    let rc = h.reconcile().await;
+    assert!(!h.api.calls().iter().any(|c| c.method == "DELETE"));
+    assert!(h.api.get(STS, "demo-3").is_some());
+    assert_ne!(rc.status.as_ref().unwrap().phase, Phase::Ready);
+    assert_eq!(h.engine.calls.lock().unwrap().last().unwrap().0.shards, 2);
+
+    // Drained: shards 0 and 1 serve every slot, 2 and 3 are empty masters → deleted.
+    *h.engine.next.lock().unwrap() = Some(report(2, &[2, 3]));
+    h.api.take_calls();
+    h.reconcile().await;
+    let deletes: Vec<String> = h
+        .api
+        .calls()
+        .iter()
+        .filter(|c| c.method == "DELETE")
+        .map(|c| c.path.clone())
+        .collect();
+    assert_eq!(deletes.len(), 4, "{deletes:?}");
+    assert!(h.api.get(STS, "demo-2").is_none() && h.api.get(STS, "demo-3").is_none());
+    assert!(h.api.get(PDB, "demo-2").is_none() && h.api.get(PDB, "demo-3").is_none());
+    assert!(h.api.get(STS, "demo-1").is_some());
+    assert!(h
+        .events()
+        .contains(&("Normal".into(), "ShardsRemoved".into())));
+}
+
+#[tokio::test]
+async fn spec_change_repatches_children() {
+    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    let before = h.api.get(STS, "demo-0").unwrap();
+    h.set_spec(|s| {
+        s["replicasPerShard"] = json!(2);
+        s["config"] = json!({"maxmemory-policy": "allkeys-lru"});
+        s["service"] = json!({"type": "LoadBalancer"});
+    });
+    h.reconcile().await;
+    let after = h.api.get(STS, "demo-0").unwrap();
+    assert_eq!(after["spec"]["replicas"], 3);
+    let hash = "/spec/template/metadata/annotations/tessera.rs~1config-hash";
+    assert_ne!(
+        before.pointer(hash),
+        after.pointer(hash),
+        "config hash follows node.conf"
+    );
+    let conf = h.api.get(CM, "demo-config").unwrap()["data"]["node.conf"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(conf.contains("maxmemory-policy allkeys-lru\n"), "{conf}");
+    assert_eq!(
+        h.api.get(SVC, "demo").unwrap()["spec"]["type"],
+        "LoadBalancer"
+    );
+    assert_eq!(
+        h.api.get(PDB, "demo-1").unwrap()["spec"]["maxUnavailable"],
+        1
+    );
+}
+
+#[tokio::test]
+async fn auth_password_reaches_the_engine() {
+    let h = Harness::new(
+        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
+                                "auth": {"secretName": "pw"}}),
+    );
+    h.api.insert(
+        SECRETS,
+        json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
+    );
+    h.reconcile().await;
+    let sts = h.api.get(STS, "demo-0").unwrap();
+    let args = sts["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--requirepass") && args.contains("$(REDIS_PASSWORD)"),
+        "{args}"
+    );
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    let rc = h.reconcile().await;
+    assert_eq!(
+        h.engine.calls.lock().unwrap()[0].2.as_deref(),
+        Some("s3cr3t")
+    );
+    assert_eq!(rc.status.unwrap().phase, Phase::Ready);
+}
+
+#[tokio::test]
+async fn invalid_spec_applies_nothing_and_reports() {
+    let h = Harness::new(json!({"shards": 3, "config": {"port": "7000", "maxmemory": "lots"}}));
+    let rc = h.reconcile().await;
+    assert!(h.api.names(STS).is_empty());
+    assert!(h.api.names(CM).is_empty());
+    let st = rc.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    let degraded = condition(&rc, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "InvalidSpec")
+    );
+    assert!(
+        degraded.message.contains("spec.config.port"),
+        "{}",
+        degraded.message
+    );
+    assert!(
+        degraded.message.contains("maxmemory"),
+        "{}",
+        degraded.message
+    );
+    assert!(h
+        .events()
+        .contains(&("Warning".into(), "InvalidSpec".into())));
+}
+
+#[tokio::test]
+async fn deleted_resource_is_left_to_the_garbage_collector() {
+    let h = Harness::new(json!({"shards": 1}));
+    let mut obj = h.api.get(RC, "demo").unwrap();
+    obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    h.api.insert(RC, obj);
+    h.reconcile().await;
+    assert!(h.api.calls().iter().all(|c| c.method == "GET"));
+    assert!(h.api.names(STS).is_empty());
+}
+
+#[tokio::test]
+async fn engine_failure_after_formation_is_degraded() {
+    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
+    *h.engine.next.lock().unwrap() = None; // engine now errors
+    let rc = h.reconcile().await;
+    let st = rc.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Degraded);
+    assert_eq!(st.cluster_state, "unknown");
+    assert_eq!(condition(&rc, "Ready").status, "False");
+    assert_eq!(condition(&rc, "Degraded").reason, "TopologyError");
+    assert!(h.events().contains(&("Warning".into(), "Degraded".into())));
+}
