@@ -63,6 +63,8 @@ pub(crate) struct Ctx {
     pub cfg: KubeletConfig,
     pub pool: AddressPool,
     pub table: Arc<ProcessTable>,
+    /// Set when the box stops: workers stop their containers and exit without restarting them.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 struct Worker {
@@ -84,6 +86,7 @@ pub async fn run(
         cfg: cfg.clone(),
         pool,
         table: table.clone(),
+        stopping: std::sync::atomic::AtomicBool::new(false),
     });
     let api: Api<Pod> = Api::all(client);
     let mut workers: HashMap<String, Worker> = HashMap::new();
@@ -102,8 +105,13 @@ pub async fn run(
         }
     }
     info!(pods = workers.len(), "kubelet stopping");
-    table.signal_all(libc::SIGTERM);
-    for _ in 0..40 {
+    ctx.stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    for w in workers.values() {
+        // Wake each worker so it sees `stopping` now.
+        w.tx.send_modify(|_| {});
+    }
+    for _ in 0..200 {
         if workers.values().all(|w| w.handle.is_finished()) {
             break;
         }

@@ -29,6 +29,8 @@ use crate::kiab::images::resolve_argv;
 
 /// How often config volumes are re-synced from their ConfigMaps/Secrets.
 const VOLUME_REFRESH: Duration = Duration::from_secs(2);
+/// Longest a pod may take to stop when the whole box stops.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 struct PodRt {
     ctx: Arc<Ctx>,
@@ -93,6 +95,11 @@ pub(super) async fn run_pod(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>)
         last_status: None,
     };
     loop {
+        if ctx.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let grace = rt.grace().min(SHUTDOWN_GRACE);
+            rt.stop_all(grace).await;
+            return;
+        }
         let latest = rx.borrow_and_update().clone();
         match latest {
             None => {
