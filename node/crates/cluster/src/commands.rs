@@ -137,20 +137,16 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
             if argc != 4 && argc != 5 {
                 return Err(wrong_args(&sub));
             }
-            let port = parse_i64(args[2])
-                .filter(|p| (0..=65535).contains(p))
-                .ok_or_else(|| {
-                    Reply::err(format!(
-                        "ERR Invalid TCP base port specified: {}",
-                        lossy(args[2])
-                    ))
-                })?;
+            let port = parse_i64(args[2]).ok_or_else(|| {
+                Reply::err(format!(
+                    "ERR Invalid TCP base port specified: {}",
+                    lossy(args[2])
+                ))
+            })?;
             let cport = match args.get(3) {
-                Some(c) => parse_i64(c)
-                    .filter(|p| (0..=65535).contains(p))
-                    .ok_or_else(|| {
-                        Reply::err(format!("ERR Invalid TCP bus port specified: {}", lossy(c)))
-                    })?,
+                Some(c) => parse_i64(c).ok_or_else(|| {
+                    Reply::err(format!("ERR Invalid TCP bus port specified: {}", lossy(c)))
+                })?,
                 None => port + 10000,
             };
             if !start_handshake(st, &lossy(args[1]), port, cport, now) {

@@ -214,7 +214,8 @@ impl ClusterState {
             current_epoch: 0,
             last_vote_epoch: 0,
             state_ok: false,
-            size: 0,
+            // Redis starts at 1 (clusterInit), visible in CLUSTER INFO before the first update.
+            size: 1,
             links: HashMap::new(),
             blacklist: HashMap::new(),
             stats: Stats::default(),

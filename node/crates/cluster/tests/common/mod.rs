@@ -283,3 +283,43 @@ pub fn flags_of(text: &str, id: &str) -> Vec<String> {
         .map(|n| n.flags.clone())
         .unwrap_or_default()
 }
+
+/// Sends one command over raw RESP and returns the raw reply bytes (exact wire comparison).
+pub fn raw_reply(port: u16, args: &[&str]) -> Vec<u8> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut req = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    s.write_all(&req).expect("write");
+    let mut rd = BufReader::new(s);
+    fn one(rd: &mut BufReader<std::net::TcpStream>, out: &mut Vec<u8>) {
+        let mut line = Vec::new();
+        rd.read_until(b'\n', &mut line).expect("read");
+        out.extend_from_slice(&line);
+        let n: i64 = std::str::from_utf8(&line[1..line.len() - 2])
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0);
+        match line[0] {
+            b'$' if n >= 0 => {
+                let mut b = vec![0u8; n as usize + 2];
+                rd.read_exact(&mut b).expect("read bulk");
+                out.extend_from_slice(&b);
+            }
+            b'*' | b'%' => {
+                let k = if line[0] == b'%' { n * 2 } else { n };
+                for _ in 0..k.max(0) {
+                    one(rd, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    one(&mut rd, &mut out);
+    out
+}
