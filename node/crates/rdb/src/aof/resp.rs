@@ -181,8 +181,8 @@ mod tests {
     #[test]
     fn every_prefix_is_clean_or_truncated() {
         let first_end = 4 + 4 + 8 + 4 + 3;
-        let mut ends = vec![0, first_end, first_end + 16, AOF.len()];
-        ends.sort();
+        // Clean stopping points: empty, after each command, and after the annotation.
+        let ends = [0, first_end, first_end + 16, AOF.len()];
         for cut in 0..=AOF.len() {
             let mut r = AofCommandReader::new(&AOF[..cut]);
             let mut res = Ok(());
