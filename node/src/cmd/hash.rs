@@ -6,7 +6,8 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
-use crate::types::{parse_f64, parse_i64_strict, HashValue};
+use crate::types::ldouble::LDouble;
+use crate::types::{parse_i64_strict, HashValue};
 
 pub fn commands() -> Vec<CommandSpec> {
     let c = |name, arity, fl, keys, h| {
@@ -196,31 +197,25 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// Formats an INCRBYFLOAT result the human way (no exponent, no trailing zeros). Redis uses
-/// long double `%.17Lf`; the shortest round-trip f64 form gives the same text for the usual
-/// decimal inputs (10.5 + 0.1 = "10.6").
-pub(crate) fn fmt_human_float(v: f64) -> String {
-    let s = format!("{v}");
-    if s == "-0" {
-        "0".into()
-    } else {
-        s
-    }
-}
-
 fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let incr = parse_f64(&args[3]).ok_or(CmdError::NotFloat)?;
+    // Redis adds in 80-bit long double and prints with %.17Lf: emulate it exactly.
+    let incr = LDouble::parse(&args[3]).ok_or(CmdError::NotFloat)?;
+    if !incr.is_finite() {
+        return Err(CmdError::msg("ERR value is NaN or Infinity"));
+    }
     let lim = ctx.limits();
     let h = ctx.ks.hash_or_create(&args[1])?;
     let cur = match h.get(&args[2]) {
-        Some(v) => parse_f64(v).ok_or_else(|| CmdError::msg("ERR hash value is not a float"))?,
-        None => 0.0,
+        Some(v) => {
+            LDouble::parse(v).ok_or_else(|| CmdError::msg("ERR hash value is not a float"))?
+        }
+        None => LDouble::parse(b"0").ok_or(CmdError::NotFloat)?,
     };
-    let new = cur + incr;
+    let new = cur.add(incr);
     if !new.is_finite() {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
-    let s = fmt_human_float(new);
+    let s = new.to_human();
     h.set(&args[2], s.as_bytes(), &lim);
     ctx.out.bulk(s.as_bytes());
     Ok(())

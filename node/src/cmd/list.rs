@@ -6,7 +6,6 @@
 
 use bytes::Bytes;
 
-use super::set::numkeys_args;
 use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -449,6 +448,20 @@ fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
     Ok((left, count.unwrap_or(1)))
 }
 
+/// Parses `numkeys key...` of LMPOP/ZMPOP and their blocking forms (a count past the
+/// arguments is a syntax error there, unlike SINTERCARD).
+pub(crate) fn mpop_keys(args: &[Bytes], at: usize) -> Result<&[Bytes], CmdError> {
+    let n = arg_i64(&args[at])?;
+    if n <= 0 {
+        return Err(CmdError::msg("ERR numkeys should be greater than 0"));
+    }
+    let n = n as usize;
+    if n > args.len() - at - 1 {
+        return Err(CmdError::Syntax);
+    }
+    Ok(&args[at + 1..at + 1 + n])
+}
+
 fn write_mpop(out: &mut crate::resp::Out, key: &[u8], vals: &[Vec<u8>]) {
     out.array(2);
     out.bulk(key);
@@ -456,7 +469,7 @@ fn write_mpop(out: &mut crate::resp::Out, key: &[u8], vals: &[Vec<u8>]) {
 }
 
 fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let keys = numkeys_args(args, 1)?;
+    let keys = mpop_keys(args, 1)?;
     let (left, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
         Some((k, v)) => write_mpop(ctx.out, &k, &v),
@@ -528,7 +541,7 @@ fn brpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let timeout = arg_timeout(&args[1])?;
-    let keys = numkeys_args(args, 2)?;
+    let keys = mpop_keys(args, 2)?;
     let (left, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
         Some((k, v)) => write_mpop(ctx.out, &k, &v),

@@ -6,8 +6,7 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::hash::{distinct_positions, parse_scan, rand_count};
-use super::list::norm_range;
-use super::set::numkeys_args;
+use super::list::{mpop_keys, norm_range};
 use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
 use crate::resp::Out;
@@ -707,7 +706,7 @@ fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
 }
 
 fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let keys = numkeys_args(args, 1)?;
+    let keys = mpop_keys(args, 1)?;
     let (max, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
         Some((k, items)) => write_mpop(ctx.out, &k, &items),
@@ -718,7 +717,7 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let timeout = arg_timeout(&args[1])?;
-    let keys = numkeys_args(args, 2)?;
+    let keys = mpop_keys(args, 2)?;
     let (max, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
         Some((k, items)) => write_mpop(ctx.out, &k, &items),

@@ -6,6 +6,7 @@
 pub mod hash;
 pub mod hll;
 pub mod indexed;
+pub mod ldouble;
 pub mod list;
 pub mod pack;
 pub mod set;

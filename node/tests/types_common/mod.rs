@@ -267,6 +267,7 @@ pub fn diff_script(name: &str, script: &str) {
         a.cmd(&["FLUSHALL"]);
         b.cmd(&["FLUSHALL"]);
         let mut n = 0;
+        let mut failures = Vec::new();
         for raw in script.lines() {
             let raw = raw.trim();
             if raw.is_empty() || raw.starts_with('#') {
@@ -281,14 +282,20 @@ pub fn diff_script(name: &str, script: &str) {
                 x = x.normalized(true);
                 y = y.normalized(true);
             }
-            assert_eq!(
-                x,
-                y,
-                "{name} (RESP{}): `{line}`: tessera (left) vs redis (right)",
-                if resp3 { 3 } else { 2 }
-            );
+            if x != y {
+                failures.push(format!(
+                    "{name} (RESP{}): `{line}`:\n  tessera: {x:?}\n  redis:   {y:?}",
+                    if resp3 { 3 } else { 2 }
+                ));
+            }
             n += 1;
         }
+        assert!(
+            failures.is_empty(),
+            "{} mismatches:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
         eprintln!(
             "{name}: {n} commands identical (RESP{})",
             if resp3 { 3 } else { 2 }
