@@ -277,3 +277,69 @@ async fn kubectl_get_watch_streams_changes() {
         h.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_logs_and_describe_show_kubelet_logs_and_operator_events() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, PostParams};
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    use kube::Resource;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("redis.log");
+    std::fs::write(&log, "line 1\nline 2\nline 3\n").expect("write log");
+    for bin in binaries() {
+        let h = start().await;
+        let lp = log.clone();
+        h.set_log_source(Arc::new(move |ns: &str, pod: &str, c: &str| {
+            (ns == "default" && pod == "p" && c == "redis").then(|| lp.clone())
+        }));
+        let client = tessera_tests::kiab::api::testing::kube_client(&h)
+            .await
+            .expect("client");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let p: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "redis", "image": "redis:7.0"}]}}))
+        .expect("pod");
+        let p = pods
+            .create(&PostParams::default(), &p)
+            .await
+            .expect("create pod");
+        // The operator's kube-rs Recorder publishes events.k8s.io/v1 Events.
+        let rec = Recorder::new(
+            client,
+            Reporter {
+                controller: "tessera-operator".into(),
+                instance: None,
+            },
+        );
+        rec.publish(
+            &Event {
+                type_: EventType::Normal,
+                reason: "Scaled".into(),
+                note: Some("shards 3 -> 4".into()),
+                action: "Scale".into(),
+                secondary: None,
+            },
+            &p.object_ref(&()),
+        )
+        .await
+        .expect("publish event");
+
+        let k = Kubectl::new(bin, &h.kubeconfig()).expect("kubectl setup");
+        assert_eq!(k.ok(&["logs", "p"]).await, "line 1\nline 2\nline 3\n");
+        assert_eq!(
+            k.ok(&["logs", "p", "-c", "redis", "--tail", "1"]).await,
+            "line 3\n"
+        );
+        let d = k.ok(&["describe", "pod", "p"]).await;
+        assert!(
+            d.contains("Scaled") && d.contains("shards 3 -> 4"),
+            "describe shows the event:\n{d}"
+        );
+        let ev = k.ok(&["get", "events"]).await;
+        assert!(ev.contains("Scaled") && ev.contains("pod/p"), "{ev}");
+        h.shutdown().await;
+    }
+}

@@ -50,7 +50,7 @@ pub fn prepare(t: &Txn<'_>, crd: &mut Value) -> Result<(), ApiError> {
                 field: "metadata.name".into(),
                 kind: FieldErrorKind::Invalid,
                 value: Some(Value::String(name.clone())),
-                detail: format!("must be spec.names.plural+\".\"+spec.group"),
+                detail: "must be spec.names.plural+\".\"+spec.group".to_string(),
             }],
         ));
     }

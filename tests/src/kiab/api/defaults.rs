@@ -120,25 +120,23 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, old: Option<&Value>) {
                 }
             }
         }
-        ("", "PersistentVolumeClaim") => {
-            // No provisioner: a claim is bound at once to a volume that the kubelet makes as a
-            // directory.
-            if old.is_none() {
-                let cap = obj
-                    .pointer("/spec/resources/requests/storage")
-                    .cloned()
-                    .unwrap_or(json!("1Gi"));
-                let modes = obj
-                    .pointer("/spec/accessModes")
-                    .cloned()
-                    .unwrap_or(json!(["ReadWriteOnce"]));
-                obj["status"] =
-                    json!({"phase": "Bound", "capacity": {"storage": cap}, "accessModes": modes});
-                if let Some(spec) = obj.get_mut("spec") {
-                    default_field(spec, "volumeMode", json!("Filesystem"));
-                    let vn = format!("pv-{}", super::meta::name_suffix());
-                    default_field(spec, "volumeName", json!(vn));
-                }
+        // No provisioner: a claim is bound at once to a volume that the kubelet makes as a
+        // directory.
+        ("", "PersistentVolumeClaim") if old.is_none() => {
+            let cap = obj
+                .pointer("/spec/resources/requests/storage")
+                .cloned()
+                .unwrap_or(json!("1Gi"));
+            let modes = obj
+                .pointer("/spec/accessModes")
+                .cloned()
+                .unwrap_or(json!(["ReadWriteOnce"]));
+            obj["status"] =
+                json!({"phase": "Bound", "capacity": {"storage": cap}, "accessModes": modes});
+            if let Some(spec) = obj.get_mut("spec") {
+                default_field(spec, "volumeMode", json!("Filesystem"));
+                let vn = format!("pv-{}", super::meta::name_suffix());
+                default_field(spec, "volumeName", json!(vn));
             }
         }
         _ => {}

@@ -7,8 +7,10 @@ mod crd;
 mod defaults;
 mod discovery;
 pub mod error;
+mod events;
 mod gc;
 mod http;
+mod logs;
 mod meta;
 mod openapi;
 pub mod ops;
@@ -25,6 +27,7 @@ pub mod testing;
 mod watch;
 
 pub use error::ApiError;
+pub use logs::LogSource;
 pub use registry::{GroupResource, ResourceType};
 pub use store::Store;
 
@@ -62,6 +65,7 @@ pub struct ApiServerHandle {
     state_dir: Option<PathBuf>,
     shutdown: tokio_watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    logs: std::sync::Arc<parking_lot::RwLock<Option<LogSource>>>,
 }
 
 impl ApiServerHandle {
@@ -78,6 +82,11 @@ impl ApiServerHandle {
     /// The in-process store (tests read and write it directly).
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Installs the hook `kubectl logs` reads through: (namespace, pod, container) -> log file.
+    pub fn set_log_source(&self, source: LogSource) {
+        *self.logs.write() = Some(source);
     }
 
     /// A kubeconfig pointing at this server.
@@ -157,10 +166,12 @@ pub async fn serve(
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;
     let (tx, rx) = tokio_watch::channel(false);
+    let logs = std::sync::Arc::new(parking_lot::RwLock::new(None));
     let state = server::State {
         store: store.clone(),
         addr,
         shutdown: rx.clone(),
+        logs: logs.clone(),
     };
     let mut tasks = vec![tokio::spawn(accept_loop(listener, state))];
     tasks.push(tokio::spawn(gc::run(store.clone(), rx.clone())));
@@ -174,6 +185,7 @@ pub async fn serve(
         state_dir,
         shutdown: tx,
         tasks,
+        logs,
     })
 }
 

@@ -6,7 +6,7 @@ use super::error::{ApiError, FieldError, FieldErrorKind};
 use super::meta::{self, meta_mut, meta_str, new_uid, now_rfc3339};
 use super::registry::{GroupResource, ResourceType};
 use super::store::{Store, Txn};
-use super::{crd, defaults, patch, ssa};
+use super::{crd, defaults, events, patch, ssa};
 use serde_json::{json, Map, Value};
 use tracing::debug;
 
@@ -16,6 +16,8 @@ pub enum Sub {
     Main,
     Status,
     Scale,
+    /// `pods/{name}/log` (read only).
+    Log,
 }
 
 /// Options common to writes (`?dryRun=All&fieldManager=x&force=true`).
@@ -221,7 +223,9 @@ pub(crate) fn create_in(
         crd::register(t, &body);
     }
     debug!(kind = %rt.kind, %ns, %name, "create");
-    Ok(t.put(&gr, body))
+    let stored = t.put(&gr, body);
+    after_write(t, rt, &stored);
+    Ok(stored)
 }
 
 /// Builds the autoscaling/v1 Scale view of an object.
@@ -559,7 +563,16 @@ pub(crate) fn finish_update(
     if rt.kind == "CustomResourceDefinition" {
         crd::register(t, &new);
     }
-    Ok(t.put(&gr, new))
+    let stored = t.put(&gr, new);
+    after_write(t, rt, &stored);
+    Ok(stored)
+}
+
+/// Side effects of a stored write.
+fn after_write(t: &mut Txn<'_>, rt: &ResourceType, stored: &Value) {
+    if rt.group == "events.k8s.io" {
+        events::mirror(t, stored);
+    }
 }
 
 /// Deletes an object (DELETE), honouring preconditions, finalizers and propagation.
@@ -625,6 +638,9 @@ pub(crate) fn delete_in(
         }
         if rt.kind == "CustomResourceDefinition" {
             crd::unregister(t, &obj);
+        }
+        if rt.group == "events.k8s.io" {
+            events::unmirror(t, &obj);
         }
         return t
             .remove(&gr, &ns, &name)

@@ -23,6 +23,7 @@ pub(crate) struct State {
     pub store: Store,
     pub addr: SocketAddr,
     pub shutdown: tokio_watch::Receiver<bool>,
+    pub logs: std::sync::Arc<parking_lot::RwLock<Option<super::logs::LogSource>>>,
 }
 
 /// A parsed resource URL.
@@ -128,6 +129,9 @@ fn parse_target(
     let sub_of = |s: &str| match s {
         "status" => Some(Sub::Status),
         "scale" => Some(Sub::Scale),
+        "log" if group.is_empty() && version == "v1" && rest.get(2) == Some(&"pods") => {
+            Some(Sub::Log)
+        }
         _ => None,
     };
     // Namespaced form first: namespaces/{ns}/{resource}...
@@ -265,6 +269,17 @@ async fn serve_resource(
         .to_string();
     if rt.namespaced && t.name.is_some() && t.ns.is_empty() {
         return Err(ApiError::bad_request("a namespace is required"));
+    }
+    if t.sub == Sub::Log {
+        return match (method, &t.name) {
+            (Method::GET, Some(name)) => {
+                let source = state.logs.read().clone();
+                super::logs::serve(store, source, &t.ns, name, &q, state.shutdown.clone())
+            }
+            (m, _) => Err(ApiError::method_not_allowed(format!(
+                "method {m} not allowed on pods/log"
+            ))),
+        };
     }
     match (method, &t.name) {
         (Method::GET, None) => {

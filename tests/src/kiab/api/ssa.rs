@@ -31,6 +31,7 @@ fn sub_name(sub: Sub) -> &'static str {
         Sub::Main => "",
         Sub::Status => "status",
         Sub::Scale => "scale",
+        Sub::Log => "log",
     }
 }
 
