@@ -97,6 +97,38 @@ async fn kube_rs_custom_resources_validate_default_prune() {
     let e = api_err(api.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "tessera.rs/v1alpha1", "kind": "RedisCluster", "metadata": {"name": "nospec"}})).expect("obj")).await.expect_err("required"));
     assert!(e.message.contains("spec: Required value"), "{}", e.message);
 
+    // CEL rules (x-kubernetes-validations): a map rule, and a transition rule on updates.
+    let e = api_err(
+        api.create(
+            &PostParams::default(),
+            &rc("cel", json!({"config": {"port": "1"}})),
+        )
+        .await
+        .expect_err("owned directive"),
+    );
+    assert!(
+        e.message.contains("spec.config: Invalid value: \"object\": spec.config sets a directive the operator owns"),
+        "{}",
+        e.message
+    );
+    let e = api_err(
+        api.patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "remove", "path": "/spec/image"}]))
+                    .expect("patch"),
+            ),
+        )
+        .await
+        .expect_err("transition rule"),
+    );
+    assert!(
+        e.message.contains("spec.image cannot be added or removed"),
+        "{}",
+        e.message
+    );
+
     // Status subresource: status ignored on the main endpoint, generation untouched by status.
     let s = api
         .patch_status(

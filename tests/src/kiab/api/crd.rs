@@ -202,12 +202,17 @@ pub fn unregister(t: &mut Txn<'_>, crd: &Value) {
 }
 
 /// Prunes, defaults and validates a custom object against its version's schema.
-pub fn validate_custom(rt: &ResourceType, obj: &mut Value, name: &str) -> Result<(), ApiError> {
+pub fn validate_custom(
+    rt: &ResourceType,
+    obj: &mut Value,
+    old: Option<&Value>,
+    name: &str,
+) -> Result<(), ApiError> {
     let Some(sch) = &rt.schema else { return Ok(()) };
     schema::prune(sch, obj, true);
     schema::default(sch, obj);
     let mut errs = vec![];
-    schema::validate(sch, obj, "", &mut errs);
+    schema::validate_with_old(sch, obj, old, "", &mut errs);
     if errs.is_empty() {
         Ok(())
     } else {

@@ -207,7 +207,7 @@ pub(crate) fn create_in(
     }
     defaults::apply(rt, &mut body, None);
     if rt.custom {
-        crd::validate_custom(rt, &mut body, &name)?;
+        crd::validate_custom(rt, &mut body, None, &name)?;
     }
     if rt.kind == "CustomResourceDefinition" {
         crd::prepare(t, &mut body)?;
@@ -528,7 +528,7 @@ pub(crate) fn finish_update(
     }
     defaults::apply(rt, &mut new, Some(old));
     if rt.custom {
-        crd::validate_custom(rt, &mut new, &name)?;
+        crd::validate_custom(rt, &mut new, Some(old), &name)?;
     }
     if rt.kind == "CustomResourceDefinition" {
         crd::prepare(t, &mut new)?;

@@ -134,6 +134,17 @@ fn render_num(x: f64) -> String {
 
 /// Validates `v` against `schema`; `path` is the dotted field path used in messages.
 pub fn validate(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    validate_with_old(schema, v, None, path, errs)
+}
+
+/// `validate`, with the stored value for CEL transition rules (`oldSelf`) on updates.
+pub fn validate_with_old(
+    schema: &Value,
+    v: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     if v.is_null() {
         if schema.get("nullable").and_then(Value::as_bool) == Some(true) {
             return;
@@ -192,7 +203,7 @@ pub fn validate(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError
             .into_iter()
             .flatten()
         {
-            validate(s, v, path, errs);
+            validate_with_old(s, v, old, path, errs);
         }
     }
     for (key, need_one) in [("anyOf", false), ("oneOf", true)] {
@@ -251,10 +262,10 @@ pub fn validate(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError
                 }
             }
         }
-        Value::Object(m) => object_checks(schema, m, v, path, errs),
+        Value::Object(m) => object_checks(schema, m, v, old, path, errs),
         _ => {}
     }
-    super::cel::check(schema, v, path, errs.as_mut_slice());
+    super::cel::check(schema, v, old, path, errs);
 }
 
 fn number_checks(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
@@ -346,6 +357,7 @@ fn object_checks(
     schema: &Value,
     m: &Map<String, Value>,
     v: &Value,
+    old: Option<&Value>,
     path: &str,
     errs: &mut Vec<FieldError>,
 ) {
@@ -391,7 +403,7 @@ fn object_checks(
             continue;
         }
         if let Some(s) = props.and_then(|p| p.get(k)).or(addl) {
-            validate(s, x, &child(path, k), errs);
+            validate_with_old(s, x, old.and_then(|o| o.get(k)), &child(path, k), errs);
         }
     }
 }
