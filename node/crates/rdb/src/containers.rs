@@ -213,12 +213,18 @@ pub fn intset_members(blob: &[u8]) -> Result<Vec<Bytes>> {
         return Err(c.err("length does not match blob size"));
     }
     let mut out = Vec::with_capacity(len);
+    let mut prev: Option<i64> = None;
     for _ in 0..len {
         let v = match width {
             2 => i64::from(i16::from_le_bytes(c.arr()?)),
             4 => i64::from(i32::from_le_bytes(c.arr()?)),
             _ => i64::from_le_bytes(c.arr()?),
         };
+        // Redis keeps intsets sorted and unique (and deep sanitisation checks it).
+        if prev.is_some_and(|p| p >= v) {
+            return Err(c.err("members not strictly ascending"));
+        }
+        prev = Some(v);
         out.push(int_bytes(v));
     }
     Ok(out)

@@ -4,7 +4,7 @@
 //! the node's keyspace, so the node can use it for SAVE/BGSAVE/load, DUMP/RESTORE, replication
 //! and AOF loading, and the fuzz targets can drive it alone.
 //!
-//! - [`RdbReader`]: streaming reader for RDB versions 1..=12, every encoding Redis writes.
+//! - [`RdbReader`]: streaming reader for RDB versions 1..=12 and Valkey 9's 80, every encoding Redis writes.
 //! - [`RdbWriter`] / [`write_atomic`]: RDB version 10 writer with Redis 7.0's compact encodings.
 //! - [`dump_value`] / [`restore_value`]: DUMP payloads.
 //! - [`aof`]: multi-part AOF manifest and a RESP command reader that tells truncation from

@@ -11,9 +11,10 @@ use crate::source::Source;
 use crate::types::*;
 use crate::value::RdbValue;
 
-/// Highest RDB version read by default: 12 (Redis 7.4). Versions 11 and 12 only add types;
-/// the ones we do not model (streams, hash field expiry) are reported as typed errors.
-pub const DEFAULT_MAX_READ_VERSION: u16 = 12;
+/// Highest RDB version read by default: 80 (Valkey 9; Redis 7.2 is 11, Redis 7.4/8 is 12).
+/// Later versions only add types; the ones we do not model (streams, hash field expiry) are
+/// reported as typed errors. Pass 10 to [`RdbReader::with_max_version`] to act as Redis 7.0.
+pub const DEFAULT_MAX_READ_VERSION: u16 = 80;
 
 /// One key as found in the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,10 +73,18 @@ impl<R: Read> RdbReader<R> {
     pub fn with_max_version(r: R, max_version: u16) -> Result<Self> {
         let mut src = Source::new(r);
         let magic: [u8; 9] = src.array()?;
-        if &magic[..5] != b"REDIS" {
+        // Redis writes "REDIS" + 4 digits; Valkey 9 writes "VALKEY" + 3 digits (version 80).
+        let digits = if magic.starts_with(b"REDIS") {
+            &magic[5..]
+        } else if magic.starts_with(b"VALKEY") {
+            &magic[6..]
+        } else {
+            return Err(RdbError::BadMagic);
+        };
+        if !digits.iter().all(u8::is_ascii_digit) {
             return Err(RdbError::BadMagic);
         }
-        let digits = std::str::from_utf8(&magic[5..]).map_err(|_| RdbError::BadMagic)?;
+        let digits = std::str::from_utf8(digits).map_err(|_| RdbError::BadMagic)?;
         let version: u16 = digits.parse().map_err(|_| RdbError::BadMagic)?;
         if version == 0 || version > max_version {
             return Err(RdbError::UnsupportedVersion(version));

@@ -49,12 +49,17 @@ impl RedisServer {
     /// Starts redis-server 7.0 with no save points in `dir`, loading `dbfilename` if present.
     /// Deep payload sanitisation is on, so malformed encodings we write would be caught.
     pub fn start(dir: &Path, dbfilename: &str) -> RedisServer {
+        Self::start_with(Path::new(REDIS_SERVER), dir, dbfilename)
+    }
+
+    /// Same as [`RedisServer::start`] with another server binary (valkey-server).
+    pub fn start_with(bin: &Path, dir: &Path, dbfilename: &str) -> RedisServer {
         for _attempt in 0..20 {
             let port = candidate_port();
             if !port_is_free(port) {
                 continue;
             }
-            let child = Command::new(REDIS_SERVER)
+            let child = Command::new(bin)
                 .args(["--port", &port.to_string()])
                 .args(["--bind", "127.0.0.1"])
                 .args(["--save", ""])
@@ -111,6 +116,22 @@ impl RedisServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
     }
+}
+
+/// valkey-server 9.1: $VALKEY_SERVER, the repo's .tools/bin, or PATH.
+pub fn valkey_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("VALKEY_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.tools/bin/valkey-server");
+    if tools.exists() {
+        return Some(tools);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("valkey-server"))
+            .find(|p| p.exists())
+    })
 }
 
 /// Reads `key` from a live server into the value model, using TYPE and the read commands.
