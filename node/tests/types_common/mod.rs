@@ -200,6 +200,11 @@ impl Conn {
         self.w.write_all(&b).expect("write");
     }
 
+    /// Writes pre-encoded bytes (binary values, malformed input).
+    pub fn raw_write(&mut self, b: &[u8]) {
+        self.w.write_all(b).expect("write");
+    }
+
     pub fn cmd(&mut self, args: &[&str]) -> Reply {
         self.send(args);
         self.read()
