@@ -559,7 +559,12 @@ pub fn slots_reply(st: &ClusterState) -> Reply {
                     node_entry(st, owner),
                 ];
                 for r in st.replicas_of(&owner.name) {
-                    if let Some(rn) = st.nodes.get(&r).filter(|rn| !rn.failed()) {
+                    // isReplicaAvailable: not failed and replicating (offset != 0).
+                    if let Some(rn) = st
+                        .nodes
+                        .get(&r)
+                        .filter(|rn| !rn.failed() && rn.repl_offset != 0)
+                    {
                         e.push(node_entry(st, rn));
                     }
                 }
@@ -596,7 +601,13 @@ fn shard_node(st: &ClusterState, n: &Node) -> Reply {
     ));
     m.push((
         Reply::bulk("health"),
-        Reply::bulk(if n.failed() { "fail" } else { "online" }),
+        Reply::bulk(if n.failed() {
+            "fail"
+        } else if n.is_replica() && n.repl_offset == 0 {
+            "loading"
+        } else {
+            "online"
+        }),
     ));
     Reply::Map(m)
 }

@@ -224,7 +224,7 @@ impl ClusterState {
                 self.out.push(Out::Connect { link: l, ip, cport });
             }
         }
-        if self.iteration % 10 == 0 {
+        if self.iteration.is_multiple_of(10) {
             let mut best: Option<(u64, Name)> = None;
             for _ in 0..5 {
                 let pick = names[self.rng.random_range(0..names.len())];

@@ -311,7 +311,7 @@ pub fn decode(b: &[u8]) -> Result<Message, MsgError> {
                     }
                     let len = be32(b, at) as usize;
                     let ety = be16(b, at + 4);
-                    if len < 8 || len % 8 != 0 || len > totlen - at {
+                    if len < 8 || !len.is_multiple_of(8) || len > totlen - at {
                         return Err(MsgError::BadExtension);
                     }
                     let payload = &b[at + 8..at + len];

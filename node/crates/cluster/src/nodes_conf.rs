@@ -142,7 +142,7 @@ pub fn save(st: &ClusterState, path: &Path) -> Result<(), NodesConfError> {
     Ok(())
 }
 
-fn get_or_create<'a>(st: &'a mut ClusterState, name: Name, now: u64) -> &'a mut Node {
+fn get_or_create(st: &mut ClusterState, name: Name, now: u64) -> &mut Node {
     st.nodes
         .entry(name)
         .or_insert_with(|| Node::new(name, 0, now))

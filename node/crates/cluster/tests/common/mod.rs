@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tessera_cluster::{commands, ClusterConfig, ClusterNode, NullHost};
+use tessera_cluster::{commands, ClusterConfig, ClusterNode, Host, NullHost};
 
 pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
 pub const REDIS: &str = "/usr/bin/redis-server";
@@ -156,6 +156,22 @@ impl TestNode {
         t
     }
     pub fn start_in(dir: &Path, port: u16, bind: &str, node_timeout: u64) -> TestNode {
+        Self::start_with(dir, port, bind, node_timeout, Arc::new(NullHost))
+    }
+    pub fn start_with_host(node_timeout: u64, host: Arc<dyn Host>) -> TestNode {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut t = Self::start_with(&dir, free_port(), "127.0.0.1", node_timeout, host);
+        t._tmp = Some(tmp);
+        t
+    }
+    pub fn start_with(
+        dir: &Path,
+        port: u16,
+        bind: &str,
+        node_timeout: u64,
+        host: Arc<dyn Host>,
+    ) -> TestNode {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -170,7 +186,7 @@ impl TestNode {
             ..Default::default()
         };
         let node = rt
-            .block_on(ClusterNode::start(cfg, Arc::new(NullHost)))
+            .block_on(ClusterNode::start(cfg, host))
             .expect("start cluster node");
         TestNode {
             node: Some(node),
@@ -322,4 +338,43 @@ pub fn raw_reply(port: u16, args: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
     one(&mut rd, &mut out);
     out
+}
+
+/// A Host that records what the bus delivers to local subscribers.
+#[derive(Default)]
+pub struct RecordingHost {
+    pub published: std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>, bool)>>,
+}
+
+impl RecordingHost {
+    pub fn got(&self, channel: &str, message: &str, shard: bool) -> bool {
+        self.published
+            .lock()
+            .map(|v| {
+                v.iter().any(|(c, m, s)| {
+                    c == channel.as_bytes() && m == message.as_bytes() && *s == shard
+                })
+            })
+            .unwrap_or(false)
+    }
+}
+
+impl Host for RecordingHost {
+    fn count_keys_in_slot(&self, _slot: u16) -> usize {
+        0
+    }
+    fn keys_in_slot(&self, _slot: u16, _count: usize) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    fn delete_keys_in_slot(&self, _slot: u16) -> usize {
+        0
+    }
+    fn db_size(&self) -> usize {
+        0
+    }
+    fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool) {
+        if let Ok(mut v) = self.published.lock() {
+            v.push((channel.to_vec(), message.to_vec(), shard));
+        }
+    }
 }
