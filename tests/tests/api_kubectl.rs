@@ -343,3 +343,61 @@ async fn kubectl_logs_and_describe_show_kubelet_logs_and_operator_events() {
         h.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_imperative_create_sends_protobuf_we_decode() {
+    for bin in binaries() {
+        let h = start().await;
+        let k = Kubectl::new(bin, &h.kubeconfig()).expect("kubectl setup");
+        k.ok(&["create", "namespace", "shop"]).await;
+        k.ok(&[
+            "create",
+            "configmap",
+            "conf",
+            "-n",
+            "shop",
+            "--from-literal=a=1",
+            "--from-literal=b=two",
+        ])
+        .await;
+        k.ok(&[
+            "create",
+            "secret",
+            "generic",
+            "auth",
+            "-n",
+            "shop",
+            "--from-literal=password=s3cret",
+        ])
+        .await;
+        k.ok(&["label", "configmap", "conf", "-n", "shop", "tier=cache"])
+            .await;
+        let cm = json(
+            &k.ok(&["get", "cm", "conf", "-n", "shop", "-o", "json"])
+                .await,
+        );
+        assert_eq!(
+            (cm["data"]["a"].as_str(), cm["data"]["b"].as_str()),
+            (Some("1"), Some("two"))
+        );
+        assert_eq!(cm["metadata"]["labels"]["tier"], "cache");
+        let pw = k
+            .ok(&[
+                "get",
+                "secret",
+                "auth",
+                "-n",
+                "shop",
+                "-o",
+                "jsonpath={.data.password}",
+            ])
+            .await;
+        assert_eq!(pw, "czNjcmV0", "base64 of s3cret");
+        // Deleting the namespace empties it, then removes it.
+        k.ok(&["delete", "namespace", "shop", "--timeout", "30s"])
+            .await;
+        let r = k.run(&["get", "namespace", "shop"]).await;
+        assert!(!r.ok && r.stderr.contains("NotFound"), "{r:?}");
+        h.shutdown().await;
+    }
+}

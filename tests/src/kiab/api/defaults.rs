@@ -45,6 +45,11 @@ fn pod_spec(spec: &mut Value) {
     }
 }
 
+/// Base64 as JSON carries bytes (via k8s-openapi's ByteString, already a dependency).
+pub fn base64(raw: &[u8]) -> Value {
+    serde_json::to_value(k8s_openapi::ByteString(raw.to_vec())).unwrap_or(Value::Null)
+}
+
 /// Defaults `obj` of type `rt`; `old` is the stored object on updates.
 pub fn apply(rt: &ResourceType, obj: &mut Value, old: Option<&Value>) {
     match (rt.group.as_str(), rt.kind.as_str()) {
@@ -138,6 +143,21 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, old: Option<&Value>) {
                 let vn = format!("pv-{}", super::meta::name_suffix());
                 default_field(spec, "volumeName", json!(vn));
             }
+        }
+        // stringData is write-only: merged into data, as the real server does.
+        ("", "Secret") => {
+            let sd = obj.as_object_mut().and_then(|m| m.remove("stringData"));
+            if let Some(Value::Object(sd)) = sd {
+                let data = obj
+                    .as_object_mut()
+                    .map(|m| m.entry("data").or_insert_with(|| json!({})));
+                if let Some(Value::Object(d)) = data {
+                    for (k, v) in sd {
+                        d.insert(k, base64(v.as_str().unwrap_or("").as_bytes()));
+                    }
+                }
+            }
+            default_field(obj, "type", json!("Opaque"));
         }
         _ => {}
     }

@@ -73,10 +73,14 @@ pub async fn read_body(req: Request<Incoming>) -> Result<(http::request::Parts, 
     Ok((parts, bytes))
 }
 
-/// Parses a JSON body, or YAML when `yaml` (server-side apply bodies may be either).
+/// Parses a JSON body, or YAML when `yaml` (server-side apply bodies may be either), or the
+/// Kubernetes protobuf envelope for the kinds `proto` knows.
 pub fn parse_body(bytes: &[u8], yaml: bool) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Ok(Value::Null);
+    }
+    if bytes.starts_with(b"k8s\0") {
+        return super::proto::decode(bytes);
     }
     match serde_json::from_slice(bytes) {
         Ok(v) => Ok(v),

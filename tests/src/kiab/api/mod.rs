@@ -16,6 +16,7 @@ mod openapi;
 pub mod ops;
 mod patch;
 mod persist;
+mod proto;
 pub mod registry;
 mod schema;
 pub mod selectors;
