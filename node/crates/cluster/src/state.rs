@@ -249,7 +249,7 @@ impl ClusterState {
     pub fn me(&self) -> &Node {
         &self.nodes[&self.myself]
     }
-    pub(crate) fn me_mut(&mut self) -> &mut Node {
+    pub fn me_mut(&mut self) -> &mut Node {
         self.nodes
             .get_mut(&self.myself)
             .expect("myself is always in the node table")
