@@ -32,7 +32,10 @@ pub use dump::{
 pub use error::{RdbError, Result};
 pub use reader::{read_entries, RdbEntry, RdbEvent, RdbReader, DEFAULT_MAX_READ_VERSION};
 pub use value::RdbValue;
-pub use writer::{encode_entry, write_atomic, AuxInfo, RdbWriter, ReplAux, RDB_VERSION};
+pub use writer::{
+    encode_entry, encode_entry_with_meta, write_atomic, AuxInfo, EntryMeta, RdbWriter, ReplAux,
+    RDB_VERSION,
+};
 
 /// CRC-64/Jones as Redis uses it (reflected, init 0, no xorout).
 pub(crate) static CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);

@@ -130,6 +130,17 @@ impl<W: Write> RdbWriter<W> {
         self.flush_scratch()
     }
 
+    /// One key with eviction metadata (what Redis writes under an LRU or LFU maxmemory policy).
+    pub fn entry_with_meta(
+        &mut self,
+        key: &[u8],
+        value: &RdbValue,
+        meta: &EntryMeta,
+    ) -> Result<()> {
+        encode_entry_with_meta(&mut self.scratch, key, value, meta);
+        self.flush_scratch()
+    }
+
     /// Writes EOF and the CRC64 trailer, flushes, and gives back the sink.
     pub fn finish(mut self) -> Result<W> {
         self.scratch.push(OPCODE_EOF);
@@ -158,9 +169,41 @@ impl RdbWriter<Vec<u8>> {
 /// This is the per-key unit of an RDB stream; the caller keeps the stream's checksum (or uses
 /// [`RdbWriter`], which does).
 pub fn encode_entry(out: &mut Vec<u8>, key: &[u8], value: &RdbValue, expire_ms: Option<i64>) {
-    if let Some(ms) = expire_ms {
+    encode_entry_with_meta(
+        out,
+        key,
+        value,
+        &EntryMeta {
+            expire_ms,
+            ..EntryMeta::default()
+        },
+    );
+}
+
+/// Per-key metadata written before the value.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EntryMeta {
+    /// Absolute expiry, Unix ms.
+    pub expire_ms: Option<i64>,
+    /// LRU idle time in seconds (IDLE opcode).
+    pub idle_secs: Option<u64>,
+    /// LFU logarithmic counter (FREQ opcode).
+    pub freq: Option<u8>,
+}
+
+/// [`encode_entry`] with LRU/LFU metadata, in Redis's order: expiry, IDLE, FREQ, value.
+pub fn encode_entry_with_meta(out: &mut Vec<u8>, key: &[u8], value: &RdbValue, meta: &EntryMeta) {
+    if let Some(ms) = meta.expire_ms {
         out.push(OPCODE_EXPIRETIME_MS);
         out.extend_from_slice(&ms.to_le_bytes());
+    }
+    if let Some(idle) = meta.idle_secs {
+        out.push(OPCODE_IDLE);
+        write_len(out, idle);
+    }
+    if let Some(freq) = meta.freq {
+        out.push(OPCODE_FREQ);
+        out.push(freq);
     }
     let ty = value_type(value);
     out.push(ty);

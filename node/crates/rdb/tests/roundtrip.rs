@@ -117,3 +117,31 @@ fn write_atomic_replaces_and_cleans_up_on_error() {
     assert_eq!(data.len() as u64, size);
     assert_eq!(read_entries(&data[..]).expect("reads").len(), 1);
 }
+
+#[test]
+fn idle_and_freq_metadata_round_trip() {
+    let mut w = RdbWriter::new(Vec::new()).expect("header");
+    w.select_db(0, 2, 1).expect("select");
+    let v = RdbValue::String(Bytes::from_static(b"v"));
+    let lru = tessera_rdb::EntryMeta {
+        expire_ms: Some(1_900_000_000_000),
+        idle_secs: Some(100_000),
+        freq: None,
+    };
+    let lfu = tessera_rdb::EntryMeta {
+        freq: Some(42),
+        ..Default::default()
+    };
+    w.entry_with_meta(b"lru", &v, &lru).expect("entry");
+    w.entry_with_meta(b"lfu", &v, &lfu).expect("entry");
+    let file = w.finish().expect("finish");
+    let got = read_entries(&file[..]).expect("reads");
+    assert_eq!(
+        (got[0].expire_ms, got[0].idle, got[0].freq),
+        (Some(1_900_000_000_000), Some(100_000), None)
+    );
+    assert_eq!(
+        (got[1].expire_ms, got[1].idle, got[1].freq),
+        (None, None, Some(42))
+    );
+}

@@ -54,6 +54,11 @@ impl RedisServer {
 
     /// Same as [`RedisServer::start`] with another server binary (valkey-server).
     pub fn start_with(bin: &Path, dir: &Path, dbfilename: &str) -> RedisServer {
+        Self::start_args(bin, dir, dbfilename, &[])
+    }
+
+    /// Starts `bin` with the standard test options plus `extra` directives.
+    pub fn start_args(bin: &Path, dir: &Path, dbfilename: &str, extra: &[&str]) -> RedisServer {
         for _attempt in 0..20 {
             let port = candidate_port();
             if !port_is_free(port) {
@@ -68,6 +73,7 @@ impl RedisServer {
                 .args(["--dbfilename", dbfilename])
                 .args(["--sanitize-dump-payload", "yes"])
                 .args(["--logfile", &dir.join("redis.log").display().to_string()])
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
