@@ -244,6 +244,21 @@ async fn kubectl_registers_crd_and_rejects_bad_manifests() {
         assert!(!r.ok, "{r:?}");
         assert!(r.stderr.contains("spec.shards: Invalid value: 0: spec.shards in body should be greater than or equal to 1"), "{}", r.stderr);
 
+        // kubectl asks for strict field validation: a typo is an error, not silently pruned.
+        let r = k
+            .run_with(
+                &["apply", "-f", "-"],
+                Some(&valid.replace("shards: 3", "shard: 3")),
+                std::time::Duration::from_secs(60),
+            )
+            .await;
+        assert!(
+            !r.ok
+                && r.stderr
+                    .contains("strict decoding error: unknown field \"spec.shard\""),
+            "{}",
+            r.stderr
+        );
         k.ok(&["scale", "rcl", "demo", "--replicas", "5"]).await;
         let o: Value =
             serde_json::from_str(&k.ok(&["get", "rcl", "demo", "-o", "json"]).await).expect("json");

@@ -207,9 +207,23 @@ pub fn validate_custom(
     obj: &mut Value,
     old: Option<&Value>,
     name: &str,
+    strict: bool,
 ) -> Result<(), ApiError> {
     let Some(sch) = &rt.schema else { return Ok(()) };
-    schema::prune(sch, obj, true);
+    let pruned = schema::prune(sch, obj, true);
+    if strict && !pruned.is_empty() {
+        let list: Vec<String> = pruned
+            .iter()
+            .map(|p| format!("unknown field \"{p}\""))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+            rt.kind,
+            rt.version,
+            rt.kind,
+            list.join(", ")
+        )));
+    }
     schema::default(sch, obj);
     let mut errs = vec![];
     schema::validate_with_old(sch, obj, old, "", &mut errs);

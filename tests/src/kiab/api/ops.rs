@@ -26,6 +26,8 @@ pub struct WriteOpts {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
+    /// `fieldValidation=Strict`: unknown fields of custom resources are an error, not pruned.
+    pub strict: bool,
     /// Set by server-side apply, which records its own managedFields entry.
     pub(crate) applying: bool,
 }
@@ -207,7 +209,7 @@ pub(crate) fn create_in(
     }
     defaults::apply(rt, &mut body, None);
     if rt.custom {
-        crd::validate_custom(rt, &mut body, None, &name)?;
+        crd::validate_custom(rt, &mut body, None, &name, opts.strict)?;
     }
     if rt.kind == "CustomResourceDefinition" {
         crd::prepare(t, &mut body)?;
@@ -528,7 +530,7 @@ pub(crate) fn finish_update(
     }
     defaults::apply(rt, &mut new, Some(old));
     if rt.custom {
-        crd::validate_custom(rt, &mut new, Some(old), &name)?;
+        crd::validate_custom(rt, &mut new, Some(old), &name, opts.strict)?;
     }
     if rt.kind == "CustomResourceDefinition" {
         crd::prepare(t, &mut new)?;

@@ -23,7 +23,14 @@ fn preserves(schema: &Value) -> bool {
 
 /// Drops fields the schema does not declare (unless preserve-unknown-fields), like the real
 /// server's pruning. `top` skips apiVersion/kind/metadata, which are always kept.
-pub fn prune(schema: &Value, v: &mut Value, top: bool) {
+/// Returns the dotted paths of the fields it removed.
+pub fn prune(schema: &Value, v: &mut Value, top: bool) -> Vec<String> {
+    let mut out = vec![];
+    prune_at(schema, v, top, "", &mut out);
+    out
+}
+
+fn prune_at(schema: &Value, v: &mut Value, top: bool, path: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             let props = schema.get("properties").and_then(Value::as_object);
@@ -41,20 +48,21 @@ pub fn prune(schema: &Value, v: &mut Value, top: bool) {
                 match sub {
                     Some(s) => {
                         if let Some(x) = m.get_mut(&k) {
-                            prune(s, x, false);
+                            prune_at(s, x, false, &child(path, &k), out);
                         }
                     }
                     None if keep_all || addl.and_then(Value::as_bool) == Some(true) => {}
                     None => {
                         m.remove(&k);
+                        out.push(child(path, &k));
                     }
                 }
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
-                for it in items {
-                    prune(s, it, false);
+                for (i, it) in items.iter_mut().enumerate() {
+                    prune_at(s, it, false, &format!("{path}[{i}]"), out);
                 }
             }
         }

@@ -176,6 +176,7 @@ fn write_opts(q: &Query) -> WriteOpts {
         dry_run: q.get("dryRun") == Some("All"),
         field_manager: q.get("fieldManager").map(String::from),
         force: q.flag("force"),
+        strict: q.get("fieldValidation") == Some("Strict"),
         ..WriteOpts::default()
     }
 }
