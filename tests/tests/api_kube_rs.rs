@@ -230,6 +230,22 @@ async fn watcher_streams_events_and_old_versions_are_gone() {
         ]
     );
 
+    // The streaming-list initial mode (sendInitialEvents + the initial-events-end bookmark).
+    let mut streaming = watcher(
+        cms.clone(),
+        watcher::Config::default().labels("w=1").streaming_lists(),
+    )
+    .applied_objects()
+    .boxed();
+    let mut names = vec![];
+    while names.len() < 2 {
+        let ev =
+            tokio::time::timeout(std::time::Duration::from_secs(30), streaming.try_next()).await;
+        names.push(ev.expect("in time").expect("ok").expect("open").name_any());
+    }
+    names.sort();
+    assert_eq!(names, ["after", "before"]);
+
     // A raw watch from an old resourceVersion: events after it arrive in order, with DELETED.
     let rv = cms
         .get("after")
