@@ -51,6 +51,8 @@ pub const OPERATOR_OWNED_DIRECTIVES: &[&str] = &[
 ];
 
 /// Desired state of a Tessera Redis Cluster.
+// clippy mistakes the repeated `type_ = ...` of several printcolumn(...) for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "tessera.rs",

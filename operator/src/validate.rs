@@ -195,7 +195,7 @@ pub fn parse_quantity_bytes(q: &str) -> Result<u64, String> {
         }
     };
     let bytes = value * mul;
-    if !(bytes >= 1.0 && bytes < 9.0e18) {
+    if !(1.0..9.0e18).contains(&bytes) {
         return Err("size must be at least 1 byte".to_string());
     }
     Ok(bytes as u64)

@@ -39,8 +39,15 @@ fn helm() -> PathBuf {
 /// `helm template` with extra `--set` flags, as JSON documents.
 fn render(sets: &[&str]) -> Vec<Value> {
     let mut cmd = Command::new(helm());
-    cmd.args(["template", "rel", "charts/tessera-operator", "--namespace", "ops", "--include-crds"])
-        .current_dir(root());
+    cmd.args([
+        "template",
+        "rel",
+        "charts/tessera-operator",
+        "--namespace",
+        "ops",
+        "--include-crds",
+    ])
+    .current_dir(root());
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -110,19 +117,29 @@ fn validate_doc(doc: &Value) -> Result<(), String> {
         ("v1", "Secret") => check_as::<core::Secret>(doc),
         ("apps/v1", "Deployment") => check_as::<apps::Deployment>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => check_as::<rbac::ClusterRole>(doc),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => check_as::<rbac::ClusterRoleBinding>(doc),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            check_as::<rbac::ClusterRoleBinding>(doc)
+        }
         ("rbac.authorization.k8s.io/v1", "Role") => check_as::<rbac::Role>(doc),
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => check_as::<rbac::RoleBinding>(doc),
-        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => check_as::<CustomResourceDefinition>(doc),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+            check_as::<CustomResourceDefinition>(doc)
+        }
         ("tessera.rs/v1alpha1", "RedisCluster") => {
             check_as::<tessera_operator::crd::RedisCluster>(doc)
         }
         // Not a Kubernetes built-in: check the fields the Prometheus Operator requires.
         ("monitoring.coreos.com/v1", "ServiceMonitor") => {
-            if doc["metadata"]["name"].is_string() && doc["spec"]["endpoints"][0]["port"].is_string() && doc["spec"]["selector"].is_object() {
+            if doc["metadata"]["name"].is_string()
+                && doc["spec"]["endpoints"][0]["port"].is_string()
+                && doc["spec"]["selector"].is_object()
+            {
                 Ok(())
             } else {
-                Err("ServiceMonitor needs metadata.name, spec.selector, spec.endpoints[].port".into())
+                Err(
+                    "ServiceMonitor needs metadata.name, spec.selector, spec.endpoints[].port"
+                        .into(),
+                )
             }
         }
         _ => Err(format!("unexpected document {api} {kind}")),
@@ -133,7 +150,9 @@ fn validate_all(docs: &[Value]) {
     let errs: Vec<String> = docs
         .iter()
         .filter_map(|d| {
-            validate_doc(d).err().map(|e| format!("{} {}: {e}", d["kind"], d["metadata"]["name"]))
+            validate_doc(d)
+                .err()
+                .map(|e| format!("{} {}: {e}", d["kind"], d["metadata"]["name"]))
         })
         .collect();
     assert!(errs.is_empty(), "{}", errs.join("\n"));
@@ -151,7 +170,11 @@ fn grants(role: &Value) -> BTreeSet<Grant> {
         for g in rule["apiGroups"].as_array().into_iter().flatten() {
             for r in rule["resources"].as_array().into_iter().flatten() {
                 for v in rule["verbs"].as_array().into_iter().flatten() {
-                    out.insert((g.as_str().unwrap().into(), r.as_str().unwrap().into(), v.as_str().unwrap().into()));
+                    out.insert((
+                        g.as_str().unwrap().into(),
+                        r.as_str().unwrap().into(),
+                        v.as_str().unwrap().into(),
+                    ));
                 }
             }
         }
@@ -163,7 +186,11 @@ fn required(scope: Scope) -> BTreeSet<Grant> {
     REQUIRED
         .iter()
         .filter(|p| p.scope == scope)
-        .flat_map(|p| p.verbs.iter().map(|v| (p.group.to_string(), p.resource.to_string(), v.to_string())))
+        .flat_map(|p| {
+            p.verbs
+                .iter()
+                .map(|v| (p.group.to_string(), p.resource.to_string(), v.to_string()))
+        })
         .collect()
 }
 
@@ -172,8 +199,16 @@ fn default_values_render_valid_manifests_and_exact_rbac() {
     let docs = render(&[]);
     validate_all(&docs);
     let cluster_roles = of_kind(&docs, "ClusterRole");
-    assert_eq!(cluster_roles.len(), 1, "watching all namespaces needs one ClusterRole");
-    assert_eq!(grants(cluster_roles[0]), required(Scope::Watched), "ClusterRole must grant exactly rbac::REQUIRED");
+    assert_eq!(
+        cluster_roles.len(),
+        1,
+        "watching all namespaces needs one ClusterRole"
+    );
+    assert_eq!(
+        grants(cluster_roles[0]),
+        required(Scope::Watched),
+        "ClusterRole must grant exactly rbac::REQUIRED"
+    );
     let roles = of_kind(&docs, "Role");
     assert_eq!(roles.len(), 1);
     assert_eq!(roles[0]["metadata"]["namespace"], "ops");
@@ -191,8 +226,21 @@ fn default_values_render_valid_manifests_and_exact_rbac() {
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     let c = &pod["containers"][0];
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
-    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert_eq!(args, ["run", "--log-format=text", "--metrics-addr=0.0.0.0:8080", "--leader-election=true"]);
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "run",
+            "--log-format=text",
+            "--metrics-addr=0.0.0.0:8080",
+            "--leader-election=true"
+        ]
+    );
     assert_eq!(c["image"], "tessera/tessera-operator:0.1.0");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
 
@@ -215,11 +263,21 @@ fn namespaced_values_use_roles_only() {
         "replicaCount=2",
     ]);
     validate_all(&docs);
-    assert!(of_kind(&docs, "ClusterRole").is_empty(), "no cluster-wide grants when namespaces are listed");
+    assert!(
+        of_kind(&docs, "ClusterRole").is_empty(),
+        "no cluster-wide grants when namespaces are listed"
+    );
     assert!(of_kind(&docs, "ClusterRoleBinding").is_empty());
     let roles = of_kind(&docs, "Role");
-    let namespaces: BTreeSet<&str> = roles.iter().map(|r| r["metadata"]["namespace"].as_str().unwrap()).collect();
-    assert_eq!(namespaces, BTreeSet::from(["apps", "cache"]), "no lease Role without leader election");
+    let namespaces: BTreeSet<&str> = roles
+        .iter()
+        .map(|r| r["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        namespaces,
+        BTreeSet::from(["apps", "cache"]),
+        "no lease Role without leader election"
+    );
     for r in roles {
         assert_eq!(grants(r), required(Scope::Watched));
     }
@@ -227,7 +285,12 @@ fn namespaced_values_use_roles_only() {
     let dep = of_kind(&docs, "Deployment")[0];
     assert_eq!(dep["spec"]["replicas"], 2);
     let args = dep["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
-    for want in ["--leader-election=false", "--log-format=json", "--namespace=apps", "--namespace=cache"] {
+    for want in [
+        "--leader-election=false",
+        "--log-format=json",
+        "--namespace=apps",
+        "--namespace=cache",
+    ] {
         assert!(args.contains(want), "{want} missing in {args}");
     }
     assert_eq!(of_kind(&docs, "ServiceMonitor").len(), 1);
@@ -240,7 +303,12 @@ fn helm_lint_passes() {
         .current_dir(root())
         .output()
         .expect("running helm");
-    assert!(out.status.success(), "helm lint: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "helm lint: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -25,10 +25,13 @@ const PODS: &str = "/api/v1/namespaces/t/pods";
 const SECRETS: &str = "/api/v1/namespaces/t/secrets";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/t/events";
 
+/// One recorded engine call: desired state, endpoints, password.
+type EngineCall = (Desired, Vec<PodEndpoint>, Option<String>);
+
 /// A topology engine that records its inputs and returns a scripted report.
 #[derive(Default)]
 struct FakeEngine {
-    calls: Mutex<Vec<(Desired, Vec<PodEndpoint>, Option<String>)>>,
+    calls: Mutex<Vec<EngineCall>>,
     next: Mutex<Option<TopologyReport>>,
 }
 

@@ -49,9 +49,9 @@ struct Target {
 
 fn parse_path(path: &str) -> Option<Target> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let prefix_len = match segs.first()? {
-        &"api" => 2,
-        &"apis" => 3,
+    let prefix_len = match *segs.first()? {
+        "api" => 2,
+        "apis" => 3,
         _ => return None,
     };
     let mut i = prefix_len;
@@ -64,6 +64,15 @@ fn parse_path(path: &str) -> Option<Target> {
         name: segs.get(i + 1).map(|s| s.to_string()),
         sub: segs.get(i + 2).map(|s| s.to_string()),
     })
+}
+
+/// `/apis/g/v/namespaces/ns/things` → `/apis/g/v/things` (for all-namespace lists).
+fn strip_namespace(collection: &str) -> String {
+    let segs: Vec<&str> = collection.split('/').collect();
+    match segs.iter().position(|s| *s == "namespaces") {
+        Some(i) if segs.len() > i + 2 => [&segs[..i], &segs[i + 2..]].concat().join("/"),
+        _ => collection.to_string(),
+    }
 }
 
 fn status_json(code: u16, reason: &str, message: &str) -> Value {
@@ -174,19 +183,62 @@ impl FakeApi {
     }
 
     async fn handle(&self, req: Request<Body>) -> Response<Full<Bytes>> {
-        let method = req.method().to_string();
-        let path = req.uri().path().to_string();
-        let query = req.uri().query().unwrap_or("").to_string();
-        let content_type = req
-            .headers()
+        let (parts, body) = req.into_parts();
+        let bytes = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        self.handle_parts(&parts.method, &parts.uri, &parts.headers, bytes)
+            .await
+    }
+
+    /// Serves this fake over plain HTTP on loopback (for the real binary); returns the address.
+    pub async fn serve(&self) -> std::net::SocketAddr {
+        let me = self.clone();
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let me = me.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 64 << 20)
+                    .await
+                    .unwrap_or_default();
+                me.handle_parts(&parts.method, &parts.uri, &parts.headers, bytes)
+                    .await
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        addr
+    }
+
+    async fn handle_parts(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+        bytes: Bytes,
+    ) -> Response<Full<Bytes>> {
+        let method = method.to_string();
+        let path = uri.path().to_string();
+        let query = uri.query().unwrap_or("").to_string();
+        let content_type = headers
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let bytes = match req.into_body().collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(_) => Bytes::new(),
-        };
+        if method == "GET" && (query.contains("watch=true") || query.contains("watch=1")) {
+            // No events are streamed: hold the watch briefly and end it, so clients re-watch
+            // without spinning; the controller's requeue timer drives convergence.
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            return Response::builder()
+                .status(StatusCode::OK)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+        }
         let body: Option<Value> = if bytes.is_empty() {
             None
         } else {
@@ -228,7 +280,10 @@ impl FakeApi {
                 let items: Vec<Value> = st
                     .objects
                     .iter()
-                    .filter(|((c, _), o)| *c == t.collection && selector_matches(o, &sel))
+                    .filter(|((c, _), o)| {
+                        (*c == t.collection || strip_namespace(c) == t.collection)
+                            && selector_matches(o, &sel)
+                    })
                     .map(|(_, o)| o.clone())
                     .collect();
                 (

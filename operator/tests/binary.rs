@@ -1,0 +1,189 @@
+//! The real `tessera-operator run` binary against the in-memory API served over loopback HTTP:
+//! it takes the leader Lease, reconciles an existing RedisCluster into its children, serves
+//! metrics, and on SIGTERM stops and releases the Lease.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::fake_api::FakeApi;
+use tessera_operator::crd::Phase;
+
+const RC: &str = "/apis/tessera.rs/v1alpha1/namespaces/t/redisclusters";
+const STS: &str = "/apis/apps/v1/namespaces/t/statefulsets";
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
+
+/// Kills the operator if the test ends early.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out)).await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_reconciles_and_shuts_down_gracefully() {
+    let api = FakeApi::new();
+    api.insert(
+        RC,
+        json!({"apiVersion": "tessera.rs/v1alpha1", "kind": "RedisCluster",
+               "metadata": {"name": "demo", "namespace": "t", "generation": 1},
+               "spec": {"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}}),
+    );
+    let addr = api.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"http://{addr}\"}}\n\
+             users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u, namespace: default}}\n\
+             current-context: c\n"
+        ),
+    )
+    .unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera-operator"))
+        .args([
+            "run",
+            "--metrics-addr=127.0.0.1:0",
+            "--lease-namespace=ops",
+            "--requeue-seconds=1",
+            "--log-format=json",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("WATCH_NAMESPACES")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tessera-operator");
+    let stdout = child.stdout.take().unwrap();
+    let pid = child.id();
+    let guard = Guard(child);
+
+    // JSON logs: find the metrics address.
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut metrics_addr = None;
+    let mut log = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while metrics_addr.is_none() && Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if v["fields"]["message"] == "metrics listening" {
+                metrics_addr = v["fields"]["addr"].as_str().map(String::from);
+            }
+            log.push(line);
+        }
+    }
+    let metrics_addr =
+        metrics_addr.unwrap_or_else(|| panic!("no metrics address in log: {log:#?}"));
+
+    wait_for("the lease", || {
+        api.get(LEASES, "tessera-operator")
+            .is_some_and(|l| l["spec"]["holderIdentity"].is_string())
+    })
+    .await;
+    wait_for("three StatefulSets", || {
+        (0..3).all(|i| api.get(STS, &format!("demo-{i}")).is_some())
+    })
+    .await;
+    wait_for("status Creating", || {
+        api.get(RC, "demo").is_some_and(|rc| {
+            rc["status"]["phase"] == json!(Phase::Creating) && rc["status"]["readyText"] == "0/6"
+        })
+    })
+    .await;
+    let sts = api.get(STS, "demo-1").unwrap();
+    assert_eq!(sts["spec"]["replicas"], 2);
+    assert_eq!(
+        sts["metadata"]["ownerReferences"][0]["kind"],
+        "RedisCluster"
+    );
+
+    let mut body = String::new();
+    wait_for_async_metrics(&metrics_addr, &mut body).await;
+    assert!(http_get(&metrics_addr, "/healthz")
+        .await
+        .starts_with("HTTP/1.1 200"));
+    assert!(body.contains("tessera_operator_leader 1"), "{body}");
+
+    // SIGTERM: the controller stops, the lease is released, exit 0.
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut guard = guard;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if let Some(s) = guard.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "operator did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exit.success(), "exit status {exit:?}");
+    let lease = api.get(LEASES, "tessera-operator").unwrap();
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "lease released: {lease}"
+    );
+}
+
+async fn wait_for_async_metrics(addr: &str, body: &mut String) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        *body = http_get(addr, "/metrics").await;
+        if body.contains("tessera_operator_reconciles_total{result=\"success\"}")
+            && body
+                .contains("tessera_operator_cluster_ready_nodes{namespace=\"t\",name=\"demo\"} 0")
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never showed a reconcile:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
