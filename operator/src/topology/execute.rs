@@ -180,29 +180,55 @@ async fn run_step(
         }
         Step::FixOpenSlot {
             slot,
+            current,
             owner,
             sources,
             open_on,
-        } => fix_open_slot(*slot, owner, sources, open_on, big, all_masters, opts).await,
+        } => {
+            let nodes = SlotNodes {
+                current: current.as_ref(),
+                owner,
+                sources,
+                open_on,
+            };
+            fix_open_slot(*slot, &nodes, big, all_masters, opts).await
+        }
         Step::MigrateSlots { .. } => Ok(()), // handled in batches by `execute`
     }
+}
+
+/// The nodes involved in fixing one open slot.
+struct SlotNodes<'a> {
+    current: Option<&'a NodeRef>,
+    owner: &'a NodeRef,
+    sources: &'a [NodeRef],
+    open_on: &'a [NodeRef],
 }
 
 /// Finish or roll back one open slot toward `owner`.
 async fn fix_open_slot(
     slot: u16,
-    owner: &NodeRef,
-    sources: &[NodeRef],
-    open_on: &[NodeRef],
+    n: &SlotNodes<'_>,
     pool: &Pool,
     all_masters: &[NodeRef],
     opts: &EngineOptions,
 ) -> Result<(), TopologyError> {
+    let (owner, sources, open_on) = (n.owner, n.sources, n.open_on);
     let mut dst = pool.get(owner).await?;
     for s in sources {
         let mut src = pool.get(s).await?;
-        // A plain copy: the owner is (or becomes) authoritative; we do not re-open the slot.
-        move_keys(slot, s, &mut src, owner, &mut dst, false, opts).await?;
+        let from_owner = n.current.is_some_and(|c| c.id == s.id) && s.id != owner.id;
+        if from_owner {
+            // Finishing a migration: the target must see the source as owner (a crash can
+            // leave it seeing no owner, and then it refuses RESTORE-ASKING) and import from it.
+            let _ = dst
+                .run::<()>(cluster("SETSLOT").arg(slot).arg("NODE").arg(&s.id))
+                .await;
+        }
+        // With the slot open on both sides the keys move as in a normal migration; otherwise
+        // (the owner collects keys left on an importing node) MIGRATE works because the
+        // source has the slot open.
+        move_keys(slot, s, &mut src, owner, &mut dst, from_owner, opts).await?;
     }
     let mut failed_on = Vec::new();
     set_node(slot, owner, &mut dst).await?;
@@ -310,7 +336,13 @@ async fn migrate_one(
     let moved = move_keys(slot, from, &mut src, to, &mut dst, true, opts).await?;
     // Target first (it bumps its epoch and claims the slot), then the source, then the rest.
     set_node(slot, to, &mut dst).await?;
-    set_node(slot, to, &mut src).await?;
+    match set_node(slot, to, &mut src).await {
+        // The source already learned from the target's gossip that it lost its last slot and
+        // turned replica (cluster-allow-replica-migration): the slot is moved, keys and all.
+        Err(TopologyError::Redis { source, .. })
+            if source.to_string().contains("only with masters") => {}
+        r => r?,
+    }
     for m in all_masters {
         if m.id == to.id || m.id == from.id {
             continue;

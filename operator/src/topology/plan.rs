@@ -47,6 +47,8 @@ pub enum Step {
     /// everywhere (which clears MIGRATING/IMPORTING on `open_on`).
     FixOpenSlot {
         slot: u16,
+        /// The node that owns the slot now (by config epoch), if it is a pod.
+        current: Option<NodeRef>,
         owner: NodeRef,
         sources: Vec<NodeRef>,
         open_on: Vec<NodeRef>,
@@ -187,7 +189,12 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     for &a in &reach {
         handshaking |= snap.pods[a].peers.iter().any(|v| v.handshake);
         for &b in &reach {
-            if a == b || meets.contains(&(b, a)) {
+            // One MEET per newcomer is enough: once in, gossip introduces the rest.
+            if a == b
+                || meets
+                    .iter()
+                    .any(|&(x, y)| y == b || y == a || (x, y) == (b, a))
+            {
                 continue;
             }
             let pb = &snap.pods[b];
@@ -256,7 +263,7 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     }
 
     // Shard masters and replicas.
-    let masters = slots::shard_masters(snap, &reach, &owners, &mut out.stuck);
+    let masters = slots::shard_masters(desired, snap, &reach, &owners, &mut out.stuck);
     out.shard_masters = masters.clone();
     let mut replicate_steps = Vec::new();
     for (&shard, &m) in masters.iter().filter(|(s, _)| **s < desired.shards) {

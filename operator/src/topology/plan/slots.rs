@@ -14,6 +14,7 @@ use super::{node_ref, Planned, Step};
 /// Pick each shard's master among its reachable pods: the slot holder with the most slots;
 /// else a master its shard's replicas already follow; else the lowest-ordinal master.
 pub(super) fn shard_masters(
+    desired: &Desired,
     snap: &Snapshot,
     reach: &[usize],
     owners: &[Option<Claim>],
@@ -52,9 +53,11 @@ pub(super) fn shard_masters(
             (!pod_ids.contains(m) && slot_holders.contains(m)).then_some(m)
         });
         if let Some(m) = orphan {
-            stuck.push(format!(
-                "shard {shard}: replicas follow {m}, which is gone; waiting for failover"
-            ));
+            if shard < desired.shards {
+                stuck.push(format!(
+                    "shard {shard}: replicas follow {m}, which is gone; waiting for failover"
+                ));
+            }
             continue;
         }
         let followed = members.iter().copied().find(|&i| {
@@ -68,6 +71,8 @@ pub(super) fn shard_masters(
             Some(m) => {
                 out.insert(shard, m);
             }
+            // A drained master may have become a replica of the node that took its last slot.
+            None if shard >= desired.shards => {}
             None => stuck.push(format!("shard {shard}: no pod is a master")),
         }
     }
@@ -197,6 +202,7 @@ pub(super) fn slot_steps(
         let open_refs = open_on.iter().filter_map(|&i| node_ref(snap, i)).collect();
         out.steps.push(Step::FixOpenSlot {
             slot,
+            current: owner.and_then(|o| node_ref(snap, o)),
             owner: owner_ref,
             sources,
             open_on: open_refs,
@@ -278,7 +284,21 @@ pub(super) fn slot_steps(
         return;
     }
 
-    // 3. Rebalance: needs every desired shard's master, so slots move once.
+    // 3. Rebalance: a node whose cluster_state is not ok refuses RESTORE-ASKING, so wait for
+    // every master to see a healthy cluster (a new node needs a moment after MEET).
+    let not_ok: Vec<&str> = snap
+        .pods
+        .iter()
+        .filter(|p| p.reachable && p.is_master() && p.cluster_state != "ok")
+        .map(|p| p.endpoint.pod.as_str())
+        .collect();
+    if !not_ok.is_empty() {
+        out.stuck.push(format!(
+            "waiting for cluster_state ok on {not_ok:?} before moving slots"
+        ));
+        return;
+    }
+    // Needs every desired shard's master, so slots move once.
     let missing: Vec<u32> = (0..desired.shards)
         .filter(|s| !kept.contains_key(s))
         .collect();
@@ -321,7 +341,7 @@ pub(super) fn slot_steps(
         .filter_map(|(s, &i)| {
             let have = owned.get(&i).map_or(0, Vec::len);
             let t = tgt.get(s).copied().unwrap_or(0) as usize;
-            (t > have).then_some((i, t - have))
+            (t > have).then(|| (i, t - have))
         })
         .collect();
     let mut r = 0usize;

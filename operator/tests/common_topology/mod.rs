@@ -1,0 +1,362 @@
+//! Shared helpers for the topology end-to-end tests: real node processes on loopback (killed
+//! on drop), a converge loop, key loading/checking through a real cluster client, and
+//! `redis-cli --cluster check`.
+#![allow(dead_code)]
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use tessera_operator::topology::{reconcile, Desired, EngineOptions, PodEndpoint, TopologyReport};
+
+pub const REDIS: &str = "/usr/bin/redis-server";
+pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
+
+/// Ports 20000-22999 belong to these tests (bus ports +10000).
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+fn free(ip: Ipv4Addr, port: u16) -> bool {
+    TcpListener::bind(SocketAddrV4::new(ip, port)).is_ok()
+        && TcpListener::bind(SocketAddrV4::new(ip, port + 10000)).is_ok()
+}
+
+/// A port whose bus port is free too, on 127.0.0.1 and the other addresses tests move to.
+pub fn pick_port() -> u16 {
+    let _ = NEXT_PORT.compare_exchange(
+        0,
+        20000 + (std::process::id() % 60) as u16 * 40,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    loop {
+        let mut p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
+        if p >= 23000 {
+            NEXT_PORT.store(20000, Ordering::SeqCst);
+            p = 20000;
+        }
+        let ips: Vec<Ipv4Addr> = (1..=7).map(|d| Ipv4Addr::new(127, 0, 0, d)).collect();
+        if ips.iter().all(|ip| free(*ip, p)) {
+            return p;
+        }
+    }
+}
+
+/// A node process; killed (SIGKILL) on drop.
+pub struct Node {
+    pub bin: String,
+    pub ip: String,
+    pub port: u16,
+    pub dir: PathBuf,
+    pub child: Option<Child>,
+    pub extra: Vec<String>,
+}
+
+impl Node {
+    /// Start a cluster-mode node in `dir` (created), listening on ip:port.
+    pub fn start(bin: &str, ip: &str, port: u16, dir: &Path, extra: &[&str]) -> Node {
+        std::fs::create_dir_all(dir).expect("node dir");
+        let mut n = Node {
+            bin: bin.to_string(),
+            ip: ip.to_string(),
+            port,
+            dir: dir.to_path_buf(),
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        n.spawn();
+        n
+    }
+
+    fn spawn(&mut self) {
+        let log = self.dir.join("node.log");
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["--port", &self.port.to_string()])
+            .args(["--bind", &self.ip])
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-config-file", "nodes.conf"])
+            .args(["--cluster-node-timeout", "3000"])
+            .args(["--cluster-announce-ip", &self.ip])
+            .args(["--dir", self.dir.to_str().expect("utf8 dir")])
+            .args(["--save", ""])
+            .args(["--protected-mode", "no"])
+            .args(["--daemonize", "no"])
+            .args(["--logfile", log.to_str().expect("utf8 log")])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.child = Some(cmd.spawn().expect("spawn node"));
+    }
+
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+
+    pub fn endpoint(&self, shard: u32, ordinal: u32) -> PodEndpoint {
+        PodEndpoint {
+            pod: format!("s{shard}-{ordinal}@{}", self.port),
+            shard,
+            ordinal,
+            host: self.ip.clone(),
+            port: self.port,
+        }
+    }
+
+    /// SIGTERM (so persistence is flushed) and wait.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restart on another address with the same directory (and nodes.conf).
+    pub fn restart_on(&mut self, ip: &str) {
+        self.stop();
+        self.ip = ip.to_string();
+        self.spawn();
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        let c = redis::Client::open(format!("redis://{}/", self.addr())).expect("client");
+        c.get_multiplexed_async_connection().await.expect("connect")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Wait until the node answers PING (bounded).
+pub async fn wait_up(n: &Node) {
+    for _ in 0..200 {
+        if let Ok(c) = redis::Client::open(format!("redis://{}/", n.addr())) {
+            if let Ok(mut conn) = c.get_multiplexed_async_connection().await {
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("node {} did not come up", n.addr());
+}
+
+/// Start `count` nodes of `bin` on 127.0.0.1 under `root`.
+pub async fn start_nodes(bin: &str, root: &Path, count: usize, extra: &[&str]) -> Vec<Node> {
+    let mut v = Vec::new();
+    for _ in 0..count {
+        let port = pick_port();
+        v.push(Node::start(
+            bin,
+            "127.0.0.1",
+            port,
+            &root.join(port.to_string()),
+            extra,
+        ));
+    }
+    for n in &v {
+        wait_up(n).await;
+    }
+    v
+}
+
+/// Endpoints for `nodes` grouped in shards of `group` (= 1 + replicas).
+pub fn endpoints(nodes: &[&Node], group: usize) -> Vec<PodEndpoint> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(k, n)| n.endpoint((k / group) as u32, (k % group) as u32))
+        .collect()
+}
+
+pub fn test_opts() -> EngineOptions {
+    EngineOptions {
+        pass_budget: Duration::from_secs(10),
+        ..EngineOptions::default()
+    }
+}
+
+/// Run passes until converged; panics after `limit`. Returns every report.
+pub async fn converge(
+    shards: u32,
+    replicas: u32,
+    pods: &[PodEndpoint],
+    opts: &EngineOptions,
+    limit: Duration,
+) -> Vec<TopologyReport> {
+    let desired = Desired {
+        shards,
+        replicas_per_shard: replicas,
+        paused: false,
+    };
+    let start = std::time::Instant::now();
+    let mut reports = Vec::new();
+    loop {
+        match reconcile(&desired, pods, opts).await {
+            Ok(r) => {
+                for a in &r.actions {
+                    eprintln!("action: {a}");
+                }
+                for s in r.stuck.iter().take(3) {
+                    eprintln!("stuck: {s}");
+                }
+                let done = r.converged;
+                let stuck = r.stuck.clone();
+                reports.push(r);
+                if done {
+                    return reports;
+                }
+                if start.elapsed() > limit {
+                    dump(pods).await;
+                    panic!("not converged after {limit:?}: {stuck:?}");
+                }
+            }
+            Err(e) => {
+                if start.elapsed() > limit {
+                    panic!("not converged after {limit:?}: {e}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Print every pod's CLUSTER NODES (for failure diagnosis).
+pub async fn dump(pods: &[PodEndpoint]) {
+    for p in pods {
+        let Ok(c) = redis::Client::open(format!("redis://{}:{}/", p.host, p.port)) else {
+            continue;
+        };
+        let Ok(mut conn) = c.get_multiplexed_async_connection().await else {
+            eprintln!("{}: unreachable", p.pod);
+            continue;
+        };
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_default();
+        let mine: Vec<&str> = text.lines().filter(|l| l.contains("myself")).collect();
+        eprintln!("{} sees:\n{text}\n(myself: {mine:?})", p.pod);
+    }
+}
+
+pub async fn cluster_conn(seed: &Node) -> redis::cluster_async::ClusterConnection {
+    let client =
+        redis::cluster::ClusterClientBuilder::new(vec![format!("redis://{}/", seed.addr())])
+            .retries(30)
+            .build()
+            .expect("cluster client");
+    client
+        .get_async_connection()
+        .await
+        .expect("cluster connect")
+}
+
+pub fn key(i: usize) -> String {
+    format!("key:{i}")
+}
+
+pub fn value(i: usize) -> String {
+    format!("value-{i}-{}", "x".repeat(i % 40))
+}
+
+/// SET key:i for i in range through the cluster client.
+pub async fn load_keys(
+    conn: &redis::cluster_async::ClusterConnection,
+    range: std::ops::Range<usize>,
+) {
+    let results: Vec<redis::RedisResult<()>> = futures::stream::iter(range)
+        .map(|i| {
+            let mut c = conn.clone();
+            async move { c.set(key(i), value(i)).await }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for r in results {
+        r.expect("SET through the cluster client");
+    }
+}
+
+/// Every key:i in range must read back its value; returns the number of bad keys.
+pub async fn missing_keys(
+    conn: &redis::cluster_async::ClusterConnection,
+    range: std::ops::Range<usize>,
+) -> usize {
+    let bad: Vec<bool> = futures::stream::iter(range)
+        .map(|i| {
+            let mut c = conn.clone();
+            async move {
+                let v: redis::RedisResult<Option<String>> = c.get(key(i)).await;
+                !matches!(v, Ok(Some(ref s)) if *s == value(i))
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    bad.into_iter().filter(|b| *b).count()
+}
+
+/// `redis-cli --cluster check`; returns (passed, output).
+pub fn cluster_check(addr: &str) -> (bool, String) {
+    let out = Command::new("redis-cli")
+        .args(["--cluster", "check", addr])
+        .output()
+        .expect("run redis-cli");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let ok = out.status.success()
+        && text.contains("[OK] All 16384 slots covered.")
+        && !text.contains("[ERR]")
+        && !text.contains("[WARNING]");
+    (ok, text)
+}
+
+/// Poll `redis-cli --cluster check` until it passes (nodes agree after gossip settles).
+pub async fn wait_check(addr: &str) {
+    let mut last = String::new();
+    for _ in 0..150 {
+        let (ok, text) = cluster_check(addr);
+        if ok {
+            return;
+        }
+        last = text;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("redis-cli --cluster check never passed:\n{last}");
+}
+
+/// Sum of DBSIZE over the masters among `nodes`.
+pub async fn master_keys(nodes: &[&Node]) -> u64 {
+    let mut total = 0;
+    for n in nodes {
+        let mut c = n.conn().await;
+        let role: redis::Value = redis::cmd("ROLE").query_async(&mut c).await.expect("ROLE");
+        let is_master = matches!(&role, redis::Value::Array(v) if matches!(v.first(), Some(redis::Value::BulkString(b)) if b == b"master"));
+        if is_master {
+            let n: u64 = redis::cmd("DBSIZE")
+                .query_async(&mut c)
+                .await
+                .expect("DBSIZE");
+            total += n;
+        }
+    }
+    total
+}

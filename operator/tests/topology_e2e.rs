@@ -1,0 +1,391 @@
+//! End-to-end tests of the topology engine against real redis-server 7.0 / valkey-server 9.1
+//! processes on loopback: formation, scale out/in under a write load, an engine killed
+//! mid-migration, open slots left by a crash, and every node coming back on a new address.
+
+mod common_topology;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common_topology::*;
+use redis::AsyncCommands;
+use tessera_operator::topology::{reconcile, Desired, EngineOptions};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Form 3 shards × 1 replica and check shape, coverage and balance.
+async fn form(bin: &str, root: &std::path::Path) -> Vec<Node> {
+    let nodes = start_nodes(bin, root, 6, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    let reports = converge(3, 1, &pods, &test_opts(), LIMIT).await;
+    let last = reports.last().expect("a report");
+    assert_eq!(last.slots_assigned, 16384);
+    assert_eq!(last.cluster_state, "ok");
+    for s in 0..3u32 {
+        let v = &last.shards[s as usize];
+        assert_eq!(v.replicas.len(), 1, "shard {s}: {v:?}");
+        let n: u32 = v
+            .slot_ranges
+            .iter()
+            .map(|(a, b)| u32::from(b - a) + 1)
+            .sum();
+        assert!((5461..=5462).contains(&n), "shard {s} has {n} slots");
+        assert_eq!(v.slot_ranges.len(), 1, "fresh ranges are contiguous");
+    }
+    wait_check(&nodes[0].addr()).await;
+    // A converged cluster yields no further action.
+    let again = reconcile(
+        &Desired {
+            shards: 3,
+            replicas_per_shard: 1,
+            paused: false,
+        },
+        &pods,
+        &test_opts(),
+    )
+    .await
+    .expect("reconcile");
+    assert!(again.converged && again.actions.is_empty(), "{again:?}");
+    nodes
+}
+
+/// A writer that SETs w:<n> = n in sequence through the cluster client until stopped.
+fn spawn_writer(
+    conn: redis::cluster_async::ClusterConnection,
+    stop: Arc<AtomicBool>,
+    written: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut c = conn;
+        let mut i = 0usize;
+        while !stop.load(Ordering::SeqCst) {
+            let r: redis::RedisResult<()> = c.set(format!("w:{i}"), i).await;
+            match r {
+                Ok(()) => {
+                    i += 1;
+                    written.store(i, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    eprintln!("writer error on w:{i}: {e}");
+                    failed.fetch_add(1, Ordering::SeqCst);
+                    i += 1;
+                }
+            }
+        }
+    })
+}
+
+async fn check_writer_keys(conn: &redis::cluster_async::ClusterConnection, n: usize) -> usize {
+    let mut bad = 0;
+    for i in 0..n {
+        let mut c = conn.clone();
+        let v: Option<usize> = c.get(format!("w:{i}")).await.expect("GET w");
+        if v != Some(i) {
+            bad += 1;
+        }
+    }
+    bad
+}
+
+async fn scale_in_out(keys: usize) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut nodes = form(REDIS, tmp.path()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    load_keys(&conn, 0..keys).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0);
+
+    // 3 → 5 masters, with a write load running during the migration.
+    nodes.extend(start_nodes(REDIS, tmp.path(), 4, &[]).await);
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let writer = spawn_writer(
+        cluster_conn(&nodes[0]).await,
+        stop.clone(),
+        written.clone(),
+        failed.clone(),
+    );
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    let reports = converge(5, 1, &pods, &test_opts(), LIMIT).await;
+    stop.store(true, Ordering::SeqCst);
+    writer.await.expect("writer");
+    let moved: u32 = reports
+        .iter()
+        .filter_map(|r| r.progress.as_ref())
+        .map(|p| p.slots_moved)
+        .sum();
+    // Fewest moves: 2 new masters get 2 × 3277 slots (16384/5 = 3276.8).
+    assert!((6553..=6554).contains(&moved), "moved {moved} slots");
+    let last = reports.last().expect("report");
+    for v in last.shards.iter().take(5) {
+        let n: u32 = v
+            .slot_ranges
+            .iter()
+            .map(|(a, b)| u32::from(b - a) + 1)
+            .sum();
+        assert!(
+            (3276..=3277).contains(&n),
+            "shard {} has {n} slots",
+            v.shard
+        );
+        assert_eq!(v.replicas.len(), 1);
+    }
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0, "keys lost in 3→5");
+    let w = written.load(Ordering::SeqCst);
+    assert!(w > 0, "the writer wrote nothing");
+    assert_eq!(
+        failed.load(Ordering::SeqCst),
+        0,
+        "writes failed during migration"
+    );
+    assert_eq!(
+        check_writer_keys(&conn, w).await,
+        0,
+        "writes lost during migration"
+    );
+    eprintln!("3→5: moved {moved} slots; writer did {w} writes during it");
+
+    // 5 → 2 masters: shards 2..4 are drained.
+    let reports = converge(2, 1, &pods, &test_opts(), LIMIT).await;
+    let last = reports.last().expect("report");
+    for v in &last.shards {
+        let n: u32 = v
+            .slot_ranges
+            .iter()
+            .map(|(a, b)| u32::from(b - a) + 1)
+            .sum();
+        if v.shard < 2 {
+            assert_eq!(n, 8192, "shard {}", v.shard);
+        } else {
+            assert_eq!(n, 0, "drained shard {} still holds slots", v.shard);
+        }
+    }
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0, "keys lost in 5→2");
+    assert_eq!(check_writer_keys(&conn, w).await, 0);
+
+    // Remove the drained pods: the engine forgets them everywhere.
+    let removed: Vec<Node> = nodes.drain(4..).collect();
+    drop(removed);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    converge(2, 1, &pods, &test_opts(), LIMIT).await;
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(
+        missing_keys(&conn, 0..keys).await,
+        0,
+        "keys lost after removal"
+    );
+    assert_eq!(master_keys(&refs).await as usize, keys + w);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_form_scale_out_in_no_key_lost() {
+    scale_in_out(20_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: the issue's 100k keys"]
+async fn redis_form_scale_out_in_100k_keys() {
+    scale_in_out(100_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valkey_form_3x1() {
+    if !std::path::Path::new(VALKEY).exists() {
+        eprintln!("valkey-server not installed; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let nodes = form(VALKEY, tmp.path()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    load_keys(&conn, 0..5000).await;
+    assert_eq!(missing_keys(&conn, 0..5000).await, 0);
+}
+
+/// Abort the engine while slots are open, then converge again: nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_killed_mid_migration_resumes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut nodes = start_nodes(REDIS, tmp.path(), 3, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    converge(3, 0, &endpoints(&refs, 1), &test_opts(), LIMIT).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    let keys = 20_000;
+    load_keys(&conn, 0..keys).await;
+    nodes.extend(start_nodes(REDIS, tmp.path(), 1, &[]).await);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 1);
+    // Small batches, little parallelism: the migration takes long enough to be caught.
+    let slow = EngineOptions {
+        migrate_batch: 5,
+        migrate_parallel: 2,
+        ..test_opts()
+    };
+    let mut kills = 0;
+    for round in 0..3 {
+        let pods2 = pods.clone();
+        let slow2 = slow.clone();
+        let engine = tokio::spawn(async move {
+            converge(4, 0, &pods2, &slow2, LIMIT).await;
+        });
+        // Wait for an open slot on any node, then kill the engine right there.
+        let mut seen = false;
+        for _ in 0..400 {
+            if engine.is_finished() {
+                break;
+            }
+            for n in &nodes {
+                let mut c = n.conn().await;
+                let text: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut c)
+                    .await
+                    .expect("nodes");
+                if text
+                    .lines()
+                    .any(|l| l.contains("myself") && l.contains("->-"))
+                {
+                    seen = true;
+                }
+            }
+            if seen {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        engine.abort();
+        let _ = engine.await;
+        if seen {
+            kills += 1;
+            eprintln!("round {round}: engine killed with a slot open");
+        }
+    }
+    eprintln!("engine killed mid-migration {kills} times");
+    converge(4, 0, &pods, &test_opts(), LIMIT).await;
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0, "keys lost");
+    assert_eq!(master_keys(&refs).await as usize, keys);
+}
+
+/// A slot left half-migrated by a crash (keys on both sides, MIGRATING/IMPORTING set) is
+/// finished by FixOpenSlot with no key lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_slot_left_by_crash_is_fixed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let nodes = start_nodes(REDIS, tmp.path(), 3, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 1);
+    converge(3, 0, &pods, &test_opts(), LIMIT).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    let keys = 5000;
+    load_keys(&conn, 0..keys).await;
+    // Slot 0 is node 0's; fake a crash halfway through moving it to node 1.
+    let mut src = nodes[0].conn().await;
+    let mut dst = nodes[1].conn().await;
+    let id = |text: String| {
+        text.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let src_id = id(redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query_async(&mut src)
+        .await
+        .expect("myid"));
+    let dst_id = id(redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query_async(&mut dst)
+        .await
+        .expect("myid"));
+    // Slot 0 must have a few keys: add some with a hash tag that maps to slot 0 ("{3560}").
+    let mut c = conn.clone();
+    for i in 0..50 {
+        let _: () = c.set(format!("{{3560}}:{i}"), i).await.expect("set");
+    }
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(0)
+        .arg("IMPORTING")
+        .arg(&src_id)
+        .query_async(&mut dst)
+        .await
+        .expect("importing");
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(0)
+        .arg("MIGRATING")
+        .arg(&dst_id)
+        .query_async(&mut src)
+        .await
+        .expect("migrating");
+    let some: Vec<String> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(0)
+        .arg(20)
+        .query_async(&mut src)
+        .await
+        .expect("keys");
+    assert!(!some.is_empty(), "slot 0 has keys");
+    let _: redis::Value = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(nodes[1].port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&some)
+        .query_async(&mut src)
+        .await
+        .expect("migrate");
+    converge(3, 0, &pods, &test_opts(), LIMIT).await;
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0);
+    let mut c = conn.clone();
+    for i in 0..50 {
+        let v: Option<i64> = c.get(format!("{{3560}}:{i}")).await.expect("get");
+        assert_eq!(v, Some(i), "key {{3560}}:{i}");
+    }
+}
+
+/// Every node restarts on a new 127.0.0.x address with its nodes.conf: the cluster heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_nodes_readdressed_rejoin() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut nodes = start_nodes(REDIS, tmp.path(), 6, &["--appendonly", "yes"]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    converge(3, 1, &endpoints(&refs, 2), &test_opts(), LIMIT).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    let keys = 5000;
+    load_keys(&conn, 0..keys).await;
+    drop(conn);
+    for n in nodes.iter_mut() {
+        n.stop();
+    }
+    for (k, n) in nodes.iter_mut().enumerate() {
+        let ip = format!("127.0.0.{}", 2 + k);
+        n.restart_on(&ip);
+    }
+    for n in &nodes {
+        wait_up(n).await;
+    }
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    let reports = converge(3, 1, &pods, &test_opts(), LIMIT).await;
+    assert!(reports
+        .iter()
+        .any(|r| r.actions.iter().any(|a| a.starts_with("meet"))));
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0);
+}
