@@ -61,16 +61,22 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn hash3(b: &[u8]) -> usize {
+fn hash3(b: &[u8], log: u32) -> usize {
     let v = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-    (v.wrapping_mul(2654435761) >> (32 - HASH_LOG)) as usize
+    (v.wrapping_mul(2654435761) >> (32 - log)) as usize
 }
 
 /// Compresses `input`; returns `None` when the result would not be shorter than `max_len`.
 pub fn compress(input: &[u8], max_len: usize) -> Option<Vec<u8>> {
     let n = input.len();
     let mut out: Vec<u8> = Vec::with_capacity(max_len.min(n + n / 16 + 64));
-    let mut table = vec![usize::MAX; 1 << HASH_LOG];
+    // The hash table scales with the input (up to 2^HASH_LOG slots), so the many short
+    // strings of a snapshot do not each pay for clearing a large table.
+    let log = (usize::BITS - n.leading_zeros()).clamp(6, HASH_LOG);
+    let mut table = vec![u32::MAX; 1 << log];
+    if n >= u32::MAX as usize {
+        return None;
+    }
     let mut lit_start = 0usize; // start of the pending literal run
     let mut ip = 0usize;
 
@@ -82,10 +88,12 @@ pub fn compress(input: &[u8], max_len: usize) -> Option<Vec<u8>> {
     }
 
     while ip + 2 < n {
-        let h = hash3(&input[ip..]);
-        let cand = table[h];
-        table[h] = ip;
-        if cand != usize::MAX && ip - cand <= MAX_OFF && input[cand..cand + 3] == input[ip..ip + 3]
+        let h = hash3(&input[ip..], log);
+        let cand = table[h] as usize;
+        table[h] = ip as u32;
+        if cand != u32::MAX as usize
+            && ip - cand <= MAX_OFF
+            && input[cand..cand + 3] == input[ip..ip + 3]
         {
             let max = (n - ip).min(MAX_REF);
             let mut len = 3;
@@ -106,7 +114,7 @@ pub fn compress(input: &[u8], max_len: usize) -> Option<Vec<u8>> {
             let end = ip + len;
             ip += 1;
             while ip < end && ip + 2 < n {
-                table[hash3(&input[ip..])] = ip;
+                table[hash3(&input[ip..], log)] = ip as u32;
                 ip += 1;
             }
             ip = end;
@@ -149,6 +157,16 @@ mod tests {
             .collect();
         if let Some(c) = compress(&data, data.len()) {
             assert_eq!(decompress(&c, data.len()).expect("valid"), data);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip_any(data in proptest::collection::vec(0u8..4, 0..20000)) {
+            if let Some(c) = compress(&data, data.len()) {
+                proptest::prop_assert!(c.len() < data.len());
+                proptest::prop_assert_eq!(decompress(&c, data.len()).expect("valid"), data);
+            }
         }
     }
 

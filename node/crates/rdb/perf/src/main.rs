@@ -46,12 +46,29 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
+    // DEBUG POPULATE pads values with zero bytes: sizes over 20 exercise LZF.
+    let value_size: u64 = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(16);
     let dir = std::env::temp_dir().join(format!("tessera-rdb-perf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let port = free_port();
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-        .args(["--dir", &dir.display().to_string(), "--enable-debug-command", "yes"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args([
+            "--dir",
+            &dir.display().to_string(),
+            "--enable-debug-command",
+            "yes",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -60,9 +77,18 @@ fn main() {
     while cli(port, &["PING"]) != "PONG" {
         std::thread::sleep(Duration::from_millis(20));
     }
-    // 90% strings (16-byte values), 10% small collections in their compact encodings.
+    // 90% strings, 10% small collections in their compact encodings.
     let strings = keys * 9 / 10;
-    cli(port, &["DEBUG", "POPULATE", &strings.to_string(), "key", "16"]);
+    cli(
+        port,
+        &[
+            "DEBUG",
+            "POPULATE",
+            &strings.to_string(),
+            "key",
+            &value_size.to_string(),
+        ],
+    );
     let coll = (keys - strings).to_string();
     let script = "for i=1,tonumber(ARGV[1]) do local t=i%4 \
         if t==0 then redis.call('hset','h:'..i,'a',i,'b','x'..i,'c','y') \
@@ -101,7 +127,7 @@ fn main() {
         .unwrap_or(false);
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!("# tessera-rdb vs redis-server 7.0: {dbsize} keys");
+    println!("# tessera-rdb vs redis-server 7.0: {dbsize} keys, {value_size}-byte string values");
     println!("| step | tessera-rdb ms | redis ms | ratio (tessera/redis) |");
     println!("|---|---|---|---|");
     println!(
