@@ -287,6 +287,9 @@ impl ClusterState {
                 update = true;
             }
         }
+        if self.me().is_replica() {
+            self.handle_replica_failover(now);
+        }
         if update || !self.state_ok || self.todo_update_state {
             self.update_state(now);
         }

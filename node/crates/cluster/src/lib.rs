@@ -7,6 +7,7 @@ pub mod bus;
 pub mod commands;
 pub mod config;
 mod cron;
+pub mod failover;
 pub mod msg;
 pub mod nodes_conf;
 mod process;

@@ -198,6 +198,10 @@ impl ClusterState {
             if let Some(s) = sender {
                 self.vote_if_needed(&s, h, now);
             }
+        } else if ty == msg::TYPE_FAILOVER_AUTH_ACK {
+            if let Some(s) = sender {
+                self.count_vote(&s, h.current_epoch, now);
+            }
         } else if ty == msg::TYPE_UPDATE {
             if let (
                 Some(_),
@@ -659,14 +663,7 @@ impl ClusterState {
         }
         self.todo_save = true;
         if let Some(l) = self.nodes.get(requester).and_then(|n| n.link) {
-            let hdr = self.build_header(msg::TYPE_FAILOVER_AUTH_ACK);
-            self.send(
-                l,
-                Message {
-                    header: hdr,
-                    body: Body::Empty,
-                },
-            );
+            self.send_vote(l);
         }
     }
 }

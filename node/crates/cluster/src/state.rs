@@ -197,6 +197,10 @@ pub struct ClusterState {
     pub(crate) first_update_time: u64,
     pub(crate) among_minority_time: u64,
     pub(crate) rng: StdRng,
+    /// Replica failover election in progress.
+    pub election: crate::failover::Election,
+    /// Last time (ms) a replica heard from its master; set by the replication side.
+    pub repl_last_io: u64,
 }
 
 impl ClusterState {
@@ -229,6 +233,8 @@ impl ClusterState {
             first_update_time: 0,
             among_minority_time: 0,
             rng,
+            election: Default::default(),
+            repl_last_io: 0,
         };
         let mut me = Node::new(myself, FLAG_MYSELF | FLAG_MASTER, now);
         st.fill_myself_addr(&mut me);
