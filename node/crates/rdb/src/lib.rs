@@ -9,6 +9,31 @@
 //! - [`dump_value`] / [`restore_value`]: DUMP payloads.
 //! - [`aof`]: multi-part AOF manifest and a RESP command reader that tells truncation from
 //!   corruption.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use tessera_rdb::{dump_value, read_entries, restore_value, AuxInfo, RdbValue, RdbWriter};
+//!
+//! // SAVE: header, aux fields, one database, entries, EOF + CRC64.
+//! let mut w = RdbWriter::new(Vec::new())?;
+//! w.standard_aux(&AuxInfo::default())?;
+//! w.select_db(0, 1, 1)?;
+//! let value = RdbValue::List(vec![Bytes::from_static(b"a"), Bytes::from_static(b"42")]);
+//! w.entry(b"mylist", &value, Some(4_102_444_800_000))?;
+//! let file = w.finish()?;
+//!
+//! // Load (wrap files in a BufReader: the reader does many small reads).
+//! let entries = read_entries(&file[..])?;
+//! assert_eq!(entries[0].value, value);
+//!
+//! // DUMP / RESTORE.
+//! let payload = dump_value(&value);
+//! assert_eq!(restore_value(&payload).unwrap(), value);
+//! # Ok::<(), tessera_rdb::RdbError>(())
+//! ```
+//!
+//! Empty collections are never produced by Redis; a file holding one reads back as an empty
+//! value, which a loader should skip (as redis-server does).
 
 pub mod aof;
 mod containers;
