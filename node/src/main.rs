@@ -24,9 +24,9 @@ fn main() -> anyhow::Result<()> {
         }
     };
     init_logging(&config);
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // The main thread is I/O thread 0; `server::Workers` starts the others.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("tessera-worker")
         .build()
         .context("building the tokio runtime")?;
     if let Err(e) = rt.block_on(tessera_node::run(config)) {

@@ -17,7 +17,7 @@ pub fn hash_part(key: &[u8]) -> &[u8] {
 
 #[inline]
 pub fn key_hash_slot(key: &[u8]) -> u16 {
-    (crc16::State::<crc16::XMODEM>::calculate(hash_part(key)) & 0x3fff) as u16
+    crc16::State::<crc16::XMODEM>::calculate(hash_part(key)) & 0x3fff
 }
 
 #[cfg(test)]

@@ -171,7 +171,7 @@ fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         return Err(CmdError::msg("ERR No such client"));
     }
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut id = None;

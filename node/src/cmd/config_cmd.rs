@@ -68,7 +68,7 @@ fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::msg(format!(
             "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
             String::from_utf8_lossy(&args[2])

@@ -131,16 +131,19 @@ impl<'a> KeyView<'a> {
     pub fn lookup_in(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
         let slot = key_hash_slot(key);
         let now = self.now;
+        let srv = self.srv;
         let st = self.stripe(slot);
-        let e = st.get_mut(db, slot, key)?;
-        if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+        let e: *mut Entry = st.get_mut(db, slot, key)?;
+        // SAFETY: `e` points into a map owned by `st`, which we borrow mutably for the whole
+        // function; on the expired branch the map is mutated and `e` is never used again,
+        // otherwise `e` is returned with the borrow of `self`. (The borrow checker can't see
+        // that the conditional return ends the first borrow; this saves a second lookup.)
+        if unsafe { (*e).expire_at != NO_EXPIRE && (*e).expire_at <= now } {
             st.remove(db, slot, key);
-            self.srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        // Re-borrow: the first borrow ended on the expiry branch (no second hash lookup is
-        // needed on the common path, but the borrow checker can't see it, so look again).
-        self.stripe(slot).get_mut(db, slot, key)
+        Some(unsafe { &mut *e })
     }
 
     /// Read lookup: counts keyspace hits/misses and refreshes the LRU/LFU word.

@@ -94,7 +94,7 @@ fn cpu_times() -> (f64, f64) {
 fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
     let srv = ctx.srv;
     let st = &srv.stats;
-    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let ld = |a: &crate::server::stats::Counter| a.load(Ordering::Relaxed);
     match sec {
         "server" => {
             let up = srv.started.elapsed().as_secs();
@@ -149,7 +149,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 s,
                 "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n",
                 ld(&st.dirty),
-                ld(&srv.last_save),
+                srv.last_save.load(Ordering::Relaxed),
             );
         }
         "stats" => {

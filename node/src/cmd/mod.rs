@@ -23,6 +23,11 @@ mod server_cmds;
 mod strings;
 pub mod transaction;
 // ---- TYPES-HELPER: declare collection families here (hash, list, set, zset, hll) ----
+mod hash;
+mod hll;
+mod list;
+mod set;
+mod zset;
 // ---- end of types-helper mod declarations ----
 
 use std::borrow::Cow;
@@ -54,6 +59,11 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(transaction::commands());
     v.extend(pubsub::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
+    v.extend(hash::commands());
+    v.extend(list::commands());
+    v.extend(set::commands());
+    v.extend(zset::commands());
+    v.extend(hll::commands());
     // ---- end of types-helper registrations ----
     v
 }

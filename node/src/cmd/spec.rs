@@ -1,7 +1,9 @@
 //! Command metadata: flags, key positions (for locking, COMMAND GETKEYS, key specs) and
 //! per-command statistics.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::server::stats::Counter;
 
 use bytes::Bytes;
 
@@ -89,12 +91,12 @@ pub enum KeyPos {
     Custom(fn(&[Bytes], &mut Vec<usize>)),
 }
 
-#[derive(Default, Debug)]
+#[derive(Default)]
 pub struct CmdStats {
-    pub calls: AtomicU64,
-    pub usec: AtomicU64,
-    pub rejected: AtomicU64,
-    pub failed: AtomicU64,
+    pub calls: Counter,
+    pub usec: Counter,
+    pub rejected: Counter,
+    pub failed: Counter,
 }
 
 impl CmdStats {

@@ -258,7 +258,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(super::arity_error(
             super::table().get(&args[0]).ok_or(CmdError::Syntax)?,
         ));
@@ -271,7 +271,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(super::arity_error(
             super::table().get(&args[0]).ok_or(CmdError::Syntax)?,
         ));

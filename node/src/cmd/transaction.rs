@@ -12,9 +12,11 @@ use crate::resp::Out;
 use crate::server::{now_ms, ClientState, Server};
 
 /// Watched keys → the dirty flags of the clients watching them.
+type WatchMap = hashbrown::HashMap<(usize, Bytes), Vec<(u64, Arc<AtomicBool>)>>;
+
 #[derive(Default)]
 pub struct Watches {
-    map: Mutex<hashbrown::HashMap<(usize, Bytes), Vec<(u64, Arc<AtomicBool>)>>>,
+    map: Mutex<WatchMap>,
     count: AtomicUsize,
 }
 

@@ -170,11 +170,13 @@ impl Config {
             _ if args.len() != 1 => {
                 return Err("wrong number of arguments".into());
             }
-            Kind::Bool => parse_bool(&args[0])
-                .ok_or("argument must be 'yes' or 'no'")?
-                .then_some("yes")
-                .unwrap_or("no")
-                .to_string(),
+            Kind::Bool => {
+                if parse_bool(&args[0]).ok_or("argument must be 'yes' or 'no'")? {
+                    "yes".to_string()
+                } else {
+                    "no".to_string()
+                }
+            }
             Kind::Int { min, max } => {
                 let v: i64 = args[0]
                     .parse()
@@ -232,7 +234,9 @@ impl Config {
             }
             "save" => {
                 let joined: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-                if joined.len() % 2 != 0 || joined.iter().any(|w| w.parse::<u64>().is_err()) {
+                if !joined.len().is_multiple_of(2)
+                    || joined.iter().any(|w| w.parse::<u64>().is_err())
+                {
                     return Err("Invalid save parameters".into());
                 }
                 self.values.insert(name, joined.join(" "));
@@ -245,7 +249,7 @@ impl Config {
             }
             "client-output-buffer-limit" => {
                 let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-                if words.is_empty() || words.len() % 4 != 0 {
+                if words.is_empty() || !words.len().is_multiple_of(4) {
                     return Err("Wrong number of arguments in buffer limit configuration.".into());
                 }
                 let mut new = self.cobl;

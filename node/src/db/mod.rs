@@ -169,16 +169,20 @@ pub struct Keyspace {
     ndb: usize,
 }
 
+/// Guards of the locked stripes; inline for the common one- or two-stripe command so
+/// locking allocates nothing.
+pub type Guards<'a> = smallvec::SmallVec<[(u16, MutexGuard<'a, Stripe>); 2]>;
+
 /// Locks held by one command: sorted by stripe index.
 pub struct LockSet<'a> {
-    pub guards: Vec<(u16, MutexGuard<'a, Stripe>)>,
+    pub guards: Guards<'a>,
     pub all: bool,
 }
 
 impl<'a> LockSet<'a> {
     pub fn empty() -> Self {
         LockSet {
-            guards: Vec::new(),
+            guards: Guards::new(),
             all: false,
         }
     }
@@ -240,10 +244,9 @@ impl Keyspace {
     #[inline]
     pub fn lock_key(&self, key: &[u8]) -> LockSet<'_> {
         let i = stripe_of(key_hash_slot(key));
-        LockSet {
-            guards: vec![(i as u16, self.stripes[i].0.lock())],
-            all: false,
-        }
+        let mut guards = Guards::new();
+        guards.push((i as u16, self.stripes[i].0.lock()));
+        LockSet { guards, all: false }
     }
 
     /// Locks every stripe, in order.

@@ -30,7 +30,9 @@ pub struct ClientHandle {
     pub created: Instant,
     pub name: Mutex<Option<Bytes>>,
     pub db: AtomicUsize,
+    /// Full name of the last command (a `&'static str` from the command table).
     pub last_cmd: Mutex<&'static str>,
+    last_cmd_ptr: AtomicUsize,
     pub last_active_ms: AtomicU64,
     pub killed: AtomicBool,
     pub kill: Notify,
@@ -63,6 +65,7 @@ impl ClientHandle {
             name: Mutex::new(None),
             db: AtomicUsize::new(0),
             last_cmd: Mutex::new("NULL"),
+            last_cmd_ptr: AtomicUsize::new(0),
             last_active_ms: AtomicU64::new(now_ms()),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
@@ -79,8 +82,14 @@ impl ClientHandle {
         (Arc::new(h), rx)
     }
 
+    /// Records the last command; a pointer compare keeps the common case lock-free.
+    #[inline]
     pub fn touch_cmd(&self, name: &'static str) {
-        *self.last_cmd.lock() = name;
+        let p = name.as_ptr() as usize;
+        if self.last_cmd_ptr.load(Ordering::Relaxed) != p {
+            self.last_cmd_ptr.store(p, Ordering::Relaxed);
+            *self.last_cmd.lock() = name;
+        }
     }
 
     /// Asks the connection to close.

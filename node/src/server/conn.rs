@@ -178,8 +178,8 @@ async fn process(
             return Ok(false);
         }
         // Normal-class output buffer hard limit (a client pipelining huge replies).
-        let lim = srv.config.read().cobl[0];
-        if lim.hard > 0 && out.buf.len() as u64 > lim.hard {
+        let hard = srv.out_limit_normal.load(Ordering::Relaxed);
+        if hard > 0 && out.buf.len() as u64 > hard {
             tracing::info!(
                 id = cl.id,
                 "client closed for overcoming of output buffer limits"

@@ -7,7 +7,7 @@ pub mod expire;
 pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,6 +78,12 @@ pub struct Server {
     pub proto_max_bulk_len: AtomicU64,
     pub timeout_secs: AtomicU64,
     pub has_requirepass: AtomicBool,
+    pub slowlog_threshold: AtomicI64,
+    pub slowlog_max: AtomicU64,
+    /// client-output-buffer-limit normal hard limit.
+    pub out_limit_normal: AtomicU64,
+    /// Bumped on every config change (thread-local caches compare against it).
+    pub config_gen: AtomicU64,
     /// Start of the unix-time second the LRU clock counts from.
     pub lru_epoch: u64,
     pub last_save: AtomicU64,
@@ -116,6 +122,10 @@ impl Server {
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             timeout_secs: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
+            slowlog_threshold: AtomicI64::new(10000),
+            slowlog_max: AtomicU64::new(128),
+            out_limit_normal: AtomicU64::new(0),
+            config_gen: AtomicU64::new(1),
             lru_epoch: now / 1000,
             last_save: AtomicU64::new(now / 1000),
         };
@@ -140,6 +150,13 @@ impl Server {
             .store(c.uint("timeout"), Ordering::Relaxed);
         self.has_requirepass
             .store(!c.str("requirepass").is_empty(), Ordering::Relaxed);
+        self.slowlog_threshold
+            .store(c.int("slowlog-log-slower-than"), Ordering::Relaxed);
+        self.slowlog_max
+            .store(c.uint("slowlog-max-len"), Ordering::Relaxed);
+        self.out_limit_normal
+            .store(c.cobl[0].hard, Ordering::Relaxed);
+        self.config_gen.fetch_add(1, Ordering::Release);
     }
 
     #[inline]
@@ -147,8 +164,27 @@ impl Server {
         self.has_requirepass.load(Ordering::Relaxed)
     }
 
-    /// Encoding thresholds for the collection types, from the config.
+    /// Encoding thresholds for the collection types, from the config. Cached per thread
+    /// and refreshed when the config generation changes (it's read by every collection write).
     pub fn type_limits(&self) -> crate::types::Limits {
+        thread_local! {
+            static CACHE: std::cell::RefCell<(u64, usize, Option<crate::types::Limits>)> =
+                const { std::cell::RefCell::new((0, 0, None)) };
+        }
+        let gen = self.config_gen.load(Ordering::Acquire);
+        let me = self as *const Server as usize;
+        if let Some(l) = CACHE.with(|c| {
+            let c = c.borrow();
+            (c.0 == gen && c.1 == me).then(|| c.2.clone()).flatten()
+        }) {
+            return l;
+        }
+        let l = self.type_limits_uncached();
+        CACHE.with(|c| *c.borrow_mut() = (gen, me, Some(l.clone())));
+        l
+    }
+
+    fn type_limits_uncached(&self) -> crate::types::Limits {
         let c = self.config.read();
         crate::types::Limits {
             hash_max_listpack_entries: c.uint("hash-max-listpack-entries") as usize,
@@ -279,8 +315,9 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     let actual = listeners[0].local_addr()?.port();
     srv.port.store(actual as u32, Ordering::Relaxed);
     tracing::info!(port = actual, "Ready to accept connections tcp");
+    let workers = Arc::new(Workers::spawn(&srv));
     for l in listeners {
-        tokio::spawn(accept_loop(srv.clone(), l));
+        tokio::spawn(accept_loop(srv.clone(), l, workers.clone()));
     }
     tokio::spawn(expire::active_expire_loop(srv.clone()));
     tokio::spawn(clients::timeout_loop(srv.clone()));
@@ -298,7 +335,91 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     Ok(())
 }
 
-async fn accept_loop(srv: Arc<Server>, l: TcpListener) {
+type Handoff = tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>;
+
+/// I/O threads, each running its own single-threaded tokio runtime. Connections are dealt
+/// round-robin and stay on one thread, like Redis's event loop: no work stealing, no
+/// cross-thread wake-ups per request (a multi-threaded runtime spent most of its time
+/// parking and unparking workers at pipeline depth 1).
+pub struct Workers {
+    others: Vec<Handoff>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Workers {
+    /// Starts `worker-threads - 1` extra threads (0 = one per core); the calling runtime is
+    /// worker 0.
+    pub fn spawn(srv: &Arc<Server>) -> Workers {
+        let n = match srv.config.read().uint("worker-threads") as usize {
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            n => n,
+        };
+        let mut others = Vec::new();
+        for i in 1..n {
+            let (tx, mut rx) =
+                tokio::sync::mpsc::unbounded_channel::<(std::net::TcpStream, SocketAddr)>();
+            let srv = srv.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("tessera-io-{i}"))
+                .spawn(move || {
+                    let rt = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot start I/O thread runtime");
+                            return;
+                        }
+                    };
+                    rt.block_on(async move {
+                        while let Some((std, peer)) = rx.recv().await {
+                            match tokio::net::TcpStream::from_std(std) {
+                                Ok(s) => {
+                                    tokio::spawn(conn::handle(srv.clone(), s, peer));
+                                }
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "handing off a connection failed")
+                                }
+                            }
+                        }
+                    });
+                });
+            match spawned {
+                Ok(_) => others.push(tx),
+                Err(e) => tracing::warn!(error = %e, "cannot start I/O thread"),
+            }
+        }
+        Workers {
+            others,
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn dispatch(&self, srv: &Arc<Server>, sock: tokio::net::TcpStream, peer: SocketAddr) {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % (self.others.len() + 1);
+        if i > 0 {
+            match sock.into_std() {
+                Ok(std) => {
+                    if let Err(e) = self.others[i - 1].send((std, peer)) {
+                        tracing::warn!("I/O thread gone; serving locally");
+                        let (std, peer) = e.0;
+                        if let Ok(s) = tokio::net::TcpStream::from_std(std) {
+                            tokio::spawn(conn::handle(srv.clone(), s, peer));
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "into_std failed"),
+            }
+            return;
+        }
+        tokio::spawn(conn::handle(srv.clone(), sock, peer));
+    }
+}
+
+async fn accept_loop(srv: Arc<Server>, l: TcpListener, workers: Arc<Workers>) {
     loop {
         match l.accept().await {
             Ok((sock, peer)) => {
@@ -306,7 +427,7 @@ async fn accept_loop(srv: Arc<Server>, l: TcpListener) {
                     return;
                 }
                 srv.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(conn::handle(srv.clone(), sock, peer));
+                workers.dispatch(&srv, sock, peer);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");

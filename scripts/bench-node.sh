@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: tessera-node vs redis-server 7.0 vs valkey-server 9.1 on loopback.
+# Throughput (redis-benchmark, 50 clients, -P 1 and -P 16) and memory for 1M keys of 16-byte
+# values. Prints a table of ratios and saves it as bench/node-<date>.md.
+# Needs target/release/tessera-node (make bench-node builds it) and the reference servers
+# (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export PATH="$ROOT/.tools/bin:$PATH"
+N1=${BENCH_N1:-100000}
+N16=${BENCH_N16:-1000000}
+KEYS=${BENCH_KEYS:-1000000}
+TESTS="set,get,incr,lpush,lpop,sadd,hset,zadd,mset"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-node.XXXXXX")
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+free_port() { # first free port from $1 upward (our range 11000-12999)
+    local p=$1
+    while (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; do p=$((p + 1)); done
+    echo "$p"
+}
+
+start() { # name binary port
+    local name=$1 bin=$2 port=$3
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && exec "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+        --protected-mode no >"$TMP/$name.log" 2>&1) &
+    PIDS+=($!)
+    eval "PID_$name=$!"
+    for _ in $(seq 100); do
+        redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "$name did not start" >&2; cat "$TMP/$name.log" >&2; exit 1
+}
+
+TESSERA_BIN=${TESSERA_BIN:-$ROOT/target/release/tessera-node}
+[ -x "$TESSERA_BIN" ] || { echo "missing $TESSERA_BIN (run make release)" >&2; exit 1; }
+command -v redis-server >/dev/null || { echo "redis-server missing (make deps)" >&2; exit 1; }
+command -v valkey-server >/dev/null || { echo "valkey-server missing (make deps)" >&2; exit 1; }
+
+P_T=$(free_port 12901); start tessera "$TESSERA_BIN" "$P_T"
+P_R=$(free_port $((P_T + 1))); start redis "$(command -v redis-server)" "$P_R"
+P_V=$(free_port $((P_R + 1))); start valkey "$(command -v valkey-server)" "$P_V"
+
+declare -A RPS
+supported() { # port test -> 0 if the server knows the command
+    local cmd=$2
+    [ "$(redis-cli -p "$1" command info "$cmd" | head -1)" != "" ]
+}
+
+for pipe in 1 16; do
+    n=$N1; [ "$pipe" = 16 ] && n=$N16
+    for srv in tessera redis valkey; do
+        port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+        redis-cli -p "$port" flushall >/dev/null
+        out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$TESTS" -q --csv 2>/dev/null || true)
+        while IFS=, read -r name rps _rest; do
+            name=${name//\"/}; rps=${rps//\"/}
+            [ "$name" = test ] && continue
+            key=$(echo "$name" | awk '{print tolower($1)}')
+            RPS["$srv,$pipe,$key"]=$rps
+        done <<<"$out"
+    done
+    for t in ${TESTS//,/ }; do
+        supported "$P_T" "$t" || RPS["tessera,$pipe,$t"]="n/a"
+    done
+done
+
+# Memory: 1M keys of 16-byte values, loaded with redis-cli --pipe.
+awk -v n="$KEYS" 'BEGIN { for (i = 0; i < n; i++) { k = sprintf("key:%012d", i); printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$16\r\nxxxxxxxxxxxxxxxx\r\n", length(k), k } }' >"$TMP/load.resp"
+declare -A MEM RSS
+rss_of() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
+used_of() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/ {gsub("\r",""); print $2}'; }
+for srv in tessera redis valkey; do
+    port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+    pid_var="PID_$srv"; pid=${!pid_var}
+    redis-cli -p "$port" flushall >/dev/null
+    sleep 1
+    u0=$(used_of "$port"); r0=$(rss_of "$pid")
+    redis-cli -p "$port" --pipe <"$TMP/load.resp" >/dev/null
+    keys=$(redis-cli -p "$port" dbsize)
+    [ "$keys" = "$KEYS" ] || echo "warning: $srv has $keys keys" >&2
+    sleep 1
+    u1=$(used_of "$port"); r1=$(rss_of "$pid")
+    MEM[$srv]=$(( (u1 - u0) / KEYS ))
+    RSS[$srv]=$(( (r1 - r0) / KEYS ))
+done
+
+ratio() { # a b -> a/b with 2 decimals, or n/a
+    if [[ "$1" == n/a || -z "$1" || -z "$2" || "$2" == n/a ]]; then echo "n/a"; else
+        awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2f", a / b }'; fi
+}
+
+DATE=$(date -u +%Y-%m-%d)
+mkdir -p bench
+OUT="bench/node-$DATE.md"
+{
+    echo "# tessera-node vs redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2) vs valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, redis-benchmark -c 50, -n $N1 (P1) / $N16 (P16)."
+    echo "Ratios > 1.00 mean tessera is faster (throughput); for memory, < 1.00 means tessera uses less."
+    echo
+    echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera/redis | tessera/valkey | tessera/best |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for pipe in 1 16; do
+        for t in ${TESTS//,/ }; do
+            tr=${RPS["tessera,$pipe,$t"]:-n/a}; rr=${RPS["redis,$pipe,$t"]:-n/a}; vr=${RPS["valkey,$pipe,$t"]:-n/a}
+            best=$(awk -v a="$rr" -v b="$vr" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+            echo "| ${t^^} | $pipe | $tr | $rr | $vr | $(ratio "$tr" "$rr") | $(ratio "$tr" "$vr") | $(ratio "$tr" "$best") |"
+        done
+    done
+    echo
+    echo "| memory per key ($KEYS keys, 16-byte values) | tessera | redis | valkey | tessera/redis | tessera/valkey |"
+    echo "|---|---|---|---|---|---|"
+    echo "| used_memory bytes/key | ${MEM[tessera]} | ${MEM[redis]} | ${MEM[valkey]} | $(ratio "${MEM[tessera]}" "${MEM[redis]}") | $(ratio "${MEM[tessera]}" "${MEM[valkey]}") |"
+    echo "| RSS bytes/key | ${RSS[tessera]} | ${RSS[redis]} | ${RSS[valkey]} | $(ratio "${RSS[tessera]}" "${RSS[redis]}") | $(ratio "${RSS[tessera]}" "${RSS[valkey]}") |"
+} | tee "$OUT"
+echo "saved $OUT"
