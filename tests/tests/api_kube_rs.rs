@@ -519,3 +519,67 @@ async fn finalizers_and_owner_reference_garbage_collection() {
     assert!(pods.get_opt("p").await.expect("get_opt").is_none());
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_dir_snapshot_survives_a_restart() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use tessera_tests::kiab::api::{serve, testing::FIXTURE_CRD};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = serve(([127, 0, 0, 1], 0).into(), Some(dir.path().to_path_buf()))
+        .await
+        .expect("serve");
+    let client = kube_client(&h).await.expect("client");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_yaml::from_str(FIXTURE_CRD).expect("crd"),
+    )
+    .await
+    .expect("crd");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tessera.rs", "v1alpha1", "RedisCluster"),
+        "redisclusters",
+    );
+    let rcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let obj = serde_json::from_value(json!({"apiVersion": "tessera.rs/v1alpha1", "kind": "RedisCluster", "metadata": {"name": "kept"}, "spec": {"shards": 2}})).expect("obj");
+    let before = rcs
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+    h.shutdown().await;
+    assert!(dir.path().join("store.json").is_file());
+
+    let h = serve(([127, 0, 0, 1], 0).into(), Some(dir.path().to_path_buf()))
+        .await
+        .expect("restart");
+    let client = kube_client(&h).await.expect("client");
+    let rcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let after = rcs
+        .get("kept")
+        .await
+        .expect("custom object survived, its kind re-registered");
+    assert_eq!(
+        (after.uid(), after.data["spec"]["shards"].as_i64()),
+        (before.uid(), Some(2))
+    );
+    let cm = Api::<ConfigMap>::namespaced(client, "default")
+        .create(&PostParams::default(), &cm("new", json!({})))
+        .await
+        .expect("create");
+    let (old_rv, new_rv): (u64, u64) = (
+        before
+            .resource_version()
+            .and_then(|r| r.parse().ok())
+            .expect("rv"),
+        cm.resource_version()
+            .and_then(|r| r.parse().ok())
+            .expect("rv"),
+    );
+    assert!(
+        new_rv > old_rv,
+        "resourceVersion continues after a restart ({new_rv} > {old_rv})"
+    );
+    h.shutdown().await;
+}

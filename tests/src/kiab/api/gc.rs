@@ -5,10 +5,11 @@
 use super::meta::{finalizers, meta_str, set_finalizers};
 use super::ops::{self, DeleteOpts, Sub, WriteOpts};
 use super::registry::GroupResource;
-use super::store::{Store, Txn};
+use super::store::{EventType, Store, StoredEvent, Txn};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
@@ -25,16 +26,38 @@ fn uid(o: &Value) -> &str {
     meta_str(o, "uid").unwrap_or("")
 }
 
+/// Whether a change can give the collector work: something deleted, marked for deletion, or
+/// created with owners (whose owner may already be gone). Status updates never do, and they are
+/// most of the traffic, so sweeps (which walk the whole store) run only after relevant changes.
+fn relevant(ev: &StoredEvent) -> bool {
+    match ev.kind {
+        EventType::Deleted => true,
+        _ => {
+            meta_str(&ev.object, "deletionTimestamp").is_some()
+                || (ev.kind == EventType::Added && !owner_uids(&ev.object).is_empty())
+        }
+    }
+}
+
 /// Runs sweeps until shutdown.
 pub(crate) async fn run(store: Store, mut shutdown: watch::Receiver<bool>) {
+    let mut rx = store.subscribe();
+    let mut periodic = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
-            _ = store.changed.notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            ev = rx.recv() => match ev {
+                Ok(ev) if relevant(&ev) => {}
+                Ok(_) => continue,
+                // Missed events: sweep to be safe.
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            _ = periodic.tick() => {}
             _ = shutdown.changed() => return,
         }
         // Let a burst of writes settle into one sweep.
         tokio::time::sleep(Duration::from_millis(20)).await;
+        while rx.try_recv().is_ok() {}
         if let Err(e) = store.transact(|t| {
             sweep(t);
             Ok(())

@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::broadcast;
 
 /// How many events are kept for watch resumption before older ones are compacted away.
 const HISTORY: usize = 50_000;
@@ -66,8 +66,6 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Mutex<Inner>>,
-    /// Woken after every change, so the garbage collector can look for orphans.
-    pub(crate) changed: Arc<Notify>,
 }
 
 impl Default for Store {
@@ -100,7 +98,6 @@ impl Store {
                 registry: Registry::new(),
                 tx,
             })),
-            changed: Arc::new(Notify::new()),
         }
     }
 
@@ -110,17 +107,8 @@ impl Store {
         f: impl FnOnce(&mut Txn<'_>) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
         let mut guard = self.inner.lock();
-        let mut txn = Txn {
-            inner: &mut guard,
-            changed: false,
-        };
-        let r = f(&mut txn);
-        let changed = txn.changed;
-        drop(guard);
-        if changed {
-            self.changed.notify_one();
-        }
-        r
+        let mut txn = Txn { inner: &mut guard };
+        f(&mut txn)
     }
 
     /// The current global resourceVersion.
@@ -234,7 +222,6 @@ fn list_in(g: &Inner, gr: &GroupResource, ns: Option<&str>) -> Vec<Value> {
 /// A transaction over the locked store.
 pub struct Txn<'a> {
     inner: &'a mut Inner,
-    changed: bool,
 }
 
 impl Txn<'_> {
@@ -317,7 +304,6 @@ impl Txn<'_> {
     }
 
     fn emit(&mut self, ev: StoredEvent) {
-        self.changed = true;
         let ev = Arc::new(ev);
         self.inner.history.push_back(ev.clone());
         while self.inner.history.len() > HISTORY {
