@@ -111,7 +111,9 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         for f in &args[2..] {
             n += h.remove(f) as i64;
         }
-        ctx.ks.remove_if_empty(&args[1]);
+        if h.is_empty() {
+            ctx.ks.del(&args[1]);
+        }
     }
     ctx.out.int(n);
     Ok(())

@@ -120,7 +120,9 @@ fn pop_n(
             None => break,
         }
     }
-    ctx.ks.remove_if_empty(key);
+    if l.is_empty() {
+        ctx.ks.del(key);
+    }
     Ok(Some(out))
 }
 
@@ -183,14 +185,17 @@ pub(crate) fn norm_range(start: i64, stop: i64, len: usize) -> Option<(usize, us
 
 fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let (start, stop) = (arg_i64(&args[2])?, arg_i64(&args[3])?);
-    let items = match ctx.ks.get_list(&args[1])? {
+    let out = &mut *ctx.out;
+    match ctx.ks.get_list(&args[1])? {
         Some(l) => match norm_range(start, stop, l.len()) {
-            Some((s, e)) => l.range(s, e),
-            None => Vec::new(),
+            Some((s, e)) => {
+                out.array(e - s + 1);
+                l.for_range(s, e, |v| out.bulk(v));
+            }
+            None => out.array(0),
         },
-        None => Vec::new(),
-    };
-    ctx.out.bulks(items.iter());
+        None => out.array(0),
+    }
     Ok(())
 }
 
@@ -252,7 +257,9 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mut n = 0;
     if let Some(l) = ctx.ks.get_list(&args[1])? {
         n = l.remove(count, &args[3]);
-        ctx.ks.remove_if_empty(&args[1]);
+        if l.is_empty() {
+            ctx.ks.del(&args[1]);
+        }
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -265,7 +272,9 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             Some((s, e)) => l.trim(s, e),
             None => l.trim(1, 0),
         }
-        ctx.ks.remove_if_empty(&args[1]);
+        if l.is_empty() {
+            ctx.ks.del(&args[1]);
+        }
     }
     ctx.out.ok();
     Ok(())

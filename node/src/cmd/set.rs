@@ -59,7 +59,9 @@ fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mut n = 0;
     if let Some(s) = ctx.ks.get_set(&args[1])? {
         n = args[2..].iter().filter(|m| s.remove(m)).count();
-        ctx.ks.remove_if_empty(&args[1]);
+        if s.is_empty() {
+            ctx.ks.del(&args[1]);
+        }
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -146,7 +148,9 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             write_set(ctx.out, &popped);
         }
     }
-    ctx.ks.remove_if_empty(&args[1]);
+    if s.is_empty() {
+        ctx.ks.del(&args[1]);
+    }
     Ok(())
 }
 

@@ -244,7 +244,6 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult
                 None => {}
             }
         }
-        ctx.ks.remove_if_empty(key);
         if added > 0 {
             ctx.ks.signal_ready(key);
         }
@@ -279,7 +278,9 @@ fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mut n = 0;
     if let Some(z) = ctx.ks.get_zset(&args[1])? {
         n = args[2..].iter().filter(|m| z.remove(m)).count();
-        ctx.ks.remove_if_empty(&args[1]);
+        if z.is_empty() {
+            ctx.ks.del(&args[1]);
+        }
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -569,7 +570,9 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[Bytes], by: By) -> CmdResult {
             Range::Lex(min, max) => z.lex_range(min, max),
         };
         n = z.remove_range(a, b);
-        ctx.ks.remove_if_empty(&args[1]);
+        if z.is_empty() {
+            ctx.ks.del(&args[1]);
+        }
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -598,7 +601,9 @@ fn mpop(
         if let Some(z) = ctx.ks.get_zset(k)? {
             if !z.is_empty() {
                 let items = z.pop(count, max);
-                ctx.ks.remove_if_empty(k);
+                if z.is_empty() {
+                    ctx.ks.del(k);
+                }
                 return Ok(Some((k.clone(), items)));
             }
         }

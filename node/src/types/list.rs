@@ -185,10 +185,17 @@ impl ListValue {
 
     /// Elements with indices in `[start, end]` (inclusive, already clamped by the caller).
     pub fn range(&self, start: usize, end: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        self.for_range(start, end, |e| out.push(e.to_vec()));
+        out
+    }
+
+    /// Visits elements with indices in `[start, end]` without copying them (LRANGE).
+    pub fn for_range(&self, start: usize, end: usize, mut f: impl FnMut(&[u8])) {
         if start > end || start >= self.len {
-            return Vec::new();
+            return;
         }
-        let mut out = Vec::with_capacity(end - start + 1);
+        let mut left = end.min(self.len - 1) - start + 1;
         let mut skip = start;
         for n in &self.nodes {
             if skip >= n.len() {
@@ -196,14 +203,14 @@ impl ListValue {
                 continue;
             }
             for e in n.iter().skip(skip) {
-                if out.len() > end - start {
-                    return out;
+                if left == 0 {
+                    return;
                 }
-                out.push(e.to_vec());
+                f(e);
+                left -= 1;
             }
             skip = 0;
         }
-        out
     }
 
     /// Keeps only indices `[start, end]` (inclusive); an empty range empties the list.

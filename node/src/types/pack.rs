@@ -159,9 +159,28 @@ impl Pack {
 
     /// Inserts an entry so that it starts at byte offset `off` (an entry offset or `bytes()`).
     pub fn insert_at(&mut self, off: usize, data: &[u8]) {
-        let mut enc = Vec::with_capacity(entry_size(data.len()));
-        encode_entry(&mut enc, data);
-        self.buf.splice(off..off, enc);
+        // Open a gap and encode in place: no temporary allocation on the LPUSH path.
+        let mut hdr = [0u8; 10];
+        let mut h = 0;
+        let mut n = data.len();
+        while n >= 0x80 {
+            hdr[h] = (n as u8) | 0x80;
+            n >>= 7;
+            h += 1;
+        }
+        hdr[h] = n as u8;
+        h += 1;
+        let total = 2 * h + data.len();
+        let old = self.buf.len();
+        self.buf.resize(old + total, 0);
+        self.buf.copy_within(off..old, off + total);
+        let d = off + h;
+        self.buf[off..d].copy_from_slice(&hdr[..h]);
+        self.buf[d..d + data.len()].copy_from_slice(data);
+        let t = d + data.len();
+        for i in 0..h {
+            self.buf[t + i] = hdr[h - 1 - i];
+        }
         self.count += 1;
     }
 
