@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod blocking;
 mod config;
 mod keys;
 mod protocol;
