@@ -88,10 +88,8 @@ impl RedisServer {
                 return server;
             }
         }
-        panic!(
-            "could not start redis-server; see {}/redis.log",
-            dir.display()
-        );
+        let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+        panic!("could not start {}; log:\n{log}", bin.display());
     }
 
     /// Polls PING until the server answers and has finished loading (generous: 30 s).
