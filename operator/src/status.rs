@@ -122,10 +122,9 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
     );
 
     let mut shard_statuses = Vec::new();
-    let all_shards: BTreeSet<u32> = (0..spec.shards)
-        .chain(sts_shards.iter().copied())
-        .chain(report.iter().flat_map(|r| r.shards.iter().map(|s| s.shard)))
-        .collect();
+    // Desired shards plus removed ones whose StatefulSet still exists (being drained); a
+    // removed shard without a StatefulSet is gone even if its pods still terminate.
+    let all_shards: BTreeSet<u32> = (0..spec.shards).chain(sts_shards.iter().copied()).collect();
     for shard in all_shards {
         let sts = o
             .stateful_sets

@@ -163,6 +163,13 @@ impl FakeApi {
             .cloned()
     }
 
+    /// Deletes an object straight from the store.
+    pub fn remove(&self, collection: &str, name: &str) {
+        let mut st = self.state.lock().unwrap();
+        st.objects
+            .remove(&(collection.to_string(), name.to_string()));
+    }
+
     /// Names stored under a collection.
     pub fn names(&self, collection: &str) -> Vec<String> {
         let st = self.state.lock().unwrap();

@@ -1,0 +1,296 @@
+//! The controller with the real topology engine and real redis-server processes: a tiny
+//! "kubelet" in this test starts each pod of the applied StatefulSets exactly as the pod spec
+//! says (command, args with $(POD_IP), node.conf from the applied ConfigMap), on its own
+//! loopback address, and marks it Ready once its TCP probe port answers. Reconciles then form
+//! the cluster, the status turns Ready with all 16384 slots, and scale-in drains a shard
+//! before its StatefulSet is deleted.
+
+mod support;
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::fake_api::FakeApi;
+use tessera_operator::controller::{reconcile, Context, RealEngine};
+use tessera_operator::crd::{Phase, RedisCluster};
+use tessera_operator::metrics::Metrics;
+
+const NS: &str = "t";
+const RC: &str = "/apis/tessera.rs/v1alpha1/namespaces/t/redisclusters";
+const STS: &str = "/apis/apps/v1/namespaces/t/statefulsets";
+const CM: &str = "/api/v1/namespaces/t/configmaps";
+const PODS: &str = "/api/v1/namespaces/t/pods";
+
+/// Processes this test started; killed on drop.
+struct Procs(Vec<(String, Child)>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A loopback address whose node and bus ports are free (127.0.190.x: this suite's block).
+fn free_ip(next: &mut u8) -> Ipv4Addr {
+    loop {
+        assert!(*next < 250, "no free loopback address in 127.0.190.0/24");
+        let ip = Ipv4Addr::new(127, 0, 190, *next);
+        *next += 1;
+        let ok = [6379u16, 16379]
+            .iter()
+            .all(|p| TcpListener::bind(SocketAddrV4::new(ip, *p)).is_ok());
+        if ok {
+            return ip;
+        }
+    }
+}
+
+struct Kubelet {
+    api: FakeApi,
+    root: PathBuf,
+    procs: Procs,
+    next_ip: u8,
+}
+
+impl Kubelet {
+    /// Starts a process for every pod of every stored StatefulSet that has none yet.
+    async fn sync(&mut self) {
+        let conf = self.api.get(CM, "demo-config").expect("configmap applied")["data"]["node.conf"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let etc = self.root.join("etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("node.conf"), conf).unwrap();
+        for sts_name in self.api.names(STS) {
+            let sts = self.api.get(STS, &sts_name).unwrap();
+            let replicas = sts["spec"]["replicas"].as_i64().unwrap();
+            for ord in 0..replicas {
+                let pod = format!("{sts_name}-{ord}");
+                if self.api.get(PODS, &pod).is_some() {
+                    continue;
+                }
+                self.start_pod(&sts, &pod, &etc).await;
+            }
+        }
+    }
+
+    async fn start_pod(&mut self, sts: &Value, pod: &str, etc: &Path) {
+        let ip = free_ip(&mut self.next_ip).to_string();
+        let data = self.root.join(pod);
+        std::fs::create_dir_all(&data).unwrap();
+        let c = &sts["spec"]["template"]["spec"]["containers"][0];
+        let cmd = c["command"][0].as_str().unwrap();
+        assert_eq!(cmd, "redis-server");
+        let args: Vec<String> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .unwrap()
+                    .replace("$(POD_IP)", &ip)
+                    .replace("/etc/tessera", etc.to_str().unwrap())
+                    .replace("/data", data.to_str().unwrap())
+            })
+            .collect();
+        let child = Command::new("/usr/bin/redis-server")
+            .args(&args)
+            .current_dir(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.procs.0.push((pod.to_string(), child));
+        // The pod's TCP readiness probe.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect((ip.as_str(), 6379))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{pod} never listened on {ip}:6379"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let labels = sts["spec"]["template"]["metadata"]["labels"].clone();
+        self.api.insert(
+            PODS,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": pod, "namespace": NS, "labels": labels},
+                   "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+
+    /// Removes pods whose StatefulSet is gone (what the real StatefulSet controller does).
+    fn gc(&mut self) {
+        let live = self.api.names(STS);
+        for pod in self.api.names(PODS) {
+            let owner = pod.rsplit_once('-').map(|(s, _)| s.to_string()).unwrap();
+            if !live.contains(&owner) {
+                self.api.remove(PODS, &pod);
+                for (name, c) in &mut self.procs.0 {
+                    if *name == pod {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn rc(api: &FakeApi) -> RedisCluster {
+    serde_json::from_value(api.get(RC, "demo").unwrap()).unwrap()
+}
+
+async fn reconcile_until(
+    api: &FakeApi,
+    kubelet: &mut Kubelet,
+    ctx: &Arc<Context>,
+    what: &str,
+    done: impl Fn(&RedisCluster) -> bool,
+) -> RedisCluster {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        reconcile(Arc::new(rc(api)), ctx.clone())
+            .await
+            .expect("reconcile");
+        kubelet.gc();
+        kubelet.sync().await;
+        let now = rc(api);
+        if done(&now) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {:#?}",
+            now.status
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn phase(rc: &RedisCluster) -> Option<Phase> {
+    rc.status.as_ref().map(|s| s.phase)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forms_a_real_cluster_and_drains_before_deleting() {
+    if !Path::new("/usr/bin/redis-server").exists() {
+        panic!("redis-server missing: run `make deps`");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApi::new();
+    api.insert(
+        RC,
+        json!({"apiVersion": "tessera.rs/v1alpha1", "kind": "RedisCluster",
+               "metadata": {"name": "demo", "namespace": NS, "generation": 1},
+               "spec": {"shards": 3, "replicasPerShard": 1, "image": "redis:7.0", "nodeTimeoutMs": 2000}}),
+    );
+    let ctx = Arc::new(Context::new(
+        api.client(),
+        Arc::new(Metrics::new()),
+        Arc::new(RealEngine),
+    ));
+    let mut kubelet = Kubelet {
+        api: api.clone(),
+        root: dir.path().to_path_buf(),
+        procs: Procs(Vec::new()),
+        next_ip: 1,
+    };
+
+    let ready = reconcile_until(&api, &mut kubelet, &ctx, "Ready", |r| {
+        phase(r) == Some(Phase::Ready)
+    })
+    .await;
+    let st = ready.status.unwrap();
+    assert_eq!(st.slots_assigned, 16384);
+    assert_eq!(st.cluster_state, "ok");
+    assert_eq!(st.ready_nodes, 6);
+    assert_eq!(st.shards, 3);
+    for s in &st.shard_statuses {
+        assert!(s.master_pod.is_some(), "{s:?}");
+        assert_eq!(s.replica_pods.len(), 1, "{s:?}");
+        assert!(!s.slot_ranges.is_empty(), "{s:?}");
+    }
+    let ready_cond = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready_cond.status, "True");
+
+    // Keys spread over every shard, then scale in to 2: shard 2 is drained first.
+    let seed = st.shard_statuses[0].master_pod.clone().unwrap();
+    let seed_ip = api.get(PODS, &seed).unwrap()["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let client =
+        redis::cluster::ClusterClient::new(vec![format!("redis://{seed_ip}:6379")]).unwrap();
+    let mut conn = client.get_async_connection().await.unwrap();
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    // Scale out to 4 (as `kubectl scale rcl/demo --replicas=4` would set spec.shards).
+    let mut obj = api.get(RC, "demo").unwrap();
+    obj["spec"]["shards"] = json!(4);
+    obj["metadata"]["generation"] = json!(2);
+    api.insert(RC, obj);
+    let grown = reconcile_until(&api, &mut kubelet, &ctx, "scale-out to 4 shards", |r| {
+        phase(r) == Some(Phase::Ready) && r.status.as_ref().is_some_and(|s| s.shards == 4)
+    })
+    .await;
+    let st = grown.status.unwrap();
+    assert_eq!((st.ready_nodes, st.slots_assigned), (8, 16384));
+    assert!(
+        st.shard_statuses.iter().all(|s| !s.slot_ranges.is_empty()),
+        "{:?}",
+        st.shard_statuses
+    );
+
+    // Scale in to 2: shards 2 and 3 are drained before their StatefulSets go.
+    let mut obj = api.get(RC, "demo").unwrap();
+    obj["spec"]["shards"] = json!(2);
+    obj["metadata"]["generation"] = json!(3);
+    api.insert(RC, obj);
+    let drained = reconcile_until(&api, &mut kubelet, &ctx, "scale-in to 2 shards", |r| {
+        phase(r) == Some(Phase::Ready)
+            && api.get(STS, "demo-2").is_none()
+            && api.get(STS, "demo-3").is_none()
+    })
+    .await;
+    let st = drained.status.unwrap();
+    assert_eq!(st.shards, 2);
+    assert_eq!(st.slots_assigned, 16384);
+    assert_eq!(st.observed_generation, Some(3));
+    assert!(
+        st.shard_statuses.iter().all(|s| s.shard < 2),
+        "{:?}",
+        st.shard_statuses
+    );
+
+    // No key was lost.
+    let client =
+        redis::cluster::ClusterClient::new(vec![format!("redis://{seed_ip}:6379")]).unwrap();
+    let mut conn = client.get_async_connection().await.unwrap();
+    for i in 0..300 {
+        let v: Option<i64> = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(v, Some(i), "k{i}");
+    }
+}
