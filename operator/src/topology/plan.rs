@@ -186,6 +186,7 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     // Meet: every reachable pod must know every other one at its current address.
     let mut meets: BTreeSet<(usize, usize)> = BTreeSet::new();
     let mut handshaking = false;
+    let mut gossip_pending = 0usize;
     for &a in &reach {
         handshaking |= snap.pods[a].peers.iter().any(|v| v.handshake);
         for &b in &reach {
@@ -199,13 +200,27 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
             }
             let pb = &snap.pods[b];
             let Some(idb) = pb.id() else { continue };
-            let ok = snap.pods[a].view_of(idb).is_some_and(|v| {
-                !v.handshake && v.host == pb.endpoint.host && v.port == pb.endpoint.port
-            });
-            if !ok {
-                meets.insert((a, b));
+            let right = |c: usize| {
+                snap.pods[c].view_of(idb).is_some_and(|v| {
+                    !v.handshake && v.host == pb.endpoint.host && v.port == pb.endpoint.port
+                })
+            };
+            if right(a) {
+                continue;
             }
+            // Unknown to `a` but known (rightly) to another pod: gossip will introduce it.
+            let unknown = snap.pods[a].view_of(idb).is_none();
+            if unknown && reach.iter().any(|&c| c != a && c != b && right(c)) {
+                gossip_pending += 1;
+                continue;
+            }
+            meets.insert((a, b));
         }
+    }
+    if gossip_pending > 0 && meets.is_empty() {
+        out.stuck.push(format!(
+            "waiting for gossip: {gossip_pending} pod pairs do not know each other yet"
+        ));
     }
     let mut meet_steps = Vec::new();
     for (a, b) in &meets {
@@ -305,7 +320,11 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
         }
     }
 
-    let topology_ready = !degraded && meets.is_empty() && !handshaking && forget_steps.is_empty();
+    let topology_ready = !degraded
+        && meets.is_empty()
+        && gossip_pending == 0
+        && !handshaking
+        && forget_steps.is_empty();
     out.steps.extend(head);
     out.steps.extend(meet_steps);
     out.steps.extend(forget_steps);
