@@ -61,12 +61,10 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
         }
     };
     let r: Result<Reply, Reply> = (|| match sub.as_str() {
-        "info" => check(2, true).map(|_| Reply::Bulk(info(st).into_bytes())),
+        "info" => check(2, true).map(|_| Reply::Verbatim(info(st))),
         "myid" => check(2, true).map(|_| Reply::bulk(st.myself)),
         "myshardid" => check(2, true).map(|_| Reply::bulk(st.me().shard_id)),
-        "nodes" => {
-            check(2, true).map(|_| Reply::Bulk(nodes_conf::nodes_text(st, false).into_bytes()))
-        }
+        "nodes" => check(2, true).map(|_| Reply::Verbatim(nodes_conf::nodes_text(st, false))),
         "slots" => check(2, true).map(|_| slots_reply(st)),
         "shards" => check(2, true).map(|_| shards_reply(st)),
         "links" => check(2, true).map(|_| links_reply(st)),

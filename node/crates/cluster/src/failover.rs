@@ -100,7 +100,8 @@ impl ClusterState {
             self.todo_update_state = true;
             return;
         }
-        if self.election.auth_count >= self.size / 2 + 1 {
+        let quorum = self.size / 2 + 1;
+        if self.election.auth_count >= quorum {
             info!(
                 votes = self.election.auth_count,
                 epoch = self.election.auth_epoch,

@@ -83,8 +83,12 @@ impl ClusterState {
         if let Some(s) = sender {
             if linfo.inbound {
                 if let Some(n) = self.nodes.get_mut(&s) {
-                    if n.inbound_link.is_none() || n.inbound_link == Some(link) {
-                        n.inbound_link = Some(link);
+                    if n.inbound_link != Some(link) {
+                        // A peer that reconnected: its newest inbound link replaces the old one.
+                        if let Some(old) = n.inbound_link.replace(link) {
+                            self.links.remove(&old);
+                            self.out.push(Out::Close { link: old });
+                        }
                         if let Some(li) = self.links.get_mut(&link) {
                             li.node = Some(s);
                         }

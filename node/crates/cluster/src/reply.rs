@@ -8,6 +8,8 @@ pub enum Reply {
     Error(String),
     Int(i64),
     Bulk(Vec<u8>),
+    /// RESP3 verbatim string of format "txt" (CLUSTER INFO / NODES); a bulk string in RESP2.
+    Verbatim(String),
     Nil,
     Array(Vec<Reply>),
     Map(Vec<(Reply, Reply)>),
@@ -40,6 +42,7 @@ impl Reply {
                 out.extend_from_slice(b);
                 out.extend_from_slice(b"\r\n");
             }
+            Reply::Verbatim(s) => Reply::Bulk(s.as_bytes().to_vec()).to_resp2(out),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::Array(v) => {
                 out.extend_from_slice(format!("*{}\r\n", v.len()).as_bytes());

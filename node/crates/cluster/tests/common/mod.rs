@@ -206,6 +206,7 @@ impl TestNode {
     pub fn cluster_str(&self, args: &[&str]) -> String {
         match self.cluster(args) {
             tessera_cluster::Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            tessera_cluster::Reply::Verbatim(s) => s,
             tessera_cluster::Reply::Simple(s) => s,
             tessera_cluster::Reply::Ok => "OK".into(),
             tessera_cluster::Reply::Error(e) => format!("ERR {e}"),
@@ -340,10 +341,13 @@ pub fn raw_reply(port: u16, args: &[&str]) -> Vec<u8> {
     out
 }
 
+/// (channel, message, shard) delivered by the bus.
+pub type Published = (Vec<u8>, Vec<u8>, bool);
+
 /// A Host that records what the bus delivers to local subscribers.
 #[derive(Default)]
 pub struct RecordingHost {
-    pub published: std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>, bool)>>,
+    pub published: std::sync::Mutex<Vec<Published>>,
 }
 
 impl RecordingHost {
