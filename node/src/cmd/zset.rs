@@ -200,16 +200,19 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult
         .map(|p| float_arg(&p[0]))
         .collect::<Result<Vec<f64>, _>>()?;
     let key = &args[1];
-    let lim = ctx.limits();
+    // Limits are only read when something is inserted (a config read is not free).
+    let srv = ctx.srv;
+    let mut lim_cache = None;
     let (mut added, mut updated, mut processed, mut last) = (0, 0, 0, 0.0);
     let exists = ctx.ks.get_zset(key)?.is_some();
     if exists || !f.xx {
         if !exists {
             let maxlen = rest.chunks_exact(2).map(|p| p[1].len()).max().unwrap_or(0);
+            let lim = lim_cache.get_or_insert_with(|| srv.type_limits());
             ctx.ks
-                .set(key, Value::ZSet(Box::new(ZSetValue::new_for(maxlen, &lim))));
+                .set(key, Value::ZSet(Box::new(ZSetValue::new_for(maxlen, lim))));
         }
-        let z = ctx.ks.zset_or_create(key)?;
+        let z = ctx.ks.get_zset(key)?.ok_or(CmdError::NoSuchKey)?;
         for (p, &score) in rest.chunks_exact(2).zip(&scores) {
             let m = &p[1];
             let mut score = score;
@@ -231,12 +234,14 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult
                     last = score;
                     processed += 1;
                     if score != cur {
-                        z.insert(m, score, &lim);
+                        let lim = lim_cache.get_or_insert_with(|| srv.type_limits());
+                        z.insert(m, score, lim);
                         updated += 1;
                     }
                 }
                 None if !f.xx => {
-                    z.insert(m, score, &lim);
+                    let lim = lim_cache.get_or_insert_with(|| srv.type_limits());
+                    z.insert(m, score, lim);
                     added += 1;
                     processed += 1;
                     last = score;
