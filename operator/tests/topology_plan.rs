@@ -430,7 +430,7 @@ fn build(sc: &Scenario) -> Model {
     if sc.hole {
         let last = (cur - 1) * g;
         for s in 16300..16384u16 {
-            if m.nodes[last].keys.get(&s).is_none() {
+            if !m.nodes[last].keys.contains_key(&s) {
                 m.nodes[last].slots.remove(&s);
             }
         }
@@ -454,7 +454,7 @@ fn build(sc: &Scenario) -> Model {
             m.nodes[i].knows.insert(id.clone());
         }
     }
-    if sc.replaced == 1 && g > 1 || sc.replaced == 2 && g > 1 {
+    if (sc.replaced == 1 || sc.replaced == 2) && g > 1 {
         // Pod p0-1 (a replica) or p0-0 (the master) replaced: old node dead, new empty node.
         let victim = if sc.replaced == 1 { 1 } else { 0 };
         m.nodes[victim].alive = false;

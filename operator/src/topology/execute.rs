@@ -259,6 +259,9 @@ async fn fix_open_slot(
     Ok(())
 }
 
+/// (slot, from pod, to pod, keys moved or the error).
+type SlotResult = (u16, String, String, Result<u64, TopologyError>);
+
 /// Migrate slot jobs with bounded parallelism; no new slot starts after the deadline.
 async fn migrate_all(
     jobs: Vec<(u16, NodeRef, NodeRef)>,
@@ -269,21 +272,20 @@ async fn migrate_all(
     out: &mut Outcome,
 ) {
     let total = jobs.len();
-    let results: Vec<Option<(u16, String, String, Result<u64, TopologyError>)>> =
-        stream::iter(jobs)
-            .map(|(slot, from, to)| {
-                let pool = pool.clone();
-                async move {
-                    if Instant::now() >= deadline {
-                        return None;
-                    }
-                    let r = migrate_one(slot, &from, &to, &pool, all_masters, opts).await;
-                    Some((slot, from.pod, to.pod, r))
+    let results: Vec<Option<SlotResult>> = stream::iter(jobs)
+        .map(|(slot, from, to)| {
+            let pool = pool.clone();
+            async move {
+                if Instant::now() >= deadline {
+                    return None;
                 }
-            })
-            .buffer_unordered(opts.migrate_parallel.max(1))
-            .collect()
-            .await;
+                let r = migrate_one(slot, &from, &to, &pool, all_masters, opts).await;
+                Some((slot, from.pod, to.pod, r))
+            }
+        })
+        .buffer_unordered(opts.migrate_parallel.max(1))
+        .collect()
+        .await;
     let mut moved_keys = 0u64;
     let mut per_pair: std::collections::BTreeMap<(String, String), Vec<u16>> = Default::default();
     for (slot, from, to, r) in results.into_iter().flatten() {

@@ -26,7 +26,7 @@ pub use snapshot::Snapshot;
 pub const SLOTS: u16 = 16384;
 
 /// One pod (node process) the engine manages; shard/ordinal come from the StatefulSet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodEndpoint {
     pub pod: String,
     pub shard: u32,

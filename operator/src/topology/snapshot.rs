@@ -27,18 +27,6 @@ pub struct PodState {
     pub keys_in_slot: BTreeMap<u16, u64>,
 }
 
-impl Default for PodEndpoint {
-    fn default() -> Self {
-        Self {
-            pod: String::new(),
-            shard: 0,
-            ordinal: 0,
-            host: String::new(),
-            port: 0,
-        }
-    }
-}
-
 impl PodState {
     /// The node id, when known.
     pub fn id(&self) -> Option<&str> {
