@@ -40,7 +40,15 @@ async fn kube_rs_custom_resources_validate_default_prune() {
     let h = start().await;
     let client = kube_client(&h).await.expect("client");
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
-    let crd = serde_yaml::from_str(FIXTURE_CRD).expect("fixture parses");
+    // The fixture plus a second served version (conversion strategy None).
+    let mut crd: Value = serde_yaml::from_str(FIXTURE_CRD).expect("fixture parses");
+    let mut v2 = crd["spec"]["versions"][0].clone();
+    v2["name"] = json!("v1beta1");
+    v2["storage"] = json!(false);
+    if let Some(vs) = crd["spec"]["versions"].as_array_mut() {
+        vs.push(v2);
+    }
+    let crd = serde_json::from_value(crd).expect("CRD");
     let created = crds
         .create(&PostParams::default(), &crd)
         .await
@@ -128,6 +136,19 @@ async fn kube_rs_custom_resources_validate_default_prune() {
         "{}",
         e.message
     );
+
+    // The same object through the other served version: only apiVersion differs.
+    let ar2 = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tessera.rs", "v1beta1", "RedisCluster"),
+        "redisclusters",
+    );
+    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar2);
+    let b = beta.get("a").await.expect("served as v1beta1");
+    assert_eq!(
+        b.types.map(|t| t.api_version).as_deref(),
+        Some("tessera.rs/v1beta1")
+    );
+    assert_eq!(b.data["spec"]["shards"], 3);
 
     // Status subresource: status ignored on the main endpoint, generation untouched by status.
     let s = api

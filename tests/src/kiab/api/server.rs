@@ -226,6 +226,15 @@ fn delete_opts(q: &Query, body: &Value) -> Result<DeleteOpts, ApiError> {
     })
 }
 
+/// Serves an object as the requested version: objects of all versions of a resource share one
+/// store, and only `apiVersion` changes between them (a CRD's `conversion: None` strategy).
+pub(crate) fn as_version(rt: &ResourceType, mut obj: Value) -> Value {
+    if obj.get("apiVersion").and_then(Value::as_str) != Some(rt.api_version().as_str()) {
+        obj["apiVersion"] = Value::String(rt.api_version());
+    }
+    obj
+}
+
 /// Filters for list and watch requests.
 pub(crate) struct Filter {
     pub ns: Option<String>,
@@ -289,7 +298,11 @@ async fn serve_resource(
                 return watch::serve(state, rt.clone(), filter, &q, table);
             }
             let (items, rv) = store.list(&gr, filter.ns.as_deref());
-            let items: Vec<Value> = items.into_iter().filter(|o| filter.matches(o)).collect();
+            let items: Vec<Value> = items
+                .into_iter()
+                .filter(|o| filter.matches(o))
+                .map(|o| as_version(rt, o))
+                .collect();
             if table {
                 return Ok(json_response(200, &table::table(rt, &items, rv, &q)));
             }
@@ -304,6 +317,7 @@ async fn serve_resource(
         (Method::GET, Some(name)) => {
             let obj = store
                 .get(&gr, &t.ns, name)
+                .map(|o| as_version(rt, o))
                 .ok_or_else(|| ApiError::not_found(&rt.plural, &rt.group, name))?;
             match t.sub {
                 Sub::Scale => Ok(json_response(200, &ops::scale_of(rt, &obj)?)),

@@ -32,7 +32,7 @@ fn render(rt: &ResourceType, table: Option<&Query>, obj: &Value) -> Value {
             super::store::object_rv(obj),
             q,
         ),
-        None => obj.clone(),
+        None => super::server::as_version(rt, obj.clone()),
     }
 }
 
