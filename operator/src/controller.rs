@@ -129,6 +129,7 @@ pub async fn run(
         let client = ctx.client.clone();
         let ctx = ctx.clone();
         let shutdown = shutdown.clone();
+        let metrics = ctx.metrics.clone();
         async move {
             let owned =
                 watcher::Config::default().labels("app.kubernetes.io/managed-by=tessera-operator");
@@ -157,9 +158,20 @@ pub async fn run(
             })
             .graceful_shutdown_on(shutdown)
             .run(reconcile, error_policy, ctx)
-            .for_each(|res| async move {
-                if let Err(e) = res {
-                    warn!(error = %e, "controller");
+            .for_each(|res| {
+                let metrics = metrics.clone();
+                async move {
+                    match res {
+                        Ok(_) => {}
+                        // A deleted cluster: drop its gauges (children go with the GC).
+                        Err(kube::runtime::controller::Error::ObjectNotFound(r)) => {
+                            metrics.forget_cluster(
+                                r.namespace.as_deref().unwrap_or_default(),
+                                &r.name,
+                            );
+                        }
+                        Err(e) => warn!(error = %e, "controller"),
+                    }
                 }
             })
             .await;
@@ -298,7 +310,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     events_for(ctx, rc, previous, &new_status, &topology).await;
     if previous != Some(&new_status) {
         let api: Api<RedisCluster> = Api::namespaced(client.clone(), &ns);
-        let patch = serde_json::json!({ "status": new_status });
+        let patch = serde_json::json!({ "status": status_patch(&new_status) });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
@@ -308,6 +320,23 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         Phase::Failed => Action::requeue(ctx.requeue_ready),
         _ => Action::requeue(ctx.requeue_converging),
     })
+}
+
+/// The status as a JSON merge patch: optional fields that are now empty are sent as null, so
+/// a merge patch removes them instead of leaving a stale value behind.
+pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
+    let mut v = serde_json::to_value(status).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        for key in [
+            "observedGeneration",
+            "conditions",
+            "shardStatuses",
+            "progress",
+        ] {
+            map.entry(key).or_insert(serde_json::Value::Null);
+        }
+    }
+    v
 }
 
 /// True when every slot is served by a shard that stays: removed shards hold nothing.

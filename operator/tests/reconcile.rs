@@ -468,3 +468,31 @@ async fn engine_failure_after_formation_is_degraded() {
     assert_eq!(condition(&rc, "Degraded").reason, "TopologyError");
     assert!(h.events().contains(&("Warning".into(), "Degraded".into())));
 }
+
+#[tokio::test]
+async fn finished_progress_is_removed_from_status() {
+    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 0, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(2, &[]));
+    h.reconcile().await;
+    let mut moving = report(2, &[]);
+    moving.converged = false;
+    moving.progress = Some(tessera_operator::topology::Progress {
+        slots_moved: 10,
+        slots_to_move: 100,
+    });
+    *h.engine.next.lock().unwrap() = Some(moving);
+    let rc = h.reconcile().await;
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Rebalancing);
+    assert!(h.api.get(RC, "demo").unwrap()["status"]["progress"].is_object());
+    *h.engine.next.lock().unwrap() = Some(report(2, &[]));
+    let rc = h.reconcile().await;
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Ready);
+    let stored = h.api.get(RC, "demo").unwrap();
+    assert!(
+        stored["status"].get("progress").is_none(),
+        "{}",
+        stored["status"]
+    );
+}
