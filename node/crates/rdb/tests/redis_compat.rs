@@ -304,3 +304,57 @@ fn random_values_restore_into_redis_and_back() {
         })
         .expect("all random values survive");
 }
+
+/// Real files with LFU / LRU metadata, compression off and checksum off.
+#[test]
+fn redis_files_with_eviction_metadata_and_no_checksum() {
+    for (policy, lfu) in [("allkeys-lfu", true), ("allkeys-lru", false)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let extra = [
+            "--maxmemory-policy",
+            policy,
+            "--rdbchecksum",
+            "no",
+            "--rdbcompression",
+            "no",
+        ];
+        let server = RedisServer::start_args(
+            std::path::Path::new(REDIS_SERVER),
+            dir.path(),
+            "dump.rdb",
+            &extra,
+        );
+        let mut con = server.connection();
+        let long = "y".repeat(500);
+        populate(&mut con, b"long", &RdbValue::String(bs(&long)), None);
+        populate(
+            &mut con,
+            b"h",
+            &RdbValue::Hash(vec![(bs("a"), bs("1"))]),
+            None,
+        );
+        redis::cmd("SAVE").query::<()>(&mut con).expect("SAVE");
+        let events = read_file(&dir.path().join("dump.rdb"));
+        assert!(matches!(
+            events.last(),
+            Some(RdbEvent::End {
+                checksum_verified: false
+            })
+        ));
+        let entries: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                RdbEvent::Entry(x) => Some(x),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(entries.len(), 2);
+        for e in entries {
+            assert_eq!(e.freq.is_some(), lfu, "{policy}: freq of {:?}", e.key);
+            assert_eq!(e.idle.is_some(), !lfu, "{policy}: idle of {:?}", e.key);
+            if e.key == bs("long") {
+                assert_eq!(e.value, RdbValue::String(bs(&long)));
+            }
+        }
+    }
+}
