@@ -265,7 +265,6 @@ impl ClusterState {
                     && data_delay > nt / 2
                 {
                     self.free_link_of(name);
-                    continue;
                 }
             }
             let n = &self.nodes[name];

@@ -194,7 +194,7 @@ pub struct ClusterState {
     pub(crate) next_link: LinkId,
     pub(crate) iteration: u64,
     pub(crate) pings_sent: u64,
-    pub(crate) first_update_time: u64,
+    pub(crate) first_update_time: Option<u64>,
     pub(crate) among_minority_time: u64,
     pub(crate) rng: StdRng,
     /// Replica failover election in progress.
@@ -230,7 +230,7 @@ impl ClusterState {
             next_link: 1,
             iteration: 0,
             pings_sent: 0,
-            first_update_time: 0,
+            first_update_time: None,
             among_minority_time: 0,
             rng,
             election: Default::default(),
@@ -480,12 +480,8 @@ impl ClusterState {
     /// Recomputes OK/FAIL (clusterUpdateState).
     pub fn update_state(&mut self, now: u64) {
         self.todo_update_state = false;
-        if self.first_update_time == 0 {
-            self.first_update_time = now;
-        }
-        if self.me().is_master()
-            && !self.state_ok
-            && now.saturating_sub(self.first_update_time) < WRITABLE_DELAY_MS
+        let first = *self.first_update_time.get_or_insert(now);
+        if self.me().is_master() && !self.state_ok && now.saturating_sub(first) < WRITABLE_DELAY_MS
         {
             return;
         }

@@ -1,0 +1,227 @@
+//! The pure state machine driven by hand-made messages and explicit time: failure-report
+//! quorum, cluster health delays, epoch collisions, slot ownership by configEpoch, UPDATE.
+
+use tessera_cluster::msg::{self, Body, Gossip, Header, Message, Name};
+use tessera_cluster::state::{Node, Out, FLAG_FAIL, FLAG_MASTER, FLAG_PFAIL};
+use tessera_cluster::{commands, ClusterConfig, ClusterState, NullHost, Reply};
+
+const B: Name = *b"ffffffffffffffffffffffffffffffffffffff0b";
+const C: Name = *b"ffffffffffffffffffffffffffffffffffffff0c";
+const NT: u64 = 1000;
+
+fn base() -> ClusterState {
+    let cfg = ClusterConfig {
+        port: 7000,
+        node_timeout_ms: NT,
+        ..Default::default()
+    };
+    let mut st = ClusterState::new(cfg, 0, 42);
+    for (name, port) in [(B, 7001), (C, 7002)] {
+        let mut n = Node::new(name, FLAG_MASTER, 0);
+        n.ip = "127.0.0.1".into();
+        n.port = port;
+        n.cport = port + 10000;
+        st.nodes.insert(name, n);
+    }
+    st
+}
+
+fn assign(st: &mut ClusterState, owner: Name, range: std::ops::Range<usize>) {
+    for s in range {
+        st.del_slot(s);
+        st.add_slot(owner, s);
+    }
+}
+
+fn ping_from(
+    st: &ClusterState,
+    sender: Name,
+    epoch: u64,
+    slots: std::ops::Range<usize>,
+    gossip: Vec<Gossip>,
+) -> Message {
+    let mut bitmap = Box::new([0u8; msg::SLOTS_BYTES]);
+    for s in slots {
+        msg::bitmap_set(&mut bitmap, s);
+    }
+    let n = &st.nodes[&sender];
+    let header = Header {
+        ty: msg::TYPE_PING,
+        port: n.port,
+        cport: n.cport,
+        sender,
+        config_epoch: epoch,
+        current_epoch: epoch,
+        slots: bitmap,
+        flags: FLAG_MASTER,
+        ..Default::default()
+    };
+    Message {
+        header,
+        body: Body::Gossip {
+            entries: gossip,
+            exts: vec![],
+        },
+    }
+}
+
+fn deliver(st: &mut ClusterState, m: Message, now: u64) {
+    let l = st.link_accepted(now);
+    st.process(l, m, "127.0.0.1", "127.0.0.1", now);
+}
+
+fn sent_types(st: &mut ClusterState) -> Vec<u16> {
+    st.out
+        .drain(..)
+        .filter_map(|o| match o {
+            Out::Send { msg, .. } => Some(msg.header.ty),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn pfail_becomes_fail_with_a_master_quorum_and_is_broadcast() {
+    let mut st = base();
+    let me = st.myself;
+    assign(&mut st, me, 0..100);
+    assign(&mut st, B, 100..200);
+    assign(&mut st, C, 200..300);
+    st.update_state(0);
+    st.update_state(3000);
+    assert_eq!(st.size, 3);
+    // Links get dialed by the cron; C never answers its ping.
+    st.cron(3000);
+    st.nodes.get_mut(&C).expect("c").ping_sent = 3000;
+    st.cron(3000 + NT + 1);
+    assert!(
+        st.nodes[&C].flags & FLAG_PFAIL != 0,
+        "ping pending longer than NT: PFAIL"
+    );
+    st.out.clear();
+    let g = Gossip {
+        name: C,
+        ip: "127.0.0.1".into(),
+        port: 7002,
+        cport: 17002,
+        flags: FLAG_MASTER | FLAG_PFAIL,
+        ..gossip0()
+    };
+    let m = ping_from(&st, B, st.nodes[&B].config_epoch, 100..200, vec![g]);
+    deliver(&mut st, m, 4100);
+    // Quorum 2 = B's report + myself (a master).
+    assert!(st.nodes[&C].flags & FLAG_FAIL != 0, "FAIL by quorum");
+    assert!(
+        sent_types(&mut st).contains(&msg::TYPE_FAIL),
+        "FAIL broadcast"
+    );
+    let r = commands::execute(&mut st, &NullHost, &[b"COUNT-FAILURE-REPORTS", &C], 4100);
+    assert_eq!(r, Reply::Int(1));
+    // Reports expire after 2·NT.
+    let r = commands::execute(
+        &mut st,
+        &NullHost,
+        &[b"COUNT-FAILURE-REPORTS", &C],
+        4100 + 2 * NT + 1,
+    );
+    assert_eq!(r, Reply::Int(0));
+}
+
+fn gossip0() -> Gossip {
+    Gossip {
+        name: [b'0'; 40],
+        ping_sent: 0,
+        pong_received: 0,
+        ip: String::new(),
+        port: 0,
+        cport: 0,
+        flags: 0,
+        pport: 0,
+    }
+}
+
+#[test]
+fn cluster_health_waits_for_start_and_rejoin_delays() {
+    let mut st = base();
+    let me = st.myself;
+    assign(&mut st, me, 0..6000);
+    assign(&mut st, B, 6000..12000);
+    assign(&mut st, C, 12000..16384);
+    st.update_state(0);
+    assert!(!st.state_ok, "2 s start delay");
+    st.update_state(1999);
+    assert!(!st.state_ok);
+    st.update_state(2001);
+    assert!(st.state_ok);
+    // Minority partition: B and C unreachable.
+    for n in [B, C] {
+        st.nodes.get_mut(&n).expect("node").flags |= FLAG_PFAIL;
+    }
+    st.update_state(5000);
+    assert!(!st.state_ok, "minority");
+    for n in [B, C] {
+        st.nodes.get_mut(&n).expect("node").flags &= !FLAG_PFAIL;
+    }
+    st.update_state(5000 + 999);
+    assert!(!st.state_ok, "rejoin delay = clamp(NT, 500, 5000)");
+    st.update_state(5000 + 1001);
+    assert!(st.state_ok);
+    // Full coverage: a FAIL owner makes the cluster fail even with a majority.
+    st.nodes.get_mut(&C).expect("c").flags |= FLAG_FAIL;
+    st.update_state(9000);
+    assert!(!st.state_ok);
+    st.config.require_full_coverage = false;
+    st.nodes.get_mut(&C).expect("c").flags &= !FLAG_FAIL;
+    st.del_node_slots(&C);
+    st.update_state(20000);
+    assert!(
+        st.state_ok,
+        "uncovered slots are fine without full coverage"
+    );
+}
+
+#[test]
+fn config_epoch_collision_is_resolved_by_the_smaller_name() {
+    let mut st = base();
+    st.me_mut().config_epoch = 5;
+    st.current_epoch = 5;
+    st.nodes.get_mut(&B).expect("b").config_epoch = 5;
+    let m = ping_from(&st, B, 5, 0..0, vec![]);
+    deliver(&mut st, m, 100);
+    // Our random name is smaller than "ffff...0b": we move to a new epoch.
+    assert!(st.myself < B);
+    assert_eq!(st.me().config_epoch, 6);
+    assert_eq!(st.current_epoch, 6);
+    // A collision with a node whose name is smaller than ours: we keep our epoch.
+    let small: Name = [b'0'; 40];
+    let mut n = Node::new(small, FLAG_MASTER, 0);
+    n.config_epoch = 6;
+    st.nodes.insert(small, n);
+    let m = ping_from(&st, small, 6, 0..0, vec![]);
+    deliver(&mut st, m, 200);
+    assert_eq!(st.me().config_epoch, 6);
+}
+
+#[test]
+fn slots_follow_the_higher_config_epoch_and_stale_claims_get_update() {
+    let mut st = base();
+    let me = st.myself;
+    st.me_mut().config_epoch = 3;
+    assign(&mut st, me, 0..20);
+    assign(&mut st, C, 100..110);
+    st.nodes.get_mut(&C).expect("c").config_epoch = 9;
+    st.cron(0); // dial links so UPDATE has a link to go on
+    st.out.clear();
+    // B (epoch 2) claims slot 105, owned by C at epoch 9: B gets an UPDATE about C.
+    let m = ping_from(&st, B, 2, 105..106, vec![]);
+    deliver(&mut st, m, 10);
+    assert_eq!(st.slots[105], Some(C));
+    assert!(sent_types(&mut st).contains(&msg::TYPE_UPDATE));
+    // B (epoch 7) claims slots 0..20, ours at epoch 3: they move; we lost all our slots, so we
+    // become B's replica (cluster-allow-replica-migration yes).
+    let m = ping_from(&st, B, 7, 0..20, vec![]);
+    deliver(&mut st, m, 20);
+    assert!((0..20).all(|s| st.slots[s] == Some(B)));
+    assert_eq!(st.me().master, Some(B));
+    assert!(st.me().is_replica());
+}
