@@ -141,7 +141,7 @@ impl PubSub {
     pub fn publish(&self, channel: &[u8], msg: &[u8], limit: crate::config::BufLimit) -> usize {
         let mut n = 0;
         if let Some(subs) = self.channels.read().get(channel) {
-            for h in subs.values() {
+            for h in subs.values().filter(|h| !h.killed.load(Ordering::Relaxed)) {
                 let resp3 = h.resp3.load(Ordering::Relaxed);
                 h.send(encode(resp3, &[b"message", channel, msg], None), limit);
                 n += 1;
@@ -149,7 +149,7 @@ impl PubSub {
         }
         for (pat, subs) in self.patterns.read().iter() {
             if glob_match(pat, channel, false) {
-                for h in subs.values() {
+                for h in subs.values().filter(|h| !h.killed.load(Ordering::Relaxed)) {
                     let resp3 = h.resp3.load(Ordering::Relaxed);
                     h.send(
                         encode(resp3, &[b"pmessage", pat, channel, msg], None),

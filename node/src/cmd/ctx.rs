@@ -138,7 +138,7 @@ impl<'a> KeyView<'a> {
         // function; on the expired branch the map is mutated and `e` is never used again,
         // otherwise `e` is returned with the borrow of `self`. (The borrow checker can't see
         // that the conditional return ends the first borrow; this saves a second lookup.)
-        if unsafe { (*e).expire_at != NO_EXPIRE && (*e).expire_at <= now } {
+        if unsafe { (*e).expire_at() != NO_EXPIRE && (*e).expire_at() <= now } {
             st.remove(db, slot, key);
             srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -186,17 +186,17 @@ impl<'a> KeyView<'a> {
     /// Sets `key` to `v`, dropping any TTL (SET semantics).
     pub fn set(&mut self, key: &[u8], v: Value) {
         let mut e = Entry::new(v);
-        e.access = self.srv.new_access(self.now);
+        e.set_access(self.srv.new_access(self.now));
         let db = self.db;
         self.insert_in(db, key, e);
     }
 
     /// Sets `key` to `v`, keeping its TTL if it has one.
     pub fn set_keepttl(&mut self, key: &[u8], v: Value) {
-        let ttl = self.entry(key).map(|e| e.expire_at).unwrap_or(NO_EXPIRE);
+        let ttl = self.entry(key).map(|e| e.expire_at()).unwrap_or(NO_EXPIRE);
         let mut e = Entry::new(v);
-        e.expire_at = ttl;
-        e.access = self.srv.new_access(self.now);
+        e.set_expire_at(ttl);
+        e.set_access(self.srv.new_access(self.now));
         let db = self.db;
         self.insert_in(db, key, e);
     }

@@ -105,7 +105,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: i64, absolute: bool) 
         ctx.out.int(0);
         return Ok(());
     };
-    let cur = e.expire_at;
+    let cur = e.expire_at();
     let ok = if nx {
         cur == NO_EXPIRE
     } else if xx && cur == NO_EXPIRE {
@@ -147,8 +147,8 @@ fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 fn deadline(ctx: &mut Ctx<'_>, key: &[u8]) -> i64 {
     match ctx.ks.entry(key) {
         None => -2,
-        Some(e) if e.expire_at == NO_EXPIRE => -1,
-        Some(e) => e.expire_at as i64,
+        Some(e) if e.expire_at() == NO_EXPIRE => -1,
+        Some(e) => e.expire_at() as i64,
     }
 }
 
@@ -182,7 +182,7 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let had = matches!(ctx.ks.entry(&args[1]), Some(e) if e.expire_at != NO_EXPIRE);
+    let had = matches!(ctx.ks.entry(&args[1]), Some(e) if e.expire_at() != NO_EXPIRE);
     if had {
         ctx.ks.set_expire(&args[1], NO_EXPIRE);
     }
@@ -306,7 +306,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         if let Some(d) = st.db(db) {
             for m in &d.maps {
                 for (k, e) in m {
-                    if (e.expire_at == NO_EXPIRE || e.expire_at > now)
+                    if (e.expire_at() == NO_EXPIRE || e.expire_at() > now)
                         && (all || glob_match(pat, k, false))
                     {
                         found.push(k.to_vec());
@@ -361,7 +361,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             if let Some(d) = st.db(db) {
                 for (k, e) in &d.maps[local] {
                     visited += 1;
-                    if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+                    if e.expire_at() != NO_EXPIRE && e.expire_at() <= now {
                         continue;
                     }
                     if pat.as_ref().is_some_and(|p| !glob_match(p, k, false)) {
@@ -409,7 +409,7 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
             }
             let live: Vec<&crate::db::SBytes> = m
                 .iter()
-                .filter(|(_, e)| e.expire_at == NO_EXPIRE || e.expire_at > now)
+                .filter(|(_, e)| e.expire_at() == NO_EXPIRE || e.expire_at() > now)
                 .map(|(k, _)| k)
                 .collect();
             if live.is_empty() {

@@ -337,7 +337,7 @@ fn obj_idletime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     match ctx.ks.lookup_in(db, &args[2]) {
         Some(e) => ctx
             .out
-            .int((clock.wrapping_sub(e.access) & 0xff_ffff) as i64),
+            .int((clock.wrapping_sub(e.access()) & crate::db::value::ACCESS_MASK) as i64),
         None => ctx.out.null(),
     }
     Ok(())
@@ -352,7 +352,7 @@ fn obj_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     match ctx.ks.lookup_in(db, &args[2]) {
         Some(e) => ctx
             .out
-            .int(crate::server::evict::lfu_counter(e.access, now) as i64),
+            .int(crate::server::evict::lfu_counter(e.access(), now) as i64),
         None => ctx.out.null(),
     }
     Ok(())

@@ -8,6 +8,7 @@
 //! Because the stripe depends only on the slot, the same key in two databases (MOVE, COPY
 //! ... DB) is always under one lock.
 
+pub mod slotmap;
 pub mod value;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -18,7 +19,7 @@ pub use value::{Entry, SBytes, Value, NO_EXPIRE};
 pub const STRIPES: usize = 1024;
 pub const SLOTS_PER_STRIPE: usize = SLOTS / STRIPES;
 
-pub type SlotMap = hashbrown::HashMap<SBytes, Entry>;
+pub use slotmap::SlotMap;
 
 /// The slots of one database that fall in one stripe.
 #[derive(Default)]
@@ -95,17 +96,17 @@ impl Stripe {
     pub fn insert(&mut self, db: usize, slot: u16, key: &[u8], e: Entry) -> Option<Entry> {
         let l = local_of(slot);
         let d = self.db_create(db);
-        let newvol = (e.expire_at != NO_EXPIRE) as u32;
+        let newvol = (e.expire_at() != NO_EXPIRE) as u32;
         let old = match d.maps[l].get_mut(key) {
             Some(slot_e) => Some(std::mem::replace(slot_e, e)),
             None => {
-                d.maps[l].insert(SBytes::new(key), e);
+                d.maps[l].insert_new(SBytes::new(key), e);
                 None
             }
         };
         let oldvol = old
             .as_ref()
-            .map(|o| (o.expire_at != NO_EXPIRE) as u32)
+            .map(|o| (o.expire_at() != NO_EXPIRE) as u32)
             .unwrap_or(0);
         d.volatile[l] = d.volatile[l] + newvol - oldvol;
         old
@@ -115,7 +116,7 @@ impl Stripe {
         let l = local_of(slot);
         let d = self.db_mut(db)?;
         let old = d.maps[l].remove(key)?;
-        if old.expire_at != NO_EXPIRE {
+        if old.expire_at() != NO_EXPIRE {
             d.volatile[l] -= 1;
         }
         Some(old)
@@ -130,8 +131,8 @@ impl Stripe {
         let Some(e) = d.maps[l].get_mut(key) else {
             return false;
         };
-        let was = (e.expire_at != NO_EXPIRE) as u32;
-        e.expire_at = at;
+        let was = (e.expire_at() != NO_EXPIRE) as u32;
+        e.set_expire_at(at);
         d.volatile[l] = d.volatile[l] + (at != NO_EXPIRE) as u32 - was;
         true
     }
@@ -147,7 +148,7 @@ impl Stripe {
                 continue;
             }
             let before = d.maps[l].len();
-            d.maps[l].retain(|_, e| e.expire_at == NO_EXPIRE || e.expire_at > now);
+            d.maps[l].retain(|_, e| e.expire_at() == NO_EXPIRE || e.expire_at() > now);
             let removed = before - d.maps[l].len();
             d.volatile[l] -= removed as u32;
             n += removed;
@@ -275,11 +276,11 @@ mod tests {
         let mut ls = ks.lock_key(key);
         let st = ls.stripe(stripe_of(slot)).unwrap();
         let mut e = Entry::new(Value::string(b"bar"));
-        e.expire_at = 10;
+        e.set_expire_at(1_800_000_000_000);
         assert!(st.insert(0, slot, key, e).is_none());
         assert_eq!(st.db(0).unwrap().volatile_len(), 1);
-        assert_eq!(st.expire_sweep(0, 5), 0);
-        assert_eq!(st.expire_sweep(0, 11), 1);
+        assert_eq!(st.expire_sweep(0, 1_799_999_999_999), 0);
+        assert_eq!(st.expire_sweep(0, 1_800_000_000_000), 1);
         assert_eq!(st.db(0).unwrap().volatile_len(), 0);
         assert!(st.get(0, slot, key).is_none());
     }

@@ -196,22 +196,61 @@ impl Value {
 /// Expiry sentinel: the key has no TTL.
 pub const NO_EXPIRE: u64 = 0;
 
-/// One key's value with its absolute expiry (unix ms, 0 = none) and LRU/LFU word.
+/// Expiry is stored as ms since this base (2020-01-01), in 42 bits (until year 2159).
+const EXPIRE_BASE: u64 = 1_577_836_800_000;
+const EXPIRE_BITS: u32 = 42;
+const EXPIRE_MASK: u64 = (1 << EXPIRE_BITS) - 1;
+/// Bits of the LRU/LFU access word.
+pub const ACCESS_BITS: u32 = 64 - EXPIRE_BITS;
+pub const ACCESS_MASK: u32 = (1 << ACCESS_BITS) - 1;
+
+/// One key's value with its absolute expiry and LRU/LFU word, packed into one u64 so a
+/// (key, entry) node is 56 bytes (one 64-byte malloc chunk).
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub value: Value,
-    pub expire_at: u64,
-    /// LRU: seconds clock (low 24 bits). LFU: counter in the low 8 bits, decay minutes above.
-    pub access: u32,
+    meta: u64,
 }
 
 impl Entry {
     pub fn new(value: Value) -> Self {
-        Entry {
-            value,
-            expire_at: NO_EXPIRE,
-            access: 0,
+        Entry { value, meta: 0 }
+    }
+
+    /// Absolute expiry in unix ms, or `NO_EXPIRE`.
+    #[inline]
+    pub fn expire_at(&self) -> u64 {
+        match self.meta & EXPIRE_MASK {
+            0 => NO_EXPIRE,
+            v => v + EXPIRE_BASE,
         }
+    }
+
+    /// Sets the expiry (unix ms; `NO_EXPIRE` clears it). Deadlines past 2159 are clamped.
+    #[inline]
+    pub fn set_expire_at(&mut self, at: u64) {
+        let v = if at == NO_EXPIRE {
+            0
+        } else {
+            at.saturating_sub(EXPIRE_BASE).clamp(1, EXPIRE_MASK)
+        };
+        self.meta = (self.meta & !EXPIRE_MASK) | v;
+    }
+
+    #[inline]
+    pub fn has_expire(&self) -> bool {
+        self.meta & EXPIRE_MASK != 0
+    }
+
+    /// LRU clock (seconds) or LFU word (minutes << 8 | counter), `ACCESS_BITS` wide.
+    #[inline]
+    pub fn access(&self) -> u32 {
+        (self.meta >> EXPIRE_BITS) as u32
+    }
+
+    #[inline]
+    pub fn set_access(&mut self, a: u32) {
+        self.meta = (self.meta & EXPIRE_MASK) | (((a & ACCESS_MASK) as u64) << EXPIRE_BITS);
     }
 }
 
@@ -223,6 +262,15 @@ mod tests {
     fn sizes() {
         assert_eq!(std::mem::size_of::<SBytes>(), 24);
         assert_eq!(std::mem::size_of::<Value>(), 24);
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        let mut e = Entry::new(Value::Int(1));
+        assert_eq!(e.expire_at(), NO_EXPIRE);
+        e.set_access(12345);
+        e.set_expire_at(1_800_000_000_123);
+        assert_eq!((e.expire_at(), e.access()), (1_800_000_000_123, 12345));
+        e.set_expire_at(NO_EXPIRE);
+        assert!(!e.has_expire());
+        assert_eq!(e.access(), 12345);
     }
 
     #[test]

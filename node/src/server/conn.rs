@@ -86,7 +86,7 @@ async fn serve(
                     out.raw(&m);
                     handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
                 }
-                flush(sock, &mut out, srv).await?;
+                flush(sock, &mut out, srv, &handle).await?;
             }
             n = sock.read_buf(&mut inbuf) => {
                 let n = n?;
@@ -99,7 +99,7 @@ async fn serve(
                 srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 handle.last_active_ms.store(now_ms(), Ordering::Relaxed);
                 let keep = process(srv, sock, cl, &mut out, &mut parser, &mut inbuf, &mut args).await?;
-                flush(sock, &mut out, srv).await?;
+                flush(sock, &mut out, srv, &handle).await?;
                 if !keep {
                     return Ok(());
                 }
@@ -108,14 +108,26 @@ async fn serve(
     }
 }
 
-async fn flush(sock: &mut TcpStream, out: &mut Out, srv: &Server) -> std::io::Result<()> {
+/// Writes the output buffer. A client killed while the write is stuck (a reader that
+/// stopped reading, cut off by client-output-buffer-limit) ends the connection.
+async fn flush(
+    sock: &mut TcpStream,
+    out: &mut Out,
+    srv: &Server,
+    handle: &ClientHandle,
+) -> std::io::Result<()> {
     if out.buf.is_empty() {
         return Ok(());
     }
     srv.stats
         .net_output_bytes
         .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
-    sock.write_all(&out.buf).await?;
+    tokio::select! {
+        r = sock.write_all(&out.buf) => r?,
+        _ = handle.kill.notified() => {
+            return Err(std::io::Error::other("client killed"));
+        }
+    }
     out.buf.clear();
     if out.buf.capacity() > 1 << 20 {
         out.buf = BytesMut::with_capacity(16 * 1024);
@@ -156,7 +168,7 @@ async fn process(
         let outcome = loop {
             match cmd::execute(srv, cl, out, args) {
                 Outcome::Paused(until) => {
-                    flush(sock, out, srv).await?;
+                    flush(sock, out, srv, &cl.handle).await?;
                     tokio::time::sleep_until(until.into()).await;
                 }
                 o => break o,
@@ -167,7 +179,7 @@ async fn process(
             Outcome::Done => {}
             Outcome::Close => return Ok(false),
             Outcome::Blocked(w) => {
-                flush(sock, out, srv).await?;
+                flush(sock, out, srv, &cl.handle).await?;
                 if !wait_blocked(srv, sock, cl, out, inbuf, w).await? {
                     return Ok(false);
                 }
@@ -188,7 +200,7 @@ async fn process(
             return Ok(false);
         }
         if out.buf.len() > 64 * 1024 {
-            flush(sock, out, srv).await?;
+            flush(sock, out, srv, &cl.handle).await?;
         }
     }
 }

@@ -10,10 +10,12 @@ use crate::cmd::CmdError;
 use crate::db::{SLOTS_PER_STRIPE, STRIPES};
 
 const LFU_INIT: u32 = 5;
+/// LFU decay clock: the access word holds minutes above the 8-bit counter.
+const MINUTES_MASK: u64 = (crate::db::value::ACCESS_MASK >> 8) as u64;
 
 #[inline]
 fn minutes(now_ms: u64) -> u32 {
-    ((now_ms / 60_000) & 0xffff) as u32
+    ((now_ms / 60_000) & MINUTES_MASK) as u32
 }
 
 /// Access word of a new key under LFU.
@@ -28,7 +30,7 @@ pub fn lfu_counter(word: u32, now_ms: u64) -> u32 {
     let elapsed = if now >= last {
         now - last
     } else {
-        65535 - last + now
+        MINUTES_MASK as u32 - last + now
     };
     (word & 0xff).saturating_sub(elapsed)
 }
@@ -38,7 +40,7 @@ pub fn lfu_counter(word: u32, now_ms: u64) -> u32 {
 pub fn touch(e: &mut crate::db::Entry, clock: u32, lfu: bool) {
     if lfu {
         let now = now_ms();
-        let mut c = lfu_counter(e.access, now);
+        let mut c = lfu_counter(e.access(), now);
         if c < 255 {
             let base = c.saturating_sub(LFU_INIT) as f64;
             let p = 1.0 / (base * 10.0 + 1.0);
@@ -46,9 +48,9 @@ pub fn touch(e: &mut crate::db::Entry, clock: u32, lfu: bool) {
                 c += 1;
             }
         }
-        e.access = (minutes(now) << 8) | c;
+        e.set_access((minutes(now) << 8) | c);
     } else {
-        e.access = clock;
+        e.set_access(clock);
     }
 }
 
@@ -102,13 +104,15 @@ fn evict_one(srv: &Server, policy: u8) -> bool {
                 }
                 let skip = rng.random_range(0..m.len());
                 for (k, e) in m.iter().skip(skip).chain(m.iter().take(skip)) {
-                    if volatile && e.expire_at == 0 {
+                    if volatile && e.expire_at() == 0 {
                         continue;
                     }
                     let score = match policy {
-                        0 | 4 => clock.wrapping_sub(e.access) as u64 & 0xff_ffff,
-                        1 | 5 => 255 - lfu_counter(e.access, now) as u64,
-                        3 => u64::MAX - e.expire_at,
+                        0 | 4 => {
+                            (clock.wrapping_sub(e.access()) & crate::db::value::ACCESS_MASK) as u64
+                        }
+                        1 | 5 => 255 - lfu_counter(e.access(), now) as u64,
+                        3 => u64::MAX - e.expire_at(),
                         _ => rng.random::<u32>() as u64,
                     };
                     if best.as_ref().is_none_or(|b| score > b.0) {

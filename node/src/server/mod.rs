@@ -204,10 +204,11 @@ impl Server {
         matches!(self.policy.load(Ordering::Relaxed), 1 | 5)
     }
 
-    /// The LRU clock (seconds since start, 24 bits) for an access at `now_ms`.
+    /// The LRU clock (seconds since start, `ACCESS_BITS` wide) for an access at `now_ms`.
     #[inline]
     pub fn access_clock(&self, now_ms: u64) -> u32 {
-        ((now_ms / 1000).saturating_sub(self.lru_epoch) & 0xff_ffff) as u32
+        ((now_ms / 1000).saturating_sub(self.lru_epoch) & crate::db::value::ACCESS_MASK as u64)
+            as u32
     }
 
     /// The access word of a new key (LFU starts at 5 like Redis's LFU_INIT_VAL).
