@@ -110,11 +110,12 @@ fn fractional_timeouts_and_multi() {
         .unwrap_err();
     assert!(e.to_string().contains("timeout is not a float"), "{e}");
     // Inside MULTI a blocking command never blocks: it answers as a timeout at once.
-    let (a, b, z): (
+    type Replies = (
         Option<(String, String)>,
         Option<String>,
         Option<(String, String, f64)>,
-    ) = redis::pipe()
+    );
+    let (a, b, z): Replies = redis::pipe()
         .atomic()
         .cmd("BLPOP")
         .arg("nokey")

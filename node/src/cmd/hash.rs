@@ -213,7 +213,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         None => LDouble::parse(b"0").ok_or(CmdError::NotFloat)?,
     };
-    let new = cur.add(incr);
+    let new = cur + incr;
     if !new.is_finite() {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }

@@ -7,7 +7,7 @@ use rand::Rng;
 use super::hash::{distinct_positions, parse_scan, rand_count, write_scan};
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
-use crate::types::{Limits, SetValue};
+use crate::types::SetValue;
 
 pub fn commands() -> Vec<CommandSpec> {
     let c = |name, arity, fl, keys, h| {
@@ -303,18 +303,6 @@ fn reply_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
     Ok(())
 }
 
-/// Builds a set value holding `members` in the encoding Redis would pick.
-pub(crate) fn build_set(members: &[Vec<u8>], lim: &Limits) -> SetValue {
-    let mut s = match members.first() {
-        Some(m) => SetValue::new_for(m, lim),
-        None => SetValue::default(),
-    };
-    for m in members {
-        s.insert(m, lim);
-    }
-    s
-}
-
 fn store_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
     let r = compute(ctx, &args[2..], op, usize::MAX)?;
     let lim = ctx.limits();
@@ -322,7 +310,8 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
     if r.is_empty() {
         ctx.ks.del(dst);
     } else {
-        ctx.ks.set(dst, Value::Set(Box::new(build_set(&r, &lim))));
+        ctx.ks
+            .set(dst, Value::Set(Box::new(SetValue::from_members(&r, &lim))));
     }
     ctx.out.int(r.len() as i64);
     Ok(())

@@ -20,6 +20,18 @@ impl Default for HashValue {
 }
 
 impl HashValue {
+    /// Builds a hash (RDB load, RESTORE) in the encoding its size calls for.
+    pub fn from_pairs<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+        lim: &Limits,
+    ) -> Self {
+        let mut h = HashValue::default();
+        for (k, v) in pairs {
+            h.set(k.as_ref(), v.as_ref(), lim);
+        }
+        h
+    }
+
     pub fn encoding(&self) -> &'static str {
         match self {
             HashValue::ListPack(_) => "listpack",

@@ -299,7 +299,7 @@ impl LDouble {
     }
 
     /// The exact sum, rounded to nearest-even.
-    pub fn add(self, o: LDouble) -> LDouble {
+    fn sum(self, o: LDouble) -> LDouble {
         use Kind::*;
         match (self.kind, o.kind) {
             (Nan, _) | (_, Nan) => LDouble {
@@ -416,6 +416,13 @@ impl LDouble {
             s = "0".into();
         }
         s
+    }
+}
+
+impl std::ops::Add for LDouble {
+    type Output = LDouble;
+    fn add(self, o: LDouble) -> LDouble {
+        self.sum(o)
     }
 }
 
@@ -564,7 +571,7 @@ mod tests {
     fn incr(cur: &str, by: &str) -> String {
         let a = LDouble::parse(cur.as_bytes()).unwrap();
         let b = LDouble::parse(by.as_bytes()).unwrap();
-        a.add(b).to_human()
+        (a + b).to_human()
     }
 
     #[test]
@@ -607,6 +614,6 @@ mod tests {
         assert!(!LDouble::parse(b"1e5000").unwrap().is_finite());
         let inf = LDouble::parse(b"inf").unwrap();
         let minf = LDouble::parse(b"-inf").unwrap();
-        assert!(inf.add(minf).is_nan());
+        assert!((inf + minf).is_nan());
     }
 }

@@ -40,6 +40,15 @@ impl ListValue {
         Self::default()
     }
 
+    /// Builds a list from its elements, head first (RDB load, RESTORE).
+    pub fn from_items<T: AsRef<[u8]>>(items: impl IntoIterator<Item = T>, lim: &Limits) -> Self {
+        let mut l = ListValue::new();
+        for v in items {
+            l.push_back(v.as_ref(), lim);
+        }
+        l
+    }
+
     /// Redis 7.0 reports every list as a quicklist.
     pub fn encoding(&self) -> &'static str {
         "quicklist"

@@ -22,6 +22,22 @@ impl Default for SetValue {
 }
 
 impl SetValue {
+    /// Builds a set (RDB load, RESTORE, *STORE) in the encoding Redis would pick.
+    pub fn from_members<M: AsRef<[u8]>>(
+        members: impl IntoIterator<Item = M>,
+        lim: &Limits,
+    ) -> Self {
+        let mut it = members.into_iter().peekable();
+        let mut s = match it.peek() {
+            Some(m) => SetValue::new_for(m.as_ref(), lim),
+            None => SetValue::default(),
+        };
+        for m in it {
+            s.insert(m.as_ref(), lim);
+        }
+        s
+    }
+
     /// An empty set in the encoding Redis picks for a first member `first`.
     pub fn new_for(first: &[u8], lim: &Limits) -> Self {
         if parse_i64_strict(first).is_some() && lim.set_max_intset_entries > 0 {
