@@ -261,3 +261,44 @@ pub fn zipmap_pairs(blob: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::ListpackBuilder;
+
+    #[test]
+    fn intset_must_be_sorted_and_unique() {
+        let blob = |vals: &[i16]| {
+            let mut b = vec![2, 0, 0, 0];
+            b.extend_from_slice(&(vals.len() as u32).to_le_bytes());
+            for v in vals {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            b
+        };
+        assert_eq!(intset_members(&blob(&[-1, 5])).expect("valid").len(), 2);
+        assert!(intset_members(&blob(&[5, -1])).is_err());
+        assert!(intset_members(&blob(&[3, 3])).is_err());
+        assert!(intset_members(&blob(&[3])[..9]).is_err());
+    }
+
+    #[test]
+    fn listpack_backlen_and_count_are_checked() {
+        let mut lp = ListpackBuilder::new();
+        for s in [&b"abc"[..], b"-4096", b"8388607", &[b'x'; 200]] {
+            lp.push(s);
+        }
+        let good = lp.finish();
+        let items = listpack_entries(&good).expect("valid");
+        assert_eq!(items[1].as_ref(), b"-4096");
+        assert_eq!(items[3].len(), 200);
+        let mut bad = good.clone();
+        bad[4] = 9; // element count
+        assert!(listpack_entries(&bad).is_err());
+        let mut bad = good.clone();
+        bad[10] ^= 0x7f; // backlen of "abc"
+        assert!(listpack_entries(&bad).is_err());
+        assert!(listpack_entries(&good[..good.len() - 1]).is_err());
+    }
+}
