@@ -148,10 +148,7 @@ impl Big {
         let mut q = Big(vec![0; self.0.len()]);
         let mut r = Big(Vec::new());
         for i in (0..self.bits()).rev() {
-            r = r.shl(1);
-            if self.bit(i) {
-                r.add_small(1);
-            }
+            r.shl1_in_place(self.bit(i));
             if r.cmp(d) != Ordering::Less {
                 r.sub_assign(d);
                 q.0[(i / 32) as usize] |= 1 << (i % 32);
@@ -159,6 +156,19 @@ impl Big {
         }
         q.trim();
         (q, r)
+    }
+
+    /// self = self * 2 + bit, in place (the inner step of `divmod`).
+    fn shl1_in_place(&mut self, bit: bool) {
+        let mut carry = bit as u32;
+        for l in &mut self.0 {
+            let next = *l >> 31;
+            *l = (*l << 1) | carry;
+            carry = next;
+        }
+        if carry > 0 {
+            self.0.push(carry);
+        }
     }
 
     fn divmod_small(&mut self, d: u32) -> u32 {
@@ -511,7 +521,9 @@ fn parse_dec(s: &[u8]) -> Option<Kind> {
     if adj > DEC_LIMIT {
         return Some(Kind::Inf);
     }
-    if adj < -DEC_LIMIT - 2800 {
+    // |x| < 10^(adj + digits) < 2^-16446 rounds to zero.
+    let digits = (n.bits() as i64 * 30103) / 100_000 + 1;
+    if adj + digits < -4960 {
         return Some(Kind::Zero);
     }
     if adj >= 0 {
@@ -602,6 +614,18 @@ mod tests {
         );
         assert_eq!(incr("10.5", "0.1"), "10.6");
         assert_eq!(incr("5", "-7.25"), "-2.25");
+    }
+
+    #[test]
+    fn extreme_exponents_are_bounded() {
+        assert_eq!(incr("0", "1e-4950"), "0");
+        assert_eq!(incr("0", "1e-9000"), "0");
+        assert!(!LDouble::parse(b"1e4933").unwrap().is_finite());
+        let t = std::time::Instant::now();
+        for _ in 0..3 {
+            LDouble::parse(b"123456789e-4940").unwrap();
+        }
+        eprintln!("3 parses of a tiny value: {:?}", t.elapsed());
     }
 
     #[test]
