@@ -5,4 +5,6 @@ mod manifest;
 mod resp;
 
 pub use manifest::{AofFileInfo, AofFileKind, AofManifest, ManifestError};
-pub use resp::{has_rdb_preamble, AofCommandReader, AofReadError};
+pub use resp::{
+    encode_command, encode_timestamp_annotation, has_rdb_preamble, AofCommandReader, AofReadError,
+};
