@@ -2,12 +2,15 @@
 //! ZREVRANK, the ZRANGE family (+STORE), ZREMRANGEBY*, ZPOPMIN/MAX, BZPOPMIN/MAX, ZMPOP,
 //! BZMPOP, ZUNION/ZINTER/ZDIFF (+STORE), ZINTERCARD, ZRANDMEMBER, ZSCAN.
 
+mod pops;
+mod setops;
+
 use bytes::Bytes;
 use rand::Rng;
 
 use super::hash::{distinct_positions, parse_scan, rand_count};
-use super::list::{mpop_keys, norm_range};
-use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use super::list::norm_range;
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
 use crate::resp::Out;
 use crate::types::zset::{LexBound, ScoreBound};
@@ -52,14 +55,14 @@ pub fn commands() -> Vec<CommandSpec> {
         c("zremrangebyrank", 4, "write", (1, 1, 1), zremrangebyrank).since("2.0.0"),
         c("zremrangebyscore", 4, "write", (1, 1, 1), zremrangebyscore),
         c("zremrangebylex", 4, "write", (1, 1, 1), zremrangebylex).since("2.8.9"),
-        c("zpopmin", -2, "write fast", (1, 1, 1), zpopmin).since("5.0.0"),
-        c("zpopmax", -2, "write fast", (1, 1, 1), zpopmax).since("5.0.0"),
+        c("zpopmin", -2, "write fast", (1, 1, 1), pops::zpopmin).since("5.0.0"),
+        c("zpopmax", -2, "write fast", (1, 1, 1), pops::zpopmax).since("5.0.0"),
         c(
             "bzpopmin",
             -3,
             "write noscript blocking fast",
             (1, -2, 1),
-            bzpopmin,
+            pops::bzpopmin,
         )
         .since("5.0.0"),
         c(
@@ -67,34 +70,52 @@ pub fn commands() -> Vec<CommandSpec> {
             -3,
             "write noscript blocking fast",
             (1, -2, 1),
-            bzpopmax,
+            pops::bzpopmax,
         )
         .since("5.0.0"),
-        c("zmpop", -4, "write", (0, 0, 0), zmpop)
+        c("zmpop", -4, "write", (0, 0, 0), pops::zmpop)
             .since("7.0.0")
             .keys(keynum(1)),
-        c("bzmpop", -5, "write blocking", (0, 0, 0), bzmpop)
+        c("bzmpop", -5, "write blocking", (0, 0, 0), pops::bzmpop)
             .since("7.0.0")
             .keys(keynum(2)),
-        c("zunion", -3, "readonly", (0, 0, 0), zunion)
+        c("zunion", -3, "readonly", (0, 0, 0), setops::zunion)
             .since("6.2.0")
             .keys(keynum(1)),
-        c("zinter", -3, "readonly", (0, 0, 0), zinter)
+        c("zinter", -3, "readonly", (0, 0, 0), setops::zinter)
             .since("6.2.0")
             .keys(keynum(1)),
-        c("zdiff", -3, "readonly", (0, 0, 0), zdiff)
+        c("zdiff", -3, "readonly", (0, 0, 0), setops::zdiff)
             .since("6.2.0")
             .keys(keynum(1)),
-        c("zunionstore", -4, "write denyoom", (1, 1, 1), zunionstore)
-            .since("2.0.0")
-            .keys(KeyPos::Custom(store_keys)),
-        c("zinterstore", -4, "write denyoom", (1, 1, 1), zinterstore)
-            .since("2.0.0")
-            .keys(KeyPos::Custom(store_keys)),
-        c("zdiffstore", -4, "write denyoom", (1, 1, 1), zdiffstore)
-            .since("6.2.0")
-            .keys(KeyPos::Custom(store_keys)),
-        c("zintercard", -3, "readonly", (0, 0, 0), zintercard)
+        c(
+            "zunionstore",
+            -4,
+            "write denyoom",
+            (1, 1, 1),
+            setops::zunionstore,
+        )
+        .since("2.0.0")
+        .keys(KeyPos::Custom(store_keys)),
+        c(
+            "zinterstore",
+            -4,
+            "write denyoom",
+            (1, 1, 1),
+            setops::zinterstore,
+        )
+        .since("2.0.0")
+        .keys(KeyPos::Custom(store_keys)),
+        c(
+            "zdiffstore",
+            -4,
+            "write denyoom",
+            (1, 1, 1),
+            setops::zdiffstore,
+        )
+        .since("6.2.0")
+        .keys(KeyPos::Custom(store_keys)),
+        c("zintercard", -3, "readonly", (0, 0, 0), setops::zintercard)
             .since("7.0.0")
             .keys(keynum(1)),
         c("zrandmember", -2, "readonly", (1, 1, 1), zrandmember).since("6.2.0"),
@@ -591,361 +612,6 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     remrange(ctx, args, By::Lex)
-}
-
-// ---- pops ----
-
-/// Pops from the first non-empty sorted set among `keys` (all type-checked in order).
-fn mpop(
-    ctx: &mut Ctx<'_>,
-    keys: &[Bytes],
-    max: bool,
-    count: usize,
-) -> Result<Option<(Bytes, Scored)>, CmdError> {
-    for k in keys {
-        if let Some(z) = ctx.ks.get_zset(k)? {
-            if !z.is_empty() {
-                let items = z.pop(count, max);
-                if z.is_empty() {
-                    ctx.ks.del(k);
-                }
-                return Ok(Some((k.clone(), items)));
-            }
-        }
-    }
-    Ok(None)
-}
-
-fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
-    if args.len() > 3 {
-        return Err(CmdError::Syntax);
-    }
-    let count = match args.get(2) {
-        Some(c) => {
-            let n = arg_i64(c)?;
-            if n < 0 {
-                return Err(CmdError::msg("ERR value is out of range, must be positive"));
-            }
-            Some(n as usize)
-        }
-        None => None,
-    };
-    let items = match count {
-        Some(0) => {
-            ctx.ks.get_zset(&args[1])?;
-            Vec::new()
-        }
-        _ => mpop(ctx, &args[1..2], max, count.unwrap_or(1))?
-            .map(|(_, v)| v)
-            .unwrap_or_default(),
-    };
-    let nested = ctx.out.resp3 && count.is_some();
-    write_items(ctx.out, &items, true, nested);
-    Ok(())
-}
-
-fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    zpop(ctx, args, false)
-}
-fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    zpop(ctx, args, true)
-}
-
-fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[Bytes], timeout_ms: u64) {
-    if ctx.can_block() {
-        ctx.block_on(keys.to_vec(), timeout_ms);
-    } else if !ctx.serving_blocked {
-        ctx.out.null_array();
-    }
-}
-
-fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
-    let timeout = arg_timeout(&args[args.len() - 1])?;
-    let keys = &args[1..args.len() - 1];
-    match mpop(ctx, keys, max, 1)? {
-        Some((k, items)) => {
-            let (m, s) = items.into_iter().next().unwrap_or_default();
-            ctx.out.array(3);
-            ctx.out.bulk(&k);
-            ctx.out.bulk(&m);
-            ctx.out.double(s);
-        }
-        None => block_or_timeout(ctx, keys, timeout),
-    }
-    Ok(())
-}
-
-fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    bzpop(ctx, args, false)
-}
-fn bzpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    bzpop(ctx, args, true)
-}
-
-/// Parses `MIN|MAX [COUNT n]` at `at`.
-fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
-    let w = args.get(at).ok_or(CmdError::Syntax)?;
-    let max = if eq_ic(w, "min") {
-        false
-    } else if eq_ic(w, "max") {
-        true
-    } else {
-        return Err(CmdError::Syntax);
-    };
-    let mut count = None;
-    let mut i = at + 1;
-    while i < args.len() {
-        if eq_ic(&args[i], "count") && i + 1 < args.len() && count.is_none() {
-            let n = arg_i64(&args[i + 1])?;
-            if n <= 0 {
-                return Err(CmdError::msg("ERR count should be greater than 0"));
-            }
-            count = Some(n as usize);
-            i += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    Ok((max, count.unwrap_or(1)))
-}
-
-fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
-    out.array(2);
-    out.bulk(key);
-    write_items(out, items, true, true);
-}
-
-fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let keys = mpop_keys(args, 1)?;
-    let (max, count) = mpop_opts(args, 2 + keys.len())?;
-    match mpop(ctx, keys, max, count)? {
-        Some((k, items)) => write_mpop(ctx.out, &k, &items),
-        None => ctx.out.null_array(),
-    }
-    Ok(())
-}
-
-fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let timeout = arg_timeout(&args[1])?;
-    let keys = mpop_keys(args, 2)?;
-    let (max, count) = mpop_opts(args, 3 + keys.len())?;
-    match mpop(ctx, keys, max, count)? {
-        Some((k, items)) => write_mpop(ctx.out, &k, &items),
-        None => block_or_timeout(ctx, keys, timeout),
-    }
-    Ok(())
-}
-
-// ---- ZUNION / ZINTER / ZDIFF ----
-
-#[derive(Clone, Copy, PartialEq)]
-enum SetOp {
-    Union,
-    Inter,
-    Diff,
-}
-
-#[derive(Clone, Copy)]
-enum Agg {
-    Sum,
-    Min,
-    Max,
-}
-
-fn aggregate(agg: Agg, acc: &mut f64, v: f64) {
-    match agg {
-        Agg::Sum => {
-            *acc += v;
-            if acc.is_nan() {
-                *acc = 0.0;
-            }
-        }
-        Agg::Min => *acc = acc.min(v),
-        Agg::Max => *acc = acc.max(v),
-    }
-}
-
-/// Reads a set or sorted set as (member, score) pairs (plain sets score 1).
-fn load_source(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Scored>, CmdError> {
-    Ok(match ctx.ks.get(key) {
-        None => None,
-        Some(Value::ZSet(z)) => {
-            let mut v = Vec::with_capacity(z.len());
-            z.for_each(|m, s| v.push((m.to_vec(), s)));
-            Some(v)
-        }
-        Some(Value::Set(s)) => Some(s.members().into_iter().map(|m| (m, 1.0)).collect()),
-        Some(_) => return Err(CmdError::WrongType),
-    })
-}
-
-/// Parses and computes a ZUNION/ZINTER/ZDIFF (`numkeys` at `at`); returns the result in
-/// score order and whether WITHSCORES was given.
-fn setop(
-    ctx: &mut Ctx<'_>,
-    args: &[Bytes],
-    at: usize,
-    op: SetOp,
-    store: bool,
-    card: bool,
-) -> Result<(Scored, bool), CmdError> {
-    let n = arg_i64(&args[at])?;
-    if n < 1 {
-        return Err(CmdError::msg(format!(
-            "ERR at least 1 input key is needed for '{}' command",
-            String::from_utf8_lossy(&args[0]).to_lowercase()
-        )));
-    }
-    if n as usize > args.len() - at - 1 {
-        return Err(CmdError::Syntax);
-    }
-    let n = n as usize;
-    let keys = &args[at + 1..at + 1 + n];
-    let mut srcs = Vec::with_capacity(n);
-    for k in keys {
-        srcs.push(load_source(ctx, k)?);
-    }
-    let mut weights = vec![1.0; n];
-    let (mut agg, mut withscores, mut limit) = (Agg::Sum, false, usize::MAX);
-    let mut j = at + 1 + n;
-    while j < args.len() {
-        let rem = args.len() - j;
-        let a = &args[j];
-        if op != SetOp::Diff && !card && rem > n && eq_ic(a, "weights") {
-            for (i, w) in weights.iter_mut().enumerate() {
-                *w = parse_f64(&args[j + 1 + i])
-                    .ok_or_else(|| CmdError::msg("ERR weight value is not a float"))?;
-            }
-            j += 1 + n;
-        } else if op != SetOp::Diff && !card && rem >= 2 && eq_ic(a, "aggregate") {
-            let w = &args[j + 1];
-            agg = if eq_ic(w, "sum") {
-                Agg::Sum
-            } else if eq_ic(w, "min") {
-                Agg::Min
-            } else if eq_ic(w, "max") {
-                Agg::Max
-            } else {
-                return Err(CmdError::Syntax);
-            };
-            j += 2;
-        } else if !store && !card && eq_ic(a, "withscores") {
-            withscores = true;
-            j += 1;
-        } else if card && rem >= 2 && eq_ic(a, "limit") {
-            let l =
-                arg_i64(&args[j + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
-            if l < 0 {
-                return Err(CmdError::msg("ERR LIMIT can't be negative"));
-            }
-            limit = if l == 0 { usize::MAX } else { l as usize };
-            j += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    let mut acc = crate::types::indexed::IndexedMap::<f64>::new();
-    let weighted = |w: f64, s: f64| {
-        let v = w * s;
-        if v.is_nan() {
-            0.0
-        } else {
-            v
-        }
-    };
-    match op {
-        SetOp::Union => {
-            for (src, &w) in srcs.iter().zip(&weights) {
-                for (m, s) in src.iter().flatten() {
-                    let v = weighted(w, *s);
-                    match acc.get_mut(m) {
-                        Some(cur) => aggregate(agg, cur, v),
-                        None => {
-                            acc.insert(m, v);
-                        }
-                    }
-                }
-            }
-        }
-        SetOp::Inter => {
-            if srcs.iter().all(Option::is_some) {
-                let mut order: Vec<usize> = (0..n).collect();
-                order.sort_by_key(|&i| srcs[i].as_ref().map_or(0, Vec::len));
-                let maps: Vec<hashbrown::HashMap<&[u8], f64>> = srcs
-                    .iter()
-                    .map(|s| s.iter().flatten().map(|(m, s)| (&m[..], *s)).collect())
-                    .collect();
-                let first = order[0];
-                'outer: for (m, s) in srcs[first].iter().flatten() {
-                    let mut v = weighted(weights[first], *s);
-                    for &i in &order[1..] {
-                        match maps[i].get(&m[..]) {
-                            Some(&s2) => aggregate(agg, &mut v, weighted(weights[i], s2)),
-                            None => continue 'outer,
-                        }
-                    }
-                    acc.insert(m, v);
-                    if acc.len() >= limit {
-                        break;
-                    }
-                }
-            }
-        }
-        SetOp::Diff => {
-            if let Some(first) = &srcs[0] {
-                let others: Vec<hashbrown::HashSet<&[u8]>> = srcs[1..]
-                    .iter()
-                    .map(|s| s.iter().flatten().map(|(m, _)| &m[..]).collect())
-                    .collect();
-                for (m, s) in first {
-                    if !others.iter().any(|o| o.contains(&m[..])) {
-                        acc.insert(m, *s);
-                    }
-                }
-            }
-        }
-    }
-    let mut items: Vec<(Vec<u8>, f64)> = acc.iter().map(|(m, s)| (m.to_vec(), *s)).collect();
-    items.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-    Ok((items, withscores))
-}
-
-fn setop_reply(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> CmdResult {
-    let (items, withscores) = setop(ctx, args, 1, op, false, false)?;
-    let nested = ctx.out.resp3;
-    write_items(ctx.out, &items, withscores, nested);
-    Ok(())
-}
-
-fn setop_store(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> CmdResult {
-    let (items, _) = setop(ctx, args, 2, op, true, false)?;
-    store_result(ctx, &args[1], items);
-    Ok(())
-}
-
-fn zunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    setop_reply(ctx, args, SetOp::Union)
-}
-fn zinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    setop_reply(ctx, args, SetOp::Inter)
-}
-fn zdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    setop_reply(ctx, args, SetOp::Diff)
-}
-fn zunionstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    setop_store(ctx, args, SetOp::Union)
-}
-fn zinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    setop_store(ctx, args, SetOp::Inter)
-}
-fn zdiffstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    setop_store(ctx, args, SetOp::Diff)
-}
-
-fn zintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (items, _) = setop(ctx, args, 1, SetOp::Inter, false, true)?;
-    ctx.out.int(items.len() as i64);
-    Ok(())
 }
 
 // ---- ZRANDMEMBER / ZSCAN ----

@@ -1,0 +1,151 @@
+//! ZPOPMIN ZPOPMAX BZPOPMIN BZPOPMAX ZMPOP BZMPOP.
+
+use bytes::Bytes;
+
+use super::super::list::mpop_keys;
+use super::super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, Ctx};
+use super::{write_items, Scored};
+use crate::resp::Out;
+
+// ---- pops ----
+
+/// Pops from the first non-empty sorted set among `keys` (all type-checked in order).
+fn mpop(
+    ctx: &mut Ctx<'_>,
+    keys: &[Bytes],
+    max: bool,
+    count: usize,
+) -> Result<Option<(Bytes, Scored)>, CmdError> {
+    for k in keys {
+        if let Some(z) = ctx.ks.get_zset(k)? {
+            if !z.is_empty() {
+                let items = z.pop(count, max);
+                if z.is_empty() {
+                    ctx.ks.del(k);
+                }
+                return Ok(Some((k.clone(), items)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
+    if args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let count = match args.get(2) {
+        Some(c) => {
+            let n = arg_i64(c)?;
+            if n < 0 {
+                return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            }
+            Some(n as usize)
+        }
+        None => None,
+    };
+    let items = match count {
+        Some(0) => {
+            ctx.ks.get_zset(&args[1])?;
+            Vec::new()
+        }
+        _ => mpop(ctx, &args[1..2], max, count.unwrap_or(1))?
+            .map(|(_, v)| v)
+            .unwrap_or_default(),
+    };
+    let nested = ctx.out.resp3 && count.is_some();
+    write_items(ctx.out, &items, true, nested);
+    Ok(())
+}
+
+pub(super) fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    zpop(ctx, args, false)
+}
+pub(super) fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    zpop(ctx, args, true)
+}
+
+fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[Bytes], timeout_ms: u64) {
+    if ctx.can_block() {
+        ctx.block_on(keys.to_vec(), timeout_ms);
+    } else if !ctx.serving_blocked {
+        ctx.out.null_array();
+    }
+}
+
+fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
+    let timeout = arg_timeout(&args[args.len() - 1])?;
+    let keys = &args[1..args.len() - 1];
+    match mpop(ctx, keys, max, 1)? {
+        Some((k, items)) => {
+            let (m, s) = items.into_iter().next().unwrap_or_default();
+            ctx.out.array(3);
+            ctx.out.bulk(&k);
+            ctx.out.bulk(&m);
+            ctx.out.double(s);
+        }
+        None => block_or_timeout(ctx, keys, timeout),
+    }
+    Ok(())
+}
+
+pub(super) fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    bzpop(ctx, args, false)
+}
+pub(super) fn bzpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    bzpop(ctx, args, true)
+}
+
+/// Parses `MIN|MAX [COUNT n]` at `at`.
+fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
+    let w = args.get(at).ok_or(CmdError::Syntax)?;
+    let max = if eq_ic(w, "min") {
+        false
+    } else if eq_ic(w, "max") {
+        true
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut i = at + 1;
+    while i < args.len() {
+        if eq_ic(&args[i], "count") && i + 1 < args.len() && count.is_none() {
+            let n = arg_i64(&args[i + 1])?;
+            if n <= 0 {
+                return Err(CmdError::msg("ERR count should be greater than 0"));
+            }
+            count = Some(n as usize);
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok((max, count.unwrap_or(1)))
+}
+
+fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
+    out.array(2);
+    out.bulk(key);
+    write_items(out, items, true, true);
+}
+
+pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let keys = mpop_keys(args, 1)?;
+    let (max, count) = mpop_opts(args, 2 + keys.len())?;
+    match mpop(ctx, keys, max, count)? {
+        Some((k, items)) => write_mpop(ctx.out, &k, &items),
+        None => ctx.out.null_array(),
+    }
+    Ok(())
+}
+
+pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let timeout = arg_timeout(&args[1])?;
+    let keys = mpop_keys(args, 2)?;
+    let (max, count) = mpop_opts(args, 3 + keys.len())?;
+    match mpop(ctx, keys, max, count)? {
+        Some((k, items)) => write_mpop(ctx.out, &k, &items),
+        None => block_or_timeout(ctx, keys, timeout),
+    }
+    Ok(())
+}
