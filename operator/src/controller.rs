@@ -454,7 +454,17 @@ async fn events_for(
     topology: &TopologyOutcome,
 ) {
     let old_phase = previous.map(|s| s.phase);
-    if old_phase != Some(new.phase) {
+    let degraded_msg = |s: &RedisClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Degraded")
+            .map(|c| c.message.clone())
+    };
+    // A still-invalid spec whose problems changed is news too.
+    let new_problems = new.phase == Phase::Failed
+        && old_phase == Some(Phase::Failed)
+        && previous.and_then(degraded_msg) != degraded_msg(new);
+    if old_phase != Some(new.phase) || new_problems {
         let ready = new.conditions.iter().find(|c| c.type_ == "Ready");
         let degraded = new.conditions.iter().find(|c| c.type_ == "Degraded");
         let (type_, note) = match new.phase {

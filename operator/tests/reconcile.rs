@@ -496,3 +496,26 @@ async fn finished_progress_is_removed_from_status() {
         stored["status"]
     );
 }
+
+#[tokio::test]
+async fn changed_problems_of_an_invalid_spec_raise_a_new_event() {
+    let h = Harness::new(json!({"shards": 1, "config": {"port": "7000"}}));
+    h.reconcile().await;
+    // kube's Recorder turns a repeat of the same (type, reason, action) into a series count.
+    let occurrences = |h: &Harness| -> Vec<i64> {
+        h.api
+            .names(EVENTS)
+            .into_iter()
+            .filter_map(|n| h.api.get(EVENTS, &n))
+            .filter(|e| e["reason"] == "InvalidSpec")
+            .map(|e| e["series"]["count"].as_i64().unwrap_or(1))
+            .collect()
+    };
+    assert_eq!(occurrences(&h), [1]);
+    h.reconcile().await;
+    assert_eq!(occurrences(&h), [1], "same problems: no new event");
+    h.set_spec(|s| s["config"] = json!({"dir": "/tmp"}));
+    let rc = h.reconcile().await;
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Failed);
+    assert_eq!(occurrences(&h), [2], "new problems: the event occurs again");
+}
