@@ -130,8 +130,31 @@ fn run_tessera(a: &Args) {
         Reply::Verbatim(s) => s,
         _ => String::new(),
     };
+    let mut last_print = Instant::now();
     while !nodes.iter().all(|n| connected_count(&text(n)) == a.nodes) {
         std::thread::sleep(Duration::from_millis(20));
+        if std::env::var("BENCH_DEBUG").is_ok() && last_print.elapsed() > Duration::from_millis(500)
+        {
+            last_print = Instant::now();
+            let known: Vec<usize> = nodes
+                .iter()
+                .map(|n| n.with_state(|st| st.nodes.len()))
+                .collect();
+            let conn: Vec<usize> = nodes.iter().map(|n| connected_count(&text(n))).collect();
+            eprintln!("{:?} known={known:?} connected={conn:?}", t0.elapsed());
+            for n in &nodes {
+                let t = text(n);
+                if t.lines().count() == a.nodes && connected_count(&t) < a.nodes {
+                    let me = t
+                        .lines()
+                        .find(|l| l.contains("myself"))
+                        .unwrap_or("")
+                        .to_string();
+                    let bad: Vec<&str> = t.lines().filter(|l| !l.contains(" connected")).collect();
+                    eprintln!("  {me}\n  not connected: {bad:?}");
+                }
+            }
+        }
         assert!(t0.elapsed() < Duration::from_secs(120), "did not converge");
     }
     let converge = t0.elapsed();

@@ -55,6 +55,10 @@ pub fn flags_string(flags: u16) -> String {
 
 /// One CLUSTER NODES line, with its trailing newline (clusterGenNodeDescription).
 pub fn node_line(st: &ClusterState, n: &Node) -> String {
+    node_line_with(st, n, &st.slot_ranges(&n.name))
+}
+
+fn node_line_with(st: &ClusterState, n: &Node, ranges: &[(usize, usize)]) -> String {
     let mut s = String::with_capacity(128);
     let _ = write!(s, "{} {}:{}@{}", n.name_str(), n.ip, n.port, n.cport);
     if !n.hostname.is_empty() {
@@ -78,7 +82,7 @@ pub fn node_line(st: &ClusterState, n: &Node) -> String {
             "disconnected"
         }
     );
-    for (a, b) in st.slot_ranges(&n.name) {
+    for &(a, b) in ranges {
         if a == b {
             let _ = write!(s, " {a}");
         } else {
@@ -101,11 +105,13 @@ pub fn node_line(st: &ClusterState, n: &Node) -> String {
 /// CLUSTER NODES (all nodes), or the nodes.conf body (without handshake nodes).
 pub fn nodes_text(st: &ClusterState, skip_handshake: bool) -> String {
     let mut out = String::new();
+    let ranges = st.all_slot_ranges();
     for n in st.nodes.values() {
         if skip_handshake && n.in_handshake() {
             continue;
         }
-        out.push_str(&node_line(st, n));
+        let r = ranges.get(&n.name).map(Vec::as_slice).unwrap_or(&[]);
+        out.push_str(&node_line_with(st, n, r));
     }
     out
 }

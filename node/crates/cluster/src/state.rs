@@ -340,9 +340,31 @@ impl ClusterState {
         }
         b
     }
+    /// Slot ranges of every owner in one pass over the slot table.
+    pub fn all_slot_ranges(&self) -> HashMap<Name, Vec<(usize, usize)>> {
+        let mut m: HashMap<Name, Vec<(usize, usize)>> = HashMap::new();
+        let mut j = 0;
+        while j < SLOTS {
+            let Some(owner) = self.slots[j] else {
+                j += 1;
+                continue;
+            };
+            let start = j;
+            while j + 1 < SLOTS && self.slots[j + 1] == Some(owner) {
+                j += 1;
+            }
+            m.entry(owner).or_default().push((start, j));
+            j += 1;
+        }
+        m
+    }
+
     /// Slot ranges owned by a node, as (start, end) inclusive.
     pub fn slot_ranges(&self, owner: &Name) -> Vec<(usize, usize)> {
         let mut v = Vec::new();
+        if self.nodes.get(owner).is_some_and(|n| n.numslots == 0) {
+            return v;
+        }
         let mut start: Option<usize> = None;
         for s in 0..=SLOTS {
             let mine = s < SLOTS && self.slots[s].as_ref() == Some(owner);
