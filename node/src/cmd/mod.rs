@@ -261,6 +261,11 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         ));
         return Outcome::Done;
     }
+    if cl.multi.is_some() && cmd.has(flags::NO_MULTI) {
+        cl.multi_error = true;
+        out.error("ERR Command not allowed inside a transaction");
+        return Outcome::Done;
+    }
     if cl.multi.is_some() && !transaction::runs_inside_multi(cmd.name) {
         if let Some(q) = cl.multi.as_mut() {
             q.push(args.to_vec());

@@ -246,8 +246,10 @@ fn mem_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
 
 /// Bytes one key costs: table slot (key + entry), key heap, value heap.
 pub fn key_memory(key: &[u8], v: &Value) -> usize {
-    let slot =
-        std::mem::size_of::<crate::db::SBytes>() + std::mem::size_of::<crate::db::Entry>() + 1;
+    // Table bucket (pointer + control byte) plus the boxed (key, entry) node as glibc
+    // rounds it.
+    let node = std::mem::size_of::<crate::db::slotmap::Node>();
+    let slot = 9 + ((node + 8 + 15) & !15);
     let key_heap = if key.len() > 22 { key.len() + 16 } else { 0 };
     slot + key_heap + v.mem_usage()
 }

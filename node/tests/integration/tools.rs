@@ -73,3 +73,33 @@ fn redis_benchmark_runs_clean() {
     );
     assert!(!s.to_lowercase().contains("error"), "{s}");
 }
+
+#[test]
+fn redis_cli_interactive_session() {
+    // Interactive mode needs a terminal: `script` provides a pty; TERM=dumb keeps linenoise
+    // from sending escape queries. Interactive redis-cli fetches COMMAND DOCS at start.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipping: `script` (util-linux) not installed");
+        return;
+    }
+    let n = Node::start();
+    let mut child = Command::new("script")
+        .args(["-qc", &format!("redis-cli -p {}", n.port), "/dev/null"])
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"set a 1\nget a\nhello 3\nincr a\nexit\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let s = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(s.contains("> OK"), "{s}");
+    assert!(s.contains("> \"1\""), "{s}");
+    assert!(s.contains("\"proto\" => (integer) 3"), "{s}");
+    assert!(s.contains("> (integer) 2"), "{s}");
+}

@@ -117,3 +117,16 @@ fn concurrent_incr_is_atomic() {
         .unwrap();
     assert_eq!((a, b), (2000, 2000));
 }
+
+#[test]
+fn no_multi_commands_abort_the_transaction() {
+    let n = Node::start();
+    let mut c = n.raw();
+    c.cmd(&["MULTI"]);
+    assert_eq!(
+        c.cmd(&["SHUTDOWN"]),
+        R::Err("ERR Command not allowed inside a transaction".into())
+    );
+    assert!(matches!(c.cmd(&["EXEC"]), R::Err(e) if e.starts_with("EXECABORT")));
+    assert_eq!(c.cmd(&["PING"]), R::Simple("PONG".into()));
+}
