@@ -36,6 +36,7 @@
 //! value, which a loader should skip (as redis-server does).
 
 pub mod aof;
+mod atomic;
 mod containers;
 mod decode;
 mod dump;
@@ -50,6 +51,7 @@ mod writer;
 
 use crc::{Crc, CRC_64_REDIS};
 
+pub use atomic::{write_atomic, AtomicRdbFile};
 pub use dump::{
     dump_value, dump_value_bytes, restore_value, restore_value_with_max_version, verify_payload,
     RestoreError,
@@ -58,8 +60,7 @@ pub use error::{RdbError, Result};
 pub use reader::{read_entries, RdbEntry, RdbEvent, RdbReader, DEFAULT_MAX_READ_VERSION};
 pub use value::RdbValue;
 pub use writer::{
-    encode_entry, encode_entry_with_meta, write_atomic, AuxInfo, EntryMeta, RdbWriter, ReplAux,
-    RDB_VERSION,
+    encode_entry, encode_entry_with_meta, AuxInfo, EntryMeta, RdbWriter, ReplAux, RDB_VERSION,
 };
 
 /// CRC-64/Jones as Redis uses it (reflected, init 0, no xorout).

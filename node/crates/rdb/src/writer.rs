@@ -1,15 +1,11 @@
 //! RDB version 10 (Redis 7.0) writer, plus crash-safe file replacement.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::Write;
 
 use crc::Digest;
-use tracing::instrument;
 
 use crate::encode::{value_type, write_len, write_string, write_value_body};
-use crate::error::{RdbError, Result};
+use crate::error::Result;
 use crate::types::*;
 use crate::value::RdbValue;
 use crate::CRC64;
@@ -209,45 +205,4 @@ pub fn encode_entry_with_meta(out: &mut Vec<u8>, key: &[u8], value: &RdbValue, m
     out.push(ty);
     write_string(out, key);
     write_value_body(out, value, ty);
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes an RDB file crash-safely: into a temp file in the same directory, fsync, rename over
-/// `path`, fsync the directory. A crash at any point leaves either the old or the new file.
-///
-/// `fill` writes aux fields, databases and entries; header and trailer are added here.
-#[instrument(skip(fill), fields(path = %path.display()))]
-pub fn write_atomic<F>(path: &Path, fill: F) -> Result<u64>
-where
-    F: FnOnce(&mut RdbWriter<BufWriter<File>>) -> Result<()>,
-{
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(
-        "temp-{}-{}.rdb",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| -> Result<u64> {
-        let file = File::create(&tmp)?;
-        let mut w = RdbWriter::new(BufWriter::with_capacity(1 << 20, file))?;
-        fill(&mut w)?;
-        let file = w
-            .finish()?
-            .into_inner()
-            .map_err(|e| RdbError::Io(e.into_error()))?;
-        file.sync_all()?;
-        let size = file.metadata()?.len();
-        drop(file);
-        std::fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()?;
-        Ok(size)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

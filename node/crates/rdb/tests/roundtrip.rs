@@ -116,6 +116,16 @@ fn write_atomic_replaces_and_cleans_up_on_error() {
     let data = std::fs::read(&path).expect("new file");
     assert_eq!(data.len() as u64, size);
     assert_eq!(read_entries(&data[..]).expect("reads").len(), 1);
+
+    // An abandoned AtomicRdbFile leaves the committed file alone and removes its temp file.
+    let mut f = tessera_rdb::AtomicRdbFile::create(&path).expect("create");
+    f.writer().select_db(0, 0, 0).expect("select");
+    let tmp = f.temp_path().to_path_buf();
+    assert!(tmp.exists());
+    drop(f);
+    assert!(!tmp.exists());
+    assert_eq!(std::fs::read(&path).expect("still there"), data);
+    assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 1);
 }
 
 #[test]
