@@ -94,10 +94,7 @@ impl ClusterNode {
             host,
             tasks: Mutex::new(Vec::new()),
         });
-        {
-            let mut st = shared.state.lock();
-            dispatch(&shared, &mut st);
-        }
+        locked(&shared, |_| ());
         let s2 = shared.clone();
         let accept = tokio::spawn(async move { accept_loop(s2, listener).await });
         let s3 = shared.clone();
@@ -105,9 +102,7 @@ impl ClusterNode {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
                 tick.tick().await;
-                let mut st = s3.state.lock();
-                st.cron(now_ms());
-                dispatch(&s3, &mut st);
+                locked(&s3, |st| st.cron(now_ms()));
             }
         });
         shared
@@ -124,10 +119,7 @@ impl ClusterNode {
 
     /// Runs `f` on the state, then performs the effects it queued and saves if needed.
     pub fn with_state<R>(&self, f: impl FnOnce(&mut ClusterState) -> R) -> R {
-        let mut st = self.shared.state.lock();
-        let r = f(&mut st);
-        dispatch(&self.shared, &mut st);
-        r
+        locked(&self.shared, f)
     }
 
     /// The keyspace/pubsub host this node was started with.
@@ -152,9 +144,24 @@ impl Drop for ClusterNode {
     }
 }
 
-/// Performs the effects queued in the state, then saves nodes.conf if it changed.
-fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) {
+/// Effects on the node's keyspace/pub-sub, run after the state lock is released.
+enum HostEffect {
+    Publish {
+        channel: Vec<u8>,
+        message: Vec<u8>,
+        shard: bool,
+    },
+    SetMaster(Option<(String, u16)>),
+    DeleteSlotKeys(u16),
+    FlushAll,
+}
+
+/// Performs the network effects queued in the state and saves nodes.conf if it changed.
+/// Returns the host effects, which the caller runs with [`run_host`] once unlocked.
+#[must_use]
+fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Vec<HostEffect> {
     let outs: Vec<Out> = std::mem::take(&mut st.out);
+    let mut host = Vec::new();
     for o in outs {
         match o {
             Out::Send { link, msg } => {
@@ -177,11 +184,14 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) {
                 channel,
                 message,
                 shard,
-            } => shared.host.publish_local(&channel, &message, shard),
-            Out::SetMaster { ip } => shared.host.set_replication_master(ip),
-            Out::DeleteSlotKeys { slot } => {
-                shared.host.delete_keys_in_slot(slot);
-            }
+            } => host.push(HostEffect::Publish {
+                channel,
+                message,
+                shard,
+            }),
+            Out::SetMaster { ip } => host.push(HostEffect::SetMaster(ip)),
+            Out::DeleteSlotKeys { slot } => host.push(HostEffect::DeleteSlotKeys(slot)),
+            Out::FlushAll => host.push(HostEffect::FlushAll),
         }
     }
     if st.todo_update_state {
@@ -191,6 +201,37 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) {
         st.todo_save = false;
         if let Err(e) = nodes_conf::save(st, &st.config.config_file.clone()) {
             error!(error = %e, "cannot save cluster config");
+        }
+    }
+    host
+}
+
+/// Runs `f` with the state locked, performs its network effects, unlocks, then runs its
+/// host effects (so the node's callbacks never run under the cluster lock).
+fn locked<R>(shared: &Arc<Shared>, f: impl FnOnce(&mut ClusterState) -> R) -> R {
+    let (r, effects) = {
+        let mut st = shared.state.lock();
+        let r = f(&mut st);
+        let effects = dispatch(shared, &mut st);
+        (r, effects)
+    };
+    run_host(shared, effects);
+    r
+}
+
+fn run_host(shared: &Shared, effects: Vec<HostEffect>) {
+    for e in effects {
+        match e {
+            HostEffect::Publish {
+                channel,
+                message,
+                shard,
+            } => shared.host.publish_local(&channel, &message, shard),
+            HostEffect::SetMaster(m) => shared.host.set_replication_master(m),
+            HostEffect::DeleteSlotKeys(slot) => {
+                shared.host.delete_keys_in_slot(slot);
+            }
+            HostEffect::FlushAll => shared.host.flush_all(),
         }
     }
 }
@@ -250,19 +291,16 @@ async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, time
     match res {
         Ok(Ok(sock)) => {
             let _ = sock.set_nodelay(true);
-            let mut st = shared.state.lock();
-            if !st.links.contains_key(&link) {
-                return;
-            }
-            start_link_io(&shared, link, sock);
-            st.link_connected(link, now_ms());
-            dispatch(&shared, &mut st);
+            locked(&shared, |st| {
+                if st.links.contains_key(&link) {
+                    start_link_io(&shared, link, sock);
+                    st.link_connected(link, now_ms());
+                }
+            });
         }
         _ => {
             debug!(ip, cport, "bus connect failed");
-            let mut st = shared.state.lock();
-            st.link_closed(link, now_ms());
-            dispatch(&shared, &mut st);
+            locked(&shared, |st| st.link_closed(link, now_ms()));
         }
     }
 }
@@ -290,9 +328,7 @@ fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream) {
         let why = read_loop(&s, link, &mut rd, &peer_ip, &local_ip).await;
         debug!(link, why, "bus link closed");
         close_io(&s, link);
-        let mut st = s.state.lock();
-        st.link_closed(link, now_ms());
-        dispatch(&s, &mut st);
+        locked(&s, |st| st.link_closed(link, now_ms()));
     });
     shared.links.lock().insert(
         link,
@@ -339,11 +375,15 @@ async fn read_loop(
             Ok(m) => m,
             Err(e) => return format!("bad message: {e}"),
         };
-        let mut st = shared.state.lock();
-        if !st.links.contains_key(&link) {
+        let known = locked(shared, |st| {
+            let known = st.links.contains_key(&link);
+            if known {
+                st.process(link, m, peer_ip, local_ip, now_ms());
+            }
+            known
+        });
+        if !known {
             return "link dropped by state".into();
         }
-        st.process(link, m, peer_ip, local_ip, now_ms());
-        dispatch(shared, &mut st);
     }
 }

@@ -12,8 +12,72 @@ use crate::Host;
 
 /// Runs `CLUSTER <args...>` (args exclude the word CLUSTER).
 pub fn cluster_command(node: &ClusterNode, args: &[&[u8]]) -> Reply {
-    let host = node.host().clone();
-    node.with_state(|st| execute(st, &*host, args, now_ms()))
+    // The keyspace is read before the cluster state is locked, so the node may hold its own
+    // keyspace locks while routing (which takes the state lock) without lock-order inversion.
+    let facts = Prefetched::gather(&**node.host(), args);
+    node.with_state(|st| execute(st, &facts, args, now_ms()))
+}
+
+/// Keyspace answers gathered up front for one CLUSTER command.
+struct Prefetched {
+    db_size: usize,
+    slot_count: Option<(u16, usize)>,
+    slot_keys: Option<(u16, Vec<Vec<u8>>)>,
+}
+
+impl Prefetched {
+    fn gather(host: &dyn Host, args: &[&[u8]]) -> Prefetched {
+        let sub = args
+            .first()
+            .map(|a| a.to_ascii_lowercase())
+            .unwrap_or_default();
+        let slot = |i: usize| {
+            args.get(i)
+                .and_then(|a| parse_i64(a))
+                .filter(|s| (0..SLOTS as i64).contains(s))
+                .map(|s| s as u16)
+        };
+        let mut p = Prefetched {
+            db_size: host.db_size(),
+            slot_count: None,
+            slot_keys: None,
+        };
+        match sub.as_slice() {
+            b"countkeysinslot" | b"setslot" => {
+                p.slot_count = slot(1).map(|s| (s, host.count_keys_in_slot(s)));
+            }
+            b"getkeysinslot" => {
+                let n = args.get(2).and_then(|a| parse_i64(a)).filter(|n| *n >= 0);
+                if let (Some(s), Some(n)) = (slot(1), n) {
+                    p.slot_keys = Some((s, host.keys_in_slot(s, n as usize)));
+                }
+            }
+            _ => {}
+        }
+        p
+    }
+}
+
+impl Host for Prefetched {
+    fn count_keys_in_slot(&self, slot: u16) -> usize {
+        self.slot_count
+            .filter(|(s, _)| *s == slot)
+            .map(|(_, n)| n)
+            .unwrap_or(0)
+    }
+    fn keys_in_slot(&self, slot: u16, _count: usize) -> Vec<Vec<u8>> {
+        match &self.slot_keys {
+            Some((s, k)) if *s == slot => k.clone(),
+            _ => Vec::new(),
+        }
+    }
+    fn delete_keys_in_slot(&self, _slot: u16) -> usize {
+        0
+    }
+    fn db_size(&self) -> usize {
+        self.db_size
+    }
+    fn publish_local(&self, _channel: &[u8], _message: &[u8], _shard: bool) {}
 }
 
 fn parse_i64(a: &[u8]) -> Option<i64> {
@@ -185,7 +249,7 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
                     "ERR CLUSTER RESET can't be called with master nodes containing keys",
                 ));
             }
-            reset(st, host, hard);
+            reset(st, hard);
             Ok(Reply::Ok)
         }
         "saveconfig" => {
@@ -343,12 +407,12 @@ pub fn bump_epoch(st: &mut ClusterState) -> (bool, u64) {
 }
 
 /// CLUSTER RESET (clusterReset).
-pub fn reset(st: &mut ClusterState, host: &dyn Host, hard: bool) {
+pub fn reset(st: &mut ClusterState, hard: bool) {
     if st.me().is_replica() {
         let me = st.myself;
         st.set_node_as_master(&me);
         st.out.push(Out::SetMaster { ip: None });
-        host.flush_all();
+        st.out.push(Out::FlushAll);
     }
     for s in 0..SLOTS {
         st.importing[s] = None;

@@ -23,8 +23,9 @@ pub use state::ClusterState;
 
 /// What the cluster half needs from the node's keyspace and pub/sub.
 ///
-/// Called with the cluster state locked: implementations must not call back into the
-/// [`ClusterNode`].
+/// Never called with the cluster state locked (keyspace answers for CLUSTER commands are
+/// gathered before locking, bus effects run after unlocking), so implementations may call
+/// back into the [`ClusterNode`].
 pub trait Host: Send + Sync + 'static {
     /// Number of keys in a hash slot.
     fn count_keys_in_slot(&self, slot: u16) -> usize;

@@ -162,6 +162,8 @@ pub enum Out {
     SetMaster { ip: Option<(String, u16)> },
     /// Delete keys of a slot we lost while holding keys.
     DeleteSlotKeys { slot: u16 },
+    /// Empty the keyspace (CLUSTER RESET of a replica).
+    FlushAll,
 }
 
 /// Per-type message counters (CLUSTER INFO).
