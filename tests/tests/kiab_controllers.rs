@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
+use tessera_tests::kiab::api::testing::{kubectl_binaries, Kubectl};
 use tessera_tests::kiab::testkit::{
     container_pid, is_ready, pod_ip, pods, restart_count, wait_for,
 };
@@ -265,6 +266,13 @@ async fn parallel_policy_starts_all_and_stop_kills_everything() {
         .collect();
     assert_eq!(pids.len(), 3);
     assert_eq!(kiab.live_processes(), 3);
+    // `kubectl logs` reads the container's log file through the API's log hook.
+    if let Some(bin) = kubectl_binaries().into_iter().next() {
+        let kubeconfig = std::fs::read_to_string(kiab.kubeconfig_path()).expect("kubeconfig");
+        let kubectl = Kubectl::new(bin, &kubeconfig).expect("kubectl");
+        let out = kubectl.ok(&["logs", "par-1", "-c", "redis"]).await;
+        assert!(out.contains("Ready to accept connections"), "{out}");
+    }
     kiab.stop().await;
     for pid in pids {
         let gone = wait_for("pod process gone", Duration::from_secs(20), || async move {

@@ -73,6 +73,10 @@ impl KubeInABox {
         let kubeconfig = cfg.state_dir.join("kubeconfig");
         std::fs::write(&kubeconfig, handle.kubeconfig())
             .map_err(|e| KiabError::io(&kubeconfig, e))?;
+        let logs_root = cfg.state_dir.clone();
+        handle.set_log_source(Arc::new(move |ns: &str, pod: &str, container: &str| {
+            pod_log(&logs_root, ns, pod, container)
+        }));
         let client = client_for(handle.addr())?;
         let (tx, rx) = watch::channel(false);
         let table = ProcessTable::new();
@@ -120,16 +124,7 @@ impl KubeInABox {
 
     /// Log file of a pod's container (the newest pod with that name).
     pub fn pod_log(&self, namespace: &str, pod: &str, container: &str) -> Option<PathBuf> {
-        let prefix = format!("{namespace}_{pod}_");
-        let dir = std::fs::read_dir(self.state_dir.join("pods")).ok()?;
-        dir.filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-            .filter_map(|e| {
-                let modified = e.metadata().and_then(|m| m.modified()).ok()?;
-                Some((modified, e.path()))
-            })
-            .max()
-            .map(|(_, p)| p.join("logs").join(format!("{container}.log")))
+        pod_log(&self.state_dir, namespace, pod, container)
     }
 
     /// Server-side applies every CRD in the `*.yaml` files of `dir`.
@@ -201,4 +196,32 @@ pub fn client_for(addr: SocketAddr) -> Result<Client, KiabError> {
     config.default_namespace = "default".into();
     config.read_timeout = Some(Duration::from_secs(30));
     Client::try_from(config).map_err(KiabError::Kube)
+}
+
+/// `state_dir/pods/<ns>_<pod>_<uid>/logs/<container>.log` of the newest pod with that name
+/// (pod and namespace names are DNS labels, so `_` separates them unambiguously).
+fn pod_log(state_dir: &Path, namespace: &str, pod: &str, container: &str) -> Option<PathBuf> {
+    let prefix = format!("{namespace}_{pod}_");
+    let dir = std::fs::read_dir(state_dir.join("pods")).ok()?;
+    let newest = dir
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| {
+            let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((modified, e.path()))
+        })
+        .max()?
+        .1;
+    let logs = newest.join("logs");
+    if !container.is_empty() {
+        return Some(logs.join(format!("{container}.log")));
+    }
+    // No container named: the only (or first) log file.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&logs)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files.into_iter().next()
 }
