@@ -2,6 +2,19 @@
 //!
 //! The node embeds a [`ClusterNode`] (state + bus) and implements [`Host`] so the cluster
 //! half can reach the keyspace and local pub/sub without depending on the node's internals.
+//!
+//! Integration, in the node:
+//! - start: fill a [`ClusterConfig`] from the `cluster-*` directives, then
+//!   `ClusterNode::start(config, host).await` (loads or creates nodes.conf, binds the bus port);
+//! - `CLUSTER ...`: [`commands::cluster_command`] returns a [`Reply`] (Redis 7.0 bytes);
+//! - every keyed command (or EXEC): build a [`RouteQuery`] from the command's keys and the
+//!   connection's ASKING/READONLY flags, then `node.with_state(|st| routing::route(st, &q,
+//!   key_exists))`; `Route::error()` is the exact error line. Call it before taking keyspace
+//!   locks;
+//! - PUBLISH / SPUBLISH: deliver locally, then `node.with_state(|st| st.publish(ch, msg, shard))`;
+//!   messages from peers arrive through [`Host::publish_local`];
+//! - replication: [`Host::set_replication_master`] says whom to replicate; the node keeps
+//!   `st.me_mut().repl_offset` and `st.repl_last_io` current so elections rank replicas.
 
 pub mod bus;
 pub mod commands;
