@@ -10,7 +10,8 @@ use rand::Rng;
 pub enum HashValue {
     /// Alternating field, value entries.
     ListPack(Pack),
-    HashTable(IndexedMap<Box<[u8]>>),
+    /// Boxed so the enum stays small while the value is a listpack.
+    HashTable(Box<IndexedMap<Box<[u8]>>>),
 }
 
 impl Default for HashValue {
@@ -85,7 +86,7 @@ impl HashValue {
             while let (Some(f), Some(v)) = (it.next(), it.next()) {
                 h.insert(f, v.into());
             }
-            *self = HashValue::HashTable(h);
+            *self = HashValue::HashTable(Box::new(h));
         }
     }
 

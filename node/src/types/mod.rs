@@ -139,6 +139,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn values_stay_small() {
+        // Boxed by the keyspace: each is one small allocation per key.
+        assert!(std::mem::size_of::<HashValue>() <= 32);
+        assert!(std::mem::size_of::<SetValue>() <= 32);
+        assert!(std::mem::size_of::<ZSetValue>() <= 32);
+        assert_eq!(std::mem::size_of::<pack::Pack>(), 24);
+    }
+
+    #[test]
     fn strict_integers() {
         for ok in [
             "0",

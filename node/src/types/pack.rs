@@ -6,12 +6,19 @@
 //! LEB128)`, so the sequence can be walked from either end like Redis's listpack.
 
 /// A packed sequence of byte strings. Offsets handed out by the cursor methods point at the
-/// start of an entry and stay valid until the pack is mutated.
+/// start of an entry and stay valid until the pack is mutated. The entry count lives in the
+/// buffer's first 4 bytes (absent when empty), keeping `Pack` at one `Vec` (24 bytes).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Pack {
     buf: Vec<u8>,
-    count: u32,
 }
+
+/// Bytes of the in-buffer header (entry count).
+const HDR: usize = 4;
+
+/// Below this size a pack grows to the exact size it needs, like a listpack (small values
+/// dominate memory per key); above it, amortised doubling keeps big list nodes cheap to grow.
+const EXACT_GROWTH: usize = 512;
 
 impl std::fmt::Debug for Pack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,11 +66,34 @@ impl Pack {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.count as usize
+        match self.buf.get(..HDR) {
+            Some(h) => u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize,
+            None => 0,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.buf.is_empty()
+    }
+
+    fn set_len(&mut self, n: usize) {
+        if n == 0 {
+            self.buf = Vec::new();
+        } else {
+            self.buf[..HDR].copy_from_slice(&(n as u32).to_le_bytes());
+        }
+    }
+
+    /// Makes room for `extra` bytes (exactly while small) and creates the header if needed.
+    fn grow(&mut self, extra: usize) {
+        if self.buf.is_empty() {
+            self.buf.reserve_exact(HDR + extra);
+            self.buf.extend_from_slice(&[0; HDR]);
+        } else if self.buf.len() + extra <= EXACT_GROWTH {
+            self.buf.reserve_exact(extra);
+        } else {
+            self.buf.reserve(extra);
+        }
     }
 
     /// Bytes used by the encoded entries (the analogue of a listpack's byte size).
@@ -78,7 +108,7 @@ impl Pack {
 
     /// Offset of the first entry, if any.
     pub fn first(&self) -> Option<usize> {
-        (!self.buf.is_empty()).then_some(0)
+        (!self.buf.is_empty()).then_some(HDR)
     }
 
     /// Offset of the last entry, if any.
@@ -121,7 +151,7 @@ impl Pack {
 
     /// Offset of the entry that ends right before `end` (an entry offset or `bytes()`).
     pub fn prev(&self, end: usize) -> Option<usize> {
-        if end == 0 {
+        if end <= HDR {
             return None;
         }
         let mut n = 0usize;
@@ -143,18 +173,20 @@ impl Pack {
     pub fn iter(&self) -> PackIter<'_> {
         PackIter {
             pack: self,
-            front: 0,
+            front: HDR.min(self.buf.len()),
             back: self.buf.len(),
         }
     }
 
     pub fn push_back(&mut self, data: &[u8]) {
+        let n = self.len();
+        self.grow(entry_size(data.len()));
         encode_entry(&mut self.buf, data);
-        self.count += 1;
+        self.set_len(n + 1);
     }
 
     pub fn push_front(&mut self, data: &[u8]) {
-        self.insert_at(0, data);
+        self.insert_at(HDR, data);
     }
 
     /// Inserts an entry so that it starts at byte offset `off` (an entry offset or `bytes()`).
@@ -171,6 +203,9 @@ impl Pack {
         hdr[h] = n as u8;
         h += 1;
         let total = 2 * h + data.len();
+        let n = self.len();
+        self.grow(total);
+        let off = off.max(HDR);
         let old = self.buf.len();
         self.buf.resize(old + total, 0);
         self.buf.copy_within(off..old, off + total);
@@ -181,7 +216,7 @@ impl Pack {
         for i in 0..h {
             self.buf[t + i] = hdr[h - 1 - i];
         }
-        self.count += 1;
+        self.set_len(n + 1);
     }
 
     /// Replaces the payload of the entry at `off`.
@@ -201,7 +236,8 @@ impl Pack {
             removed += 1;
         }
         self.buf.drain(off..end);
-        self.count -= removed as u32;
+        let left = self.len() - removed;
+        self.set_len(left);
         if self.buf.capacity() > 64 && self.buf.capacity() > 2 * self.buf.len() {
             self.buf.shrink_to(self.buf.len() * 5 / 4);
         }
@@ -227,7 +263,7 @@ impl Pack {
             return None;
         }
         if idx <= self.len() / 2 {
-            let mut off = 0;
+            let mut off = HDR;
             for _ in 0..idx {
                 off = self.entry(off).1;
             }
@@ -248,7 +284,6 @@ impl Pack {
 
     pub fn clear(&mut self) {
         self.buf = Vec::new();
-        self.count = 0;
     }
 
     /// Moves the entries from index `at` onward into a new pack (used to split list nodes).
@@ -256,21 +291,26 @@ impl Pack {
         match self.offset_of(at) {
             None => Pack::new(),
             Some(off) => {
-                let tail = self.buf.split_off(off);
-                let moved = self.count - at as u32;
-                self.count = at as u32;
-                Pack {
-                    buf: tail,
-                    count: moved,
-                }
+                let moved = self.len() - at;
+                let mut tail = Vec::with_capacity(HDR + self.buf.len() - off);
+                tail.extend_from_slice(&(moved as u32).to_le_bytes());
+                tail.extend_from_slice(&self.buf[off..]);
+                self.buf.truncate(off);
+                self.set_len(at);
+                Pack { buf: tail }
             }
         }
     }
 
     /// Appends all entries of `other`.
     pub fn append(&mut self, other: &Pack) {
-        self.buf.extend_from_slice(&other.buf);
-        self.count += other.count;
+        if other.is_empty() {
+            return;
+        }
+        let n = self.len() + other.len();
+        self.grow(other.buf.len() - HDR);
+        self.buf.extend_from_slice(&other.buf[HDR..]);
+        self.set_len(n);
     }
 }
 

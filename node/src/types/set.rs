@@ -12,7 +12,8 @@ pub enum SetValue {
     IntSet(Vec<i64>),
     /// Few, short members, packed in insertion order.
     ListPack(Pack),
-    HashTable(IndexedMap<()>),
+    /// Boxed so the enum stays small while the value is compact.
+    HashTable(Box<IndexedMap<()>>),
 }
 
 impl Default for SetValue {
@@ -45,7 +46,7 @@ impl SetValue {
         } else if lim.set_max_listpack_entries > 0 && first.len() <= lim.set_max_listpack_value {
             SetValue::ListPack(Pack::new())
         } else {
-            SetValue::HashTable(IndexedMap::new())
+            SetValue::HashTable(Box::default())
         }
     }
 
@@ -83,7 +84,7 @@ impl SetValue {
         for m in self.members() {
             h.insert(&m, ());
         }
-        *self = SetValue::HashTable(h);
+        *self = SetValue::HashTable(Box::new(h));
     }
 
     fn make_listpack(&mut self) {
@@ -103,6 +104,10 @@ impl SetValue {
                         Ok(_) => return false,
                         Err(pos) => {
                             if v.len() < lim.set_max_intset_entries {
+                                // Exact growth while small: memory per key matters more.
+                                if v.len() == v.capacity() && v.len() < 64 {
+                                    v.reserve_exact(1);
+                                }
                                 v.insert(pos, i);
                                 return true;
                             }

@@ -11,10 +11,15 @@ use super::{parse_f64, Limits};
 pub enum ZSetValue {
     /// Alternating member, score (8 bytes little-endian f64) entries, sorted.
     ListPack(Pack),
-    SkipList {
-        list: SkipList,
-        dict: IndexedMap<f64>,
-    },
+    /// Boxed so the enum stays small while the value is a listpack.
+    SkipList(Box<SkipDict>),
+}
+
+/// The big encoding: ranks and ranges from the skiplist, lookups and SCAN from the map.
+#[derive(Clone, Debug, Default)]
+pub struct SkipDict {
+    list: SkipList,
+    dict: IndexedMap<f64>,
 }
 
 impl Default for ZSetValue {
@@ -88,20 +93,41 @@ impl LexBound {
     }
 }
 
+/// Listpack score encoding: integral scores below 2^53 as 1-7 byte little-endian two's
+/// complement (most scores are small integers: 1-2 bytes instead of 8), anything else
+/// (fractions, infinities, -0) as the 8 raw bytes of the f64.
+fn enc_score(s: f64) -> ([u8; 8], usize) {
+    if s.fract() == 0.0 && s.abs() < 9_007_199_254_740_992.0 && !(s == 0.0 && s.is_sign_negative())
+    {
+        let i = s as i64;
+        let n = (1..8)
+            .find(|n| {
+                let sh = 64 - 8 * n;
+                (i << sh) >> sh == i
+            })
+            .unwrap_or(7);
+        (i.to_le_bytes(), n)
+    } else {
+        (s.to_le_bytes(), 8)
+    }
+}
+
 fn dec_score(b: &[u8]) -> f64 {
     let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    f64::from_le_bytes(a)
+    if b.len() >= 8 {
+        a.copy_from_slice(&b[..8]);
+        return f64::from_le_bytes(a);
+    }
+    a[..b.len()].copy_from_slice(b);
+    let sh = 64 - 8 * b.len() as u32;
+    ((i64::from_le_bytes(a) << sh) >> sh) as f64
 }
 
 impl ZSetValue {
     /// An empty sorted set in the encoding Redis picks for a first member of length `first_len`.
     pub fn new_for(first_len: usize, lim: &Limits) -> Self {
         if lim.zset_max_listpack_entries == 0 || first_len > lim.zset_max_listpack_value {
-            ZSetValue::SkipList {
-                list: SkipList::new(),
-                dict: IndexedMap::new(),
-            }
+            ZSetValue::SkipList(Box::default())
         } else {
             ZSetValue::default()
         }
@@ -119,14 +145,14 @@ impl ZSetValue {
     pub fn encoding(&self) -> &'static str {
         match self {
             ZSetValue::ListPack(_) => "listpack",
-            ZSetValue::SkipList { .. } => "skiplist",
+            ZSetValue::SkipList(_) => "skiplist",
         }
     }
 
     pub fn len(&self) -> usize {
         match self {
             ZSetValue::ListPack(p) => p.len() / 2,
-            ZSetValue::SkipList { list, .. } => list.len(),
+            ZSetValue::SkipList(sd) => sd.list.len(),
         }
     }
 
@@ -155,7 +181,7 @@ impl ZSetValue {
                 }
                 None
             }
-            ZSetValue::SkipList { dict, .. } => dict.get(member).copied(),
+            ZSetValue::SkipList(sd) => sd.dict.get(member).copied(),
         }
     }
 
@@ -167,7 +193,7 @@ impl ZSetValue {
                 list.insert(s, m);
                 dict.insert(m, s);
             }
-            *self = ZSetValue::SkipList { list, dict };
+            *self = ZSetValue::SkipList(Box::new(SkipDict { list, dict }));
         }
     }
 
@@ -192,21 +218,24 @@ impl ZSetValue {
             self.make_skiplist();
         }
         match self {
-            ZSetValue::SkipList { list, dict } => match dict.get_mut(member) {
-                Some(old) => {
-                    if *old != score {
-                        list.remove(*old, member);
-                        list.insert(score, member);
-                        *old = score;
+            ZSetValue::SkipList(sd) => {
+                let SkipDict { list, dict } = &mut **sd;
+                match dict.get_mut(member) {
+                    Some(old) => {
+                        if *old != score {
+                            list.remove(*old, member);
+                            list.insert(score, member);
+                            *old = score;
+                        }
+                        false
                     }
-                    false
+                    None => {
+                        list.insert(score, member);
+                        dict.insert(member, score);
+                        true
+                    }
                 }
-                None => {
-                    list.insert(score, member);
-                    dict.insert(member, score);
-                    true
-                }
-            },
+            }
             ZSetValue::ListPack(_) => false,
         }
     }
@@ -235,7 +264,8 @@ impl ZSetValue {
             off = p.next(so);
         }
         let at = off.unwrap_or(p.bytes());
-        p.insert_at(at, &score.to_le_bytes());
+        let (enc, n) = enc_score(score);
+        p.insert_at(at, &enc[..n]);
         p.insert_at(at, member);
     }
 
@@ -243,8 +273,8 @@ impl ZSetValue {
     pub fn remove(&mut self, member: &[u8]) -> bool {
         match self {
             ZSetValue::ListPack(p) => Self::lp_remove(p, member),
-            ZSetValue::SkipList { list, dict } => match dict.remove(member) {
-                Some(s) => list.remove(s, member),
+            ZSetValue::SkipList(sd) => match sd.dict.remove(member) {
+                Some(s) => sd.list.remove(s, member),
                 None => false,
             },
         }
@@ -258,7 +288,7 @@ impl ZSetValue {
                 .iter()
                 .take_while(|(m, s)| pred(*s, m))
                 .count(),
-            ZSetValue::SkipList { list, .. } => list.count_while(pred),
+            ZSetValue::SkipList(sd) => sd.list.count_while(pred),
         }
     }
 
@@ -266,7 +296,7 @@ impl ZSetValue {
     pub fn rank(&self, member: &[u8], rev: bool) -> Option<usize> {
         let r = match self {
             ZSetValue::ListPack(p) => Self::lp_entries(p).iter().position(|(m, _)| *m == member)?,
-            ZSetValue::SkipList { list, dict } => list.rank(*dict.get(member)?, member),
+            ZSetValue::SkipList(sd) => sd.list.rank(*sd.dict.get(member)?, member),
         };
         Some(if rev { self.len() - 1 - r } else { r })
     }
@@ -315,9 +345,10 @@ impl ZSetValue {
                     slice.iter().map(|(m, s)| (m.to_vec(), *s)).collect()
                 }
             }
-            ZSetValue::SkipList { list, .. } => {
+            ZSetValue::SkipList(sd) => {
                 let first = if rev { end - 1 } else { start };
-                list.iter_from(first, rev)
+                sd.list
+                    .iter_from(first, rev)
                     .take(n)
                     .map(|(m, s)| (m.to_vec(), s))
                     .collect()
@@ -339,10 +370,10 @@ impl ZSetValue {
                     p.remove_at(off, victims.len() * 2);
                 }
             }
-            ZSetValue::SkipList { list, dict } => {
+            ZSetValue::SkipList(sd) => {
                 for (m, s) in &victims {
-                    list.remove(*s, m);
-                    dict.remove(m);
+                    sd.list.remove(*s, m);
+                    sd.dict.remove(m);
                 }
             }
         }
@@ -363,7 +394,7 @@ impl ZSetValue {
     pub fn for_each(&self, mut f: impl FnMut(&[u8], f64)) {
         match self {
             ZSetValue::ListPack(p) => Self::lp_entries(p).into_iter().for_each(|(m, s)| f(m, s)),
-            ZSetValue::SkipList { list, .. } => list.iter().for_each(|(m, s)| f(m, s)),
+            ZSetValue::SkipList(sd) => sd.list.iter().for_each(|(m, s)| f(m, s)),
         }
     }
 
@@ -371,14 +402,14 @@ impl ZSetValue {
     pub fn get_index(&self, i: usize) -> Option<(Vec<u8>, f64)> {
         match self {
             ZSetValue::ListPack(_) => self.get(i),
-            ZSetValue::SkipList { dict, .. } => dict.get_index(i).map(|(m, s)| (m.to_vec(), *s)),
+            ZSetValue::SkipList(sd) => sd.dict.get_index(i).map(|(m, s)| (m.to_vec(), *s)),
         }
     }
 
     /// ZSCAN step: listpacks answer in one call with cursor 0, like Redis.
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
         match self {
-            ZSetValue::SkipList { dict, .. } => dict.scan(cursor, count, |m, s| f(m, *s)),
+            ZSetValue::SkipList(sd) => sd.dict.scan(cursor, count, |m, s| f(m, *s)),
             _ => {
                 self.for_each(f);
                 0
@@ -389,7 +420,7 @@ impl ZSetValue {
     pub fn heap_size(&self) -> usize {
         match self {
             ZSetValue::ListPack(p) => p.heap_size(),
-            ZSetValue::SkipList { list, dict } => list.heap_size() + dict.heap_size(),
+            ZSetValue::SkipList(sd) => sd.list.heap_size() + sd.dict.heap_size(),
         }
     }
 }
@@ -427,6 +458,32 @@ mod tests {
         );
         assert_eq!(LexBound::parse(b"a"), None);
         assert_eq!(LexBound::parse(b"--"), None);
+    }
+
+    #[test]
+    fn compact_scores_roundtrip() {
+        for s in [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            127.0,
+            128.0,
+            -129.0,
+            1.5,
+            1e15,
+            -9e15,
+            2e53,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.1,
+        ] {
+            let (b, n) = enc_score(s);
+            let d = dec_score(&b[..n]);
+            assert_eq!(d.to_bits(), s.to_bits(), "{s}");
+        }
+        assert_eq!(enc_score(5.0).1, 1);
+        assert_eq!(enc_score(-300.0).1, 2);
     }
 
     #[test]
