@@ -14,8 +14,8 @@ NAME="${DEMO_NAME:-demo}"
 KEYS="${DEMO_KEYS:-1000}"
 export PATH="$ROOT/.tools/bin:$PATH"
 
-pick() { # first existing binary among target/release and target/debug
-  for p in "$ROOT/target/release/$1" "$ROOT/target/debug/$1"; do
+pick() { # first existing binary among $DEMO_BIN_DIR, target/release and target/debug
+  for p in ${DEMO_BIN_DIR:+"$DEMO_BIN_DIR/$1"} "$ROOT/target/release/$1" "$ROOT/target/debug/$1"; do
     [ -x "$p" ] && { echo "$p"; return 0; }
   done
   return 1
