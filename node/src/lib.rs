@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod blocking;
+pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod db;

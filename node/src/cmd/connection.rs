@@ -205,6 +205,9 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let n = arg_i64(&args[1])?;
+    if n != 0 && crate::cluster::enabled(ctx.srv) {
+        return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
+    }
     if n < 0 || n as usize >= ctx.srv.ks.databases() {
         return Err(CmdError::msg("ERR DB index is out of range"));
     }

@@ -188,7 +188,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         "modules" => s.push_str("# Modules\r\n"),
         "errorstats" => s.push_str("# Errorstats\r\n"),
         "latencystats" => s.push_str("# Latencystats\r\n"),
-        "cluster" => s.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+        "cluster" => crate::cluster::info_section(srv, s),
         "commandstats" => {
             s.push_str("# Commandstats\r\n");
             let mut emit = |c: &CommandSpec| {

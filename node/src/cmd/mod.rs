@@ -13,11 +13,13 @@ pub mod spec;
 
 mod bitmap;
 mod client;
+mod cluster;
 mod command;
 mod config_cmd;
 mod connection;
 mod info;
 mod keys;
+mod migrate;
 mod pubsub;
 mod server_cmds;
 mod strings;
@@ -58,6 +60,8 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(bitmap::commands());
     v.extend(transaction::commands());
     v.extend(pubsub::commands());
+    v.extend(cluster::commands());
+    v.extend(migrate::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
     v.extend(list::commands());
@@ -253,6 +257,10 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
             return Outcome::Done;
         }
         cl.authenticated = true;
+    }
+    if let Some(e) = crate::cluster::route(srv, cl, cmd, args) {
+        out.error(&e);
+        return Outcome::Done;
     }
     if cl.in_pubsub_context() && !out.resp3 && !pubsub::allowed_in_context(cmd.name) {
         out.error(&format!(

@@ -86,6 +86,7 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 fn publish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let limit = ctx.srv.config.read().cobl[2];
     let n = ctx.srv.pubsub.publish(&args[1], &args[2], limit);
+    crate::cluster::broadcast_publish(ctx.srv, &args[1], &args[2], false);
     ctx.srv
         .stats
         .pubsub_messages

@@ -193,6 +193,8 @@ pub struct ClientState {
     pub reply_mode: ReplyMode,
     pub scratch_idx: Vec<usize>,
     pub scratch_slots: Vec<u16>,
+    /// ASKING / READONLY (cluster mode).
+    pub cluster: crate::cluster::ClientFlags,
 }
 
 impl ClientState {
@@ -212,6 +214,7 @@ impl ClientState {
             reply_mode: ReplyMode::On,
             scratch_idx: Vec::new(),
             scratch_slots: Vec::new(),
+            cluster: Default::default(),
         }
     }
 

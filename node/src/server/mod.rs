@@ -42,6 +42,9 @@ pub enum ServerError {
     },
     #[error("io error: {0}")]
     Io(#[from] std::io::Error),
+    /// Cluster bus start-up (bind, corrupt nodes.conf).
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// CLIENT PAUSE state.
@@ -87,6 +90,8 @@ pub struct Server {
     /// Start of the unix-time second the LRU clock counts from.
     pub lru_epoch: u64,
     pub last_save: AtomicU64,
+    /// The cluster node when `cluster-enabled yes` (set once at startup).
+    pub cluster: std::sync::OnceLock<tessera_cluster::ClusterNode>,
 }
 
 impl Server {
@@ -128,6 +133,7 @@ impl Server {
             config_gen: AtomicU64::new(1),
             lru_epoch: now / 1000,
             last_save: AtomicU64::new(now / 1000),
+            cluster: std::sync::OnceLock::new(),
         };
         srv.refresh_hot();
         Arc::new(srv)
@@ -315,6 +321,9 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     }
     let actual = listeners[0].local_addr()?.port();
     srv.port.store(actual as u32, Ordering::Relaxed);
+    crate::cluster::start(&srv)
+        .await
+        .map_err(ServerError::Cluster)?;
     tracing::info!(port = actual, "Ready to accept connections tcp");
     let workers = Arc::new(Workers::spawn(&srv));
     for l in listeners {

@@ -1,0 +1,53 @@
+//! Conversion between the node's values and `tessera_rdb::RdbValue` (DUMP, RESTORE, MIGRATE).
+
+use bytes::Bytes;
+use tessera_rdb::RdbValue;
+
+use crate::db::Value;
+use crate::types::{HashValue, Limits, ListValue, SetValue, ZSetValue};
+
+/// The RDB model of a value (copies the elements).
+pub fn to_rdb(v: &Value) -> RdbValue {
+    match v {
+        Value::Str(s) => RdbValue::String(Bytes::copy_from_slice(s.as_slice())),
+        Value::Buf(b) => RdbValue::String(Bytes::copy_from_slice(b)),
+        Value::Int(i) => {
+            let mut b = itoa::Buffer::new();
+            RdbValue::String(Bytes::copy_from_slice(b.format(*i).as_bytes()))
+        }
+        Value::List(l) => RdbValue::List(l.iter().map(Bytes::copy_from_slice).collect()),
+        Value::Set(s) => {
+            let mut v = Vec::with_capacity(s.len());
+            s.for_each(|m| v.push(Bytes::copy_from_slice(m)));
+            RdbValue::Set(v)
+        }
+        Value::Hash(h) => {
+            let mut v = Vec::with_capacity(h.len());
+            h.for_each(|k, x| v.push((Bytes::copy_from_slice(k), Bytes::copy_from_slice(x))));
+            RdbValue::Hash(v)
+        }
+        Value::ZSet(z) => {
+            let mut v = Vec::with_capacity(z.len());
+            z.for_each(|m, s| v.push((Bytes::copy_from_slice(m), s)));
+            RdbValue::ZSet(v)
+        }
+    }
+}
+
+/// The node value for an RDB value, in the encoding `lim` calls for. None for an empty
+/// collection (Redis refuses those as bad data).
+pub fn from_rdb(v: RdbValue, lim: &Limits) -> Option<Value> {
+    Some(match v {
+        RdbValue::String(b) => Value::string(&b),
+        RdbValue::List(items) if !items.is_empty() => {
+            Value::List(Box::new(ListValue::from_items(items, lim)))
+        }
+        RdbValue::Set(m) if !m.is_empty() => Value::Set(Box::new(SetValue::from_members(m, lim))),
+        RdbValue::Hash(p) if !p.is_empty() => Value::Hash(Box::new(HashValue::from_pairs(p, lim))),
+        RdbValue::ZSet(p) if !p.is_empty() => Value::ZSet(Box::new(ZSetValue::from_pairs(
+            p.into_iter().map(|(m, s)| (m.to_vec(), s)),
+            lim,
+        ))),
+        _ => return None,
+    })
+}

@@ -1,0 +1,111 @@
+//! [`tessera_cluster::Host`] over the node's per-slot keyspace and pub/sub.
+//!
+//! Holds a `Weak` so the cluster node (owned by the server) does not keep the server alive.
+//! Callbacks lock one stripe at a time and never run under the cluster state lock.
+
+use std::sync::{Arc, Weak};
+
+use crate::db::stripe_of;
+use crate::server::Server;
+
+/// Cluster mode uses database 0 only (SELECT is refused).
+const DB: usize = 0;
+
+pub struct KeyspaceHost {
+    srv: Weak<Server>,
+}
+
+impl KeyspaceHost {
+    pub fn new(srv: &Arc<Server>) -> Self {
+        KeyspaceHost {
+            srv: Arc::downgrade(srv),
+        }
+    }
+}
+
+/// Number of keys in `slot` of db 0 (one stripe lock, O(1)).
+pub fn count_keys(srv: &Server, slot: u16) -> usize {
+    let st = srv.ks.lock_stripe(stripe_of(slot));
+    st.map(DB, slot).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Up to `count` key names of `slot`, expired ones included (as Redis's GETKEYSINSLOT).
+pub fn keys(srv: &Server, slot: u16, count: usize) -> Vec<Vec<u8>> {
+    let st = srv.ks.lock_stripe(stripe_of(slot));
+    match st.map(DB, slot) {
+        Some(m) => m.iter().take(count).map(|(k, _)| k.to_vec()).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Deletes every key of `slot` in every database; returns how many.
+pub fn delete_slot(srv: &Server, slot: u16) -> usize {
+    let mut st = srv.ks.lock_stripe(stripe_of(slot));
+    let mut n = 0;
+    for db in 0..srv.ks.databases() {
+        let names: Vec<Vec<u8>> = match st.map(db, slot) {
+            Some(m) => m.iter().map(|(k, _)| k.to_vec()).collect(),
+            None => continue,
+        };
+        for k in names {
+            if st.remove(db, slot, &k).is_some() {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Keys in db 0 (locks stripes one at a time).
+pub fn db_size(srv: &Server) -> usize {
+    (0..crate::db::STRIPES)
+        .map(|i| {
+            let st = srv.ks.lock_stripe(i);
+            st.db(DB).map(|d| d.len()).unwrap_or(0)
+        })
+        .sum()
+}
+
+impl tessera_cluster::Host for KeyspaceHost {
+    fn count_keys_in_slot(&self, slot: u16) -> usize {
+        self.srv
+            .upgrade()
+            .map(|s| count_keys(&s, slot))
+            .unwrap_or(0)
+    }
+
+    fn keys_in_slot(&self, slot: u16, count: usize) -> Vec<Vec<u8>> {
+        self.srv
+            .upgrade()
+            .map(|s| keys(&s, slot, count))
+            .unwrap_or_default()
+    }
+
+    fn delete_keys_in_slot(&self, slot: u16) -> usize {
+        self.srv
+            .upgrade()
+            .map(|s| delete_slot(&s, slot))
+            .unwrap_or(0)
+    }
+
+    fn db_size(&self) -> usize {
+        self.srv.upgrade().map(|s| db_size(&s)).unwrap_or(0)
+    }
+
+    fn flush_all(&self) {
+        if let Some(s) = self.srv.upgrade() {
+            for slot in 0..crate::slot::SLOTS as u16 {
+                delete_slot(&s, slot);
+            }
+        }
+    }
+
+    fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool) {
+        let Some(s) = self.srv.upgrade() else { return };
+        let limit = s.config.read().cobl[2];
+        // Shard channels (SSUBSCRIBE) are not implemented by the node yet: nobody listens.
+        if !shard {
+            s.pubsub.publish(channel, message, limit);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Cluster mode: embeds `tessera_cluster` (bus, state, CLUSTER commands) into the server.
+//!
+//! [`start`] builds the [`ClusterConfig`] from redis.conf directives and starts the bus;
+//! [`route`] is the dispatcher's redirection hook; [`host::KeyspaceHost`] lets the cluster
+//! half count, list and delete the keys of a slot and deliver bus messages to subscribers.
+
+pub mod convert;
+pub mod host;
+pub mod reply;
+pub mod route;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use tessera_cluster::{ClusterConfig, ClusterNode, EndpointType};
+
+use crate::config::Config;
+use crate::server::Server;
+
+pub use route::route;
+
+/// Per-client cluster flags (ASKING is one-shot, READONLY sticks until READWRITE).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClientFlags {
+    pub asking: bool,
+    pub readonly: bool,
+}
+
+/// The running cluster node of a server started with `cluster-enabled yes`.
+#[inline]
+pub fn node(srv: &Server) -> Option<&ClusterNode> {
+    srv.cluster.get()
+}
+
+/// True in cluster mode.
+#[inline]
+pub fn enabled(srv: &Server) -> bool {
+    srv.cluster.get().is_some()
+}
+
+/// The `cluster-*` directives as a [`ClusterConfig`]; nodes.conf is relative to `dir`.
+pub fn config_from(c: &Config, port: u16) -> ClusterConfig {
+    let opt_str = |n: &str| Some(c.str(n).to_string()).filter(|s| !s.is_empty());
+    let opt_port = |n: &str| Some(c.uint(n) as u16).filter(|p| *p != 0);
+    let file = Path::new(c.str("cluster-config-file"));
+    let config_file = if file.is_absolute() {
+        file.to_path_buf()
+    } else {
+        Path::new(c.str("dir")).join(file)
+    };
+    ClusterConfig {
+        enabled: c.bool("cluster-enabled"),
+        config_file,
+        node_timeout_ms: c.uint("cluster-node-timeout"),
+        port,
+        cluster_port: c.uint("cluster-port") as u16,
+        bind: bus_bind(c.str("bind")),
+        announce_ip: opt_str("cluster-announce-ip"),
+        announce_port: opt_port("cluster-announce-port"),
+        announce_bus_port: opt_port("cluster-announce-bus-port"),
+        announce_hostname: opt_str("cluster-announce-hostname"),
+        preferred_endpoint_type: match c.str("cluster-preferred-endpoint-type") {
+            "hostname" => EndpointType::Hostname,
+            "unknown-endpoint" => EndpointType::UnknownEndpoint,
+            _ => EndpointType::Ip,
+        },
+        require_full_coverage: c.bool("cluster-require-full-coverage"),
+        allow_reads_when_down: c.bool("cluster-allow-reads-when-down"),
+        allow_pubsubshard_when_down: c.bool("cluster-allow-pubsubshard-when-down"),
+        replica_validity_factor: c.uint("cluster-replica-validity-factor"),
+        allow_replica_migration: c.bool("cluster-allow-replica-migration"),
+        migration_barrier: c.uint("cluster-migration-barrier"),
+        replica_no_failover: c.bool("cluster-replica-no-failover"),
+        repl_ping_replica_period_s: c.uint("repl-ping-replica-period").max(1),
+    }
+}
+
+/// The bus listens on the first `bind` address (`*` or `-` prefixes as redis.conf).
+fn bus_bind(bind: &str) -> String {
+    match bind
+        .split_whitespace()
+        .next()
+        .map(|w| w.trim_start_matches('-'))
+    {
+        None | Some("*") => "0.0.0.0".into(),
+        Some("::*") => "::".into(),
+        Some(a) => a.to_string(),
+    }
+}
+
+/// Starts the cluster bus when `cluster-enabled yes`; called once the client port is bound.
+/// The error text is what the node prints before exiting (e.g. a corrupt nodes.conf line).
+pub async fn start(srv: &Arc<Server>) -> Result<(), String> {
+    let cfg = {
+        let c = srv.config.read();
+        if !c.bool("cluster-enabled") {
+            return Ok(());
+        }
+        config_from(&c, srv.port())
+    };
+    let host = Arc::new(host::KeyspaceHost::new(srv));
+    let node = ClusterNode::start(cfg, host)
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!(bus = %node.bus_addr(), "cluster bus listening");
+    srv.cluster
+        .set(node)
+        .map_err(|_| "cluster already started".to_string())
+}
+
+/// `INFO cluster`.
+pub fn info_section(srv: &Server, s: &mut String) {
+    let _ = write!(
+        s,
+        "# Cluster\r\ncluster_enabled:{}\r\n",
+        u8::from(enabled(srv))
+    );
+}
+
+/// Cluster-wide PUBLISH / SPUBLISH: sends the message on the bus (the caller delivered it
+/// locally already).
+pub fn broadcast_publish(srv: &Server, channel: &[u8], message: &[u8], shard: bool) {
+    if let Some(n) = node(srv) {
+        n.with_state(|st| st.publish(channel, message, shard));
+    }
+}

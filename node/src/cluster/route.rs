@@ -1,0 +1,123 @@
+//! The dispatcher's redirection hook: Redis 7.0 `processCommand` → `getNodeByQuery`.
+//!
+//! Keys come from the command table's key specs; for EXEC, from every queued command. The
+//! decision itself (order of checks, error texts) is `tessera_cluster::routing::route`.
+//! Key existence (needed only for slots being migrated or imported) is looked up before the
+//! cluster state is locked, so no keyspace lock is ever taken under the cluster lock.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use tessera_cluster::routing::{self, Route, RouteQuery};
+
+use crate::cmd::{flags, table, CommandSpec};
+use crate::db::stripe_of;
+use crate::server::{ClientState, Server};
+use crate::slot::key_hash_slot;
+
+/// Commands that carry the ASKING flag in Redis's table.
+fn is_asking_cmd(name: &str) -> bool {
+    name == "restore-asking"
+}
+
+fn is_pubsubshard(name: &str) -> bool {
+    matches!(name, "spublish" | "ssubscribe" | "sunsubscribe")
+}
+
+/// Decides whether `cmd` may run here. Returns the error line to send (MOVED, ASK,
+/// CROSSSLOT, TRYAGAIN, CLUSTERDOWN) or None. Also maintains the one-shot ASKING flag and,
+/// on a redirect, flags the open transaction (or discards it for EXEC) as Redis does.
+pub fn route(
+    srv: &Server,
+    cl: &mut ClientState,
+    cmd: &CommandSpec,
+    args: &[Bytes],
+) -> Option<String> {
+    let node = srv.cluster.get()?;
+    let asking = cl.cluster.asking;
+    let is_exec = cmd.name == "exec" && cmd.has(flags::CONN);
+    // ASKING lasts for one command, or until the end of the transaction it was sent in.
+    if cmd.name != "asking" && (is_exec || (cl.multi.is_none() && cmd.name != "multi")) {
+        cl.cluster.asking = false;
+    }
+    if cl.db != 0 {
+        return None;
+    }
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut is_write = cmd.has(flags::WRITE);
+    let mut idx = Vec::new();
+    if is_exec {
+        let queue = cl.multi.as_ref()?;
+        let t = table();
+        for q in queue {
+            if let Ok(c) = t.resolve(q) {
+                is_write |= c.has(flags::WRITE);
+                idx.clear();
+                c.key_indices(q, &mut idx);
+                keys.extend(idx.iter().map(|&i| &q[i][..]));
+            }
+        }
+    } else {
+        if matches!(cmd.keys, crate::cmd::KeyPos::None) {
+            return None;
+        }
+        cmd.key_indices(args, &mut idx);
+        keys.extend(idx.iter().map(|&i| &args[i][..]));
+    }
+    if keys.is_empty() {
+        return None;
+    }
+    let q = RouteQuery {
+        keys,
+        asking: asking || is_asking_cmd(cmd.name),
+        readonly: cl.cluster.readonly,
+        is_write,
+        is_pubsubshard: is_pubsubshard(cmd.name),
+        is_migrate: cmd.name == "migrate",
+    };
+    let first_slot = key_hash_slot(q.keys[0]) as usize;
+    // Fast path: the slot is not being migrated or imported, so existence is never asked.
+    let fast = node.with_state(|st| {
+        let open = st.migrating.get(first_slot).is_some_and(|m| m.is_some())
+            || st.importing.get(first_slot).is_some_and(|m| m.is_some());
+        (!open).then(|| routing::route(st, &q, |_| true))
+    });
+    let r = match fast {
+        Some(r) => r,
+        None => {
+            let exists: Vec<bool> = q.keys.iter().map(|k| key_exists(srv, k)).collect();
+            node.with_state(|st| {
+                routing::route(st, &q, |k| {
+                    q.keys
+                        .iter()
+                        .position(|x| *x == k)
+                        .map(|i| exists[i])
+                        .unwrap_or(false)
+                })
+            })
+        }
+    };
+    let err = r.error()?;
+    if let Route::Local { .. } = r {
+        return None;
+    }
+    if is_exec {
+        cl.multi = None;
+        cl.multi_error = false;
+        cl.handle.in_multi.store(false, Ordering::Relaxed);
+        srv.watch.unwatch(cl);
+    } else if cl.multi.is_some() {
+        cl.multi_error = true;
+    }
+    cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    Some(err)
+}
+
+/// True if `key` exists (and has not expired) in db 0.
+fn key_exists(srv: &Server, key: &[u8]) -> bool {
+    let slot = key_hash_slot(key);
+    let st = srv.ks.lock_stripe(stripe_of(slot));
+    let now = crate::server::now_ms();
+    st.get(0, slot, key)
+        .is_some_and(|e| e.expire_at() == crate::db::NO_EXPIRE || e.expire_at() > now)
+}

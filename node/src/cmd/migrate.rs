@@ -1,0 +1,323 @@
+//! DUMP, RESTORE, RESTORE-ASKING and MIGRATE (Redis 7.0 semantics and error texts).
+//!
+//! Payloads are `tessera_rdb`'s (RDB version 10, CRC-64/Jones), so they move both ways with
+//! redis-server 7.0. MIGRATE talks to the target synchronously while holding the keys'
+//! locks, as Redis blocks its event loop: the keys can't change half-way through.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::cluster::convert;
+use crate::db::{Entry, NO_EXPIRE};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let g = "generic";
+    vec![
+        CommandSpec::new("dump", 2, "readonly", (1, 1, 1), dump)
+            .group(g)
+            .since("2.6.0"),
+        CommandSpec::new("restore", -4, "write denyoom", (1, 1, 1), restore)
+            .group(g)
+            .since("2.6.0"),
+        CommandSpec::new("restore-asking", -4, "write denyoom", (1, 1, 1), restore)
+            .group("server")
+            .since("3.0.0"),
+        CommandSpec::new("migrate", -6, "write", (0, 0, 0), migrate)
+            .keys(KeyPos::Custom(migrate_keys))
+            .group(g)
+            .since("2.6.0"),
+    ]
+}
+
+/// MIGRATE's keys: argument 3, or everything after KEYS when it is empty.
+fn migrate_keys(args: &[Bytes], out: &mut Vec<usize>) {
+    if args.len() < 6 {
+        return;
+    }
+    if !args[3].is_empty() {
+        out.push(3);
+        return;
+    }
+    if let Some(p) = args[6..].iter().position(|a| eq_ic(a, "keys")) {
+        out.extend(6 + p + 1..args.len());
+    }
+}
+
+fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    match ctx.ks.get(&args[1]) {
+        Some(v) => {
+            let payload = tessera_rdb::dump_value(&convert::to_rdb(v));
+            ctx.out.bulk(&payload);
+        }
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq): (Option<i64>, Option<i64>) = (None, None);
+    let mut j = 4;
+    while j < args.len() {
+        let more = args.len() - j - 1;
+        let a = &args[j];
+        if eq_ic(a, "replace") {
+            replace = true;
+        } else if eq_ic(a, "absttl") {
+            absttl = true;
+        } else if eq_ic(a, "idletime") && more >= 1 && freq.is_none() {
+            let v = arg_i64(&args[j + 1])?;
+            if v < 0 {
+                return Err(CmdError::msg("ERR Invalid IDLETIME value, must be >= 0"));
+            }
+            idle = Some(v);
+            j += 1;
+        } else if eq_ic(a, "freq") && more >= 1 && idle.is_none() {
+            let v = arg_i64(&args[j + 1])?;
+            if !(0..=255).contains(&v) {
+                return Err(CmdError::msg(
+                    "ERR Invalid FREQ value, must be >= 0 and <= 255",
+                ));
+            }
+            freq = Some(v);
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let key = &args[1];
+    if !replace && ctx.ks.exists(key) {
+        return Err(CmdError::msg("BUSYKEY Target key name already exists."));
+    }
+    let ttl = arg_i64(&args[2])?;
+    if ttl < 0 {
+        return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
+    }
+    let rv = tessera_rdb::restore_value(&args[3]).map_err(|e| CmdError::msg(e.to_string()))?;
+    let lim = ctx.limits();
+    let Some(value) = convert::from_rdb(rv, &lim) else {
+        return Err(CmdError::msg("ERR Bad data format"));
+    };
+    let now = ctx.ks.now;
+    let deleted = replace && ctx.ks.del(key);
+    let expire_at = match ttl {
+        0 => NO_EXPIRE,
+        t if absttl => t as u64,
+        t => now.saturating_add(t as u64),
+    };
+    if expire_at != NO_EXPIRE && expire_at <= now {
+        // Already expired: Redis answers OK and (if REPLACE) the old key is gone.
+        let _ = deleted;
+        ctx.out.ok();
+        return Ok(());
+    }
+    let mut e = Entry::new(value);
+    e.set_expire_at(expire_at);
+    let srv = ctx.srv;
+    let access = match (srv.lfu_enabled(), freq, idle) {
+        (true, Some(f), _) => (crate::server::evict::lfu_new(now) & !0xff) | f as u32,
+        (false, _, Some(i)) => srv.access_clock(now.saturating_sub(i as u64 * 1000)),
+        _ => srv.new_access(now),
+    };
+    e.set_access(access);
+    let db = ctx.ks.db;
+    ctx.ks.insert_in(db, key, e);
+    ctx.ks.signal_ready(key);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Parsed MIGRATE arguments.
+struct MigrateArgs<'a> {
+    host: String,
+    port: u16,
+    db: i64,
+    timeout_ms: u64,
+    copy: bool,
+    replace: bool,
+    auth: Option<(Option<&'a [u8]>, &'a [u8])>,
+    keys: Vec<&'a [u8]>,
+}
+
+fn parse_migrate(args: &[Bytes]) -> Result<MigrateArgs<'_>, CmdError> {
+    let (mut copy, mut replace) = (false, false);
+    let mut auth = None;
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut j = 6;
+    let mut keys_opt = false;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let a = &args[j];
+        if eq_ic(a, "copy") {
+            copy = true;
+        } else if eq_ic(a, "replace") {
+            replace = true;
+        } else if eq_ic(a, "auth") {
+            if more == 0 {
+                return Err(CmdError::Syntax);
+            }
+            j += 1;
+            auth = Some((None, &args[j][..]));
+        } else if eq_ic(a, "auth2") {
+            if more < 2 {
+                return Err(CmdError::Syntax);
+            }
+            auth = Some((Some(&args[j + 1][..]), &args[j + 2][..]));
+            j += 2;
+        } else if eq_ic(a, "keys") {
+            if !args[3].is_empty() {
+                return Err(CmdError::msg(
+                    "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string",
+                ));
+            }
+            keys.extend(args[j + 1..].iter().map(|k| &k[..]));
+            keys_opt = true;
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let timeout = arg_i64(&args[5])?;
+    let db = arg_i64(&args[4])?;
+    if !keys_opt {
+        keys.push(&args[3]);
+    }
+    let port = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or(0);
+    Ok(MigrateArgs {
+        host: String::from_utf8_lossy(&args[1]).into_owned(),
+        port,
+        db,
+        timeout_ms: if timeout <= 0 { 1000 } else { timeout as u64 },
+        copy,
+        replace,
+        auth,
+        keys,
+    })
+}
+
+fn bulk(buf: &mut Vec<u8>, b: &[u8]) {
+    buf.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
+    buf.extend_from_slice(b);
+    buf.extend_from_slice(b"\r\n");
+}
+
+fn command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
+    buf.extend_from_slice(format!("*{}\r\n", parts.len()).as_bytes());
+    for p in parts {
+        bulk(buf, p);
+    }
+}
+
+/// MIGRATE: pipelines [AUTH], SELECT and one RESTORE(-ASKING) per key, then deletes the
+/// keys the target accepted (unless COPY).
+fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let m = parse_migrate(args)?;
+    let now = ctx.ks.now;
+    // (key, relative ttl ms or 0, payload) of the keys that exist and are not expired.
+    let mut todo: Vec<(&[u8], u64, Vec<u8>)> = Vec::new();
+    for k in &m.keys {
+        if let Some(e) = ctx.ks.entry(k) {
+            let ttl = match e.expire_at() {
+                NO_EXPIRE => 0,
+                at => at.saturating_sub(now).max(1),
+            };
+            let payload = tessera_rdb::dump_value(&convert::to_rdb(&e.value));
+            todo.push((k, ttl, payload));
+        }
+    }
+    if todo.is_empty() {
+        ctx.out.simple("NOKEY");
+        return Ok(());
+    }
+    let timeout = Duration::from_millis(m.timeout_ms);
+    let Some(mut sock) = connect(&m.host, m.port, timeout) else {
+        return Err(CmdError::msg(
+            "IOERR error or timeout connecting to the client",
+        ));
+    };
+    let restore_cmd: &[u8] = if crate::cluster::enabled(ctx.srv) {
+        b"RESTORE-ASKING"
+    } else {
+        b"RESTORE"
+    };
+    let mut buf = Vec::new();
+    if let Some((user, pw)) = m.auth {
+        match user {
+            Some(u) => command(&mut buf, &[b"AUTH", u, pw]),
+            None => command(&mut buf, &[b"AUTH", pw]),
+        }
+    }
+    let dbs = m.db.to_string();
+    command(&mut buf, &[b"SELECT", dbs.as_bytes()]);
+    for (k, ttl, payload) in &todo {
+        let ttl = ttl.to_string();
+        let mut parts: Vec<&[u8]> = vec![restore_cmd, k, ttl.as_bytes(), payload];
+        if m.replace {
+            parts.push(b"REPLACE");
+        }
+        command(&mut buf, &parts);
+    }
+    if sock.write_all(&buf).and_then(|_| sock.flush()).is_err() {
+        return Err(CmdError::msg(
+            "IOERR error or timeout writing to target instance",
+        ));
+    }
+    let mut rd = BufReader::new(sock);
+    let io_read = || CmdError::msg("IOERR error or timeout reading to target instance");
+    let preamble = usize::from(m.auth.is_some()) + 1;
+    for _ in 0..preamble {
+        let line = read_line(&mut rd).ok_or_else(io_read)?;
+        if let Some(err) = line.strip_prefix('-') {
+            return Err(CmdError::msg(format!(
+                "ERR Target instance replied with error: {err}"
+            )));
+        }
+    }
+    let mut target_err: Option<String> = None;
+    for (k, _, _) in &todo {
+        let line = read_line(&mut rd).ok_or_else(io_read)?;
+        if let Some(err) = line.strip_prefix('-') {
+            target_err.get_or_insert_with(|| err.to_string());
+        } else if !m.copy {
+            ctx.ks.del(k);
+        }
+    }
+    match target_err {
+        Some(e) => Err(CmdError::msg(format!(
+            "ERR Target instance replied with error: {e}"
+        ))),
+        None => {
+            ctx.out.ok();
+            Ok(())
+        }
+    }
+}
+
+fn connect(host: &str, port: u16, timeout: Duration) -> Option<TcpStream> {
+    let addr = (host, port).to_socket_addrs().ok()?.next()?;
+    let s = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    s.set_write_timeout(Some(timeout)).ok()?;
+    let _ = s.set_nodelay(true);
+    Some(s)
+}
+
+/// One reply line without CRLF (every reply MIGRATE waits for is a status or an error).
+fn read_line(rd: &mut BufReader<TcpStream>) -> Option<String> {
+    let mut line = Vec::new();
+    let n = rd.read_until(b'\n', &mut line).ok()?;
+    if n == 0 || !line.ends_with(b"\r\n") {
+        return None;
+    }
+    line.truncate(line.len() - 2);
+    Some(String::from_utf8_lossy(&line).into_owned())
+}
