@@ -42,6 +42,9 @@ pub struct ServerProc {
 
 impl ServerProc {
     pub fn start(bin: &str, node_timeout: u64) -> ServerProc {
+        Self::start_args(bin, node_timeout, &[])
+    }
+    pub fn start_args(bin: &str, node_timeout: u64, extra: &[&str]) -> ServerProc {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let conf = dir.path().join("nodes.conf");
@@ -61,6 +64,7 @@ impl ServerProc {
             .arg(dir.path())
             .args(["--logfile"])
             .arg(dir.path().join("log"))
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -185,6 +189,39 @@ impl TestNode {
             bind: bind.into(),
             ..Default::default()
         };
+        Self::start_cfg(dir, cfg, host, rt)
+    }
+
+    /// Starts with a config tweaked by the caller (fresh temp dir and port).
+    pub fn start_custom(node_timeout: u64, tweak: impl FnOnce(&mut ClusterConfig)) -> TestNode {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let mut cfg = ClusterConfig {
+            enabled: true,
+            config_file: tmp.path().join("nodes.conf"),
+            node_timeout_ms: node_timeout,
+            port,
+            bind: "127.0.0.1".into(),
+            ..Default::default()
+        };
+        tweak(&mut cfg);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut t = Self::start_cfg(tmp.path(), cfg, Arc::new(NullHost), rt);
+        t._tmp = Some(tmp);
+        t
+    }
+
+    fn start_cfg(
+        dir: &Path,
+        cfg: ClusterConfig,
+        host: Arc<dyn Host>,
+        rt: tokio::runtime::Runtime,
+    ) -> TestNode {
+        let port = cfg.port;
         let node = rt
             .block_on(ClusterNode::start(cfg, host))
             .expect("start cluster node");
