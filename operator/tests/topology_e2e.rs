@@ -389,3 +389,60 @@ async fn all_nodes_readdressed_rejoin() {
     let conn = cluster_conn(&nodes[0]).await;
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
 }
+
+/// With requirepass/masterauth: the engine authenticates, and MIGRATE carries AUTH.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_protected_scale_out() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let auth = ["--requirepass", "s3cret", "--masterauth", "s3cret"];
+    let mut nodes = start_nodes(REDIS, tmp.path(), 4, &auth).await;
+    let opts = EngineOptions {
+        password: Some("s3cret".to_string()),
+        ..test_opts()
+    };
+    let refs: Vec<&Node> = nodes.iter().collect();
+    converge(2, 1, &endpoints(&refs, 2), &opts, LIMIT).await;
+    let client = redis::cluster::ClusterClientBuilder::new(vec![format!(
+        "redis://:s3cret@{}/",
+        nodes[0].addr()
+    )])
+    .build()
+    .expect("client");
+    let conn = client.get_async_connection().await.expect("connect");
+    load_keys(&conn, 0..3000).await;
+    nodes.extend(start_nodes(REDIS, tmp.path(), 2, &auth).await);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let reports = converge(3, 1, &endpoints(&refs, 2), &opts, LIMIT).await;
+    let last = reports.last().expect("report");
+    assert!(last.shards.iter().take(3).all(|s| s.replicas.len() == 1));
+    assert_eq!(missing_keys(&conn, 0..3000).await, 0);
+}
+
+/// A master pod is replaced by an empty node with a new id: its replica fails over by itself,
+/// the engine forgets the old id everywhere and makes the new node the shard's replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaced_master_pod_rejoins_as_replica() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut nodes = start_nodes(REDIS, tmp.path(), 6, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let reports = converge(3, 1, &endpoints(&refs, 2), &test_opts(), LIMIT).await;
+    let old_id = reports.last().and_then(|r| r.shards[0].master_id.clone()).expect("id");
+    let conn = cluster_conn(&nodes[0]).await;
+    load_keys(&conn, 0..3000).await;
+    // Give the replica time to sync, then lose the master pod and its data.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let fresh = start_nodes(REDIS, tmp.path(), 1, &[]).await;
+    nodes[0] = fresh.into_iter().next().expect("node");
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    let reports = converge(3, 1, &pods, &test_opts(), LIMIT).await;
+    let last = reports.last().expect("report");
+    assert_eq!(last.shards[0].master_pod.as_deref(), Some(pods[1].pod.as_str()));
+    assert_eq!(last.shards[0].replicas, vec![pods[0].pod.clone()]);
+    assert!(reports
+        .iter()
+        .any(|r| r.actions.iter().any(|a| a.contains(&format!("forget node {old_id}")))));
+    wait_check(&nodes[1].addr()).await;
+    let conn = cluster_conn(&nodes[1]).await;
+    assert_eq!(missing_keys(&conn, 0..3000).await, 0);
+}

@@ -143,12 +143,11 @@ pub async fn wait_up(n: &Node) {
     for _ in 0..200 {
         if let Ok(c) = redis::Client::open(format!("redis://{}/", n.addr())) {
             if let Ok(mut conn) = c.get_multiplexed_async_connection().await {
-                if redis::cmd("PING")
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .is_ok()
-                {
-                    return;
+                // NOAUTH counts as up: the node answered.
+                match redis::cmd("PING").query_async::<String>(&mut conn).await {
+                    Ok(_) => return,
+                    Err(e) if e.code() == Some("NOAUTH") => return,
+                    Err(_) => {}
                 }
             }
         }
