@@ -185,7 +185,8 @@ Pod logs: $STATE/pods/<namespace>_<pod>_<uid>/logs/   operator log: $STATE/opera
 Press Ctrl-C here (or run 'make demo-down' elsewhere) to stop everything.
 EOF
 while true; do
-  if ! kill -0 "$(cat "$STATE/kiab.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+  kpid="$(cat "$STATE/kiab.pid" 2>/dev/null || true)"
+  if [ -z "$kpid" ] || ! kill -0 "$kpid" 2>/dev/null; then
     echo "demo: kube-in-a-box stopped"; down; exit 0
   fi
   sleep 1
