@@ -291,3 +291,51 @@ async fn parallel_policy_starts_all_and_stop_kills_everything() {
         assert!(gone.is_ok(), "{gone:?}");
     }
 }
+
+/// The operator's default image (`tessera/tessera-node:<version>`) runs the workspace's built
+/// tessera-node (standalone here: no cluster mode needed), with no command in the pod spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tessera_node_image_runs_the_built_binary() {
+    if let Err(e) = tessera_tests::kiab::images::NodeProgram::TesseraNode.locate() {
+        panic!("{e}");
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cfg = BoxConfig::new(tmp.path());
+    cfg.ip_base = "127.0.9.1".parse().expect("ip");
+    let kiab = KubeInABox::start(cfg).await.expect("start box");
+    let client = kiab.client();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "tn", "labels": {"app": "tn"}},
+        "spec": {"containers": [{
+            "name": "node",
+            "image": "tessera/tessera-node:0.1.0",
+            "args": ["--bind", "$(POD_IP)", "--port", "6379", "--dir", "/data"],
+            "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+            "readinessProbe": {"tcpSocket": {"port": 6379}, "periodSeconds": 1},
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}]
+        }],
+        "volumes": [{"name": "data", "emptyDir": {}}]}
+    }))
+    .expect("pod");
+    let pods_api: Api<Pod> = Api::default_namespaced(client.clone());
+    pods_api
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    let ps = ready_pods(&client, "tn", 1).await;
+    let ip = pod_ip(&ps[0]).expect("ip");
+    let mut c = redis(&ip).await;
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query_async(&mut c)
+        .await
+        .expect("set");
+    let v: String = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut c)
+        .await
+        .expect("get");
+    assert_eq!(v, "v");
+    kiab.stop().await;
+}
