@@ -583,3 +583,68 @@ async fn state_dir_snapshot_survives_a_restart() {
     );
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disruption_budget_status_and_eviction() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::EvictParams;
+
+    let h = start().await;
+    let client = tessera_tests::kiab::api::testing::kube_client_with(&h, false)
+        .await
+        .expect("client");
+    let pp = PostParams::default();
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    let owner: StatefulSet = serde_json::from_value(json!({"metadata": {"name": "db"}, "spec": {
+        "replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+        "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c", "image": "redis:7.0"}]}}}}))
+    .expect("sts");
+    let owner = sts.create(&pp, &owner).await.expect("owner");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for i in 0..3 {
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": format!("db-{i}"), "labels": {"app": "db"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": owner.uid(), "controller": true}]},
+            "spec": {"nodeName": "kiab", "containers": [{"name": "c", "image": "redis:7.0"}]}}))
+        .expect("pod");
+        pods.create(&pp, &p).await.expect("pod");
+        pods.patch_status(&format!("db-{i}"), &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})))
+            .await
+            .expect("ready");
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client, "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "db"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}})).expect("pdb");
+    pdbs.create(&pp, &pdb).await.expect("pdb");
+    let allowed = |n: i32| {
+        let pdbs = pdbs.clone();
+        async move {
+            eventually(20, || async {
+                let s = pdbs.get("db").await.ok()?.status?;
+                (s.disruptions_allowed == n).then_some((
+                    s.expected_pods,
+                    s.current_healthy,
+                    s.desired_healthy,
+                ))
+            })
+            .await
+        }
+    };
+    assert_eq!(allowed(1).await, Some((3, 3, 2)));
+    pods.evict("db-0", &EvictParams::default())
+        .await
+        .expect("first eviction allowed");
+    assert!(pods
+        .get("db-0")
+        .await
+        .expect("terminating")
+        .metadata
+        .deletion_timestamp
+        .is_some());
+    let e = api_err(
+        pods.evict("db-1", &EvictParams::default())
+            .await
+            .expect_err("budget exhausted"),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (429, "TooManyRequests"));
+    assert_eq!(allowed(0).await, Some((3, 2, 2)));
+    h.shutdown().await;
+}

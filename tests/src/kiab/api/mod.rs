@@ -15,6 +15,7 @@ mod meta;
 mod openapi;
 pub mod ops;
 mod patch;
+mod pdb;
 mod persist;
 mod proto;
 pub mod registry;
@@ -176,6 +177,7 @@ pub async fn serve(
     };
     let mut tasks = vec![tokio::spawn(accept_loop(listener, state))];
     tasks.push(tokio::spawn(gc::run(store.clone(), rx.clone())));
+    tasks.push(tokio::spawn(pdb::run(store.clone(), rx.clone())));
     if let Some(dir) = state_dir.clone() {
         tasks.push(tokio::spawn(snapshot_loop(store.clone(), dir, rx.clone())));
     }

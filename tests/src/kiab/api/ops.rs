@@ -18,6 +18,8 @@ pub enum Sub {
     Scale,
     /// `pods/{name}/log` (read only).
     Log,
+    /// `pods/{name}/eviction` (create only).
+    Eviction,
 }
 
 /// Options common to writes (`?dryRun=All&fieldManager=x&force=true`).

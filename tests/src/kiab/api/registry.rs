@@ -109,6 +109,17 @@ impl ResourceType {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if self.group.is_empty() && self.kind == "Pod" {
+            out.push(
+                json!({"name": "pods/log", "singularName": "", "namespaced": true,
+                            "kind": "Pod", "verbs": ["get"]}),
+            );
+            out.push(
+                json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                            "kind": "Eviction", "group": "policy", "version": "v1",
+                            "verbs": ["create"]}),
+            );
+        }
         if self.scale.is_some() {
             out.push(json!({
                 "name": format!("{}/scale", self.plural), "singularName": "",

@@ -132,6 +132,9 @@ fn parse_target(
         "log" if group.is_empty() && version == "v1" && rest.get(2) == Some(&"pods") => {
             Some(Sub::Log)
         }
+        "eviction" if group.is_empty() && version == "v1" && rest.get(2) == Some(&"pods") => {
+            Some(Sub::Eviction)
+        }
         _ => None,
     };
     // Namespaced form first: namespaces/{ns}/{resource}...
@@ -288,6 +291,21 @@ async fn serve_resource(
             }
             (m, _) => Err(ApiError::method_not_allowed(format!(
                 "method {m} not allowed on pods/log"
+            ))),
+        };
+    }
+    if t.sub == Sub::Eviction {
+        return match (method, &t.name) {
+            (Method::POST, Some(name)) => {
+                let (_, bytes) = read_body(req).await?;
+                let body = parse_body(&bytes, false)?;
+                Ok(json_response(
+                    201,
+                    &super::pdb::evict(store, &t.ns, name, &body)?,
+                ))
+            }
+            (m, _) => Err(ApiError::method_not_allowed(format!(
+                "method {m} not allowed on pods/eviction"
             ))),
         };
     }

@@ -32,6 +32,7 @@ fn sub_name(sub: Sub) -> &'static str {
         Sub::Status => "status",
         Sub::Scale => "scale",
         Sub::Log => "log",
+        Sub::Eviction => "eviction",
     }
 }
 

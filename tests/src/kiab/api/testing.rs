@@ -135,11 +135,22 @@ impl Kubectl {
 
 /// A kube-rs client for a running server, built from its kubeconfig as the operator does.
 pub async fn kube_client(h: &super::ApiServerHandle) -> Result<kube::Client, kube::Error> {
+    kube_client_with(h, true).await
+}
+
+/// `kube_client`, choosing whether kube-rs retries 429/503/504 (it does by default, with a
+/// back-off that can reach minutes: tests that expect a 429 turn it off).
+pub async fn kube_client_with(
+    h: &super::ApiServerHandle,
+    retry: bool,
+) -> Result<kube::Client, kube::Error> {
     let kc = kube::config::Kubeconfig::from_yaml(&h.kubeconfig())
         .map_err(kube::Error::InferKubeconfig)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(kube::Error::InferKubeconfig)?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(kube::Error::InferKubeconfig)?;
+    cfg.default_retry = retry;
     kube::Client::try_from(cfg)
 }
 
