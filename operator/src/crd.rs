@@ -339,6 +339,10 @@ pub struct ShardStatus {
     pub slot_ranges: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replica_pods: Vec<String>,
+    /// Pods still running an older node.conf. Updates are OnDelete: the operator does not
+    /// restart nodes by itself yet; delete these pods (replicas first) to apply the change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_config_pods: Vec<String>,
 }
 
 /// Resharding progress.

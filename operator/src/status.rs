@@ -9,11 +9,11 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::children::{shard_name, LABEL_CLUSTER, LABEL_SHARD};
+use crate::children::{shard_name, ANNOTATION_CONFIG_HASH, LABEL_CLUSTER, LABEL_SHARD};
 use crate::crd::{
     Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, CLUSTER_SLOTS,
 };
@@ -152,6 +152,9 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
                 .map(|v| format_ranges(&v.slot_ranges))
                 .unwrap_or_default(),
             replica_pods: view.map(|v| v.replicas.clone()).unwrap_or_default(),
+            stale_config_pods: sts
+                .map(|s| stale_pods(s, o.pods, shard))
+                .unwrap_or_default(),
         });
     }
 
@@ -183,6 +186,26 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
                 slots_to_move: p.slots_to_move,
             }),
     }
+}
+
+/// Pods of `shard` whose config-hash annotation differs from their StatefulSet's template.
+fn stale_pods(sts: &StatefulSet, pods: &[Pod], shard: u32) -> Vec<String> {
+    let hash_of = |m: Option<&ObjectMeta>| {
+        m.and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(ANNOTATION_CONFIG_HASH))
+            .cloned()
+    };
+    let Some(want) = hash_of(sts.spec.as_ref().and_then(|s| s.template.metadata.as_ref())) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = pods
+        .iter()
+        .filter(|p| shard_of(&p.metadata) == Some(shard))
+        .filter(|p| hash_of(Some(&p.metadata)).is_some_and(|h| h != want))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    out.sort();
+    out
 }
 
 /// Phase plus the reason/message that explain it.

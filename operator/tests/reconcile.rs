@@ -141,6 +141,7 @@ impl Harness {
             let sts = self.api.get(STS, &sts_name).unwrap();
             let replicas = sts["spec"]["replicas"].as_i64().unwrap();
             let labels = sts["spec"]["template"]["metadata"]["labels"].clone();
+            let annotations = sts["spec"]["template"]["metadata"]["annotations"].clone();
             let shard: u32 = labels["tessera.rs/shard"]
                 .as_str()
                 .unwrap()
@@ -155,7 +156,8 @@ impl Harness {
                     PODS,
                     json!({
                         "apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": name, "namespace": NS, "labels": labels},
+                        "metadata": {"name": name, "namespace": NS, "labels": labels,
+                                     "annotations": annotations},
                         "spec": {"containers": [{"name": "node"}]},
                         "status": {"podIP": format!("127.0.{}.{}", shard + 1, ord + 1),
                                    "conditions": [{"type": "Ready", "status": "True"}]}
@@ -355,13 +357,26 @@ async fn scale_out_then_scale_in_deletes_only_drained_shards() {
 async fn spec_change_repatches_children() {
     let h = Harness::new(json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0"}));
     h.reconcile().await;
+    h.run_pods();
+    let rc = h.reconcile().await;
+    assert!(rc
+        .status
+        .unwrap()
+        .shard_statuses
+        .iter()
+        .all(|s| s.stale_config_pods.is_empty()));
     let before = h.api.get(STS, "demo-0").unwrap();
     h.set_spec(|s| {
         s["replicasPerShard"] = json!(2);
         s["config"] = json!({"maxmemory-policy": "allkeys-lru"});
         s["service"] = json!({"type": "LoadBalancer"});
     });
-    h.reconcile().await;
+    let rc = h.reconcile().await;
+    // OnDelete: running pods keep the old node.conf and the status says which.
+    assert_eq!(
+        rc.status.unwrap().shard_statuses[0].stale_config_pods,
+        ["demo-0-0", "demo-0-1"]
+    );
     let after = h.api.get(STS, "demo-0").unwrap();
     assert_eq!(after["spec"]["replicas"], 3);
     let hash = "/spec/template/metadata/annotations/tessera.rs~1config-hash";

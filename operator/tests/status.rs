@@ -28,16 +28,22 @@ struct Case {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct StsShort {
     shard: u32,
     replicas: i32,
+    #[serde(default)]
+    config_hash: Option<String>,
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct PodShort {
     shard: u32,
     ordinal: u32,
     ready: bool,
+    #[serde(default)]
+    config_hash: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -54,13 +60,22 @@ struct Expect {
     conditions: BTreeMap<String, String>,
     shard_slots: Option<BTreeMap<String, Vec<String>>>,
     progress: Option<(u32, u32)>,
+    stale_config_pods: Option<BTreeMap<String, Vec<String>>>,
+}
+
+fn annotations(hash: &Option<String>) -> serde_json::Value {
+    match hash {
+        Some(h) => json!({"tessera.rs/config-hash": h}),
+        None => json!({}),
+    }
 }
 
 fn sts(s: &StsShort) -> StatefulSet {
     serde_json::from_value(json!({
         "metadata": {"name": format!("demo-{}", s.shard),
                      "labels": {"tessera.rs/cluster": "demo", "tessera.rs/shard": s.shard.to_string()}},
-        "spec": {"replicas": s.replicas, "selector": {}, "serviceName": "demo-nodes", "template": {}}
+        "spec": {"replicas": s.replicas, "selector": {}, "serviceName": "demo-nodes",
+                 "template": {"metadata": {"annotations": annotations(&s.config_hash)}}}
     }))
     .unwrap()
 }
@@ -68,6 +83,7 @@ fn sts(s: &StsShort) -> StatefulSet {
 fn pod(p: &PodShort) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": format!("demo-{}-{}", p.shard, p.ordinal),
+                     "annotations": annotations(&p.config_hash),
                      "labels": {"tessera.rs/cluster": "demo", "tessera.rs/shard": p.shard.to_string()}},
         "status": {"podIP": format!("10.0.{}.{}", p.shard, p.ordinal),
                    "conditions": [{"type": "Ready", "status": if p.ready { "True" } else { "False" }}]}
@@ -201,6 +217,19 @@ fn run_case(path: &std::path::Path) -> Result<(), String> {
             .as_ref()
             .map(|p| (p.slots_moved, p.slots_to_move));
         check("progress", p == Some((moved, total)), format!("{p:?}"));
+    }
+    if let Some(stale) = &e.stale_config_pods {
+        for (shard, pods) in stale {
+            let s = st
+                .shard_statuses
+                .iter()
+                .find(|s| s.shard.to_string() == *shard);
+            check(
+                &format!("shard {shard} stale pods"),
+                s.is_some_and(|s| &s.stale_config_pods == pods),
+                format!("{s:?}"),
+            );
+        }
     }
     // The invariant every case shares: Ready only with all slots served.
     let ready = st
