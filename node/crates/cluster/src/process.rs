@@ -317,7 +317,7 @@ impl ClusterState {
         };
         let mut dirty = false;
         if let Some(sm) = sender_master {
-            dirty = *self.slot_bitmap(&sm) != *h.slots;
+            dirty = self.nodes.get(&sm).is_none_or(|n| *n.slot_bits != *h.slots);
         }
         if self.nodes[&s].is_master() && dirty {
             self.update_slots_config_with(s, sender_config_epoch, &h.slots);

@@ -63,6 +63,9 @@ pub struct Node {
     pub last_in_ping_gossip: u64,
     /// Header flags as the node last sent them (bits >= 10 tell Valkey capabilities).
     pub wire_flags: u16,
+    /// The slots this node owns, as the wire bitmap (kept in step by add_slot/del_slot so
+    /// building and comparing headers never scans the slot table).
+    pub slot_bits: Box<msg::SlotBitmap>,
 }
 
 impl Node {
@@ -93,6 +96,7 @@ impl Node {
             fail_reports: Vec::new(),
             last_in_ping_gossip: 0,
             wire_flags: 0,
+            slot_bits: Box::new([0; msg::SLOTS_BYTES]),
         }
     }
     pub fn is_master(&self) -> bool {
@@ -310,6 +314,7 @@ impl ClusterState {
         self.slots[slot] = Some(owner);
         if let Some(n) = self.nodes.get_mut(&owner) {
             n.numslots += 1;
+            msg::bitmap_set(&mut n.slot_bits, slot);
         }
         true
     }
@@ -319,6 +324,7 @@ impl ClusterState {
         };
         if let Some(n) = self.nodes.get_mut(&owner) {
             n.numslots = n.numslots.saturating_sub(1);
+            n.slot_bits[slot >> 3] &= !(1 << (slot & 7));
         }
         true
     }
@@ -334,6 +340,9 @@ impl ClusterState {
         k
     }
     pub fn slot_bitmap(&self, owner: &Name) -> Box<msg::SlotBitmap> {
+        if let Some(n) = self.nodes.get(owner) {
+            return n.slot_bits.clone();
+        }
         let mut b = Box::new([0u8; msg::SLOTS_BYTES]);
         for s in 0..SLOTS {
             if self.slots[s].as_ref() == Some(owner) {

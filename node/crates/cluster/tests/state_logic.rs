@@ -225,3 +225,38 @@ fn slots_follow_the_higher_config_epoch_and_stale_claims_get_update() {
     assert_eq!(st.me().master, Some(B));
     assert!(st.me().is_replica());
 }
+
+#[test]
+fn cached_slot_bitmaps_match_the_slot_table() {
+    let mut st = base();
+    let me = st.myself;
+    let owners = [me, B, C];
+    let mut x: u64 = 12345;
+    for _ in 0..20000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let slot = (x % msg::SLOTS as u64) as usize;
+        if x % 3 == 0 {
+            st.del_slot(slot);
+        } else {
+            st.del_slot(slot);
+            st.add_slot(owners[(x % 7 % 3) as usize], slot);
+        }
+    }
+    st.del_node_slots(&C);
+    for o in owners {
+        let bits = st.slot_bitmap(&o);
+        for s in 0..msg::SLOTS {
+            assert_eq!(
+                msg::bitmap_get(&bits, s),
+                st.slots[s] == Some(o),
+                "slot {s}"
+            );
+        }
+        assert_eq!(
+            st.nodes[&o].numslots,
+            st.slots.iter().filter(|x| **x == Some(o)).count()
+        );
+    }
+}
