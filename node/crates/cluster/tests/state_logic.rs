@@ -237,7 +237,7 @@ fn cached_slot_bitmaps_match_the_slot_table() {
         x ^= x >> 7;
         x ^= x << 17;
         let slot = (x % msg::SLOTS as u64) as usize;
-        if x % 3 == 0 {
+        if x.is_multiple_of(3) {
             st.del_slot(slot);
         } else {
             st.del_slot(slot);
