@@ -6,6 +6,7 @@
 pub mod hash;
 pub mod hll;
 pub mod indexed;
+pub mod intset;
 pub mod ldouble;
 pub mod list;
 pub mod pack;
@@ -142,7 +143,7 @@ mod tests {
     fn values_stay_small() {
         // Boxed by the keyspace: each is one small allocation per key.
         assert!(std::mem::size_of::<HashValue>() <= 32);
-        assert!(std::mem::size_of::<SetValue>() <= 32);
+        assert!(std::mem::size_of::<SetValue>() <= 24);
         assert!(std::mem::size_of::<ZSetValue>() <= 32);
         assert_eq!(std::mem::size_of::<pack::Pack>(), 24);
     }

@@ -2,6 +2,7 @@
 //! `set-max-intset-entries` / `set-max-listpack-entries` like Redis.
 
 use super::indexed::IndexedMap;
+use super::intset::IntSet;
 use super::pack::Pack;
 use super::{parse_i64_strict, Limits};
 use rand::Rng;
@@ -9,7 +10,7 @@ use rand::Rng;
 #[derive(Clone, Debug)]
 pub enum SetValue {
     /// All members are canonical integers, kept sorted.
-    IntSet(Vec<i64>),
+    IntSet(IntSet),
     /// Few, short members, packed in insertion order.
     ListPack(Pack),
     /// Boxed so the enum stays small while the value is compact.
@@ -18,7 +19,7 @@ pub enum SetValue {
 
 impl Default for SetValue {
     fn default() -> Self {
-        SetValue::IntSet(Vec::new())
+        SetValue::IntSet(IntSet::default())
     }
 }
 
@@ -42,7 +43,7 @@ impl SetValue {
     /// An empty set in the encoding Redis picks for a first member `first`.
     pub fn new_for(first: &[u8], lim: &Limits) -> Self {
         if parse_i64_strict(first).is_some() && lim.set_max_intset_entries > 0 {
-            SetValue::IntSet(Vec::new())
+            SetValue::IntSet(IntSet::default())
         } else if lim.set_max_listpack_entries > 0 && first.len() <= lim.set_max_listpack_value {
             SetValue::ListPack(Pack::new())
         } else {
@@ -104,10 +105,6 @@ impl SetValue {
                         Ok(_) => return false,
                         Err(pos) => {
                             if v.len() < lim.set_max_intset_entries {
-                                // Exact growth while small: memory per key matters more.
-                                if v.len() == v.capacity() && v.len() < 64 {
-                                    v.reserve_exact(1);
-                                }
                                 v.insert(pos, i);
                                 return true;
                             }
@@ -211,8 +208,8 @@ impl SetValue {
         match self {
             SetValue::IntSet(v) => {
                 let mut b = itoa::Buffer::new();
-                for n in v {
-                    f(b.format(*n).as_bytes());
+                for n in v.iter() {
+                    f(b.format(n).as_bytes());
                 }
             }
             SetValue::ListPack(p) => p.iter().for_each(f),
@@ -234,7 +231,7 @@ impl SetValue {
     /// Approximate heap bytes.
     pub fn heap_size(&self) -> usize {
         match self {
-            SetValue::IntSet(v) => v.capacity() * 8,
+            SetValue::IntSet(v) => v.heap_size(),
             SetValue::ListPack(p) => p.heap_size(),
             SetValue::HashTable(h) => h.heap_size(),
         }
