@@ -146,3 +146,34 @@ impl MyName for tessera_cluster::ClusterState {
         String::from_utf8_lossy(&self.myself).into_owned()
     }
 }
+
+#[test]
+fn redis_server_loads_a_file_we_wrote() {
+    let st = nodes_conf::parse(SAMPLE, "sample", cfg(7000), 1_800_000_000_000, 1).expect("parses");
+    let ours = nodes_conf::render(&st);
+    let r = ServerProc::start_with_conf(REDIS, 2000, &ours);
+    assert_eq!(
+        r.myid(),
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "redis took our myself line"
+    );
+    let v = parse_nodes(&r.nodes());
+    assert_eq!(v.len(), 4);
+    assert_eq!(
+        v["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"].slots,
+        vec!["0-99", "200"]
+    );
+    assert_eq!(
+        v["cccccccccccccccccccccccccccccccccccccccc"].slots,
+        vec!["301-16383"]
+    );
+    assert_eq!(
+        v["bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"].master,
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    );
+    let info = cmd_string(r.port, &["CLUSTER", "INFO"]);
+    assert!(info.contains("cluster_current_epoch:9"), "{info}");
+    assert!(r
+        .nodes()
+        .contains("[50->-cccccccccccccccccccccccccccccccccccccccc]"));
+}

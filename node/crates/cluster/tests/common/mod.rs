@@ -45,7 +45,22 @@ impl ServerProc {
         Self::start_args(bin, node_timeout, &[])
     }
     pub fn start_args(bin: &str, node_timeout: u64, extra: &[&str]) -> ServerProc {
+        Self::start_full(bin, node_timeout, extra, None)
+    }
+    /// Starts with a nodes.conf written beforehand.
+    pub fn start_with_conf(bin: &str, node_timeout: u64, conf: &str) -> ServerProc {
+        Self::start_full(bin, node_timeout, &[], Some(conf))
+    }
+    fn start_full(
+        bin: &str,
+        node_timeout: u64,
+        extra: &[&str],
+        conf_text: Option<&str>,
+    ) -> ServerProc {
         let dir = tempfile::tempdir().expect("tempdir");
+        if let Some(t) = conf_text {
+            std::fs::write(dir.path().join("nodes.conf"), t).expect("write nodes.conf");
+        }
         let port = free_port();
         let conf = dir.path().join("nodes.conf");
         let child = Command::new(bin)
