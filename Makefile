@@ -38,6 +38,7 @@ fmt:
 ## Regenerate the checked-in CRD from the Rust types.
 crds:
 	$(CARGO) run -q -p tessera-operator -- crd > crds/redisclusters.tessera.rs.yaml
+	cp crds/redisclusters.tessera.rs.yaml charts/tessera-operator/crds/
 
 ## helm lint + template of the operator chart.
 chart: deps
