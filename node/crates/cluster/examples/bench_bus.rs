@@ -2,7 +2,9 @@
 //! connected), then bus messages/s and CPU per node at rest. `--kind tessera` runs our nodes
 //! in this process; `--kind redis|valkey` spawns one server process per node.
 //!
-//! Usage: bench_bus [--kind tessera|redis|valkey] [--nodes 30] [--rest-secs 10] [--node-timeout 15000]
+//! Usage: bench_bus [--kind tessera|redis|valkey] [--nodes 30] [--settle-secs 5]
+//!        [--rest-secs 10] [--node-timeout 15000]
+//! "At rest" is measured over rest-secs, starting settle-secs after convergence.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ struct Args {
     kind: String,
     nodes: usize,
     rest_secs: u64,
+    settle_secs: u64,
     node_timeout: u64,
 }
 
@@ -31,6 +34,7 @@ fn parse_args() -> Args {
             "--kind" => a.kind = v[i + 1].clone(),
             "--nodes" => a.nodes = v[i + 1].parse().unwrap_or(30),
             "--rest-secs" => a.rest_secs = v[i + 1].parse().unwrap_or(10),
+            "--settle-secs" => a.settle_secs = v[i + 1].parse().unwrap_or(5),
             "--node-timeout" => a.node_timeout = v[i + 1].parse().unwrap_or(15000),
             _ => {}
         }
@@ -158,6 +162,7 @@ fn run_tessera(a: &Args) {
         assert!(t0.elapsed() < Duration::from_secs(120), "did not converge");
     }
     let converge = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(a.settle_secs));
     let sent = |n: &ClusterNode| n.with_state(|st| st.stats.sent.iter().sum::<u64>());
     let m0: u64 = nodes.iter().map(sent).sum();
     let c0 = process_cpu_secs();
@@ -241,6 +246,7 @@ fn run_server(a: &Args, bin: &str) {
         assert!(t0.elapsed() < Duration::from_secs(120), "did not converge");
     }
     let converge = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(a.settle_secs));
     let sent = |p: u16| {
         info_field(
             &redis_cmd(p, &["CLUSTER", "INFO"]),

@@ -567,7 +567,12 @@ impl ClusterState {
         let mut human = None;
         for e in exts {
             match e {
-                Ext::Hostname(h) => hostname = Some(String::from_utf8_lossy(h).into_owned()),
+                // A hostname goes verbatim into CLUSTER NODES and nodes.conf: refuse anything
+                // that would break those line formats.
+                Ext::Hostname(h) if h.iter().all(|c| c.is_ascii_graphic() && *c != b',') => {
+                    hostname = Some(String::from_utf8_lossy(h).into_owned())
+                }
+                Ext::Hostname(_) => {}
                 Ext::HumanNodename(h) => human = Some(String::from_utf8_lossy(h).into_owned()),
                 Ext::ShardId(id) => {
                     if let Some(n) = self.nodes.get_mut(sender) {
