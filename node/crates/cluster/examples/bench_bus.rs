@@ -25,6 +25,7 @@ fn parse_args() -> Args {
         kind: "tessera".into(),
         nodes: 30,
         rest_secs: 10,
+        settle_secs: 5,
         node_timeout: 15000,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
