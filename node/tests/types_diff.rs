@@ -130,6 +130,9 @@ fn list_commands_match_redis() {
         lpos p a count -1
         lpos p a maxlen -1
         lpos p a bogus 1
+        lpos p a rank -9223372036854775808
+        lpos p a rank abc
+        lpos p a count
         lpos nokey a
         ltrim p 1 -2
         lrange p 0 -1
@@ -143,6 +146,7 @@ fn list_commands_match_redis() {
         lpop nokey
         lpop nokey 2
         lpop l -1
+        lpop l abc
         rpop nokey 0
         rpush m1 1 2 3
         lmove m1 m2 left right
@@ -217,6 +221,9 @@ fn set_commands_match_redis() {
         sintercard 3 s1 s2
         sintercard 2 s1 s2 limit -1
         sintercard 2 s1 s2 foo
+        sintercard 2 s1 s2 limit abc
+        spop s1 abc
+        srandmember s1 abc
         smove s1 s3 2
         smove s1 s3 nope
         smove nokey s3 a
@@ -387,6 +394,16 @@ fn zset_commands_match_redis() {
         zintercard 2 u1 u2 limit 1
         zintercard 2 u1 u2 limit -1
         zintercard 0 u1
+        zintercard 2 u1 u2 limit abc
+        zintercard 5 u1 u2
+        zmpop 5 u1 min
+        zpopmin u1 abc
+        zrandmember u1 abc
+        zrange u1 0 -1 limit 1
+        zadd u1 -0 negzero
+        zscore u1 negzero
+        zincrby u1 inf negzero
+        zincrby u1 -inf negzero
         zadd inf 1 a
         zadd inf2 inf a
         zunion 2 inf inf2 weights 0 1 withscores

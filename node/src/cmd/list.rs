@@ -131,13 +131,7 @@ fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let count = match args.get(2) {
-        Some(c) => {
-            let n = arg_i64(c)?;
-            if n < 0 {
-                return Err(CmdError::msg("ERR value is out of range, must be positive"));
-            }
-            Some(n as usize)
-        }
+        Some(c) => Some(positive_count(c)?),
         None => None,
     };
     match count {
@@ -151,6 +145,15 @@ fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> CmdResult {
         },
     }
     Ok(())
+}
+
+/// A count parsed like Redis's getPositiveLongFromObjectOrReply (LPOP, SPOP, ZPOPMIN...):
+/// non-integers and negatives get the same message.
+pub(crate) fn positive_count(b: &[u8]) -> Result<usize, CmdError> {
+    match arg_i64(b) {
+        Ok(n) if n >= 0 => Ok(n as usize),
+        _ => Err(CmdError::msg("ERR value is out of range, must be positive")),
+    }
 }
 
 fn lpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -292,10 +295,8 @@ fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             if v == 0 {
                 return Err(CmdError::msg("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
             }
-            if v == i64::MIN {
-                return Err(CmdError::msg("ERR value is out of range"));
-            }
-            rank = v;
+            // Redis negates LONG_MIN into itself and then searches like RANK -1.
+            rank = if v == i64::MIN { -1 } else { v };
         } else if eq_ic(&args[i], "count") {
             if v < 0 {
                 return Err(CmdError::msg("ERR COUNT can't be negative"));

@@ -116,13 +116,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let count = match args.get(2) {
-        Some(c) => {
-            let n = arg_i64(c)?;
-            if n < 0 {
-                return Err(CmdError::msg("ERR value is out of range, must be positive"));
-            }
-            Some(n as usize)
-        }
+        Some(c) => Some(super::list::positive_count(c)?),
         None => None,
     };
     let Some(s) = ctx.ks.get_set(&args[1])? else {
@@ -357,7 +351,8 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mut i = 2 + keys.len();
     while i < args.len() {
         if eq_ic(&args[i], "limit") && i + 1 < args.len() {
-            let l = arg_i64(&args[i + 1])?;
+            let l =
+                arg_i64(&args[i + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
             if l < 0 {
                 return Err(CmdError::msg("ERR LIMIT can't be negative"));
             }

@@ -35,13 +35,7 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let count = match args.get(2) {
-        Some(c) => {
-            let n = arg_i64(c)?;
-            if n < 0 {
-                return Err(CmdError::msg("ERR value is out of range, must be positive"));
-            }
-            Some(n as usize)
-        }
+        Some(c) => Some(super::super::list::positive_count(c)?),
         None => None,
     };
     let items = match count {
