@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::Api;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, instrument, warn};
 
 use super::container::{now, CState, ContainerRt};
 use super::env::{container_env, PodSources};
@@ -155,6 +155,7 @@ impl PodRt {
     }
 
     /// Graceful deletion: SIGTERM, grace period, SIGKILL, then remove the object.
+    #[instrument(skip(self), fields(pod = %self.name, ns = %self.ns))]
     async fn terminate(&mut self) {
         let grace = self.grace();
         info!(pod = %self.name, ?grace, "terminating pod");
@@ -263,6 +264,7 @@ impl PodRt {
         )
     }
 
+    #[instrument(skip(self), fields(pod = %self.name, ns = %self.ns, ip = %self.ip))]
     async fn start_container(&mut self, i: usize) -> Result<(), KiabError> {
         let volumes = self.volumes.clone().unwrap_or_default();
         let spec = self.containers[i].spec.clone();

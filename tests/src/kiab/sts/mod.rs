@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, instrument, warn};
 
 use self::plan::{plan, revision, Action, PlanInput};
 
@@ -135,6 +135,7 @@ impl Controller {
         Ok(())
     }
 
+    #[instrument(skip(self, action), fields(action = action.describe()))]
     async fn execute(&self, ns: &str, sts: &str, action: Action) -> Result<(), kube::Error> {
         let pp = PostParams::default();
         match action {

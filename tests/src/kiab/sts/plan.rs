@@ -23,6 +23,21 @@ pub enum Action {
     DeletePod { name: String, uid: Option<String> },
 }
 
+impl Action {
+    /// Short human description, for logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::CreatePvc(p) => {
+                format!("create pvc {}", p.metadata.name.as_deref().unwrap_or(""))
+            }
+            Action::CreatePod(p) => {
+                format!("create pod {}", p.metadata.name.as_deref().unwrap_or(""))
+            }
+            Action::DeletePod { name, .. } => format!("delete pod {name}"),
+        }
+    }
+}
+
 /// Hash of a pod template, the StatefulSet "revision" (`<sts>-<hash>`). FNV-1a over the
 /// template's JSON: stable across runs, unlike std's randomly seeded hasher.
 pub fn revision(sts_name: &str, template: &PodTemplateSpec) -> String {
