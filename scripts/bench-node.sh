@@ -56,20 +56,23 @@ supported() { # port test -> 0 if the server knows the command
     [ "$(redis-cli -p "$1" command info "$cmd" | head -1)" != "" ]
 }
 
+# Tests run interleaved (each test on the three servers back to back) so that load changes on
+# the machine during the run affect the three alike.
 for pipe in 1 16; do
     n=$N1; [ "$pipe" = 16 ] && n=$N16
-    for srv in tessera redis valkey; do
-        port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
-        redis-cli -p "$port" flushall >/dev/null
-        out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$TESTS" -q --csv 2>/dev/null || true)
-        while IFS=, read -r name rps _rest; do
-            name=${name//\"/}; rps=${rps//\"/}
-            [ "$name" = test ] && continue
-            key=$(echo "$name" | awk '{print tolower($1)}')
-            RPS["$srv,$pipe,$key"]=$rps
-        done <<<"$out"
-    done
+    for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
+    # No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
     for t in ${TESTS//,/ }; do
+        for srv in tessera redis valkey; do
+            port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+            out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv 2>/dev/null || true)
+            while IFS=, read -r name rps _rest; do
+                name=${name//\"/}; rps=${rps//\"/}
+                [ "$name" = test ] && continue
+                key=$(echo "$name" | awk '{print tolower($1)}')
+                RPS["$srv,$pipe,$key"]=$rps
+            done <<<"$out"
+        done
         supported "$P_T" "$t" || RPS["tessera,$pipe,$t"]="n/a"
     done
 done

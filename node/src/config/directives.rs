@@ -253,7 +253,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("lua-time-limit", I64, "5000"),
     d("busy-reply-threshold", I64, "5000"),
     d("io-threads", Kind::Int { min: 1, max: 128 }, "1"),
-    // tessera-node only: tokio worker threads (0 = one per core).
+    // tessera-node only: I/O threads, each with its own event loop (0 = half the cores).
     im("worker-threads", Kind::Int { min: 0, max: 1024 }, "0"),
     d("io-threads-do-reads", Kind::Bool, "no"),
     d("always-show-logo", Kind::Bool, "no"),

@@ -357,12 +357,14 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts `worker-threads - 1` extra threads (0 = one per core); the calling runtime is
-    /// worker 0.
+    /// Starts `worker-threads - 1` extra threads; the calling runtime is worker 0. The
+    /// default (0) is half the cores, at least one: the kernel's network stack and the
+    /// clients need CPU too, and on 2 cores a second I/O thread measured slower at
+    /// pipeline depth 1 than one (more context switches than useful parallelism).
     pub fn spawn(srv: &Arc<Server>) -> Workers {
         let n = match srv.config.read().uint("worker-threads") as usize {
             0 => std::thread::available_parallelism()
-                .map(|n| n.get())
+                .map(|n| (n.get() / 2).max(1))
                 .unwrap_or(1),
             n => n,
         };
