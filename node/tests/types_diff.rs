@@ -463,3 +463,53 @@ fn hyperloglog_commands_match_redis() {
         "#,
     );
 }
+
+#[test]
+fn encoding_thresholds_follow_config_like_redis() {
+    diff_script(
+        "encodings",
+        r#"
+        config set hash-max-listpack-entries 2
+        hset hh a 1 b 2
+        object encoding hh
+        hset hh c 3
+        object encoding hh
+        config set hash-max-listpack-value 4
+        hset hv a 1234
+        object encoding hv
+        hset hv b 12345
+        object encoding hv
+        config set set-max-intset-entries 3
+        sadd si 1 2 3
+        object encoding si
+        sadd si 4
+        object encoding si
+        ~smembers si
+        config set zset-max-listpack-entries 1
+        zadd zz 1 a
+        object encoding zz
+        zadd zz 2 b
+        object encoding zz
+        zrange zz 0 -1 withscores
+        config set zset-max-listpack-entries 128
+        config set zset-max-listpack-value 3
+        zadd zv 1 abc
+        object encoding zv
+        zadd zv 1 abcd
+        object encoding zv
+        config set list-max-listpack-size 2
+        rpush ll a b c d e
+        lrange ll 0 -1
+        lindex ll 3
+        linsert ll before c x
+        lrange ll 0 -1
+        object encoding ll
+        config set list-max-listpack-size -2
+        config set hash-max-listpack-entries 128
+        config set hash-max-listpack-value 64
+        config set set-max-intset-entries 512
+        config set zset-max-listpack-entries 128
+        config set zset-max-listpack-value 64
+        "#,
+    );
+}
