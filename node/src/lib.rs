@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod db;
+pub mod persist;
 pub mod pubsub;
 pub mod resp;
 pub mod server;

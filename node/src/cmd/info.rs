@@ -144,14 +144,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
             );
         }
-        "persistence" => {
-            let _ = write!(
-                s,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n",
-                ld(&st.dirty),
-                srv.last_save.load(Ordering::Relaxed),
-            );
-        }
+        "persistence" => s.push_str(&crate::persist::info(srv)),
         "stats" => {
             let _ = write!(
                 s,

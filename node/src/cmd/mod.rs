@@ -20,6 +20,7 @@ mod connection;
 mod info;
 mod keys;
 mod migrate;
+mod persist;
 mod pubsub;
 mod server_cmds;
 mod strings;
@@ -62,6 +63,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(pubsub::commands());
     v.extend(cluster::commands());
     v.extend(migrate::commands());
+    v.extend(persist::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
     v.extend(list::commands());
@@ -294,6 +296,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
     if cmd.name == "exec" && cmd.has(flags::CONN) {
         let start = Instant::now();
         let o = transaction::exec(srv, cl, out);
+        crate::persist::aof::after_command(srv);
         record(srv, cl, cmd, args, start);
         return o;
     }
@@ -324,6 +327,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         None => Outcome::Done,
     };
     drop(ctx);
+    crate::persist::aof::after_command(srv);
     if !ready.is_empty() {
         crate::blocking::serve(srv, ready);
     }
@@ -374,6 +378,9 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
             }
             if cmd.has(flags::WRITE) {
                 ctx.srv.stats.dirty.fetch_add(1, Ordering::Relaxed);
+                if ctx.srv.persist.prop.active() {
+                    crate::persist::propagate::propagate(ctx, cmd, args);
+                }
             }
         }
         Err(e) => {

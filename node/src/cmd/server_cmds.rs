@@ -187,6 +187,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::msg("ERR No shutdown in progress."));
     }
     tracing::warn!("User requested shutdown...");
+    crate::persist::note_shutdown_args(ctx.srv, args);
     ctx.srv.request_shutdown();
     // Like Redis, a successful SHUTDOWN sends no reply: the connection just closes.
     ctx.cl.close_after_reply = true;

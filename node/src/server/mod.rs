@@ -45,6 +45,9 @@ pub enum ServerError {
     /// Cluster bus start-up (bind, corrupt nodes.conf).
     #[error("{0}")]
     Cluster(String),
+    /// Loading dump.rdb or the AOF at start.
+    #[error("{0}")]
+    Persist(#[from] crate::persist::PersistError),
 }
 
 /// CLIENT PAUSE state.
@@ -92,6 +95,8 @@ pub struct Server {
     pub last_save: AtomicU64,
     /// The cluster node when `cluster-enabled yes` (set once at startup).
     pub cluster: std::sync::OnceLock<tessera_cluster::ClusterNode>,
+    /// RDB/AOF state (see `crate::persist`).
+    pub persist: crate::persist::Persist,
 }
 
 impl Server {
@@ -134,6 +139,7 @@ impl Server {
             lru_epoch: now / 1000,
             last_save: AtomicU64::new(now / 1000),
             cluster: std::sync::OnceLock::new(),
+            persist: Default::default(),
         };
         srv.refresh_hot();
         Arc::new(srv)
@@ -285,6 +291,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         let c = srv.config.read();
         (c.str("bind").to_string(), c.uint("port") as u16)
     };
+    crate::persist::load_at_start(&srv)?;
     let mut listeners = Vec::new();
     for (addr, optional) in bind_addrs(&bind, port) {
         let sock = match addr {
@@ -331,6 +338,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     }
     tokio::spawn(expire::active_expire_loop(srv.clone()));
     tokio::spawn(clients::timeout_loop(srv.clone()));
+    crate::persist::start(&srv);
     // Wait for SHUTDOWN or a signal.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -341,6 +349,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     }
     srv.shutting_down.store(true, Ordering::SeqCst);
     srv.clients.kill_all();
+    crate::persist::on_shutdown(&srv);
     tracing::warn!("Redis is now ready to exit, bye bye...");
     Ok(())
 }

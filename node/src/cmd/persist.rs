@@ -1,0 +1,70 @@
+//! Persistence commands: SAVE, BGSAVE [SCHEDULE], BGREWRITEAOF. (LASTSAVE lives with the
+//! server commands; SHUTDOWN's SAVE/NOSAVE are recorded by `persist::note_shutdown_args`.)
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::persist::{self, PersistError};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let none = (0, 0, 0);
+    vec![
+        CommandSpec::new("save", 1, "admin noscript no_multi", none, save).group("server"),
+        CommandSpec::new("bgsave", -1, "admin noscript", none, bgsave).group("server"),
+        CommandSpec::new("bgrewriteaof", 1, "admin noscript", none, bgrewriteaof).group("server"),
+    ]
+}
+
+fn save(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    if ctx.srv.persist.bgsave_in_progress.load(Ordering::Acquire) {
+        return Err(CmdError::msg("ERR Background save already in progress"));
+    }
+    match persist::save(ctx.srv) {
+        Ok(_) => {
+            ctx.out.ok();
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "SAVE failed");
+            Err(CmdError::msg("ERR"))
+        }
+    }
+}
+
+fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let schedule = match args.get(1) {
+        None => false,
+        Some(a) if eq_ic(a, "schedule") && args.len() == 2 => true,
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    match persist::bgsave(ctx.srv) {
+        Ok(()) => ctx.out.simple("Background saving started"),
+        Err(PersistError::InProgress) if schedule => {
+            ctx.srv
+                .persist
+                .bgsave_scheduled
+                .store(true, Ordering::Release);
+            ctx.out.simple("Background saving scheduled");
+        }
+        Err(PersistError::InProgress) => {
+            return Err(CmdError::msg(
+                "ERR Background save already in progress; use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+            ))
+        }
+        Err(e) => return Err(CmdError::msg(format!("ERR {e}"))),
+    }
+    Ok(())
+}
+
+fn bgrewriteaof(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    match persist::aof::bgrewrite(ctx.srv) {
+        Ok(()) => {
+            ctx.out
+                .simple("Background append only file rewriting started");
+            Ok(())
+        }
+        Err(e) => Err(CmdError::msg(e)),
+    }
+}

@@ -1,0 +1,765 @@
+//! The append-only file in Redis 7's multi-part layout: `<appenddirname>/` holds a manifest,
+//! one base file (an RDB, or RESP commands when written by a Redis without preamble) and
+//! incremental RESP files.
+//!
+//! Writing: every propagated write is `write()`n to the current incr file at once, under the
+//! command's key locks (a kill -9 loses nothing that reached the kernel); `appendfsync
+//! always` fsyncs before the reply goes out (group commit: one fsync covers every write
+//! appended so far), `everysec` fsyncs from a background thread once a second.
+//!
+//! Rewriting (BGREWRITEAOF) without fork: a new incr file is opened and listed in the
+//! manifest first; then stripes are copied one at a time. A write goes to the new incr file
+//! if it touches a stripe already copied (the new base will not contain it), else to the old
+//! incr file (the new base will). Whether the node crashes before or after the new manifest
+//! is installed, each write is replayed exactly once. Cross-stripe commands (only possible
+//! outside cluster mode) that run mid-rewrite with some stripes copied are replayed on top
+//! of a base that may already contain part of their effect.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tessera_rdb::aof::{
+    encode_command, has_rdb_preamble, AofCommandReader, AofFileInfo, AofFileKind, AofManifest,
+    AofReadError,
+};
+
+use super::propagate::{Write, WriteSubscriber};
+use super::{snapshot, PersistError};
+use crate::db::STRIPES;
+use crate::server::Server;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fsync {
+    Always,
+    EverySec,
+    No,
+}
+
+/// One open incr file and the database its last command ran in.
+struct IncrFile {
+    file: File,
+    seq: u64,
+    db: Option<usize>,
+}
+
+impl IncrFile {
+    fn append(&mut self, scratch: &mut Vec<u8>, w: &Write<'_>) -> std::io::Result<usize> {
+        scratch.clear();
+        if self.db != Some(w.db) {
+            let db = itoa::Buffer::new().format(w.db).to_string();
+            encode_command(scratch, &[b"SELECT".as_slice(), db.as_bytes()]);
+            self.db = Some(w.db);
+        }
+        encode_command(scratch, w.args);
+        self.file.write_all(scratch)?;
+        Ok(scratch.len())
+    }
+}
+
+struct Files {
+    dir: PathBuf,
+    prefix: String,
+    manifest: AofManifest,
+    incr: IncrFile,
+    /// While a rewrite runs: the incr file that was current when it started.
+    old: Option<IncrFile>,
+    /// While a rewrite runs: stripes already copied into the new base.
+    copied: Vec<bool>,
+    scratch: Vec<u8>,
+}
+
+/// AOF state and statistics (INFO persistence).
+pub struct AofState {
+    on: AtomicBool,
+    files: Mutex<Option<Files>>,
+    fsync: Mutex<Fsync>,
+    /// Bytes appended since start (all files); the group-commit watermark.
+    written: AtomicU64,
+    /// Serialises fsyncs; holds the watermark already synced.
+    synced: Mutex<u64>,
+    pub rewrite_in_progress: AtomicBool,
+    pub last_rewrite_ok: AtomicBool,
+    pub last_rewrite_time_sec: AtomicI64,
+    pub rewrites: AtomicU64,
+    pub last_write_ok: AtomicBool,
+    pub current_size: AtomicU64,
+    pub base_size: AtomicU64,
+}
+
+impl Default for AofState {
+    fn default() -> Self {
+        AofState {
+            on: AtomicBool::new(false),
+            files: Mutex::new(None),
+            fsync: Mutex::new(Fsync::EverySec),
+            written: AtomicU64::new(0),
+            synced: Mutex::new(0),
+            rewrite_in_progress: AtomicBool::new(false),
+            last_rewrite_ok: AtomicBool::new(true),
+            last_rewrite_time_sec: AtomicI64::new(-1),
+            rewrites: AtomicU64::new(0),
+            last_write_ok: AtomicBool::new(true),
+            current_size: AtomicU64::new(0),
+            base_size: AtomicU64::new(0),
+        }
+    }
+}
+
+thread_local! {
+    /// Watermark this thread's last command must see fsynced before replying (always).
+    static PENDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl AofState {
+    pub fn enabled(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// fsyncs every byte appended so far, unless another thread already did (group commit).
+    pub fn sync_upto(&self, mark: u64) {
+        let mut synced = self.synced.lock();
+        if *synced >= mark {
+            return;
+        }
+        let target = self.written.load(Ordering::Acquire);
+        let fds: Vec<File> = {
+            let g = self.files.lock();
+            match g.as_ref() {
+                Some(f) => std::iter::once(&f.incr)
+                    .chain(f.old.iter())
+                    .filter_map(|i| i.file.try_clone().ok())
+                    .collect(),
+                None => Vec::new(),
+            }
+        };
+        let mut ok = true;
+        for f in fds {
+            if let Err(e) = f.sync_data() {
+                tracing::warn!(error = %e, "AOF fsync failed");
+                ok = false;
+            }
+        }
+        self.last_write_ok.store(ok, Ordering::Relaxed);
+        if ok {
+            *synced = target;
+        }
+    }
+}
+
+impl WriteSubscriber for AofState {
+    fn feed(&self, w: &Write<'_>) {
+        let mut g = self.files.lock();
+        let Some(f) = g.as_mut() else {
+            return;
+        };
+        // Mid-rewrite, a write on stripes not copied yet belongs with the old incr file.
+        let to_old = f.old.is_some()
+            && !w.stripes.is_empty()
+            && w.stripes.iter().all(|&s| !f.copied[s as usize]);
+        let Files {
+            incr, old, scratch, ..
+        } = f;
+        let target = match old.as_mut() {
+            Some(o) if to_old => o,
+            _ => incr,
+        };
+        match target.append(scratch, w) {
+            Ok(n) => {
+                let mark = self.written.fetch_add(n as u64, Ordering::AcqRel) + n as u64;
+                self.current_size.fetch_add(n as u64, Ordering::Relaxed);
+                PENDING.with(|p| p.set(mark));
+            }
+            Err(e) => {
+                self.last_write_ok.store(false, Ordering::Relaxed);
+                tracing::error!(error = %e, "writing to the AOF failed");
+            }
+        }
+    }
+}
+
+/// After a command (locks released, before the reply is sent): with `appendfsync always`,
+/// waits until its writes are on disk.
+#[inline]
+pub fn after_command(srv: &Server) {
+    let a = &srv.persist.aof;
+    if !a.enabled() {
+        return;
+    }
+    let mark = PENDING.with(|p| p.replace(0));
+    if mark != 0 && *a.fsync.lock() == Fsync::Always {
+        a.sync_upto(mark);
+    }
+}
+
+fn parse_fsync(s: &str) -> Fsync {
+    match s {
+        "always" => Fsync::Always,
+        "no" => Fsync::No,
+        _ => Fsync::EverySec,
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PersistError + '_ {
+    move |e| PersistError::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
+}
+
+/// Writes the manifest crash-safely (temp, fsync, rename, fsync dir).
+fn write_manifest(dir: &Path, prefix: &str, m: &AofManifest) -> Result<(), PersistError> {
+    let path = dir.join(AofManifest::manifest_name(prefix));
+    let tmp = dir.join(format!("temp-{}.manifest", std::process::id()));
+    let r = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(m.to_string().as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        File::open(dir)?.sync_all()
+    })();
+    r.map_err(io_err(&path))
+}
+
+fn open_append(path: &Path) -> Result<File, PersistError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io_err(path))
+}
+
+/// Runs a replayed command through the dispatcher as an internal client.
+struct Replayer {
+    cl: crate::server::ClientState,
+    out: crate::resp::Out,
+}
+
+impl Replayer {
+    fn new() -> Self {
+        Replayer {
+            cl: crate::server::ClientState::detached(0, 0),
+            out: crate::resp::Out::new(false),
+        }
+    }
+
+    fn run(&mut self, srv: &Arc<Server>, args: &[Bytes]) {
+        self.out.buf.clear();
+        match crate::cmd::execute(srv, &mut self.cl, &mut self.out, args) {
+            crate::cmd::Outcome::Blocked(_) => {
+                tracing::warn!(cmd = %String::from_utf8_lossy(&args[0]), "replayed command blocked; skipped")
+            }
+            _ => {
+                if self.out.buf.first() == Some(&b'-') {
+                    tracing::debug!(
+                        cmd = %String::from_utf8_lossy(&args[0]),
+                        reply = %String::from_utf8_lossy(&self.out.buf),
+                        "replayed command failed"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Replays one AOF file (RDB preamble and/or commands). `last`: the truncated-tail rule
+/// applies (the file is cut back to its last complete command when aof-load-truncated yes).
+fn load_file(
+    srv: &Arc<Server>,
+    rp: &mut Replayer,
+    path: &Path,
+    last: bool,
+) -> Result<u64, PersistError> {
+    let name = path.display().to_string();
+    let mut f = File::open(path).map_err(io_err(path))?;
+    let mut head = [0u8; 5];
+    let n = f.read(&mut head).map_err(io_err(path))?;
+    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+    let mut offset = 0u64;
+    let mut reader = BufReader::with_capacity(1 << 20, f);
+    if has_rdb_preamble(&head[..n]) {
+        let counting = CountingReader {
+            inner: reader,
+            n: 0,
+        };
+        let (_, back) = snapshot::load_rdb_stream(srv, counting, &name)?;
+        offset = back.n;
+        reader = back.inner;
+    }
+    let mut cr = AofCommandReader::with_offset(reader, offset);
+    let mut cmds = 0u64;
+    loop {
+        match cr.next_command() {
+            Ok(Some(args)) if args.is_empty() => {}
+            Ok(Some(args)) => {
+                rp.run(srv, &args);
+                cmds += 1;
+            }
+            Ok(None) => break,
+            Err(AofReadError::Truncated { valid_up_to }) => {
+                if last && srv.config.read().bool("aof-load-truncated") {
+                    tracing::warn!(
+                        file = %name,
+                        offset = valid_up_to,
+                        "!!! Warning: short read while loading the AOF file !!! AOF loaded anyway because aof-load-truncated is enabled; truncating"
+                    );
+                    let f = OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(io_err(path))?;
+                    f.set_len(valid_up_to).map_err(io_err(path))?;
+                    f.sync_all().map_err(io_err(path))?;
+                    break;
+                }
+                return Err(PersistError::AofTruncated {
+                    path: name,
+                    offset: valid_up_to,
+                });
+            }
+            Err(AofReadError::Corrupt { offset, reason }) => {
+                return Err(PersistError::AofCorrupt {
+                    path: name,
+                    offset,
+                    reason: reason.to_string(),
+                })
+            }
+            Err(AofReadError::Io(e)) => {
+                return Err(PersistError::Io {
+                    path: name,
+                    source: e,
+                })
+            }
+        }
+    }
+    Ok(cmds)
+}
+
+/// A reader that counts the bytes it hands out (the RDB preamble's length).
+struct CountingReader<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n += k as u64;
+        Ok(k)
+    }
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// At start with `appendonly yes`: loads the AOF if one exists (else dump.rdb), then opens
+/// the AOF for appending (creating it with a base of the loaded data when new).
+pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
+    let (dir, prefix, fsync) = {
+        let c = srv.config.read();
+        (
+            PathBuf::from(c.str("dir")).join(c.str("appenddirname")),
+            c.str("appendfilename").to_string(),
+            parse_fsync(c.str("appendfsync")),
+        )
+    };
+    *srv.persist.aof.fsync.lock() = fsync;
+    let mpath = dir.join(AofManifest::manifest_name(&prefix));
+    if !mpath.exists() {
+        let rdb = super::rdb_path(srv);
+        if rdb.exists() {
+            snapshot::load_rdb(srv, &rdb)?;
+        }
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        return create_fresh(srv, dir, prefix);
+    }
+    let text = std::fs::read_to_string(&mpath).map_err(io_err(&mpath))?;
+    let mut manifest = AofManifest::parse(&text).map_err(|e| PersistError::AofCorrupt {
+        path: mpath.display().to_string(),
+        offset: 0,
+        reason: e.to_string(),
+    })?;
+    let order: Vec<AofFileInfo> = manifest.load_order().cloned().collect();
+    let mut rp = Replayer::new();
+    let mut total = 0;
+    for (i, fi) in order.iter().enumerate() {
+        let p = dir.join(&fi.name);
+        if !p.exists() {
+            // Redis tolerates a missing empty incr file only as the last one.
+            if i + 1 == order.len() && fi.kind == AofFileKind::Incr {
+                continue;
+            }
+            return Err(PersistError::Io {
+                path: p.display().to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "AOF file missing"),
+            });
+        }
+        let n = load_file(srv, &mut rp, &p, i + 1 == order.len())?;
+        tracing::info!(file = %fi.name, commands = n, "AOF file loaded");
+        total += file_len(&p);
+    }
+    srv.persist.aof.base_size.store(
+        manifest
+            .base
+            .as_ref()
+            .map(|b| file_len(&dir.join(&b.name)))
+            .unwrap_or(0),
+        Ordering::Relaxed,
+    );
+    srv.persist.aof.current_size.store(total, Ordering::Relaxed);
+    // Append to the last incr file, or start one.
+    let incr = match manifest.incr.last().cloned() {
+        Some(fi) => IncrFile {
+            file: open_append(&dir.join(&fi.name))?,
+            seq: fi.seq,
+            db: None,
+        },
+        None => {
+            let seq = 1 + manifest.base.as_ref().map(|b| b.seq).unwrap_or(0);
+            let name = AofManifest::incr_name(&prefix, seq);
+            let file = open_append(&dir.join(&name))?;
+            manifest.incr.push(AofFileInfo {
+                name,
+                seq,
+                kind: AofFileKind::Incr,
+            });
+            write_manifest(&dir, &prefix, &manifest)?;
+            IncrFile {
+                file,
+                seq,
+                db: None,
+            }
+        }
+    };
+    install(srv, dir, prefix, manifest, incr);
+    Ok(())
+}
+
+fn install(srv: &Arc<Server>, dir: PathBuf, prefix: String, manifest: AofManifest, incr: IncrFile) {
+    let a = &srv.persist.aof;
+    *a.files.lock() = Some(Files {
+        dir,
+        prefix,
+        manifest,
+        incr,
+        old: None,
+        copied: Vec::new(),
+        scratch: Vec::with_capacity(4096),
+    });
+    a.on.store(true, Ordering::Release);
+    srv.persist.prop.subscribe(aof_subscriber(srv));
+    start_fsync_thread(srv);
+}
+
+/// The AOF as a propagation subscriber (shares the server's state).
+fn aof_subscriber(srv: &Arc<Server>) -> Arc<dyn WriteSubscriber> {
+    struct Sub(Arc<Server>);
+    impl WriteSubscriber for Sub {
+        fn feed(&self, w: &Write<'_>) {
+            self.0.persist.aof.feed(w)
+        }
+    }
+    Arc::new(Sub(srv.clone()))
+}
+
+/// everysec: fsync once a second off the I/O threads.
+fn start_fsync_thread(srv: &Arc<Server>) {
+    let srv = srv.clone();
+    let _ = std::thread::Builder::new()
+        .name("tessera-aof-fsync".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            if srv.shutting_down.load(Ordering::Relaxed) {
+                return;
+            }
+            let a = &srv.persist.aof;
+            if *a.fsync.lock() == Fsync::EverySec {
+                a.sync_upto(a.written.load(Ordering::Acquire));
+            }
+        });
+}
+
+/// A new AOF: base 1 (the current data, as an RDB), incr 1, manifest.
+fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), PersistError> {
+    let base_name = AofManifest::base_name(&prefix, 1, true);
+    let base_path = dir.join(&base_name);
+    let size = write_base(srv, &base_path)?;
+    let incr_name = AofManifest::incr_name(&prefix, 1);
+    let file = open_append(&dir.join(&incr_name))?;
+    let manifest = AofManifest {
+        base: Some(AofFileInfo {
+            name: base_name,
+            seq: 1,
+            kind: AofFileKind::Base,
+        }),
+        incr: vec![AofFileInfo {
+            name: incr_name,
+            seq: 1,
+            kind: AofFileKind::Incr,
+        }],
+        history: Vec::new(),
+    };
+    write_manifest(&dir, &prefix, &manifest)?;
+    srv.persist.aof.base_size.store(size, Ordering::Relaxed);
+    srv.persist.aof.current_size.store(size, Ordering::Relaxed);
+    install(
+        srv,
+        dir,
+        prefix,
+        manifest,
+        IncrFile {
+            file,
+            seq: 1,
+            db: None,
+        },
+    );
+    Ok(())
+}
+
+/// Writes a base file (RDB with aof-base set) via temp + fsync + rename.
+fn write_base(srv: &Server, path: &Path) -> Result<u64, PersistError> {
+    let tmp = path.with_extension("tmp");
+    let r = (|| -> Result<u64, PersistError> {
+        let f = File::create(&tmp).map_err(io_err(&tmp))?;
+        let w =
+            snapshot::write_rdb_to(srv, snapshot::buffered(f)).map_err(|e| PersistError::Rdb {
+                path: tmp.display().to_string(),
+                offset: 0,
+                source: e,
+            })?;
+        let f = w.into_inner().map_err(|e| PersistError::Io {
+            path: tmp.display().to_string(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        let n = f.metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::rename(&tmp, path).map_err(io_err(path))?;
+        Ok(n)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// BGREWRITEAOF: starts a rewrite thread. Err when one is running or the AOF is off.
+pub fn bgrewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
+    if !srv.persist.aof.enabled() {
+        return Err(
+            "ERR Background append only file rewriting is only possible with appendonly yes",
+        );
+    }
+    if srv
+        .persist
+        .aof
+        .rewrite_in_progress
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err("ERR Background append only file rewriting already in progress");
+    }
+    let srv2 = srv.clone();
+    let spawned = std::thread::Builder::new()
+        .name("tessera-aofrw".into())
+        .spawn(move || {
+            let started = Instant::now();
+            let r = rewrite(&srv2);
+            let a = &srv2.persist.aof;
+            match &r {
+                Ok(()) => tracing::info!("Background AOF rewrite finished successfully"),
+                Err(e) => tracing::warn!(error = %e, "Background AOF rewrite failed"),
+            }
+            a.last_rewrite_ok.store(r.is_ok(), Ordering::Relaxed);
+            a.last_rewrite_time_sec
+                .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+            a.rewrites.fetch_add(1, Ordering::Relaxed);
+            a.rewrite_in_progress.store(false, Ordering::Release);
+        });
+    if spawned.is_err() {
+        srv.persist
+            .aof
+            .rewrite_in_progress
+            .store(false, Ordering::Release);
+        return Err("ERR Can't start the AOF rewrite thread");
+    }
+    Ok(())
+}
+
+fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
+    let a = &srv.persist.aof;
+    // 1. Open the next incr file and list it in the manifest.
+    let (dir, prefix, new_seq, base_seq) = {
+        let mut g = a.files.lock();
+        let Some(f) = g.as_mut() else {
+            return Ok(());
+        };
+        let seq = f.incr.seq + 1;
+        let name = AofManifest::incr_name(&f.prefix, seq);
+        let file = open_append(&f.dir.join(&name))?;
+        let mut m = f.manifest.clone();
+        m.incr.push(AofFileInfo {
+            name,
+            seq,
+            kind: AofFileKind::Incr,
+        });
+        write_manifest(&f.dir, &f.prefix, &m)?;
+        f.manifest = m;
+        let old = std::mem::replace(
+            &mut f.incr,
+            IncrFile {
+                file,
+                seq,
+                db: None,
+            },
+        );
+        f.old = Some(old);
+        f.copied = vec![false; STRIPES];
+        let base_seq = f.manifest.base.as_ref().map(|b| b.seq).unwrap_or(0) + 1;
+        (f.dir.clone(), f.prefix.clone(), seq, base_seq)
+    };
+    // 2. Write the new base, marking each stripe copied while its lock is held.
+    let base_name = AofManifest::base_name(&prefix, base_seq, true);
+    let base_path = dir.join(&base_name);
+    let r = write_rewrite_base(srv, &base_path);
+    let mut g = a.files.lock();
+    let Some(f) = g.as_mut() else {
+        return Ok(());
+    };
+    // Whatever happens now, the old incr file stops receiving writes.
+    if let Some(old) = f.old.take() {
+        let _ = old.file.sync_data();
+    }
+    f.copied = Vec::new();
+    let size = r?;
+    // 3. Install: new base + the new incr file; older files become history and are removed.
+    let mut m = AofManifest {
+        base: Some(AofFileInfo {
+            name: base_name,
+            seq: base_seq,
+            kind: AofFileKind::Base,
+        }),
+        incr: f
+            .manifest
+            .incr
+            .iter()
+            .filter(|i| i.seq >= new_seq)
+            .cloned()
+            .collect(),
+        history: Vec::new(),
+    };
+    let obsolete: Vec<String> = f
+        .manifest
+        .load_order()
+        .chain(f.manifest.history.iter())
+        .filter(|i| !(i.kind == AofFileKind::Incr && i.seq >= new_seq))
+        .map(|i| i.name.clone())
+        .collect();
+    write_manifest(&dir, &prefix, &m)?;
+    for n in obsolete {
+        let _ = std::fs::remove_file(dir.join(n));
+    }
+    m.history.clear();
+    f.manifest = m;
+    a.base_size.store(size, Ordering::Relaxed);
+    a.current_size.store(
+        size + file_len(&dir.join(AofManifest::incr_name(&prefix, new_seq))),
+        Ordering::Relaxed,
+    );
+    Ok(())
+}
+
+/// Copies stripe by stripe into a new RDB base; each stripe is marked copied under its lock.
+fn write_rewrite_base(srv: &Server, path: &Path) -> Result<u64, PersistError> {
+    let tmp = path.with_extension("tmp");
+    let rdb_err = |e| PersistError::Rdb {
+        path: tmp.display().to_string(),
+        offset: 0,
+        source: e,
+    };
+    let r = (|| -> Result<u64, PersistError> {
+        let f = File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut w = tessera_rdb::RdbWriter::new(snapshot::buffered(f)).map_err(rdb_err)?;
+        w.standard_aux(&tessera_rdb::AuxInfo {
+            aof_base: true,
+            ..Default::default()
+        })
+        .map_err(rdb_err)?;
+        let now = crate::server::now_ms();
+        let ndb = srv.ks.databases();
+        let mut per_db: Vec<Vec<snapshot::Copied>> = (0..ndb).map(|_| Vec::new()).collect();
+        for i in 0..STRIPES {
+            {
+                let guard = srv.ks.lock_stripe(i);
+                for (db, out) in per_db.iter_mut().enumerate() {
+                    snapshot::copy_locked(&guard, db, now, out);
+                }
+                if let Some(f) = srv.persist.aof.files.lock().as_mut() {
+                    if let Some(c) = f.copied.get_mut(i) {
+                        *c = true;
+                    }
+                }
+            }
+            for (db, items) in per_db.iter_mut().enumerate() {
+                if items.is_empty() {
+                    continue;
+                }
+                let vol = items.iter().filter(|x| x.2.is_some()).count() as u64;
+                w.select_db(db as u64, items.len() as u64, vol)
+                    .map_err(rdb_err)?;
+                for (k, v, e) in items.drain(..) {
+                    w.entry(&k, &v, e).map_err(rdb_err)?;
+                }
+            }
+        }
+        let f = w
+            .finish()
+            .map_err(rdb_err)?
+            .into_inner()
+            .map_err(|e| PersistError::Io {
+                path: tmp.display().to_string(),
+                source: e.into_error(),
+            })?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        let n = f.metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::rename(&tmp, path).map_err(io_err(path))?;
+        Ok(n)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// Once a second: automatic rewrite when the AOF grew past the configured percentage.
+pub fn cron(srv: &Arc<Server>) {
+    let a = &srv.persist.aof;
+    if !a.enabled() || a.rewrite_in_progress.load(Ordering::Relaxed) {
+        return;
+    }
+    let (pct, min) = {
+        let c = srv.config.read();
+        (
+            c.uint("auto-aof-rewrite-percentage"),
+            c.uint("auto-aof-rewrite-min-size"),
+        )
+    };
+    let cur = a.current_size.load(Ordering::Relaxed);
+    let base = a.base_size.load(Ordering::Relaxed).max(1);
+    if pct > 0 && cur > min && (cur.saturating_sub(base)) * 100 / base >= pct {
+        tracing::info!(cur, base, "Starting automatic rewriting of AOF");
+        let _ = bgrewrite(srv);
+    }
+}
+
+/// At shutdown: fsync whatever was appended.
+pub fn flush_on_shutdown(srv: &Server) {
+    let a = &srv.persist.aof;
+    if a.enabled() {
+        a.sync_upto(a.written.load(Ordering::Acquire));
+    }
+}

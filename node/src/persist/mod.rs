@@ -1,0 +1,328 @@
+//! Persistence: RDB snapshots (SAVE, BGSAVE, save points, save on shutdown, load at start)
+//! and the append-only file (see [`aof`]).
+//!
+//! Snapshots are written stripe by stripe: each stripe is locked just long enough to copy
+//! its entries into the RDB value model, then the file is written with no lock held. So a
+//! BGSAVE never stops the world; the price is that the snapshot is consistent per stripe
+//! (per slot), not globally — the same guarantee a cluster gives across slots.
+
+pub mod aof;
+pub mod propagate;
+pub mod snapshot;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::server::{now_ms, Server};
+
+/// Errors of saving or loading; `Display` is the line the node logs before exiting.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("Short read or OOM loading DB. Unrecoverable error, aborting now. ({path}: {source} at offset {offset})")]
+    Rdb {
+        path: String,
+        offset: u64,
+        source: tessera_rdb::RdbError,
+    },
+    #[error("FATAL: Data file was created with a Redis server configured to handle more than {0} databases. Exiting")]
+    TooManyDbs(usize),
+    #[error("Bad file format reading the append only file {path}: {reason} at offset {offset}")]
+    AofCorrupt {
+        path: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("Unexpected end of file reading the append only file {path} at offset {offset}; set aof-load-truncated yes to load what is valid")]
+    AofTruncated { path: String, offset: u64 },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("Background save already in progress")]
+    InProgress,
+}
+
+/// How a SHUTDOWN asked to treat the dataset.
+pub const SHUTDOWN_DEFAULT: u8 = 0;
+pub const SHUTDOWN_NOSAVE: u8 = 1;
+pub const SHUTDOWN_SAVE: u8 = 2;
+
+/// Persistence state shared by commands, the cron and shutdown.
+pub struct Persist {
+    pub bgsave_in_progress: AtomicBool,
+    /// BGSAVE SCHEDULE arrived while a save ran: start one when it ends.
+    pub bgsave_scheduled: AtomicBool,
+    pub last_bgsave_ok: AtomicBool,
+    /// Duration of the last background save in seconds, -1 before the first.
+    pub last_bgsave_time_sec: AtomicI64,
+    pub current_save_started: AtomicU64,
+    pub loading: AtomicBool,
+    pub shutdown_mode: AtomicU8,
+    /// Unix seconds of the last save attempt that failed (save points retry after 5 s).
+    pub last_failed_save: AtomicU64,
+    pub aof: aof::AofState,
+    /// Subscribers of the write stream (the AOF; replication later).
+    pub prop: propagate::Propagator,
+}
+
+impl Default for Persist {
+    fn default() -> Self {
+        Persist {
+            bgsave_in_progress: AtomicBool::new(false),
+            bgsave_scheduled: AtomicBool::new(false),
+            last_bgsave_ok: AtomicBool::new(true),
+            last_bgsave_time_sec: AtomicI64::new(-1),
+            current_save_started: AtomicU64::new(0),
+            loading: AtomicBool::new(false),
+            shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
+            last_failed_save: AtomicU64::new(0),
+            aof: aof::AofState::default(),
+            prop: propagate::Propagator::default(),
+        }
+    }
+}
+
+/// The path of dump.rdb from `dir` and `dbfilename`.
+pub fn rdb_path(srv: &Server) -> PathBuf {
+    let c = srv.config.read();
+    PathBuf::from(c.str("dir")).join(c.str("dbfilename"))
+}
+
+/// The `save` points as (seconds, changes).
+pub fn save_points(srv: &Server) -> Vec<(u64, u64)> {
+    let c = srv.config.read();
+    let w: Vec<u64> = c
+        .str("save")
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    w.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+}
+
+/// Foreground save (SAVE, shutdown): writes dump.rdb and resets the change counter.
+#[tracing::instrument(skip(srv))]
+pub fn save(srv: &Server) -> Result<u64, PersistError> {
+    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let path = rdb_path(srv);
+    let started = Instant::now();
+    let r = snapshot::write_rdb(srv, &path);
+    finish_save(srv, dirty, &r, started, false);
+    r
+}
+
+/// Starts a background save on its own thread.
+pub fn bgsave(srv: &Arc<Server>) -> Result<(), PersistError> {
+    if srv
+        .persist
+        .bgsave_in_progress
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(PersistError::InProgress);
+    }
+    srv.persist
+        .current_save_started
+        .store(now_ms() / 1000, Ordering::Relaxed);
+    let srv2 = srv.clone();
+    let spawned = std::thread::Builder::new()
+        .name("tessera-bgsave".into())
+        .spawn(move || {
+            let dirty = srv2.stats.dirty.load(Ordering::Relaxed);
+            let path = rdb_path(&srv2);
+            let started = Instant::now();
+            let r = snapshot::write_rdb(&srv2, &path);
+            match &r {
+                Ok(n) => tracing::info!(bytes = n, "Background saving terminated with success"),
+                Err(e) => tracing::warn!(error = %e, "Background saving error"),
+            }
+            finish_save(&srv2, dirty, &r, started, true);
+            srv2.persist
+                .bgsave_in_progress
+                .store(false, Ordering::Release);
+        });
+    if let Err(e) = spawned {
+        srv.persist
+            .bgsave_in_progress
+            .store(false, Ordering::Release);
+        return Err(PersistError::Io {
+            path: "bgsave thread".into(),
+            source: e,
+        });
+    }
+    Ok(())
+}
+
+fn finish_save(
+    srv: &Server,
+    dirty_before: u64,
+    r: &Result<u64, PersistError>,
+    started: Instant,
+    background: bool,
+) {
+    let now = now_ms() / 1000;
+    match r {
+        Ok(_) => {
+            // Writes that happened during the save stay counted (like Redis).
+            // (The counter is sharded: a write landing between load and store may go uncounted.)
+            let cur = srv.stats.dirty.load(Ordering::Relaxed);
+            srv.stats
+                .dirty
+                .store(cur.saturating_sub(dirty_before), Ordering::Relaxed);
+            srv.last_save.store(now, Ordering::Relaxed);
+        }
+        Err(_) => srv.persist.last_failed_save.store(now, Ordering::Relaxed),
+    }
+    if background {
+        srv.persist
+            .last_bgsave_ok
+            .store(r.is_ok(), Ordering::Relaxed);
+        srv.persist
+            .last_bgsave_time_sec
+            .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+    }
+}
+
+/// Once a second: save points, scheduled BGSAVE, AOF fsync (everysec) and auto rewrite.
+pub fn cron(srv: &Arc<Server>) {
+    aof::cron(srv);
+    let p = &srv.persist;
+    if p.bgsave_in_progress.load(Ordering::Acquire) || p.loading.load(Ordering::Relaxed) {
+        return;
+    }
+    if p.bgsave_scheduled.swap(false, Ordering::AcqRel) {
+        let _ = bgsave(srv);
+        return;
+    }
+    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let now = now_ms() / 1000;
+    let since = now.saturating_sub(srv.last_save.load(Ordering::Relaxed));
+    // After a failed save, retry no sooner than 5 s later (like Redis's CONFIG_BGSAVE_RETRY_DELAY).
+    if now.saturating_sub(p.last_failed_save.load(Ordering::Relaxed)) < 5 {
+        return;
+    }
+    for (secs, changes) in save_points(srv) {
+        if dirty >= changes && since >= secs {
+            tracing::info!("{changes} changes in {secs} seconds. Saving...");
+            if let Err(e) = bgsave(srv) {
+                tracing::warn!(error = %e, "save point BGSAVE not started");
+            }
+            return;
+        }
+    }
+}
+
+/// Starts the once-a-second persistence cron and the AOF writer.
+pub fn start(srv: &Arc<Server>) {
+    let srv = srv.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if srv.shutting_down.load(Ordering::Relaxed) {
+                return;
+            }
+            cron(&srv);
+        }
+    });
+}
+
+/// Loads the dataset at start: the AOF when `appendonly yes` and it exists, else dump.rdb.
+pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
+    srv.persist.loading.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    let r = if srv.config.read().bool("appendonly") {
+        aof::load_and_open(srv)
+    } else {
+        let path = rdb_path(srv);
+        if path.exists() {
+            snapshot::load_rdb(srv, &path).map(|n| {
+                tracing::info!(keys = n, "DB loaded from disk");
+            })
+        } else {
+            Ok(())
+        }
+    };
+    srv.persist.loading.store(false, Ordering::Relaxed);
+    // Replayed commands are not changes since the last save.
+    srv.stats.dirty.store(0, Ordering::Relaxed);
+    if r.is_ok() {
+        tracing::info!(
+            secs = started.elapsed().as_secs_f64(),
+            "Done loading persisted data"
+        );
+    }
+    r
+}
+
+/// Records SHUTDOWN's NOSAVE / SAVE argument for [`on_shutdown`].
+pub fn note_shutdown_args(srv: &Server, args: &[bytes::Bytes]) {
+    let mode = if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
+        SHUTDOWN_NOSAVE
+    } else if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"save")) {
+        SHUTDOWN_SAVE
+    } else {
+        SHUTDOWN_DEFAULT
+    };
+    srv.persist.shutdown_mode.store(mode, Ordering::Relaxed);
+}
+
+/// At shutdown: flush and fsync the AOF, then save dump.rdb if save points are configured
+/// (or SHUTDOWN SAVE), unless SHUTDOWN NOSAVE.
+pub fn on_shutdown(srv: &Server) {
+    aof::flush_on_shutdown(srv);
+    let mode = srv.persist.shutdown_mode.load(Ordering::Relaxed);
+    let wanted = match mode {
+        SHUTDOWN_NOSAVE => false,
+        SHUTDOWN_SAVE => true,
+        _ => !save_points(srv).is_empty(),
+    };
+    if !wanted {
+        return;
+    }
+    // A background save may be writing the same file; let it finish first.
+    while srv.persist.bgsave_in_progress.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    tracing::info!("Saving the final RDB snapshot before exiting.");
+    match save(srv) {
+        Ok(_) => tracing::info!("DB saved on disk"),
+        Err(e) => tracing::error!(error = %e, "Error trying to save the DB"),
+    }
+}
+
+/// The `# Persistence` section of INFO.
+pub fn info(srv: &Server) -> String {
+    let p = &srv.persist;
+    let bg = p.bgsave_in_progress.load(Ordering::Relaxed);
+    let now = now_ms() / 1000;
+    let cur = if bg {
+        now.saturating_sub(p.current_save_started.load(Ordering::Relaxed)) as i64
+    } else {
+        -1
+    };
+    let ok = |b: bool| if b { "ok" } else { "err" };
+    let a = &p.aof;
+    format!(
+        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_current_size:{}\r\naof_base_size:{}\r\n",
+        p.loading.load(Ordering::Relaxed) as u8,
+        srv.stats.dirty.load(Ordering::Relaxed),
+        bg as u8,
+        srv.last_save.load(Ordering::Relaxed),
+        ok(p.last_bgsave_ok.load(Ordering::Relaxed)),
+        p.last_bgsave_time_sec.load(Ordering::Relaxed),
+        cur,
+        snapshot::SAVES.load(Ordering::Relaxed),
+        a.enabled() as u8,
+        a.rewrite_in_progress.load(Ordering::Relaxed) as u8,
+        a.last_rewrite_time_sec.load(Ordering::Relaxed),
+        ok(a.last_rewrite_ok.load(Ordering::Relaxed)),
+        a.rewrites.load(Ordering::Relaxed),
+        ok(a.last_write_ok.load(Ordering::Relaxed)),
+        a.current_size.load(Ordering::Relaxed),
+        a.base_size.load(Ordering::Relaxed),
+    )
+}

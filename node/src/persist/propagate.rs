@@ -1,0 +1,236 @@
+//! Write propagation: every command that changed the dataset, in execution order, rewritten
+//! into a deterministic form (relative TTLs become absolute, blocking pops become their
+//! non-blocking forms), fed to subscribers. The AOF is the first subscriber; replication
+//! will be the next.
+//!
+//! The dispatcher calls [`propagate`] with the command's locks still held, so the order
+//! subscribers see is the execution order for every key. When no subscriber is registered
+//! the cost is one relaxed atomic load.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+
+use crate::cmd::{eq_ic, CommandSpec, Ctx};
+
+/// What a subscriber is told about one write.
+pub struct Write<'a> {
+    /// Database the command ran in.
+    pub db: usize,
+    /// The command in its deterministic form.
+    pub args: &'a [Bytes],
+    /// Stripes the command held locked (empty: a keyless or whole-keyspace command).
+    pub stripes: &'a [u16],
+}
+
+/// A consumer of the write stream (AOF, replication).
+pub trait WriteSubscriber: Send + Sync {
+    /// Called with the command's key locks held: keep it short (buffer, don't block).
+    fn feed(&self, w: &Write<'_>);
+}
+
+/// The registered subscribers.
+#[derive(Default)]
+pub struct Propagator {
+    active: AtomicBool,
+    subs: RwLock<Vec<Arc<dyn WriteSubscriber>>>,
+}
+
+impl Propagator {
+    pub fn subscribe(&self, s: Arc<dyn WriteSubscriber>) {
+        let mut v = self.subs.write();
+        v.push(s);
+        self.active.store(true, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+}
+
+/// Feeds a successful write command to the subscribers (called by the dispatcher).
+pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
+    // A blocking command that blocked (or had nothing to serve) changed nothing.
+    if ctx.block.is_some() || (ctx.serving_blocked && ctx.out.len() == 0) {
+        return;
+    }
+    let p = &ctx.srv.persist.prop;
+    let rewritten = deterministic(cmd.name, args, ctx.ks.now);
+    let stripes: smallvec::SmallVec<[u16; 4]> = if ctx.ks.locks.all {
+        smallvec::SmallVec::new()
+    } else {
+        ctx.ks.locks.guards.iter().map(|(i, _)| *i).collect()
+    };
+    let w = Write {
+        db: ctx.ks.db,
+        args: &rewritten,
+        stripes: &stripes,
+    };
+    for s in p.subs.read().iter() {
+        s.feed(&w);
+    }
+}
+
+fn num(n: u64) -> Bytes {
+    Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
+}
+
+fn parse_i64(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+/// Absolute ms for a relative `amount` in seconds (`unit` 1000) or ms (`unit` 1).
+fn abs_ms(now: u64, amount: &[u8], unit: i64) -> Option<Bytes> {
+    let v = parse_i64(amount)?.checked_mul(unit)?;
+    let at = (now as i64).checked_add(v)?;
+    Some(num(at.max(0) as u64))
+}
+
+/// The command in a form whose replay gives the same result at any later time.
+pub fn deterministic<'a>(name: &str, args: &'a [Bytes], now: u64) -> Cow<'a, [Bytes]> {
+    let owned = |v: Vec<Bytes>| Cow::Owned(v);
+    let s = |x: &'static str| Bytes::from_static(x.as_bytes());
+    match name {
+        "expire" | "pexpire" if args.len() >= 3 => {
+            let unit = if name == "expire" { 1000 } else { 1 };
+            match abs_ms(now, &args[2], unit) {
+                Some(at) => {
+                    let mut v = vec![s("PEXPIREAT"), args[1].clone(), at];
+                    v.extend_from_slice(&args[3..]);
+                    owned(v)
+                }
+                None => Cow::Borrowed(args),
+            }
+        }
+        "expireat" if args.len() >= 3 => {
+            match parse_i64(&args[2]).and_then(|x| x.checked_mul(1000)) {
+                Some(at) => {
+                    let mut v = vec![s("PEXPIREAT"), args[1].clone(), num(at.max(0) as u64)];
+                    v.extend_from_slice(&args[3..]);
+                    owned(v)
+                }
+                None => Cow::Borrowed(args),
+            }
+        }
+        "setex" | "psetex" if args.len() == 4 => {
+            let unit = if name == "setex" { 1000 } else { 1 };
+            match abs_ms(now, &args[2], unit) {
+                Some(at) => owned(vec![
+                    s("SET"),
+                    args[1].clone(),
+                    args[3].clone(),
+                    s("PXAT"),
+                    at,
+                ]),
+                None => Cow::Borrowed(args),
+            }
+        }
+        "set" | "getex" => {
+            let mut v = args.to_vec();
+            let mut i = if name == "set" { 3 } else { 2 };
+            let mut changed = false;
+            while i + 1 < v.len() {
+                let unit = if eq_ic(&v[i], "ex") {
+                    1000
+                } else if eq_ic(&v[i], "px") {
+                    1
+                } else if eq_ic(&v[i], "exat") {
+                    if let Some(at) = parse_i64(&v[i + 1]).and_then(|x| x.checked_mul(1000)) {
+                        v[i] = s("PXAT");
+                        v[i + 1] = num(at.max(0) as u64);
+                        changed = true;
+                    }
+                    i += 1;
+                    continue;
+                } else {
+                    i += 1;
+                    continue;
+                };
+                if let Some(at) = abs_ms(now, &v[i + 1], unit) {
+                    v[i] = s("PXAT");
+                    v[i + 1] = at;
+                    changed = true;
+                }
+                i += 2;
+            }
+            if changed {
+                owned(v)
+            } else {
+                Cow::Borrowed(args)
+            }
+        }
+        "restore" | "restore-asking" if args.len() >= 4 => {
+            let absttl = args[4..].iter().any(|a| eq_ic(a, "absttl"));
+            match parse_i64(&args[2]) {
+                Some(ttl) if ttl > 0 && !absttl => {
+                    let mut v = args.to_vec();
+                    v[0] = s("RESTORE");
+                    v[2] = num(now + ttl as u64);
+                    v.push(s("ABSTTL"));
+                    owned(v)
+                }
+                _ => Cow::Borrowed(args),
+            }
+        }
+        // Blocking pops replay as their non-blocking forms (same key order, same result).
+        "blpop" | "brpop" | "bzpopmin" | "bzpopmax" if args.len() >= 3 => {
+            let keys = &args[1..args.len() - 1];
+            let (cmd, dir) = match name {
+                "blpop" => ("LMPOP", "LEFT"),
+                "brpop" => ("LMPOP", "RIGHT"),
+                "bzpopmin" => ("ZMPOP", "MIN"),
+                _ => ("ZMPOP", "MAX"),
+            };
+            let mut v = vec![s(cmd), num(keys.len() as u64)];
+            v.extend_from_slice(keys);
+            v.push(s(dir));
+            owned(v)
+        }
+        "blmpop" | "bzmpop" if args.len() >= 3 => {
+            let mut v = vec![s(if name == "blmpop" { "LMPOP" } else { "ZMPOP" })];
+            v.extend_from_slice(&args[2..]);
+            owned(v)
+        }
+        "blmove" if args.len() == 6 => owned(vec![
+            s("LMOVE"),
+            args[1].clone(),
+            args[2].clone(),
+            args[3].clone(),
+            args[4].clone(),
+        ]),
+        "brpoplpush" if args.len() == 4 => {
+            owned(vec![s("RPOPLPUSH"), args[1].clone(), args[2].clone()])
+        }
+        _ => Cow::Borrowed(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(v: &[&str]) -> Vec<Bytes> {
+        v.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn relative_ttls_become_absolute() {
+        let now = 1_000_000;
+        let r = deterministic("expire", &b(&["EXPIRE", "k", "10", "NX"]), now);
+        assert_eq!(&*r, &b(&["PEXPIREAT", "k", "1010000", "NX"])[..]);
+        let r = deterministic("setex", &b(&["SETEX", "k", "2", "v"]), now);
+        assert_eq!(&*r, &b(&["SET", "k", "v", "PXAT", "1002000"])[..]);
+        let r = deterministic("set", &b(&["SET", "k", "v", "px", "5", "NX"]), now);
+        assert_eq!(&*r, &b(&["SET", "k", "v", "PXAT", "1000005", "NX"])[..]);
+        let r = deterministic("blpop", &b(&["BLPOP", "a", "b", "0"]), now);
+        assert_eq!(&*r, &b(&["LMPOP", "2", "a", "b", "LEFT"])[..]);
+        let r = deterministic("incr", &b(&["INCR", "k"]), now);
+        assert!(matches!(r, Cow::Borrowed(_)));
+    }
+}

@@ -1,0 +1,198 @@
+//! dump.rdb: writing the keyspace stripe by stripe, and loading it back.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWriter};
+
+use super::PersistError;
+use crate::cluster::convert::{from_rdb, to_rdb};
+use crate::db::{Entry, NO_EXPIRE, STRIPES};
+use crate::server::{now_ms, Server};
+use crate::slot::key_hash_slot;
+
+/// Successful RDB saves since start (INFO rdb_saves).
+pub static SAVES: AtomicU64 = AtomicU64::new(0);
+
+/// One copied key: name, value, absolute expiry in ms.
+pub type Copied = (Bytes, RdbValue, Option<i64>);
+
+/// Copies the live keys of `db` in stripe `idx` (holding only that stripe's lock).
+pub fn copy_stripe(srv: &Server, db: usize, idx: usize, now: u64, out: &mut Vec<Copied>) {
+    let g = srv.ks.lock_stripe(idx);
+    copy_locked(&g, db, now, out);
+}
+
+/// Copies the live keys of `db` in a stripe the caller has locked.
+pub fn copy_locked(g: &crate::db::Stripe, db: usize, now: u64, out: &mut Vec<Copied>) {
+    let Some(d) = g.db(db) else {
+        return;
+    };
+    for m in d.maps.iter() {
+        for (k, e) in m.iter() {
+            let at = e.expire_at();
+            if at != NO_EXPIRE && at <= now {
+                continue;
+            }
+            let exp = (at != NO_EXPIRE).then_some(at as i64);
+            out.push((Bytes::copy_from_slice(k.as_slice()), to_rdb(&e.value), exp));
+        }
+    }
+}
+
+/// Keys and keys-with-TTL of `db` (a hint for RESIZEDB; may be stale by the time it's used).
+fn db_sizes(srv: &Server, db: usize) -> (u64, u64) {
+    let (mut n, mut v) = (0u64, 0u64);
+    for i in 0..STRIPES {
+        let g = srv.ks.lock_stripe(i);
+        if let Some(d) = g.db(db) {
+            n += d.len() as u64;
+            v += d.volatile_len() as u64;
+        }
+    }
+    (n, v)
+}
+
+/// Writes every database to `w` (after the header): aux fields, then each non-empty
+/// database. Used by dump.rdb and by the AOF base file (`aof_base`).
+pub fn write_body<W: Write>(
+    srv: &Server,
+    w: &mut RdbWriter<W>,
+    aof_base: bool,
+) -> tessera_rdb::Result<()> {
+    let aux = AuxInfo {
+        used_mem: crate::alloc::used_memory(),
+        aof_base,
+        ..AuxInfo::default()
+    };
+    w.standard_aux(&aux)?;
+    let now = now_ms();
+    let mut buf = Vec::new();
+    for db in 0..srv.ks.databases() {
+        let (n, v) = db_sizes(srv, db);
+        if n == 0 {
+            continue;
+        }
+        w.select_db(db as u64, n, v)?;
+        for i in 0..STRIPES {
+            buf.clear();
+            copy_stripe(srv, db, i, now, &mut buf);
+            for (k, val, exp) in buf.drain(..) {
+                w.entry(&k, &val, exp)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes dump.rdb crash-safely (temp file, fsync, rename). Returns the file size.
+pub fn write_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
+    let io = |e: tessera_rdb::RdbError| PersistError::Rdb {
+        path: path.display().to_string(),
+        offset: 0,
+        source: e,
+    };
+    let mut f = AtomicRdbFile::create(path).map_err(io)?;
+    write_body(srv, f.writer(), false).map_err(io)?;
+    let n = f.commit().map_err(io)?;
+    SAVES.fetch_add(1, Ordering::Relaxed);
+    Ok(n)
+}
+
+/// Writes an RDB stream (an AOF base) to a plain writer; returns it after the trailer.
+pub fn write_rdb_to<W: Write>(srv: &Server, out: W) -> tessera_rdb::Result<W> {
+    let mut w = RdbWriter::new(out)?;
+    write_body(srv, &mut w, true)?;
+    w.finish()
+}
+
+/// Inserts one loaded key (skipping expired ones, like a master does). Returns false if
+/// the key was skipped.
+pub fn insert_loaded(
+    srv: &Server,
+    db: usize,
+    key: &[u8],
+    value: RdbValue,
+    expire_ms: Option<i64>,
+    now: u64,
+    lim: &crate::types::Limits,
+) -> bool {
+    if let Some(at) = expire_ms {
+        if at <= now as i64 {
+            return false;
+        }
+    }
+    let Some(v) = from_rdb(value, lim) else {
+        return false;
+    };
+    let mut e = Entry::new(v);
+    if let Some(at) = expire_ms {
+        e.set_expire_at(at as u64);
+    }
+    e.set_access(srv.new_access(now));
+    let slot = key_hash_slot(key);
+    let mut g = srv.ks.lock_stripe(crate::db::stripe_of(slot));
+    g.insert(db, slot, key, e);
+    true
+}
+
+/// Loads an RDB stream into the keyspace; returns the number of keys loaded.
+pub fn load_rdb_stream<R: std::io::Read>(
+    srv: &Server,
+    r: R,
+    name: &str,
+) -> Result<(u64, R), PersistError> {
+    let err = |offset: u64, e| PersistError::Rdb {
+        path: name.to_string(),
+        offset,
+        source: e,
+    };
+    let mut rd = RdbReader::new(r).map_err(|e| err(0, e))?;
+    let ndb = srv.ks.databases();
+    let now = now_ms();
+    let lim = srv.type_limits();
+    let mut n = 0u64;
+    loop {
+        let pos = rd.position();
+        match rd.next_event().map_err(|e| err(pos, e))? {
+            None | Some(RdbEvent::End { .. }) => break,
+            Some(RdbEvent::SelectDb(db)) if db as usize >= ndb => {
+                return Err(PersistError::TooManyDbs(ndb));
+            }
+            Some(RdbEvent::Entry(en)) => {
+                let db = en.db as usize;
+                if db >= ndb {
+                    return Err(PersistError::TooManyDbs(ndb));
+                }
+                if insert_loaded(srv, db, &en.key, en.value, en.expire_ms, now, &lim) {
+                    n += 1;
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((n, rd.into_inner()))
+}
+
+/// Loads dump.rdb.
+#[tracing::instrument(skip(srv))]
+pub fn load_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
+    let f = File::open(path).map_err(|e| PersistError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let (n, _) = load_rdb_stream(
+        srv,
+        BufReader::with_capacity(1 << 20, f),
+        &path.display().to_string(),
+    )?;
+    Ok(n)
+}
+
+/// A buffered file writer (AOF base files).
+pub fn buffered(f: File) -> BufWriter<File> {
+    BufWriter::with_capacity(1 << 20, f)
+}
