@@ -239,10 +239,20 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     let timeout = Duration::from_millis(m.timeout_ms);
-    let Some(mut sock) = connect(&m.host, m.port, timeout) else {
-        return Err(CmdError::msg(
-            "IOERR error or timeout connecting to the client",
-        ));
+    let mut sock = match connect(&m.host, m.port, timeout) {
+        Ok(s) => s,
+        // Redis 7.0's blocking connect only waits for writability: a refused connection
+        // surfaces as a write error, a silent host as a connect timeout.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return Err(CmdError::msg(
+                "IOERR error or timeout writing to target instance",
+            ))
+        }
+        Err(_) => {
+            return Err(CmdError::msg(
+                "IOERR error or timeout connecting to the client",
+            ))
+        }
     };
     let restore_cmd: &[u8] = if crate::cluster::enabled(ctx.srv) {
         b"RESTORE-ASKING"
@@ -302,13 +312,16 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
 }
 
-fn connect(host: &str, port: u16, timeout: Duration) -> Option<TcpStream> {
-    let addr = (host, port).to_socket_addrs().ok()?.next()?;
-    let s = TcpStream::connect_timeout(&addr, timeout).ok()?;
-    s.set_read_timeout(Some(timeout)).ok()?;
-    s.set_write_timeout(Some(timeout)).ok()?;
+fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStream> {
+    let addr = (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other("no address"))?;
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
     let _ = s.set_nodelay(true);
-    Some(s)
+    Ok(s)
 }
 
 /// One reply line without CRLF (every reply MIGRATE waits for is a status or an error).

@@ -1,0 +1,270 @@
+//! Shared harness for the cluster and DUMP/MIGRATE tests (included with `#[path]`): real
+//! tessera-node / redis-server / valkey-server processes on loopback, ports 25000-26999
+//! (bus ports +10000), SIGKILLed on drop.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera-node");
+pub const REDIS: &str = "/usr/bin/redis-server";
+pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
+
+static NEXT: AtomicU16 = AtomicU16::new(0);
+
+/// A client port P in 25000..27000 with P and P+10000 free on `ip` right now.
+pub fn free_port(ip: &str) -> u16 {
+    let base = (std::process::id() % 40) as u16 * 50;
+    for _ in 0..2000 {
+        let off = NEXT.fetch_add(1, Ordering::SeqCst);
+        let p = 25000 + (base + off) % 2000;
+        if TcpListener::bind((ip, p)).is_ok() && TcpListener::bind((ip, p + 10000)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair in 25000-26999");
+}
+
+/// Polls `f` every 50 ms until it holds or `limit` passes (then panics with `what`).
+pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        if start.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One server process (tessera-node, redis-server or valkey-server).
+pub struct Proc {
+    pub bin: &'static str,
+    pub ip: String,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+    pub extra: Vec<String>,
+}
+
+impl Proc {
+    /// Starts `bin` in cluster mode on `ip`.
+    pub fn cluster(bin: &'static str, ip: &str, node_timeout_ms: u64) -> Proc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = Proc {
+            bin,
+            ip: ip.to_string(),
+            port: 0,
+            dir,
+            child: None,
+            extra: vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-node-timeout".into(),
+                node_timeout_ms.to_string(),
+            ],
+        };
+        p.spawn();
+        p
+    }
+
+    /// Starts `bin` standalone on 127.0.0.1.
+    pub fn standalone(bin: &'static str) -> Proc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = Proc {
+            bin,
+            ip: "127.0.0.1".into(),
+            port: 0,
+            dir,
+            child: None,
+            extra: Vec::new(),
+        };
+        p.spawn();
+        p
+    }
+
+    /// (Re)starts the process on a fresh port of `self.ip`, same dir (and nodes.conf).
+    pub fn spawn(&mut self) {
+        for _attempt in 0..5 {
+            let port = free_port(&self.ip);
+            let child = Command::new(self.bin)
+                .args(["--port", &port.to_string(), "--bind", &self.ip])
+                .args(["--save", "", "--appendonly", "no", "--dir"])
+                .arg(self.dir.path())
+                .arg("--logfile")
+                .arg(self.dir.path().join("log"))
+                .args(&self.extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn server");
+            self.child = Some(child);
+            self.port = port;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if self.cli(&["PING"]).trim() == "PONG" {
+                    return;
+                }
+                if let Some(c) = self.child.as_mut() {
+                    if let Ok(Some(_)) = c.try_wait() {
+                        break; // lost a port race with another test: retry elsewhere
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            self.kill();
+        }
+        panic!("{} did not start", self.bin);
+    }
+
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+
+    /// SIGKILL (no save, no goodbye).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// redis-cli output (raw mode, no -c) for one command.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let o = cli_out(&["-h", &self.ip, "-p", &self.port.to_string()], args);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn myid(&self) -> String {
+        self.cli(&["CLUSTER", "MYID"]).trim().to_string()
+    }
+
+    /// CLUSTER NODES lines.
+    pub fn nodes(&self) -> Vec<String> {
+        self.cli(&["CLUSTER", "NODES"])
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.to_string())
+            .collect()
+    }
+
+    pub fn cluster_info(&self, field: &str) -> String {
+        self.cli(&["CLUSTER", "INFO"])
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("{field}:"))
+                    .map(|v| v.trim().to_string())
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://{}/", self.addr()))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .expect("connect")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs redis-cli with `conn` args then `args`, bounded to 120 s.
+pub fn cli_out(conn: &[&str], args: &[&str]) -> Output {
+    let mut child = Command::new("redis-cli")
+        .args(conn)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("redis-cli");
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("redis-cli output")
+}
+
+/// Sends one command over a raw socket and returns the first reply line, CRLF included
+/// (for byte-exact error checks).
+pub fn raw_line(addr: &str, args: &[&[u8]]) -> String {
+    raw_lines(addr, &[args]).pop().unwrap_or_default()
+}
+
+/// Pipelines commands and returns the first line of each reply (status/error/int replies).
+pub fn raw_lines(addr: &str, cmds: &[&[&[u8]]]) -> Vec<String> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut buf = Vec::new();
+    for args in cmds {
+        buf.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in *args {
+            buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            buf.extend_from_slice(a);
+            buf.extend_from_slice(b"\r\n");
+        }
+    }
+    s.write_all(&buf).expect("write");
+    let mut rd = BufReader::new(s);
+    let mut out = Vec::new();
+    for _ in 0..cmds.len() {
+        let mut line = String::new();
+        rd.read_line(&mut line).expect("read");
+        out.push(line);
+    }
+    out
+}
+
+/// `redis-cli --cluster create` with `--cluster-yes`; returns (success, output).
+pub fn cluster_create(nodes: &[&Proc], replicas: u32) -> (bool, String) {
+    let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+    args.extend(nodes.iter().map(|n| n.addr()));
+    args.extend([
+        "--cluster-replicas".into(),
+        replicas.to_string(),
+        "--cluster-yes".into(),
+    ]);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let o = cli_out(&[], &a);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+/// `redis-cli --cluster check`; returns (success, output).
+pub fn cluster_check(n: &Proc) -> (bool, String) {
+    let o = cli_out(&[], &["--cluster", "check", &n.addr()]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let ok = o.status.success()
+        && text.contains("[OK] All nodes agree about slots configuration.")
+        && text.contains("[OK] All 16384 slots covered.");
+    (ok, text)
+}
+
+/// Waits until every node reports cluster_state:ok.
+pub fn wait_state_ok(nodes: &[&Proc]) {
+    wait_for(
+        Duration::from_secs(30),
+        "cluster_state:ok everywhere",
+        || {
+            nodes
+                .iter()
+                .all(|n| n.cluster_info("cluster_state") == "ok")
+        },
+    );
+}
