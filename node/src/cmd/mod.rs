@@ -301,7 +301,10 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         return o;
     }
     let start = Instant::now();
-    let now = crate::server::now_ms();
+    let now = match cl.now_ms {
+        0 => crate::server::now_ms(),
+        t => t,
+    };
     let locks = if cmd.has(flags::GLOBAL) {
         crate::db::LockSet::empty()
     } else {

@@ -193,6 +193,9 @@ pub struct ClientState {
     pub reply_mode: ReplyMode,
     pub scratch_idx: Vec<usize>,
     pub scratch_slots: Vec<u16>,
+    /// Unix ms taken once per read batch (0 = take a fresh one): a pipeline of 16 commands
+    /// shouldn't read the clock 16 times for expiry decisions.
+    pub now_ms: u64,
     /// ASKING / READONLY (cluster mode).
     pub cluster: crate::cluster::ClientFlags,
 }
@@ -214,6 +217,7 @@ impl ClientState {
             reply_mode: ReplyMode::On,
             scratch_idx: Vec::new(),
             scratch_slots: Vec::new(),
+            now_ms: 0,
             cluster: Default::default(),
         }
     }

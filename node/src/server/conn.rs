@@ -97,7 +97,9 @@ async fn serve(
                     return Ok(());
                 }
                 srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                handle.last_active_ms.store(now_ms(), Ordering::Relaxed);
+                let now = now_ms();
+                handle.last_active_ms.store(now, Ordering::Relaxed);
+                cl.now_ms = now;
                 let keep = process(srv, sock, cl, &mut out, &mut parser, &mut inbuf, &mut args).await?;
                 flush(sock, &mut out, srv, &handle).await?;
                 if !keep {
@@ -170,11 +172,16 @@ async fn process(
                 Outcome::Paused(until) => {
                     flush(sock, out, srv, &cl.handle).await?;
                     tokio::time::sleep_until(until.into()).await;
+                    cl.now_ms = 0;
                 }
                 o => break o,
             }
         };
         apply_reply_mode(cl, out, mark, args);
+        if !matches!(outcome, Outcome::Done) {
+            // Time passed (pause, block): later commands of the batch need a fresh clock.
+            cl.now_ms = 0;
+        }
         match outcome {
             Outcome::Done => {}
             Outcome::Close => return Ok(false),
