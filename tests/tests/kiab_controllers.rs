@@ -339,3 +339,54 @@ async fn tessera_node_image_runs_the_built_binary() {
     assert_eq!(v, "v");
     kiab.stop().await;
 }
+
+/// RollingUpdate: a template change replaces pods from the highest ordinal down (each gets a
+/// new address and the new revision label) until the status reports the update revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_replaces_pods_and_advances_revision() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cfg = BoxConfig::new(tmp.path());
+    cfg.ip_base = "127.0.2.1".parse().expect("ip");
+    let kiab = KubeInABox::start(cfg).await.expect("start box");
+    let client = kiab.client();
+    setup(&client, "ru", 2, "OrderedReady").await;
+    let before = ready_pods(&client, "ru", 2).await;
+    let sts_api: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let rev0 = sts_api
+        .get("ru")
+        .await
+        .expect("sts")
+        .status
+        .and_then(|s| s.update_revision);
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {"kiab/rollout": "2"}}}}});
+    sts_api
+        .patch("ru", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch template");
+    let status = wait_for("rollout done", WAIT, || async {
+        let s = sts_api.get("ru").await.map_err(|e| e.to_string())?;
+        let st = s.status.clone().unwrap_or_default();
+        let done = st.update_revision != rev0
+            && st.current_revision == st.update_revision
+            && st.updated_replicas == Some(2)
+            && st.ready_replicas == Some(2);
+        if done {
+            Ok(st)
+        } else {
+            Err(format!("{st:?}"))
+        }
+    })
+    .await
+    .expect("rollout");
+    let after = ready_pods(&client, "ru", 2).await;
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b.metadata.uid, a.metadata.uid, "pod replaced");
+        assert_ne!(pod_ip(b), pod_ip(a), "replacement has a new address");
+        let labels = a.metadata.labels.clone().expect("labels");
+        assert_eq!(
+            labels.get("controller-revision-hash"),
+            status.update_revision.as_ref()
+        );
+    }
+    kiab.stop().await;
+}
