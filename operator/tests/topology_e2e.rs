@@ -426,22 +426,51 @@ async fn replaced_master_pod_rejoins_as_replica() {
     let mut nodes = start_nodes(REDIS, tmp.path(), 6, &[]).await;
     let refs: Vec<&Node> = nodes.iter().collect();
     let reports = converge(3, 1, &endpoints(&refs, 2), &test_opts(), LIMIT).await;
-    let old_id = reports.last().and_then(|r| r.shards[0].master_id.clone()).expect("id");
+    let old_id = reports
+        .last()
+        .and_then(|r| r.shards[0].master_id.clone())
+        .expect("id");
     let conn = cluster_conn(&nodes[0]).await;
     load_keys(&conn, 0..3000).await;
-    // Give the replica time to sync, then lose the master pod and its data.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Wait for the replica to be in sync (a never-synced replica cannot fail over), then lose
+    // the master pod and its data.
+    let mut rc = nodes[1].conn().await;
+    let mut synced = false;
+    for _ in 0..300 {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut rc)
+            .await
+            .expect("INFO");
+        if info.contains("master_link_status:up") && !info.contains("master_sync_in_progress:1") {
+            synced = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(synced, "replica never synced");
+    let _: () = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query_async(&mut nodes[0].conn().await)
+        .await
+        .map(|_: i64| ())
+        .expect("WAIT");
     let fresh = start_nodes(REDIS, tmp.path(), 1, &[]).await;
     nodes[0] = fresh.into_iter().next().expect("node");
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 2);
     let reports = converge(3, 1, &pods, &test_opts(), LIMIT).await;
     let last = reports.last().expect("report");
-    assert_eq!(last.shards[0].master_pod.as_deref(), Some(pods[1].pod.as_str()));
+    assert_eq!(
+        last.shards[0].master_pod.as_deref(),
+        Some(pods[1].pod.as_str())
+    );
     assert_eq!(last.shards[0].replicas, vec![pods[0].pod.clone()]);
-    assert!(reports
+    assert!(reports.iter().any(|r| r
+        .actions
         .iter()
-        .any(|r| r.actions.iter().any(|a| a.contains(&format!("forget node {old_id}")))));
+        .any(|a| a.contains(&format!("forget node {old_id}")))));
     wait_check(&nodes[1].addr()).await;
     let conn = cluster_conn(&nodes[1]).await;
     assert_eq!(missing_keys(&conn, 0..3000).await, 0);
