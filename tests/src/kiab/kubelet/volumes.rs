@@ -251,3 +251,61 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Secret;
+
+    #[test]
+    fn secret_items_and_sub_path() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [{"name": "c", "volumeMounts": [
+                    {"name": "auth", "mountPath": "/etc/auth/pw", "subPath": "pw"}
+                ]}],
+                "volumes": [{"name": "auth", "secret": {"secretName": "s",
+                    "items": [{"key": "password", "path": "pw"}]}}]
+            }
+        }))
+        .expect("pod");
+        let s: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"}, "data": {"password": "aHVudGVyMg==", "other": "eA=="}
+        }))
+        .expect("secret");
+        let sources = PodSources {
+            secrets: [("s".to_string(), s)].into_iter().collect(),
+            ..Default::default()
+        };
+        let vols = prepare(
+            &pod,
+            &sources,
+            &tmp.path().join("pod"),
+            tmp.path(),
+            &HashSet::new(),
+        )
+        .expect("prepare");
+        assert_eq!(
+            std::fs::read_to_string(vols["auth"].join("pw")).expect("pw"),
+            "hunter2"
+        );
+        assert!(!vols["auth"].join("other").exists(), "items select keys");
+        let c = &pod.spec.as_ref().expect("spec").containers[0];
+        let rw = mounts_for(c, &vols).expect("mounts");
+        assert_eq!(
+            rw.rewrite("/etc/auth/pw"),
+            vols["auth"].join("pw").display().to_string()
+        );
+        // Missing secret (not optional) keeps the pod from starting.
+        assert!(prepare(
+            &pod,
+            &PodSources::default(),
+            &tmp.path().join("pod2"),
+            tmp.path(),
+            &HashSet::new()
+        )
+        .is_err());
+    }
+}
