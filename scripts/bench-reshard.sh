@@ -3,7 +3,7 @@
 # `tessera-operator converge` vs `redis-cli --cluster add-node` + `--cluster rebalance`,
 # on the same data and the same server binary. Prints both times and the ratio.
 #
-#   KEYS=1000000 SERVER=/usr/bin/redis-server bash scripts/bench-reshard.sh
+#   KEYS=1000000 SERVER=/usr/bin/redis-server ENGINE_ARGS="--parallel 16" bash scripts/bench-reshard.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-1000000}
@@ -150,7 +150,7 @@ start_nodes engine
 [ "$(total_keys)" -eq "$KEYS" ] || { echo "load failed: $(total_keys) keys" >&2; exit 1; }
 join_fourth
 t0=$(now)
-"$OP" converge --shards 4 --replicas 0 "${PORTS[@]/#/127.0.0.1:}" >"$WORK/converge.log" 2>&1 || { cat "$WORK/converge.log"; exit 1; }
+"$OP" converge ${ENGINE_ARGS:-} --shards 4 --replicas 0 "${PORTS[@]/#/127.0.0.1:}" >"$WORK/converge.log" 2>&1 || { cat "$WORK/converge.log"; exit 1; }
 t1=$(now)
 ENGINE=$(echo "$t1 - $t0" | bc -l)
 [ "$(total_keys)" -eq "$KEYS" ] || { echo "engine lost keys: $(total_keys)" >&2; exit 1; }
