@@ -55,7 +55,7 @@ impl Propagator {
 /// Feeds a successful write command to the subscribers (called by the dispatcher).
 pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
     // A blocking command that blocked (or had nothing to serve) changed nothing.
-    if ctx.block.is_some() || (ctx.serving_blocked && ctx.out.len() == 0) {
+    if ctx.block.is_some() || (ctx.serving_blocked && ctx.out.is_empty()) {
         return;
     }
     let p = &ctx.srv.persist.prop;
@@ -219,18 +219,25 @@ mod tests {
             .collect()
     }
 
+    fn det(name: &str, v: &[&str]) -> (Vec<Bytes>, bool) {
+        let args = b(v);
+        let r = deterministic(name, &args, 1_000_000);
+        let borrowed = matches!(r, Cow::Borrowed(_));
+        (r.into_owned(), borrowed)
+    }
+
     #[test]
     fn relative_ttls_become_absolute() {
-        let now = 1_000_000;
-        let r = deterministic("expire", &b(&["EXPIRE", "k", "10", "NX"]), now);
-        assert_eq!(&*r, &b(&["PEXPIREAT", "k", "1010000", "NX"])[..]);
-        let r = deterministic("setex", &b(&["SETEX", "k", "2", "v"]), now);
-        assert_eq!(&*r, &b(&["SET", "k", "v", "PXAT", "1002000"])[..]);
-        let r = deterministic("set", &b(&["SET", "k", "v", "px", "5", "NX"]), now);
-        assert_eq!(&*r, &b(&["SET", "k", "v", "PXAT", "1000005", "NX"])[..]);
-        let r = deterministic("blpop", &b(&["BLPOP", "a", "b", "0"]), now);
-        assert_eq!(&*r, &b(&["LMPOP", "2", "a", "b", "LEFT"])[..]);
-        let r = deterministic("incr", &b(&["INCR", "k"]), now);
-        assert!(matches!(r, Cow::Borrowed(_)));
+        let r = det("expire", &["EXPIRE", "k", "10", "NX"]).0;
+        assert_eq!(r, b(&["PEXPIREAT", "k", "1010000", "NX"]));
+        let r = det("setex", &["SETEX", "k", "2", "v"]).0;
+        assert_eq!(r, b(&["SET", "k", "v", "PXAT", "1002000"]));
+        let r = det("set", &["SET", "k", "v", "px", "5", "NX"]).0;
+        assert_eq!(r, b(&["SET", "k", "v", "PXAT", "1000005", "NX"]));
+        let r = det("set", &["SET", "k", "ex", "NX"]);
+        assert!(r.1, "a value spelled 'ex' is not an option");
+        let r = det("blpop", &["BLPOP", "a", "b", "0"]).0;
+        assert_eq!(r, b(&["LMPOP", "2", "a", "b", "LEFT"]));
+        assert!(det("incr", &["INCR", "k"]).1);
     }
 }
