@@ -14,7 +14,7 @@ sinterstore sunionstore sdiffstore sscan zadd zincrby zrem zcard zcount zlexcoun
 zrank zrevrank zrange zrevrange zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex \
 zrangestore zremrangebyrank zremrangebyscore zremrangebylex zpopmin zpopmax bzpopmin bzpopmax \
 zmpop bzmpop zunion zinter zdiff zunionstore zinterstore zdiffstore zintercard zrandmember zscan \
-pfadd pfcount pfmerge";
+pfadd pfcount pfmerge pfdebug pfselftest";
 
 /// Z*STORE: the framework's key table has one spec per command, so the legacy range of these
 /// dest-plus-keynum commands reads 0 0 0 instead of 1 1 1 (see node/src/types/NEEDS.md).

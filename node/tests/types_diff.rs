@@ -460,6 +460,21 @@ fn hyperloglog_commands_match_redis() {
         pfadd lst a
         pfcount lst
         pfcount h lst
+        pfadd d a b c
+        pfdebug encoding d
+        pfdebug decode d
+        pfdebug todense d
+        pfdebug encoding d
+        pfdebug todense d
+        pfdebug decode d
+        get d
+        pfdebug foo d
+        pfdebug encoding nokey
+        pfdebug encoding lst
+        pfadd d2 x y
+        pfdebug getreg d2
+        pfdebug encoding d2
+        pfselftest
         "#,
     );
 }

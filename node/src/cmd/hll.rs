@@ -17,6 +17,8 @@ pub fn commands() -> Vec<CommandSpec> {
         c("pfadd", -2, "write denyoom fast", (1, 1, 1), pfadd),
         c("pfcount", -2, "readonly", (1, -1, 1), pfcount),
         c("pfmerge", -2, "write denyoom", (1, -1, 1), pfmerge),
+        c("pfdebug", 3, "write denyoom admin", (2, 2, 1), pfdebug),
+        c("pfselftest", 1, "admin", (0, 0, 0), pfselftest),
     ]
 }
 
@@ -122,6 +124,82 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
     }
     hll::invalidate_cache(buf);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// PFDEBUG GETREG | DECODE | ENCODING | TODENSE key (Redis's debugging entry points).
+fn pfdebug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    enum R {
+        Regs(Vec<u8>),
+        Text(String),
+        Simple(&'static str),
+        Int(i64),
+    }
+    let sub = String::from_utf8_lossy(&args[1]).to_lowercase();
+    let buf = hll_buf(ctx, &args[2])?
+        .ok_or_else(|| CmdError::msg("ERR The specified key does not exist"))?;
+    let r = match sub.as_str() {
+        "getreg" => {
+            hll::to_dense(buf).map_err(hll_err)?;
+            let mut regs = vec![0u8; hll::REGISTERS];
+            hll::merge_into(&mut regs, buf).map_err(hll_err)?;
+            R::Regs(regs)
+        }
+        "decode" => {
+            if hll::is_dense(buf) {
+                return Err(CmdError::msg("ERR HLL encoding is not sparse"));
+            }
+            R::Text(hll::decode_sparse(buf).map_err(hll_err)?)
+        }
+        "encoding" => R::Simple(if hll::is_dense(buf) {
+            "dense"
+        } else {
+            "sparse"
+        }),
+        "todense" => {
+            let was_sparse = !hll::is_dense(buf);
+            hll::to_dense(buf).map_err(hll_err)?;
+            R::Int(was_sparse as i64)
+        }
+        _ => {
+            return Err(CmdError::msg(format!(
+                "ERR Unknown PFDEBUG subcommand '{}'",
+                String::from_utf8_lossy(&args[1])
+            )))
+        }
+    };
+    match r {
+        R::Regs(regs) => {
+            ctx.out.array(regs.len());
+            for r in regs {
+                ctx.out.int(r as i64);
+            }
+        }
+        R::Text(t) => ctx.out.bulk(t.as_bytes()),
+        R::Simple(s) => ctx.out.simple(s),
+        R::Int(i) => ctx.out.int(i),
+    }
+    Ok(())
+}
+
+/// PFSELFTEST: sparse and dense encodings must agree register for register and count the
+/// same while growing past the promotion point.
+fn pfselftest(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
+    let mut sparse = hll::new_sparse();
+    let mut dense = hll::new_sparse();
+    hll::to_dense(&mut dense).map_err(hll_err)?;
+    for i in 0..20_000u32 {
+        let e = i.to_le_bytes();
+        let a = hll::add(&mut sparse, &e, 3000).map_err(hll_err)?;
+        let b = hll::add(&mut dense, &e, 3000).map_err(hll_err)?;
+        let counts_differ = i % 1000 == 0 && hll::count(&sparse) != hll::count(&dense);
+        if a != b || counts_differ {
+            return Err(CmdError::msg(format!(
+                "ERR TESTFAILED sparse/dense mismatch after {i} elements"
+            )));
+        }
+    }
     ctx.out.ok();
     Ok(())
 }

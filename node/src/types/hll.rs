@@ -414,6 +414,23 @@ pub fn count(v: &[u8]) -> Result<u64, HllError> {
     Ok(estimate(&histo))
 }
 
+/// PFDEBUG DECODE: the sparse opcodes as text (`z:len`, `Z:len` for XZERO, `v:val,len`).
+pub fn decode_sparse(v: &[u8]) -> Result<String, HllError> {
+    let sp = &v[HDR..];
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < sp.len() {
+        let (op, n) = decode(sp, p)?;
+        out.push(match op {
+            Op::Zero(l) => format!("z:{l}"),
+            Op::XZero(l) => format!("Z:{l}"),
+            Op::Val(val, l) => format!("v:{val},{l}"),
+        });
+        p += n;
+    }
+    Ok(out.join(" "))
+}
+
 /// Cardinality of raw one-byte-per-register arrays (multi-key PFCOUNT).
 pub fn count_raw(max: &[u8]) -> u64 {
     let mut histo = [0u32; 64];
