@@ -182,18 +182,33 @@ pub fn cli_out(conn: &[&str], args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("redis-cli");
+    // Drain the pipes while waiting (redis-cli --cluster reshard prints a lot).
+    let drain = |p: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut p) = p {
+                let _ = p.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let start = Instant::now();
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break st;
         }
         if start.elapsed() > Duration::from_secs(120) {
             let _ = child.kill();
-            break;
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
-    child.wait_with_output().expect("redis-cli output")
 }
 
 /// Sends one command over a raw socket and returns the first reply line, CRLF included
