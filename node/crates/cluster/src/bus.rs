@@ -154,6 +154,7 @@ enum HostEffect {
     SetMaster(Option<(String, u16)>),
     DeleteSlotKeys(u16),
     FlushAll,
+    PauseWrites(u64),
 }
 
 /// Performs the network effects queued in the state and saves nodes.conf if it changed.
@@ -192,6 +193,7 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Vec<HostEffect> {
             Out::SetMaster { ip } => host.push(HostEffect::SetMaster(ip)),
             Out::DeleteSlotKeys { slot } => host.push(HostEffect::DeleteSlotKeys(slot)),
             Out::FlushAll => host.push(HostEffect::FlushAll),
+            Out::PauseWrites { until } => host.push(HostEffect::PauseWrites(until)),
         }
     }
     if st.todo_update_state {
@@ -232,6 +234,7 @@ fn run_host(shared: &Shared, effects: Vec<HostEffect>) {
                 shared.host.delete_keys_in_slot(slot);
             }
             HostEffect::FlushAll => shared.host.flush_all(),
+            HostEffect::PauseWrites(until) => shared.host.pause_writes(until),
         }
     }
 }

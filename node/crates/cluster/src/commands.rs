@@ -124,6 +124,13 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
             Err(wrong_args(&sub))
         }
     };
+    // Past a subcommand's maximum arity Redis answers with the generic subcommand error.
+    let too_many = || {
+        Reply::err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+            lossy(sub0)
+        ))
+    };
     let r: Result<Reply, Reply> = (|| match sub.as_str() {
         "info" => check(2, true).map(|_| Reply::Verbatim(info(st))),
         "myid" => check(2, true).map(|_| Reply::bulk(st.myself)),
@@ -196,8 +203,11 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
             Ok(Reply::Ok)
         }
         "meet" => {
-            if argc != 4 && argc != 5 {
+            if argc < 4 {
                 return Err(wrong_args(&sub));
+            }
+            if argc > 5 {
+                return Err(too_many());
             }
             let port = parse_i64(args[2]).ok_or_else(|| {
                 Reply::err(format!(
@@ -235,8 +245,8 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
             Ok(Reply::Ok)
         }
         "reset" => {
-            if argc != 2 && argc != 3 {
-                return Err(wrong_args(&sub));
+            if argc > 3 {
+                return Err(too_many());
             }
             let hard = match args.get(1).map(|a| a.to_ascii_lowercase()) {
                 None => false,
@@ -292,6 +302,20 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
             )))
         }
         "setslot" => setslot(st, host, args, now),
+        "failover" => {
+            if argc > 3 {
+                return Err(too_many());
+            }
+            let (force, takeover) = match args.get(1).map(|a| a.to_ascii_lowercase()) {
+                None => (false, false),
+                Some(a) if a == b"force" => (true, false),
+                Some(a) if a == b"takeover" => (false, true),
+                Some(_) => return Err(Reply::err("ERR syntax error")),
+            };
+            st.start_manual_failover(force, takeover, now)
+                .map_err(Reply::err)?;
+            Ok(Reply::Ok)
+        }
         "count-failure-reports" => {
             check(3, true)?;
             let n = lookup(st, args[1])

@@ -36,7 +36,15 @@ impl ClusterState {
             cport: self.config.announced_bus_port(),
             flags: me.flags,
             state: if self.state_ok { 0 } else { 1 },
-            mflags: [0; 3],
+            mflags: [
+                if me.is_master() && self.mf.end != 0 {
+                    msg::MFLAG0_PAUSED
+                } else {
+                    0
+                },
+                0,
+                0,
+            ],
         }
     }
 
@@ -48,6 +56,11 @@ impl ClusterState {
     /// Sends to every connected node but myself and handshake nodes (clusterBroadcastMessage).
     pub(crate) fn broadcast(&mut self, ty: u16, body: Body) {
         let header = self.build_header(ty);
+        self.broadcast_header(header, body);
+    }
+
+    /// Broadcast with a prepared header.
+    pub(crate) fn broadcast_header(&mut self, header: Header, body: Body) {
         let targets: Vec<LinkId> = self
             .nodes
             .values()
@@ -283,6 +296,16 @@ impl ClusterState {
                 }
             }
             let n = &self.nodes[name];
+            if self.mf.end != 0
+                && self.me().is_master()
+                && self.mf.replica == Some(*name)
+                && n.link_connected
+            {
+                if let Some(l) = n.link {
+                    self.send_ping(l, msg::TYPE_PING, now);
+                }
+                continue;
+            }
             if n.link_connected && n.ping_sent == 0 && now.saturating_sub(n.pong_received) > nt / 2
             {
                 if let Some(l) = n.link {
@@ -301,6 +324,7 @@ impl ClusterState {
                 update = true;
             }
         }
+        self.manual_failover_cron(now);
         if self.me().is_replica() {
             self.handle_replica_failover(now);
         }

@@ -7,6 +7,22 @@ use tracing::{info, instrument};
 use crate::msg::{self, Body, Message, Name, SLOTS};
 use crate::state::*;
 
+/// Manual failover (CLUSTER FAILOVER) state, on the replica and on its master.
+#[derive(Clone, Debug, Default)]
+pub struct ManualFailover {
+    /// Deadline (ms); 0 when no manual failover is in progress.
+    pub end: u64,
+    /// Replica: the election may start (FORCE, or offsets caught up).
+    pub can_start: bool,
+    /// Replica: the master's offset announced while it was paused.
+    pub master_offset: Option<u64>,
+    /// Master: the replica that asked.
+    pub replica: Option<Name>,
+}
+
+/// Manual failover timeout (CLUSTER_MF_TIMEOUT).
+pub const MF_TIMEOUT_MS: u64 = 5000;
+
 /// Election bookkeeping of a replica.
 #[derive(Clone, Debug, Default)]
 pub struct Election {
@@ -40,9 +56,10 @@ impl ClusterState {
         let Some(master) = me.master.and_then(|m| self.nodes.get(&m)) else {
             return;
         };
+        let manual = self.mf.end != 0 && self.mf.can_start;
         if me.is_master()
-            || !master.failed()
-            || self.config.replica_no_failover
+            || (!master.failed() && !manual)
+            || (self.config.replica_no_failover && !manual)
             || master.numslots == 0
         {
             return;
@@ -59,13 +76,25 @@ impl ClusterState {
             data_age -= nt;
         }
         let factor = self.config.replica_validity_factor;
-        if factor != 0 && data_age > self.config.repl_ping_replica_period_s * 1000 + nt * factor {
+        if !manual
+            && factor != 0
+            && data_age > self.config.repl_ping_replica_period_s * 1000 + nt * factor
+        {
             return;
         }
         let auth_age = now.saturating_sub(self.election.auth_time);
         if auth_age > auth_retry {
             let jitter = self.rng.random_range(0..500);
             let rank = self.replica_rank();
+            if manual {
+                // A manual failover starts its election at once.
+                self.election = Election {
+                    auth_time: now,
+                    rank,
+                    ..Default::default()
+                };
+                return self.handle_replica_failover(now);
+            }
             self.election = Election {
                 auth_time: now + 500 + jitter + rank * 1000,
                 auth_count: 0,
@@ -80,7 +109,7 @@ impl ClusterState {
             );
             return;
         }
-        if !self.election.auth_sent {
+        if !self.election.auth_sent && self.mf.end == 0 {
             let rank = self.replica_rank();
             if rank > self.election.rank {
                 self.election.auth_time += (rank - self.election.rank) * 1000;
@@ -95,7 +124,11 @@ impl ClusterState {
             self.election.auth_epoch = self.current_epoch;
             self.election.auth_sent = true;
             info!(epoch = self.current_epoch, "starting failover election");
-            self.broadcast(msg::TYPE_FAILOVER_AUTH_REQUEST, Body::Empty);
+            let mut h = self.build_header(msg::TYPE_FAILOVER_AUTH_REQUEST);
+            if manual {
+                h.mflags[0] |= msg::MFLAG0_FORCEACK;
+            }
+            self.broadcast_header(h, Body::Empty);
             self.todo_save = true;
             self.todo_update_state = true;
             return;
@@ -127,7 +160,8 @@ impl ClusterState {
     }
 
     /// Becomes master in place of our master and takes its slots (clusterFailoverReplaceYourMaster).
-    fn replace_my_master(&mut self, now: u64) {
+    pub(crate) fn replace_my_master(&mut self, now: u64) {
+        self.mf = ManualFailover::default();
         let Some(old) = self.me().master else { return };
         let me = self.myself;
         self.set_node_as_master(&me);
@@ -161,5 +195,85 @@ impl ClusterState {
                 body: Body::Empty,
             },
         );
+    }
+}
+
+impl ClusterState {
+    /// CLUSTER FAILOVER [FORCE|TAKEOVER] preconditions and start; Err is the error line.
+    pub fn start_manual_failover(
+        &mut self,
+        force: bool,
+        takeover: bool,
+        now: u64,
+    ) -> Result<(), &'static str> {
+        let me = self.me();
+        if me.is_master() {
+            return Err("ERR You should send CLUSTER FAILOVER to a replica");
+        }
+        let Some(master) = me.master.and_then(|m| self.nodes.get(&m)) else {
+            return Err("ERR I'm a replica but my master is unknown to me");
+        };
+        if !force && !takeover && (master.failed() || master.link.is_none()) {
+            return Err("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE");
+        }
+        let master_link = master.link;
+        self.mf = ManualFailover {
+            end: now + MF_TIMEOUT_MS,
+            ..Default::default()
+        };
+        if takeover {
+            crate::commands::bump_epoch(self);
+            self.replace_my_master(now);
+        } else if force {
+            self.mf.can_start = true;
+        } else if let Some(l) = master_link {
+            let h = self.build_header(msg::TYPE_MFSTART);
+            self.send(
+                l,
+                Message {
+                    header: h,
+                    body: Body::Empty,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Master side: our replica asked for a coordinated failover; pause writes and ping it.
+    pub(crate) fn on_mfstart(&mut self, sender: &Name, link: LinkId, now: u64) {
+        if self.nodes.get(sender).and_then(|n| n.master) != Some(self.myself) {
+            return;
+        }
+        self.mf = ManualFailover {
+            end: now + MF_TIMEOUT_MS,
+            replica: Some(*sender),
+            ..Default::default()
+        };
+        self.out.push(Out::PauseWrites {
+            until: now + MF_TIMEOUT_MS * 2,
+        });
+        self.send_ping(link, msg::TYPE_PING, now);
+    }
+
+    /// Replica side, each tick: start once our offset matches the paused master's; expire.
+    pub(crate) fn manual_failover_cron(&mut self, now: u64) {
+        if self.mf.end == 0 {
+            return;
+        }
+        if self.mf.end < now {
+            info!("manual failover timed out");
+            self.mf = ManualFailover::default();
+            if self.me().is_master() {
+                self.out.push(Out::PauseWrites { until: 0 });
+            }
+            return;
+        }
+        if self.me().is_replica()
+            && !self.mf.can_start
+            && self.mf.master_offset == Some(self.me().repl_offset)
+        {
+            info!("replica caught up with the paused master: manual failover can start");
+            self.mf.can_start = true;
+        }
     }
 }

@@ -54,6 +54,8 @@ pub trait Host: Send + Sync + 'static {
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool);
     /// Replication target changed; `None` means this node is a master now.
     fn set_replication_master(&self, _master: Option<(String, u16)>) {}
+    /// Pause client writes until `until_ms` (Unix ms; 0 resumes): a master in a manual failover.
+    fn pause_writes(&self, _until_ms: u64) {}
 }
 
 /// A [`Host`] with an empty keyspace that drops published messages: for tests and tools.

@@ -114,6 +114,17 @@ impl ClusterState {
             n.repl_offset = h.offset;
         }
 
+        // Manual failover: our master, paused, tells us the offset to reach.
+        if let Some(s) = sender {
+            if self.mf.end != 0
+                && self.me().is_replica()
+                && self.me().master == Some(s)
+                && h.mflags[0] & msg::MFLAG0_PAUSED != 0
+                && self.mf.master_offset.is_none()
+            {
+                self.mf.master_offset = Some(h.offset);
+            }
+        }
         let is_ping_family = matches!(ty, msg::TYPE_PING | msg::TYPE_PONG | msg::TYPE_MEET);
         if ty == msg::TYPE_PING || ty == msg::TYPE_MEET {
             if (ty == msg::TYPE_MEET || self.me().ip.is_empty())
@@ -205,6 +216,10 @@ impl ClusterState {
         } else if ty == msg::TYPE_FAILOVER_AUTH_ACK {
             if let Some(s) = sender {
                 self.count_vote(&s, h.current_epoch, now);
+            }
+        } else if ty == msg::TYPE_MFSTART {
+            if let Some(s) = sender {
+                self.on_mfstart(&s, link, now);
             }
         } else if ty == msg::TYPE_UPDATE {
             if let (

@@ -168,6 +168,8 @@ pub enum Out {
     DeleteSlotKeys { slot: u16 },
     /// Empty the keyspace (CLUSTER RESET of a replica).
     FlushAll,
+    /// Pause client writes until this time (ms; 0 = resume), for a manual failover.
+    PauseWrites { until: u64 },
 }
 
 /// Per-type message counters (CLUSTER INFO).
@@ -205,6 +207,8 @@ pub struct ClusterState {
     pub(crate) rng: StdRng,
     /// Replica failover election in progress.
     pub election: crate::failover::Election,
+    /// Manual failover in progress (CLUSTER FAILOVER).
+    pub mf: crate::failover::ManualFailover,
     /// Last time (ms) a replica heard from its master; set by the replication side.
     pub repl_last_io: u64,
 }
@@ -240,6 +244,7 @@ impl ClusterState {
             among_minority_time: 0,
             rng,
             election: Default::default(),
+            mf: Default::default(),
             repl_last_io: 0,
         };
         let mut me = Node::new(myself, FLAG_MYSELF | FLAG_MASTER, now);
