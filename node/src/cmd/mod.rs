@@ -370,6 +370,7 @@ fn lock_keys<'s>(
 /// Runs a handler with locks already held (by `execute` or EXEC): writes the reply or
 /// error, and invalidates WATCHes on the keys of a successful write command.
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
+    let reply_at = ctx.out.len();
     match (cmd.handler)(ctx, args) {
         Ok(()) => {
             if cmd.has(flags::WRITE) && ctx.srv.watch.active() {
@@ -382,7 +383,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
             if cmd.has(flags::WRITE) {
                 ctx.srv.stats.dirty.fetch_add(1, Ordering::Relaxed);
                 if ctx.srv.persist.prop.active() {
-                    crate::persist::propagate::propagate(ctx, cmd, args);
+                    crate::persist::propagate::propagate(ctx, cmd, args, reply_at);
                 }
             }
         }

@@ -262,3 +262,57 @@ fn maxmemory_policies() {
     let evicted = c.cmd(&["INFO", "stats"]).s();
     assert!(!evicted.contains("evicted_keys:0\r"), "{evicted}");
 }
+
+#[test]
+fn volatile_policies_evict_only_keys_with_ttl() {
+    let n = Node::start();
+    let mut c = n.raw();
+    let val = "v".repeat(1000);
+    let mut p = String::new();
+    for i in 0..1000 {
+        p.push_str(&format!("SET keep:{i} {val}\r\n"));
+        p.push_str(&format!("SET vol:{i} {val} EX 1000\r\n"));
+    }
+    c.send(p.as_bytes());
+    for _ in 0..2000 {
+        c.read();
+    }
+    let used: u64 = c
+        .cmd(&["INFO", "memory"])
+        .s()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("used_memory:")
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    for policy in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        c.cmd(&["CONFIG", "SET", "maxmemory", &(used - 200_000).to_string()]);
+        assert_eq!(
+            c.cmd(&["SET", &format!("w-{policy}"), "x"]),
+            R::Simple("OK".into())
+        );
+        c.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    }
+    let R::Arr(keep) = c.cmd(&["KEYS", "keep:*"]) else {
+        panic!()
+    };
+    assert_eq!(
+        keep.len(),
+        1000,
+        "keys without TTL must never be evicted by volatile-*"
+    );
+    let R::Arr(vol) = c.cmd(&["KEYS", "vol:*"]) else {
+        panic!()
+    };
+    assert!(
+        vol.len() < 1000,
+        "some volatile keys must have been evicted"
+    );
+}
