@@ -354,102 +354,9 @@ pub(crate) fn parse_scan(args: &[Bytes]) -> Result<ScanArgs<'_>, CmdError> {
 
 impl ScanArgs<'_> {
     pub fn matches(&self, s: &[u8]) -> bool {
-        self.pattern.is_none_or(|p| glob_match(p, s, false))
+        self.pattern
+            .is_none_or(|p| crate::pubsub::glob_match(p, s, false))
     }
-}
-
-/// Redis's `stringmatchlen`: `*`, `?`, `[...]` (with `^` and ranges) and `\` escapes.
-pub(crate) fn glob_match(p: &[u8], s: &[u8], nocase: bool) -> bool {
-    let eq = |a: u8, b: u8| {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    };
-    let (mut pi, mut si) = (0, 0);
-    while pi < p.len() {
-        match p[pi] {
-            b'*' => {
-                while pi + 1 < p.len() && p[pi + 1] == b'*' {
-                    pi += 1;
-                }
-                if pi + 1 == p.len() {
-                    return true;
-                }
-                for k in si..=s.len() {
-                    if glob_match(&p[pi + 1..], &s[k..], nocase) {
-                        return true;
-                    }
-                }
-                return false;
-            }
-            b'?' => {
-                if si >= s.len() {
-                    return false;
-                }
-                si += 1;
-            }
-            b'[' => {
-                if si >= s.len() {
-                    return false;
-                }
-                pi += 1;
-                let not = pi < p.len() && p[pi] == b'^';
-                if not {
-                    pi += 1;
-                }
-                let mut hit = false;
-                loop {
-                    if pi >= p.len() {
-                        pi -= 1;
-                        break;
-                    }
-                    if p[pi] == b']' {
-                        break;
-                    }
-                    if p[pi] == b'\\' && pi + 1 < p.len() {
-                        pi += 1;
-                        hit |= eq(p[pi], s[si]);
-                    } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
-                        let (mut a, mut b) = (p[pi], p[pi + 2]);
-                        if a > b {
-                            std::mem::swap(&mut a, &mut b);
-                        }
-                        let c = s[si];
-                        hit |= if nocase {
-                            let c = c.to_ascii_lowercase();
-                            c >= a.to_ascii_lowercase() && c <= b.to_ascii_lowercase()
-                        } else {
-                            c >= a && c <= b
-                        };
-                        pi += 2;
-                    } else {
-                        hit |= eq(p[pi], s[si]);
-                    }
-                    pi += 1;
-                }
-                if hit == not {
-                    return false;
-                }
-                si += 1;
-            }
-            c => {
-                let c = if c == b'\\' && pi + 1 < p.len() {
-                    pi += 1;
-                    p[pi]
-                } else {
-                    c
-                };
-                if si >= s.len() || !eq(c, s[si]) {
-                    return false;
-                }
-                si += 1;
-            }
-        }
-        pi += 1;
-    }
-    si == s.len()
 }
 
 /// Writes a SCAN reply: `[cursor, [items...]]`.
@@ -480,21 +387,4 @@ fn scan_hash(h: &HashValue, sa: &ScanArgs<'_>, items: &mut Vec<Vec<u8>>) -> u64 
             items.push(v.to_vec());
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn glob() {
-        assert!(glob_match(b"f*", b"foo", false));
-        assert!(glob_match(b"*o", b"foo", false));
-        assert!(!glob_match(b"f?", b"foo", false));
-        assert!(glob_match(b"f[a-o]o", b"foo", false));
-        assert!(!glob_match(b"f[^o]o", b"foo", false));
-        assert!(glob_match(b"f\\*", b"f*", false));
-        assert!(glob_match(b"h[ae]llo", b"hello", false));
-        assert!(glob_match(b"*", b"", false));
-    }
 }
