@@ -82,7 +82,12 @@ fn columns(rt: &ResourceType) -> Vec<Value> {
             ("IP", "string", 1),
             ("Node", "string", 1),
         ],
-        ("apps", "StatefulSet") => vec![("Ready", "string", 0), ("Age", "string", 0)],
+        ("apps", "StatefulSet") => vec![
+            ("Ready", "string", 0),
+            ("Age", "string", 0),
+            ("Containers", "string", 1),
+            ("Images", "string", 1),
+        ],
         ("", "Service") => vec![
             ("Type", "string", 0),
             ("Cluster-IP", "string", 0),
@@ -158,7 +163,17 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
                     .count()
             });
             let restarts: i64 = sts.map_or(0, |a| a.iter().map(|c| n(c, "/restartCount")).sum());
+            // As kubectl's pod printer: a waiting/terminated reason beats the phase.
             let mut status = s(o, "/status/phase");
+            for c in sts.into_iter().flatten() {
+                let reason = c
+                    .pointer("/state/waiting/reason")
+                    .or_else(|| c.pointer("/state/terminated/reason"))
+                    .and_then(Value::as_str);
+                if let Some(r) = reason.filter(|r| !r.is_empty()) {
+                    status = r.to_string();
+                }
+            }
             if o.pointer("/metadata/deletionTimestamp").is_some() {
                 status = "Terminating".into();
             }
@@ -172,6 +187,14 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
             ]);
         }
         ("apps", "StatefulSet") => {
+            let cs: Vec<&Value> = o
+                .pointer("/spec/template/spec/containers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .collect();
+            let names: Vec<String> = cs.iter().map(|c| s(c, "/name")).collect();
+            let images: Vec<String> = cs.iter().map(|c| s(c, "/image")).collect();
             out.extend([
                 json!(format!(
                     "{}/{}",
@@ -179,6 +202,8 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
                     n(o, "/spec/replicas")
                 )),
                 a,
+                json!(names.join(",")),
+                json!(images.join(",")),
             ]);
         }
         ("", "Service") => {
@@ -306,4 +331,41 @@ pub fn table(rt: &ResourceType, items: &[Value], rv: u64, q: &Query) -> Value {
         "metadata": {"resourceVersion": rv.to_string()},
         "columnDefinitions": columns(rt), "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kiab::api::registry::Registry;
+
+    #[test]
+    fn json_path_forms_printer_columns_use() {
+        let o = json!({"status": {"conditions": [{"type": "A", "status": "x"}, {"type": "Ready", "status": "True"}]},
+                       "spec": {"list": [{"n": 1}, {"n": 2}]}});
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(json!("True"))
+        );
+        assert_eq!(json_path(&o, ".spec.list[1].n"), Some(json!(2)));
+        assert_eq!(json_path(&o, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn pod_status_column_prefers_container_reasons() {
+        let reg = Registry::new();
+        let rt = reg.get("", "v1", "pods").expect("pods");
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "c", "ready": false, "restartCount": 4,
+                       "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        let c = cells(rt, &pod);
+        assert_eq!(
+            &c[..4],
+            &[
+                json!("p"),
+                json!("0/1"),
+                json!("CrashLoopBackOff"),
+                json!("4")
+            ]
+        );
+    }
 }
