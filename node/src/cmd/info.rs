@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::{table, CmdResult, CommandSpec, Ctx};
 
 pub fn commands() -> Vec<CommandSpec> {
-    vec![CommandSpec::new("info", -1, "loading stale", (0, 0, 0), info).group("server")]
+    vec![CommandSpec::new("info", -1, "loading stale global", (0, 0, 0), info).group("server")]
 }
 
 const DEFAULT: &[&str] = &[

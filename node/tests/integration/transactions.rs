@@ -130,3 +130,35 @@ fn no_multi_commands_abort_the_transaction() {
     assert!(matches!(c.cmd(&["EXEC"]), R::Err(e) if e.starts_with("EXECABORT")));
     assert_eq!(c.cmd(&["PING"]), R::Simple("PONG".into()));
 }
+
+#[test]
+fn whole_keyspace_commands_in_concurrent_transactions_do_not_deadlock() {
+    let n = Node::start_with(&["--worker-threads", "2"]);
+    let port = n.port;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+                let mut con = c.get_connection().unwrap();
+                for i in 0..200 {
+                    let _: redis::Value = redis::pipe()
+                        .atomic()
+                        .cmd("SET")
+                        .arg(format!("k{t}:{i}"))
+                        .arg(i)
+                        .cmd("INFO")
+                        .arg("keyspace")
+                        .cmd("DBSIZE")
+                        .query(&mut con)
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut con = n.client();
+    let size: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(size, 800);
+}
