@@ -326,3 +326,38 @@ fn relative_ttls_replay_as_absolute() {
     let b: Option<String> = redis::cmd("GET").arg("b").query(&mut c).expect("get");
     assert_eq!(b, None);
 }
+
+#[test]
+fn spop_and_blocking_pops_replay_to_the_same_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    let mut c = n.conn();
+    let members: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    let _: i64 = redis::cmd("SADD")
+        .arg("s")
+        .arg(&members)
+        .query(&mut c)
+        .expect("sadd");
+    let _: Vec<String> = redis::cmd("SPOP")
+        .arg("s")
+        .arg(50)
+        .query(&mut c)
+        .expect("spop n");
+    let _: Option<String> = redis::cmd("SPOP").arg("s").query(&mut c).expect("spop");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("l")
+        .arg("a")
+        .arg("b")
+        .query(&mut c)
+        .expect("rpush");
+    let _: Option<(String, String)> = redis::cmd("BLPOP")
+        .arg("none")
+        .arg("l")
+        .arg(1)
+        .query(&mut c)
+        .expect("blpop");
+    let before = snapshot(&n, 1);
+    n.kill9();
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    assert_eq!(snapshot(&n, 1), before);
+}

@@ -738,7 +738,12 @@ fn write_rewrite_base(srv: &Server, path: &Path) -> Result<u64, PersistError> {
 /// Once a second: automatic rewrite when the AOF grew past the configured percentage.
 pub fn cron(srv: &Arc<Server>) {
     let a = &srv.persist.aof;
-    if !a.enabled() || a.rewrite_in_progress.load(Ordering::Relaxed) {
+    if !a.enabled() {
+        return;
+    }
+    // CONFIG SET appendfsync takes effect within a second.
+    *a.fsync.lock() = parse_fsync(srv.config.read().str("appendfsync"));
+    if a.rewrite_in_progress.load(Ordering::Relaxed) {
         return;
     }
     let (pct, min) = {

@@ -53,13 +53,32 @@ impl Propagator {
 }
 
 /// Feeds a successful write command to the subscribers (called by the dispatcher).
-pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
+/// `reply_at`: where the command's reply starts in `ctx.out` (SPOP is propagated as SREM of
+/// the members it replied with).
+pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes], reply_at: usize) {
     // A blocking command that blocked (or had nothing to serve) changed nothing.
     if ctx.block.is_some() || (ctx.serving_blocked && ctx.out.is_empty()) {
         return;
     }
     let p = &ctx.srv.persist.prop;
-    let rewritten = deterministic(cmd.name, args, ctx.ks.now);
+    let rewritten = if cmd.name == "spop" {
+        let members = ctx
+            .out
+            .buf
+            .get(reply_at..)
+            .map(reply_bulks)
+            .unwrap_or_default();
+        if members.is_empty() {
+            return;
+        }
+        let mut v = Vec::with_capacity(members.len() + 2);
+        v.push(Bytes::from_static(b"SREM"));
+        v.push(args[1].clone());
+        v.extend(members);
+        Cow::Owned(v)
+    } else {
+        deterministic(cmd.name, args, ctx.ks.now)
+    };
     let stripes: smallvec::SmallVec<[u16; 4]> = if ctx.ks.locks.all {
         smallvec::SmallVec::new()
     } else {
@@ -72,6 +91,43 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
     };
     for s in p.subs.read().iter() {
         s.feed(&w);
+    }
+}
+
+/// The bulk strings of a reply (one bulk, or an array/set of bulks); empty for nil or
+/// anything else.
+fn reply_bulks(r: &[u8]) -> Vec<Bytes> {
+    fn line(r: &[u8], pos: &mut usize) -> Option<(u8, i64)> {
+        let start = *pos;
+        let end = start + memchr::memchr(b'\r', r.get(start..)?)?;
+        let kind = *r.get(start)?;
+        let n = std::str::from_utf8(r.get(start + 1..end)?)
+            .ok()?
+            .parse()
+            .ok()?;
+        *pos = end + 2;
+        Some((kind, n))
+    }
+    fn bulk(r: &[u8], pos: &mut usize) -> Option<Bytes> {
+        match line(r, pos)? {
+            (b'$', n) if n >= 0 => {
+                let s = r.get(*pos..*pos + n as usize)?;
+                *pos += n as usize + 2;
+                Some(Bytes::copy_from_slice(s))
+            }
+            _ => None,
+        }
+    }
+    let mut pos = 0;
+    match r.first() {
+        Some(b'$') => bulk(r, &mut pos).into_iter().collect(),
+        Some(b'*') | Some(b'~') => {
+            let Some((_, n)) = line(r, &mut pos) else {
+                return Vec::new();
+            };
+            (0..n.max(0)).map_while(|_| bulk(r, &mut pos)).collect()
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -224,6 +280,18 @@ mod tests {
         let r = deterministic(name, &args, 1_000_000);
         let borrowed = matches!(r, Cow::Borrowed(_));
         (r.into_owned(), borrowed)
+    }
+
+    #[test]
+    fn spop_replies_parse_into_members() {
+        assert_eq!(reply_bulks(b"$1\r\na\r\n"), b(&["a"]));
+        assert_eq!(
+            reply_bulks(b"*2\r\n$1\r\na\r\n$2\r\nbc\r\n"),
+            b(&["a", "bc"])
+        );
+        assert_eq!(reply_bulks(b"~1\r\n$1\r\nz\r\n"), b(&["z"]));
+        assert!(reply_bulks(b"$-1\r\n").is_empty());
+        assert!(reply_bulks(b"*0\r\n").is_empty());
     }
 
     #[test]
