@@ -361,3 +361,56 @@ fn spop_and_blocking_pops_replay_to_the_same_state() {
     let n = Proc::node(dir.path(), &aof_args("always"));
     assert_eq!(snapshot(&n, 1), before);
 }
+
+#[test]
+fn expired_keys_are_logged_as_del_and_stay_dead() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    let mut c = n.conn();
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .expect("hset");
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("h")
+        .arg(300)
+        .query(&mut c)
+        .expect("pexpire");
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f2")
+        .arg("v2")
+        .query(&mut c)
+        .expect("hset");
+    let _: () = redis::cmd("SET")
+        .arg("lazy")
+        .arg("1")
+        .arg("PX")
+        .arg(300)
+        .query(&mut c)
+        .expect("set");
+    // Wait until active expiry removed h (polling a key that is not h, so the removal is not lazy).
+    let mut gone = false;
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_millis(50));
+        let text = std::fs::read_to_string(incr_file(dir.path())).expect("read");
+        if text.contains("DEL\r\n$1\r\nh\r\n") {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "active expiry of h was not logged as DEL");
+    let v: Option<String> = redis::cmd("GET").arg("lazy").query(&mut c).expect("get");
+    assert_eq!(v, None);
+    n.kill9();
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    let mut c = n.conn();
+    let e: i64 = redis::cmd("EXISTS")
+        .arg("h")
+        .arg("lazy")
+        .query(&mut c)
+        .expect("exists");
+    assert_eq!(e, 0, "an expired key came back after replay");
+}

@@ -141,6 +141,7 @@ impl<'a> KeyView<'a> {
         if unsafe { (*e).expire_at() != NO_EXPIRE && (*e).expire_at() <= now } {
             st.remove(db, slot, key);
             srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            crate::persist::propagate::deleted(srv, db, key);
             return None;
         }
         Some(unsafe { &mut *e })

@@ -131,6 +131,53 @@ fn reply_bulks(r: &[u8]) -> Vec<Bytes> {
     }
 }
 
+/// A key removed by expiry or eviction: subscribers get `DEL key` (called with the key's
+/// stripe locked, so it is ordered with the commands on that key).
+pub fn deleted(srv: &crate::server::Server, db: usize, key: &[u8]) {
+    let p = &srv.persist.prop;
+    if !p.active() {
+        return;
+    }
+    let stripe = [crate::db::stripe_of(crate::slot::key_hash_slot(key)) as u16];
+    let args = [Bytes::from_static(b"DEL"), Bytes::copy_from_slice(key)];
+    let w = Write {
+        db,
+        args: &args,
+        stripes: &stripe,
+    };
+    for s in p.subs.read().iter() {
+        s.feed(&w);
+    }
+}
+
+/// The active expiry sweep of one locked stripe and database when there are subscribers:
+/// like `Stripe::expire_sweep`, but each removed key is propagated as DEL.
+pub fn expire_sweep(
+    srv: &crate::server::Server,
+    st: &mut crate::db::Stripe,
+    db: usize,
+    now: u64,
+) -> usize {
+    let mut dead: Vec<Vec<u8>> = Vec::new();
+    if let Some(d) = st.db(db) {
+        for m in d.maps.iter() {
+            for (k, e) in m.iter() {
+                let at = e.expire_at();
+                if at != crate::db::NO_EXPIRE && at <= now {
+                    dead.push(k.as_slice().to_vec());
+                }
+            }
+        }
+    }
+    for k in &dead {
+        let slot = crate::slot::key_hash_slot(k);
+        if st.remove(db, slot, k).is_some() {
+            deleted(srv, db, k);
+        }
+    }
+    dead.len()
+}
+
 fn num(n: u64) -> Bytes {
     Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
 }
