@@ -16,9 +16,11 @@ zrangestore zremrangebyrank zremrangebyscore zremrangebylex zpopmin zpopmax bzpo
 zmpop bzmpop zunion zinter zdiff zunionstore zinterstore zdiffstore zintercard zrandmember zscan \
 pfadd pfcount pfmerge pfdebug pfselftest";
 
-/// Z*STORE: the framework's key table has one spec per command, so the legacy range of these
-/// dest-plus-keynum commands reads 0 0 0 instead of 1 1 1 (see node/src/types/NEEDS.md).
-const LEGACY_RANGE_EXCEPTIONS: &[&str] = &["zunionstore", "zinterstore", "zdiffstore"];
+/// Commands whose key specs (flags, begin_search, find_keys) must equal redis-server's
+/// exactly: every movable-keys command, and the two-key source/destination ones.
+const KEY_SPECS_CHECKED: &str = "zunionstore zinterstore zdiffstore lmpop blmpop zmpop bzmpop \
+sintercard zunion zinter zdiff zintercard zrangestore smove lmove blmove rpoplpush brpoplpush \
+sinter sunion sdiff sinterstore sunionstore sdiffstore pfmerge blpop brpop";
 
 fn strings(r: &Reply) -> Vec<String> {
     let (Reply::Array(v) | Reply::Set(v)) = r else {
@@ -31,7 +33,6 @@ fn strings(r: &Reply) -> Vec<String> {
             Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
             other => format!("{other:?}"),
         })
-        .filter(|s| s != "movablekeys")
         .collect();
     out.sort();
     out
@@ -43,6 +44,7 @@ fn command_info_matches_redis() {
     let Some(r) = redis() else { return };
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let mut checked = 0;
+    let mut specs = 0;
     for name in COMMANDS.split_whitespace() {
         let (Reply::Array(x), Reply::Array(y)) = (
             a.cmd(&["COMMAND", "INFO", name]),
@@ -55,13 +57,16 @@ fn command_info_matches_redis() {
         };
         assert_eq!(x[1], y[1], "{name}: arity");
         assert_eq!(strings(&x[2]), strings(&y[2]), "{name}: flags");
-        if !LEGACY_RANGE_EXCEPTIONS.contains(&name) {
-            assert_eq!(x[3..6], y[3..6], "{name}: first/last/step");
-        }
+        assert_eq!(x[3..6], y[3..6], "{name}: first/last/step");
         assert_eq!(strings(&x[6]), strings(&y[6]), "{name}: ACL categories");
+        if KEY_SPECS_CHECKED.split_whitespace().any(|n| n == name) {
+            assert_eq!(x[8], y[8], "{name}: key specs");
+            specs += 1;
+        }
         checked += 1;
     }
-    eprintln!("{checked} commands match COMMAND INFO of redis-server");
+    eprintln!("{checked} commands match COMMAND INFO of redis-server ({specs} key specs)");
+    assert_eq!(specs, KEY_SPECS_CHECKED.split_whitespace().count());
     for getkeys in [
         "ZUNIONSTORE dst 2 a b WEIGHTS 1 2",
         "ZINTERSTORE dst 3 a b c",
@@ -72,9 +77,14 @@ fn command_info_matches_redis() {
         "BLPOP a b c 0",
         "PFMERGE d a b",
         "ZRANGESTORE d s 0 -1",
+        "ZDIFFSTORE d 1 a",
+        "ZUNION 2 a b WITHSCORES",
+        "LMOVE a b LEFT RIGHT",
     ] {
         let mut args = vec!["COMMAND", "GETKEYS"];
         args.extend(getkeys.split_whitespace());
         assert_eq!(a.cmd(&args), b.cmd(&args), "GETKEYS {getkeys}");
+        args[1] = "GETKEYSANDFLAGS";
+        assert_eq!(a.cmd(&args), b.cmd(&args), "GETKEYSANDFLAGS {getkeys}");
     }
 }

@@ -101,50 +101,107 @@ fn acl_categories(c: &CommandSpec) -> Vec<&'static str> {
     v
 }
 
-fn key_spec_flags(c: &CommandSpec) -> &'static [&'static str] {
-    if c.has(flags::WRITE) {
-        &["RW", "UPDATE"]
-    } else {
-        &["RO", "ACCESS"]
+/// Key-spec flags of the `nth` key spec (derived from the command flags unless the table
+/// sets them).
+fn key_spec_flags(c: &CommandSpec, nth: usize) -> &'static [&'static str] {
+    match c.key_flags {
+        [] if c.has(flags::WRITE) => &["RW", "update"],
+        [] => &["RO", "access"],
+        f => f[nth.min(f.len() - 1)],
     }
 }
 
-fn write_key_specs(o: &mut Out, c: &CommandSpec) {
-    let spec_flags = key_spec_flags(c);
-    match c.keys {
-        KeyPos::None | KeyPos::Custom(_) => o.array(0),
-        KeyPos::Range { first, last, step } => {
-            o.array(1);
-            o.map(3);
-            o.bulk(b"begin_search");
-            o.map(2);
-            o.bulk(b"type");
-            o.bulk(b"index");
-            o.bulk(b"spec");
-            o.map(1);
-            o.bulk(b"index");
-            o.int(first as i64);
-            o.bulk(b"find_keys");
-            o.map(2);
-            o.bulk(b"type");
+/// Writes one key spec: flags, begin_search by index, then a range or keynum find_keys.
+fn write_spec(o: &mut Out, spec_flags: &[&str], index: i64, find: FindKeys) {
+    o.map(3);
+    o.bulk(b"flags");
+    o.set(spec_flags.len());
+    for f in spec_flags {
+        o.simple(f);
+    }
+    o.bulk(b"begin_search");
+    o.map(2);
+    o.bulk(b"type");
+    o.bulk(b"index");
+    o.bulk(b"spec");
+    o.map(1);
+    o.bulk(b"index");
+    o.int(index);
+    o.bulk(b"find_keys");
+    o.map(2);
+    o.bulk(b"type");
+    match find {
+        FindKeys::Range { lastkey, step } => {
             o.bulk(b"range");
             o.bulk(b"spec");
             o.map(3);
             o.bulk(b"lastkey");
-            o.int(if last < 0 {
+            o.int(lastkey);
+            o.bulk(b"keystep");
+            o.int(step);
+            o.bulk(b"limit");
+            o.int(0);
+        }
+        FindKeys::Keynum { first, step } => {
+            o.bulk(b"keynum");
+            o.bulk(b"spec");
+            o.map(3);
+            o.bulk(b"keynumidx");
+            o.int(0);
+            o.bulk(b"firstkey");
+            o.int(first);
+            o.bulk(b"keystep");
+            o.int(step);
+        }
+    }
+}
+
+enum FindKeys {
+    Range { lastkey: i64, step: i64 },
+    Keynum { first: i64, step: i64 },
+}
+
+fn write_key_specs(o: &mut Out, c: &CommandSpec) {
+    match c.keys {
+        KeyPos::None | KeyPos::Custom(_) => o.array(0),
+        KeyPos::Range { first, last, step } if c.key_flags.len() > 1 && last > 0 => {
+            // One spec per key, each with its own flags (SMOVE: source, then destination).
+            let idx: Vec<i32> = (first..=last).step_by(step.max(1) as usize).collect();
+            o.array(idx.len());
+            for (n, i) in idx.into_iter().enumerate() {
+                let find = FindKeys::Range {
+                    lastkey: 0,
+                    step: 1,
+                };
+                write_spec(o, key_spec_flags(c, n), i as i64, find);
+            }
+        }
+        KeyPos::Range { first, last, step } if c.key_flags.len() > 1 => {
+            // A destination, then the sources to the end (SINTERSTORE, PFMERGE).
+            o.array(2);
+            let dest = FindKeys::Range {
+                lastkey: 0,
+                step: 1,
+            };
+            write_spec(o, key_spec_flags(c, 0), first as i64, dest);
+            let rest = FindKeys::Range {
+                lastkey: last as i64,
+                step: step as i64,
+            };
+            write_spec(o, key_spec_flags(c, 1), (first + step) as i64, rest);
+        }
+        KeyPos::Range { first, last, step } => {
+            o.array(1);
+            let lastkey = if last < 0 {
                 last as i64
             } else {
                 (last - first) as i64
-            });
-            o.bulk(b"keystep");
-            o.int(step as i64);
-            o.bulk(b"limit");
-            o.int(0);
-            o.bulk(b"flags");
-            o.set(spec_flags.len());
-            for f in spec_flags {
-                o.simple(f);
-            }
+            };
+            let find = FindKeys::Range {
+                lastkey,
+                step: step as i64,
+            };
+            write_spec(o, key_spec_flags(c, 0), first as i64, find);
         }
         KeyPos::Keynum {
             numkeys,
@@ -152,32 +209,21 @@ fn write_key_specs(o: &mut Out, c: &CommandSpec) {
             step,
         } => {
             o.array(1);
-            o.map(3);
-            o.bulk(b"begin_search");
-            o.map(2);
-            o.bulk(b"type");
-            o.bulk(b"index");
-            o.bulk(b"spec");
-            o.map(1);
-            o.bulk(b"index");
-            o.int(numkeys as i64);
-            o.bulk(b"find_keys");
-            o.map(2);
-            o.bulk(b"type");
-            o.bulk(b"keynum");
-            o.bulk(b"spec");
-            o.map(3);
-            o.bulk(b"keynumidx");
-            o.int(0);
-            o.bulk(b"firstkey");
-            o.int(first as i64);
-            o.bulk(b"keystep");
-            o.int(step as i64);
-            o.bulk(b"flags");
-            o.set(spec_flags.len());
-            for f in spec_flags {
-                o.simple(f);
-            }
+            let find = FindKeys::Keynum {
+                first: first as i64,
+                step: step as i64,
+            };
+            write_spec(o, key_spec_flags(c, 0), numkeys as i64, find);
+        }
+        KeyPos::DestThenKeynum { dest, numkeys } => {
+            o.array(2);
+            let range = FindKeys::Range {
+                lastkey: 0,
+                step: 1,
+            };
+            write_spec(o, key_spec_flags(c, 0), dest as i64, range);
+            let keynum = FindKeys::Keynum { first: 1, step: 1 };
+            write_spec(o, key_spec_flags(c, 1), numkeys as i64, keynum);
         }
     }
 }
@@ -187,19 +233,19 @@ pub fn write_info(o: &mut Out, c: &CommandSpec) {
     o.array(10);
     o.bulk(c.full_name.as_bytes());
     o.int(c.arity as i64);
-    let fl: Vec<&str> = flags::NAMES
+    let mut fl: Vec<&str> = flags::NAMES
         .iter()
         .filter(|(b, _)| c.flags & b != 0)
         .map(|(_, n)| *n)
         .collect();
+    if c.keys.movable() {
+        fl.push("movablekeys");
+    }
     o.set(fl.len());
     for f in fl {
         o.simple(f);
     }
-    let (first, last, step) = match c.keys {
-        KeyPos::Keynum { .. } => (0, 0, 0),
-        _ => c.legacy_range(),
-    };
+    let (first, last, step) = c.legacy_range();
     o.int(first);
     o.int(last);
     o.int(step);
@@ -337,9 +383,9 @@ fn getkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let (c, idx) = keys_of(args)?;
-    let fl = key_spec_flags(c);
     ctx.out.array(idx.len());
-    for i in idx {
+    for (n, i) in idx.into_iter().enumerate() {
+        let fl = key_spec_flags(c, n);
         ctx.out.array(2);
         ctx.out.bulk(&args[2 + i]);
         ctx.out.set(fl.len());

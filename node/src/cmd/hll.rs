@@ -16,7 +16,8 @@ pub fn commands() -> Vec<CommandSpec> {
     vec![
         c("pfadd", -2, "write denyoom fast", (1, 1, 1), pfadd),
         c("pfcount", -2, "readonly", (1, -1, 1), pfcount),
-        c("pfmerge", -2, "write denyoom", (1, -1, 1), pfmerge),
+        c("pfmerge", -2, "write denyoom", (1, -1, 1), pfmerge)
+            .key_flags(&[&["RW", "access", "insert"], &["RO", "access"]]),
         c("pfdebug", 3, "write denyoom admin", (2, 2, 1), pfdebug),
         c("pfselftest", 1, "admin", (0, 0, 0), pfselftest),
     ]

@@ -8,6 +8,10 @@ use bytes::Bytes;
 
 use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 
+/// Key-spec flags of the source/destination commands (LMOVE, SMOVE...): the source is read
+/// and may be deleted, the destination gets an insert.
+pub const MOVE_FLAGS: &[&[&str]] = &[&["RW", "access", "delete"], &["RW", "insert"]];
+
 pub fn commands() -> Vec<CommandSpec> {
     let c = |name, arity, fl, keys, h| {
         CommandSpec::new(name, arity, fl, keys, h)
@@ -34,13 +38,22 @@ pub fn commands() -> Vec<CommandSpec> {
         c("lrem", 4, "write", (1, 1, 1), lrem),
         c("ltrim", 4, "write", (1, 1, 1), ltrim),
         c("lpos", -3, "readonly", (1, 1, 1), lpos).since("6.0.6"),
-        c("lmove", 5, "write denyoom", (1, 2, 1), lmove).since("6.2.0"),
-        c("rpoplpush", 3, "write denyoom", (1, 2, 1), rpoplpush).since("1.2.0"),
+        c("lmove", 5, "write denyoom", (1, 2, 1), lmove)
+            .since("6.2.0")
+            .key_flags(MOVE_FLAGS),
+        c("rpoplpush", 3, "write denyoom", (1, 2, 1), rpoplpush)
+            .since("1.2.0")
+            .key_flags(MOVE_FLAGS),
         c("lmpop", -4, "write", (0, 0, 0), lmpop)
             .since("7.0.0")
-            .keys(keynum(1)),
-        c("blpop", -3, "write noscript blocking", (1, -2, 1), blpop).since("2.0.0"),
-        c("brpop", -3, "write noscript blocking", (1, -2, 1), brpop).since("2.0.0"),
+            .keys(keynum(1))
+            .key_flags(&[&["RW", "access", "delete"]]),
+        c("blpop", -3, "write noscript blocking", (1, -2, 1), blpop)
+            .since("2.0.0")
+            .key_flags(&[&["RW", "access", "delete"]]),
+        c("brpop", -3, "write noscript blocking", (1, -2, 1), brpop)
+            .since("2.0.0")
+            .key_flags(&[&["RW", "access", "delete"]]),
         c(
             "blmove",
             6,
@@ -48,7 +61,8 @@ pub fn commands() -> Vec<CommandSpec> {
             (1, 2, 1),
             blmove,
         )
-        .since("6.2.0"),
+        .since("6.2.0")
+        .key_flags(MOVE_FLAGS),
         c(
             "brpoplpush",
             4,
@@ -56,10 +70,12 @@ pub fn commands() -> Vec<CommandSpec> {
             (1, 2, 1),
             brpoplpush,
         )
-        .since("2.2.0"),
+        .since("2.2.0")
+        .key_flags(MOVE_FLAGS),
         c("blmpop", -5, "write blocking", (0, 0, 0), blmpop)
             .since("7.0.0")
-            .keys(keynum(2)),
+            .keys(keynum(2))
+            .key_flags(&[&["RW", "access", "delete"]]),
     ]
 }
 

@@ -9,6 +9,9 @@ use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
 use crate::types::SetValue;
 
+/// Key-spec flags of SUNIONSTORE / SDIFFSTORE: the destination is overwritten.
+const STORE_FLAGS: &[&[&str]] = &[&["OW", "update"], &["RO", "access"]];
+
 pub fn commands() -> Vec<CommandSpec> {
     let c = |name, arity, fl, keys, h| {
         CommandSpec::new(name, arity, fl, keys, h)
@@ -24,7 +27,7 @@ pub fn commands() -> Vec<CommandSpec> {
         c("scard", 2, "readonly fast", (1, 1, 1), scard),
         c("spop", -2, "write fast", (1, 1, 1), spop),
         c("srandmember", -2, "readonly", (1, 1, 1), srandmember),
-        c("smove", 4, "write fast", (1, 2, 1), smove),
+        c("smove", 4, "write fast", (1, 2, 1), smove).key_flags(super::list::MOVE_FLAGS),
         c("sinter", -2, "readonly", (1, -1, 1), sinter),
         c("sintercard", -3, "readonly", (0, 0, 0), sintercard)
             .since("7.0.0")
@@ -35,9 +38,10 @@ pub fn commands() -> Vec<CommandSpec> {
             }),
         c("sunion", -2, "readonly", (1, -1, 1), sunion),
         c("sdiff", -2, "readonly", (1, -1, 1), sdiff),
-        c("sinterstore", -3, "write denyoom", (1, -1, 1), sinterstore),
-        c("sunionstore", -3, "write denyoom", (1, -1, 1), sunionstore),
-        c("sdiffstore", -3, "write denyoom", (1, -1, 1), sdiffstore),
+        c("sinterstore", -3, "write denyoom", (1, -1, 1), sinterstore)
+            .key_flags(&[&["RW", "update"], &["RO", "access"]]),
+        c("sunionstore", -3, "write denyoom", (1, -1, 1), sunionstore).key_flags(STORE_FLAGS),
+        c("sdiffstore", -3, "write denyoom", (1, -1, 1), sdiffstore).key_flags(STORE_FLAGS),
         c("sscan", -3, "readonly", (1, 1, 1), sscan).since("2.6.0"),
     ]
 }

@@ -87,8 +87,25 @@ pub enum KeyPos {
         first: i32,
         step: i32,
     },
+    /// A destination key at `dest`, then a keynum spec at `numkeys` with keys right after
+    /// it (Z*STORE): two key specs in COMMAND INFO, legacy range `dest dest 1`.
+    DestThenKeynum {
+        dest: i32,
+        numkeys: i32,
+    },
     /// Custom extraction (e.g. SORT, XREAD-like): fills indices into the vector.
     Custom(fn(&[Bytes], &mut Vec<usize>)),
+}
+
+impl KeyPos {
+    /// Redis's `movablekeys`: the key positions depend on the arguments, so a cluster client
+    /// has to ask COMMAND GETKEYS instead of using first/last/step.
+    pub fn movable(&self) -> bool {
+        matches!(
+            self,
+            KeyPos::Keynum { .. } | KeyPos::DestThenKeynum { .. } | KeyPos::Custom(_)
+        )
+    }
 }
 
 #[derive(Default)]
@@ -122,6 +139,10 @@ pub struct CommandSpec {
     pub since: &'static str,
     pub summary: &'static str,
     pub subcommands: Vec<CommandSpec>,
+    /// Key-spec flags as COMMAND INFO shows them ("RW", "access", "delete"), one list per key
+    /// spec; empty means derived from the command flags. With several lists, a `Range`
+    /// of several keys is shown as one spec per key (SMOVE, LMOVE, ZRANGESTORE).
+    pub key_flags: &'static [&'static [&'static str]],
     /// "client|setname" for subcommands, same as `name` otherwise.
     pub full_name: String,
     pub stats: CmdStats,
@@ -150,6 +171,7 @@ impl CommandSpec {
             since: "1.0.0",
             summary: "",
             subcommands: Vec::new(),
+            key_flags: &[],
             full_name: name.to_string(),
             stats: CmdStats::default(),
         }
@@ -172,6 +194,12 @@ impl CommandSpec {
 
     pub fn keys(mut self, k: KeyPos) -> Self {
         self.keys = k;
+        self
+    }
+
+    /// Sets the key-spec flags (see [`CommandSpec::key_flags`]).
+    pub fn key_flags(mut self, f: &'static [&'static [&'static str]]) -> Self {
+        self.key_flags = f;
         self
     }
 
@@ -219,22 +247,12 @@ impl CommandSpec {
                 numkeys,
                 first,
                 step,
-            } => {
-                let Some(n) = args
-                    .get(numkeys as usize)
-                    .and_then(|b| std::str::from_utf8(b).ok())
-                    .and_then(|s| s.parse::<i64>().ok())
-                else {
-                    return;
-                };
-                let start = numkeys + first;
-                for k in 0..n.max(0) {
-                    let i = start as i64 + k * step.max(1) as i64;
-                    if i >= argc as i64 {
-                        break;
-                    }
-                    out.push(i as usize);
+            } => keynum_indices(args, numkeys, first, step, out),
+            KeyPos::DestThenKeynum { dest, numkeys } => {
+                if dest < argc {
+                    out.push(dest as usize);
                 }
+                keynum_indices(args, numkeys, 1, 1, out);
             }
             KeyPos::Custom(f) => f(args, out),
         }
@@ -244,7 +262,28 @@ impl CommandSpec {
     pub fn legacy_range(&self) -> (i64, i64, i64) {
         match self.keys {
             KeyPos::Range { first, last, step } => (first as i64, last as i64, step as i64),
+            KeyPos::DestThenKeynum { dest, .. } => (dest as i64, dest as i64, 1),
             _ => (0, 0, 0),
         }
+    }
+}
+
+/// Keys of a keynum spec: the count is at `numkeys`, keys start at `numkeys + first`.
+fn keynum_indices(args: &[Bytes], numkeys: i32, first: i32, step: i32, out: &mut Vec<usize>) {
+    let argc = args.len() as i64;
+    let Some(n) = args
+        .get(numkeys as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse::<i64>().ok())
+    else {
+        return;
+    };
+    let start = (numkeys + first) as i64;
+    for k in 0..n.max(0) {
+        let i = start + k * step.max(1) as i64;
+        if i >= argc {
+            break;
+        }
+        out.push(i as usize);
     }
 }

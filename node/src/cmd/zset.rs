@@ -51,7 +51,9 @@ pub fn commands() -> Vec<CommandSpec> {
         .since("2.2.0"),
         c("zrangebylex", -4, "readonly", (1, 1, 1), zrangebylex).since("2.8.9"),
         c("zrevrangebylex", -4, "readonly", (1, 1, 1), zrevrangebylex).since("2.8.9"),
-        c("zrangestore", -5, "write denyoom", (1, 2, 1), zrangestore).since("6.2.0"),
+        c("zrangestore", -5, "write denyoom", (1, 2, 1), zrangestore)
+            .since("6.2.0")
+            .key_flags(&[&["OW", "update"], &["RO", "access"]]),
         c("zremrangebyrank", 4, "write", (1, 1, 1), zremrangebyrank).since("2.0.0"),
         c("zremrangebyscore", 4, "write", (1, 1, 1), zremrangebyscore),
         c("zremrangebylex", 4, "write", (1, 1, 1), zremrangebylex).since("2.8.9"),
@@ -75,10 +77,12 @@ pub fn commands() -> Vec<CommandSpec> {
         .since("5.0.0"),
         c("zmpop", -4, "write", (0, 0, 0), pops::zmpop)
             .since("7.0.0")
-            .keys(keynum(1)),
+            .keys(keynum(1))
+            .key_flags(POP_FLAGS),
         c("bzmpop", -5, "write blocking", (0, 0, 0), pops::bzmpop)
             .since("7.0.0")
-            .keys(keynum(2)),
+            .keys(keynum(2))
+            .key_flags(POP_FLAGS),
         c("zunion", -3, "readonly", (0, 0, 0), setops::zunion)
             .since("6.2.0")
             .keys(keynum(1)),
@@ -96,7 +100,8 @@ pub fn commands() -> Vec<CommandSpec> {
             setops::zunionstore,
         )
         .since("2.0.0")
-        .keys(KeyPos::Custom(store_keys)),
+        .keys(STORE_KEYS)
+        .key_flags(&[&["OW", "update"], &["RO", "access"]]),
         c(
             "zinterstore",
             -4,
@@ -105,7 +110,8 @@ pub fn commands() -> Vec<CommandSpec> {
             setops::zinterstore,
         )
         .since("2.0.0")
-        .keys(KeyPos::Custom(store_keys)),
+        .keys(STORE_KEYS)
+        .key_flags(&[&["OW", "update"], &["RO", "access"]]),
         c(
             "zdiffstore",
             -4,
@@ -114,7 +120,8 @@ pub fn commands() -> Vec<CommandSpec> {
             setops::zdiffstore,
         )
         .since("6.2.0")
-        .keys(KeyPos::Custom(store_keys)),
+        .keys(STORE_KEYS)
+        .key_flags(&[&["OW", "update"], &["RO", "access"]]),
         c("zintercard", -3, "readonly", (0, 0, 0), setops::zintercard)
             .since("7.0.0")
             .keys(keynum(1)),
@@ -124,15 +131,13 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 /// Keys of Z*STORE: the destination, then `numkeys` sources after argument 2.
-fn store_keys(args: &[Bytes], out: &mut Vec<usize>) {
-    out.push(1);
-    let n = args
-        .get(2)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|s| s.parse::<usize>().ok())
-        .unwrap_or(0);
-    out.extend((3..args.len()).take(n));
-}
+const STORE_KEYS: KeyPos = KeyPos::DestThenKeynum {
+    dest: 1,
+    numkeys: 2,
+};
+
+/// Key-spec flags of commands that pop from their keys (and may delete them).
+const POP_FLAGS: &[&[&str]] = &[&["RW", "access", "delete"]];
 
 /// (member, score) pairs in reply order.
 type Scored = Vec<(Vec<u8>, f64)>;
