@@ -296,7 +296,6 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
     if cmd.name == "exec" && cmd.has(flags::CONN) {
         let start = Instant::now();
         let o = transaction::exec(srv, cl, out);
-        crate::persist::aof::after_command(srv);
         record(srv, cl, cmd, args, start);
         return o;
     }
@@ -330,7 +329,6 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         None => Outcome::Done,
     };
     drop(ctx);
-    crate::persist::aof::after_command(srv);
     if !ready.is_empty() {
         crate::blocking::serve(srv, ready);
     }

@@ -183,8 +183,9 @@ impl WriteSubscriber for AofState {
     }
 }
 
-/// After a command (locks released, before the reply is sent): with `appendfsync always`,
-/// waits until its writes are on disk.
+/// Before a connection writes its replies: with `appendfsync always`, waits until the
+/// writes this thread appended are on disk (one fsync covers a whole pipeline, and any
+/// other thread's fsync that got there first covers ours).
 #[inline]
 pub fn after_command(srv: &Server) {
     let a = &srv.persist.aof;

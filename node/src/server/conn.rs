@@ -121,6 +121,9 @@ async fn flush(
     if out.buf.is_empty() {
         return Ok(());
     }
+    // appendfsync always: the writes behind these replies reach the disk first (one fsync
+    // per flushed batch, shared across clients).
+    crate::persist::aof::after_command(srv);
     srv.stats
         .net_output_bytes
         .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
