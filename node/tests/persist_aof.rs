@@ -414,3 +414,55 @@ fn expired_keys_are_logged_as_del_and_stay_dead() {
         .expect("exists");
     assert_eq!(e, 0, "an expired key came back after replay");
 }
+
+#[test]
+fn resp_base_without_rdb_preamble_loads_here_and_in_redis_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut args = aof_args("everysec");
+    args.extend_from_slice(&["--aof-use-rdb-preamble", "no"]);
+    let n = Proc::node(dir.path(), &args);
+    fill(&n);
+    let mut c = n.conn();
+    let _: i64 = redis::cmd("ZADD")
+        .arg("zf")
+        .arg("0.1")
+        .arg("a")
+        .arg("-1e-300")
+        .arg("b")
+        .query(&mut c)
+        .expect("zadd");
+    let _: String = redis::cmd("BGREWRITEAOF")
+        .query(&mut c)
+        .expect("bgrewriteaof");
+    for _ in 0..600 {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut c)
+            .expect("info");
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("x")
+        .query(&mut c)
+        .expect("set");
+    let before = snapshot(&n, 6);
+    n.shutdown("NOSAVE");
+    let base = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".base.aof"));
+    assert!(base.is_some(), "no RESP base file");
+    let n = Proc::node(dir.path(), &args);
+    assert_eq!(snapshot(&n, 6), before);
+    n.shutdown("NOSAVE");
+    let r = Proc::start(
+        "redis-server",
+        dir.path(),
+        &["--save", "", "--appendonly", "yes"],
+    );
+    assert_eq!(snapshot(&r, 6), before);
+}

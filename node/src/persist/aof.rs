@@ -487,9 +487,10 @@ fn start_fsync_thread(srv: &Arc<Server>) {
 
 /// A new AOF: base 1 (the current data, as an RDB), incr 1, manifest.
 fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), PersistError> {
-    let base_name = AofManifest::base_name(&prefix, 1, true);
+    let rdb = srv.config.read().bool("aof-use-rdb-preamble");
+    let base_name = AofManifest::base_name(&prefix, 1, rdb);
     let base_path = dir.join(&base_name);
-    let size = write_base(srv, &base_path)?;
+    let size = super::aof_base::write_base(srv, &base_path, rdb, &|_| {})?;
     let incr_name = AofManifest::incr_name(&prefix, 1);
     let file = open_append(&dir.join(&incr_name))?;
     let manifest = AofManifest {
@@ -520,32 +521,6 @@ fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), P
         },
     );
     Ok(())
-}
-
-/// Writes a base file (RDB with aof-base set) via temp + fsync + rename.
-fn write_base(srv: &Server, path: &Path) -> Result<u64, PersistError> {
-    let tmp = path.with_extension("tmp");
-    let r = (|| -> Result<u64, PersistError> {
-        let f = File::create(&tmp).map_err(io_err(&tmp))?;
-        let w =
-            snapshot::write_rdb_to(srv, snapshot::buffered(f)).map_err(|e| PersistError::Rdb {
-                path: tmp.display().to_string(),
-                offset: 0,
-                source: e,
-            })?;
-        let f = w.into_inner().map_err(|e| PersistError::Io {
-            path: tmp.display().to_string(),
-            source: e.into_error(),
-        })?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        let n = f.metadata().map(|m| m.len()).unwrap_or(0);
-        std::fs::rename(&tmp, path).map_err(io_err(path))?;
-        Ok(n)
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
 }
 
 /// BGREWRITEAOF: starts a rewrite thread. Err when one is running or the AOF is off.
@@ -624,9 +599,18 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         (f.dir.clone(), f.prefix.clone(), seq, base_seq)
     };
     // 2. Write the new base, marking each stripe copied while its lock is held.
-    let base_name = AofManifest::base_name(&prefix, base_seq, true);
+    let rdb = srv.config.read().bool("aof-use-rdb-preamble");
+    let base_name = AofManifest::base_name(&prefix, base_seq, rdb);
     let base_path = dir.join(&base_name);
-    let r = write_rewrite_base(srv, &base_path);
+    // Each stripe is marked copied while its lock is held (see the module docs).
+    let mark = |i: usize| {
+        if let Some(f) = a.files.lock().as_mut() {
+            if let Some(c) = f.copied.get_mut(i) {
+                *c = true;
+            }
+        }
+    };
+    let r = super::aof_base::write_base(srv, &base_path, rdb, &mark);
     let mut g = a.files.lock();
     let Some(f) = g.as_mut() else {
         return Ok(());
@@ -672,68 +656,6 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         Ordering::Relaxed,
     );
     Ok(())
-}
-
-/// Copies stripe by stripe into a new RDB base; each stripe is marked copied under its lock.
-fn write_rewrite_base(srv: &Server, path: &Path) -> Result<u64, PersistError> {
-    let tmp = path.with_extension("tmp");
-    let rdb_err = |e| PersistError::Rdb {
-        path: tmp.display().to_string(),
-        offset: 0,
-        source: e,
-    };
-    let r = (|| -> Result<u64, PersistError> {
-        let f = File::create(&tmp).map_err(io_err(&tmp))?;
-        let mut w = tessera_rdb::RdbWriter::new(snapshot::buffered(f)).map_err(rdb_err)?;
-        w.standard_aux(&tessera_rdb::AuxInfo {
-            aof_base: true,
-            ..Default::default()
-        })
-        .map_err(rdb_err)?;
-        let now = crate::server::now_ms();
-        let ndb = srv.ks.databases();
-        let mut per_db: Vec<Vec<snapshot::Copied>> = (0..ndb).map(|_| Vec::new()).collect();
-        for i in 0..STRIPES {
-            {
-                let guard = srv.ks.lock_stripe(i);
-                for (db, out) in per_db.iter_mut().enumerate() {
-                    snapshot::copy_locked(&guard, db, now, out);
-                }
-                if let Some(f) = srv.persist.aof.files.lock().as_mut() {
-                    if let Some(c) = f.copied.get_mut(i) {
-                        *c = true;
-                    }
-                }
-            }
-            for (db, items) in per_db.iter_mut().enumerate() {
-                if items.is_empty() {
-                    continue;
-                }
-                let vol = items.iter().filter(|x| x.2.is_some()).count() as u64;
-                w.select_db(db as u64, items.len() as u64, vol)
-                    .map_err(rdb_err)?;
-                for (k, v, e) in items.drain(..) {
-                    w.entry(&k, &v, e).map_err(rdb_err)?;
-                }
-            }
-        }
-        let f = w
-            .finish()
-            .map_err(rdb_err)?
-            .into_inner()
-            .map_err(|e| PersistError::Io {
-                path: tmp.display().to_string(),
-                source: e.into_error(),
-            })?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        let n = f.metadata().map(|m| m.len()).unwrap_or(0);
-        std::fs::rename(&tmp, path).map_err(io_err(path))?;
-        Ok(n)
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
 }
 
 /// Once a second: automatic rewrite when the AOF grew past the configured percentage.

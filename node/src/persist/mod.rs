@@ -7,6 +7,7 @@
 //! (per slot), not globally — the same guarantee a cluster gives across slots.
 
 pub mod aof;
+mod aof_base;
 pub mod propagate;
 pub mod snapshot;
 

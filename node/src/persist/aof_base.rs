@@ -1,0 +1,187 @@
+//! The base file of a rewritten AOF: an RDB (aof-use-rdb-preamble yes) or RESP commands
+//! that rebuild every key (no), copied stripe by stripe.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use bytes::Bytes;
+use tessera_rdb::aof::encode_command;
+use tessera_rdb::{RdbValue, RdbWriter};
+
+use super::{snapshot, PersistError};
+use crate::db::STRIPES;
+use crate::server::Server;
+
+/// Elements per RPUSH/SADD/HSET/ZADD command in a RESP base (Redis's AOF_REWRITE_ITEMS_PER_CMD).
+const ITEMS_PER_CMD: usize = 64;
+
+enum Sink {
+    Rdb(RdbWriter<BufWriter<File>>),
+    Resp {
+        out: BufWriter<File>,
+        db: Option<usize>,
+        buf: Vec<u8>,
+    },
+}
+
+/// Appends the commands that rebuild one key.
+fn key_commands(buf: &mut Vec<u8>, key: &Bytes, v: &RdbValue, exp: Option<i64>) {
+    let k = key.as_ref();
+    match v {
+        RdbValue::String(s) => encode_command(buf, &[b"SET".as_slice(), k, s]),
+        RdbValue::List(items) => {
+            for c in items.chunks(ITEMS_PER_CMD) {
+                let mut a: Vec<&[u8]> = vec![b"RPUSH", k];
+                a.extend(c.iter().map(|x| x.as_ref()));
+                encode_command(buf, &a);
+            }
+        }
+        RdbValue::Set(items) => {
+            for c in items.chunks(ITEMS_PER_CMD) {
+                let mut a: Vec<&[u8]> = vec![b"SADD", k];
+                a.extend(c.iter().map(|x| x.as_ref()));
+                encode_command(buf, &a);
+            }
+        }
+        RdbValue::Hash(pairs) => {
+            for c in pairs.chunks(ITEMS_PER_CMD) {
+                let mut a: Vec<&[u8]> = vec![b"HSET", k];
+                for (f, x) in c {
+                    a.push(f);
+                    a.push(x);
+                }
+                encode_command(buf, &a);
+            }
+        }
+        RdbValue::ZSet(pairs) => {
+            for c in pairs.chunks(ITEMS_PER_CMD) {
+                // Rust's f64 Display is the shortest text that parses back to the same value.
+                let scores: Vec<String> = c
+                    .iter()
+                    .map(|(_, s)| match *s {
+                        x if x == f64::INFINITY => "inf".to_string(),
+                        x if x == f64::NEG_INFINITY => "-inf".to_string(),
+                        x => format!("{x}"),
+                    })
+                    .collect();
+                let mut a: Vec<&[u8]> = vec![b"ZADD", k];
+                for ((m, _), s) in c.iter().zip(&scores) {
+                    a.push(s.as_bytes());
+                    a.push(m);
+                }
+                encode_command(buf, &a);
+            }
+        }
+    }
+    if let Some(at) = exp {
+        let at = at.to_string();
+        encode_command(buf, &[b"PEXPIREAT".as_slice(), k, at.as_bytes()]);
+    }
+}
+
+/// Writes a base file via a temp file, fsync and rename. `mark_copied(i)` is called with
+/// stripe `i` still locked, right after its keys were copied. Returns the file size.
+pub fn write_base(
+    srv: &Server,
+    path: &Path,
+    rdb: bool,
+    mark_copied: &dyn Fn(usize),
+) -> Result<u64, PersistError> {
+    let tmp = path.with_extension("tmp");
+    let r = write_inner(srv, &tmp, path, rdb, mark_copied);
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+fn write_inner(
+    srv: &Server,
+    tmp: &Path,
+    path: &Path,
+    rdb: bool,
+    mark_copied: &dyn Fn(usize),
+) -> Result<u64, PersistError> {
+    let rdb_err = |e| PersistError::Rdb {
+        path: tmp.display().to_string(),
+        offset: 0,
+        source: e,
+    };
+    let io = |e: std::io::Error| PersistError::Io {
+        path: tmp.display().to_string(),
+        source: e,
+    };
+    let f = File::create(tmp).map_err(io)?;
+    let mut sink = if rdb {
+        let mut w = RdbWriter::new(snapshot::buffered(f)).map_err(rdb_err)?;
+        w.standard_aux(&tessera_rdb::AuxInfo {
+            aof_base: true,
+            ..Default::default()
+        })
+        .map_err(rdb_err)?;
+        Sink::Rdb(w)
+    } else {
+        Sink::Resp {
+            out: snapshot::buffered(f),
+            db: None,
+            buf: Vec::with_capacity(64 * 1024),
+        }
+    };
+    let now = crate::server::now_ms();
+    let ndb = srv.ks.databases();
+    let mut per_db: Vec<Vec<snapshot::Copied>> = (0..ndb).map(|_| Vec::new()).collect();
+    for i in 0..STRIPES {
+        {
+            let guard = srv.ks.lock_stripe(i);
+            for (db, out) in per_db.iter_mut().enumerate() {
+                snapshot::copy_locked(&guard, db, now, out);
+            }
+            mark_copied(i);
+        }
+        for (db, items) in per_db.iter_mut().enumerate() {
+            if items.is_empty() {
+                continue;
+            }
+            match &mut sink {
+                Sink::Rdb(w) => {
+                    let vol = items.iter().filter(|x| x.2.is_some()).count() as u64;
+                    w.select_db(db as u64, items.len() as u64, vol)
+                        .map_err(rdb_err)?;
+                    for (k, v, e) in items.drain(..) {
+                        w.entry(&k, &v, e).map_err(rdb_err)?;
+                    }
+                }
+                Sink::Resp { out, db: cur, buf } => {
+                    if *cur != Some(db) {
+                        let d = db.to_string();
+                        encode_command(buf, &[b"SELECT".as_slice(), d.as_bytes()]);
+                        *cur = Some(db);
+                    }
+                    for (k, v, e) in items.drain(..) {
+                        key_commands(buf, &k, &v, e);
+                        if buf.len() > 32 * 1024 {
+                            out.write_all(buf).map_err(io)?;
+                            buf.clear();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let out = match sink {
+        Sink::Rdb(w) => w.finish().map_err(rdb_err)?,
+        Sink::Resp { mut out, buf, .. } => {
+            out.write_all(&buf).map_err(io)?;
+            out
+        }
+    };
+    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
+    f.sync_all().map_err(io)?;
+    let n = f.metadata().map(|m| m.len()).unwrap_or(0);
+    std::fs::rename(tmp, path).map_err(|e| PersistError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    Ok(n)
+}
