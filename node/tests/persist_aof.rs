@@ -466,3 +466,38 @@ fn resp_base_without_rdb_preamble_loads_here_and_in_redis_server() {
     );
     assert_eq!(snapshot(&r, 6), before);
 }
+
+#[test]
+fn transactions_are_logged_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    let mut c = n.conn();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("t1")
+        .arg("a")
+        .ignore()
+        .cmd("INCR")
+        .arg("t2")
+        .ignore()
+        .query(&mut c)
+        .expect("multi/exec");
+    n.shutdown("NOSAVE");
+    let incr = incr_file(dir.path());
+    let text = std::fs::read_to_string(&incr).expect("read");
+    let multi = text.find("MULTI").expect("MULTI logged");
+    let exec = text.find("EXEC").expect("EXEC logged");
+    assert!(multi < text.find("t1").expect("t1") && text.find("t2").expect("t2") < exec);
+    // A transaction cut before its EXEC is not applied.
+    let cut = text[..exec].rfind('*').expect("EXEC's array header");
+    std::fs::write(&incr, &text.as_bytes()[..cut]).expect("write");
+    let n = Proc::node(dir.path(), AOF);
+    let mut c = n.conn();
+    let e: i64 = redis::cmd("EXISTS")
+        .arg("t1")
+        .arg("t2")
+        .query(&mut c)
+        .expect("exists");
+    assert_eq!(e, 0);
+}

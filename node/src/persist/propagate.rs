@@ -79,11 +79,12 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes], reply_at: usi
     } else {
         deterministic(cmd.name, args, ctx.ks.now)
     };
-    let stripes: smallvec::SmallVec<[u16; 4]> = if ctx.ks.locks.all {
-        smallvec::SmallVec::new()
-    } else {
-        ctx.ks.locks.guards.iter().map(|(i, _)| *i).collect()
-    };
+    if ctx.in_exec {
+        // Inside EXEC: collected, then fed as one MULTI ... EXEC block by `end_exec`.
+        TX.with(|t| t.borrow_mut().push((ctx.ks.db, rewritten.into_owned())));
+        return;
+    }
+    let stripes = held_stripes(ctx);
     let w = Write {
         db: ctx.ks.db,
         args: &rewritten,
@@ -91,6 +92,52 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes], reply_at: usi
     };
     for s in p.subs.read().iter() {
         s.feed(&w);
+    }
+}
+
+thread_local! {
+    /// Writes of the EXEC running on this thread.
+    static TX: std::cell::RefCell<Vec<(usize, Vec<Bytes>)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn held_stripes(ctx: &Ctx<'_>) -> smallvec::SmallVec<[u16; 4]> {
+    if ctx.ks.locks.all {
+        smallvec::SmallVec::new()
+    } else {
+        ctx.ks.locks.guards.iter().map(|(i, _)| *i).collect()
+    }
+}
+
+/// End of an EXEC (its locks still held): feeds its writes, wrapped in MULTI/EXEC when
+/// there are several, so a crash never replays half a transaction.
+pub fn end_exec(ctx: &Ctx<'_>) {
+    let cmds = TX.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    if cmds.is_empty() {
+        return;
+    }
+    let p = &ctx.srv.persist.prop;
+    let stripes = held_stripes(ctx);
+    let subs = p.subs.read();
+    let db0 = cmds[0].0;
+    let wrap = cmds.len() > 1;
+    let feed = |db: usize, args: &[Bytes]| {
+        let w = Write {
+            db,
+            args,
+            stripes: &stripes,
+        };
+        for s in subs.iter() {
+            s.feed(&w);
+        }
+    };
+    if wrap {
+        feed(db0, &[Bytes::from_static(b"MULTI")]);
+    }
+    for (db, args) in &cmds {
+        feed(*db, args);
+    }
+    if wrap {
+        feed(cmds[cmds.len() - 1].0, &[Bytes::from_static(b"EXEC")]);
     }
 }
 
