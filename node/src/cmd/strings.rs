@@ -5,6 +5,7 @@ use bytes::Bytes;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyView};
 use crate::db::{Value, NO_EXPIRE};
+use crate::types::ldouble::LDouble;
 
 pub fn commands() -> Vec<CommandSpec> {
     let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("string");
@@ -327,32 +328,29 @@ fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     incr_by(ctx, &args[1], -by)
 }
 
-/// Shortest round-trip decimal, no exponent (Redis's LD_STR_HUMAN output for INCRBYFLOAT).
-pub fn human_float(f: f64) -> String {
-    let s = format!("{f}");
-    if s == "-0" {
-        "0".into()
-    } else {
-        s
-    }
-}
-
+/// Like Redis, adds in 80-bit long double and prints with `%.17Lf` (trailing zeros cut):
+/// `SET k 0.3; INCRBYFLOAT k 1e3` gives `1000.29999999999999999`, which f64 can't produce.
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let by = crate::types::parse_f64(&args[2]).ok_or(CmdError::NotFloat)?;
     let cur = match ctx.ks.get_w(&args[1]) {
-        None => 0.0,
+        None => None,
         Some(v) if v.is_string() => {
             let mut t = itoa::Buffer::new();
             let b = v.str_bytes(&mut t).unwrap_or(b"");
-            crate::types::parse_f64(b).ok_or(CmdError::NotFloat)?
+            Some(LDouble::parse(b).ok_or(CmdError::NotFloat)?)
         }
         Some(_) => return Err(CmdError::WrongType),
+    };
+    let by = LDouble::parse(&args[2]).ok_or(CmdError::NotFloat)?;
+    // A missing key counts as 0 (and 0 + -0 must print "0", as in Redis).
+    let cur = match cur {
+        Some(c) => c,
+        None => LDouble::parse(b"0").ok_or(CmdError::NotFloat)?,
     };
     let n = cur + by;
     if !n.is_finite() {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
-    let s = human_float(n);
+    let s = n.to_human();
     ctx.ks.set_keepttl(&args[1], Value::string(s.as_bytes()));
     ctx.out.bulk(s.as_bytes());
     Ok(())
