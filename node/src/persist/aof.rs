@@ -83,6 +83,11 @@ pub struct AofState {
     written: AtomicU64,
     /// Serialises fsyncs; holds the watermark already synced.
     synced: Mutex<u64>,
+    /// The synced watermark, for connections awaiting their fsync (always).
+    synced_tx: tokio::sync::watch::Sender<u64>,
+    /// Wakes the fsync thread (always).
+    sync_req: Mutex<bool>,
+    sync_cv: parking_lot::Condvar,
     pub rewrite_in_progress: AtomicBool,
     pub last_rewrite_ok: AtomicBool,
     pub last_rewrite_time_sec: AtomicI64,
@@ -100,6 +105,9 @@ impl Default for AofState {
             fsync: Mutex::new(Fsync::EverySec),
             written: AtomicU64::new(0),
             synced: Mutex::new(0),
+            synced_tx: tokio::sync::watch::Sender::new(0),
+            sync_req: Mutex::new(false),
+            sync_cv: parking_lot::Condvar::new(),
             rewrite_in_progress: AtomicBool::new(false),
             last_rewrite_ok: AtomicBool::new(true),
             last_rewrite_time_sec: AtomicI64::new(-1),
@@ -112,7 +120,8 @@ impl Default for AofState {
 }
 
 thread_local! {
-    /// Watermark this thread's last command must see fsynced before replying (always).
+    /// Watermark after this thread's latest AOF write (monotonic): a reply leaves this
+    /// thread only once the fsynced watermark reached it (always).
     static PENDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
@@ -146,9 +155,11 @@ impl AofState {
             }
         }
         self.last_write_ok.store(ok, Ordering::Relaxed);
-        if ok {
-            *synced = target;
-        }
+        // A failed fsync is reported (aof_last_write_status:err) rather than holding every
+        // client forever.
+        *synced = target;
+        self.synced_tx.send_replace(target);
+        if ok {}
     }
 }
 
@@ -183,18 +194,28 @@ impl WriteSubscriber for AofState {
     }
 }
 
-/// Before a connection writes its replies: with `appendfsync always`, waits until the
-/// writes this thread appended are on disk (one fsync covers a whole pipeline, and any
-/// other thread's fsync that got there first covers ours).
-#[inline]
-pub fn after_command(srv: &Server) {
+/// Before a connection writes its replies: with `appendfsync always`, waits (without
+/// blocking the I/O thread) until every write this thread appended is on disk. The fsync
+/// thread syncs whatever was appended by then, so concurrent clients share one fsync.
+pub async fn before_reply(srv: &Server) {
     let a = &srv.persist.aof;
     if !a.enabled() {
         return;
     }
-    let mark = PENDING.with(|p| p.replace(0));
-    if mark != 0 && *a.fsync.lock() == Fsync::Always {
-        a.sync_upto(mark);
+    let mark = PENDING.with(|p| p.get());
+    if mark == 0 || *a.fsync.lock() != Fsync::Always {
+        return;
+    }
+    let mut rx = a.synced_tx.subscribe();
+    if *rx.borrow_and_update() >= mark {
+        return;
+    }
+    *a.sync_req.lock() = true;
+    a.sync_cv.notify_one();
+    while *rx.borrow_and_update() < mark {
+        if rx.changed().await.is_err() {
+            return;
+        }
     }
 }
 
@@ -474,12 +495,21 @@ fn start_fsync_thread(srv: &Arc<Server>) {
     let _ = std::thread::Builder::new()
         .name("tessera-aof-fsync".into())
         .spawn(move || loop {
-            std::thread::sleep(std::time::Duration::from_secs(1));
+            let a = &srv.persist.aof;
+            let requested = {
+                let mut req = a.sync_req.lock();
+                if !*req {
+                    a.sync_cv
+                        .wait_for(&mut req, std::time::Duration::from_secs(1));
+                }
+                std::mem::take(&mut *req)
+            };
             if srv.shutting_down.load(Ordering::Relaxed) {
                 return;
             }
-            let a = &srv.persist.aof;
-            if *a.fsync.lock() == Fsync::EverySec {
+            // everysec: once a second; always: whenever a connection waits for its fsync.
+            let policy = *a.fsync.lock();
+            if requested || policy == Fsync::EverySec {
                 a.sync_upto(a.written.load(Ordering::Acquire));
             }
         });

@@ -123,7 +123,7 @@ async fn flush(
     }
     // appendfsync always: the writes behind these replies reach the disk first (one fsync
     // per flushed batch, shared across clients).
-    crate::persist::aof::after_command(srv);
+    crate::persist::aof::before_reply(srv).await;
     srv.stats
         .net_output_bytes
         .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
