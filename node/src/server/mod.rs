@@ -202,8 +202,9 @@ impl Server {
             hash_max_listpack_entries: c.uint("hash-max-listpack-entries") as usize,
             hash_max_listpack_value: c.uint("hash-max-listpack-value") as usize,
             set_max_intset_entries: c.uint("set-max-intset-entries") as usize,
-            set_max_listpack_entries: c.uint("set-max-listpack-entries") as usize,
-            set_max_listpack_value: c.uint("set-max-listpack-value") as usize,
+            // Internal only: Redis 7.0 has no set listpack (and no such directives).
+            set_max_listpack_entries: crate::types::SET_PACK_ENTRIES,
+            set_max_listpack_value: crate::types::SET_PACK_VALUE,
             zset_max_listpack_entries: c.uint("zset-max-listpack-entries") as usize,
             zset_max_listpack_value: c.uint("zset-max-listpack-value") as usize,
             list_max_listpack_size: c.int("list-max-listpack-size"),

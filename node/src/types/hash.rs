@@ -198,7 +198,8 @@ mod tests {
     fn converts_at_redis_thresholds() {
         let lim = Limits::default();
         let mut h = HashValue::default();
-        for i in 0..128 {
+        // Redis 7.0's default hash-max-listpack-entries is 512.
+        for i in 0..512 {
             h.set(format!("f{i}").as_bytes(), b"v", &lim);
         }
         assert_eq!(h.encoding(), "listpack");
@@ -206,7 +207,7 @@ mod tests {
         assert_eq!(h.encoding(), "listpack");
         h.set(b"new", b"v", &lim);
         assert_eq!(h.encoding(), "hashtable");
-        assert_eq!(h.len(), 129);
+        assert_eq!(h.len(), 513);
         assert_eq!(h.get(b"f0"), Some(&b"w"[..]));
         let mut h = HashValue::default();
         h.set(b"a", &[b'x'; 64], &lim);

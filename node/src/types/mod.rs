@@ -19,6 +19,13 @@ pub use list::ListValue;
 pub use set::SetValue;
 pub use zset::ZSetValue;
 
+/// Most members a small non-integer set keeps packed. Redis 7.0 stores such sets as a
+/// hashtable (the set listpack came in 7.2); we keep the compact form for memory but report
+/// "hashtable" in OBJECT ENCODING, and it is not configurable, as in 7.0.
+pub const SET_PACK_ENTRIES: usize = 128;
+/// Longest member a packed small set holds (see [`SET_PACK_ENTRIES`]).
+pub const SET_PACK_VALUE: usize = 64;
+
 /// Encoding thresholds, named after the redis.conf directives that set them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -28,9 +35,10 @@ pub struct Limits {
     pub hash_max_listpack_value: usize,
     /// set-max-intset-entries
     pub set_max_intset_entries: usize,
-    /// set-max-listpack-entries
+    /// Internal threshold of the packed small-set form ([`SET_PACK_ENTRIES`]); not a
+    /// directive: Redis 7.0 has no set-max-listpack-entries.
     pub set_max_listpack_entries: usize,
-    /// set-max-listpack-value
+    /// Internal, see [`SET_PACK_VALUE`].
     pub set_max_listpack_value: usize,
     /// zset-max-listpack-entries
     pub zset_max_listpack_entries: usize,
@@ -45,11 +53,11 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            hash_max_listpack_entries: 128,
+            hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
-            set_max_listpack_entries: 128,
-            set_max_listpack_value: 64,
+            set_max_listpack_entries: SET_PACK_ENTRIES,
+            set_max_listpack_value: SET_PACK_VALUE,
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
