@@ -169,6 +169,18 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     for pod in &unreachable {
         out.stuck.push(format!("pod {pod} is unreachable"));
     }
+    for shard in 0..desired.shards {
+        let have = snap
+            .pods
+            .iter()
+            .filter(|p| p.endpoint.shard == shard)
+            .count();
+        let want = desired.replicas_per_shard as usize + 1;
+        if have < want {
+            out.stuck
+                .push(format!("shard {shard} has {have} of {want} pods"));
+        }
+    }
     let pod_ids = snap.pod_ids();
     let owners = snap.slot_owners();
     let owns_slots: BTreeSet<&str> = owners.iter().flatten().map(|c| c.id.as_str()).collect();

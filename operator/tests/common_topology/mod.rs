@@ -106,12 +106,22 @@ impl Node {
         }
     }
 
-    /// SIGTERM (so persistence is flushed) and wait.
+    /// SIGTERM (so persistence is flushed) and wait, bounded: Redis refuses to exit while it
+    /// writes its initial AOF, so SIGTERM is repeated, then SIGKILL after ~15 s.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
+            for i in 0..150 {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                if i % 10 == 0 {
+                    let _ = Command::new("kill")
+                        .args(["-TERM", &c.id().to_string()])
+                        .status();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
             let _ = c.wait();
         }
     }
