@@ -62,12 +62,21 @@ impl ListValue {
         self.len == 0
     }
 
+    /// Most lists have one node: the first gets a deque of exactly one slot (24 B) instead
+    /// of VecDeque's default first capacity of 4 (96 B), which cost ~80 B per small list.
+    fn reserve_node(&mut self) {
+        if self.nodes.capacity() == 0 {
+            self.nodes.reserve_exact(1);
+        }
+    }
+
     pub fn push_back(&mut self, v: &[u8], lim: &Limits) {
         match self.nodes.back_mut() {
             Some(n) if fits(n, v.len(), lim.list_max_listpack_size) => n.push_back(v),
             _ => {
                 let mut n = Pack::new();
                 n.push_back(v);
+                self.reserve_node();
                 self.nodes.push_back(n);
             }
         }
@@ -80,6 +89,7 @@ impl ListValue {
             _ => {
                 let mut n = Pack::new();
                 n.push_back(v);
+                self.reserve_node();
                 self.nodes.push_front(n);
             }
         }
@@ -315,6 +325,19 @@ impl ListValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_list_has_one_node_slot() {
+        let lim = Limits::default();
+        let mut l = ListValue::new();
+        for v in ["a", "b", "c"] {
+            l.push_back(v.as_bytes(), &lim);
+        }
+        l.push_front(b"z", &lim);
+        assert_eq!(l.nodes.capacity(), 1);
+        let big = ListValue::from_items((0..5000).map(|i| format!("item-{i}")), &lim);
+        assert!(big.nodes.len() > 1 && big.len() == 5000);
+    }
     use proptest::prelude::*;
 
     proptest! {
