@@ -82,6 +82,18 @@ fn create_check_cli_and_cluster_client() {
     assert!(nodes[0]
         .cli(&["INFO", "cluster"])
         .contains("cluster_enabled:1"));
+    // PUBLISH on one node reaches a subscriber on another through the bus.
+    let mut sub = nodes[2].client();
+    sub.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("news").expect("subscribe");
+    let n = nodes[0].cli(&["PUBLISH", "news", "hello"]);
+    assert_eq!(n.trim(), "0", "no local subscriber on the publishing node");
+    let msg = ps.get_message().expect("message over the bus");
+    assert_eq!(msg.get_channel_name(), "news");
+    let payload: String = msg.get_payload().expect("payload");
+    assert_eq!(payload, "hello");
 }
 
 #[test]
