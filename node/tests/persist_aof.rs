@@ -501,3 +501,54 @@ fn transactions_are_logged_whole() {
         .expect("exists");
     assert_eq!(e, 0);
 }
+
+#[test]
+fn a_key_that_expired_while_down_stays_dead_after_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    let mut c = n.conn();
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .expect("hset");
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("h")
+        .arg(400)
+        .query(&mut c)
+        .expect("pexpire");
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f2")
+        .arg("v2")
+        .query(&mut c)
+        .expect("hset");
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("m")
+        .arg("1")
+        .arg("PX")
+        .arg(400)
+        .ignore()
+        .cmd("APPEND")
+        .arg("m")
+        .arg("2")
+        .ignore()
+        .query(&mut c)
+        .expect("multi");
+    n.kill9();
+    std::thread::sleep(Duration::from_millis(600));
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    let mut c = n.conn();
+    let e: i64 = redis::cmd("EXISTS")
+        .arg("h")
+        .arg("m")
+        .query(&mut c)
+        .expect("exists");
+    assert_eq!(
+        e, 0,
+        "a key whose TTL passed while the node was down came back"
+    );
+}

@@ -246,11 +246,16 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         return Outcome::Done;
     }
     let db = cl.db;
+    // The client's clock for this batch when set (AOF replay freezes it).
+    let now = match cl.now_ms {
+        0 => now_ms(),
+        t => t,
+    };
     let mut ctx = Ctx {
         srv,
         cl,
         out,
-        ks: KeyView::new(srv, locks, db, now_ms()),
+        ks: KeyView::new(srv, locks, db, now),
         block: None,
         in_exec: true,
         serving_blocked: false,

@@ -264,8 +264,13 @@ struct Replayer {
 
 impl Replayer {
     fn new() -> Self {
+        let mut cl = crate::server::ClientState::detached(0, 0);
+        // Time stands still while replaying (like Redis, which expires nothing while
+        // loading): a key is only gone if the AOF says DEL, so commands that found it alive
+        // when they first ran find it alive again. Keys past their TTL expire after loading.
+        cl.now_ms = 1;
         Replayer {
-            cl: crate::server::ClientState::detached(0, 0),
+            cl,
             out: crate::resp::Out::new(false),
         }
     }
@@ -309,7 +314,7 @@ fn load_file(
             inner: reader,
             n: 0,
         };
-        let (_, back) = snapshot::load_rdb_stream(srv, counting, &name)?;
+        let (_, back) = snapshot::load_rdb_stream(srv, counting, &name, true)?;
         offset = back.n;
         reader = back.inner;
     }

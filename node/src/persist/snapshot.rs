@@ -140,10 +140,14 @@ pub fn insert_loaded(
 }
 
 /// Loads an RDB stream into the keyspace; returns the number of keys loaded.
+///
+/// `keep_expired`: an AOF preamble keeps keys whose TTL passed (later commands in the AOF
+/// may still touch them; they expire once the node runs), like Redis.
 pub fn load_rdb_stream<R: std::io::Read>(
     srv: &Server,
     r: R,
     name: &str,
+    keep_expired: bool,
 ) -> Result<(u64, R), PersistError> {
     let err = |offset: u64, e| PersistError::Rdb {
         path: name.to_string(),
@@ -152,7 +156,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
     };
     let mut rd = RdbReader::new(r).map_err(|e| err(0, e))?;
     let ndb = srv.ks.databases();
-    let now = now_ms();
+    let now = if keep_expired { 0 } else { now_ms() };
     let lim = srv.type_limits();
     let mut n = 0u64;
     loop {
@@ -188,6 +192,7 @@ pub fn load_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
         srv,
         BufReader::with_capacity(1 << 20, f),
         &path.display().to_string(),
+        false,
     )?;
     Ok(n)
 }
