@@ -127,6 +127,17 @@ fn redirection_errors_are_byte_exact() {
         ],
     );
     assert_eq!(r, ["+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n"]);
+    // CLUSTER inside EXEC reads the keyspace through the locks EXEC holds (no self-deadlock).
+    let r = raw_lines(
+        &owner.addr(),
+        &[
+            &[b"MULTI"],
+            &[b"SET", b"{foo}q", b"1"],
+            &[b"CLUSTER", b"COUNTKEYSINSLOT", b"12182"],
+            &[b"EXEC"],
+        ],
+    );
+    assert_eq!(r[3], "*2\r\n");
     let bar_owner = owner_of(&nodes, "bar");
     let r = raw_lines(
         &owner.addr(),

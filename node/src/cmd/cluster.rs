@@ -30,9 +30,69 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::msg(DISABLED));
     };
     let a: Vec<&[u8]> = args[1..].iter().map(|b| &b[..]).collect();
-    let r = tessera_cluster::commands::cluster_command(node, &a);
+    let r = if ctx.in_exec {
+        // Inside EXEC this thread may hold stripe locks already: read the keyspace through
+        // the held locks instead of letting the cluster crate lock stripes again.
+        let facts = ExecFacts::gather(ctx, &a);
+        node.with_state(|st| {
+            tessera_cluster::commands::execute(st, &facts, &a, crate::server::now_ms())
+        })
+    } else {
+        tessera_cluster::commands::cluster_command(node, &a)
+    };
     crate::cluster::reply::write(ctx.out, &r);
     Ok(())
+}
+
+/// Keyspace answers for a CLUSTER command run inside EXEC, read through `ctx.ks`.
+struct ExecFacts {
+    db_size: usize,
+    slot: Option<(u16, usize, Vec<Vec<u8>>)>,
+}
+
+impl ExecFacts {
+    fn gather(ctx: &mut Ctx<'_>, a: &[&[u8]]) -> ExecFacts {
+        let mut db_size = 0;
+        ctx.ks.for_each_stripe(|_, st| {
+            db_size += st.db(0).map(|d| d.len()).unwrap_or(0);
+        });
+        let slot = a
+            .get(1)
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|s| (*s as usize) < crate::slot::SLOTS)
+            .map(|s| {
+                let st = ctx.ks.stripe(s);
+                let (n, keys) = match st.map(0, s) {
+                    Some(m) => (m.len(), m.iter().map(|(k, _)| k.to_vec()).collect()),
+                    None => (0, Vec::new()),
+                };
+                (s, n, keys)
+            });
+        ExecFacts { db_size, slot }
+    }
+}
+
+impl tessera_cluster::Host for ExecFacts {
+    fn count_keys_in_slot(&self, slot: u16) -> usize {
+        match &self.slot {
+            Some((s, n, _)) if *s == slot => *n,
+            _ => 0,
+        }
+    }
+    fn keys_in_slot(&self, slot: u16, count: usize) -> Vec<Vec<u8>> {
+        match &self.slot {
+            Some((s, _, k)) if *s == slot => k.iter().take(count).cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn delete_keys_in_slot(&self, _slot: u16) -> usize {
+        0
+    }
+    fn db_size(&self) -> usize {
+        self.db_size
+    }
+    fn publish_local(&self, _channel: &[u8], _message: &[u8], _shard: bool) {}
 }
 
 fn readonly(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
