@@ -339,6 +339,10 @@ pub struct ShardStatus {
     pub slot_ranges: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replica_pods: Vec<String>,
+    /// Replica pods whose first sync finished and whose link to the master is up; only these
+    /// can fail over. The cluster is not Ready until it equals `replicaPods`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas_in_sync: Vec<String>,
     /// Pods still running an older node.conf. Updates are OnDelete: the operator does not
     /// restart nodes by itself yet; delete these pods (replicas first) to apply the change.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -17,6 +17,7 @@ use crate::children::{shard_name, ANNOTATION_CONFIG_HASH, LABEL_CLUSTER, LABEL_S
 use crate::crd::{
     Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, CLUSTER_SLOTS,
 };
+use crate::topology::report::is_sync_wait;
 use crate::topology::TopologyReport;
 
 /// What happened with the topology step of this reconcile.
@@ -152,6 +153,7 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
                 .map(|v| format_ranges(&v.slot_ranges))
                 .unwrap_or_default(),
             replica_pods: view.map(|v| v.replicas.clone()).unwrap_or_default(),
+            replicas_in_sync: view.map(|v| v.replicas_in_sync()).unwrap_or_default(),
             stale_config_pods: sts
                 .map(|s| stale_pods(s, o.pods, shard))
                 .unwrap_or_default(),
@@ -251,12 +253,13 @@ fn decide_phase(
         "{pods_msg}; cluster_state {}; {}/{} slots assigned",
         r.cluster_state, r.slots_assigned, CLUSTER_SLOTS
     );
-    let stuck = r
+    // Replicas still syncing are progress, not a stuck engine: kept apart from `stuck`.
+    let (syncing, stuck): (Vec<String>, Vec<String>) = r
         .stuck
         .iter()
         .filter(|s| !s.starts_with("paused"))
         .cloned()
-        .collect::<Vec<_>>();
+        .partition(|s| is_sync_wait(s));
     if r.converged && r.cluster_state == "ok" && full && !pods_short && !shards_mismatch {
         return (Phase::Ready, "ClusterReady".into(), summary);
     }
@@ -297,6 +300,18 @@ fn decide_phase(
     }
     if !full {
         return (Phase::Degraded, "SlotsNotCovered".into(), summary);
+    }
+    if !syncing.is_empty() {
+        let phase = if formed && o.previous.is_some_and(|p| p.phase != Phase::Creating) {
+            Phase::Rebalancing
+        } else {
+            Phase::Creating
+        };
+        return (
+            phase,
+            "ReplicasSyncing".into(),
+            format!("{summary}; {}", syncing.join("; ")),
+        );
     }
     (Phase::Rebalancing, "Converging".into(), summary)
 }

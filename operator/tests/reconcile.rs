@@ -12,7 +12,7 @@ use tessera_operator::controller::{reconcile, Context, TopologyEngine};
 use tessera_operator::crd::{Phase, RedisCluster};
 use tessera_operator::metrics::Metrics;
 use tessera_operator::topology::{
-    Desired, EngineOptions, PodEndpoint, ShardView, TopologyError, TopologyReport,
+    Desired, EngineOptions, PodEndpoint, ReplicaSync, ShardView, TopologyError, TopologyReport,
 };
 
 const NS: &str = "t";
@@ -68,6 +68,14 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
             master_id: Some(format!("{s:040}")),
             slot_ranges: vec![(start as u16, end as u16)],
             replicas: vec![format!("demo-{s}-1")],
+            replica_sync: vec![ReplicaSync {
+                pod: format!("demo-{s}-1"),
+                in_sync: true,
+                link_status: Some("up".into()),
+                last_io_seconds_ago: Some(1),
+                lag_bytes: Some(0),
+                ..ReplicaSync::default()
+            }],
         });
     }
     for &s in extra_empty {
@@ -77,6 +85,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
             master_id: Some(format!("{s:040}")),
             slot_ranges: vec![],
             replicas: vec![],
+            replica_sync: vec![],
         });
     }
     TopologyReport {

@@ -61,6 +61,8 @@ struct Expect {
     shard_slots: Option<BTreeMap<String, Vec<String>>>,
     progress: Option<(u32, u32)>,
     stale_config_pods: Option<BTreeMap<String, Vec<String>>>,
+    replicas_in_sync: Option<BTreeMap<String, Vec<String>>>,
+    message_contains: Option<String>,
 }
 
 fn annotations(hash: &Option<String>) -> serde_json::Value {
@@ -230,6 +232,27 @@ fn run_case(path: &std::path::Path) -> Result<(), String> {
                 format!("{s:?}"),
             );
         }
+    }
+    if let Some(in_sync) = &e.replicas_in_sync {
+        for (shard, pods) in in_sync {
+            let s = st
+                .shard_statuses
+                .iter()
+                .find(|s| s.shard.to_string() == *shard);
+            check(
+                &format!("shard {shard} replicas in sync"),
+                s.is_some_and(|s| &s.replicas_in_sync == pods),
+                format!("{s:?}"),
+            );
+        }
+    }
+    if let Some(want) = &e.message_contains {
+        let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
+        check(
+            "Ready message",
+            ready.is_some_and(|c| c.message.contains(want.as_str())),
+            format!("{ready:?}"),
+        );
     }
     // The invariant every case shares: Ready only with all slots served.
     let ready = st

@@ -33,7 +33,34 @@ async fn form(bin: &str, root: &std::path::Path) -> Vec<Node> {
             .sum();
         assert!((5461..=5462).contains(&n), "shard {s} has {n} slots");
         assert_eq!(v.slot_ranges.len(), 1, "fresh ranges are contiguous");
+        assert_eq!(v.replicas_in_sync(), v.replicas, "shard {s}: {v:?}");
     }
+    // The first converged report comes only after every replica finished its first sync
+    // (a never-synced replica cannot fail over): ask the replicas themselves, right now.
+    for v in &last.shards {
+        for r in &v.replicas {
+            let ep = pods.iter().find(|p| &p.pod == r).expect("replica pod");
+            let client =
+                redis::Client::open(format!("redis://{}:{}/", ep.host, ep.port)).expect("client");
+            let mut c = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect replica");
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut c)
+                .await
+                .expect("INFO replication");
+            assert!(info.contains("role:slave"), "{r}: {info}");
+            assert!(info.contains("master_link_status:up"), "{r}: {info}");
+            assert!(info.contains("master_sync_in_progress:0"), "{r}: {info}");
+        }
+    }
+    let waited = reports
+        .iter()
+        .filter(|r| r.stuck.iter().any(|s| s.contains("replicas to sync")))
+        .count();
+    eprintln!("passes that waited for replica sync: {waited}");
     wait_check(&nodes[0].addr()).await;
     // A converged cluster yields no further action.
     let again = reconcile(
@@ -415,6 +442,10 @@ async fn password_protected_scale_out() {
     let reports = converge(3, 1, &endpoints(&refs, 2), &opts, LIMIT).await;
     let last = reports.last().expect("report");
     assert!(last.shards.iter().take(3).all(|s| s.replicas.len() == 1));
+    // A fresh client: the first one's slot map predates the scale-out, and the redis crate's
+    // cluster connection was once seen hanging on it (no response timeout).
+    drop(conn);
+    let conn = client.get_async_connection().await.expect("reconnect");
     assert_eq!(missing_keys(&conn, 0..3000).await, 0);
 }
 

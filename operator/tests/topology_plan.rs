@@ -209,6 +209,7 @@ impl Model {
                     known_nodes: n.knows.len() as u32 + 1,
                     dbsize: keys.values().sum(),
                     keys_in_slot: keys,
+                    replication: None, // the planner does not read it
                 }
             })
             .collect();

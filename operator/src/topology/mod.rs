@@ -103,6 +103,35 @@ pub struct ShardView {
     pub slot_ranges: Vec<(u16, u16)>,
     /// Pod names of the replicas following this shard's master.
     pub replicas: Vec<String>,
+    /// Replication state of each of `replicas`, same order. Only a replica in sync can fail
+    /// over, so the engine does not report convergence before all of them are.
+    #[serde(default)]
+    pub replica_sync: Vec<ReplicaSync>,
+}
+
+impl ShardView {
+    /// Replica pods whose link to the master is up after a completed sync.
+    pub fn replicas_in_sync(&self) -> Vec<String> {
+        self.replica_sync
+            .iter()
+            .filter(|r| r.in_sync)
+            .map(|r| r.pod.clone())
+            .collect()
+    }
+}
+
+/// One replica's replication link, from its INFO replication (and its master's offset).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaSync {
+    pub pod: String,
+    /// Link up, no sync in progress, master heard from recently.
+    pub in_sync: bool,
+    /// `master_link_status` (`up`/`down`), `None` if INFO replication was not read.
+    pub link_status: Option<String>,
+    pub sync_in_progress: bool,
+    pub last_io_seconds_ago: Option<i64>,
+    /// Master's `master_repl_offset` minus the replica's `slave_repl_offset`, when both known.
+    pub lag_bytes: Option<u64>,
 }
 
 /// Slot migration progress.

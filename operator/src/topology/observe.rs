@@ -8,7 +8,7 @@ use tracing::{debug, instrument};
 
 use super::conn::{cluster, connect, NodeConn};
 use super::nodes::{parse_cluster_nodes, parse_info};
-use super::snapshot::{PodState, Snapshot};
+use super::snapshot::{PodState, ReplicationInfo, Snapshot};
 use super::{EngineOptions, PodEndpoint, TopologyError, SLOTS};
 
 /// Observe every pod concurrently, then count keys in the slots that need it.
@@ -48,6 +48,7 @@ async fn observe_pod(
     let nodes = parse_cluster_nodes(&c.text(&cluster("NODES")).await?)?;
     let info = parse_info(&c.text(&cluster("INFO")).await?);
     let dbsize: u64 = c.run(&redis::cmd("DBSIZE")).await?;
+    let repl = parse_info(&c.text(redis::cmd("INFO").arg("replication")).await?);
     let num = |k: &str| info.get(k).and_then(|v| v.trim().parse::<u64>().ok());
     let state = PodState {
         endpoint: ep.clone(),
@@ -64,6 +65,7 @@ async fn observe_pod(
         known_nodes: num("cluster_known_nodes").unwrap_or(0) as u32,
         dbsize,
         keys_in_slot: Default::default(),
+        replication: Some(ReplicationInfo::from_info(&repl)),
     };
     Ok((state, c))
 }

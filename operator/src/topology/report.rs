@@ -4,8 +4,30 @@ use std::collections::BTreeSet;
 
 use super::nodes::to_ranges;
 use super::plan::Planned;
+use super::snapshot::PodState;
 use super::snapshot::Snapshot;
-use super::{Desired, Progress, ShardView, TopologyReport};
+use super::{Desired, Progress, ReplicaSync, ShardView, TopologyReport};
+
+/// True for the `stuck` line about replicas still syncing ("waiting for N replicas to sync:
+/// ..."): status treats it as progress (the cluster is forming), not as a stuck engine.
+pub fn is_sync_wait(line: &str) -> bool {
+    line.starts_with("waiting for ") && line.contains(" replicas to sync")
+}
+
+/// The replication link of replica pod `p`, given its master's offset when known.
+fn replica_sync(p: &PodState, master_offset: Option<u64>) -> ReplicaSync {
+    let r = p.replication.as_ref();
+    ReplicaSync {
+        pod: p.endpoint.pod.clone(),
+        in_sync: r.is_some_and(|r| r.replica_in_sync()),
+        link_status: r.and_then(|r| r.master_link_status.clone()),
+        sync_in_progress: r.is_some_and(|r| r.master_sync_in_progress),
+        last_io_seconds_ago: r.and_then(|r| r.master_last_io_seconds_ago),
+        lag_bytes: master_offset
+            .zip(r.and_then(|r| r.slave_repl_offset))
+            .map(|(m, s)| m.saturating_sub(s)),
+    }
+}
 
 /// Build the report of a pass from what was observed and planned (before executing).
 pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyReport {
@@ -23,7 +45,7 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
     let slots_assigned = owners.iter().filter(|o| o.is_some()).count() as u32;
     let mut shard_ids: BTreeSet<u32> = snap.pods.iter().map(|p| p.endpoint.shard).collect();
     shard_ids.extend(0..desired.shards);
-    let shards = shard_ids
+    let shards: Vec<ShardView> = shard_ids
         .into_iter()
         .map(|shard| {
             let m = planned.shard_masters.get(&shard).copied();
@@ -37,35 +59,53 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
                         .map(|(s, _)| s as u16),
                 )
             });
-            let replicas = snap
+            let master_offset = m
+                .and_then(|i| snap.pods[i].replication.as_ref())
+                .and_then(|r| r.master_repl_offset);
+            let (replicas, replica_sync) = snap
                 .pods
                 .iter()
                 .filter(|p| master_id.is_some() && p.replica_of() == master_id.as_deref())
-                .map(|p| p.endpoint.pod.clone())
-                .collect();
+                .map(|p| (p.endpoint.pod.clone(), replica_sync(p, master_offset)))
+                .unzip();
             ShardView {
                 shard,
                 master_pod: m.map(|i| snap.pods[i].endpoint.pod.clone()),
                 master_id,
                 slot_ranges,
                 replicas,
+                replica_sync,
             }
         })
         .collect();
+    let mut stuck = planned.stuck.clone();
+    let unsynced: Vec<&str> = shards
+        .iter()
+        .filter(|v| v.shard < desired.shards)
+        .flat_map(|v| v.replica_sync.iter().filter(|r| !r.in_sync))
+        .map(|r| r.pod.as_str())
+        .collect();
+    if !unsynced.is_empty() {
+        stuck.push(format!(
+            "waiting for {} replicas to sync: {}",
+            unsynced.len(),
+            unsynced.join(", ")
+        ));
+    }
     let progress = (planned.slots_to_move > 0).then_some(Progress {
         slots_moved: 0,
         slots_to_move: planned.slots_to_move,
     });
     TopologyReport {
         converged: planned.steps.is_empty()
-            && planned.stuck.is_empty()
+            && stuck.is_empty()
             && cluster_state == "ok"
             && slots_assigned == u32::from(super::SLOTS),
         cluster_state: cluster_state.to_string(),
         slots_assigned,
         shards,
         progress,
-        stuck: planned.stuck.clone(),
+        stuck,
         actions: Vec::new(),
     }
 }

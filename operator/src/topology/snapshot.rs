@@ -25,6 +25,56 @@ pub struct PodState {
     pub dbsize: u64,
     /// COUNTKEYSINSLOT results for the slots that needed counting (open or unassigned).
     pub keys_in_slot: BTreeMap<u16, u64>,
+    /// INFO replication; `None` when unreachable or not read.
+    #[serde(default)]
+    pub replication: Option<ReplicationInfo>,
+}
+
+/// The fields of INFO replication that say whether a replica could take over its master.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicationInfo {
+    /// `master` or `slave`.
+    pub role: String,
+    /// `up` once the replica finished a sync and streams from its master.
+    pub master_link_status: Option<String>,
+    pub master_sync_in_progress: bool,
+    /// Seconds since the replica last heard from its master (-1 when never).
+    pub master_last_io_seconds_ago: Option<i64>,
+    pub slave_repl_offset: Option<u64>,
+    pub master_repl_offset: Option<u64>,
+}
+
+impl ReplicationInfo {
+    /// Longest silence from the master we still call in sync: redis-server's default
+    /// repl-timeout, after which the replica drops the link itself.
+    pub const MAX_IO_SILENCE_SECS: i64 = 60;
+
+    /// From the key/value pairs of an INFO replication reply.
+    pub fn from_info(info: &BTreeMap<String, String>) -> Self {
+        let get = |k: &str| info.get(k).map(|v| v.trim().to_string());
+        let num = |k: &str| get(k).and_then(|v| v.parse::<i64>().ok());
+        let offset = |k: &str| num(k).and_then(|v| u64::try_from(v).ok());
+        Self {
+            role: get("role").unwrap_or_default(),
+            master_link_status: get("master_link_status"),
+            master_sync_in_progress: num("master_sync_in_progress").is_some_and(|v| v != 0),
+            master_last_io_seconds_ago: num("master_last_io_seconds_ago"),
+            slave_repl_offset: offset("slave_repl_offset"),
+            master_repl_offset: offset("master_repl_offset"),
+        }
+    }
+
+    /// True when this node is a replica whose first sync completed and whose link is up: the
+    /// state in which redis-server lets a replica fail over. Byte lag is not part of it: under
+    /// a steady write load it is never zero, and it does not block a failover.
+    pub fn replica_in_sync(&self) -> bool {
+        self.role == "slave"
+            && self.master_link_status.as_deref() == Some("up")
+            && !self.master_sync_in_progress
+            && self
+                .master_last_io_seconds_ago
+                .is_some_and(|s| (0..=Self::MAX_IO_SILENCE_SECS).contains(&s))
+    }
 }
 
 impl PodState {

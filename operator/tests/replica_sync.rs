@@ -1,0 +1,136 @@
+//! Report logic from snapshot fixtures (real CLUSTER NODES / INFO replication text of a
+//! 1 shard × 1 replica cluster): converged only once every replica's link is up after its
+//! first sync.
+
+use std::path::PathBuf;
+
+use tessera_operator::topology::nodes::{parse_cluster_nodes, parse_info};
+use tessera_operator::topology::plan::plan_full;
+use tessera_operator::topology::report;
+use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
+use tessera_operator::topology::{Desired, PodEndpoint, TopologyReport};
+
+fn fixture(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replication")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn pod(ordinal: u32, nodes: &str, info: Option<&str>) -> PodState {
+    let reply = parse_cluster_nodes(&fixture(nodes)).expect("CLUSTER NODES fixture");
+    PodState {
+        endpoint: PodEndpoint {
+            pod: format!("demo-0-{ordinal}"),
+            shard: 0,
+            ordinal,
+            host: "127.0.0.1".into(),
+            port: 20001 + ordinal as u16,
+        },
+        reachable: true,
+        error: None,
+        myself: Some(reply.myself),
+        peers: reply.others,
+        migrating: reply.migrating,
+        importing: reply.importing,
+        cluster_state: "ok".into(),
+        current_epoch: 1,
+        known_nodes: 2,
+        dbsize: 0,
+        keys_in_slot: Default::default(),
+        replication: info.map(|f| ReplicationInfo::from_info(&parse_info(&fixture(f)))),
+    }
+}
+
+/// The report of a pass over master + replica, the replica's INFO replication from `replica_info`.
+fn report_with(replica_info: Option<&str>) -> TopologyReport {
+    let snap = Snapshot {
+        pods: vec![
+            pod(0, "nodes-master.txt", Some("info-master.txt")),
+            pod(1, "nodes-replica.txt", replica_info),
+        ],
+    };
+    let desired = Desired {
+        shards: 1,
+        replicas_per_shard: 1,
+        paused: false,
+    };
+    let planned = plan_full(&desired, &snap);
+    assert!(
+        planned.steps.is_empty(),
+        "nothing to do: {:?}",
+        planned.steps
+    );
+    report::build(&desired, &snap, &planned)
+}
+
+#[test]
+fn replica_link_up_is_converged() {
+    let r = report_with(Some("info-replica-up.txt"));
+    assert!(r.converged, "{r:?}");
+    assert!(r.stuck.is_empty(), "{:?}", r.stuck);
+    let v = &r.shards[0];
+    assert_eq!(v.replicas, vec!["demo-0-1".to_string()]);
+    assert_eq!(v.replicas_in_sync(), vec!["demo-0-1".to_string()]);
+    let s = &v.replica_sync[0];
+    assert_eq!(s.link_status.as_deref(), Some("up"));
+    assert_eq!(s.last_io_seconds_ago, Some(1));
+    assert_eq!(s.lag_bytes, Some(1204 - 1190));
+}
+
+#[test]
+fn replica_link_down_is_not_converged() {
+    let r = report_with(Some("info-replica-down.txt"));
+    assert!(!r.converged, "{r:?}");
+    assert_eq!(r.cluster_state, "ok");
+    assert_eq!(r.slots_assigned, 16384);
+    assert_eq!(
+        r.stuck,
+        vec!["waiting for 1 replicas to sync: demo-0-1".to_string()]
+    );
+    let v = &r.shards[0];
+    assert_eq!(v.replicas, vec!["demo-0-1".to_string()]);
+    assert!(v.replicas_in_sync().is_empty());
+    assert_eq!(v.replica_sync[0].link_status.as_deref(), Some("down"));
+}
+
+#[test]
+fn only_the_sync_line_counts_as_sync_wait() {
+    assert!(report::is_sync_wait("waiting for 2 replicas to sync: a, b"));
+    assert!(!report::is_sync_wait(
+        "waiting for gossip: 3 pod pairs do not know each other yet"
+    ));
+    assert!(!report::is_sync_wait("pod demo-0-1 is unreachable"));
+}
+
+#[test]
+fn replica_sync_in_progress_is_not_converged() {
+    let r = report_with(Some("info-replica-syncing.txt"));
+    assert!(!r.converged, "{r:?}");
+    assert!(r.shards[0].replica_sync[0].sync_in_progress);
+    assert!(r
+        .stuck
+        .iter()
+        .any(|s| s.starts_with("waiting for 1 replicas")));
+}
+
+/// No INFO replication read (an older engine's snapshot, or the read failed): not in sync.
+#[test]
+fn replica_without_replication_info_is_not_converged() {
+    let r = report_with(None);
+    assert!(!r.converged, "{r:?}");
+    assert_eq!(r.shards[0].replica_sync[0].link_status, None);
+}
+
+#[test]
+fn silent_master_link_is_not_in_sync() {
+    let mut info = parse_info(&fixture("info-replica-up.txt"));
+    info.insert("master_last_io_seconds_ago".into(), "120".into());
+    assert!(!ReplicationInfo::from_info(&info).replica_in_sync());
+    info.insert("master_last_io_seconds_ago".into(), "3".into());
+    assert!(ReplicationInfo::from_info(&info).replica_in_sync());
+    // A master never counts as an in-sync replica.
+    assert!(
+        !ReplicationInfo::from_info(&parse_info(&fixture("info-master.txt"))).replica_in_sync()
+    );
+}
