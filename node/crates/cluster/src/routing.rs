@@ -5,6 +5,8 @@ use crate::msg::SLOTS;
 use crate::state::{ClusterState, Node};
 
 /// CRC16/XMODEM of the key, or of its first non-empty `{hash tag}`, mod 16384.
+/// `#[inline]`: the node calls it on every keyed command, across the crate boundary.
+#[inline]
 pub fn key_hash_slot(key: &[u8]) -> u16 {
     let tagged = key
         .iter()
