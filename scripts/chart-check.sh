@@ -25,5 +25,6 @@ trap 'rm -rf "$out"' EXIT
   --set metrics.serviceMonitor.enabled=true --set logFormat=json > "$out/namespaced.yaml"
 echo "chart-check: rendered $(grep -c '^kind:' "$out/default.yaml") + $(grep -c '^kind:' "$out/namespaced.yaml") documents"
 
-HELM="$helm" cargo test -q -p tessera-operator --test chart --test crd
+# --workspace: the same feature set as `cargo test --workspace`, so nothing is rebuilt.
+HELM="$helm" cargo test -q --workspace --test chart --test crd
 echo "chart-check: ok"
