@@ -457,8 +457,13 @@ fn mpop(ctx: &mut Ctx<'_>, keys: &[Bytes], left: bool, count: usize) -> Result<P
 /// Parses `LEFT|RIGHT [COUNT n]` at `at`.
 fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
     let left = parse_side(args.get(at).ok_or(CmdError::Syntax)?)?;
+    Ok((left, mpop_count(args, at + 1)?))
+}
+
+/// Parses the optional `[COUNT n]` tail of LMPOP/ZMPOP and their blocking forms, from `i`
+/// (the only argument allowed after the side); 1 when absent.
+pub(crate) fn mpop_count(args: &[Bytes], mut i: usize) -> Result<usize, CmdError> {
     let mut count = None;
-    let mut i = at + 1;
     while i < args.len() {
         if eq_ic(&args[i], "count") && i + 1 < args.len() && count.is_none() {
             let n = arg_i64(&args[i + 1])?;
@@ -471,7 +476,7 @@ fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
             return Err(CmdError::Syntax);
         }
     }
-    Ok((left, count.unwrap_or(1)))
+    Ok(count.unwrap_or(1))
 }
 
 /// Parses `numkeys key...` of LMPOP/ZMPOP and their blocking forms (a count past the

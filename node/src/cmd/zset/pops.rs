@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::super::list::mpop_keys;
-use super::super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, Ctx};
+use super::super::{arg_timeout, eq_ic, CmdError, CmdResult, Ctx};
 use super::{write_items, Scored};
 use crate::resp::Out;
 
@@ -100,21 +100,7 @@ fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
     } else {
         return Err(CmdError::Syntax);
     };
-    let mut count = None;
-    let mut i = at + 1;
-    while i < args.len() {
-        if eq_ic(&args[i], "count") && i + 1 < args.len() && count.is_none() {
-            let n = arg_i64(&args[i + 1])?;
-            if n <= 0 {
-                return Err(CmdError::msg("ERR count should be greater than 0"));
-            }
-            count = Some(n as usize);
-            i += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    Ok((max, count.unwrap_or(1)))
+    Ok((max, crate::cmd::list::mpop_count(args, at + 1)?))
 }
 
 fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
