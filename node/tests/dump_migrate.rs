@@ -114,8 +114,9 @@ fn dump_restore_both_ways_with_redis() {
         restore(&mut r, &k2, 0, &p2, &[]).expect("restore into redis");
         assert_eq!(contents(&mut r, &k2), contents(&mut r, k), "{k} back");
     }
-    // Compact encodings dump byte for byte like redis-server.
-    for k in ["l", "h", "z", "s", "si", "n", "str"] {
+    // Compact encodings dump byte for byte like redis-server. Not "s": a
+    // hashtable set's element order depends on redis's per-process hash seed.
+    for k in ["l", "h", "z", "si", "n", "str"] {
         assert_eq!(dump(&mut t, k), dump(&mut r, k), "payload of {k}");
     }
     let p = dump(&mut r, "str");
