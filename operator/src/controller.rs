@@ -25,6 +25,7 @@ use crate::children::{self, shard_name, LABEL_CLUSTER};
 use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
 use crate::metrics::Metrics;
 use crate::observe::{all_desired_ready, endpoints};
+use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
 use crate::status::{self, shard_of, Observed, TopologyOutcome};
 use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
 use crate::validate::validate;
@@ -288,6 +289,28 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         }
     }
 
+    // rolling restart: at most one pod restarted (or one failover) per reconcile
+    let report = match &topology {
+        TopologyOutcome::Report(r) => Some(r),
+        _ => None,
+    };
+    let restart_plan = problems.is_empty().then(|| {
+        restart::plan(&RestartInput {
+            spec,
+            stateful_sets: &stateful_sets,
+            pods: &pods,
+            report,
+        })
+    });
+    if let Some(plan) = &restart_plan {
+        rolling_restart(ctx, rc, &ns, plan).await?;
+    }
+    let settled = report.is_some_and(|r| r.converged)
+        && all_desired_ready(&pods, spec.shards, spec.replicas_per_shard);
+    let rollout = restart_plan
+        .as_ref()
+        .and_then(|p| restart::rollout_view(p, previous, settled));
+
     // status
     let new_status = status::compute(&Observed {
         name: &name,
@@ -298,6 +321,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         pods: &pods,
         problems: &problems,
         topology: &topology,
+        rollout: rollout.as_ref(),
         now: Timestamp::now(),
     });
     ctx.metrics.set_cluster(
@@ -372,10 +396,7 @@ async fn topology_step(
             spec.desired_nodes()
         )));
     }
-    let mut opts = ctx.engine_options.clone();
-    if let Some(auth) = &spec.auth {
-        opts.password = Some(read_password(&ctx.client, ns, &auth.secret_name, &auth.key).await?);
-    }
+    let opts = engine_options(rc, ctx, ns).await?;
     let desired = Desired {
         shards: spec.shards,
         replicas_per_shard: spec.replicas_per_shard,
@@ -385,6 +406,67 @@ async fn topology_step(
         Ok(report) => TopologyOutcome::Report(report),
         Err(e) => TopologyOutcome::Error(e.to_string()),
     })
+}
+
+/// The engine options of this cluster (with its password when spec.auth is set).
+async fn engine_options(
+    rc: &RedisCluster,
+    ctx: &Context,
+    ns: &str,
+) -> Result<EngineOptions, Error> {
+    let mut opts = ctx.engine_options.clone();
+    if let Some(auth) = &rc.spec.auth {
+        opts.password = Some(read_password(&ctx.client, ns, &auth.secret_name, &auth.key).await?);
+    }
+    Ok(opts)
+}
+
+/// Runs the restart plan's action, if any, with an Event saying what was done (or why not).
+async fn rolling_restart(
+    ctx: &Context,
+    rc: &RedisCluster,
+    ns: &str,
+    plan: &RestartPlan,
+) -> Result<(), Error> {
+    match &plan.next {
+        Next::Act(action) => {
+            let opts = engine_options(rc, ctx, ns).await?;
+            let (type_, reason, note) =
+                match restart::exec::execute(&ctx.client, ns, action, &opts).await {
+                    Ok(done) => {
+                        info!(%done, "rolling restart");
+                        // Restarting a shard's only node is an outage of its slots: a Warning.
+                        let type_ = match action {
+                            RestartAction::DeleteLoneMaster(_) => EventType::Warning,
+                            _ => EventType::Normal,
+                        };
+                        (type_, restart::REASON, done)
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "rolling restart step failed");
+                        (EventType::Warning, "RollingRestartFailed", e.to_string())
+                    }
+                };
+            publish(ctx, rc, type_, reason, "Restart", note).await;
+        }
+        // Paused is already in the Progressing condition; other blocks are news.
+        Next::Blocked(why) if !rc.spec.paused => {
+            publish(
+                ctx,
+                rc,
+                EventType::Warning,
+                "RollingRestartBlocked",
+                "Restart",
+                format!("{} pods run an old template: {why}", plan.stale.len()),
+            )
+            .await;
+        }
+        Next::Wait(why) if !plan.stale.is_empty() => {
+            info!(stale = plan.stale.len(), %why, "rolling restart waiting");
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 async fn read_password(

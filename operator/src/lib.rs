@@ -10,6 +10,7 @@ pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod rbac;
+pub mod restart;
 pub mod server;
 pub mod status;
 pub mod topology;

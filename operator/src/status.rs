@@ -17,6 +17,7 @@ use crate::children::{shard_name, ANNOTATION_CONFIG_HASH, LABEL_CLUSTER, LABEL_S
 use crate::crd::{
     Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, CLUSTER_SLOTS,
 };
+use crate::restart::{update_revision, RolloutView, REASON as ROLLING_RESTART, REVISION_LABEL};
 use crate::topology::report::is_sync_wait;
 use crate::topology::TopologyReport;
 
@@ -43,6 +44,9 @@ pub struct Observed<'a> {
     pub pods: &'a [Pod],
     pub problems: &'a [String],
     pub topology: &'a TopologyOutcome,
+    /// A rolling restart in progress (see `crate::restart`): phase Rebalancing, Progressing
+    /// reason RollingRestart, unless the cluster is failing or the spec invalid.
+    pub rollout: Option<&'a RolloutView>,
     pub now: Timestamp,
 }
 
@@ -112,7 +116,7 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
         _ => None,
     };
 
-    let (phase, reason, message) = decide_phase(
+    let (mut phase, mut reason, mut message) = decide_phase(
         o,
         report,
         formed,
@@ -121,6 +125,16 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
         ready_nodes,
         desired_nodes,
     );
+    if let Some(r) = o.rollout {
+        // A failing cluster or an invalid spec says more than "restarting pods".
+        let keep = matches!(phase, Phase::Failed | Phase::Creating | Phase::Scaling)
+            || reason == "ClusterStateFail";
+        if !keep {
+            phase = Phase::Rebalancing;
+            reason = ROLLING_RESTART.to_string();
+            message = r.message.clone();
+        }
+    }
 
     let mut shard_statuses = Vec::new();
     // Desired shards plus removed ones whose StatefulSet still exists (being drained); a
@@ -190,8 +204,26 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
     }
 }
 
-/// Pods of `shard` whose config-hash annotation differs from their StatefulSet's template.
+/// Pods of `shard` that do not run their StatefulSet's template: by revision once the
+/// StatefulSet controller reports one (covers every template field), else by config hash.
 fn stale_pods(sts: &StatefulSet, pods: &[Pod], shard: u32) -> Vec<String> {
+    if let Some(rev) = update_revision(sts) {
+        let mut out: Vec<String> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| shard_of(&p.metadata) == Some(shard))
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(REVISION_LABEL))
+                    .is_some_and(|r| r != rev)
+            })
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        out.sort();
+        return out;
+    }
     let hash_of = |m: Option<&ObjectMeta>| {
         m.and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(ANNOTATION_CONFIG_HASH))

@@ -76,6 +76,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
                 lag_bytes: Some(0),
                 ..ReplicaSync::default()
             }],
+            master_agreed: true,
         });
     }
     for &s in extra_empty {
@@ -86,6 +87,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
             slot_ranges: vec![],
             replicas: vec![],
             replica_sync: vec![],
+            master_agreed: true,
         });
     }
     TopologyReport {
@@ -96,6 +98,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
         progress: None,
         stuck: vec![],
         actions: vec![],
+        failing_pods: vec![],
     }
 }
 

@@ -113,6 +113,7 @@ fn run_case(path: &std::path::Path) -> Result<(), String> {
         pods: &pods,
         problems: &case.problems,
         topology: &case.topology,
+        rollout: None,
         now: Timestamp::now(),
     });
     let e = &case.expect;
@@ -312,6 +313,7 @@ fn transition_time_only_changes_on_transition() {
                 pods: &pods,
                 problems: &[],
                 topology,
+                rollout: None,
                 now,
             })
         };

@@ -92,6 +92,10 @@ pub struct TopologyReport {
     pub stuck: Vec<String>,
     /// What this pass did, one line per action.
     pub actions: Vec<String>,
+    /// Pods whose node some reachable pod flags PFAIL or FAIL (the rolling restart waits
+    /// while this is not empty).
+    #[serde(default)]
+    pub failing_pods: Vec<String>,
 }
 
 /// One shard as observed.
@@ -107,6 +111,10 @@ pub struct ShardView {
     /// over, so the engine does not report convergence before all of them are.
     #[serde(default)]
     pub replica_sync: Vec<ReplicaSync>,
+    /// Every reachable pod sees `master_id` as a master that is not failing (after a manual
+    /// failover, the new master is only trusted once this holds).
+    #[serde(default)]
+    pub master_agreed: bool,
 }
 
 impl ShardView {

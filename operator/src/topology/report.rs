@@ -68,6 +68,9 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
                 .filter(|p| master_id.is_some() && p.replica_of() == master_id.as_deref())
                 .map(|p| (p.endpoint.pod.clone(), replica_sync(p, master_offset)))
                 .unzip();
+            let master_agreed = master_id
+                .as_deref()
+                .is_some_and(|id| master_agreed(snap, id));
             ShardView {
                 shard,
                 master_pod: m.map(|i| snap.pods[i].endpoint.pod.clone()),
@@ -75,6 +78,7 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
                 slot_ranges,
                 replicas,
                 replica_sync,
+                master_agreed,
             }
         })
         .collect();
@@ -107,5 +111,38 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
         progress,
         stuck,
         actions: Vec::new(),
+        failing_pods: failing_pods(snap),
     }
+}
+
+/// True when every reachable pod sees node `id` as a master that is not PFAIL/FAIL.
+fn master_agreed(snap: &Snapshot, id: &str) -> bool {
+    let reachable: Vec<&PodState> = snap.pods.iter().filter(|p| p.reachable).collect();
+    !reachable.is_empty()
+        && reachable.iter().all(|p| match p.id() {
+            Some(own) if own == id => p.is_master(),
+            _ => p
+                .view_of(id)
+                .is_some_and(|v| v.master && !v.failing() && !v.handshake),
+        })
+}
+
+/// Pods whose current node some reachable pod flags PFAIL or FAIL, sorted.
+fn failing_pods(snap: &Snapshot) -> Vec<String> {
+    let mut out: Vec<String> = snap
+        .pods
+        .iter()
+        .filter(|target| {
+            target.id().is_some_and(|id| {
+                snap.pods
+                    .iter()
+                    .filter(|p| p.reachable)
+                    .any(|p| p.view_of(id).is_some_and(|v| v.failing()))
+            })
+        })
+        .map(|p| p.endpoint.pod.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
