@@ -13,6 +13,7 @@ pub mod config;
 pub mod db;
 pub mod persist;
 pub mod pubsub;
+pub mod repl;
 pub mod resp;
 pub mod server;
 pub mod slot;

@@ -100,6 +100,12 @@ impl tessera_cluster::Host for KeyspaceHost {
         }
     }
 
+    fn set_replication_master(&self, master: Option<(String, u16)>) {
+        if let Some(s) = self.srv.upgrade() {
+            crate::repl::set_master(&s, master);
+        }
+    }
+
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool) {
         let Some(s) = self.srv.upgrade() else { return };
         let limit = s.config.read().cobl[2];

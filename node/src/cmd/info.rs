@@ -163,14 +163,9 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 ld(&st.unexpected_error_replies),
                 ld(&st.protocol_errors),
             );
+            s.push_str(&crate::repl::info_stats(srv));
         }
-        "replication" => {
-            let _ = write!(
-                s,
-                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-                srv.run_id
-            );
-        }
+        "replication" => s.push_str(&crate::repl::info(srv)),
         "cpu" => {
             let (sys, user) = cpu_times();
             let _ = write!(

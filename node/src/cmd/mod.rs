@@ -22,6 +22,7 @@ mod keys;
 mod migrate;
 mod persist;
 mod pubsub;
+mod repl;
 mod server_cmds;
 mod strings;
 pub mod transaction;
@@ -64,6 +65,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(cluster::commands());
     v.extend(migrate::commands());
     v.extend(persist::commands());
+    v.extend(repl::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
     v.extend(list::commands());
@@ -260,8 +262,23 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         }
         cl.authenticated = true;
     }
-    if let Some(e) = crate::cluster::route(srv, cl, cmd, args) {
+    // The master's stream is never redirected (crate::repl).
+    let route = if crate::repl::from_master() {
+        None
+    } else {
+        crate::cluster::route(srv, cl, cmd, args)
+    };
+    if let Some(e) = route {
         out.error(&e);
+        return Outcome::Done;
+    }
+    // Read-only replica, stale-data and min-replicas checks (crate::repl::deny).
+    if let Some(e) = crate::repl::deny(srv, cl, cmd) {
+        if cl.multi.is_some() {
+            cl.multi_error = true;
+        }
+        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        out.error(e);
         return Outcome::Done;
     }
     if cl.in_pubsub_context() && !out.resp3 && !pubsub::allowed_in_context(cmd.name) {

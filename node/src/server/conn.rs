@@ -180,6 +180,12 @@ async fn process(
                 o => break o,
             }
         };
+        // SYNC/PSYNC (the connection becomes a replica link) and WAIT.
+        if let Some(p) = crate::repl::take_pending() {
+            if !crate::repl::run_pending(srv, sock, cl, out, inbuf, p).await? {
+                return Ok(false);
+            }
+        }
         apply_reply_mode(cl, out, mark, args);
         if !matches!(outcome, Outcome::Done) {
             // Time passed (pause, block): later commands of the batch need a fresh clock.

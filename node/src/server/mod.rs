@@ -97,6 +97,8 @@ pub struct Server {
     pub cluster: std::sync::OnceLock<tessera_cluster::ClusterNode>,
     /// RDB/AOF state (see `crate::persist`).
     pub persist: crate::persist::Persist,
+    /// Master/replica replication (see `crate::repl`).
+    pub repl: crate::repl::Repl,
 }
 
 impl Server {
@@ -140,6 +142,7 @@ impl Server {
             last_save: AtomicU64::new(now / 1000),
             cluster: std::sync::OnceLock::new(),
             persist: Default::default(),
+            repl: Default::default(),
         };
         srv.refresh_hot();
         Arc::new(srv)
@@ -340,6 +343,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     tokio::spawn(expire::active_expire_loop(srv.clone()));
     tokio::spawn(clients::timeout_loop(srv.clone()));
     crate::persist::start(&srv);
+    crate::repl::start(&srv);
     // Wait for SHUTDOWN or a signal.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;

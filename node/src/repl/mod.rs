@@ -1,0 +1,425 @@
+//! Master/replica replication (the Redis 7.0 protocol: PSYNC, +FULLRESYNC, +CONTINUE,
+//! REPLCONF ACK/GETACK, the replication backlog).
+//!
+//! - [`backlog`]: the ring of recent stream bytes addressed by offset (partial resync).
+//! - [`master`]: the write stream subscriber, full resyncs (an RDB of the dataset at an exact
+//!   stream offset) and the per-replica connection loop; WAIT.
+//! - [`replica`]: the link to our master: handshake, loading the RDB, applying the stream.
+//!
+//! One [`Repl`] lives in the server. Its `shared` mutex orders every byte of the stream: the
+//! write subscriber appends under it (called with the command's stripe locks held), so the
+//! stream order is the execution order of every key.
+
+pub mod backlog;
+pub mod master;
+pub mod replica;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::cmd::{flags, CommandSpec};
+use crate::server::{ClientState, Server};
+
+pub use master::ReplicaInfo;
+
+/// A 40-hex-digit replication id.
+pub fn new_replid() -> String {
+    (0..40)
+        .map(|_| {
+            let n: u8 = rand::random::<u8>() % 16;
+            char::from_digit(n as u32, 16).unwrap_or('0')
+        })
+        .collect()
+}
+
+/// The replication history of this node and everything fed to replicas.
+pub struct Shared {
+    pub replid: String,
+    /// The previous history we can still serve partial resyncs of (after a promotion).
+    pub replid2: String,
+    /// First offset NOT valid for `replid2` (-1: none).
+    pub second_offset: i64,
+    /// master_repl_offset: stream bytes produced (master) or processed (replica).
+    pub offset: u64,
+    pub backlog: Option<backlog::Backlog>,
+    /// Database of the last command fed (None: the next write starts with SELECT).
+    pub last_db: Option<usize>,
+    /// Connected replicas (master side).
+    pub replicas: Vec<Arc<ReplicaInfo>>,
+}
+
+impl Shared {
+    /// Stops serving `replid` and starts a new history at the current offset (a replica
+    /// promoted to master): replicas of the old master can still PSYNC-continue from us.
+    pub fn shift_replid(&mut self) {
+        self.replid2 = std::mem::replace(&mut self.replid, new_replid());
+        self.second_offset = self.offset as i64 + 1;
+        self.last_db = None;
+    }
+
+    /// Appends stream bytes: backlog, offset, every replica's buffer.
+    pub fn push(&mut self, data: Bytes) {
+        let Some(b) = self.backlog.as_mut() else {
+            return;
+        };
+        b.append(&data);
+        self.offset += data.len() as u64;
+        for r in &self.replicas {
+            r.send(data.clone());
+        }
+    }
+
+    /// Creates the backlog at the current offset if there is none.
+    pub fn ensure_backlog(&mut self, size: usize) {
+        if self.backlog.is_none() {
+            self.backlog = Some(backlog::Backlog::new(size, self.offset));
+            self.last_db = None;
+        }
+    }
+}
+
+/// Where a replica's master is, and the task serving the link.
+pub struct MasterTarget {
+    pub host: String,
+    pub port: u16,
+    pub task: Option<tokio::task::AbortHandle>,
+}
+
+/// Replication state of the server.
+pub struct Repl {
+    pub shared: Mutex<Shared>,
+    /// Some when this node is a replica.
+    pub master: Mutex<Option<MasterTarget>>,
+    /// Fast check of `master.is_some()`.
+    pub is_replica: AtomicBool,
+    pub link_up: AtomicBool,
+    pub sync_in_progress: AtomicBool,
+    /// Unix ms of the last byte from our master.
+    pub last_io_ms: AtomicU64,
+    /// Unix ms the link went down (0: never up).
+    pub link_down_since: AtomicU64,
+    /// Bumped on every REPLICAOF: a link task of an older generation stops.
+    pub generation: AtomicU64,
+    /// Client id of the link to our master (its commands bypass the read-only check).
+    pub master_client: AtomicU64,
+    pub subscribed: AtomicBool,
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
+    /// Replicas whose last ACK is within min-replicas-max-lag (kept by the cron).
+    pub good_replicas: AtomicUsize,
+    /// Woken on every replica ACK (WAIT).
+    pub ack: tokio::sync::Notify,
+    /// REPLCONF listening-port / ip-address / capa of connections before their PSYNC.
+    pub handshakes: Mutex<HashMap<u64, master::Handshake>>,
+}
+
+impl Default for Repl {
+    fn default() -> Self {
+        Repl {
+            shared: Mutex::new(Shared {
+                replid: new_replid(),
+                replid2: "0".repeat(40),
+                second_offset: -1,
+                offset: 0,
+                backlog: None,
+                last_db: None,
+                replicas: Vec::new(),
+            }),
+            master: Mutex::new(None),
+            is_replica: AtomicBool::new(false),
+            link_up: AtomicBool::new(false),
+            sync_in_progress: AtomicBool::new(false),
+            last_io_ms: AtomicU64::new(0),
+            link_down_since: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            master_client: AtomicU64::new(0),
+            subscribed: AtomicBool::new(false),
+            sync_full: AtomicU64::new(0),
+            sync_partial_ok: AtomicU64::new(0),
+            sync_partial_err: AtomicU64::new(0),
+            good_replicas: AtomicUsize::new(0),
+            ack: tokio::sync::Notify::new(),
+            handshakes: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Repl {
+    #[inline]
+    pub fn is_replica(&self) -> bool {
+        self.is_replica.load(Ordering::Relaxed)
+    }
+}
+
+thread_local! {
+    /// True while the replica link applies a command from its master on this thread.
+    static FROM_MASTER: Cell<bool> = const { Cell::new(false) };
+    /// Work a command asked its connection to do after it returns (see [`take_pending`]).
+    static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` marked as the master's stream (not re-fed to the write subscriber, not
+/// refused as a write on a read-only replica).
+pub fn as_master<R>(f: impl FnOnce() -> R) -> R {
+    FROM_MASTER.with(|c| c.set(true));
+    let r = f();
+    FROM_MASTER.with(|c| c.set(false));
+    r
+}
+
+pub fn from_master() -> bool {
+    FROM_MASTER.with(|c| c.get())
+}
+
+/// Something a command needs its connection to do asynchronously.
+pub enum Pending {
+    /// SYNC / PSYNC: the connection becomes a replica link. `psync` is (replid, offset).
+    Sync { psync: Option<(Bytes, Bytes)> },
+    /// WAIT: reply with the number of replicas that acknowledged `offset`.
+    Wait {
+        numreplicas: usize,
+        timeout_ms: u64,
+        offset: u64,
+    },
+}
+
+pub fn set_pending(p: Pending) {
+    PENDING.with(|c| *c.borrow_mut() = Some(p));
+}
+
+/// Called by the connection after each command.
+pub fn take_pending() -> Option<Pending> {
+    PENDING.with(|c| c.borrow_mut().take())
+}
+
+/// The dispatcher's check before running a command: a read-only replica refuses writes
+/// from normal clients; a replica with `replica-serve-stale-data no` refuses most commands
+/// while its link is down; a master refuses writes without enough good replicas.
+pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'static str> {
+    let repl = &srv.repl;
+    if from_master() || cl.id == repl.master_client.load(Ordering::Relaxed) && cl.id != 0 {
+        return None;
+    }
+    if repl.is_replica() {
+        if !repl.link_up.load(Ordering::Relaxed)
+            && !cmd.has(flags::STALE)
+            && !srv.config.read().bool("replica-serve-stale-data")
+        {
+            return Some(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            );
+        }
+        if cmd.has(flags::WRITE) && srv.config.read().bool("replica-read-only") {
+            return Some("READONLY You can't write against a read only replica.");
+        }
+        return None;
+    }
+    if cmd.has(flags::WRITE) {
+        let min = srv.config.read().uint("min-replicas-to-write") as usize;
+        if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
+            return Some("NOREPLICAS Not enough good replicas to write.");
+        }
+    }
+    None
+}
+
+/// Starts replication at boot: the subscriber, the cron, and `replicaof` from the config.
+pub fn start(srv: &Arc<Server>) {
+    master::start_cron(srv);
+    let target = srv.config.read().str("replicaof").to_string();
+    let mut w = target.split_whitespace();
+    if let (Some(h), Some(p)) = (w.next(), w.next()) {
+        if let Ok(port) = p.parse::<u16>() {
+            set_master(srv, Some((h.to_string(), port)));
+        }
+    }
+}
+
+/// Makes this node a replica of `master`, or a master (`None`). Idempotent.
+pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
+    master::ensure_subscribed(srv);
+    let mut m = srv.repl.master.lock();
+    match target {
+        None => {
+            let Some(old) = m.take() else {
+                return;
+            };
+            if let Some(t) = old.task {
+                t.abort();
+            }
+            srv.repl.generation.fetch_add(1, Ordering::AcqRel);
+            srv.repl.is_replica.store(false, Ordering::Release);
+            srv.repl.link_up.store(false, Ordering::Release);
+            srv.repl.sync_in_progress.store(false, Ordering::Release);
+            srv.repl.master_client.store(0, Ordering::Release);
+            let mut sh = srv.repl.shared.lock();
+            sh.shift_replid();
+            let size = srv.config.read().uint("repl-backlog-size") as usize;
+            sh.ensure_backlog(size);
+            tracing::info!(
+                replid = %sh.replid,
+                replid2 = %sh.replid2,
+                "MASTER MODE enabled (user request from 'id=0')"
+            );
+        }
+        Some((host, port)) => {
+            if m.as_ref().is_some_and(|t| t.host == host && t.port == port) {
+                return;
+            }
+            if let Some(t) = m.take().and_then(|t| t.task) {
+                t.abort();
+            }
+            let gen = srv.repl.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            srv.repl.is_replica.store(true, Ordering::Release);
+            srv.repl.link_up.store(false, Ordering::Release);
+            srv.repl
+                .link_down_since
+                .store(crate::server::now_ms(), Ordering::Relaxed);
+            // Our own replicas must resync from the new history.
+            master::disconnect_replicas(srv);
+            let task = tokio::runtime::Handle::try_current().ok().map(|h| {
+                h.spawn(replica::run(srv.clone(), host.clone(), port, gen))
+                    .abort_handle()
+            });
+            tracing::info!(%host, port, "Connecting to MASTER");
+            *m = Some(MasterTarget { host, port, task });
+        }
+    }
+}
+
+/// Runs what a command left pending (see [`Pending`]). Returns false when the connection
+/// must end (it was a replica link).
+pub async fn run_pending(
+    srv: &Arc<Server>,
+    sock: &mut tokio::net::TcpStream,
+    cl: &mut ClientState,
+    out: &mut crate::resp::Out,
+    inbuf: &mut bytes::BytesMut,
+    p: Pending,
+) -> std::io::Result<bool> {
+    use tokio::io::AsyncWriteExt;
+    match p {
+        Pending::Sync { psync } => {
+            crate::persist::aof::before_reply(srv).await;
+            master::serve_replica(srv, sock, cl, out, inbuf, psync).await?;
+            Ok(false)
+        }
+        Pending::Wait {
+            numreplicas,
+            timeout_ms,
+            offset,
+        } => {
+            if !out.buf.is_empty() {
+                crate::persist::aof::before_reply(srv).await;
+                sock.write_all(&out.buf).await?;
+                out.buf.clear();
+            }
+            let n = master::wait(srv, &cl.handle, numreplicas, timeout_ms, offset).await;
+            out.int(n as i64);
+            cl.now_ms = 0;
+            Ok(true)
+        }
+    }
+}
+
+/// The `# Replication` section of INFO (Redis 7.0 field names).
+pub fn info(srv: &Server) -> String {
+    use std::fmt::Write;
+    let r = &srv.repl;
+    let master = r.master.lock().as_ref().map(|m| (m.host.clone(), m.port));
+    let sh = r.shared.lock();
+    let mut s = String::from("# Replication\r\n");
+    let now = crate::server::now_ms();
+    match &master {
+        Some((host, port)) => {
+            let up = r.link_up.load(Ordering::Relaxed);
+            let c = srv.config.read();
+            let _ = write!(
+                s,
+                "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\n",
+                if up { "up" } else { "down" },
+                if up {
+                    (now.saturating_sub(r.last_io_ms.load(Ordering::Relaxed)) / 1000) as i64
+                } else {
+                    -1
+                },
+                r.sync_in_progress.load(Ordering::Relaxed) as u8,
+                sh.offset,
+                sh.offset,
+            );
+            if !up {
+                let since = r.link_down_since.load(Ordering::Relaxed);
+                let _ = write!(
+                    s,
+                    "master_link_down_since_seconds:{}\r\n",
+                    if since == 0 {
+                        -1
+                    } else {
+                        (now.saturating_sub(since) / 1000) as i64
+                    }
+                );
+            }
+            let _ = write!(
+                s,
+                "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
+                c.uint("replica-priority"),
+                c.bool("replica-read-only") as u8,
+            );
+        }
+        None => s.push_str("role:master\r\n"),
+    }
+    let _ = write!(s, "connected_slaves:{}\r\n", sh.replicas.len());
+    if master.is_none() {
+        let min = srv.config.read().uint("min-replicas-to-write");
+        if min > 0 {
+            let _ = write!(
+                s,
+                "min_slaves_good_slaves:{}\r\n",
+                r.good_replicas.load(Ordering::Relaxed)
+            );
+        }
+    }
+    for (i, x) in sh.replicas.iter().enumerate() {
+        let _ = write!(
+            s,
+            "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
+            x.ip,
+            x.port.load(Ordering::Relaxed),
+            x.state_name(),
+            x.ack_offset.load(Ordering::Relaxed),
+            x.lag()
+        );
+    }
+    let (active, size, first, hist) = match &sh.backlog {
+        Some(b) => (1, b.size(), b.first_byte_offset(), b.histlen()),
+        None => (
+            0,
+            srv.config.read().uint("repl-backlog-size") as usize,
+            0,
+            0,
+        ),
+    };
+    let _ = write!(
+        s,
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n",
+        sh.replid, sh.replid2, sh.offset, sh.second_offset,
+    );
+    s
+}
+
+/// The replication counters of INFO stats.
+pub fn info_stats(srv: &Server) -> String {
+    let r = &srv.repl;
+    format!(
+        "sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n",
+        r.sync_full.load(Ordering::Relaxed),
+        r.sync_partial_ok.load(Ordering::Relaxed),
+        r.sync_partial_err.load(Ordering::Relaxed),
+    )
+}
