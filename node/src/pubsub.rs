@@ -10,12 +10,16 @@ use parking_lot::RwLock;
 use crate::resp::Out;
 use crate::server::{ClientHandle, ClientState};
 
+pub mod shard;
+
 type Subs = hashbrown::HashMap<Bytes, hashbrown::HashMap<u64, Arc<ClientHandle>>>;
 
 #[derive(Default)]
 pub struct PubSub {
     channels: RwLock<Subs>,
     patterns: RwLock<Subs>,
+    /// Shard channels (SSUBSCRIBE): a namespace of their own, see [`shard`].
+    pub(crate) shard: shard::ShardSubs,
 }
 
 /// Redis glob matching (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), optionally case-insensitive.
@@ -239,6 +243,7 @@ impl PubSub {
 
     /// Drops every subscription of a client (disconnect, RESET).
     pub fn unsubscribe_all(&self, cl: &mut ClientState) {
+        self.sunsubscribe_all(cl);
         let mut sink = Out::default();
         if !cl.subs.is_empty() {
             self.unsubscribe(cl, &mut sink, &[], false);

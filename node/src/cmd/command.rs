@@ -365,7 +365,10 @@ fn keys_of(args: &[Bytes]) -> Result<(&'static CommandSpec, Vec<usize>), CmdErro
         ));
     }
     let mut idx = Vec::new();
-    c.key_indices(sub, &mut idx);
+    // Channels of the shard pub/sub commands are "not_key" specs: routed on, but no keys.
+    if c.key_flags.is_empty() || !c.key_flags.iter().all(|f| f.contains(&"not_key")) {
+        c.key_indices(sub, &mut idx);
+    }
     if idx.is_empty() {
         return Err(CmdError::msg("ERR The command has no key arguments"));
     }

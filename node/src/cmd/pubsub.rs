@@ -1,10 +1,14 @@
-//! SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB.
+//! SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB, and the shard forms
+//! SSUBSCRIBE SUNSUBSCRIBE SPUBLISH (the channel is the key: cluster routing applies).
 
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::{CmdResult, CommandSpec, Ctx};
+use super::{CmdError, CmdResult, CommandSpec, Ctx};
+
+/// Key-spec flags of the shard commands' channel argument (as Redis 7.0).
+const NOT_KEY: &[&[&str]] = &[&["not_key"]];
 
 pub fn commands() -> Vec<CommandSpec> {
     let g = "pubsub";
@@ -31,6 +35,24 @@ pub fn commands() -> Vec<CommandSpec> {
         )
         .group(g)
         .since("2.0.0"),
+        CommandSpec::new("ssubscribe", -2, fl, (1, -1, 1), ssubscribe)
+            .group(g)
+            .since("7.0.0")
+            .key_flags(NOT_KEY),
+        CommandSpec::new("sunsubscribe", -1, fl, (1, -1, 1), sunsubscribe)
+            .group(g)
+            .since("7.0.0")
+            .key_flags(NOT_KEY),
+        CommandSpec::new(
+            "spublish",
+            3,
+            "pubsub loading stale fast",
+            (1, 1, 1),
+            spublish,
+        )
+        .group(g)
+        .since("7.0.0")
+        .key_flags(NOT_KEY),
         CommandSpec::new("pubsub", -2, "", (0, 0, 0), help)
             .group(g)
             .since("2.8.0")
@@ -38,6 +60,20 @@ pub fn commands() -> Vec<CommandSpec> {
                 CommandSpec::new("channels", -2, "pubsub loading stale", (0, 0, 0), channels),
                 CommandSpec::new("numsub", -2, "pubsub loading stale", (0, 0, 0), numsub),
                 CommandSpec::new("numpat", 2, "pubsub loading stale", (0, 0, 0), numpat),
+                CommandSpec::new(
+                    "shardchannels",
+                    -2,
+                    "pubsub loading stale",
+                    (0, 0, 0),
+                    shardchannels,
+                ),
+                CommandSpec::new(
+                    "shardnumsub",
+                    -2,
+                    "pubsub loading stale",
+                    (0, 0, 0),
+                    shardnumsub,
+                ),
                 CommandSpec::new("help", 2, "loading stale", (0, 0, 0), help),
             ]),
     ]
@@ -95,6 +131,51 @@ fn publish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+fn ssubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if ctx.in_exec {
+        return Err(CmdError::msg(
+            "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
+        ));
+    }
+    ctx.srv
+        .pubsub
+        .ssubscribe(ctx.srv, ctx.cl, ctx.out, &args[1..]);
+    Ok(())
+}
+
+fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.srv.pubsub.sunsubscribe(ctx.cl, ctx.out, &args[1..]);
+    Ok(())
+}
+
+/// SPUBLISH: local shard subscribers, then PUBLISHSHARD to the other nodes of this shard.
+fn spublish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let limit = ctx.srv.config.read().cobl[2];
+    let n = ctx.srv.pubsub.spublish(&args[1], &args[2], limit);
+    crate::cluster::broadcast_publish(ctx.srv, &args[1], &args[2], true);
+    ctx.srv
+        .stats
+        .pubsub_messages
+        .fetch_add(1, Ordering::Relaxed);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn shardchannels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let v = ctx.srv.pubsub.shard_channels(args.get(2).map(|b| &b[..]));
+    ctx.out.bulks(v.iter());
+    Ok(())
+}
+
+fn shardnumsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.out.map(args.len() - 2);
+    for c in &args[2..] {
+        ctx.out.bulk(c);
+        ctx.out.int(ctx.srv.pubsub.shard_numsub(c) as i64);
+    }
+    Ok(())
+}
+
 fn channels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let v = ctx.srv.pubsub.channels(args.get(2).map(|b| &b[..]));
     ctx.out.bulks(v.iter());
@@ -125,8 +206,12 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
         "NUMSUB [<channel> ...]",
         "    Return the number of subscribers for the specified channels, excluding",
         "    pattern subscriptions(default: no channels).",
+        "SHARDCHANNELS [<pattern>]",
+        "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+        "SHARDNUMSUB [<shardchannel> ...]",
+        "    Return the number of subscribers for the specified shard level channel(s)",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     ctx.out.array(lines.len());
     for l in lines {

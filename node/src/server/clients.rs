@@ -43,6 +43,8 @@ pub struct ClientHandle {
     pub resp3: AtomicBool,
     pub subs: AtomicUsize,
     pub psubs: AtomicUsize,
+    /// Shard channel subscriptions (SSUBSCRIBE); the sets live in `crate::pubsub::shard`.
+    pub ssubs: AtomicUsize,
     pub in_multi: AtomicBool,
     pub no_evict: AtomicBool,
     pub monitor: AtomicBool,
@@ -74,6 +76,7 @@ impl ClientHandle {
             resp3: AtomicBool::new(false),
             subs: AtomicUsize::new(0),
             psubs: AtomicUsize::new(0),
+            ssubs: AtomicUsize::new(0),
             in_multi: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),
             monitor: AtomicBool::new(false),
@@ -125,11 +128,18 @@ impl ClientHandle {
         self.tx.send(msg).is_ok()
     }
 
+    /// Channel, pattern and shard channel subscriptions together.
+    pub fn pubsub_count(&self) -> usize {
+        self.subs.load(Ordering::Relaxed)
+            + self.psubs.load(Ordering::Relaxed)
+            + self.ssubs.load(Ordering::Relaxed)
+    }
+
     /// CLIENT LIST / CLIENT INFO line.
     pub fn info_line(&self, srv: &Server) -> String {
         let now = now_ms();
         let mut flags = String::new();
-        if self.subs.load(Ordering::Relaxed) + self.psubs.load(Ordering::Relaxed) > 0 {
+        if self.pubsub_count() > 0 {
             flags.push('P');
         }
         if self.in_multi.load(Ordering::Relaxed) {
@@ -155,7 +165,7 @@ impl ClientHandle {
             .unwrap_or_default();
         let idle = now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -166,6 +176,7 @@ impl ClientHandle {
             self.db.load(Ordering::Relaxed),
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
+            self.ssubs.load(Ordering::Relaxed),
             if self.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.queued.load(Ordering::Relaxed),
             self.last_cmd.lock(),
@@ -232,7 +243,9 @@ impl ClientState {
 
     /// RESP2 subscribed clients may only run (P)SUBSCRIBE & co.
     pub fn in_pubsub_context(&self) -> bool {
-        !self.subs.is_empty() || !self.psubs.is_empty()
+        !self.subs.is_empty()
+            || !self.psubs.is_empty()
+            || self.handle.ssubs.load(Ordering::Relaxed) > 0
     }
 }
 
@@ -294,7 +307,7 @@ pub async fn timeout_loop(srv: Arc<Server>) {
         let now = now_ms();
         for c in srv.clients.all() {
             let idle = now.saturating_sub(c.last_active_ms.load(Ordering::Relaxed));
-            let pubsub = c.subs.load(Ordering::Relaxed) + c.psubs.load(Ordering::Relaxed) > 0;
+            let pubsub = c.pubsub_count() > 0;
             if idle > t * 1000 && !pubsub && !srv.blocking.is_blocked(c.id) {
                 tracing::debug!(id = c.id, "closing idle client");
                 c.kill();
