@@ -109,8 +109,9 @@ impl tessera_cluster::Host for KeyspaceHost {
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool) {
         let Some(s) = self.srv.upgrade() else { return };
         let limit = s.config.read().cobl[2];
-        // Shard channels (SSUBSCRIBE) are not implemented by the node yet: nobody listens.
-        if !shard {
+        if shard {
+            s.pubsub.spublish(channel, message, limit);
+        } else {
             s.pubsub.publish(channel, message, limit);
         }
     }
