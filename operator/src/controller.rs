@@ -231,23 +231,18 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
 
     // validate (pure) → desired children (pure) → apply
     let problems = validate(&name, spec);
+    let sel = ListParams::default().labels(&format!("{LABEL_CLUSTER}={name}"));
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let mut stateful_sets = sts_api.list(&sel).await?.items;
     if problems.is_empty() {
         let desired = children::build(rc)?;
-        apply(client, &ns, &desired.config_map).await?;
-        apply(client, &ns, &desired.headless_service).await?;
-        apply(client, &ns, &desired.client_service).await?;
-        for sts in &desired.stateful_sets {
-            apply(client, &ns, sts).await?;
-        }
-        for pdb in &desired.pdbs {
-            apply(client, &ns, pdb).await?;
+        let applied_sts = apply_children(ctx, &ns, &sel, &desired, &stateful_sets).await?;
+        if applied_sts {
+            stateful_sets = sts_api.list(&sel).await?.items;
         }
     }
 
     // observe
-    let sel = ListParams::default().labels(&format!("{LABEL_CLUSTER}={name}"));
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
-    let mut stateful_sets = sts_api.list(&sel).await?.items;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns)
         .list(&sel)
         .await?
@@ -447,7 +442,13 @@ async fn rolling_restart(
                         (EventType::Warning, "RollingRestartFailed", e.to_string())
                     }
                 };
-            publish(ctx, rc, type_, reason, "Restart", note).await;
+            // One Event action per kind of step: the Recorder folds repeats of a
+            // (type, reason, action) into one Event's series.
+            let verb = match action {
+                RestartAction::Failover { .. } => "Failover",
+                _ => "DeletePod",
+            };
+            publish(ctx, rc, type_, reason, verb, note).await;
         }
         // Paused is already in the Progressing condition; other blocks are news.
         Next::Blocked(why) if !rc.spec.paused => {
@@ -495,8 +496,44 @@ async fn read_password(
         .map_err(|_| Error::Secret(secret.into(), "password is not UTF-8".into()))
 }
 
-/// Server-side apply under the operator's field manager (force: the operator owns these).
-async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<(), Error>
+/// Applies every child that is not already as desired (see `crate::apply` for the rule);
+/// returns whether a StatefulSet was applied (its status must then be read again).
+async fn apply_children(
+    ctx: &Context,
+    ns: &str,
+    sel: &ListParams,
+    desired: &children::Children,
+    live_sts: &[StatefulSet],
+) -> Result<bool, Error> {
+    let live_cms = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns)
+        .list(sel)
+        .await?
+        .items;
+    let live_svcs = Api::<Service>::namespaced(ctx.client.clone(), ns)
+        .list(sel)
+        .await?
+        .items;
+    let live_pdbs = Api::<PodDisruptionBudget>::namespaced(ctx.client.clone(), ns)
+        .list(sel)
+        .await?
+        .items;
+    apply(ctx, ns, &desired.config_map, &live_cms).await?;
+    apply(ctx, ns, &desired.headless_service, &live_svcs).await?;
+    apply(ctx, ns, &desired.client_service, &live_svcs).await?;
+    let mut applied_sts = false;
+    for sts in &desired.stateful_sets {
+        applied_sts |= apply(ctx, ns, sts, live_sts).await?;
+    }
+    for pdb in &desired.pdbs {
+        apply(ctx, ns, pdb, &live_pdbs).await?;
+    }
+    Ok(applied_sts)
+}
+
+/// Server-side apply under the operator's field manager (force: the operator owns these),
+/// skipped when the live object (from `live`, found by name) is already up to date. Returns
+/// whether it applied.
+async fn apply<K>(ctx: &Context, ns: &str, obj: &K, live: &[K]) -> Result<bool, Error>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -505,15 +542,24 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
     let name = obj.meta().name.clone().unwrap_or_default();
+    let stamped = crate::apply::stamped(obj);
+    let current = live
+        .iter()
+        .find(|o| o.meta().name.as_deref() == Some(&name));
+    if crate::apply::up_to_date(&stamped, current) {
+        ctx.metrics.child_apply(false);
+        return Ok(false);
+    }
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(obj),
+        &Patch::Apply(&stamped),
     )
     .await?;
-    Ok(())
+    ctx.metrics.child_apply(true);
+    Ok(true)
 }
 
 async fn delete_if_exists<K>(api: &Api<K>, name: &str) -> Result<(), Error>

@@ -3,6 +3,7 @@
 //! Pipeline per reconcile (see ../shared/design.md): observe → [`validate`] → [`children`]
 //! (pure builders) → server-side apply → [`topology`] step → [`status`] (pure).
 
+pub mod apply;
 pub mod children;
 pub mod controller;
 pub mod crd;

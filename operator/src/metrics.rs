@@ -33,6 +33,7 @@ pub struct Metrics {
     pub slots_assigned: Family<ClusterLabels, Gauge>,
     pub ready_nodes: Family<ClusterLabels, Gauge>,
     pub is_leader: Gauge,
+    pub child_applies: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -52,6 +53,7 @@ impl Metrics {
         let slots_assigned = Family::<ClusterLabels, Gauge>::default();
         let ready_nodes = Family::<ClusterLabels, Gauge>::default();
         let is_leader = Gauge::default();
+        let child_applies = Family::<ResultLabels, Counter>::default();
         registry.register("reconciles", "Reconciles by result", reconciles.clone());
         registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
         registry.register(
@@ -79,6 +81,11 @@ impl Metrics {
             "1 while this replica holds the leader Lease",
             is_leader.clone(),
         );
+        registry.register(
+            "child_applies",
+            "Server-side applies of child objects: applied, or skipped as already up to date",
+            child_applies.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -88,7 +95,18 @@ impl Metrics {
             slots_assigned,
             ready_nodes,
             is_leader,
+            child_applies,
         }
+    }
+
+    /// Records one child apply, done or skipped.
+    pub fn child_apply(&self, applied: bool) {
+        let result = if applied { "applied" } else { "skipped" };
+        self.child_applies
+            .get_or_create(&ResultLabels {
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// Records one reconcile.

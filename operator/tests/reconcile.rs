@@ -546,3 +546,81 @@ async fn changed_problems_of_an_invalid_spec_raise_a_new_event() {
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Failed);
     assert_eq!(occurrences(&h), [2], "new problems: the event occurs again");
 }
+
+/// Paths of the server-side applies recorded since the last `take_calls`.
+fn applied_paths(h: &Harness) -> Vec<String> {
+    let mut v: Vec<String> = h
+        .api
+        .calls()
+        .iter()
+        .filter(|c| c.method == "PATCH" && c.content_type.starts_with("application/apply-patch"))
+        .map(|c| c.path.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `tessera_operator_child_applies_total{result="..."}` from /metrics text.
+fn applies_metric(h: &Harness, result: &str) -> u64 {
+    let text = h.ctx.metrics.render();
+    let prefix = format!("tessera_operator_child_applies_total{{result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn unchanged_children_are_not_reapplied_but_drift_and_changes_are() {
+    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    assert_eq!(applied_paths(&h).len(), 1 + 2 + 2 + 2);
+    assert_eq!(applies_metric(&h, "applied"), 7);
+
+    // Nothing changed: no PATCH at all, only reads (and no status write either).
+    h.api.take_calls();
+    h.reconcile().await;
+    let calls = h.api.calls();
+    assert!(
+        calls.iter().all(|c| c.method == "GET"),
+        "{:?}",
+        calls
+            .iter()
+            .filter(|c| c.method != "GET")
+            .map(|c| (&c.method, &c.path))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(applies_metric(&h, "skipped"), 7);
+    assert_eq!(applies_metric(&h, "applied"), 7);
+
+    // Drift: someone edits a field the operator owns (its hash annotation left intact).
+    let mut sts = h.api.get(STS, "demo-1").unwrap();
+    sts["spec"]["replicas"] = json!(5);
+    h.api.insert(STS, sts);
+    h.api.take_calls();
+    h.reconcile().await;
+    assert_eq!(applied_paths(&h), [format!("{STS}/demo-1")]);
+    assert_eq!(h.api.get(STS, "demo-1").unwrap()["spec"]["replicas"], 2);
+
+    // Someone else's label on a Service is not drift.
+    let mut svc = h.api.get(SVC, "demo").unwrap();
+    svc["metadata"]["labels"]["team"] = json!("cache");
+    h.api.insert(SVC, svc);
+    h.api.take_calls();
+    h.reconcile().await;
+    assert!(applied_paths(&h).is_empty(), "{:?}", applied_paths(&h));
+
+    // A spec change re-applies exactly the objects it changes: node.conf and the pod
+    // templates carrying its hash.
+    h.set_spec(|s| s["config"] = json!({"maxmemory-policy": "allkeys-lru"}));
+    h.api.take_calls();
+    h.reconcile().await;
+    assert_eq!(
+        applied_paths(&h),
+        [
+            format!("{CM}/demo-config"),
+            format!("{STS}/demo-0"),
+            format!("{STS}/demo-1"),
+        ]
+    );
+}
