@@ -138,7 +138,12 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         } else if eq_ic(k, "ack") || eq_ic(k, "getack") {
             // Only meaningful on a replication link (handled there); never answered.
             return Ok(());
-        } else if eq_ic(k, "capa") || eq_ic(k, "rdb-only") || eq_ic(k, "rdb-filter-only") {
+        } else if eq_ic(k, "capa")
+            || eq_ic(k, "rdb-only")
+            || eq_ic(k, "rdb-filter-only")
+            || eq_ic(k, "version")
+        {
+            // (`version`: sent by newer valkey replicas.)
             // We always send the `$<len>` form, understood by every replica.
         } else {
             return Err(CmdError::msg(format!(

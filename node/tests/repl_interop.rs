@@ -1,0 +1,121 @@
+//! Replication between tessera-node and the real programs: tessera master → redis-server /
+//! valkey-server replica, redis-server master → tessera replica (RDB sent as `$<len>` and as
+//! the diskless `$EOF:` form). After a write load the datasets are equal; a killed link comes
+//! back with a partial resync (+CONTINUE), checked in the master's INFO stats.
+
+#[path = "repl_util.rs"]
+mod repl_util;
+
+use std::time::Duration;
+
+use repl_util::*;
+
+fn kill_type(p: &Proc, ty: &str) {
+    let n: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg(ty)
+        .query(&mut p.conn())
+        .expect("client kill type");
+    assert_eq!(n, 1, "CLIENT KILL TYPE {ty} on {}", p.name);
+}
+
+fn stat(p: &Proc, field: &str) -> String {
+    p.info("stats", field).unwrap_or_default()
+}
+
+/// tessera master, `replica` from another program: full sync, stream, partial resync.
+fn tessera_master_with(replica: Proc, master: Proc) {
+    write_load(&master, 0);
+    replicate(&replica, &master);
+    write_load(&master, 1);
+    wait_caught_up(&master, &replica);
+    assert_same_data(&master, &replica, 16);
+    assert_eq!(stat(&master, "sync_full"), "1");
+    // The replica cuts its link; it comes back with +CONTINUE.
+    kill_type(&replica, "master");
+    write_load(&master, 2);
+    wait_link_up(&replica);
+    wait_for(Duration::from_secs(30), "sync_partial_ok:1", || {
+        stat(&master, "sync_partial_ok") == "1"
+    });
+    wait_caught_up(&master, &replica);
+    assert_same_data(&master, &replica, 16);
+    assert_eq!(stat(&master, "sync_full"), "1", "no second full sync");
+}
+
+#[test]
+fn tessera_master_redis_replica() {
+    let (dm, dr) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let master = Proc::node(dm.path(), &[]);
+    let replica = Proc::redis(dr.path(), &[]);
+    tessera_master_with(replica, master);
+}
+
+#[test]
+fn tessera_master_valkey_replica() {
+    let (dm, dr) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let master = Proc::node(dm.path(), &[]);
+    let replica = Proc::valkey(dr.path(), &[]);
+    tessera_master_with(replica, master);
+}
+
+/// redis-server master (`master_args` pick the RDB transfer form), tessera replica.
+fn redis_master_tessera_replica(master_args: &[&str]) {
+    let (dm, dr) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let master = Proc::redis(dm.path(), master_args);
+    let replica = Proc::node(dr.path(), &[]);
+    write_load(&master, 0);
+    replicate(&replica, &master);
+    write_load(&master, 1);
+    wait_caught_up(&master, &replica);
+    assert_same_data(&master, &replica, 16);
+    assert_eq!(stat(&master, "sync_full"), "1");
+    // WAIT on the redis master counts our ACKs.
+    let mut mc = master.conn();
+    let _: () = redis::cmd("SET")
+        .arg("acked")
+        .arg("1")
+        .query(&mut mc)
+        .expect("set");
+    let n: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10000)
+        .query(&mut mc)
+        .expect("wait");
+    assert_eq!(n, 1, "the tessera replica acknowledged the write");
+    // The master cuts the link; the replica comes back with +CONTINUE.
+    kill_type(&master, "replica");
+    write_load(&master, 2);
+    wait_link_up(&replica);
+    wait_for(Duration::from_secs(30), "sync_partial_ok:1", || {
+        stat(&master, "sync_partial_ok") == "1"
+    });
+    wait_caught_up(&master, &replica);
+    assert_same_data(&master, &replica, 16);
+    assert_eq!(stat(&master, "sync_full"), "1", "no second full sync");
+}
+
+#[test]
+fn redis_master_tessera_replica_disk_sync() {
+    redis_master_tessera_replica(&["--repl-diskless-sync", "no"]);
+}
+
+#[test]
+fn redis_master_tessera_replica_diskless_eof_form() {
+    redis_master_tessera_replica(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+}
