@@ -148,6 +148,16 @@ impl Kubelet {
     }
 }
 
+/// A cluster client with connect and response timeouts: a dead node fails the test, never
+/// hangs it.
+fn cluster_client(seed_ip: &str) -> redis::cluster::ClusterClient {
+    redis::cluster::ClusterClientBuilder::new(vec![format!("redis://{seed_ip}:6379")])
+        .connection_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(30))
+        .build()
+        .expect("cluster client")
+}
+
 fn rc(api: &FakeApi) -> RedisCluster {
     serde_json::from_value(api.get(RC, "demo").unwrap()).unwrap()
 }
@@ -231,8 +241,7 @@ async fn forms_a_real_cluster_and_drains_before_deleting() {
         .as_str()
         .unwrap()
         .to_string();
-    let client =
-        redis::cluster::ClusterClient::new(vec![format!("redis://{seed_ip}:6379")]).unwrap();
+    let client = cluster_client(&seed_ip);
     let mut conn = client.get_async_connection().await.unwrap();
     for i in 0..300 {
         let _: () = redis::cmd("SET")
@@ -282,8 +291,7 @@ async fn forms_a_real_cluster_and_drains_before_deleting() {
     );
 
     // No key was lost.
-    let client =
-        redis::cluster::ClusterClient::new(vec![format!("redis://{seed_ip}:6379")]).unwrap();
+    let client = cluster_client(&seed_ip);
     let mut conn = client.get_async_connection().await.unwrap();
     for i in 0..300 {
         let v: Option<i64> = redis::cmd("GET")

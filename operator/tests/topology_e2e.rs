@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common_topology::*;
 use redis::AsyncCommands;
-use tessera_operator::topology::{reconcile, Desired, EngineOptions};
+use tessera_operator::topology::{reconcile, Desired, EngineOptions, PodEndpoint};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -40,10 +40,7 @@ async fn form(bin: &str, root: &std::path::Path) -> Vec<Node> {
     for v in &last.shards {
         for r in &v.replicas {
             let ep = pods.iter().find(|p| &p.pod == r).expect("replica pod");
-            let client =
-                redis::Client::open(format!("redis://{}:{}/", ep.host, ep.port)).expect("client");
-            let mut c = client
-                .get_multiplexed_async_connection()
+            let mut c = open(&format!("redis://{}:{}/", ep.host, ep.port))
                 .await
                 .expect("connect replica");
             let info: String = redis::cmd("INFO")
@@ -237,7 +234,35 @@ async fn valkey_form_3x1() {
     assert_eq!(missing_keys(&conn, 0..5000).await, 0);
 }
 
-/// Abort the engine while slots are open, then converge again: nothing is lost.
+/// `tessera-operator converge` (the real binary) for 4 shards over `pods`, as a child
+/// process killed on drop.
+fn converge_process(pods: &[PodEndpoint], batch: usize, parallel: usize) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tessera-operator"));
+    cmd.args([
+        "converge",
+        "--shards",
+        "4",
+        "--replicas",
+        "0",
+        "--timeout",
+        "120",
+    ])
+    .args([
+        "--batch",
+        &batch.to_string(),
+        "--parallel",
+        &parallel.to_string(),
+    ])
+    .args(pods.iter().map(|p| format!("{}:{}", p.host, p.port)))
+    .env("RUST_LOG", "warn")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true);
+    cmd.spawn().expect("spawn tessera-operator converge")
+}
+
+/// SIGKILL the `tessera-operator converge` process while a slot is open, three times, then
+/// run it again to convergence: nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn engine_killed_mid_migration_resumes() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -250,23 +275,14 @@ async fn engine_killed_mid_migration_resumes() {
     nodes.extend(start_nodes(REDIS, tmp.path(), 1, &[]).await);
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 1);
-    // Small batches, little parallelism: the migration takes long enough to be caught.
-    let slow = EngineOptions {
-        migrate_batch: 5,
-        migrate_parallel: 2,
-        ..test_opts()
-    };
     let mut kills = 0;
     for round in 0..3 {
-        let pods2 = pods.clone();
-        let slow2 = slow.clone();
-        let engine = tokio::spawn(async move {
-            converge(4, 0, &pods2, &slow2, LIMIT).await;
-        });
-        // Wait for an open slot on any node, then kill the engine right there.
+        // Small batches, little parallelism: the migration takes long enough to be caught.
+        let mut engine = converge_process(&pods, 5, 2);
+        // Wait for an open slot on any node, then SIGKILL the engine right there.
         let mut seen = false;
-        for _ in 0..400 {
-            if engine.is_finished() {
+        for _ in 0..2000 {
+            if engine.try_wait().expect("try_wait").is_some() {
                 break;
             }
             for n in &nodes {
@@ -278,7 +294,7 @@ async fn engine_killed_mid_migration_resumes() {
                     .expect("nodes");
                 if text
                     .lines()
-                    .any(|l| l.contains("myself") && l.contains("->-"))
+                    .any(|l| l.contains("myself") && (l.contains("->-") || l.contains("-<-")))
                 {
                     seen = true;
                 }
@@ -286,17 +302,23 @@ async fn engine_killed_mid_migration_resumes() {
             if seen {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        engine.abort();
-        let _ = engine.await;
+        // Child::kill sends SIGKILL: no destructor, no cleanup, like an OOM kill.
+        let _ = engine.kill().await;
         if seen {
             kills += 1;
-            eprintln!("round {round}: engine killed with a slot open");
+            eprintln!("round {round}: engine SIGKILLed with a slot open");
         }
     }
     eprintln!("engine killed mid-migration {kills} times");
-    converge(4, 0, &pods, &test_opts(), LIMIT).await;
+    assert!(kills >= 1, "the engine was never caught with a slot open");
+    let mut last = converge_process(&pods, 1000, 16);
+    let status = tokio::time::timeout(Duration::from_secs(180), last.wait())
+        .await
+        .expect("converge finishes")
+        .expect("wait");
+    assert!(status.success(), "converge after the kills: {status}");
     wait_check(&nodes[0].addr()).await;
     let conn = cluster_conn(&nodes[0]).await;
     assert_eq!(missing_keys(&conn, 0..keys).await, 0, "keys lost");
@@ -429,12 +451,9 @@ async fn password_protected_scale_out() {
     };
     let refs: Vec<&Node> = nodes.iter().collect();
     converge(2, 1, &endpoints(&refs, 2), &opts, LIMIT).await;
-    let client = redis::cluster::ClusterClientBuilder::new(vec![format!(
-        "redis://:s3cret@{}/",
-        nodes[0].addr()
-    )])
-    .build()
-    .expect("client");
+    let client = cluster_builder(vec![format!("redis://:s3cret@{}/", nodes[0].addr())])
+        .build()
+        .expect("client");
     let conn = client.get_async_connection().await.expect("connect");
     load_keys(&conn, 0..3000).await;
     nodes.extend(start_nodes(REDIS, tmp.path(), 2, &auth).await);

@@ -14,6 +14,27 @@ use redis::AsyncCommands;
 use tessera_operator::topology::{reconcile, Desired, EngineOptions, PodEndpoint, TopologyReport};
 
 pub const REDIS: &str = "/usr/bin/redis-server";
+/// Every test connection has these bounds, so a dead or stopped node fails a test instead
+/// of hanging it.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection to one node (`redis://...` URL) with connect and response timeouts.
+pub async fn open(url: &str) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    redis::Client::open(url)?
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await
+}
+
+/// A cluster client builder for `urls` with connect and response timeouts.
+pub fn cluster_builder(urls: Vec<String>) -> redis::cluster::ClusterClientBuilder {
+    redis::cluster::ClusterClientBuilder::new(urls)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+}
 pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
 
 /// Ports 20000-22999 belong to these tests (bus ports +10000).
@@ -134,8 +155,9 @@ impl Node {
     }
 
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        let c = redis::Client::open(format!("redis://{}/", self.addr())).expect("client");
-        c.get_multiplexed_async_connection().await.expect("connect")
+        open(&format!("redis://{}/", self.addr()))
+            .await
+            .expect("connect")
     }
 }
 
@@ -151,8 +173,8 @@ impl Drop for Node {
 /// Wait until the node answers PING (bounded).
 pub async fn wait_up(n: &Node) {
     for _ in 0..200 {
-        if let Ok(c) = redis::Client::open(format!("redis://{}/", n.addr())) {
-            if let Ok(mut conn) = c.get_multiplexed_async_connection().await {
+        {
+            if let Ok(mut conn) = open(&format!("redis://{}/", n.addr())).await {
                 // NOAUTH counts as up: the node answered.
                 match redis::cmd("PING").query_async::<String>(&mut conn).await {
                     Ok(_) => return,
@@ -249,10 +271,7 @@ pub async fn converge(
 /// Print every pod's CLUSTER NODES (for failure diagnosis).
 pub async fn dump(pods: &[PodEndpoint]) {
     for p in pods {
-        let Ok(c) = redis::Client::open(format!("redis://{}:{}/", p.host, p.port)) else {
-            continue;
-        };
-        let Ok(mut conn) = c.get_multiplexed_async_connection().await else {
+        let Ok(mut conn) = open(&format!("redis://{}:{}/", p.host, p.port)).await else {
             eprintln!("{}: unreachable", p.pod);
             continue;
         };
@@ -267,11 +286,10 @@ pub async fn dump(pods: &[PodEndpoint]) {
 }
 
 pub async fn cluster_conn(seed: &Node) -> redis::cluster_async::ClusterConnection {
-    let client =
-        redis::cluster::ClusterClientBuilder::new(vec![format!("redis://{}/", seed.addr())])
-            .retries(30)
-            .build()
-            .expect("cluster client");
+    let client = cluster_builder(vec![format!("redis://{}/", seed.addr())])
+        .retries(30)
+        .build()
+        .expect("cluster client");
     client
         .get_async_connection()
         .await
