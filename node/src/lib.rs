@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod db;
+pub mod notify;
 pub mod persist;
 pub mod pubsub;
 pub mod repl;

@@ -142,6 +142,7 @@ impl<'a> KeyView<'a> {
             st.remove(db, slot, key);
             srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             crate::persist::propagate::deleted(srv, db, key);
+            crate::notify::expired(srv, db, key);
             return None;
         }
         Some(unsafe { &mut *e })

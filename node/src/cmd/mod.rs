@@ -386,8 +386,12 @@ fn lock_keys<'s>(
 /// error, and invalidates WATCHes on the keys of a successful write command.
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
     let reply_at = ctx.out.len();
+    let notify = crate::notify::before(ctx, cmd, args);
     match (cmd.handler)(ctx, args) {
         Ok(()) => {
+            if let Some(snap) = notify {
+                crate::notify::after_command(ctx, cmd, args, reply_at, snap);
+            }
             if cmd.has(flags::WRITE) && ctx.srv.watch.active() {
                 let mut idx = Vec::new();
                 cmd.key_indices(args, &mut idx);

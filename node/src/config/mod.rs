@@ -205,6 +205,12 @@ impl Config {
                 }
                 l
             }
+            Kind::Str if d.name == "notify-keyspace-events" => {
+                let (shown, bits) = crate::notify::normalize(&args[0])?;
+                self.values
+                    .insert(crate::notify::FLAGS_KEY, bits.to_string());
+                shown
+            }
             Kind::Str => args[0].clone(),
         };
         // Old listpack/ziplist names are aliases of each other.

@@ -220,6 +220,7 @@ pub fn expire_sweep(
         let slot = crate::slot::key_hash_slot(k);
         if st.remove(db, slot, k).is_some() {
             deleted(srv, db, k);
+            crate::notify::expired(srv, db, k);
         }
     }
     dead.len()

@@ -134,6 +134,7 @@ fn evict_one(srv: &Server, policy: u8) -> bool {
     let mut st = srv.ks.lock_stripe(idx);
     if st.remove(db, slot, &key).is_some() {
         crate::persist::propagate::deleted(srv, db, &key);
+        crate::notify::evicted(srv, db, &key);
         srv.stats.evicted_keys.fetch_add(1, Ordering::Relaxed);
         drop(st);
         srv.watch.touch(db, &key);

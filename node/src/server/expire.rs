@@ -35,7 +35,7 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
         let mut n = 0;
         for db in 0..ndb {
             if st.db(db).is_some_and(|d| d.volatile_len() > 0) {
-                n += if srv.persist.prop.active() {
+                n += if srv.persist.prop.active() || srv.notify.on() != 0 {
                     crate::persist::propagate::expire_sweep(srv, &mut st, db, now)
                 } else {
                     st.expire_sweep(db, now)

@@ -65,6 +65,8 @@ pub struct Server {
     pub config: RwLock<Config>,
     pub clients: ClientRegistry,
     pub pubsub: PubSub,
+    /// notify-keyspace-events, as flags (see `crate::notify`).
+    pub notify: crate::notify::Notify,
     pub blocking: Blocking,
     pub watch: Watches,
     pub stats: Stats,
@@ -116,6 +118,7 @@ impl Server {
             config: RwLock::new(config),
             clients: ClientRegistry::default(),
             pubsub: PubSub::default(),
+            notify: Default::default(),
             blocking: Blocking::default(),
             watch: Watches::default(),
             stats: Stats::default(),
@@ -171,6 +174,8 @@ impl Server {
             .store(c.uint("slowlog-max-len"), Ordering::Relaxed);
         self.out_limit_normal
             .store(c.cobl[0].hard, Ordering::Relaxed);
+        self.notify
+            .configure(c.uint(crate::notify::FLAGS_KEY) as u32);
         self.config_gen.fetch_add(1, Ordering::Release);
     }
 

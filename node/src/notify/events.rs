@@ -1,0 +1,516 @@
+//! Which events a successful write command emits, in Redis 7.0's order: derived from the
+//! command name, its arguments, the first level of its reply and its keys' states before
+//! and after. One table for every command family, so the handlers stay untouched.
+//!
+//! Generic rules: a key that did not exist before and exists after gets `new` first; a
+//! key that existed and is gone after a non-deleting command (a pop that emptied it) gets
+//! `del` after the command's event.
+
+use bytes::Bytes;
+
+use super::{KeyState, Snapshot, GENERIC, HASH, LIST, NEW, SET, STRING, ZSET};
+use crate::cmd::{eq_ic, CommandSpec, Ctx};
+
+/// The first level of a reply, enough to tell whether the command changed something.
+#[derive(Debug)]
+pub enum Reply {
+    Err,
+    Nil,
+    Int(i64),
+    Simple,
+    Bulk,
+    /// An array (or set/push) of `n` elements and its first element if it is a bulk.
+    Array(i64, Option<Bytes>),
+}
+
+impl Reply {
+    pub fn parse(b: &[u8]) -> Reply {
+        let Some(&t) = b.first() else {
+            return Reply::Nil;
+        };
+        let line_end = b.windows(2).position(|w| w == b"\r\n").unwrap_or(b.len());
+        let line = &b[1..line_end.max(1)];
+        let num = || {
+            std::str::from_utf8(line)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+        };
+        match t {
+            b'-' | b'!' => Reply::Err,
+            b'_' => Reply::Nil,
+            b':' => Reply::Int(num().unwrap_or(0)),
+            b'+' => Reply::Simple,
+            b'$' | b'=' | b',' => match num() {
+                Some(n) if n < 0 => Reply::Nil,
+                _ => Reply::Bulk,
+            },
+            b'*' | b'~' | b'>' => match num() {
+                Some(n) if n < 0 => Reply::Nil,
+                Some(n) => {
+                    let rest = &b[(line_end + 2).min(b.len())..];
+                    Reply::Array(n, first_bulk(rest))
+                }
+                None => Reply::Nil,
+            },
+            _ => Reply::Simple,
+        }
+    }
+
+    fn int(&self) -> i64 {
+        match self {
+            Reply::Int(n) => *n,
+            _ => 0,
+        }
+    }
+
+    /// A non-nil, non-empty reply (a pop that returned something).
+    fn some(&self) -> bool {
+        match self {
+            Reply::Nil | Reply::Err => false,
+            Reply::Array(n, _) => *n > 0,
+            _ => true,
+        }
+    }
+}
+
+fn first_bulk(b: &[u8]) -> Option<Bytes> {
+    if b.first() != Some(&b'$') {
+        return None;
+    }
+    let end = b.windows(2).position(|w| w == b"\r\n")?;
+    let n: usize = std::str::from_utf8(&b[1..end]).ok()?.parse().ok()?;
+    b.get(end + 2..end + 2 + n).map(Bytes::copy_from_slice)
+}
+
+/// One event to publish.
+pub struct Event {
+    pub class: u32,
+    pub event: &'static str,
+    pub key: Bytes,
+    pub db: usize,
+}
+
+struct Acc<'c, 'a> {
+    ctx: &'c mut Ctx<'a>,
+    out: Vec<Event>,
+}
+
+impl Acc<'_, '_> {
+    fn push(&mut self, class: u32, event: &'static str, key: &Bytes, db: usize) {
+        self.out.push(Event {
+            class,
+            event,
+            key: key.clone(),
+            db,
+        });
+    }
+
+    fn now(&mut self, db: usize, key: &[u8]) -> KeyState {
+        super::state(self.ctx, db, key)
+    }
+
+    /// `new` if the key was created by the command.
+    fn new_if_created(&mut self, before: KeyState, key: &Bytes, db: usize) {
+        if !before.exists && self.now(db, key).exists {
+            self.push(NEW, "new", key, db);
+        }
+    }
+
+    /// `del` if the command emptied (and so removed) the key.
+    fn del_if_gone(&mut self, before: KeyState, key: &Bytes, db: usize) {
+        if before.exists && !self.now(db, key).exists {
+            self.push(GENERIC, "del", key, db);
+        }
+    }
+
+    /// The common shape: [new] event [del].
+    fn modified(&mut self, before: KeyState, class: u32, ev: &'static str, key: &Bytes, db: usize) {
+        self.new_if_created(before, key, db);
+        self.push(class, ev, key, db);
+        self.del_if_gone(before, key, db);
+    }
+
+    /// A STORE command: the destination got a value, or was deleted by an empty result.
+    fn store(&mut self, before: KeyState, class: u32, ev: &'static str, key: &Bytes, db: usize) {
+        if self.now(db, key).exists {
+            self.new_if_created(before, key, db);
+            self.push(class, ev, key, db);
+        } else if before.exists {
+            self.push(GENERIC, "del", key, db);
+        }
+    }
+}
+
+fn has_word(args: &[Bytes], from: usize, w: &str) -> bool {
+    args.iter().skip(from).any(|a| eq_ic(a, w))
+}
+
+/// The events of one successful write command.
+pub fn derive(
+    ctx: &mut Ctx<'_>,
+    cmd: &CommandSpec,
+    args: &[Bytes],
+    reply: &Reply,
+    snap: &Snapshot,
+) -> Vec<Event> {
+    let db = ctx.ks.db;
+    let st = |n: usize| snap.keys.get(n).map(|k| k.1).unwrap_or_default();
+    let key = |n: usize| snap.keys.get(n).map(|k| args[k.0].clone());
+    let mut a = Acc {
+        ctx,
+        out: Vec::new(),
+    };
+    let Some(k0) = key(0) else {
+        return a.out;
+    };
+    let s0 = st(0);
+    let name = cmd.name;
+    match name {
+        "del" | "unlink" => {
+            for (i, (_, b)) in snap.keys.iter().enumerate() {
+                if let Some(k) = key(i) {
+                    if b.exists && !a.now(db, &k).exists {
+                        a.push(GENERIC, "del", &k, db);
+                    }
+                }
+            }
+        }
+        "expire" | "pexpire" | "expireat" | "pexpireat" => {
+            if reply.int() == 1 {
+                let ev = if a.now(db, &k0).exists {
+                    "expire"
+                } else {
+                    "del"
+                };
+                a.push(GENERIC, ev, &k0, db);
+            }
+        }
+        "persist" => {
+            if reply.int() == 1 {
+                a.push(GENERIC, "persist", &k0, db);
+            }
+        }
+        "rename" | "renamenx" => {
+            if let (Some(k1), true) = (key(1), name == "rename" || reply.int() == 1) {
+                if k0 != k1 {
+                    a.push(NEW, "new", &k1, db);
+                    a.push(GENERIC, "rename_from", &k0, db);
+                    a.push(GENERIC, "rename_to", &k1, db);
+                }
+            }
+        }
+        "copy" => {
+            if let (Some(k1), 1) = (key(1), reply.int()) {
+                let dst_db = db_option(args).unwrap_or(db);
+                a.push(NEW, "new", &k1, dst_db);
+                a.push(GENERIC, "copy_to", &k1, dst_db);
+            }
+        }
+        "move" => {
+            if reply.int() == 1 {
+                let dst_db = args
+                    .get(2)
+                    .and_then(|d| std::str::from_utf8(d).ok())
+                    .and_then(|d| d.parse::<usize>().ok())
+                    .unwrap_or(db);
+                a.push(NEW, "new", &k0, dst_db);
+                a.push(GENERIC, "move_from", &k0, db);
+                a.push(GENERIC, "move_to", &k0, dst_db);
+            }
+        }
+        "restore" | "restore-asking" => {
+            a.push(NEW, "new", &k0, db);
+            a.push(GENERIC, "restore", &k0, db);
+        }
+        "migrate" => {
+            for (i, (_, b)) in snap.keys.iter().enumerate() {
+                if let Some(k) = key(i) {
+                    a.del_if_gone(*b, &k, db);
+                }
+            }
+        }
+        // Strings.
+        "set" => {
+            let nx = has_word(args, 3, "nx");
+            let xx = has_word(args, 3, "xx");
+            if (nx && s0.exists) || (xx && !s0.exists) {
+                return a.out;
+            }
+            a.new_if_created(s0, &k0, db);
+            a.push(STRING, "set", &k0, db);
+            if ["ex", "px", "exat", "pxat"]
+                .iter()
+                .any(|w| has_word(args, 3, w))
+            {
+                a.push(GENERIC, "expire", &k0, db);
+            }
+        }
+        "setnx" => {
+            if reply.int() == 1 {
+                a.modified(s0, STRING, "set", &k0, db);
+            }
+        }
+        "setex" | "psetex" => {
+            a.new_if_created(s0, &k0, db);
+            a.push(STRING, "set", &k0, db);
+            a.push(GENERIC, "expire", &k0, db);
+        }
+        "getset" => a.modified(s0, STRING, "set", &k0, db),
+        "mset" | "msetnx" => {
+            if name == "mset" || reply.int() == 1 {
+                for (i, (_, b)) in snap.keys.iter().enumerate() {
+                    if let Some(k) = key(i) {
+                        a.new_if_created(*b, &k, db);
+                        a.push(STRING, "set", &k, db);
+                    }
+                }
+            }
+        }
+        "getdel" => a.del_if_gone(s0, &k0, db),
+        "getex" => {
+            if s0.exists {
+                if ["ex", "px", "exat", "pxat"]
+                    .iter()
+                    .any(|w| has_word(args, 2, w))
+                {
+                    let ev = if a.now(db, &k0).exists {
+                        "expire"
+                    } else {
+                        "del"
+                    };
+                    a.push(GENERIC, ev, &k0, db);
+                } else if has_word(args, 2, "persist") && s0.ttl {
+                    a.push(GENERIC, "persist", &k0, db);
+                }
+            }
+        }
+        "incr" | "decr" | "incrby" | "decrby" => a.modified(s0, STRING, "incrby", &k0, db),
+        "incrbyfloat" => a.modified(s0, STRING, "incrbyfloat", &k0, db),
+        "append" => a.modified(s0, STRING, "append", &k0, db),
+        "setrange" => {
+            if args.get(3).is_some_and(|v| !v.is_empty()) {
+                a.modified(s0, STRING, "setrange", &k0, db);
+            }
+        }
+        "setbit" => a.modified(s0, STRING, "setbit", &k0, db),
+        "bitfield" => {
+            if has_word(args, 2, "set") || has_word(args, 2, "incrby") {
+                a.modified(s0, STRING, "setbit", &k0, db);
+            }
+        }
+        "bitop" => {
+            if let Some(kd) = key(0) {
+                a.store(s0, STRING, "set", &kd, db);
+            }
+        }
+        "pfadd" => {
+            if reply.int() == 1 {
+                a.modified(s0, STRING, "pfadd", &k0, db);
+            }
+        }
+        // Redis 7.0's PFMERGE notifies "pfadd".
+        "pfmerge" => a.modified(s0, STRING, "pfadd", &k0, db),
+        // Hashes.
+        "hset" | "hmset" => a.modified(s0, HASH, "hset", &k0, db),
+        "hsetnx" => {
+            if reply.int() == 1 {
+                a.modified(s0, HASH, "hset", &k0, db);
+            }
+        }
+        "hdel" => {
+            if reply.int() > 0 {
+                a.modified(s0, HASH, "hdel", &k0, db);
+            }
+        }
+        "hincrby" => a.modified(s0, HASH, "hincrby", &k0, db),
+        "hincrbyfloat" => a.modified(s0, HASH, "hincrbyfloat", &k0, db),
+        // Lists.
+        "lpush" => a.modified(s0, LIST, "lpush", &k0, db),
+        "rpush" => a.modified(s0, LIST, "rpush", &k0, db),
+        "lpushx" | "rpushx" => {
+            if reply.int() > 0 && s0.exists {
+                let ev = if name == "lpushx" { "lpush" } else { "rpush" };
+                a.modified(s0, LIST, ev, &k0, db);
+            }
+        }
+        "lpop" | "rpop" => {
+            if reply.some() {
+                a.modified(
+                    s0,
+                    LIST,
+                    if name == "lpop" { "lpop" } else { "rpop" },
+                    &k0,
+                    db,
+                );
+            }
+        }
+        "blpop" | "brpop" | "blmpop" | "lmpop" | "bzpopmin" | "bzpopmax" | "zmpop" | "bzmpop" => {
+            if let Reply::Array(_, Some(k)) = reply {
+                let ev = pop_event(name, args);
+                let class = if name.contains('z') { ZSET } else { LIST };
+                let before = snap
+                    .keys
+                    .iter()
+                    .find(|(i, _)| args[*i] == *k)
+                    .map(|x| x.1)
+                    .unwrap_or_default();
+                a.modified(before, class, ev, k, db);
+            }
+        }
+        "lset" => a.modified(s0, LIST, "lset", &k0, db),
+        "linsert" => {
+            if reply.int() > 0 {
+                a.modified(s0, LIST, "linsert", &k0, db);
+            }
+        }
+        "lrem" => {
+            if reply.int() > 0 {
+                a.modified(s0, LIST, "lrem", &k0, db);
+            }
+        }
+        "ltrim" => {
+            if s0.exists {
+                a.modified(s0, LIST, "ltrim", &k0, db);
+            }
+        }
+        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" => {
+            if let (Some(k1), true) = (key(1), reply.some()) {
+                let (from_left, to_left) = match name {
+                    "lmove" | "blmove" => (
+                        args.get(3).is_some_and(|w| eq_ic(w, "left")),
+                        args.get(4).is_some_and(|w| eq_ic(w, "left")),
+                    ),
+                    _ => (false, true),
+                };
+                a.new_if_created(st(1), &k1, db);
+                a.push(LIST, if to_left { "lpush" } else { "rpush" }, &k1, db);
+                a.push(LIST, if from_left { "lpop" } else { "rpop" }, &k0, db);
+                a.del_if_gone(s0, &k0, db);
+            }
+        }
+        // Sets.
+        "sadd" => {
+            if reply.int() > 0 {
+                a.modified(s0, SET, "sadd", &k0, db);
+            }
+        }
+        "srem" => {
+            if reply.int() > 0 {
+                a.modified(s0, SET, "srem", &k0, db);
+            }
+        }
+        "spop" => {
+            if reply.some() {
+                a.modified(s0, SET, "spop", &k0, db);
+            }
+        }
+        "smove" => {
+            if let (Some(k1), 1) = (key(1), reply.int()) {
+                if k0 != k1 {
+                    a.push(SET, "srem", &k0, db);
+                    a.del_if_gone(s0, &k0, db);
+                    a.new_if_created(st(1), &k1, db);
+                    a.push(SET, "sadd", &k1, db);
+                }
+            }
+        }
+        "sinterstore" | "sunionstore" | "sdiffstore" => {
+            let ev = match name {
+                "sinterstore" => "sinterstore",
+                "sunionstore" => "sunionstore",
+                _ => "sdiffstore",
+            };
+            a.store(s0, SET, ev, &k0, db);
+        }
+        // Sorted sets.
+        "zadd" => {
+            if has_word(args, 2, "incr") {
+                if reply.some() {
+                    a.modified(s0, ZSET, "zincr", &k0, db);
+                }
+            } else if reply.int() > 0 || zadd_scores(a.ctx, args) != snap.zscores {
+                a.modified(s0, ZSET, "zadd", &k0, db);
+            }
+        }
+        "zincrby" => a.modified(s0, ZSET, "zincr", &k0, db),
+        "zrem" | "zremrangebyrank" | "zremrangebyscore" | "zremrangebylex" => {
+            if reply.int() > 0 {
+                let ev = match name {
+                    "zrem" => "zrem",
+                    "zremrangebyrank" => "zremrangebyrank",
+                    "zremrangebyscore" => "zremrangebyscore",
+                    _ => "zremrangebylex",
+                };
+                a.modified(s0, ZSET, ev, &k0, db);
+            }
+        }
+        "zpopmin" | "zpopmax" => {
+            if reply.some() {
+                let ev = if name == "zpopmin" {
+                    "zpopmin"
+                } else {
+                    "zpopmax"
+                };
+                a.modified(s0, ZSET, ev, &k0, db);
+            }
+        }
+        "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" => {
+            let ev = match name {
+                "zunionstore" => "zunionstore",
+                "zinterstore" => "zinterstore",
+                "zdiffstore" => "zdiffstore",
+                _ => "zrangestore",
+            };
+            a.store(s0, ZSET, ev, &k0, db);
+        }
+        _ => {}
+    }
+    a.out
+}
+
+/// The current scores of ZADD's members (after its options), in argument order.
+pub fn zadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
+    let opts = ["nx", "xx", "gt", "lt", "ch", "incr"];
+    let first = 2 + args[2..]
+        .iter()
+        .take_while(|a| opts.iter().any(|o| eq_ic(a, o)))
+        .count();
+    let Ok(Some(z)) = ctx.ks.get_zset(&args[1]) else {
+        return vec![None; args.len().saturating_sub(first) / 2];
+    };
+    args[first..]
+        .chunks(2)
+        .filter_map(|p| p.get(1))
+        .map(|m| z.score(m))
+        .collect()
+}
+
+/// COPY's `DB n` option.
+fn db_option(args: &[Bytes]) -> Option<usize> {
+    let i = args.iter().skip(3).position(|a| eq_ic(a, "db"))? + 3;
+    std::str::from_utf8(args.get(i + 1)?).ok()?.parse().ok()
+}
+
+/// The pop event of the blocking / multi-key pops.
+fn pop_event(name: &str, args: &[Bytes]) -> &'static str {
+    match name {
+        "blpop" => "lpop",
+        "brpop" => "rpop",
+        "bzpopmin" => "zpopmin",
+        "bzpopmax" => "zpopmax",
+        "lmpop" | "blmpop" => {
+            if has_word(args, 2, "left") {
+                "lpop"
+            } else {
+                "rpop"
+            }
+        }
+        _ => {
+            if has_word(args, 2, "min") {
+                "zpopmin"
+            } else {
+                "zpopmax"
+            }
+        }
+    }
+}
