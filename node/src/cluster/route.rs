@@ -75,14 +75,9 @@ pub fn route(
         is_pubsubshard: is_pubsubshard(cmd.name),
         is_migrate: cmd.name == "migrate",
     };
-    let first_slot = key_hash_slot(q.keys[0]) as usize;
-    // Fast path: the slot is not being migrated or imported, so existence is never asked.
-    let fast = node.with_state(|st| {
-        let open = st.migrating.get(first_slot).is_some_and(|m| m.is_some())
-            || st.importing.get(first_slot).is_some_and(|m| m.is_some());
-        (!open).then(|| routing::route(st, &q, |_| true))
-    });
-    let r = match fast {
+    // Fast path: the routing snapshot (no cluster lock) decides unless the slot is being
+    // migrated or imported, where key existence matters.
+    let r = match node.route_fast(&q) {
         Some(r) => r,
         None => {
             let exists: Vec<bool> = q.keys.iter().map(|k| key_exists(srv, k)).collect();

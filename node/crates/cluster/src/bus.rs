@@ -7,17 +7,20 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use tracing::{debug, error, info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use crate::config::ClusterConfig;
 use crate::msg;
 use crate::nodes_conf::{self, NodesConfError};
+use crate::route_table::{self, RouteTable};
+use crate::routing::{Route, RouteQuery};
+use crate::save::{self, Pending, SaveStats, Saver};
 use crate::state::{ClusterState, LinkId, Out};
 use crate::Host;
 
@@ -52,6 +55,9 @@ struct Shared {
     pending_connects: Mutex<HashMap<LinkId, AbortHandle>>,
     host: Arc<dyn Host>,
     tasks: Mutex<Vec<AbortHandle>>,
+    saver: Saver,
+    /// Routing snapshot, rebuilt under the state lock when its inputs change.
+    route: RwLock<RouteTable>,
 }
 
 /// A running cluster node: state plus its bus. Dropping it stops every task and link.
@@ -93,6 +99,8 @@ impl ClusterNode {
             pending_connects: Mutex::new(HashMap::new()),
             host,
             tasks: Mutex::new(Vec::new()),
+            saver: Saver::default(),
+            route: RwLock::new(RouteTable::default()),
         });
         locked(&shared, |_| ());
         let s2 = shared.clone();
@@ -120,6 +128,19 @@ impl ClusterNode {
     /// Runs `f` on the state, then performs the effects it queued and saves if needed.
     pub fn with_state<R>(&self, f: impl FnOnce(&mut ClusterState) -> R) -> R {
         locked(&self.shared, f)
+    }
+
+    /// Routes `q` from the routing snapshot without locking the cluster state; None when
+    /// the answer depends on the keyspace (an open slot): then use `routing::route` under
+    /// [`ClusterNode::with_state`].
+    #[inline]
+    pub fn route_fast(&self, q: &RouteQuery) -> Option<Route> {
+        self.shared.route.read().route(q)
+    }
+
+    /// nodes.conf writes and fsyncs so far (group commit makes them far fewer than changes).
+    pub fn save_stats(&self) -> SaveStats {
+        self.shared.saver.stats()
     }
 
     /// The keyspace/pubsub host this node was started with.
@@ -157,18 +178,37 @@ enum HostEffect {
     PauseWrites(u64),
 }
 
-/// Performs the network effects queued in the state and saves nodes.conf if it changed.
-/// Returns the host effects, which the caller runs with [`run_host`] once unlocked.
+/// What one locked section leaves to do once the state is unlocked.
 #[must_use]
-fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Vec<HostEffect> {
+struct Deferred {
+    host: Vec<HostEffect>,
+    /// Messages held back until an fsync-requiring change is on disk (a vote must not leave
+    /// before the vote epoch is durable: Redis's write barrier).
+    sends: Vec<(LinkId, Vec<u8>)>,
+    save: Option<Pending>,
+}
+
+/// Performs the network effects queued in the state and numbers the change to save.
+fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Deferred {
     let outs: Vec<Out> = std::mem::take(&mut st.out);
-    let mut host = Vec::new();
+    if st.todo_update_state {
+        st.update_state(now_ms());
+    }
+    let save = save::take_dirty(st);
+    let hold = save.is_some_and(|p| p.fsync);
+    let mut d = Deferred {
+        host: Vec::new(),
+        sends: Vec::new(),
+        save,
+    };
     for o in outs {
         match o {
             Out::Send { link, msg } => {
                 let bytes = msg::encode(&msg);
-                if let Some(l) = shared.links.lock().get(&link) {
-                    let _ = l.tx.send(bytes);
+                if hold {
+                    d.sends.push((link, bytes));
+                } else {
+                    send_bytes(shared, link, bytes);
                 }
             }
             Out::Connect { link, ip, cport } => {
@@ -185,39 +225,58 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Vec<HostEffect> {
                 channel,
                 message,
                 shard,
-            } => host.push(HostEffect::Publish {
+            } => d.host.push(HostEffect::Publish {
                 channel,
                 message,
                 shard,
             }),
-            Out::SetMaster { ip } => host.push(HostEffect::SetMaster(ip)),
-            Out::DeleteSlotKeys { slot } => host.push(HostEffect::DeleteSlotKeys(slot)),
-            Out::FlushAll => host.push(HostEffect::FlushAll),
-            Out::PauseWrites { until } => host.push(HostEffect::PauseWrites(until)),
+            Out::SetMaster { ip } => d.host.push(HostEffect::SetMaster(ip)),
+            Out::DeleteSlotKeys { slot } => d.host.push(HostEffect::DeleteSlotKeys(slot)),
+            Out::FlushAll => d.host.push(HostEffect::FlushAll),
+            Out::PauseWrites { until } => d.host.push(HostEffect::PauseWrites(until)),
         }
     }
-    if st.todo_update_state {
-        st.update_state(now_ms());
-    }
-    if st.todo_save {
-        st.todo_save = false;
-        if let Err(e) = nodes_conf::save(st, &st.config.config_file.clone()) {
-            error!(error = %e, "cannot save cluster config");
-        }
-    }
-    host
+    d
 }
 
-/// Runs `f` with the state locked, performs its network effects, unlocks, then runs its
-/// host effects (so the node's callbacks never run under the cluster lock).
+/// Rebuilds the routing snapshot if the state it reflects changed (state locked, so
+/// snapshots are published in state order).
+fn publish_route_table(shared: &Shared, st: &ClusterState) {
+    let fp = route_table::fingerprint(st);
+    if shared.route.read().fingerprint() != fp {
+        let t = RouteTable::build(st, fp);
+        let old = std::mem::replace(&mut *shared.route.write(), t);
+        drop(old);
+    }
+}
+
+fn send_bytes(shared: &Shared, link: LinkId, bytes: Vec<u8>) {
+    if let Some(l) = shared.links.lock().get(&link) {
+        let _ = l.tx.send(bytes);
+    }
+}
+
+/// Runs `f` with the state locked and performs its network effects; unlocks; saves
+/// nodes.conf if `f` changed it (returning only once the change is written, as Redis
+/// saves before writing replies); then runs its host effects (so the node's callbacks
+/// never run under the cluster lock).
 fn locked<R>(shared: &Arc<Shared>, f: impl FnOnce(&mut ClusterState) -> R) -> R {
-    let (r, effects) = {
+    let (r, d) = {
         let mut st = shared.state.lock();
         let r = f(&mut st);
-        let effects = dispatch(shared, &mut st);
-        (r, effects)
+        let d = dispatch(shared, &mut st);
+        publish_route_table(shared, &st);
+        (r, d)
     };
-    run_host(shared, effects);
+    if let Some(p) = d.save {
+        shared
+            .saver
+            .save_upto(p.seq, || save::render(&shared.state.lock()));
+    }
+    for (link, bytes) in d.sends {
+        send_bytes(shared, link, bytes);
+    }
+    run_host(shared, d.host);
     r
 }
 

@@ -372,7 +372,7 @@ fn change_slots(
     for &s in slots {
         if add {
             // Adding a slot we were importing closes the import.
-            st.importing[s] = None;
+            st.importing.set(s, None);
             st.add_slot(me, s);
         } else {
             st.del_slot(s);
@@ -424,6 +424,7 @@ pub fn bump_epoch(st: &mut ClusterState) -> (bool, u64) {
         let e = st.current_epoch;
         st.me_mut().config_epoch = e;
         st.todo_save = true;
+        st.todo_fsync = true;
         (true, e)
     } else {
         (false, mine)
@@ -439,8 +440,8 @@ pub fn reset(st: &mut ClusterState, hard: bool) {
         st.out.push(Out::FlushAll);
     }
     for s in 0..SLOTS {
-        st.importing[s] = None;
-        st.migrating[s] = None;
+        st.importing.set(s, None);
+        st.migrating.set(s, None);
         st.del_slot(s);
     }
     let others: Vec<msg::Name> = st
@@ -461,7 +462,9 @@ pub fn reset(st: &mut ClusterState, hard: bool) {
         st.rename_node(&old, new);
         st.myself = new;
     }
+    // clusterReset saves with fsync before replying.
     st.todo_save = true;
+    st.todo_fsync = true;
     st.todo_update_state = true;
 }
 
@@ -492,7 +495,7 @@ fn setslot(
             if st.nodes[&n].is_replica() {
                 return Err(Reply::err("ERR Target node is not a master"));
             }
-            st.migrating[slot] = Some(n);
+            st.migrating.set(slot, Some(n));
         }
         (b"importing", 4) => {
             if st.slots[slot] == Some(me) {
@@ -504,11 +507,11 @@ fn setslot(
             if st.nodes[&n].is_replica() {
                 return Err(Reply::err("ERR Target node is not a master"));
             }
-            st.importing[slot] = Some(n);
+            st.importing.set(slot, Some(n));
         }
         (b"stable", 3) => {
-            st.importing[slot] = None;
-            st.migrating[slot] = None;
+            st.importing.set(slot, None);
+            st.migrating.set(slot, None);
         }
         (b"node", 4) => {
             let n = lookup(st, args[3])
@@ -523,7 +526,7 @@ fn setslot(
                 )));
             }
             if keys == 0 && st.migrating[slot].is_some() {
-                st.migrating[slot] = None;
+                st.migrating.set(slot, None);
             }
             let was_mine = st.slots[slot] == Some(me);
             st.del_slot(slot);
@@ -532,7 +535,7 @@ fn setslot(
                 st.set_my_master(n);
             }
             if n == me && st.importing[slot].is_some() {
-                st.importing[slot] = None;
+                st.importing.set(slot, None);
                 bump_epoch(st);
                 broadcast_pong(st, now);
             }

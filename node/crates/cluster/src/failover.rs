@@ -130,6 +130,7 @@ impl ClusterState {
             }
             self.broadcast_header(h, Body::Empty);
             self.todo_save = true;
+            self.todo_fsync = true;
             self.todo_update_state = true;
             return;
         }
@@ -174,6 +175,7 @@ impl ClusterState {
         }
         self.update_state(now);
         self.todo_save = true;
+        self.todo_fsync = true;
         let links: Vec<LinkId> = self
             .nodes
             .values()

@@ -25,13 +25,16 @@ pub mod msg;
 pub mod nodes_conf;
 mod process;
 pub mod reply;
+pub mod route_table;
 pub mod routing;
+mod save;
 pub mod state;
 
 pub use bus::{BusError, ClusterNode};
 pub use config::{ClusterConfig, EndpointType};
 pub use reply::Reply;
 pub use routing::{key_hash_slot, Route, RouteQuery};
+pub use save::SaveStats;
 pub use state::ClusterState;
 
 /// What the cluster half needs from the node's keyspace and pub/sub.

@@ -127,22 +127,36 @@ pub fn render(st: &ClusterState) -> String {
     s
 }
 
-/// Writes nodes.conf atomically: temp file, fsync, rename, fsync of the directory.
+/// Writes nodes.conf atomically with fsync (CLUSTER SAVECONFIG, tools).
 pub fn save(st: &ClusterState, path: &Path) -> Result<(), NodesConfError> {
+    write_file(path, &render(st), true)
+}
+
+/// Writes `content` as nodes.conf atomically: temp file, rename; with `fsync`, the file and
+/// its directory are synced too (Redis fsyncs only for CLUSTER_TODO_FSYNC_CONFIG changes).
+/// Every call uses its own temp name, so concurrent writers never share a file.
+pub fn write_file(path: &Path, content: &str, fsync: bool) -> Result<(), NodesConfError> {
+    static TMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let io = |source| NodesConfError::Io {
         path: path.display().to_string(),
         source,
     };
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let content = render(st);
+    let n = TMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
     let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(content.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
+    let written =
+        f.write_all(content.as_bytes())
+            .and_then(|_| if fsync { f.sync_all() } else { Ok(()) });
     drop(f);
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
+    if fsync {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
         }
     }
     Ok(())
@@ -280,9 +294,9 @@ pub fn parse(
                     .ok_or_else(|| corrupt("bad node name in open slot"))?;
                 get_or_create(&mut st, other, now);
                 if dir {
-                    st.migrating[slot] = Some(other);
+                    st.migrating.set(slot, Some(other));
                 } else {
-                    st.importing[slot] = Some(other);
+                    st.importing.set(slot, Some(other));
                 }
                 continue;
             }

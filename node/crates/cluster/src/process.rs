@@ -490,8 +490,8 @@ impl ClusterState {
         if self.me().is_master() {
             self.del_node_slots(&me);
             for s in 0..SLOTS {
-                self.importing[s] = None;
-                self.migrating[s] = None;
+                self.importing.set(s, None);
+                self.migrating.set(s, None);
             }
         }
         let (ip, port) = match self.nodes.get(&master) {
@@ -517,6 +517,7 @@ impl ClusterState {
         let e = self.current_epoch;
         self.me_mut().config_epoch = e;
         self.todo_save = true;
+        self.todo_fsync = true;
         warn!(epoch = e, "configEpoch collision resolved");
     }
 
@@ -685,7 +686,9 @@ impl ClusterState {
         if let Some(m) = self.nodes.get_mut(&mname) {
             m.voted_time = now;
         }
+        // The vote leaves only once lastVoteEpoch is on disk (held back by the bus).
         self.todo_save = true;
+        self.todo_fsync = true;
         if let Some(l) = self.nodes.get(requester).and_then(|n| n.link) {
             self.send_vote(l);
         }

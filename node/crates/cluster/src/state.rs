@@ -172,6 +172,45 @@ pub enum Out {
     PauseWrites { until: u64 },
 }
 
+/// Importing or migrating slots: read by index, written through [`OpenSlots::set`] so
+/// every change bumps a version (the routing table rebuilds on change).
+#[derive(Clone, Debug)]
+pub struct OpenSlots {
+    v: Vec<Option<Name>>,
+    version: u64,
+}
+
+impl Default for OpenSlots {
+    fn default() -> Self {
+        OpenSlots {
+            v: vec![None; SLOTS],
+            version: 0,
+        }
+    }
+}
+
+impl std::ops::Index<usize> for OpenSlots {
+    type Output = Option<Name>;
+    fn index(&self, slot: usize) -> &Option<Name> {
+        &self.v[slot]
+    }
+}
+
+impl OpenSlots {
+    pub fn set(&mut self, slot: usize, node: Option<Name>) {
+        if self.v[slot] != node {
+            self.v[slot] = node;
+            self.version += 1;
+        }
+    }
+    pub fn get(&self, slot: usize) -> Option<&Option<Name>> {
+        self.v.get(slot)
+    }
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+}
+
 /// Per-type message counters (CLUSTER INFO).
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -185,8 +224,10 @@ pub struct ClusterState {
     pub myself: Name,
     pub nodes: BTreeMap<Name, Node>,
     pub slots: Vec<Option<Name>>,
-    pub importing: Vec<Option<Name>>,
-    pub migrating: Vec<Option<Name>>,
+    /// Bumped by every change of `slots` (the routing table rebuilds on change).
+    pub slots_version: u64,
+    pub importing: OpenSlots,
+    pub migrating: OpenSlots,
     pub current_epoch: u64,
     pub last_vote_epoch: u64,
     pub state_ok: bool,
@@ -196,8 +237,15 @@ pub struct ClusterState {
     pub stats: Stats,
     pub stats_pfail_nodes: usize,
     pub out: Vec<Out>,
-    /// Set when nodes.conf must be rewritten.
+    /// Set when nodes.conf must be rewritten (CLUSTER_TODO_SAVE_CONFIG).
     pub todo_save: bool,
+    /// Set when that rewrite must also be fsynced before anything else leaves this node:
+    /// replies, votes (CLUSTER_TODO_FSYNC_CONFIG).
+    pub todo_fsync: bool,
+    /// Sequence number of the latest change that needs saving (see `save::Saver`).
+    pub(crate) dirty_seq: u64,
+    /// The latest `dirty_seq` whose change asked for an fsync.
+    pub(crate) fsync_seq: u64,
     pub todo_update_state: bool,
     pub(crate) next_link: LinkId,
     pub(crate) iteration: u64,
@@ -223,8 +271,9 @@ impl ClusterState {
             myself,
             nodes: BTreeMap::new(),
             slots: vec![None; SLOTS],
-            importing: vec![None; SLOTS],
-            migrating: vec![None; SLOTS],
+            slots_version: 0,
+            importing: OpenSlots::default(),
+            migrating: OpenSlots::default(),
             current_epoch: 0,
             last_vote_epoch: 0,
             state_ok: false,
@@ -236,6 +285,9 @@ impl ClusterState {
             stats_pfail_nodes: 0,
             out: Vec::new(),
             todo_save: true,
+            todo_fsync: false,
+            dirty_seq: 0,
+            fsync_seq: 0,
             todo_update_state: true,
             next_link: 1,
             iteration: 0,
@@ -317,6 +369,7 @@ impl ClusterState {
             return false;
         }
         self.slots[slot] = Some(owner);
+        self.slots_version += 1;
         if let Some(n) = self.nodes.get_mut(&owner) {
             n.numslots += 1;
             msg::bitmap_set(&mut n.slot_bits, slot);
@@ -327,6 +380,7 @@ impl ClusterState {
         let Some(owner) = self.slots[slot].take() else {
             return false;
         };
+        self.slots_version += 1;
         if let Some(n) = self.nodes.get_mut(&owner) {
             n.numslots = n.numslots.saturating_sub(1);
             n.slot_bits[slot >> 3] &= !(1 << (slot & 7));
@@ -402,10 +456,10 @@ impl ClusterState {
     pub fn del_node(&mut self, name: &Name) {
         for s in 0..SLOTS {
             if self.importing[s].as_ref() == Some(name) {
-                self.importing[s] = None;
+                self.importing.set(s, None);
             }
             if self.migrating[s].as_ref() == Some(name) {
-                self.migrating[s] = None;
+                self.migrating.set(s, None);
             }
         }
         for n in self.nodes.values_mut() {

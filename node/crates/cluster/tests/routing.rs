@@ -95,7 +95,7 @@ fn basic_decisions_and_error_strings() {
 fn migrating_and_importing() {
     let mut st = cluster();
     let sa = key_hash_slot(b"{a}1") as usize;
-    st.migrating[sa] = Some(OTHER);
+    st.migrating.set(sa, Some(OTHER));
     let have_1 = |k: &[u8]| k == b"{a}1";
     // All keys here: served locally. A missing key: ASK to the target.
     assert_eq!(
@@ -119,7 +119,7 @@ fn migrating_and_importing() {
 
     // Importing side: slot owned by OTHER, we import it.
     let sb = key_hash_slot(b"bar") as usize;
-    st.importing[sb] = Some(OTHER);
+    st.importing.set(sb, Some(OTHER));
     let has = |k: &[u8]| k == b"bar";
     assert!(
         matches!(route(&st, &q(&[b"bar"]), has), Route::Moved { .. }),
