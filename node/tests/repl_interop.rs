@@ -119,3 +119,68 @@ fn redis_master_tessera_replica_diskless_eof_form() {
         "0",
     ]);
 }
+
+#[test]
+fn valkey_master_tessera_replica() {
+    let (dm, dr) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let master = Proc::valkey(dm.path(), &["--repl-diskless-sync-delay", "0"]);
+    let replica = Proc::node(dr.path(), &[]);
+    write_load(&master, 0);
+    replicate(&replica, &master);
+    write_load(&master, 1);
+    wait_caught_up(&master, &replica);
+    assert_same_data(&master, &replica, 16);
+}
+
+/// A replica never expires keys by its own clock: a logically expired key reads as missing
+/// but stays until the master's DEL (here: the master expires it lazily on access).
+#[test]
+fn replica_leaves_expiry_to_its_master() {
+    let (dm, dr) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let master = Proc::redis(dm.path(), &["--enable-debug-command", "yes"]);
+    let replica = Proc::node(dr.path(), &[]);
+    let mut mc = master.conn();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut mc)
+        .expect("debug set-active-expire");
+    replicate(&replica, &master);
+    let _: () = redis::cmd("SET")
+        .arg("short")
+        .arg("v")
+        .arg("PX")
+        .arg(200)
+        .query(&mut mc)
+        .expect("set");
+    wait_caught_up(&master, &replica);
+    let mut rc = replica.conn();
+    // Past the TTL on every clock.
+    wait_for(Duration::from_secs(10), "the TTL to pass", || {
+        let v: Option<String> = redis::cmd("GET").arg("short").query(&mut rc).expect("get");
+        v.is_none()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let ks: String = redis::cmd("INFO")
+        .arg("keyspace")
+        .query(&mut rc)
+        .expect("info");
+    assert!(ks.contains("db0:keys=1,"), "the replica kept the key: {ks}");
+    assert_eq!(replica.info("stats", "expired_keys").as_deref(), Some("0"));
+    // The master expires it on access and its DEL reaches the replica.
+    let v: Option<String> = redis::cmd("GET").arg("short").query(&mut mc).expect("get");
+    assert!(v.is_none());
+    wait_for(Duration::from_secs(30), "the master's DEL", || {
+        let ks: String = redis::cmd("INFO")
+            .arg("keyspace")
+            .query(&mut rc)
+            .unwrap_or_default();
+        !ks.contains("db0:")
+    });
+}

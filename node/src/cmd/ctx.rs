@@ -139,6 +139,14 @@ impl<'a> KeyView<'a> {
         // otherwise `e` is returned with the borrow of `self`. (The borrow checker can't see
         // that the conditional return ends the first borrow; this saves a second lookup.)
         if unsafe { (*e).expire_at() != NO_EXPIRE && (*e).expire_at() <= now } {
+            // A replica leaves expiry to its master (whose DEL arrives in the stream): the
+            // master's commands still see the key, other clients see it missing.
+            if srv.repl.is_replica() {
+                if crate::repl::from_master() {
+                    return Some(unsafe { &mut *e });
+                }
+                return None;
+            }
             st.remove(db, slot, key);
             srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             crate::persist::propagate::deleted(srv, db, key);

@@ -122,7 +122,7 @@ fn psync(_: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let id = ctx.cl.id;

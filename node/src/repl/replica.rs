@@ -441,16 +441,17 @@ fn apply(
         } else if !(args.len() == 1 && eq_ic(&args[0], "ping")) {
             execute(srv, cl, out, args);
         }
+        // Our backlog and offset hold the stream byte for byte (the master sends the
+        // canonical multibulk form, which is what `encode` produces).
         let raw = encode(args);
-        let mut sh = srv.repl.shared.lock();
-        if raw.len() == n {
-            sh.push(raw);
-        } else {
-            // Not the canonical multibulk form: count what was read, keep the command.
-            sh.push(raw);
-            let len = sh.backlog.as_ref().map(|_| 0).unwrap_or(0);
-            let _ = len;
+        if raw.len() != n {
+            tracing::debug!(
+                read = n,
+                encoded = raw.len(),
+                "non-canonical command from master"
+            );
         }
+        srv.repl.shared.lock().push(raw);
     }
 }
 

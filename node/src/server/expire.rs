@@ -27,6 +27,10 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
 /// Sweeps stripes from `cursor` until the budget is spent or a full round is done.
 /// Returns the next cursor.
 pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
+    // A replica's keys expire by its master's DEL (crate::repl), never by its own clock.
+    if srv.repl.is_replica() {
+        return cursor;
+    }
     let start = Instant::now();
     let ndb = srv.ks.databases();
     for _ in 0..STRIPES {
