@@ -254,7 +254,9 @@ pub struct ClientServiceSpec {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Lifecycle phase shown in `kubectl get rcl`.
+/// Lifecycle phase shown in `kubectl get rcl`. Rebalancing covers topology work on a cluster
+/// that serves all slots: slot moves, replicas syncing, and rolling restarts after a pod
+/// template change (Progressing condition reason RollingRestart).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
 pub enum Phase {
     #[default]
@@ -343,8 +345,9 @@ pub struct ShardStatus {
     /// can fail over. The cluster is not Ready until it equals `replicaPods`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas_in_sync: Vec<String>,
-    /// Pods still running an older node.conf. Updates are OnDelete: the operator does not
-    /// restart nodes by itself yet; delete these pods (replicas first) to apply the change.
+    /// Pods still running an older pod template (node.conf, image, resources, auth...).
+    /// The operator restarts them one at a time: replicas first, a master only after a
+    /// CLUSTER FAILOVER to an in-sync replica (phase Rebalancing, reason RollingRestart).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_config_pods: Vec<String>,
 }

@@ -84,7 +84,8 @@ pub const REQUIRED: &[Permission] = &[
         Scope::Watched,
     ),
     // Observed pods (IPs, readiness) feed the topology engine.
-    p("", "pods", &["list", "watch"], Scope::Watched),
+    // delete: the rolling restart replaces pods one at a time (OnDelete StatefulSets).
+    p("", "pods", &["list", "watch", "delete"], Scope::Watched),
     // The node password for the topology engine.
     p("", "secrets", &["get"], Scope::Watched),
     // kube::runtime::events::Recorder creates, then patches a series.

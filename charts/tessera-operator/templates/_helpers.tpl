@@ -56,7 +56,7 @@ Watched). A test renders the chart and compares, so keep the two in step.
   verbs: ["list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch"]
+  verbs: ["list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
