@@ -144,6 +144,28 @@ async fn binary_reconciles_and_shuts_down_gracefully() {
         .starts_with("HTTP/1.1 200"));
     assert!(body.contains("tessera_operator_leader 1"), "{body}");
 
+    // Steady state (requeue every second, nothing changes): children are applied once, then
+    // every reconcile skips all 9 (ConfigMap, 2 Services, 3 StatefulSets, 3 PDBs).
+    let count = |body: &str, result: &str| -> u64 {
+        let prefix = format!("tessera_operator_child_applies_total{{result=\"{result}\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while count(&body, "skipped") < 27 {
+        assert!(Instant::now() < deadline, "applies never skipped:\n{body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        body = http_get(&metrics_addr, "/metrics").await;
+    }
+    assert_eq!(count(&body, "applied"), 9, "{body}");
+    eprintln!(
+        "steady state: {} applies done, {} skipped",
+        count(&body, "applied"),
+        count(&body, "skipped")
+    );
+
     // SIGTERM: the controller stops, the lease is released, exit 0.
     let status = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
