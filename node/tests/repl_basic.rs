@@ -167,3 +167,110 @@ fn replica_of_a_replica_and_switching_masters_continue() {
     assert_eq!(b.info("stats", "sync_full").as_deref(), Some("0"));
     assert_same_data(&b, &a, 16);
 }
+
+/// A replica that stops reading is cut once its buffer passes the replica-class
+/// client-output-buffer-limit.
+#[test]
+fn replica_over_output_buffer_limit_is_dropped() {
+    use std::io::Write;
+    let dm = tempfile::tempdir().expect("tmp");
+    let master = Proc::node(
+        dm.path(),
+        &["--client-output-buffer-limit", "replica 1mb 0 0"],
+    );
+    let mut fake = std::net::TcpStream::connect(("127.0.0.1", master.port)).expect("connect");
+    fake.write_all(b"PSYNC ? -1\r\n").expect("psync");
+    wait_for(Duration::from_secs(30), "the replica registered", || {
+        master.info("replication", "connected_slaves").as_deref() == Some("1")
+    });
+    // Far more than the socket buffers and the limit hold; the fake replica never reads.
+    let mut mc = master.conn();
+    let big = "x".repeat(100_000);
+    for i in 0..400 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("big:{i}"))
+            .arg(&big)
+            .query(&mut mc)
+            .expect("set");
+        if master.info("replication", "connected_slaves").as_deref() == Some("0") {
+            break;
+        }
+    }
+    wait_for(Duration::from_secs(30), "the replica dropped", || {
+        master.info("replication", "connected_slaves").as_deref() == Some("0")
+    });
+    drop(fake);
+}
+
+/// min-replicas-to-write refuses writes without enough good replicas; a replica with
+/// replica-serve-stale-data no refuses reads while its link is down.
+#[test]
+fn min_replicas_and_stale_data() {
+    let (dm, dr) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let master = Proc::node(dm.path(), &[]);
+    let replica = Proc::node(dr.path(), &[]);
+    let mut mc = master.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(1)
+        .query(&mut mc)
+        .expect("config set");
+    let err = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query::<()>(&mut mc)
+        .expect_err("no replicas yet");
+    assert!(
+        err.to_string()
+            .contains("Not enough good replicas to write"),
+        "{err}"
+    );
+    replicate(&replica, &master);
+    wait_for(Duration::from_secs(30), "a good replica", || {
+        redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query::<()>(&mut mc)
+            .is_ok()
+    });
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("min-replicas-to-write")
+        .query(&mut mc)
+        .expect("config get");
+    assert_eq!(
+        v,
+        vec!["min-replicas-to-write".to_string(), "1".to_string()]
+    );
+
+    // Stale data: point the replica at a port nobody listens on.
+    let mut rc = replica.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-serve-stale-data")
+        .arg("no")
+        .query(&mut rc)
+        .expect("config set");
+    let dead = free_port();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(dead)
+        .query(&mut rc)
+        .expect("replicaof");
+    let err = redis::cmd("GET")
+        .arg("k")
+        .query::<Option<String>>(&mut rc)
+        .expect_err("stale read");
+    assert!(
+        err.to_string().contains("Link with MASTER is down"),
+        "{err}"
+    );
+    assert_eq!(
+        replica.info("replication", "master_link_status").as_deref(),
+        Some("down")
+    );
+}

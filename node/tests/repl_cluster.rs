@@ -92,6 +92,16 @@ fn cluster_replicas_sync_and_failover_keeps_acknowledged_writes() {
         wait_link_up(&procs[i]);
     }
 
+    let err = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(procs[0].port)
+        .query::<()>(&mut procs[1].conn())
+        .expect_err("REPLICAOF in cluster mode");
+    assert!(
+        err.to_string()
+            .contains("REPLICAOF not allowed in cluster mode."),
+        "{err}"
+    );
     // Writes through the cluster client, then WAIT on every master.
     let urls: Vec<String> = procs
         .iter()

@@ -338,6 +338,12 @@ async fn load(
     }
     // Our own replicas hold the old dataset: they must resync.
     super::master::disconnect_replicas(srv);
+    // The AOF must describe the new dataset, not the one it replaced.
+    if srv.persist.aof.enabled() {
+        if let Err(e) = crate::persist::aof::bgrewrite(srv) {
+            tracing::warn!(error = e, "AOF rewrite after the full sync not started");
+        }
+    }
     Ok(())
 }
 
