@@ -102,6 +102,7 @@ fn flush_mode(args: &[Bytes]) -> CmdResult {
 }
 
 fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>) {
+    super::transaction::touch_flushed(ctx, db);
     ctx.ks.for_each_stripe(|_, st| {
         for (i, d) in st.dbs.iter_mut().enumerate() {
             if db.is_none_or(|x| x == i) {
@@ -109,7 +110,6 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>) {
             }
         }
     });
-    ctx.srv.watch.touch_db(db);
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -135,6 +135,7 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::msg("ERR DB index is out of range"));
     }
     if a != b {
+        super::transaction::touch_swapped(ctx, a as usize, b as usize);
         // Atomic: every stripe is held while swapping.
         let mut all = if ctx.ks.locks.all {
             None
@@ -149,8 +150,6 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             g.dbs.swap(a as usize, b as usize);
         }
         drop(all);
-        ctx.srv.watch.touch_db(Some(a as usize));
-        ctx.srv.watch.touch_db(Some(b as usize));
     }
     ctx.out.ok();
     Ok(())

@@ -11,13 +11,47 @@ use super::{flags, table, CmdError, CmdResult, CommandSpec, Ctx, KeyView, Outcom
 use crate::resp::Out;
 use crate::server::{now_ms, ClientState, Server};
 
-/// Watched keys → the dirty flags of the clients watching them.
-type WatchMap = hashbrown::HashMap<(usize, Bytes), Vec<(u64, Arc<AtomicBool>)>>;
+/// One client's watch on one key, with what Redis 7.0 remembers about it.
+struct Watcher {
+    id: u64,
+    dirty: Arc<AtomicBool>,
+    /// The key existed (and was not logically expired) at WATCH time.
+    existed: bool,
+    /// The key was logically expired at WATCH time (Redis's `wk->expired`): its later
+    /// deletion is no change; only a write that leaves it existing is.
+    expired: bool,
+    /// Written since WATCH while `expired` (decided at EXEC by whether the key exists).
+    pending: bool,
+}
+
+/// Watched keys → their watchers.
+type WatchMap = hashbrown::HashMap<(usize, Bytes), Vec<Watcher>>;
 
 #[derive(Default)]
 pub struct Watches {
     map: Mutex<WatchMap>,
     count: AtomicUsize,
+}
+
+/// A key as a watch sees it: absent, or present with its expiry (ms, `NO_EXPIRE`).
+type Phys = Option<u64>;
+
+/// The physical state of `key` (expired entries included), through the stripes this
+/// context holds or a short lock of its own (never one it already holds: no self-deadlock).
+pub fn peek(ks: &mut KeyView<'_>, db: usize, key: &[u8]) -> Phys {
+    let slot = crate::slot::key_hash_slot(key);
+    let idx = crate::db::stripe_of(slot);
+    match ks.locks.stripe(idx) {
+        Some(st) => st.get(db, slot, key).map(|e| e.expire_at()),
+        None => {
+            let st = ks.srv.ks.lock_stripe(idx);
+            st.get(db, slot, key).map(|e| e.expire_at())
+        }
+    }
+}
+
+fn logically_expired(p: Phys, now: u64) -> bool {
+    p.is_some_and(|at| at != crate::db::NO_EXPIRE && at <= now)
 }
 
 impl Watches {
@@ -26,16 +60,20 @@ impl Watches {
         self.count.load(Ordering::Relaxed) > 0
     }
 
-    pub fn watch(&self, cl: &mut ClientState, key: &Bytes) {
+    /// Watches `key` given its state now (see [`peek`]).
+    fn watch(&self, cl: &mut ClientState, key: &Bytes, phys: Phys, now: u64) {
         let k = (cl.db, key.clone());
         if cl.watched.contains(&k) {
             return;
         }
-        self.map
-            .lock()
-            .entry(k.clone())
-            .or_default()
-            .push((cl.id, cl.watch_dirty.clone()));
+        let expired = logically_expired(phys, now);
+        self.map.lock().entry(k.clone()).or_default().push(Watcher {
+            id: cl.id,
+            dirty: cl.watch_dirty.clone(),
+            existed: phys.is_some() && !expired,
+            expired,
+            pending: false,
+        });
         cl.watched.push(k);
         self.count.fetch_add(1, Ordering::Relaxed);
     }
@@ -48,7 +86,7 @@ impl Watches {
         let mut m = self.map.lock();
         for k in cl.watched.drain(..) {
             if let Some(v) = m.get_mut(&k) {
-                v.retain(|(id, _)| *id != cl.id);
+                v.retain(|w| w.id != cl.id);
                 if v.is_empty() {
                     m.remove(&k);
                 }
@@ -58,32 +96,131 @@ impl Watches {
         cl.watch_dirty.store(false, Ordering::Relaxed);
     }
 
-    /// A key was modified: EXEC of its watchers will fail.
+    /// A key was modified: EXEC of its watchers will fail (for a key that was already
+    /// expired at WATCH time, only if it still exists at EXEC).
     pub fn touch(&self, db: usize, key: &[u8]) {
         if !self.active() {
             return;
         }
-        let m = self.map.lock();
-        if let Some(v) = m.get(&(db, Bytes::copy_from_slice(key))) {
-            for (_, f) in v {
-                f.store(true, Ordering::Relaxed);
+        let mut m = self.map.lock();
+        if let Some(v) = m.get_mut(&(db, Bytes::copy_from_slice(key))) {
+            for w in v {
+                if w.expired {
+                    w.pending = true;
+                } else {
+                    w.dirty.store(true, Ordering::Relaxed);
+                }
             }
         }
     }
 
-    /// Every watched key of `db` (None: all dbs) is touched (FLUSHDB, FLUSHALL, SWAPDB).
+    /// Every watched key of `db` (None: all dbs) is touched (a full resync).
     pub fn touch_db(&self, db: Option<usize>) {
         if !self.active() {
             return;
         }
         for ((d, _), v) in self.map.lock().iter() {
             if db.is_none_or(|x| x == *d) {
-                for (_, f) in v {
-                    f.store(true, Ordering::Relaxed);
+                for w in v {
+                    w.dirty.store(true, Ordering::Relaxed);
                 }
             }
         }
     }
+
+    fn keys_of(&self, db: Option<usize>) -> Vec<(usize, Bytes)> {
+        self.map
+            .lock()
+            .keys()
+            .filter(|(d, _)| db.is_none_or(|x| x == *d))
+            .cloned()
+            .collect()
+    }
+
+    /// Redis 7.0 `touchAllWatchedKeysInDb(emptied, replaced_with)` for one key, given the
+    /// key in the emptied db and in the db replacing it (None for a flush).
+    fn touch_replaced(&self, k: &(usize, Bytes), emptied: Phys, repl: Option<Phys>, now: u64) {
+        let in_repl = repl.flatten();
+        if emptied.is_none() && in_repl.is_none() {
+            return;
+        }
+        let mut m = self.map.lock();
+        let Some(v) = m.get_mut(k) else { return };
+        for w in v {
+            if w.expired {
+                if in_repl.is_none() {
+                    w.expired = false; // an expired key got deleted: no logical change
+                    w.pending = false;
+                    continue;
+                }
+                if logically_expired(in_repl, now) {
+                    continue;
+                }
+            } else if emptied.is_none() && logically_expired(in_repl, now) {
+                w.expired = true;
+                continue;
+            }
+            w.dirty.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// FLUSHDB / FLUSHALL (call before emptying): watchers of keys that exist are touched.
+pub fn touch_flushed(ctx: &mut Ctx<'_>, db: Option<usize>) {
+    if !ctx.srv.watch.active() {
+        return;
+    }
+    let now = ctx.ks.now;
+    for k in ctx.srv.watch.keys_of(db) {
+        let p = peek(&mut ctx.ks, k.0, &k.1);
+        ctx.srv.watch.touch_replaced(&k, p, None, now);
+    }
+}
+
+/// SWAPDB a b (call before swapping): each db is emptied and replaced by the other.
+pub fn touch_swapped(ctx: &mut Ctx<'_>, a: usize, b: usize) {
+    if !ctx.srv.watch.active() {
+        return;
+    }
+    let now = ctx.ks.now;
+    for (x, y) in [(a, b), (b, a)] {
+        for k in ctx.srv.watch.keys_of(Some(x)) {
+            let here = peek(&mut ctx.ks, x, &k.1);
+            let there = peek(&mut ctx.ks, y, &k.1);
+            ctx.srv.watch.touch_replaced(&k, here, Some(there), now);
+        }
+    }
+}
+
+/// EXEC-time checks Redis 7.0 adds to the dirty flag (`isWatchedKeyExpired` and friends):
+/// a key that existed at WATCH and is now gone or logically expired was changed (expired
+/// or deleted by the expiry cycle); an expired-at-WATCH key written since counts if it
+/// exists now.
+fn watched_changed(srv: &Server, cl: &ClientState, ks: &mut KeyView<'_>) -> bool {
+    if cl.watched.is_empty() {
+        return false;
+    }
+    let now = ks.now;
+    let mine: Vec<((usize, Bytes), bool, bool, bool)> = {
+        let m = srv.watch.map.lock();
+        cl.watched
+            .iter()
+            .filter_map(|k| {
+                let w = m.get(k)?.iter().find(|w| w.id == cl.id)?;
+                Some((k.clone(), w.existed, w.expired, w.pending))
+            })
+            .collect()
+    };
+    mine.into_iter()
+        .any(|((db, key), existed, expired, pending)| {
+            let p = peek(ks, db, &key);
+            if expired {
+                pending && p.is_some()
+            } else {
+                existed && (p.is_none() || logically_expired(p, now))
+                    || !existed && logically_expired(p, now)
+            }
+        })
 }
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -179,8 +316,11 @@ fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     if ctx.cl.multi.is_some() {
         return Err(CmdError::msg("ERR WATCH inside MULTI is not allowed"));
     }
+    // A fresh clock, not the read batch's: Redis checks expiry at the moment of WATCH.
+    let (db, now) = (ctx.cl.db, now_ms());
     for k in &args[1..] {
-        ctx.srv.watch.watch(ctx.cl, k);
+        let phys = peek(&mut ctx.ks, db, k);
+        ctx.srv.watch.watch(ctx.cl, k, phys, now);
     }
     ctx.out.ok();
     Ok(())
@@ -238,24 +378,25 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
     } else {
         srv.ks.lock(&mut slots)
     };
-    // Checked under the locks: a writer touches watched keys before releasing its own.
-    if cl.watch_dirty.load(Ordering::SeqCst) {
-        drop(locks);
-        end_multi(srv, cl);
-        out.null_array();
-        return Outcome::Done;
-    }
     let db = cl.db;
     // The client's clock for this batch when set (AOF replay freezes it).
     let now = match cl.now_ms {
         0 => now_ms(),
         t => t,
     };
+    let mut ks = KeyView::new(srv, locks, db, now);
+    // Checked under the locks: a writer touches watched keys before releasing its own.
+    if cl.watch_dirty.load(Ordering::SeqCst) || watched_changed(srv, cl, &mut ks) {
+        drop(ks);
+        end_multi(srv, cl);
+        out.null_array();
+        return Outcome::Done;
+    }
     let mut ctx = Ctx {
         srv,
         cl,
         out,
-        ks: KeyView::new(srv, locks, db, now),
+        ks,
         block: None,
         in_exec: true,
         serving_blocked: false,
