@@ -126,10 +126,14 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
         desired_nodes,
     );
     if let Some(r) = o.rollout {
-        // A failing cluster or an invalid spec says more than "restarting pods".
-        let keep = matches!(phase, Phase::Failed | Phase::Creating | Phase::Scaling)
-            || reason == "ClusterStateFail";
-        if !keep {
+        // A pod down or not yet rejoined is what a restart looks like; anything else (a
+        // failing cluster, an engine error, an invalid spec, scaling) says more.
+        let expected = match phase {
+            Phase::Ready | Phase::Rebalancing => true,
+            Phase::Degraded => reason == "PodsNotReady" || reason == "TopologyStuck",
+            _ => false,
+        };
+        if expected {
             phase = Phase::Rebalancing;
             reason = ROLLING_RESTART.to_string();
             message = r.message.clone();

@@ -134,3 +134,37 @@ fn silent_master_link_is_not_in_sync() {
         !ReplicationInfo::from_info(&parse_info(&fixture("info-master.txt"))).replica_in_sync()
     );
 }
+
+#[test]
+fn an_unjoined_node_does_not_make_the_cluster_fail() {
+    let desired = Desired {
+        shards: 1,
+        replicas_per_shard: 1,
+        paused: false,
+    };
+    let master = pod(0, "nodes-master.txt", Some("info-master.txt"));
+    // A pod just restarted on an empty volume: it knows only itself and says fail.
+    let mut fresh = pod(1, "nodes-replica.txt", None);
+    fresh.myself = parse_cluster_nodes(
+        "0123456789abcdef0123456789abcdef01234567 127.0.0.1:20002@30002 myself,master - 0 0 0 connected\n",
+    )
+    .ok()
+    .map(|r| r.myself);
+    fresh.peers.clear();
+    fresh.known_nodes = 1;
+    fresh.cluster_state = "fail".into();
+    let snap = Snapshot {
+        pods: vec![master.clone(), fresh.clone()],
+    };
+    let r = report::build(&desired, &snap, &plan_full(&desired, &snap));
+    assert_eq!(r.cluster_state, "ok");
+    assert!(!r.converged, "it still has to be met and replicated: {r:?}");
+
+    // A joined node saying fail does count.
+    fresh.known_nodes = 2;
+    let snap = Snapshot {
+        pods: vec![master, fresh],
+    };
+    let r = report::build(&desired, &snap, &plan_full(&desired, &snap));
+    assert_eq!(r.cluster_state, "fail");
+}

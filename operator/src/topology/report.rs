@@ -31,7 +31,20 @@ fn replica_sync(p: &PodState, master_offset: Option<u64>) -> ReplicaSync {
 
 /// Build the report of a pass from what was observed and planned (before executing).
 pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyReport {
-    let reachable: Vec<_> = snap.pods.iter().filter(|p| p.reachable).collect();
+    let all_reachable: Vec<_> = snap.pods.iter().filter(|p| p.reachable).collect();
+    // A node that knows only itself (a pod just restarted on an empty volume, not met yet) is
+    // not part of the cluster: its "fail" says nothing about the cluster's slots. On a fresh
+    // cluster every node is like that, so then all of them count.
+    let joined: Vec<_> = all_reachable
+        .iter()
+        .copied()
+        .filter(|p| p.known_nodes > 1)
+        .collect();
+    let reachable = if joined.is_empty() {
+        all_reachable
+    } else {
+        joined
+    };
     let cluster_state = if reachable.is_empty() {
         "unknown"
     } else if reachable.iter().all(|p| p.cluster_state == "ok") {
