@@ -135,6 +135,28 @@ impl Blocking {
         found
     }
 
+    /// CLIENT UNBLOCK: ends the wait of `client_id` with the reply `reply(resp3, command)`
+    /// builds. False if that client is not blocked on keys.
+    pub fn unblock(&self, client_id: u64, reply: impl FnOnce(bool, &[u8]) -> BytesMut) -> bool {
+        let mut st = self.state.lock();
+        let Some(id) = st
+            .waiters
+            .iter()
+            .find(|(_, w)| w.client_id == client_id)
+            .map(|(id, _)| *id)
+        else {
+            return false;
+        };
+        let Some(w) = Self::detach(&mut st, id) else {
+            return false;
+        };
+        drop(st);
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        let name = w.args.first().map(|a| &a[..]).unwrap_or_default();
+        let _ = w.tx.send(reply(w.resp3, name));
+        true
+    }
+
     /// The client ids blocked right now (CLIENT LIST flags).
     pub fn is_blocked(&self, client_id: u64) -> bool {
         self.state

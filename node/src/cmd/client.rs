@@ -22,6 +22,7 @@ pub fn commands() -> Vec<CommandSpec> {
             s("pause", -3, "admin noscript loading stale", pause),
             s("unpause", 2, "admin noscript loading stale", unpause),
             s("no-evict", 3, "admin noscript loading stale", no_evict),
+            s("unblock", -3, "admin noscript loading stale", unblock),
             s("reply", 3, "noscript loading stale", reply),
             s("help", 2, "loading stale", help),
         ])]
@@ -47,9 +48,21 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
         "KILL <ip:port>",
         "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",
-        "    Kill connections. Options are: ID, ADDR, LADDR, SKIPME, TYPE.",
+        "    Kill connections. Options are:",
+        "    * ADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made from the specified address",
+        "    * LADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made to specified local address",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.",
+        "    * USER <username>",
+        "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)",
+        "      Skip killing current connection (default: yes).",
         "LIST [options ...]",
-        "    Return information about client connections.",
+        "    Return information about client connections. Options:",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Return clients of specified type.",
         "INFO",
         "    Return information about the current client connection.",
         "PAUSE <timeout> [WRITE|ALL]",
@@ -60,10 +73,12 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
         "    Control the replies sent to the current connection.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
         "NO-EVICT (ON|OFF)",
         "    Protect current client connection from eviction.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     ctx.out.array(lines.len());
     for l in lines {
@@ -97,7 +112,7 @@ fn getname(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
 }
 
 fn client_type(h: &crate::server::ClientHandle) -> &'static str {
-    if h.subs.load(Ordering::Relaxed) + h.psubs.load(Ordering::Relaxed) > 0 {
+    if h.pubsub_count() > 0 {
         "pubsub"
     } else {
         "normal"
@@ -105,6 +120,7 @@ fn client_type(h: &crate::server::ClientHandle) -> &'static str {
 }
 
 fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    show_running(ctx, "list");
     let mut ty: Option<String> = None;
     let mut ids: Option<Vec<u64>> = None;
     let mut i = 2;
@@ -147,7 +163,54 @@ fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// Shows the running command in this client's own line (`cmd=client|info`), as Redis does:
+/// the dispatcher records the last command only after it ran.
+fn show_running(ctx: &mut Ctx<'_>, sub: &str) {
+    if let Some(c) = super::table()
+        .get(b"client")
+        .and_then(|c| c.subcommands.iter().find(|s| s.name == sub))
+    {
+        ctx.cl.handle.touch_cmd(c.full_name.as_str());
+    }
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 if the client was blocked on keys and is now
+/// released with its timeout reply (or the UNBLOCKED error), else 0.
+fn unblock(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let id = arg_i64(&args[2])?;
+    let error = match args.get(3) {
+        None => false,
+        Some(a) if args.len() == 4 && eq_ic(a, "timeout") => false,
+        Some(a) if args.len() == 4 && eq_ic(a, "error") => true,
+        Some(_) => {
+            return Err(CmdError::msg(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let done = id > 0
+        && ctx.srv.blocking.unblock(id as u64, |resp3, name| {
+            let mut o = crate::resp::Out {
+                buf: bytes::BytesMut::new(),
+                resp3,
+            };
+            if error {
+                o.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            } else if name.eq_ignore_ascii_case(b"blmove")
+                || name.eq_ignore_ascii_case(b"brpoplpush")
+            {
+                o.null();
+            } else {
+                o.null_array();
+            }
+            o.buf
+        });
+    ctx.out.int(i64::from(done));
+    Ok(())
+}
+
 fn info(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    show_running(ctx, "info");
     ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
     let mut s = ctx.cl.handle.info_line(ctx.srv);
     s.push('\n');
