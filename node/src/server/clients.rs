@@ -99,6 +99,10 @@ impl ClientHandle {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill.notify_one();
+        // An empty message wakes an idle connection loop, which then sees `killed`: that
+        // loop waits on this channel anyway, so it needs no `Notified` registration per
+        // read (two lock round trips on every request batch).
+        let _ = self.tx.send(Bytes::new());
     }
 
     /// Queues an out-of-band message; kills the client when the pub/sub output buffer limit

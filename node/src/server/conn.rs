@@ -75,9 +75,13 @@ async fn serve(
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
+        if handle.killed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         tokio::select! {
             biased;
-            _ = handle.kill.notified() => return Ok(()),
+            // `ClientHandle::kill` also sends an empty message here, so a kill wakes this
+            // branch (no per-iteration `kill.notified()` registration).
             msg = rx.recv() => {
                 let Some(msg) = msg else { return Ok(()) };
                 out.raw(&msg);
@@ -85,6 +89,9 @@ async fn serve(
                 while let Ok(m) = rx.try_recv() {
                     out.raw(&m);
                     handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
+                }
+                if handle.killed.load(Ordering::Relaxed) {
+                    return Ok(());
                 }
                 flush(sock, &mut out, srv, &handle).await?;
             }
@@ -127,10 +134,24 @@ async fn flush(
     srv.stats
         .net_output_bytes
         .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
-    tokio::select! {
-        r = sock.write_all(&out.buf) => r?,
-        _ = handle.kill.notified() => {
-            return Err(std::io::Error::other("client killed"));
+    // Fast path: the socket takes the whole batch now (the usual case), without setting up
+    // the kill-aware wait below.
+    let mut sent = 0;
+    while sent < out.buf.len() {
+        match sock.try_write(&out.buf[sent..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if sent < out.buf.len() {
+        tokio::select! {
+            r = sock.write_all(&out.buf[sent..]) => r?,
+            _ = handle.kill.notified() => {
+                return Err(std::io::Error::other("client killed"));
+            }
         }
     }
     out.buf.clear();

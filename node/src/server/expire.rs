@@ -10,10 +10,18 @@ use crate::db::STRIPES;
 
 pub async fn active_expire_loop(srv: Arc<Server>) {
     let mut cursor = 0usize;
+    let mut idle_ticks = 0u32;
     loop {
         let hz = srv.config.read().uint("hz").clamp(1, 500);
         let tick = Duration::from_millis(1000 / hz);
         tokio::time::sleep(tick).await;
+        // Nothing has a TTL: skip the sweep (it touches every stripe). A full sweep still
+        // runs every 100 ticks, a safety net should the count ever miss a key.
+        if srv.ks.volatile_keys() == 0 && idle_ticks < 100 {
+            idle_ticks += 1;
+            continue;
+        }
+        idle_ticks = 0;
         let budget = tick / 4;
         let s = srv.clone();
         let c = cursor;
