@@ -117,6 +117,13 @@ pub struct Repl {
     pub ack: tokio::sync::Notify,
     /// REPLCONF listening-port / ip-address / capa of connections before their PSYNC.
     pub handshakes: Mutex<HashMap<u64, master::Handshake>>,
+    /// The database our master's stream had selected (kept across a partial resync, which
+    /// does not repeat the SELECT).
+    pub master_db: AtomicUsize,
+    /// min-replicas-to-write, cached with the config generation it was read at (it is
+    /// checked on every write).
+    min_replicas: AtomicU64,
+    min_replicas_gen: AtomicU64,
 }
 
 impl Default for Repl {
@@ -146,6 +153,9 @@ impl Default for Repl {
             good_replicas: AtomicUsize::new(0),
             ack: tokio::sync::Notify::new(),
             handshakes: Mutex::new(HashMap::new()),
+            master_db: AtomicUsize::new(0),
+            min_replicas: AtomicU64::new(0),
+            min_replicas_gen: AtomicU64::new(0),
         }
     }
 }
@@ -154,6 +164,17 @@ impl Repl {
     #[inline]
     pub fn is_replica(&self) -> bool {
         self.is_replica.load(Ordering::Relaxed)
+    }
+
+    /// min-replicas-to-write without taking the config lock on every write.
+    fn min_replicas(&self, srv: &Server) -> usize {
+        let gen = srv.config_gen.load(Ordering::Acquire);
+        if self.min_replicas_gen.load(Ordering::Acquire) != gen {
+            let v = srv.config.read().uint("min-replicas-to-write");
+            self.min_replicas.store(v, Ordering::Relaxed);
+            self.min_replicas_gen.store(gen, Ordering::Release);
+        }
+        self.min_replicas.load(Ordering::Relaxed) as usize
     }
 }
 
@@ -221,7 +242,7 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         return None;
     }
     if cmd.has(flags::WRITE) {
-        let min = srv.config.read().uint("min-replicas-to-write") as usize;
+        let min = repl.min_replicas(srv);
         if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
             return Some("NOREPLICAS Not enough good replicas to write.");
         }

@@ -338,6 +338,7 @@ async fn load(
     }
     // Our own replicas hold the old dataset: they must resync.
     super::master::disconnect_replicas(srv);
+    srv.repl.master_db.store(0, Ordering::Relaxed);
     // The AOF must describe the new dataset, not the one it replaced.
     if srv.persist.aof.enabled() {
         if let Err(e) = crate::persist::aof::bgrewrite(srv) {
@@ -355,6 +356,8 @@ async fn stream(
     gen: u64,
 ) -> Result<(), LinkError> {
     let mut cl = ClientState::new(handle.clone(), true);
+    // A partial resync continues in the database the stream had selected.
+    cl.db = srv.repl.master_db.load(Ordering::Relaxed);
     let mut out = Out::new(false);
     let mut parser = Parser::new();
     let mut args: Vec<Bytes> = Vec::with_capacity(8);
@@ -479,4 +482,7 @@ fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[Bytes
     });
     cl.now_ms = 0;
     out.buf.clear();
+    srv.repl.master_db.store(cl.db, Ordering::Relaxed);
+    // SYNC/WAIT have no meaning on the master's link: never leave them to a client.
+    let _ = super::take_pending();
 }
