@@ -137,3 +137,79 @@ fn unblocked_client_reply_types() {
         )
     );
 }
+
+/// Drops `history` entries (release-note prose the node doesn't carry) from a docs reply.
+fn without_history(r: R) -> R {
+    match r {
+        R::Agg(b'%', v) => {
+            let mut out = Vec::new();
+            for pair in v.chunks(2) {
+                if pair[0] == R::Bulk(b"history".to_vec()) {
+                    continue;
+                }
+                out.extend(pair.iter().cloned().map(without_history));
+            }
+            R::Agg(b'%', out)
+        }
+        R::Agg(t, v) => R::Agg(t, v.into_iter().map(without_history).collect()),
+        R::Arr(v) => R::Arr(v.into_iter().map(without_history).collect()),
+        other => other,
+    }
+}
+
+#[test]
+fn command_docs_match_redis() {
+    let t = Proc::start(TESSERA, &[]);
+    let r = Proc::start(REDIS, &[]);
+    let (mut tc, mut rc) = (t.raw(), r.raw());
+    for c in [&mut tc, &mut rc] {
+        c.cmd(&["HELLO", "3"]);
+    }
+    let sample: &[&[&str]] = &[
+        &["get"],
+        &["set"],
+        &["zadd"],
+        &["lpos"],
+        &["bitfield"],
+        &["client|kill"],
+        &["config|set"],
+        &["ssubscribe"],
+        &["migrate"],
+        &["zunionstore", "expire", "restore"],
+        &["nosuchcommand"],
+    ];
+    for names in sample {
+        let mut args = vec!["COMMAND", "DOCS"];
+        args.extend_from_slice(names);
+        let ours = tc.cmd(&args);
+        let theirs = without_history(rc.cmd(&args));
+        assert_eq!(ours, theirs, "COMMAND DOCS {names:?} (RESP3)");
+    }
+    // RESP2 (what redis-cli reads at startup for its hints).
+    let (mut t2, mut r2) = (t.raw(), r.raw());
+    let ours = t2.cmd(&["COMMAND", "DOCS", "hget"]);
+    assert_eq!(ours, r2.cmd(&["COMMAND", "DOCS", "hget"]));
+    // A command with subcommands lists only the ones this node has, each documented.
+    let client = tc.cmd(&["COMMAND", "DOCS", "client"]).s();
+    assert!(
+        client.contains("client|unblock")
+            && client.contains("Unblock a client blocked in a blocking command")
+    );
+    // Every implemented command has a summary and a group.
+    let all = tc.cmd(&["COMMAND", "DOCS"]);
+    let R::Agg(b'%', v) = all else {
+        panic!("not a map");
+    };
+    for pair in v.chunks(2) {
+        let doc = pair[1].s();
+        assert!(
+            doc.starts_with("[summary,") && doc.contains(",group,"),
+            "{doc}"
+        );
+        assert!(
+            !doc.starts_with("[summary,,"),
+            "empty summary: {}",
+            pair[0].s()
+        );
+    }
+}
