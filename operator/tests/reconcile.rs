@@ -624,3 +624,76 @@ async fn unchanged_children_are_not_reapplied_but_drift_and_changes_are() {
         ]
     );
 }
+
+#[tokio::test]
+async fn stale_replica_is_deleted_then_the_restart_waits_for_it() {
+    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    // The StatefulSet controller saw a new template; both pods still run the old one.
+    let mut sts = h.api.get(STS, "demo-0").unwrap();
+    sts["metadata"]["generation"] = json!(2);
+    sts["status"] = json!({"observedGeneration": 2, "replicas": 2,
+                           "updateRevision": "demo-0-new", "currentRevision": "demo-0-old"});
+    h.api.insert(STS, sts);
+    for name in ["demo-0-0", "demo-0-1"] {
+        let mut pod = h.api.get(PODS, name).unwrap();
+        pod["metadata"]["labels"]["controller-revision-hash"] = json!("demo-0-old");
+        h.api.insert(PODS, pod);
+    }
+    let replica_uid = h.api.get(PODS, "demo-0-1").unwrap()["metadata"]["uid"].clone();
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.api.take_calls();
+    let rc = h.reconcile().await;
+
+    // The replica goes first (the master demo-0-0 is failed over later), by uid.
+    let deletes: Vec<_> = h
+        .api
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "DELETE")
+        .collect();
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(deletes[0].path, format!("{PODS}/demo-0-1"));
+    let body = deletes[0].body.clone().unwrap_or_default();
+    assert_eq!(body["preconditions"]["uid"], replica_uid, "{body}");
+    let st = rc.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Rebalancing);
+    let progressing = condition(&rc, "Progressing");
+    assert_eq!(progressing.reason, "RollingRestart");
+    assert!(
+        progressing
+            .message
+            .contains("restarting replica pod demo-0-1"),
+        "{}",
+        progressing.message
+    );
+    assert_eq!(
+        st.shard_statuses[0].stale_config_pods,
+        ["demo-0-0", "demo-0-1"]
+    );
+    assert!(h
+        .events()
+        .contains(&("Normal".into(), "RollingRestart".into())));
+
+    // The pod is gone and not back: nothing else is touched, the phase says why.
+    h.api.take_calls();
+    let rc = h.reconcile().await;
+    assert!(!h.api.calls().iter().any(|c| c.method == "DELETE"));
+    assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Rebalancing);
+    let msg = condition(&rc, "Progressing").message.clone();
+    assert!(
+        msg.contains("waiting") && msg.contains("pod 1 of shard 0"),
+        "{msg}"
+    );
+
+    // Paused: no restart even with everything healthy again.
+    h.run_pods();
+    let mut pod = h.api.get(PODS, "demo-0-1").unwrap();
+    pod["metadata"]["labels"]["controller-revision-hash"] = json!("demo-0-new");
+    h.api.insert(PODS, pod);
+    h.set_spec(|s| s["paused"] = json!(true));
+    h.api.take_calls();
+    h.reconcile().await;
+    assert!(!h.api.calls().iter().any(|c| c.method == "DELETE"));
+}
