@@ -3,7 +3,8 @@
 # Throughput (redis-benchmark, 50 clients, -P 1 and -P 16) and memory for 1M keys of 16-byte
 # values. Prints a table of ratios and saves it as bench/node-<date>.md.
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
-# (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS.
+# (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
+# BENCH_REPS (runs per test and server; the table shows the median, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -11,6 +12,9 @@ export PATH="$ROOT/.tools/bin:$PATH"
 N1=${BENCH_N1:-100000}
 N16=${BENCH_N16:-1000000}
 KEYS=${BENCH_KEYS:-1000000}
+REPS=${BENCH_REPS:-3}
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+LOAD_START=$(loadavg)
 TESTS="set,get,incr,lpush,lpop,sadd,hset,zadd,mset"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-node.XXXXXX")
 PIDS=()
@@ -51,31 +55,43 @@ P_R=$(free_port $((P_T + 1))); start redis "$(command -v redis-server)" "$P_R"
 P_V=$(free_port $((P_R + 1))); start valkey "$(command -v valkey-server)" "$P_V"
 
 declare -A RPS
+median() { # numbers... -> the median (the lower middle for an even count)
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
+}
 supported() { # port test -> 0 if the server knows the command
     local cmd=$2
     [ "$(redis-cli -p "$1" command info "$cmd" | head -1)" != "" ]
 }
 
-# Tests run interleaved (each test on the three servers back to back) so that load changes on
-# the machine during the run affect the three alike.
+# Tests run interleaved (each repetition of a test on the three servers back to back) so that
+# load changes on the machine during the run affect the three alike; the median of REPS runs
+# damps the rest of the noise.
+declare -A RUNS
 for pipe in 1 16; do
     n=$N1; [ "$pipe" = 16 ] && n=$N16
     for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
     # No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
     for t in ${TESTS//,/ }; do
+        for _ in $(seq "$REPS"); do
+            for srv in tessera redis valkey; do
+                port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+                out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv 2>/dev/null || true)
+                while IFS=, read -r name rps _rest; do
+                    name=${name//\"/}; rps=${rps//\"/}
+                    [ "$name" = test ] && continue
+                    key=$(echo "$name" | awk '{print tolower($1)}')
+                    RUNS["$srv,$pipe,$key"]+="$rps "
+                done <<<"$out"
+            done
+        done
         for srv in tessera redis valkey; do
-            port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
-            out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv 2>/dev/null || true)
-            while IFS=, read -r name rps _rest; do
-                name=${name//\"/}; rps=${rps//\"/}
-                [ "$name" = test ] && continue
-                key=$(echo "$name" | awk '{print tolower($1)}')
-                RPS["$srv,$pipe,$key"]=$rps
-            done <<<"$out"
+            # shellcheck disable=SC2086 # the runs are a space-separated list
+            [ -n "${RUNS["$srv,$pipe,$t"]:-}" ] && RPS["$srv,$pipe,$t"]=$(median ${RUNS["$srv,$pipe,$t"]})
         done
         supported "$P_T" "$t" || RPS["tessera,$pipe,$t"]="n/a"
     done
 done
+LOAD_END=$(loadavg)
 
 # Memory: 1M keys of 16-byte values, loaded with redis-cli --pipe.
 awk -v n="$KEYS" 'BEGIN { for (i = 0; i < n; i++) { k = sprintf("key:%012d", i); printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$16\r\nxxxxxxxxxxxxxxxx\r\n", length(k), k } }' >"$TMP/load.resp"
@@ -108,7 +124,8 @@ OUT="bench/node-$DATE.md"
 {
     echo "# tessera-node vs redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2) vs valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)"
     echo
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, redis-benchmark -c 50, -n $N1 (P1) / $N16 (P16)."
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, redis-benchmark -c 50, -n $N1 (P1) / $N16 (P16), median of $REPS interleaved runs per test and server."
+    echo "Load average (1/5/15 min) at the start: $LOAD_START; after the throughput runs: $LOAD_END."
     echo "Ratios > 1.00 mean tessera is faster (throughput); for memory, < 1.00 means tessera uses less."
     echo
     echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera/redis | tessera/valkey | tessera/best |"
