@@ -196,7 +196,8 @@ pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) -> Option<Sn
     if f == 0 {
         return None;
     }
-    if !cmd.has(flags::WRITE) && !(f & KEY_MISS != 0 && cmd.has(flags::READONLY)) {
+    let reads = f & KEY_MISS != 0 && cmd.has(flags::READONLY);
+    if !(cmd.has(flags::WRITE) || reads) {
         return None;
     }
     let mut idx = Vec::new();

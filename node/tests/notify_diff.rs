@@ -308,3 +308,108 @@ fn bad_config_file_value_stops_the_node() {
         "{text}"
     );
 }
+
+/// A blocked client served by a later push: the pusher's events, then the pop's.
+fn served_session(bin: &'static str) -> Vec<String> {
+    let p = Proc::start(bin, &["--notify-keyspace-events", "KEA"]);
+    let mut sub = p.raw();
+    sub.cmd(&["PSUBSCRIBE", "__keyevent*__:*"]);
+    let mut blk = p.raw();
+    let mut c = p.raw();
+    let id = c.cmd(&["CLIENT", "ID"]).s().parse::<u64>().unwrap_or(0) - 1;
+    blk.send(&harness::common::encode(&[b"BLPOP", b"bl", b"0"]));
+    harness::wait_for(std::time::Duration::from_secs(20), "BLPOP blocked", || {
+        c.cmd(&["CLIENT", "LIST"])
+            .s()
+            .lines()
+            .any(|l| l.starts_with(&format!("id={id} ")) && l.contains("flags=b"))
+    });
+    c.cmd(&["RPUSH", "bl", "x"]);
+    assert_eq!(blk.read().s(), "[bl,x]");
+    c.cmd(&["SET", "end", "1"]);
+    let mut seen = Vec::new();
+    loop {
+        let m = sub.read().s();
+        let done = m.ends_with(":set,end]");
+        seen.push(m);
+        if done {
+            break;
+        }
+    }
+    seen
+}
+
+#[test]
+fn served_blocked_client_events_match_redis() {
+    assert_eq!(served_session(TESSERA), served_session(REDIS));
+}
+
+/// Key-miss events ('m', not part of 'A') for the read commands.
+fn keymiss_session(bin: &'static str) -> Vec<String> {
+    let p = Proc::start(bin, &["--notify-keyspace-events", "Em"]);
+    let mut sub = p.raw();
+    sub.cmd(&["PSUBSCRIBE", "__keyevent*__:*"]);
+    let mut c = p.raw();
+    c.cmd(&["SET", "k", "v"]);
+    c.cmd(&["HSET", "h", "f", "v"]);
+    let reads: &[&[&str]] = &[
+        &["GET", "nokey"],
+        &["GET", "k"],
+        &["MGET", "k", "m1", "m2"],
+        &["HGET", "nohash", "f"],
+        &["HGET", "h", "nofield"],
+        &["STRLEN", "nostr"],
+        &["LRANGE", "nolist", "0", "-1"],
+        &["SMEMBERS", "noset"],
+        &["ZSCORE", "nozset", "m"],
+        &["EXISTS", "nokey"],
+        &["TYPE", "nokey"],
+        &["TTL", "nokey"],
+        &["GETRANGE", "nokey", "0", "1"],
+        &["SUNION", "s1", "s2"],
+        &["PFCOUNT", "nohll"],
+        &["DUMP", "nokey"],
+    ];
+    for r in reads {
+        c.cmd(r);
+    }
+    c.cmd(&["PUBLISH", "__keyevent@0__:end", "end"]);
+    let mut seen = Vec::new();
+    loop {
+        let m = sub.read().s();
+        if m.ends_with(":end,end]") {
+            break;
+        }
+        seen.push(m);
+    }
+    seen
+}
+
+#[test]
+fn keymiss_events_match_redis() {
+    assert_eq!(keymiss_session(TESSERA), keymiss_session(REDIS));
+}
+
+#[test]
+fn eviction_notifies_evicted() {
+    let p = Proc::start(
+        TESSERA,
+        &[
+            "--notify-keyspace-events",
+            "Ee",
+            "--maxmemory-policy",
+            "allkeys-random",
+        ],
+    );
+    let mut sub = p.raw();
+    sub.cmd(&["SUBSCRIBE", "__keyevent@0__:evicted"]);
+    let mut c = p.raw();
+    for i in 0..200 {
+        c.cmd(&["SET", &format!("ev{i}"), &"x".repeat(1000)]);
+    }
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "1"]).s(), "OK");
+    // The next write must make room first: keys go, each with an "evicted" event.
+    let _ = c.cmd(&["SET", "trigger", "y"]);
+    let m = sub.read().s();
+    assert!(m.starts_with("[message,__keyevent@0__:evicted,ev"), "{m}");
+}

@@ -1,5 +1,7 @@
 //! CLIENT UNBLOCK / NO-EVICT / INFO / LIST against redis-server 7.0 (kept under this
 //! helper's `pubsub_` test prefix): the same session on both servers, replies compared.
+// Sessions are transcripts: one push per step reads in the order the steps happen.
+#![allow(clippy::vec_init_then_push)]
 
 #[path = "pubsub_harness.rs"]
 mod harness;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 #[path = "common/mod.rs"]
 pub mod common;
 
+#[allow(unused_imports)]
 pub use common::{Raw, R};
 
 pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera-node");

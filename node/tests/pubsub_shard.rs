@@ -2,6 +2,8 @@
 //! redis-server 7.0: standalone transcripts compared reply by reply (RESP2 and RESP3), and
 //! in a cluster: routing (MOVED, CROSSSLOT), delivery inside one shard only, cluster-wide
 //! PUBLISH across tessera and redis-server nodes, and `sunsubscribe` when a slot leaves.
+// Sessions are transcripts: one push per step reads in the order the steps happen.
+#![allow(clippy::vec_init_then_push)]
 
 #[path = "pubsub_harness.rs"]
 mod harness;
