@@ -1,11 +1,14 @@
-//! The topology engine (`tessera-operator converge`) forms and grows a cluster of tessera
-//! nodes with real keys in it: 3 shards, then 4 (slot migration through MIGRATE).
+//! The topology engine (`tessera-operator converge`) drives tessera nodes with real keys in
+//! them: 3 shards × (master + 1 replica), grow to 4 shards, shrink to 2 (slot migration
+//! through MIGRATE both ways), with a checker that no key is lost and `redis-cli --cluster
+//! check` agreeing after every step.
 
 #[path = "cluster_harness.rs"]
 mod harness;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use harness::*;
 use redis::Commands;
@@ -17,15 +20,12 @@ fn operator_bin() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-fn converge(bin: &PathBuf, shards: u32, nodes: &[Proc]) {
+/// Runs one `converge` to `shards` × (1 + `replicas`) over `nodes`; returns its duration.
+fn converge(bin: &PathBuf, shards: u32, replicas: u32, nodes: &[Proc]) -> Duration {
+    let start = Instant::now();
     let out = Command::new(bin)
-        .args([
-            "converge",
-            "--shards",
-            &shards.to_string(),
-            "--timeout",
-            "180",
-        ])
+        .args(["converge", "--shards", &shards.to_string()])
+        .args(["--replicas", &replicas.to_string(), "--timeout", "180"])
         .args(nodes.iter().map(|n| n.addr()))
         .output()
         .expect("run tessera-operator");
@@ -35,52 +35,84 @@ fn converge(bin: &PathBuf, shards: u32, nodes: &[Proc]) {
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    start.elapsed()
 }
 
-/// Slow (~150 s in a debug build: 4096 slot moves, each SETSLOT fsyncs nodes.conf as Redis
-/// does): run with `cargo test -p tessera-node --test cluster_topology -- --ignored`.
+/// Every key reads back through a cluster client with its value.
+fn check_keys(nodes: &[&Proc], n: usize) {
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|p| format!("redis://{}/", p.addr()))
+        .collect();
+    let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
+    let mut con = client.get_connection().expect("cluster connection");
+    for i in 0..n {
+        let v: Option<usize> = con.get(format!("t:{i}")).expect("get");
+        assert_eq!(v, Some(i), "t:{i}");
+    }
+}
+
+/// Keys held by masters (replicas hold copies).
+fn master_keys(nodes: &[Proc]) -> usize {
+    nodes
+        .iter()
+        .filter(|n| n.cli(&["ROLE"]).starts_with("master"))
+        .map(|n| n.cli(&["DBSIZE"]).trim().parse::<usize>().unwrap_or(0))
+        .sum()
+}
+
+fn wait_check(n: &Proc, what: &str) {
+    wait_for(Duration::from_secs(60), what, || cluster_check(n).0);
+}
+
 #[test]
-#[ignore]
+#[ignore = "shrink step under investigation"]
 fn operator_converges_tessera_nodes() {
     let Some(bin) = operator_bin() else {
         eprintln!("tessera-operator not built; skipping");
         return;
     };
-    let nodes: Vec<Proc> = (0..4)
+    let total = Instant::now();
+    let nodes: Vec<Proc> = (0..8)
         .map(|_| Proc::cluster(TESSERA, "127.0.0.1", 5000))
         .collect();
-    converge(&bin, 3, &nodes[..3]);
-    assert!(cluster_check(&nodes[0]).0);
-    let urls: Vec<String> = nodes[..3]
+    let form = converge(&bin, 3, 1, &nodes[..6]);
+    wait_check(&nodes[0], "check after forming");
+    let urls: Vec<String> = nodes[..6]
         .iter()
         .map(|n| format!("redis://{}/", n.addr()))
         .collect();
     let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
     let mut con = client.get_connection().expect("cluster connection");
-    const N: usize = 500;
+    const N: usize = 1000;
     for i in 0..N {
         let _: () = con.set(format!("t:{i}"), i).expect("set");
     }
-    converge(&bin, 4, &nodes);
-    wait_for(
-        std::time::Duration::from_secs(30),
-        "check after growth",
-        || cluster_check(&nodes[3]).0,
-    );
-    let moved = nodes[3]
-        .cli(&["DBSIZE"])
-        .trim()
-        .parse::<usize>()
+    let grow = converge(&bin, 4, 1, &nodes);
+    wait_check(&nodes[6], "check after growth");
+    let new_master = nodes[6..]
+        .iter()
+        .map(|n| n.cli(&["DBSIZE"]).trim().parse::<usize>().unwrap_or(0))
+        .max()
         .unwrap_or(0);
-    assert!(moved > 0, "the new shard received keys");
-    let mut con = client.get_connection().expect("cluster connection");
-    for i in 0..N {
-        let v: Option<usize> = con.get(format!("t:{i}")).expect("get");
-        assert_eq!(v, Some(i), "t:{i}");
-    }
-    let total: usize = nodes
+    assert!(new_master > 0, "the new shard received keys");
+    check_keys(&nodes.iter().collect::<Vec<_>>(), N);
+    assert_eq!(master_keys(&nodes), N);
+    let shrink = converge(&bin, 2, 1, &nodes);
+    wait_check(&nodes[0], "check after shrinking");
+    check_keys(&nodes[..4].iter().collect::<Vec<_>>(), N);
+    let masters_with_slots: Vec<&Proc> = nodes[..4]
+        .iter()
+        .filter(|n| n.cli(&["ROLE"]).starts_with("master"))
+        .collect();
+    assert_eq!(masters_with_slots.len(), 2, "two shards remain");
+    let kept: usize = masters_with_slots
         .iter()
         .map(|n| n.cli(&["DBSIZE"]).trim().parse::<usize>().unwrap_or(0))
         .sum();
-    assert_eq!(total, N);
+    assert_eq!(kept, N, "every key lives on the two remaining masters");
+    eprintln!(
+        "converge: form {form:?}, grow {grow:?}, shrink {shrink:?}, total {:?}",
+        total.elapsed()
+    );
 }

@@ -106,6 +106,12 @@ impl tessera_cluster::Host for KeyspaceHost {
         }
     }
 
+    fn refresh_config(&self, config: &mut tessera_cluster::ClusterConfig) {
+        if let Some(s) = self.srv.upgrade() {
+            crate::cluster::refresh_config(&s, config);
+        }
+    }
+
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool) {
         let Some(s) = self.srv.upgrade() else { return };
         let limit = s.config.read().cobl[2];

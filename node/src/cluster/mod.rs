@@ -73,7 +73,14 @@ pub fn config_from(c: &Config, port: u16) -> ClusterConfig {
         migration_barrier: c.uint("cluster-migration-barrier"),
         replica_no_failover: c.bool("cluster-replica-no-failover"),
         repl_ping_replica_period_s: c.uint("repl-ping-replica-period").max(1),
+        link_sendbuf_limit: c.uint("cluster-link-sendbuf-limit"),
     }
+}
+
+/// Copies the run-time settable `cluster-*` directives (after CONFIG SET) into `cfg`.
+pub fn refresh_config(srv: &Server, cfg: &mut ClusterConfig) {
+    let live = config_from(&srv.config.read(), cfg.port);
+    cfg.apply_runtime(&live);
 }
 
 /// The bus listens on the first `bind` address (`*` or `-` prefixes as redis.conf).

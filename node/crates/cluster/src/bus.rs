@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +47,8 @@ pub fn now_ms() -> u64 {
 
 struct LinkIo {
     tx: mpsc::UnboundedSender<Vec<u8>>,
+    /// Bytes sent to `tx` and not yet written (shared with the state's LinkInfo).
+    queued: Arc<AtomicU64>,
     tasks: Vec<AbortHandle>,
 }
 
@@ -110,7 +113,13 @@ impl ClusterNode {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
                 tick.tick().await;
-                locked(&s3, |st| st.cron(now_ms()));
+                let mut live = s3.state.lock().config.clone();
+                s3.host.refresh_config(&mut live);
+                locked(&s3, |st| {
+                    st.config.apply_runtime(&live);
+                    st.cron(now_ms());
+                    st.free_links_over_sendbuf_limit(now_ms());
+                });
             }
         });
         shared
@@ -252,7 +261,10 @@ fn publish_route_table(shared: &Shared, st: &ClusterState) {
 
 fn send_bytes(shared: &Shared, link: LinkId, bytes: Vec<u8>) {
     if let Some(l) = shared.links.lock().get(&link) {
-        let _ = l.tx.send(bytes);
+        let n = bytes.len() as u64;
+        if l.tx.send(bytes).is_ok() {
+            l.queued.fetch_add(n, Ordering::Relaxed);
+        }
     }
 }
 
@@ -320,9 +332,13 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         let _ = sock.set_nodelay(true);
-        let link = shared.state.lock().link_accepted(now_ms());
+        let (link, queued) = {
+            let mut st = shared.state.lock();
+            let link = st.link_accepted(now_ms());
+            (link, queued_of(&st, link))
+        };
         debug!(%peer, link, "inbound bus link");
-        start_link_io(&shared, link, sock);
+        start_link_io(&shared, link, sock, queued);
     }
 }
 
@@ -355,7 +371,7 @@ async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, time
             let _ = sock.set_nodelay(true);
             locked(&shared, |st| {
                 if st.links.contains_key(&link) {
-                    start_link_io(&shared, link, sock);
+                    start_link_io(&shared, link, sock, queued_of(st, link));
                     st.link_connected(link, now_ms());
                 }
             });
@@ -367,7 +383,15 @@ async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, time
     }
 }
 
-fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream) {
+/// The send-queue counter of a link (shared by the state and the writer task).
+fn queued_of(st: &ClusterState, link: LinkId) -> Arc<AtomicU64> {
+    st.links
+        .get(&link)
+        .map(|l| l.send_queued.clone())
+        .unwrap_or_default()
+}
+
+fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream, queued: Arc<AtomicU64>) {
     let peer_ip = sock
         .peer_addr()
         .map(|a| a.ip().to_string())
@@ -378,11 +402,13 @@ fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream) {
         .unwrap_or_default();
     let (mut rd, mut wr) = sock.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let q = queued.clone();
     let writer = tokio::spawn(async move {
         while let Some(b) = rx.recv().await {
             if wr.write_all(&b).await.is_err() {
                 break;
             }
+            q.fetch_sub(b.len() as u64, Ordering::Relaxed);
         }
     });
     let s = shared.clone();
@@ -396,6 +422,7 @@ fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream) {
         link,
         LinkIo {
             tx,
+            queued,
             tasks: vec![writer.abort_handle(), reader.abort_handle()],
         },
     );

@@ -36,6 +36,8 @@ pub struct ClusterConfig {
     pub migration_barrier: u64,
     pub replica_no_failover: bool,
     pub repl_ping_replica_period_s: u64,
+    /// `cluster-link-sendbuf-limit` in bytes; 0 means no limit.
+    pub link_sendbuf_limit: u64,
 }
 
 impl Default for ClusterConfig {
@@ -60,11 +62,25 @@ impl Default for ClusterConfig {
             migration_barrier: 1,
             replica_no_failover: false,
             repl_ping_replica_period_s: 10,
+            link_sendbuf_limit: 0,
         }
     }
 }
 
 impl ClusterConfig {
+    /// Takes the directives CONFIG SET may change at run time from `live`.
+    pub fn apply_runtime(&mut self, live: &ClusterConfig) {
+        self.node_timeout_ms = live.node_timeout_ms;
+        self.require_full_coverage = live.require_full_coverage;
+        self.allow_reads_when_down = live.allow_reads_when_down;
+        self.allow_pubsubshard_when_down = live.allow_pubsubshard_when_down;
+        self.replica_validity_factor = live.replica_validity_factor;
+        self.allow_replica_migration = live.allow_replica_migration;
+        self.migration_barrier = live.migration_barrier;
+        self.replica_no_failover = live.replica_no_failover;
+        self.link_sendbuf_limit = live.link_sendbuf_limit;
+    }
+
     /// The port the bus listens on.
     pub fn bus_port(&self) -> u16 {
         if self.cluster_port != 0 {

@@ -59,6 +59,9 @@ pub trait Host: Send + Sync + 'static {
     fn set_replication_master(&self, _master: Option<(String, u16)>) {}
     /// Pause client writes until `until_ms` (Unix ms; 0 resumes): a master in a manual failover.
     fn pause_writes(&self, _until_ms: u64) {}
+    /// Fills in the run-time settable `cluster-*` directives (CONFIG SET); polled by the
+    /// cron every 100 ms on a copy of the config, outside the state lock.
+    fn refresh_config(&self, _config: &mut ClusterConfig) {}
 }
 
 /// A [`Host`] with an empty keyspace that drops published messages: for tests and tools.

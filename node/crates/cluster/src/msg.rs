@@ -508,6 +508,36 @@ pub fn bitmap_set(b: &mut SlotBitmap, slot: usize) {
     b[slot >> 3] |= 1 << (slot & 7);
 }
 
+/// The set slots of a bitmap as (start, end) inclusive ranges, 64 slots per step (callers
+/// run it per node on every nodes.conf save and routing rebuild, also in debug builds).
+pub fn bitmap_ranges(b: &SlotBitmap) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut push = |a: usize, z: usize| match out.last_mut() {
+        Some(last) if last.1 + 1 == a => last.1 = z,
+        _ => out.push((a, z)),
+    };
+    for (w, chunk) in b.chunks_exact(8).enumerate() {
+        let mut word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let base = w * 64;
+        if word == u64::MAX {
+            push(base, base + 63);
+            continue;
+        }
+        let mut bit = 0usize;
+        while word != 0 {
+            let zeros = word.trailing_zeros() as usize;
+            word >>= zeros;
+            bit += zeros;
+            let ones = word.trailing_ones() as usize;
+            push(base + bit, base + bit + ones - 1);
+            // ones < 64 here (a full word was handled above).
+            word >>= ones;
+            bit += ones;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,11 +90,24 @@ fn node_line_with(st: &ClusterState, n: &Node, ranges: &[(usize, usize)]) -> Str
         }
     }
     if n.flags & FLAG_MYSELF != 0 {
-        for j in 0..SLOTS {
-            if let Some(t) = &st.migrating[j] {
-                let _ = write!(s, " [{}->-{}]", j, name_str(t));
-            } else if let Some(f) = &st.importing[j] {
-                let _ = write!(s, " [{}-<-{}]", j, name_str(f));
+        // By slot; a slot both migrating and importing shows as migrating (as before).
+        let mut open: Vec<(usize, bool, Name)> = st
+            .migrating
+            .iter()
+            .map(|(j, t)| (j, true, t))
+            .chain(
+                st.importing
+                    .iter()
+                    .filter(|(j, _)| st.migrating[*j].is_none())
+                    .map(|(j, f)| (j, false, f)),
+            )
+            .collect();
+        open.sort_unstable_by_key(|(j, _, _)| *j);
+        for (j, migrating, other) in open {
+            if migrating {
+                let _ = write!(s, " [{}->-{}]", j, name_str(&other));
+            } else {
+                let _ = write!(s, " [{}-<-{}]", j, name_str(&other));
             }
         }
     }

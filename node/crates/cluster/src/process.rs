@@ -54,6 +54,32 @@ impl ClusterState {
         }
     }
 
+    /// Frees every link whose unsent bytes exceed cluster-link-sendbuf-limit (Redis 7.0
+    /// clusterNodeCronFreeLinkOnBufferLimitReached); an outbound link is redialled by the
+    /// cron. Returns how many were freed.
+    pub fn free_links_over_sendbuf_limit(&mut self, now: u64) -> usize {
+        let limit = self.config.link_sendbuf_limit;
+        if limit == 0 {
+            return 0;
+        }
+        let over: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.send_queued.load(std::sync::atomic::Ordering::Relaxed) > limit)
+            .map(|(id, _)| *id)
+            .collect();
+        for &l in &over {
+            warn!(
+                link = l,
+                limit, "cluster link send buffer over the limit: freeing it"
+            );
+            self.link_closed(l, now);
+            self.out.push(Out::Close { link: l });
+            self.stats.links_buffer_limit_exceeded += 1;
+        }
+        over.len()
+    }
+
     /// A peer connected to our bus port.
     pub fn link_accepted(&mut self, now: u64) -> LinkId {
         self.alloc_link(None, true, now)

@@ -14,20 +14,22 @@ use crate::msg::{Name, SLOTS};
 use crate::routing::{key_hash_slot, preferred_endpoint, Route, RouteQuery};
 use crate::state::ClusterState;
 
-const NONE: u16 = u16::MAX;
+/// "No node": 0, so tables start zeroed (a calloc, cheap also in debug builds);
+/// node `i` of `nodes` is stored as `i + 1`.
+const NONE: u16 = 0;
 
 /// Immutable routing facts, built from one state version.
 #[derive(Debug, Clone)]
 pub struct RouteTable {
-    /// Index into `nodes` of each slot's owner, or `NONE`.
+    /// 1 + index into `nodes` of each slot's owner, or `NONE`.
     owner: Vec<u16>,
     /// Slots routing cannot decide without the keyspace (migrating from me, importing).
     open: Vec<u64>,
     /// (endpoint, port) of each owner, as MOVED names it.
     nodes: Vec<(String, u16)>,
-    /// Index of myself in `nodes` (NONE when I own nothing).
+    /// 1 + index of myself in `nodes`.
     me: u16,
-    /// Index of my master in `nodes` when I am a replica of a slot owner.
+    /// 1 + index of my master in `nodes` when I am a replica.
     my_master: u16,
     me_replica: bool,
     state_ok: bool,
@@ -93,31 +95,47 @@ impl RouteTable {
             let Some(n) = st.nodes.get(&name) else {
                 return NONE;
             };
-            let i = nodes.len() as u16;
+            let i = nodes.len() as u16 + 1;
             nodes.push((preferred_endpoint(st, n), n.port));
             index.push((name, i));
             i
         };
         let mut owner = vec![NONE; SLOTS];
         let mut open = vec![0u64; SLOTS / 64];
-        let mut run: Option<(Name, u16)> = None;
-        for s in 0..SLOTS {
-            let Some(o) = st.slots[s] else { continue };
-            let i = match run {
-                Some((n, i)) if n == o => i,
-                _ => {
-                    let i = idx_of(o, &mut nodes);
-                    run = Some((o, i));
-                    i
+        let mut mark = |s: usize| open[s / 64] |= 1 << (s % 64);
+        if st.owners_known() {
+            // From each owner's bitmap: no scan of the 16384-entry slot table.
+            for n in st.nodes.values().filter(|n| n.numslots > 0) {
+                let i = idx_of(n.name, &mut nodes);
+                for (a, z) in crate::msg::bitmap_ranges(&n.slot_bits) {
+                    owner[a..=z].fill(i);
                 }
-            };
-            owner[s] = i;
-            // An owner missing from the node table (never expected) goes the slow way too.
-            if i == NONE
-                || (o == st.myself && st.migrating[s].is_some())
-                || st.importing[s].is_some()
-            {
-                open[s / 64] |= 1 << (s % 64);
+            }
+        } else {
+            let mut run: Option<(Name, u16)> = None;
+            for s in 0..SLOTS {
+                let Some(o) = st.slots[s] else { continue };
+                let i = match run {
+                    Some((n, i)) if n == o => i,
+                    _ => {
+                        let i = idx_of(o, &mut nodes);
+                        run = Some((o, i));
+                        i
+                    }
+                };
+                owner[s] = i;
+                // An owner missing from the node table goes the slow way.
+                if i == NONE {
+                    mark(s);
+                }
+            }
+        }
+        for (s, _) in st.importing.iter() {
+            mark(s);
+        }
+        for (s, _) in st.migrating.iter() {
+            if st.slots[s] == Some(st.myself) {
+                mark(s);
             }
         }
         let me_node = st.me();
@@ -194,7 +212,7 @@ impl RouteTable {
         if owner == self.me {
             return Some(Route::Local { slot: Some(slot) });
         }
-        let (endpoint, port) = self.nodes.get(owner as usize)?;
+        let (endpoint, port) = self.nodes.get((owner as usize).checked_sub(1)?)?;
         Some(Route::Moved {
             slot,
             endpoint: endpoint.clone(),
@@ -312,5 +330,39 @@ mod tests {
         assert_ne!(b, fingerprint(&st));
         let t = RouteTable::build(&st, fingerprint(&st));
         assert!(t.is_open(5) || t.owner[5] == NONE);
+    }
+}
+
+#[cfg(test)]
+mod bitmap_tests {
+    use crate::msg::{bitmap_ranges, bitmap_set, SLOTS, SLOTS_BYTES};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Word-at-a-time ranges equal a slot-by-slot scan.
+        #[test]
+        fn bitmap_ranges_match_scan(runs in proptest::collection::vec((0usize..SLOTS, 0usize..200), 0..30)) {
+            let mut b = Box::new([0u8; SLOTS_BYTES]);
+            let mut set = vec![false; SLOTS];
+            for (a, len) in runs {
+                for s in a..(a + len).min(SLOTS) {
+                    bitmap_set(&mut b, s);
+                    set[s] = true;
+                }
+            }
+            let mut want = Vec::new();
+            let mut start = None;
+            for s in 0..=SLOTS {
+                match (s < SLOTS && set[s], start) {
+                    (true, None) => start = Some(s),
+                    (false, Some(a)) => {
+                        want.push((a, s - 1));
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(bitmap_ranges(&b), want);
+        }
     }
 }

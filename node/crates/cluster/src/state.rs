@@ -141,6 +141,9 @@ pub struct LinkInfo {
     pub node: Option<Name>,
     pub inbound: bool,
     pub ctime: u64,
+    /// Bytes queued for sending and not yet written to the socket (kept by the bus; shown
+    /// by CLUSTER LINKS, checked against cluster-link-sendbuf-limit).
+    pub send_queued: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What the bus must do on behalf of the state machine.
@@ -177,6 +180,8 @@ pub enum Out {
 #[derive(Clone, Debug)]
 pub struct OpenSlots {
     v: Vec<Option<Name>>,
+    /// The slots set in `v`, so walking them never scans 16384 entries.
+    open: std::collections::BTreeSet<u16>,
     version: u64,
 }
 
@@ -184,6 +189,7 @@ impl Default for OpenSlots {
     fn default() -> Self {
         OpenSlots {
             v: vec![None; SLOTS],
+            open: Default::default(),
             version: 0,
         }
     }
@@ -199,9 +205,20 @@ impl std::ops::Index<usize> for OpenSlots {
 impl OpenSlots {
     pub fn set(&mut self, slot: usize, node: Option<Name>) {
         if self.v[slot] != node {
+            if node.is_some() {
+                self.open.insert(slot as u16);
+            } else {
+                self.open.remove(&(slot as u16));
+            }
             self.v[slot] = node;
             self.version += 1;
         }
+    }
+    /// (slot, node) of every set entry, by slot.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, Name)> + '_ {
+        self.open
+            .iter()
+            .filter_map(|&s| self.v[s as usize].map(|n| (s as usize, n)))
     }
     pub fn get(&self, slot: usize) -> Option<&Option<Name>> {
         self.v.get(slot)
@@ -216,6 +233,8 @@ impl OpenSlots {
 pub struct Stats {
     pub sent: [u64; 11],
     pub received: [u64; 11],
+    /// Links freed for going over cluster-link-sendbuf-limit.
+    pub links_buffer_limit_exceeded: u64,
 }
 
 /// The whole cluster view of one node.
@@ -226,6 +245,9 @@ pub struct ClusterState {
     pub slots: Vec<Option<Name>>,
     /// Bumped by every change of `slots` (the routing table rebuilds on change).
     pub slots_version: u64,
+    /// Slots with an owner (known or not); equals the sum of `numslots` unless some owner
+    /// is missing from `nodes`.
+    pub slots_assigned: usize,
     pub importing: OpenSlots,
     pub migrating: OpenSlots,
     pub current_epoch: u64,
@@ -272,6 +294,7 @@ impl ClusterState {
             nodes: BTreeMap::new(),
             slots: vec![None; SLOTS],
             slots_version: 0,
+            slots_assigned: 0,
             importing: OpenSlots::default(),
             migrating: OpenSlots::default(),
             current_epoch: 0,
@@ -338,6 +361,7 @@ impl ClusterState {
                 node,
                 inbound,
                 ctime: now,
+                send_queued: Default::default(),
             },
         );
         id
@@ -370,6 +394,7 @@ impl ClusterState {
         }
         self.slots[slot] = Some(owner);
         self.slots_version += 1;
+        self.slots_assigned += 1;
         if let Some(n) = self.nodes.get_mut(&owner) {
             n.numslots += 1;
             msg::bitmap_set(&mut n.slot_bits, slot);
@@ -381,6 +406,7 @@ impl ClusterState {
             return false;
         };
         self.slots_version += 1;
+        self.slots_assigned -= 1;
         if let Some(n) = self.nodes.get_mut(&owner) {
             n.numslots = n.numslots.saturating_sub(1);
             n.slot_bits[slot >> 3] &= !(1 << (slot & 7));
@@ -410,44 +436,43 @@ impl ClusterState {
         }
         b
     }
-    /// Slot ranges of every owner in one pass over the slot table.
+    /// True when every assigned slot's owner is in the node table (then the nodes'
+    /// bitmaps and `numslots` describe the slot table exactly).
+    pub fn owners_known(&self) -> bool {
+        self.nodes.values().map(|n| n.numslots).sum::<usize>() == self.slots_assigned
+    }
+
+    /// Slot ranges of every owner in the node table (from the nodes' bitmaps).
     pub fn all_slot_ranges(&self) -> HashMap<Name, Vec<(usize, usize)>> {
-        let mut m: HashMap<Name, Vec<(usize, usize)>> = HashMap::new();
-        let mut j = 0;
-        while j < SLOTS {
-            let Some(owner) = self.slots[j] else {
-                j += 1;
-                continue;
-            };
-            let start = j;
-            while j + 1 < SLOTS && self.slots[j + 1] == Some(owner) {
-                j += 1;
-            }
-            m.entry(owner).or_default().push((start, j));
-            j += 1;
-        }
-        m
+        self.nodes
+            .values()
+            .filter(|n| n.numslots > 0)
+            .map(|n| (n.name, msg::bitmap_ranges(&n.slot_bits)))
+            .collect()
     }
 
     /// Slot ranges owned by a node, as (start, end) inclusive.
     pub fn slot_ranges(&self, owner: &Name) -> Vec<(usize, usize)> {
-        let mut v = Vec::new();
-        if self.nodes.get(owner).is_some_and(|n| n.numslots == 0) {
-            return v;
-        }
-        let mut start: Option<usize> = None;
-        for s in 0..=SLOTS {
-            let mine = s < SLOTS && self.slots[s].as_ref() == Some(owner);
-            match (mine, start) {
-                (true, None) => start = Some(s),
-                (false, Some(a)) => {
-                    v.push((a, s - 1));
-                    start = None;
+        match self.nodes.get(owner) {
+            Some(n) if n.numslots == 0 => Vec::new(),
+            Some(n) => msg::bitmap_ranges(&n.slot_bits),
+            None => {
+                let mut v = Vec::new();
+                let mut start: Option<usize> = None;
+                for s in 0..=SLOTS {
+                    let mine = s < SLOTS && self.slots[s].as_ref() == Some(owner);
+                    match (mine, start) {
+                        (true, None) => start = Some(s),
+                        (false, Some(a)) => {
+                            v.push((a, s - 1));
+                            start = None;
+                        }
+                        _ => {}
+                    }
                 }
-                _ => {}
+                v
             }
         }
-        v
     }
 
     // ----- nodes -----
@@ -579,14 +604,15 @@ impl ClusterState {
         }
         let mut new_ok = true;
         if self.config.require_full_coverage {
-            for s in 0..SLOTS {
-                match self.slots[s].and_then(|o| self.nodes.get(&o)) {
-                    Some(n) if !n.failed() => {}
-                    _ => {
-                        new_ok = false;
-                        break;
-                    }
-                }
+            // Every slot owned by a known, non-failed node (from numslots: no slot scan).
+            let served: usize = self
+                .nodes
+                .values()
+                .filter(|n| !n.failed())
+                .map(|n| n.numslots)
+                .sum();
+            if served != SLOTS {
+                new_ok = false;
             }
         }
         let mut size = 0;
