@@ -1,0 +1,364 @@
+//! Shared pieces of the kube-in-a-box end-to-end suites (e2e_operator.rs, e2e_rolling.rs):
+//! the box + operator + kubectl environment, cluster checks, and a writer whose acknowledged
+//! writes must all survive. Each test binary uses a subset.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject};
+use kube::{Api, Client};
+use serde_json::Value;
+use tessera_tests::kiab::api::testing::{kubectl_binaries, Kubectl};
+use tessera_tests::kiab::images::workspace_root;
+use tessera_tests::kiab::testkit::{
+    is_ready, operator_binary, pod_ip, pods, wait_for, OperatorProcess,
+};
+use tessera_tests::kiab::{BoxConfig, KubeInABox};
+
+pub const IMAGE: &str = "redis:7.0";
+pub const WAIT: Duration = Duration::from_secs(240);
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs one async test body alone on a fresh runtime.
+pub fn serial<F: std::future::Future<Output = ()>>(f: F) {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(f);
+}
+
+pub fn rcl_resource() -> ApiResource {
+    ApiResource {
+        group: "tessera.rs".into(),
+        version: "v1alpha1".into(),
+        api_version: "tessera.rs/v1alpha1".into(),
+        kind: "RedisCluster".into(),
+        plural: "redisclusters".into(),
+    }
+}
+
+pub fn manifest(name: &str, shards: u32, replicas: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: tessera.rs/v1alpha1\nkind: RedisCluster\nmetadata:\n  name: {name}\nspec:\n  shards: {shards}\n  replicasPerShard: {replicas}\n  image: {IMAGE}\n{extra}"
+    )
+}
+
+/// The box, the operator and a kubectl, torn down on drop.
+pub struct Env {
+    pub kiab: KubeInABox,
+    pub operator: Option<OperatorProcess>,
+    pub kubectl: Kubectl,
+    pub client: Client,
+    /// Kept (not deleted) when the test panics, so the logs can be read.
+    _dir: KeepOnPanic,
+}
+
+/// Deletes the test's directory, unless the test panicked: then it is kept for its logs.
+pub struct KeepOnPanic(Option<tempfile::TempDir>);
+
+impl Drop for KeepOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(d) = self.0.take() {
+                eprintln!(
+                    "test failed: box state, pod logs and operator.log kept in {}",
+                    d.keep().display()
+                );
+            }
+        }
+    }
+}
+
+impl Env {
+    pub async fn start(ip_base: &str, with_operator: bool) -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = BoxConfig::new(dir.path().join("box"));
+        cfg.ip_base = ip_base.parse().expect("ip base");
+        let kiab = KubeInABox::start(cfg).await.expect("start kube-in-a-box");
+        kiab.apply_crds(&workspace_root().join("crds"))
+            .await
+            .expect("apply CRDs");
+        let kubeconfig = std::fs::read_to_string(kiab.kubeconfig_path()).expect("kubeconfig");
+        let bin = kubectl_binaries()
+            .into_iter()
+            .next()
+            .expect("kubectl installed (make deps)");
+        let kubectl = Kubectl::new(bin, &kubeconfig).expect("kubectl");
+        let operator = with_operator.then(|| {
+            let bin = operator_binary().unwrap_or_else(|e| panic!("{e}"));
+            OperatorProcess::start(
+                &bin,
+                kiab.kubeconfig_path(),
+                dir.path().join("operator.log"),
+            )
+            .expect("start tessera-operator")
+        });
+        let client = kiab.client();
+        Env {
+            kiab,
+            operator,
+            kubectl,
+            client,
+            _dir: KeepOnPanic(Some(dir)),
+        }
+    }
+
+    pub fn rcl(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), "default", &rcl_resource())
+    }
+
+    pub async fn apply(&self, yaml: &str) {
+        self.kubectl.ok_stdin(&["apply", "-f", "-"], yaml).await;
+    }
+
+    /// Operator log tail for failure messages (and a check it is still alive).
+    pub fn operator_state(&mut self) -> String {
+        match self.operator.as_mut() {
+            Some(op) => {
+                let exited = op
+                    .exited()
+                    .map(|c| format!("EXITED with {c}; "))
+                    .unwrap_or_default();
+                format!("{exited}operator log tail:\n{}", op.log_tail(15))
+            }
+            None => String::new(),
+        }
+    }
+
+    /// Waits until the RedisCluster is Ready at its generation with `shards` shards, every
+    /// slot assigned, and every pod reports cluster_state:ok.
+    pub async fn wait_ready(&mut self, name: &str, shards: u64, nodes: usize, timeout: Duration) {
+        let api = self.rcl();
+        let client = self.client.clone();
+        let r = wait_for(
+            &format!("{name} Ready with {shards} shards"),
+            timeout,
+            || async {
+                let o = api.get(name).await.map_err(|e| e.to_string())?;
+                let st = o.data.get("status").cloned().unwrap_or(Value::Null);
+                let ok = st["phase"] == "Ready"
+                    && st["observedGeneration"].as_i64() == o.metadata.generation
+                    && st["shards"].as_u64() == Some(shards)
+                    && st["slotsAssigned"].as_u64() == Some(16384);
+                if !ok {
+                    return Err(format!("status {st}"));
+                }
+                cluster_ok(&client, name, nodes).await
+            },
+        )
+        .await;
+        if let Err(e) = r {
+            let mut nodes = String::new();
+            for ip in pod_ips(&self.client, name).await {
+                let n = cluster_nodes(&ip).await.unwrap_or_else(|e| e);
+                nodes.push_str(&format!("CLUSTER NODES from {ip}:\n{n}\n"));
+            }
+            panic!("{e}\n{nodes}{}", self.operator_state());
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(op) = self.operator.take() {
+            op.stop().await;
+        }
+        self.kiab.stop().await;
+    }
+}
+
+/// All `n` pods of cluster `name` Ready and answering cluster_state:ok with a full slot map.
+pub async fn cluster_ok(client: &Client, name: &str, n: usize) -> Result<(), String> {
+    let ps = pods(client, "default", &format!("tessera.rs/cluster={name}")).await?;
+    let live: Vec<&Pod> = ps
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if live.len() != n || !live.iter().all(|p| is_ready(p)) {
+        return Err(format!(
+            "{} of {n} pods ready",
+            live.iter().filter(|p| is_ready(p)).count()
+        ));
+    }
+    for p in live {
+        let ip = pod_ip(p).ok_or("no ip")?;
+        let info = cluster_info(&ip).await?;
+        if !info.contains("cluster_state:ok") || !info.contains("cluster_slots_assigned:16384") {
+            return Err(format!(
+                "{ip}: {}",
+                info.lines().take(3).collect::<Vec<_>>().join(" ")
+            ));
+        }
+        let known = info
+            .lines()
+            .find_map(|l| l.strip_prefix("cluster_known_nodes:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        if known != Some(n) {
+            return Err(format!("{ip} knows {known:?} nodes, want {n}"));
+        }
+    }
+    Ok(())
+}
+
+pub async fn node(ip: &str) -> Result<redis::aio::MultiplexedConnection, String> {
+    // Bounded connect and replies: a dead node fails a poll, never hangs the test.
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(10)));
+    redis::Client::open(format!("redis://{ip}:6379/"))
+        .map_err(|e| e.to_string())?
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await
+        .map_err(|e| format!("{ip}: {e}"))
+}
+
+pub async fn cluster_info(ip: &str) -> Result<String, String> {
+    let mut c = node(ip).await?;
+    redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+pub async fn cluster_nodes(ip: &str) -> Result<String, String> {
+    let mut c = node(ip).await?;
+    redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// IPs of the cluster's current pods.
+pub async fn pod_ips(client: &Client, name: &str) -> Vec<String> {
+    pods(client, "default", &format!("tessera.rs/cluster={name}"))
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter_map(pod_ip)
+        .collect()
+}
+
+pub async fn cluster_conn(ips: &[String]) -> redis::cluster_async::ClusterConnection {
+    let nodes: Vec<String> = ips.iter().map(|ip| format!("redis://{ip}:6379/")).collect();
+    redis::cluster::ClusterClient::builder(nodes)
+        .retries(6)
+        .connection_timeout(Duration::from_secs(3))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .expect("cluster client")
+        .get_async_connection()
+        .await
+        .expect("cluster connection")
+}
+
+/// Writes keys in the background; every acknowledged write must be readable afterwards.
+pub struct DataChecker {
+    pub acked: Arc<Mutex<BTreeMap<String, String>>>,
+    pub stop: Arc<AtomicBool>,
+    pub handle: tokio::task::JoinHandle<()>,
+}
+
+impl DataChecker {
+    pub async fn start(ips: &[String], prefix: &str, preload: usize) -> DataChecker {
+        let acked = Arc::new(Mutex::new(BTreeMap::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut conn = cluster_conn(ips).await;
+        for i in 0..preload {
+            let (k, v) = (format!("{prefix}:{i}"), format!("v{i}"));
+            let _: () = redis::cmd("SET")
+                .arg(&k)
+                .arg(&v)
+                .query_async(&mut conn)
+                .await
+                .expect("preload SET");
+            acked.lock().expect("lock").insert(k, v);
+        }
+        let (a, s, p) = (acked.clone(), stop.clone(), prefix.to_string());
+        let handle = tokio::spawn(async move {
+            let mut i = preload;
+            while !s.load(Ordering::SeqCst) && i < preload + 50_000 {
+                let (k, v) = (format!("{p}:{i}"), format!("v{i}"));
+                let r: Result<(), _> = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    redis::cmd("SET").arg(&k).arg(&v).query_async(&mut conn),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout")))
+                });
+                if r.is_ok() {
+                    a.lock().expect("lock").insert(k, v);
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        DataChecker {
+            acked,
+            stop,
+            handle,
+        }
+    }
+
+    /// Stops writing and checks every acknowledged key; returns how many were checked.
+    pub async fn verify(self, ips: &[String]) -> usize {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.handle.await;
+        let acked = self.acked.lock().expect("lock").clone();
+        let mut conn = cluster_conn(ips).await;
+        let mut lost = Vec::new();
+        for (k, v) in &acked {
+            let got: Option<String> = redis::cmd("GET")
+                .arg(k)
+                .query_async(&mut conn)
+                .await
+                .expect("GET");
+            if got.as_deref() != Some(v.as_str()) {
+                lost.push(k.clone());
+            }
+        }
+        assert!(
+            lost.is_empty(),
+            "{} of {} acknowledged keys lost, e.g. {:?}",
+            lost.len(),
+            acked.len(),
+            &lost[..lost.len().min(5)]
+        );
+        acked.len()
+    }
+}
+
+/// `CONFIG GET name` on one node.
+pub async fn config_get(ip: &str, name: &str) -> Result<String, String> {
+    let mut c = node(ip).await?;
+    let kv: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    kv.get(1).cloned().ok_or_else(|| format!("{ip}: no {name}"))
+}
+
+/// The sorted node ids of the nodes at `ips`.
+pub async fn node_ids(ips: &[String]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for ip in ips {
+        let nodes = cluster_nodes(ip).await.expect("CLUSTER NODES");
+        let id = nodes
+            .lines()
+            .find(|l| l.contains("myself"))
+            .and_then(|l| l.split_whitespace().next())
+            .expect("myself line");
+        ids.push(id.to_string());
+    }
+    ids.sort();
+    ids
+}
