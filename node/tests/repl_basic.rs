@@ -154,17 +154,46 @@ fn tessera_master_tessera_replica() {
 
 #[test]
 fn replica_of_a_replica_and_switching_masters_continue() {
-    // A -> B -> C chain; then C follows B's master A directly after B is promoted? Keep it
-    // simple: A -> B, promote B, make A a replica of B: A continues (psync2 via replid2).
+    // A -> B -> C (a replica of a replica). B is promoted, A becomes B's replica: both C
+    // and A continue partially (psync2: B serves A's old history as its replid2).
     let (da, db) = (
         tempfile::tempdir().expect("tmp"),
         tempfile::tempdir().expect("tmp"),
     );
-    let a = Proc::node(da.path(), &[]);
-    let b = Proc::node(db.path(), &[]);
-    write_load(&a, 0);
+    // No TTLs and no PINGs: A must produce nothing between B's catch-up and its promotion
+    // (anything more would rightly make B refuse the partial resync).
+    let a = Proc::node(da.path(), &["--repl-ping-replica-period", "100000"]);
+    let b = Proc::node(db.path(), &["--repl-ping-replica-period", "100000"]);
+    let mut ac = a.conn();
+    for db in [0, 3, 9] {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut ac).expect("select");
+        for i in 0..200 {
+            let _: () = redis::cmd("SET")
+                .arg(format!("k{i}"))
+                .arg(i)
+                .query(&mut ac)
+                .expect("set");
+            let _: () = redis::cmd("RPUSH")
+                .arg(format!("l{i}"))
+                .arg(i)
+                .query(&mut ac)
+                .expect("rpush");
+        }
+    }
+    let dc = tempfile::tempdir().expect("tmp");
+    let c = Proc::node(dc.path(), &["--repl-ping-replica-period", "100000"]);
     replicate(&b, &a);
+    replicate(&c, &b);
+    for i in 0..100 {
+        let _: () = redis::cmd("INCR")
+            .arg(format!("c{i}"))
+            .query(&mut ac)
+            .expect("incr");
+    }
     wait_caught_up(&a, &b);
+    wait_caught_up(&b, &c);
+    assert_same_data(&a, &c, 16);
+    assert_eq!(b.info("stats", "sync_full").as_deref(), Some("1"));
     let _: () = redis::cmd("REPLICAOF")
         .arg("NO")
         .arg("ONE")
@@ -176,10 +205,20 @@ fn replica_of_a_replica_and_switching_masters_continue() {
         .query(&mut b.conn())
         .expect("set");
     replicate(&a, &b);
+    wait_link_up(&c);
     wait_caught_up(&b, &a);
-    assert_eq!(b.info("stats", "sync_partial_ok").as_deref(), Some("1"));
-    assert_eq!(b.info("stats", "sync_full").as_deref(), Some("0"));
+    wait_caught_up(&b, &c);
+    wait_for(Duration::from_secs(30), "A and C continued", || {
+        b.info("stats", "sync_partial_ok").as_deref() == Some("2")
+    });
+    wait_caught_up(&b, &c);
+    assert_eq!(b.info("stats", "sync_full").as_deref(), Some("1"));
+    assert_eq!(
+        c.info("replication", "master_replid"),
+        b.info("replication", "master_replid")
+    );
     assert_same_data(&b, &a, 16);
+    assert_same_data(&b, &c, 16);
 }
 
 /// A replica that stops reading is cut once its buffer passes the replica-class

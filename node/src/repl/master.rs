@@ -77,6 +77,11 @@ impl ReplicaInfo {
         let _ = self.tx.send(data);
     }
 
+    /// Closes the replica's connection.
+    pub fn kill(&self) {
+        self.handle.kill();
+    }
+
     fn cut(&self) {
         if !self.handle.killed.load(Ordering::Relaxed) {
             tracing::warn!(
@@ -259,6 +264,9 @@ fn snapshot(
     at: tokio::sync::oneshot::Sender<(String, u64)>,
 ) -> tessera_rdb::Result<Vec<u8>> {
     let ndb = srv.ks.databases();
+    // On a replica, a command of our master's stream is applied and then counted under this
+    // lock: the snapshot must not fall between the two.
+    let apply = srv.repl.apply_lock.lock();
     let mut guards: Vec<_> = (0..crate::db::STRIPES)
         .map(|i| srv.ks.lock_stripe(i))
         .collect();
@@ -271,6 +279,7 @@ fn snapshot(
         sh.replicas.push(info.clone());
         (sh.replid.clone(), sh.offset)
     };
+    drop(apply);
     let _ = at.send(point);
     let now = now_ms();
     let mut per_db: Vec<Vec<Copied>> = (0..ndb).map(|_| Vec::new()).collect();

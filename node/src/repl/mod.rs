@@ -117,6 +117,9 @@ pub struct Repl {
     pub ack: tokio::sync::Notify,
     /// REPLCONF listening-port / ip-address / capa of connections before their PSYNC.
     pub handshakes: Mutex<HashMap<u64, master::Handshake>>,
+    /// Held while one command of our master's stream is applied and counted, and while
+    /// REPLICAOF changes the target: a promotion falls between two commands, never inside.
+    pub apply_lock: Mutex<()>,
     /// The database our master's stream had selected (kept across a partial resync, which
     /// does not repeat the SELECT).
     pub master_db: AtomicUsize,
@@ -153,6 +156,7 @@ impl Default for Repl {
             good_replicas: AtomicUsize::new(0),
             ack: tokio::sync::Notify::new(),
             handshakes: Mutex::new(HashMap::new()),
+            apply_lock: Mutex::new(()),
             master_db: AtomicUsize::new(0),
             min_replicas: AtomicU64::new(0),
             min_replicas_gen: AtomicU64::new(0),
@@ -274,6 +278,7 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
             if let Some(t) = old.task {
                 t.abort();
             }
+            let _apply = srv.repl.apply_lock.lock();
             srv.repl.generation.fetch_add(1, Ordering::AcqRel);
             srv.repl.is_replica.store(false, Ordering::Release);
             srv.repl.link_up.store(false, Ordering::Release);
@@ -281,6 +286,8 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
             srv.repl.master_client.store(0, Ordering::Release);
             let mut sh = srv.repl.shared.lock();
             sh.shift_replid();
+            // Our replicas learn the new replid by reconnecting (they continue partially).
+            let subs = sh.replicas.clone();
             let size = srv.config.read().uint("repl-backlog-size") as usize;
             sh.ensure_backlog(size);
             tracing::info!(
@@ -288,6 +295,10 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
                 replid2 = %sh.replid2,
                 "MASTER MODE enabled (user request from 'id=0')"
             );
+            drop(sh);
+            for r in subs {
+                r.kill();
+            }
         }
         Some((host, port)) => {
             if m.as_ref().is_some_and(|t| t.host == host && t.port == port) {
@@ -296,7 +307,10 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
             if let Some(t) = m.take().and_then(|t| t.task) {
                 t.abort();
             }
-            let gen = srv.repl.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            let gen = {
+                let _apply = srv.repl.apply_lock.lock();
+                srv.repl.generation.fetch_add(1, Ordering::AcqRel) + 1
+            };
             srv.repl.is_replica.store(true, Ordering::Release);
             srv.repl.link_up.store(false, Ordering::Release);
             srv.repl

@@ -223,10 +223,14 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         if stale() {
             return Err(LinkError::Stale);
         }
-        load(srv, payload, id, off).await?;
+        load(srv, payload, id, off, gen).await?;
         srv.repl.sync_in_progress.store(false, Ordering::Release);
     } else if let Some(rest) = r.strip_prefix("+CONTINUE") {
         let new = rest.trim();
+        let _apply = srv.repl.apply_lock.lock();
+        if stale() {
+            return Err(LinkError::Stale);
+        }
         let mut sh = srv.repl.shared.lock();
         if !new.is_empty() && !new.eq_ignore_ascii_case(&sh.replid) {
             sh.replid2 = std::mem::replace(&mut sh.replid, new.to_string());
@@ -246,8 +250,14 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     c.send(&[b"REPLCONF", b"ACK", off.to_string().as_bytes()])
         .await?;
     srv.repl.last_io_ms.store(now_ms(), Ordering::Relaxed);
-    srv.repl.master_client.store(id, Ordering::Release);
-    srv.repl.link_up.store(true, Ordering::Release);
+    {
+        let _apply = srv.repl.apply_lock.lock();
+        if stale() {
+            return Err(LinkError::Stale);
+        }
+        srv.repl.master_client.store(id, Ordering::Release);
+        srv.repl.link_up.store(true, Ordering::Release);
+    }
     tracing::info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization or finished the full one; link up");
     stream(srv, &mut c, &handle, gen).await
 }
@@ -294,6 +304,7 @@ async fn load(
     payload: Vec<u8>,
     replid: String,
     offset: u64,
+    gen: u64,
 ) -> Result<(), LinkError> {
     let srv2 = srv.clone();
     let started = std::time::Instant::now();
@@ -328,6 +339,10 @@ async fn load(
     );
     let size = srv.config.read().uint("repl-backlog-size") as usize;
     {
+        let _apply = srv.repl.apply_lock.lock();
+        if srv.repl.generation.load(Ordering::Acquire) != gen {
+            return Err(LinkError::Stale);
+        }
         let mut sh = srv.repl.shared.lock();
         sh.replid = replid;
         sh.offset = offset;
@@ -368,6 +383,7 @@ async fn stream(
         // Bytes that arrived with the handshake replies are applied first.
         if let Some(ack) = apply(
             srv,
+            gen,
             &mut cl,
             &mut out,
             &mut parser,
@@ -410,8 +426,10 @@ async fn stream(
 }
 
 /// Applies every complete command in `rd`. Returns REPLCONF ACK replies to send (GETACK).
+#[allow(clippy::too_many_arguments)]
 fn apply(
     srv: &Arc<Server>,
+    gen: u64,
     cl: &mut ClientState,
     out: &mut Out,
     parser: &mut Parser,
@@ -434,6 +452,12 @@ fn apply(
             return Ok(acks);
         }
         let n = std::mem::take(pending);
+        // One command at a time against REPLICAOF: after a promotion nothing more of the
+        // old master's stream is applied or counted.
+        let _apply = srv.repl.apply_lock.lock();
+        if srv.repl.generation.load(Ordering::Acquire) != gen {
+            return Err(LinkError::Stale);
+        }
         if args.is_empty() {
             srv.repl.shared.lock().push(Bytes::from(vec![b'\n'; n]));
             continue;
