@@ -373,6 +373,13 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
             return Outcome::Done;
         }
     }
+    // The watched keys' stripes too: EXEC checks them (see `watched_changed`) and must not
+    // lock one more stripe out of order while holding these.
+    slots.extend(
+        cl.watched
+            .iter()
+            .map(|(_, k)| crate::slot::key_hash_slot(k)),
+    );
     let locks = if global {
         srv.ks.lock_all()
     } else {

@@ -478,7 +478,8 @@ pub fn zadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
         .iter()
         .take_while(|a| opts.iter().any(|o| eq_ic(a, o)))
         .count();
-    let Ok(Some(z)) = ctx.ks.get_zset(&args[1]) else {
+    // get_w: no keyspace hit/miss counted for this bookkeeping read.
+    let Some(crate::db::Value::ZSet(z)) = ctx.ks.get_w(&args[1]) else {
         return vec![None; args.len().saturating_sub(first) / 2];
     };
     args[first..]
