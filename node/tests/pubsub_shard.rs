@@ -114,15 +114,16 @@ fn read_until(c: &mut Raw, f: impl Fn(&str) -> bool) -> String {
     panic!("expected push not seen");
 }
 
-/// Mixed cluster: T1 (tessera, slots 0-8191) with tessera replica T2; R1 (redis-server,
-/// slots 8192-16383) with tessera replica T3.
+/// Mixed cluster: T1 (tessera, slots 0-8191) with tessera replica T2 and redis-server
+/// replica R2; R1 (redis-server, slots 8192-16383) with tessera replica T3.
 #[test]
 fn cluster_shard_channels_mixed() {
     let t1 = Proc::cluster(TESSERA);
     let t2 = Proc::cluster(TESSERA);
     let r1 = Proc::cluster(REDIS);
     let t3 = Proc::cluster(TESSERA);
-    meet_all(&[&t1, &t2, &r1, &t3]);
+    let r2 = Proc::cluster(REDIS);
+    meet_all(&[&t1, &t2, &r1, &t3, &r2]);
     assert_eq!(
         t1.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).trim(),
         "OK"
@@ -134,7 +135,7 @@ fn cluster_shard_channels_mixed() {
     );
     let (id1, idr) = (t1.myid(), r1.myid());
     wait_for(Duration::from_secs(30), "slots known everywhere", || {
-        [&t2, &t3].iter().all(|n| {
+        [&t2, &t3, &r2].iter().all(|n| {
             let out = n.cli(&["CLUSTER", "NODES"]);
             out.lines()
                 .any(|l| l.starts_with(&id1) && l.contains("0-8191"))
@@ -145,7 +146,8 @@ fn cluster_shard_channels_mixed() {
     });
     assert_eq!(t2.cli(&["CLUSTER", "REPLICATE", &id1]).trim(), "OK");
     assert_eq!(t3.cli(&["CLUSTER", "REPLICATE", &idr]).trim(), "OK");
-    let all = [&t1, &t2, &r1, &t3];
+    assert_eq!(r2.cli(&["CLUSTER", "REPLICATE", &id1]).trim(), "OK");
+    let all = [&t1, &t2, &r1, &t3, &r2];
     wait_for(
         Duration::from_secs(30),
         "cluster_state:ok and roles seen",
@@ -153,7 +155,7 @@ fn cluster_shard_channels_mixed() {
             all.iter().all(|n| {
                 let nodes = n.cli(&["CLUSTER", "NODES"]);
                 n.cluster_info("cluster_state") == "ok"
-                    && nodes.lines().filter(|l| l.contains("slave")).count() == 2
+                    && nodes.lines().filter(|l| l.contains("slave")).count() == 3
             })
         },
     );
@@ -186,6 +188,11 @@ fn cluster_shard_channels_mixed() {
     let mut s_t2 = t2.raw();
     let mut s_r1 = r1.raw();
     let mut s_t3 = t3.raw();
+    let mut s_r2 = r2.raw();
+    assert_eq!(
+        s_r2.cmd(&["SSUBSCRIBE", &low]).s(),
+        format!("[ssubscribe,{low},1]")
+    );
     assert_eq!(
         s_t1.cmd(&["SSUBSCRIBE", &low]).s(),
         format!("[ssubscribe,{low},1]")
@@ -206,14 +213,22 @@ fn cluster_shard_channels_mixed() {
     let mut plain_r1 = r1.raw();
     plain_r1.cmd(&["SUBSCRIBE", &low]);
 
-    // tessera master -> tessera replica.
+    // tessera master -> tessera and redis-server replicas.
     assert_eq!(c.cmd(&["SPUBLISH", &low, "m1"]), R::Int(1));
     assert_eq!(s_t1.read().s(), format!("[smessage,{low},m1]"));
     assert_eq!(s_t2.read().s(), format!("[smessage,{low},m1]"));
-    // tessera replica -> tessera master (a replica may SPUBLISH its master's slots).
+    assert_eq!(s_r2.read().s(), format!("[smessage,{low},m1]"));
+    // tessera replica -> master and the other replica (a replica may SPUBLISH its
+    // master's slots).
     assert_eq!(t2.raw().cmd(&["SPUBLISH", &low, "m2"]), R::Int(1));
     assert_eq!(s_t1.read().s(), format!("[smessage,{low},m2]"));
     assert_eq!(s_t2.read().s(), format!("[smessage,{low},m2]"));
+    assert_eq!(s_r2.read().s(), format!("[smessage,{low},m2]"));
+    // redis-server replica -> tessera master and replica.
+    assert_eq!(r2.raw().cmd(&["SPUBLISH", &low, "m2b"]), R::Int(1));
+    assert_eq!(s_r2.read().s(), format!("[smessage,{low},m2b]"));
+    assert_eq!(s_t1.read().s(), format!("[smessage,{low},m2b]"));
+    assert_eq!(s_t2.read().s(), format!("[smessage,{low},m2b]"));
     // redis-server master -> tessera replica, and back.
     assert_eq!(r1.raw().cmd(&["SPUBLISH", &high, "m3"]), R::Int(1));
     assert_eq!(s_r1.read().s(), format!("[smessage,{high},m3]"));
