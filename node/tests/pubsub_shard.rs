@@ -273,6 +273,23 @@ fn cluster_shard_channels_mixed() {
     );
     // Subscribers may now use normal commands again (RESP2 context ended).
     assert_eq!(s_t1.cmd(&["PING"]).s(), "PONG");
+
+    // A failover moves every slot of the shard to the new master: shard subscribers on
+    // the promoted replica are told too.
+    let kept = (0u64..)
+        .map(|i| format!("f{i}"))
+        .find(|k| slot_of(k) <= 8191 && slot_of(k) != slot_of(&low))
+        .expect("name");
+    let mut s_t2b = t2.raw();
+    assert_eq!(
+        s_t2b.cmd(&["SSUBSCRIBE", &kept]).s(),
+        format!("[ssubscribe,{kept},1]")
+    );
+    assert_eq!(t2.cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]).trim(), "OK");
+    assert_eq!(
+        read_until(&mut s_t2b, |s| s.starts_with("[sunsubscribe")),
+        format!("[sunsubscribe,{kept},0]")
+    );
 }
 
 /// cluster-allow-pubsubshard-when-down: with the cluster down, shard commands still work
