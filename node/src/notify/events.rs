@@ -427,7 +427,7 @@ pub fn derive(
         }
         // Sorted sets.
         "zadd" => {
-            if has_word(args, 2, "incr") {
+            if zadd_has(args, "incr") {
                 if reply.some() {
                     a.modified(s0, ZSET, "zincr", &k0, db);
                 }
@@ -503,18 +503,35 @@ fn pop_event(name: &str, args: &[Bytes]) -> &'static str {
         "bzpopmin" => "zpopmin",
         "bzpopmax" => "zpopmax",
         "lmpop" | "blmpop" => {
-            if has_word(args, 2, "left") {
+            if direction(name, args).is_some_and(|w| eq_ic(w, "left")) {
                 "lpop"
             } else {
                 "rpop"
             }
         }
         _ => {
-            if has_word(args, 2, "min") {
+            if direction(name, args).is_some_and(|w| eq_ic(w, "min")) {
                 "zpopmin"
             } else {
                 "zpopmax"
             }
         }
     }
+}
+
+/// The LEFT|RIGHT / MIN|MAX word of [B]LMPOP / [B]ZMPOP: right after the keys (a key may
+/// itself be called "left").
+fn direction<'a>(name: &str, args: &'a [Bytes]) -> Option<&'a Bytes> {
+    let at = if name.starts_with('b') { 2 } else { 1 };
+    let n: usize = std::str::from_utf8(args.get(at)?).ok()?.parse().ok()?;
+    args.get(at + 1 + n)
+}
+
+/// ZADD's options come before the first score (a member may be called "incr").
+fn zadd_has(args: &[Bytes], w: &str) -> bool {
+    let opts = ["nx", "xx", "gt", "lt", "ch", "incr"];
+    args.iter()
+        .skip(2)
+        .take_while(|a| opts.iter().any(|o| eq_ic(a, o)))
+        .any(|a| eq_ic(a, w))
 }
