@@ -186,6 +186,8 @@ pub struct Snapshot {
     pub keys: Vec<(usize, KeyState)>,
     /// ZADD: the members' scores before (Redis notifies only if one was added or changed).
     pub zscores: Vec<Option<f64>>,
+    /// SMOVE: the destination already had the member (then it gets no `sadd`).
+    pub dst_had_member: bool,
 }
 
 /// Before a write (or, with 'm', a read) command: records its keys' states. None (and no
@@ -211,7 +213,14 @@ pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) -> Option<Sn
     } else {
         Vec::new()
     };
-    Some(Snapshot { keys, zscores })
+    let dst_had_member = cmd.name == "smove"
+        && args.len() == 4
+        && matches!(ctx.ks.get_w(&args[2]), Some(crate::db::Value::Set(s)) if s.contains(&args[3]));
+    Some(Snapshot {
+        keys,
+        zscores,
+        dst_had_member,
+    })
 }
 
 /// The state of `key` in `db` now.

@@ -137,6 +137,8 @@ const SCRIPT: &[&[&str]] = &[
     &["SPOP", "s3", "5"],
     &["SADD", "s8", "a"],
     &["SMOVE", "s8", "s6", "a"],
+    &["SADD", "s9", "a", "b"],
+    &["SMOVE", "s9", "s6", "a"],
     // Sorted sets.
     &["ZADD", "z", "1", "a", "2", "b"],
     &["ZADD", "z", "1", "a"],

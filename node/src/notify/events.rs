@@ -412,8 +412,10 @@ pub fn derive(
                 if k0 != k1 {
                     a.push(SET, "srem", &k0, db);
                     a.del_if_gone(s0, &k0, db);
-                    a.new_if_created(st(1), &k1, db);
-                    a.push(SET, "sadd", &k1, db);
+                    if !snap.dst_had_member {
+                        a.new_if_created(st(1), &k1, db);
+                        a.push(SET, "sadd", &k1, db);
+                    }
                 }
             }
         }
