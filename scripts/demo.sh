@@ -53,6 +53,10 @@ if [ "${CI:-}" = "true" ] || [ ! -t 0 ]; then interactive=0; fi
 
 KIAB="$(pick kube-in-a-box)" || { echo "demo: kube-in-a-box is not built (run make release)" >&2; exit 1; }
 OPERATOR="$(pick tessera-operator)" || { echo "demo: tessera-operator is not built (run make release)" >&2; exit 1; }
+# The example's pods run the operator's default image tessera/tessera-node, which kube-in-a-box
+# maps to the most recently built of target/{release,debug}/tessera-node.
+pick tessera-node >/dev/null || { echo "demo: tessera-node is not built (run make release)" >&2; exit 1; }
+NODE="$(ls -t "$ROOT"/target/{release,debug}/tessera-node 2>/dev/null | head -n 1)"
 command -v kubectl >/dev/null || { echo "demo: kubectl missing (run make deps)" >&2; exit 1; }
 command -v redis-cli >/dev/null || { echo "demo: redis-cli missing (run make deps)" >&2; exit 1; }
 
@@ -104,6 +108,7 @@ start_operator() {
   sleep 1
   kill -0 "$(cat "$STATE/operator.pid")" 2>/dev/null || { tail -n 20 "$STATE/operator.log" >&2; return 1; }
   echo "operator pid $(cat "$STATE/operator.pid"), log $STATE/operator.log"
+  echo "node image tessera/tessera-node → $NODE (unless the manifest sets spec.image)"
 }
 
 rcl_ready() { # Ready, status for the current generation, and the wanted shard count

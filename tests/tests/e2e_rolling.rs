@@ -1,6 +1,6 @@
 //! End-to-end rolling restarts: a pod template change (spec.config) rolls every pod, the
 //! operator failing masters over first, with kube-in-a-box, the real operator binary, kubectl
-//! and redis:7.0 pods (see e2e_operator.rs for the setup).
+//! and tessera-node pods (see e2e_operator.rs for the setup).
 
 mod e2e_common;
 

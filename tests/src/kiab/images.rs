@@ -43,10 +43,17 @@ impl NodeProgram {
         match self {
             Self::TesseraNode => {
                 let root = workspace_root();
+                // The most recently built of the two: a stale release build must not
+                // shadow the debug build `make test` just made (or the reverse for `make demo`).
                 ["release", "debug"]
                     .iter()
                     .map(|p| root.join("target").join(p).join("tessera-node"))
-                    .find(|p| p.is_file())
+                    .filter_map(|p| {
+                        let built = std::fs::metadata(&p).ok()?.modified().ok()?;
+                        p.is_file().then_some((built, p))
+                    })
+                    .max_by_key(|(built, _)| *built)
+                    .map(|(_, p)| p)
                     .ok_or_else(|| {
                         KiabError::Image(format!(
                             "tessera-node is not built (looked in {}/target/{{release,debug}}); run `cargo build -p tessera-node`",

@@ -19,7 +19,12 @@ use tessera_tests::kiab::testkit::{
 };
 use tessera_tests::kiab::{BoxConfig, KubeInABox};
 
-pub const IMAGE: &str = "redis:7.0";
+/// Pods run the operator's default image (`tessera/tessera-node:<version>`), which
+/// kube-in-a-box maps to the workspace's built tessera-node.
+pub const IMAGE: Option<&str> = None;
+/// Reference servers: one suite each proves the operator drives any Redis Cluster node.
+pub const REDIS_IMAGE: &str = "redis:7.0";
+pub const VALKEY_IMAGE: &str = "valkey/valkey:9";
 pub const WAIT: Duration = Duration::from_secs(240);
 pub static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -44,9 +49,22 @@ pub fn rcl_resource() -> ApiResource {
     }
 }
 
+/// A RedisCluster on the default node image ([`IMAGE`]).
 pub fn manifest(name: &str, shards: u32, replicas: u32, extra: &str) -> String {
+    manifest_on(IMAGE, name, shards, replicas, extra)
+}
+
+/// A RedisCluster on `image` (`None`: no `spec.image`, so the operator's default).
+pub fn manifest_on(
+    image: Option<&str>,
+    name: &str,
+    shards: u32,
+    replicas: u32,
+    extra: &str,
+) -> String {
+    let image = image.map(|i| format!("  image: {i}\n")).unwrap_or_default();
     format!(
-        "apiVersion: tessera.rs/v1alpha1\nkind: RedisCluster\nmetadata:\n  name: {name}\nspec:\n  shards: {shards}\n  replicasPerShard: {replicas}\n  image: {IMAGE}\n{extra}"
+        "apiVersion: tessera.rs/v1alpha1\nkind: RedisCluster\nmetadata:\n  name: {name}\nspec:\n  shards: {shards}\n  replicasPerShard: {replicas}\n{image}{extra}"
     )
 }
 
