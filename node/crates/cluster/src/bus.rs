@@ -120,6 +120,7 @@ impl ClusterNode {
                     st.cron(now_ms());
                     st.free_links_over_sendbuf_limit(now_ms());
                 });
+                save_pending(&s3);
             }
         });
         shared
@@ -160,6 +161,8 @@ impl ClusterNode {
 
 impl Drop for ClusterNode {
     fn drop(&mut self) {
+        // Peer-driven changes may still wait for the cron's save.
+        save_pending(&self.shared);
         for t in self.shared.tasks.lock().drain(..) {
             t.abort();
         }
@@ -273,6 +276,25 @@ fn send_bytes(shared: &Shared, link: LinkId, bytes: Vec<u8>) {
 /// saves before writing replies); then runs its host effects (so the node's callbacks
 /// never run under the cluster lock).
 fn locked<R>(shared: &Arc<Shared>, f: impl FnOnce(&mut ClusterState) -> R) -> R {
+    locked_with(shared, true, f)
+}
+
+/// [`locked`] for messages from peers: a change that needs no fsync is left for the cron's
+/// next save (within 100 ms), so a burst of gossip costs one write instead of one per
+/// message; fsync-requiring changes (votes, epochs) are still saved before anything leaves.
+fn locked_lazy<R>(shared: &Arc<Shared>, f: impl FnOnce(&mut ClusterState) -> R) -> R {
+    locked_with(shared, false, f)
+}
+
+/// Saves whatever changes are not on disk yet (the cron's catch-up for [`locked_lazy`]).
+fn save_pending(shared: &Shared) {
+    let seq = shared.state.lock().dirty_seq;
+    shared
+        .saver
+        .save_upto(seq, || save::render(&shared.state.lock()));
+}
+
+fn locked_with<R>(shared: &Arc<Shared>, sync: bool, f: impl FnOnce(&mut ClusterState) -> R) -> R {
     let (r, d) = {
         let mut st = shared.state.lock();
         let r = f(&mut st);
@@ -280,7 +302,7 @@ fn locked<R>(shared: &Arc<Shared>, f: impl FnOnce(&mut ClusterState) -> R) -> R 
         publish_route_table(shared, &st);
         (r, d)
     };
-    if let Some(p) = d.save {
+    if let Some(p) = d.save.filter(|p| sync || p.fsync) {
         shared
             .saver
             .save_upto(p.seq, || save::render(&shared.state.lock()));
@@ -464,7 +486,7 @@ async fn read_loop(
             Ok(m) => m,
             Err(e) => return format!("bad message: {e}"),
         };
-        let known = locked(shared, |st| {
+        let known = locked_lazy(shared, |st| {
             let known = st.links.contains_key(&link);
             if known {
                 st.process(link, m, peer_ip, local_ip, now_ms());
