@@ -113,8 +113,8 @@ impl RouteTable {
             }
         } else {
             let mut run: Option<(Name, u16)> = None;
-            for s in 0..SLOTS {
-                let Some(o) = st.slots[s] else { continue };
+            for (s, o) in st.slots.iter().enumerate() {
+                let Some(o) = *o else { continue };
                 let i = match run {
                     Some((n, i)) if n == o => i,
                     _ => {
@@ -334,6 +334,7 @@ mod tests {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)] // the reference scan indexes on purpose
 mod bitmap_tests {
     use crate::msg::{bitmap_ranges, bitmap_set, SLOTS, SLOTS_BYTES};
     use proptest::prelude::*;
