@@ -36,7 +36,8 @@ fn every_reply_follows_its_save() {
         assert_eq!(my_slots(&conf_text(&t)), want, "after ADDSLOTS {s}");
     }
     let after = t.node().save_stats();
-    assert!(after.writes - before.writes >= 200, "{before:?} {after:?}");
+    // The cron may save some of them first (its save then covers the command's change).
+    assert!(after.writes > before.writes, "{before:?} {after:?}");
     // Plain slot changes are written, not fsynced (as Redis saves them in beforeSleep).
     assert_eq!(after.fsyncs, before.fsyncs, "{before:?} {after:?}");
     // An epoch bump is fsynced before the reply.
