@@ -342,6 +342,9 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
                 ));
             }
             st.set_my_master(n);
+            // Tell every peer at once (as after a failover), so no node keeps listing this
+            // replica as a master until the next ping round.
+            broadcast_pong(st, now);
             Ok(Reply::Ok)
         }
         _ => Err(Reply::err(format!(
