@@ -154,63 +154,11 @@ pub fn node_expect_exit(dir: &Path, extra: &[&str]) -> Output {
     out
 }
 
-/// A server-independent picture of every key: (db, key, type, canonical content, has TTL).
-pub type Snapshot = Vec<(u32, Vec<u8>, String, Vec<Vec<u8>>, bool)>;
+include!("common/dataset.rs");
 
+/// [`snapshot_of`] over a new connection to `p`.
 pub fn snapshot(p: &Proc, dbs: u32) -> Snapshot {
-    let mut c = p.conn();
-    let mut out = Vec::new();
-    for db in 0..dbs {
-        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).expect("select");
-        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut c).expect("keys");
-        for k in keys {
-            let t: String = redis::cmd("TYPE").arg(&k).query(&mut c).expect("type");
-            let mut content: Vec<Vec<u8>> = match t.as_str() {
-                "string" => vec![redis::cmd("GET").arg(&k).query(&mut c).expect("get")],
-                "list" => redis::cmd("LRANGE")
-                    .arg(&k)
-                    .arg(0)
-                    .arg(-1)
-                    .query(&mut c)
-                    .expect("lrange"),
-                "hash" => {
-                    let v: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
-                        .arg(&k)
-                        .query(&mut c)
-                        .expect("hgetall");
-                    let mut v: Vec<Vec<u8>> = v
-                        .into_iter()
-                        .map(|(a, b)| [a, b"=".to_vec(), b].concat())
-                        .collect();
-                    v.sort();
-                    v
-                }
-                "set" => {
-                    let mut v: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
-                        .arg(&k)
-                        .query(&mut c)
-                        .expect("smembers");
-                    v.sort();
-                    v
-                }
-                "zset" => redis::cmd("ZRANGE")
-                    .arg(&k)
-                    .arg(0)
-                    .arg(-1)
-                    .arg("WITHSCORES")
-                    .query(&mut c)
-                    .expect("zrange"),
-                other => panic!("unexpected type {other}"),
-            };
-            if t == "string" {
-                content.shrink_to_fit();
-            }
-            let ttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).expect("pttl");
-            out.push((db, k, t, content, ttl > 0));
-        }
-    }
-    out.sort();
-    out
+    snapshot_of(&mut p.conn(), dbs)
 }
 
 /// Fills a server with every type, encodings small and large, TTLs and several dbs.

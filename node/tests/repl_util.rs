@@ -184,62 +184,11 @@ pub fn wait_caught_up(master: &Proc, replica: &Proc) {
     );
 }
 
-/// A server-independent picture of every key: (db, key, type, canonical content, has TTL).
-pub type Snapshot = Vec<(u32, Vec<u8>, String, Vec<Vec<u8>>, bool)>;
+include!("common/dataset.rs");
 
+/// [`snapshot_of`] over a new connection to `p`.
 pub fn snapshot(p: &Proc, dbs: u32) -> Snapshot {
-    let mut c = p.conn();
-    let mut out = Vec::new();
-    for db in 0..dbs {
-        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).expect("select");
-        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut c).expect("keys");
-        for k in keys {
-            let t: String = redis::cmd("TYPE").arg(&k).query(&mut c).expect("type");
-            let content: Vec<Vec<u8>> = match t.as_str() {
-                // Gone between KEYS and TYPE (expired): skip it.
-                "none" => continue,
-                "string" => vec![redis::cmd("GET").arg(&k).query(&mut c).expect("get")],
-                "list" => redis::cmd("LRANGE")
-                    .arg(&k)
-                    .arg(0)
-                    .arg(-1)
-                    .query(&mut c)
-                    .expect("lrange"),
-                "hash" => {
-                    let v: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
-                        .arg(&k)
-                        .query(&mut c)
-                        .expect("hgetall");
-                    let mut v: Vec<Vec<u8>> = v
-                        .into_iter()
-                        .map(|(a, b)| [a, b"=".to_vec(), b].concat())
-                        .collect();
-                    v.sort();
-                    v
-                }
-                "set" => {
-                    let mut v: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
-                        .arg(&k)
-                        .query(&mut c)
-                        .expect("smembers");
-                    v.sort();
-                    v
-                }
-                "zset" => redis::cmd("ZRANGE")
-                    .arg(&k)
-                    .arg(0)
-                    .arg(-1)
-                    .arg("WITHSCORES")
-                    .query(&mut c)
-                    .expect("zrange"),
-                other => panic!("unexpected type {other}"),
-            };
-            let ttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).expect("pttl");
-            out.push((db, k, t, content, ttl > 0));
-        }
-    }
-    out.sort();
-    out
+    snapshot_of(&mut p.conn(), dbs)
 }
 
 /// Number of keys per db 0..dbs (DBSIZE).

@@ -120,9 +120,19 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn publish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    publish_to(ctx, args, false)
+}
+
+/// PUBLISH (`shard` false: every node of the cluster) and SPUBLISH (`shard` true: the
+/// nodes of this shard): local subscribers first, then the bus.
+fn publish_to(ctx: &mut Ctx<'_>, args: &[Bytes], shard: bool) -> CmdResult {
     let limit = ctx.srv.config.read().cobl[2];
-    let n = ctx.srv.pubsub.publish(&args[1], &args[2], limit);
-    crate::cluster::broadcast_publish(ctx.srv, &args[1], &args[2], false);
+    let n = if shard {
+        ctx.srv.pubsub.spublish(&args[1], &args[2], limit)
+    } else {
+        ctx.srv.pubsub.publish(&args[1], &args[2], limit)
+    };
+    crate::cluster::broadcast_publish(ctx.srv, &args[1], &args[2], shard);
     ctx.srv
         .stats
         .pubsub_messages
@@ -148,17 +158,8 @@ fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// SPUBLISH: local shard subscribers, then PUBLISHSHARD to the other nodes of this shard.
 fn spublish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let limit = ctx.srv.config.read().cobl[2];
-    let n = ctx.srv.pubsub.spublish(&args[1], &args[2], limit);
-    crate::cluster::broadcast_publish(ctx.srv, &args[1], &args[2], true);
-    ctx.srv
-        .stats
-        .pubsub_messages
-        .fetch_add(1, Ordering::Relaxed);
-    ctx.out.int(n as i64);
-    Ok(())
+    publish_to(ctx, args, true)
 }
 
 fn shardchannels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
