@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use super::conn::{cluster, connect, NodeConn};
 use super::migrate::{move_keys, set_node};
@@ -350,8 +350,18 @@ async fn migrate_one(
             continue;
         }
         let mut c = pool.get(m).await?;
-        if let Err(e) = set_node(slot, to, &mut c).await {
-            warn!(slot, node = %m.pod, error = %e, "SETSLOT NODE on a bystander refused");
+        match set_node(slot, to, &mut c).await {
+            Ok(()) => {}
+            // A master drained earlier in this pass has turned replica: it learns slot
+            // owners from its master, nothing to tell it.
+            Err(TopologyError::Redis { source, .. })
+                if source.to_string().contains("only with masters") =>
+            {
+                debug!(slot, node = %m.pod, "bystander is a replica now; SETSLOT NODE skipped");
+            }
+            Err(e) => {
+                warn!(slot, node = %m.pod, error = %e, "SETSLOT NODE on a bystander refused")
+            }
         }
     }
     Ok(moved)
