@@ -1,7 +1,7 @@
 //! End-to-end: kube-in-a-box in-process + the real tessera-operator binary + the real kubectl.
 //! The pods run the operator's default image tessera/tessera-node (→ the workspace's built
-//! tessera-node), except `scale_out_and_in_loses_no_key` on redis:7.0 and one small suite on
-//! valkey/valkey:9, which prove the operator drives any Redis Cluster node.
+//! tessera-node); one small suite runs valkey/valkey:9 pods (and e2e_rolling.rs one redis:7.0
+//! suite) to prove the operator drives any Redis Cluster node.
 //!
 //! The tests share one machine's two cores, so they run one at a time (SERIAL), each with its
 //! own pod address range. The operator binary must be built (`make test` builds every bin
@@ -144,15 +144,11 @@ fn apply_becomes_ready_and_delete_removes_every_child() {
     });
 }
 
-/// Runs on redis:7.0 pods: the one suite proving the operator reshards any Redis Cluster node.
-/// (On debug tessera-node this 3→4→2 took ~6 min, mostly per-slot resharding cost; tessera-node
-/// resharding is covered by the operator's topology tests.)
 #[test]
 fn scale_out_and_in_loses_no_key() {
     serial(async {
         let mut env = Env::start("127.0.12.1", true).await;
-        env.apply(&manifest_on(Some(REDIS_IMAGE), "scale", 3, 1, ""))
-            .await;
+        env.apply(&manifest("scale", 3, 1, "")).await;
         env.wait_ready("scale", 3, 6, WAIT).await;
         let ips = pod_ips(&env.client, "scale").await;
         let checker = DataChecker::start(&ips, "scale", 2000).await;
