@@ -1,7 +1,6 @@
 //! End-to-end rolling restarts: a pod template change (spec.config) rolls every pod, the
 //! operator failing masters over first, with kube-in-a-box, the real operator binary and
-//! kubectl (see e2e_operator.rs for the setup). Lone masters on volumes run tessera-node; the
-//! 3x1 roll with a writer runs redis:7.0 (see its comment).
+//! kubectl (see e2e_operator.rs for the setup), on tessera-node pods.
 
 mod e2e_common;
 
@@ -13,16 +12,13 @@ use tessera_tests::kiab::testkit::{pod_ip, pods, wait_for};
 
 use e2e_common::*;
 
-/// On redis:7.0 pods: on tessera-node the operator's CLUSTER FAILOVER (before restarting a
-/// master) times out while a writer is running — the master announces its offset before its
-/// write pause takes effect, so the replica never sees an equal offset (node bug, reported).
-/// Switch to `manifest` once tessera-node's coordinated failover works under writes.
+/// A 3x1 roll with a writer running: every master is failed over (CLUSTER FAILOVER, the
+/// master pausing writes) before its restart, and no acknowledged write is lost.
 #[test]
 fn config_change_rolls_every_pod_without_losing_writes() {
     serial(async {
         let mut env = Env::start("127.0.15.1", true).await;
-        env.apply(&manifest_on(Some(REDIS_IMAGE), "roll", 3, 1, ""))
-            .await;
+        env.apply(&manifest_on(None, "roll", 3, 1, "")).await;
         env.wait_ready("roll", 3, 6, WAIT).await;
         let ips = pod_ips(&env.client, "roll").await;
         let checker = DataChecker::start(&ips, "roll", 1000).await;

@@ -3,6 +3,7 @@
 //! Holds a `Weak` so the cluster node (owned by the server) does not keep the server alive.
 //! Callbacks lock one stripe at a time and never run under the cluster state lock.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::db::stripe_of;
@@ -13,12 +14,15 @@ const DB: usize = 0;
 
 pub struct KeyspaceHost {
     srv: Weak<Server>,
+    /// Client writes are paused by a manual failover (not by CLIENT PAUSE).
+    paused: AtomicBool,
 }
 
 impl KeyspaceHost {
     pub fn new(srv: &Arc<Server>) -> Self {
         KeyspaceHost {
             srv: Arc::downgrade(srv),
+            paused: AtomicBool::new(false),
         }
     }
 }
@@ -102,8 +106,32 @@ impl tessera_cluster::Host for KeyspaceHost {
 
     fn set_replication_master(&self, master: Option<(String, u16)>) {
         if let Some(s) = self.srv.upgrade() {
+            // A master demoted by a manual failover lifts its pause: it follows the new
+            // master's stream from now on.
+            if master.is_some() && self.paused.swap(false, Ordering::SeqCst) {
+                s.pause.until.store(0, Ordering::SeqCst);
+            }
             crate::repl::set_master(&s, master);
         }
+    }
+
+    /// CLUSTER FAILOVER on our replica: pause client writes, wait for the writes already
+    /// running to finish (every stripe locked once), and return the final replication
+    /// offset, which the PAUSED pings announce to the replica.
+    fn pause_writes(&self, until_ms: u64) -> Option<u64> {
+        let s = self.srv.upgrade()?;
+        if until_ms == 0 {
+            if self.paused.swap(false, Ordering::SeqCst) {
+                s.pause.until.store(0, Ordering::SeqCst);
+            }
+            return None;
+        }
+        self.paused.store(true, Ordering::SeqCst);
+        s.pause.write_only.store(true, Ordering::SeqCst);
+        s.pause.until.store(until_ms, Ordering::SeqCst);
+        drop(s.ks.lock_all());
+        let offset = s.repl.shared.lock().offset;
+        Some(offset)
     }
 
     fn refresh_config(&self, config: &mut tessera_cluster::ClusterConfig) {

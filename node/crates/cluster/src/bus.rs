@@ -314,7 +314,7 @@ fn locked_with<R>(shared: &Arc<Shared>, sync: bool, f: impl FnOnce(&mut ClusterS
     r
 }
 
-fn run_host(shared: &Shared, effects: Vec<HostEffect>) {
+fn run_host(shared: &Arc<Shared>, effects: Vec<HostEffect>) {
     for e in effects {
         match e {
             HostEffect::Publish {
@@ -327,7 +327,12 @@ fn run_host(shared: &Shared, effects: Vec<HostEffect>) {
                 shared.host.delete_keys_in_slot(slot);
             }
             HostEffect::FlushAll => shared.host.flush_all(),
-            HostEffect::PauseWrites(until) => shared.host.pause_writes(until),
+            HostEffect::PauseWrites(until) => {
+                let offset = shared.host.pause_writes(until);
+                if until != 0 {
+                    locked(shared, |st| st.manual_failover_paused(offset));
+                }
+            }
         }
     }
 }

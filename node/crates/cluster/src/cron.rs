@@ -37,7 +37,7 @@ impl ClusterState {
             flags: me.flags,
             state: if self.state_ok { 0 } else { 1 },
             mflags: [
-                if me.is_master() && self.mf.end != 0 {
+                if me.is_master() && self.mf.end != 0 && self.mf.paused {
                     msg::MFLAG0_PAUSED
                 } else {
                     0

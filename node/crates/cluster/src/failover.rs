@@ -18,6 +18,9 @@ pub struct ManualFailover {
     pub master_offset: Option<u64>,
     /// Master: the replica that asked.
     pub replica: Option<Name>,
+    /// Master: the node confirmed client writes are paused and `repl_offset` is final, so
+    /// pings may carry the PAUSED flag (an offset announced before that would be stale).
+    pub paused: bool,
 }
 
 /// Manual failover timeout (CLUSTER_MF_TIMEOUT).
@@ -255,6 +258,17 @@ impl ClusterState {
             until: now + MF_TIMEOUT_MS * 2,
         });
         self.send_ping(link, msg::TYPE_PING, now);
+    }
+
+    /// Master side: the host paused client writes (after [`Out::PauseWrites`]) and reports
+    /// the replication offset they stopped at; from now on pings announce it as PAUSED.
+    pub fn manual_failover_paused(&mut self, offset: Option<u64>) {
+        if self.mf.end != 0 && self.me().is_master() {
+            if let Some(o) = offset {
+                self.me_mut().repl_offset = o;
+            }
+            self.mf.paused = true;
+        }
     }
 
     /// Replica side, each tick: start once our offset matches the paused master's; expire.

@@ -57,8 +57,12 @@ pub trait Host: Send + Sync + 'static {
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool);
     /// Replication target changed; `None` means this node is a master now.
     fn set_replication_master(&self, _master: Option<(String, u16)>) {}
-    /// Pause client writes until `until_ms` (Unix ms; 0 resumes): a master in a manual failover.
-    fn pause_writes(&self, _until_ms: u64) {}
+    /// Pause client writes until `until_ms` (Unix ms; 0 resumes): a master in a manual
+    /// failover. Returns, once the writes already running have finished, the replication
+    /// offset they stopped at (None: the cluster state's `repl_offset` is current).
+    fn pause_writes(&self, _until_ms: u64) -> Option<u64> {
+        None
+    }
     /// Fills in the run-time settable `cluster-*` directives (CONFIG SET); polled by the
     /// cron every 100 ms on a copy of the config, outside the state lock.
     fn refresh_config(&self, _config: &mut ClusterConfig) {}

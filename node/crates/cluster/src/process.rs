@@ -140,13 +140,14 @@ impl ClusterState {
             n.repl_offset = h.offset;
         }
 
-        // Manual failover: our master, paused, tells us the offset to reach.
+        // Manual failover: our master, paused, tells us the offset to reach. The latest
+        // announcement wins (a write that was in flight when the pause began moves it on).
         if let Some(s) = sender {
             if self.mf.end != 0
                 && self.me().is_replica()
                 && self.me().master == Some(s)
                 && h.mflags[0] & msg::MFLAG0_PAUSED != 0
-                && self.mf.master_offset.is_none()
+                && !self.mf.can_start
             {
                 self.mf.master_offset = Some(h.offset);
             }
