@@ -21,6 +21,8 @@ pub struct ManualFailover {
     /// Master: the node confirmed client writes are paused and `repl_offset` is final, so
     /// pings may carry the PAUSED flag (an offset announced before that would be stale).
     pub paused: bool,
+    /// Master: the link MFSTART came in on, for the first PAUSED ping.
+    pub link: Option<LinkId>,
 }
 
 /// Manual failover timeout (CLUSTER_MF_TIMEOUT).
@@ -252,6 +254,7 @@ impl ClusterState {
         self.mf = ManualFailover {
             end: now + MF_TIMEOUT_MS,
             replica: Some(*sender),
+            link: Some(link),
             ..Default::default()
         };
         self.out.push(Out::PauseWrites {
@@ -268,6 +271,11 @@ impl ClusterState {
                 self.me_mut().repl_offset = o;
             }
             self.mf.paused = true;
+            // Announce at once (the cron repeats it every tick), as Redis pings right after
+            // pausing.
+            if let Some(l) = self.mf.link {
+                self.send_ping(l, msg::TYPE_PING, crate::bus::now_ms());
+            }
         }
     }
 
