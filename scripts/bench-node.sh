@@ -63,32 +63,46 @@ supported() { # port test -> 0 if the server knows the command
     [ "$(redis-cli -p "$1" command info "$cmd" | head -1)" != "" ]
 }
 
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # user+system clock ticks of a pid
+TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
+
 # Tests run interleaved (each repetition of a test on the three servers back to back) so that
-# load changes on the machine during the run affect the three alike; the median of REPS runs
-# damps the rest of the noise.
-declare -A RUNS
+# load changes on the machine during the run affect the three alike, and the order of the
+# servers rotates from one repetition to the next so that none always runs first (a cold
+# cache) or last; the median of REPS runs damps the rest of the noise. Beside throughput, the
+# server's own CPU time per request (utime+stime from /proc) is recorded: it does not depend
+# on how the scheduler shares the two cores between server and client, so it is the steadier
+# comparison on a busy machine.
+declare -A RUNS CPUS CPU
+ORDERS=("tessera redis valkey" "redis valkey tessera" "valkey tessera redis")
 for pipe in 1 16; do
     n=$N1; [ "$pipe" = 16 ] && n=$N16
     for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
     # No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
     for t in ${TESTS//,/ }; do
-        for _ in $(seq "$REPS"); do
-            for srv in tessera redis valkey; do
+        for rep in $(seq "$REPS"); do
+            for srv in ${ORDERS[$(( (rep - 1) % 3 ))]}; do
                 port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+                pid_var="PID_$srv"; pid=${!pid_var}
+                c0=$(cpu_ticks "$pid")
                 out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv 2>/dev/null || true)
+                c1=$(cpu_ticks "$pid")
                 while IFS=, read -r name rps _rest; do
                     name=${name//\"/}; rps=${rps//\"/}
                     [ "$name" = test ] && continue
                     key=$(echo "$name" | awk '{print tolower($1)}')
                     RUNS["$srv,$pipe,$key"]+="$rps "
+                    CPUS["$srv,$pipe,$key"]+="$(( (c1 - c0) * TICK_NS / n )) "
                 done <<<"$out"
             done
         done
         for srv in tessera redis valkey; do
             # shellcheck disable=SC2086 # the runs are a space-separated list
             [ -n "${RUNS["$srv,$pipe,$t"]:-}" ] && RPS["$srv,$pipe,$t"]=$(median ${RUNS["$srv,$pipe,$t"]})
+            # shellcheck disable=SC2086
+            [ -n "${CPUS["$srv,$pipe,$t"]:-}" ] && CPU["$srv,$pipe,$t"]=$(median ${CPUS["$srv,$pipe,$t"]})
         done
-        supported "$P_T" "$t" || RPS["tessera,$pipe,$t"]="n/a"
+        supported "$P_T" "$t" || { RPS["tessera,$pipe,$t"]="n/a"; CPU["tessera,$pipe,$t"]="n/a"; }
     done
 done
 LOAD_END=$(loadavg)
@@ -124,7 +138,7 @@ OUT="bench/node-$DATE.md"
 {
     echo "# tessera-node vs redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2) vs valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)"
     echo
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, redis-benchmark -c 50, -n $N1 (P1) / $N16 (P16), median of $REPS interleaved runs per test and server."
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, redis-benchmark -c 50, -n $N1 (P1) / $N16 (P16), median of $REPS interleaved runs per test and server, the order of the servers rotating between runs."
     echo "Load average (1/5/15 min) at the start: $LOAD_START; after the throughput runs: $LOAD_END."
     echo "Ratios > 1.00 mean tessera is faster (throughput); for memory, < 1.00 means tessera uses less."
     echo
@@ -135,6 +149,18 @@ OUT="bench/node-$DATE.md"
             tr=${RPS["tessera,$pipe,$t"]:-n/a}; rr=${RPS["redis,$pipe,$t"]:-n/a}; vr=${RPS["valkey,$pipe,$t"]:-n/a}
             best=$(awk -v a="$rr" -v b="$vr" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
             echo "| ${t^^} | $pipe | $tr | $rr | $vr | $(ratio "$tr" "$rr") | $(ratio "$tr" "$vr") | $(ratio "$tr" "$best") |"
+        done
+    done
+    echo
+    echo "Server CPU time per request (ns, utime+stime of the server process over the run; lower is better;"
+    echo "ratios < 1.00 mean tessera needs less CPU per request):"
+    echo
+    echo "| test | pipeline | tessera ns | redis ns | valkey ns | tessera/redis | tessera/valkey |"
+    echo "|---|---|---|---|---|---|---|"
+    for pipe in 1 16; do
+        for t in ${TESTS//,/ }; do
+            tc=${CPU["tessera,$pipe,$t"]:-n/a}; rc=${CPU["redis,$pipe,$t"]:-n/a}; vc=${CPU["valkey,$pipe,$t"]:-n/a}
+            echo "| ${t^^} | $pipe | $tc | $rc | $vc | $(ratio "$tc" "$rc") | $(ratio "$tc" "$vc") |"
         done
     done
     echo

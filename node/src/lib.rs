@@ -10,6 +10,7 @@ pub mod blocking;
 pub mod cluster;
 pub mod cmd;
 pub mod config;
+pub mod counter;
 pub mod db;
 pub mod notify;
 pub mod persist;

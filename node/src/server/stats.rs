@@ -10,46 +10,7 @@ use parking_lot::Mutex;
 use super::clients::{ClientHandle, ClientState};
 use super::Server;
 
-const SHARDS: usize = 8;
-
-#[repr(align(64))]
-#[derive(Default)]
-struct Shard(AtomicU64);
-
-/// A statistics counter sharded per thread: every command bumps several counters, and one
-/// shared cache line written by all worker threads would cost more than the command itself.
-/// The method names mirror `AtomicU64` (the ordering argument is accepted and ignored:
-/// counters are always Relaxed).
-#[derive(Default)]
-pub struct Counter {
-    shards: [Shard; SHARDS],
-}
-
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static MY_SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
-}
-
-impl Counter {
-    #[inline]
-    pub fn fetch_add(&self, n: u64, _: Ordering) {
-        let i = MY_SHARD.with(|s| *s);
-        self.shards[i].0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn load(&self, _: Ordering) -> u64 {
-        self.shards
-            .iter()
-            .map(|s| s.0.load(Ordering::Relaxed))
-            .fold(0u64, |a, b| a.wrapping_add(b))
-    }
-
-    pub fn store(&self, v: u64, _: Ordering) {
-        for (i, s) in self.shards.iter().enumerate() {
-            s.0.store(if i == 0 { v } else { 0 }, Ordering::Relaxed);
-        }
-    }
-}
+pub use crate::counter::Counter;
 
 #[derive(Default)]
 pub struct Stats {

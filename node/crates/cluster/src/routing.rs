@@ -4,6 +4,12 @@ use crate::config::EndpointType;
 use crate::msg::SLOTS;
 use crate::state::{ClusterState, Node};
 
+/// CRC16/XMODEM with slice-by-16 tables (8 KiB, built at compile time): a typical 10-20
+/// byte key takes one or two table rounds instead of one dependent lookup per byte, which
+/// made the slot computation ~6% of a pipelined INCR's CPU.
+static XMODEM: crc::Crc<u16, crc::Table<16>> =
+    crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_XMODEM);
+
 /// CRC16/XMODEM of the key, or of its first non-empty `{hash tag}`, mod 16384.
 /// `#[inline]`: the node calls it on every keyed command, across the crate boundary.
 #[inline]
@@ -19,7 +25,7 @@ pub fn key_hash_slot(key: &[u8]) -> u16 {
         })
         .filter(|t| !t.is_empty());
     let k = tagged.unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(k) & (SLOTS as u16 - 1)
+    XMODEM.checksum(k) & (SLOTS as u16 - 1)
 }
 
 /// What the routing decision needs to know about a command (or a whole MULTI block).
@@ -208,5 +214,19 @@ mod tests {
         assert_ne!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"bar"));
         assert_eq!(key_hash_slot(b"foo{{bar}}zap"), key_hash_slot(b"{bar"));
         assert_eq!(key_hash_slot(b""), 0);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The slice-by-16 CRC agrees with the `crc16` crate's byte-at-a-time table for any
+        /// key length (the tables change path at 16-byte boundaries).
+        #[test]
+        fn slice16_crc_matches_bytewise(
+            key in proptest::collection::vec(any::<u8>().prop_filter("no hash tag", |b| *b != b'{'), 0..80)
+        ) {
+            let want = crc16::State::<crc16::XMODEM>::calculate(&key) & 16383;
+            prop_assert_eq!(key_hash_slot(&key), want);
+        }
     }
 }
