@@ -314,7 +314,7 @@ fn load_file(
             inner: reader,
             n: 0,
         };
-        let (_, back) = snapshot::load_rdb_stream(srv, counting, &name, true)?;
+        let (_, back, _) = snapshot::load_rdb_stream(srv, counting, &name, true)?;
         offset = back.n;
         reader = back.inner;
     }

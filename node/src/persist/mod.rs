@@ -109,7 +109,15 @@ pub fn save(srv: &Server) -> Result<u64, PersistError> {
     let dirty = srv.stats.dirty.load(Ordering::Relaxed);
     let path = rdb_path(srv);
     let started = Instant::now();
-    let r = snapshot::write_rdb(srv, &path);
+    let r = if srv.repl.is_replica() {
+        // A replica's file records the stream offset its data reaches, so that after a
+        // restart it can continue with a partial resync: the stream is held still while the
+        // keys are written (a background save can't hold it that long and records none).
+        let _apply = srv.repl.apply_lock.lock();
+        snapshot::write_rdb(srv, &path, srv.repl.save_info())
+    } else {
+        snapshot::write_rdb(srv, &path, None)
+    };
     finish_save(srv, dirty, &r, started, false);
     r
 }
@@ -134,7 +142,7 @@ pub fn bgsave(srv: &Arc<Server>) -> Result<(), PersistError> {
             let dirty = srv2.stats.dirty.load(Ordering::Relaxed);
             let path = rdb_path(&srv2);
             let started = Instant::now();
-            let r = snapshot::write_rdb(&srv2, &path);
+            let r = snapshot::write_rdb(&srv2, &path, None);
             match &r {
                 Ok(n) => tracing::info!(bytes = n, "Background saving terminated with success"),
                 Err(e) => tracing::warn!(error = %e, "Background saving error"),

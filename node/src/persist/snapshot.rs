@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWriter};
+use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWriter, ReplAux};
 
 use super::PersistError;
 use crate::cluster::convert::{from_rdb, to_rdb};
@@ -62,10 +62,12 @@ pub fn write_body<W: Write>(
     srv: &Server,
     w: &mut RdbWriter<W>,
     aof_base: bool,
+    repl: Option<ReplAux>,
 ) -> tessera_rdb::Result<()> {
     let aux = AuxInfo {
         used_mem: crate::alloc::used_memory(),
         aof_base,
+        repl,
         ..AuxInfo::default()
     };
     w.standard_aux(&aux)?;
@@ -89,14 +91,15 @@ pub fn write_body<W: Write>(
 }
 
 /// Writes dump.rdb crash-safely (temp file, fsync, rename). Returns the file size.
-pub fn write_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
+/// `repl`: the replication position the data corresponds to (a replica's foreground save).
+pub fn write_rdb(srv: &Server, path: &Path, repl: Option<ReplAux>) -> Result<u64, PersistError> {
     let io = |e: tessera_rdb::RdbError| PersistError::Rdb {
         path: path.display().to_string(),
         offset: 0,
         source: e,
     };
     let mut f = AtomicRdbFile::create(path).map_err(io)?;
-    write_body(srv, f.writer(), false).map_err(io)?;
+    write_body(srv, f.writer(), false, repl).map_err(io)?;
     let n = f.commit().map_err(io)?;
     SAVES.fetch_add(1, Ordering::Relaxed);
     Ok(n)
@@ -105,7 +108,7 @@ pub fn write_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
 /// Writes an RDB stream (an AOF base) to a plain writer; returns it after the trailer.
 pub fn write_rdb_to<W: Write>(srv: &Server, out: W) -> tessera_rdb::Result<W> {
     let mut w = RdbWriter::new(out)?;
-    write_body(srv, &mut w, true)?;
+    write_body(srv, &mut w, true, None)?;
     w.finish()
 }
 
@@ -148,7 +151,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
     r: R,
     name: &str,
     keep_expired: bool,
-) -> Result<(u64, R), PersistError> {
+) -> Result<(u64, R, Option<ReplAux>), PersistError> {
     let err = |offset: u64, e| PersistError::Rdb {
         path: name.to_string(),
         offset,
@@ -159,10 +162,18 @@ pub fn load_rdb_stream<R: std::io::Read>(
     let now = if keep_expired { 0 } else { now_ms() };
     let lim = srv.type_limits();
     let mut n = 0u64;
+    let (mut repl_id, mut repl_offset, mut stream_db) = (None, None, None);
+    let text = |v: &Bytes| std::str::from_utf8(v).ok().map(str::to_string);
     loop {
         let pos = rd.position();
         match rd.next_event().map_err(|e| err(pos, e))? {
             None | Some(RdbEvent::End { .. }) => break,
+            Some(RdbEvent::Aux { key, value }) => match &key[..] {
+                b"repl-id" => repl_id = text(&value),
+                b"repl-offset" => repl_offset = text(&value).and_then(|v| v.parse::<i64>().ok()),
+                b"repl-stream-db" => stream_db = text(&value).and_then(|v| v.parse::<u64>().ok()),
+                _ => {}
+            },
             Some(RdbEvent::SelectDb(db)) if db as usize >= ndb => {
                 return Err(PersistError::TooManyDbs(ndb));
             }
@@ -178,7 +189,18 @@ pub fn load_rdb_stream<R: std::io::Read>(
             Some(_) => {}
         }
     }
-    Ok((n, rd.into_inner()))
+    // All three or nothing, as Redis 7.0 requires before trusting them.
+    let repl = match (repl_id, repl_offset, stream_db) {
+        (Some(repl_id), Some(repl_offset), Some(stream_db)) if (stream_db as usize) < ndb => {
+            Some(ReplAux {
+                stream_db,
+                repl_id,
+                repl_offset,
+            })
+        }
+        _ => None,
+    };
+    Ok((n, rd.into_inner(), repl))
 }
 
 /// Loads dump.rdb.
@@ -188,12 +210,13 @@ pub fn load_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
         path: path.display().to_string(),
         source: e,
     })?;
-    let (n, _) = load_rdb_stream(
+    let (n, _, repl) = load_rdb_stream(
         srv,
         BufReader::with_capacity(1 << 20, f),
         &path.display().to_string(),
         false,
     )?;
+    *srv.repl.restored.lock() = repl;
     Ok(n)
 }
 

@@ -123,6 +123,10 @@ pub struct Repl {
     /// The database our master's stream had selected (kept across a partial resync, which
     /// does not repeat the SELECT).
     pub master_db: AtomicUsize,
+    /// Replication history read from dump.rdb at start (its repl-id / repl-offset /
+    /// repl-stream-db aux fields), adopted by the first REPLICAOF so a restarted replica
+    /// continues with a partial resync, as Redis 7.0 does.
+    pub restored: Mutex<Option<tessera_rdb::ReplAux>>,
     /// min-replicas-to-write, cached with the config generation it was read at (it is
     /// checked on every write).
     min_replicas: AtomicU64,
@@ -158,6 +162,7 @@ impl Default for Repl {
             handshakes: Mutex::new(HashMap::new()),
             apply_lock: Mutex::new(()),
             master_db: AtomicUsize::new(0),
+            restored: Mutex::new(None),
             min_replicas: AtomicU64::new(0),
             min_replicas_gen: AtomicU64::new(0),
         }
@@ -168,6 +173,50 @@ impl Repl {
     #[inline]
     pub fn is_replica(&self) -> bool {
         self.is_replica.load(Ordering::Relaxed)
+    }
+
+    /// What a foreground save records so that this replica, restarted from the file, can
+    /// PSYNC from where its data ends: our master's replid, the offset applied so far and
+    /// the stream's selected database. None for a master, during a full sync, or before the
+    /// first sync. Call with `apply_lock` held, so that no stream command lands between the
+    /// offset read here and the keys written after it.
+    pub fn save_info(&self) -> Option<tessera_rdb::ReplAux> {
+        if !self.is_replica() || self.sync_in_progress.load(Ordering::Acquire) {
+            return None;
+        }
+        let sh = self.shared.lock();
+        if sh.offset == 0 && sh.backlog.is_none() {
+            return None;
+        }
+        Some(tessera_rdb::ReplAux {
+            stream_db: self.master_db.load(Ordering::Relaxed) as u64,
+            repl_id: sh.replid.clone(),
+            repl_offset: sh.offset as i64,
+        })
+    }
+
+    /// Adopts the history read from dump.rdb (see `restored`) if this node has none yet.
+    /// Called once the node knows it is a replica; a master drops it.
+    fn adopt_restored(&self, as_replica: bool) {
+        let Some(r) = self.restored.lock().take() else {
+            return;
+        };
+        if !as_replica || r.repl_offset <= 0 || r.repl_id.len() != 40 {
+            return;
+        }
+        let mut sh = self.shared.lock();
+        if sh.offset != 0 || sh.backlog.is_some() {
+            return;
+        }
+        tracing::info!(
+            replid = %r.repl_id,
+            offset = r.repl_offset,
+            "Restored the replication ID and offset from the RDB file: will try a partial resync"
+        );
+        sh.replid = r.repl_id;
+        sh.offset = r.repl_offset as u64;
+        self.master_db
+            .store(r.stream_db as usize, Ordering::Relaxed);
     }
 
     /// min-replicas-to-write without taking the config lock on every write.
@@ -269,6 +318,7 @@ pub fn start(srv: &Arc<Server>) {
 /// Makes this node a replica of `master`, or a master (`None`). Idempotent.
 pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
     master::ensure_subscribed(srv);
+    srv.repl.adopt_restored(target.is_some());
     let mut m = srv.repl.master.lock();
     match target {
         None => {

@@ -327,7 +327,7 @@ async fn load(
             true,
         );
         srv2.persist.loading.store(false, Ordering::Relaxed);
-        r.map(|(n, _)| n)
+        r.map(|(n, _, _)| n)
     })
     .await
     .map_err(|e| LinkError::Load(e.to_string()))?
