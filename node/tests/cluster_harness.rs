@@ -3,131 +3,78 @@
 //! (bus ports +10000), SIGKILLed on drop.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::ops::{Deref, DerefMut};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera-node");
-pub const REDIS: &str = "/usr/bin/redis-server";
-pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
+#[path = "common/proc.rs"]
+pub mod proc;
 
-static NEXT: AtomicU16 = AtomicU16::new(0);
+#[allow(unused_imports)]
+pub use proc::{wait_for, REDIS, TESSERA, VALKEY};
+use proc::{Launch, Ports, Server};
+
+const PORTS: Ports = Ports {
+    lo: 25000,
+    hi: 26999,
+    bus: true,
+};
 
 /// A client port P in 25000..27000 with P and P+10000 free on `ip` right now.
 pub fn free_port(ip: &str) -> u16 {
-    let base = (std::process::id() % 40) as u16 * 50;
-    for _ in 0..2000 {
-        let off = NEXT.fetch_add(1, Ordering::SeqCst);
-        let p = 25000 + (base + off) % 2000;
-        if TcpListener::bind((ip, p)).is_ok() && TcpListener::bind((ip, p + 10000)).is_ok() {
-            return p;
-        }
-    }
-    panic!("no free port pair in 25000-26999");
+    PORTS.free(ip)
 }
 
-/// Polls `f` every 50 ms until it holds or `limit` passes (then panics with `what`).
-pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        if start.elapsed() > limit {
-            panic!("timed out after {limit:?} waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// One server process (tessera-node, redis-server or valkey-server).
+/// One server process (tessera-node, redis-server or valkey-server) in its own temp dir,
+/// log in `dir/log`; derefs to the shared guard (`port`, `ip`, `addr`, `kill`).
 pub struct Proc {
-    pub bin: &'static str,
-    pub ip: String,
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-    pub child: Option<Child>,
-    pub extra: Vec<String>,
+    pub srv: Server,
+}
+
+impl Deref for Proc {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.srv
+    }
+}
+
+impl DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Server {
+        &mut self.srv
+    }
 }
 
 impl Proc {
+    fn launch(bin: &'static str, extra: &[String]) -> Launch {
+        Launch::new(bin, PORTS)
+            .args(&["--save", "", "--appendonly", "no"])
+            .args(extra)
+            .logfile()
+    }
+
     /// Starts `bin` in cluster mode on `ip`.
     pub fn cluster(bin: &'static str, ip: &str, node_timeout_ms: u64) -> Proc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = Proc {
-            bin,
-            ip: ip.to_string(),
-            port: 0,
-            dir,
-            child: None,
-            extra: vec![
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-node-timeout".into(),
-                node_timeout_ms.to_string(),
-            ],
-        };
-        p.spawn();
-        p
+        let extra = [
+            "--cluster-enabled".to_string(),
+            "yes".into(),
+            "--cluster-node-timeout".into(),
+            node_timeout_ms.to_string(),
+        ];
+        Proc {
+            srv: Proc::launch(bin, &extra).ip(ip).start(),
+        }
     }
 
     /// Starts `bin` standalone on 127.0.0.1.
     pub fn standalone(bin: &'static str) -> Proc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = Proc {
-            bin,
-            ip: "127.0.0.1".into(),
-            port: 0,
-            dir,
-            child: None,
-            extra: Vec::new(),
-        };
-        p.spawn();
-        p
+        Proc {
+            srv: Proc::launch(bin, &[]).start(),
+        }
     }
 
     /// (Re)starts the process on a fresh port of `self.ip`, same dir (and nodes.conf).
     pub fn spawn(&mut self) {
-        for _attempt in 0..5 {
-            let port = free_port(&self.ip);
-            let child = Command::new(self.bin)
-                .args(["--port", &port.to_string(), "--bind", &self.ip])
-                .args(["--save", "", "--appendonly", "no", "--dir"])
-                .arg(self.dir.path())
-                .arg("--logfile")
-                .arg(self.dir.path().join("log"))
-                .args(&self.extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn server");
-            self.child = Some(child);
-            self.port = port;
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(10) {
-                if self.cli(&["PING"]).trim() == "PONG" {
-                    return;
-                }
-                if let Some(c) = self.child.as_mut() {
-                    if let Ok(Some(_)) = c.try_wait() {
-                        break; // lost a port race with another test: retry elsewhere
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            self.kill();
-        }
-        panic!("{} did not start", self.bin);
-    }
-
-    pub fn addr(&self) -> String {
-        format!("{}:{}", self.ip, self.port)
-    }
-
-    /// SIGKILL (no save, no goodbye).
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.srv.restart();
     }
 
     /// redis-cli output (raw mode, no -c) for one command.
@@ -163,12 +110,6 @@ impl Proc {
         redis::Client::open(format!("redis://{}/", self.addr()))
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
             .expect("connect")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use util::{fill, node_expect_exit, snapshot, Proc};
+use util::{conn, fill, node_expect_exit, snapshot, Proc};
 
 const AOF: &[&str] = &["--save", "", "--appendonly", "yes"];
 
@@ -22,11 +22,11 @@ fn aof_args(fsync: &str) -> Vec<&str> {
 }
 
 /// Writers SET keys until stopped; returns the keys each got acknowledged, in order.
-fn write_load(p: &Proc, writers: usize, run: Duration) -> Vec<Vec<String>> {
+fn write_load(port: u16, writers: usize, run: Duration) -> Vec<Vec<String>> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut hs = Vec::new();
     for w in 0..writers {
-        let mut c = p.conn();
+        let mut c = conn(port);
         let stop = stop.clone();
         hs.push(std::thread::spawn(move || {
             let mut acked = Vec::new();
@@ -59,8 +59,7 @@ fn kill_during_load(dir: &Path, fsync: &str) -> (Vec<Vec<String>>, Duration) {
         std::thread::sleep(Duration::from_millis(1500));
         n.kill9();
     });
-    let p = Proc { child: None, port };
-    let acked = write_load(&p, 4, Duration::from_secs(3));
+    let acked = write_load(port, 4, Duration::from_secs(3));
     killer.join().expect("killer");
     (acked, start.elapsed())
 }

@@ -3,87 +3,49 @@
 //! comparing two servers. Included by the `persist_*` tests with `#[path]`.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
-const PORT_LO: u16 = 9000;
-const PORT_HI: u16 = 9999;
-static NEXT: AtomicU16 = AtomicU16::new(0);
+#[path = "common/proc.rs"]
+pub mod proc;
 
-/// A free port in our range (and its cluster bus port), spread apart by pid.
+use proc::{Launch, Ports, Server};
+
+const PORTS: Ports = Ports {
+    lo: 9000,
+    hi: 9999,
+    bus: false,
+};
+
+/// A free port in our range.
 pub fn free_port() -> u16 {
-    let span = PORT_HI - PORT_LO + 1;
-    let base = (std::process::id() % span as u32) as u16;
-    for _ in 0..span {
-        let off = NEXT.fetch_add(13, Ordering::Relaxed);
-        let p = PORT_LO + base.wrapping_add(off) % span;
-        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
-    panic!("no free port in {PORT_LO}-{PORT_HI}");
+    PORTS.free("127.0.0.1")
 }
 
 pub fn node_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tessera-node")
+    proc::TESSERA
 }
 
-/// A server process, killed and reaped on drop.
+/// A server process over a data directory that outlives it; killed and reaped on drop.
 pub struct Proc {
-    pub child: Option<Child>,
-    pub port: u16,
+    pub srv: Server,
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+impl std::ops::Deref for Proc {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.srv
     }
-}
-
-fn ready(port: u16) -> bool {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
-        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-        .is_ok()
 }
 
 impl Proc {
     /// Starts `bin` with `--port P --bind 127.0.0.1 --dir DIR` plus `extra`; waits (up to
     /// 60 s, loading may take a while) until it answers PING.
     pub fn start(bin: &str, dir: &Path, extra: &[&str]) -> Proc {
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-                .arg(dir)
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if ready(port) {
-                    return Proc {
-                        child: Some(child),
-                        port,
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        Proc {
+            srv: Launch::new(bin, PORTS).dir(dir).args(extra).start(),
         }
-        panic!("{bin} did not start in {}", dir.display());
     }
 
     pub fn node(dir: &Path, extra: &[&str]) -> Proc {
@@ -93,13 +55,11 @@ impl Proc {
     pub fn redis(dir: &Path, extra: &[&str]) -> Proc {
         let mut a = vec!["--save", "", "--appendonly", "no"];
         a.extend_from_slice(extra);
-        Proc::start("redis-server", dir, &a)
+        Proc::start(proc::REDIS, dir, &a)
     }
 
     pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.port))
+        conn(self.port)
     }
 
     /// SHUTDOWN with the given flag, then waits for the process to exit.
@@ -110,47 +70,40 @@ impl Proc {
             cmd.arg(flag);
         }
         let _ = cmd.query::<()>(&mut c);
-        if let Some(mut ch) = self.child.take() {
-            wait_exit(&mut ch, Duration::from_secs(60));
+        if self.srv.wait_exit(Duration::from_secs(60)).is_none() {
+            self.srv.kill();
         }
     }
 
     /// kill -9.
     pub fn kill9(mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.srv.kill();
     }
 }
 
-fn wait_exit(ch: &mut Child, max: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + max;
-    while Instant::now() < deadline {
-        if let Ok(Some(s)) = ch.try_wait() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = ch.kill();
-    let _ = ch.wait();
-    None
+/// A connection to a server on `port` (one a [`Proc`] in another thread may kill).
+pub fn conn(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+        .unwrap_or_else(|e| panic!("connect to {port}: {e}"))
 }
 
 /// Runs tessera-node expecting it to fail at start: returns its exit status and output.
 pub fn node_expect_exit(dir: &Path, extra: &[&str]) -> Output {
-    let port = free_port();
-    let mut child = Command::new(node_bin())
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-        .arg(dir)
+    let ip = "127.0.0.1";
+    let mut child = Launch::new(node_bin(), PORTS)
         .args(extra)
+        .command(ip, PORTS.free(ip), dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start tessera-node");
-    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let exited = proc::wait_exit(&mut child, Duration::from_secs(60)).is_some();
+    if !exited {
+        let _ = child.kill();
+    }
     let out = child.wait_with_output().expect("collect output");
-    assert!(status.is_some(), "tessera-node did not exit on bad data");
+    assert!(exited, "tessera-node did not exit on bad data");
     out
 }
 

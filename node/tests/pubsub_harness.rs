@@ -3,10 +3,9 @@
 //! SIGKILLed on drop. Raw RESP parsing comes from `common` (`Raw`, `R`).
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::ops::{Deref, DerefMut};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -14,80 +13,47 @@ pub mod common;
 #[allow(unused_imports)]
 pub use common::{Raw, R};
 
-pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera-node");
-pub const REDIS: &str = "/usr/bin/redis-server";
+pub use common::proc::{wait_for, REDIS, TESSERA};
+use common::proc::{Launch, Ports, Server};
 
-static NEXT: AtomicU16 = AtomicU16::new(0);
+const PORTS: Ports = Ports {
+    lo: 28000,
+    hi: 28999,
+    bus: true,
+};
 
 /// A port P in 28000..29000 with P and P+10000 free on 127.0.0.1 right now.
 pub fn free_port() -> u16 {
-    let base = (std::process::id() % 20) as u16 * 50;
-    for _ in 0..1000 {
-        let off = NEXT.fetch_add(1, Ordering::SeqCst);
-        let p = 28000 + (base + off) % 1000;
-        if TcpListener::bind(("127.0.0.1", p)).is_ok()
-            && TcpListener::bind(("127.0.0.1", p + 10000)).is_ok()
-        {
-            return p;
-        }
-    }
-    panic!("no free port pair in 28000-28999");
+    PORTS.free("127.0.0.1")
 }
 
-/// Polls `f` every 50 ms until it holds or `limit` passes (then panics with `what`).
-pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        if start.elapsed() > limit {
-            panic!("timed out after {limit:?} waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// One server process.
+/// One server process in its own temp dir (log in `dir/log`); derefs to the shared guard.
 pub struct Proc {
-    pub bin: &'static str,
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-    child: Option<Child>,
+    pub srv: Server,
+}
+
+impl Deref for Proc {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.srv
+    }
+}
+
+impl DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Server {
+        &mut self.srv
+    }
 }
 
 impl Proc {
     /// Starts `bin` with extra `--directive value` arguments.
     pub fn start(bin: &'static str, extra: &[&str]) -> Proc {
-        for _attempt in 0..5 {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let port = free_port();
-            let child = Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--dir"])
-                .arg(dir.path())
-                .arg("--logfile")
-                .arg(dir.path().join("log"))
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn server");
-            let mut p = Proc {
-                bin,
-                port,
-                dir,
-                child: Some(child),
-            };
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(15) {
-                if p.cli(&["PING"]).trim() == "PONG" {
-                    return p;
-                }
-                if let Some(Ok(Some(_))) = p.child.as_mut().map(|c| c.try_wait()) {
-                    break; // lost a port race: retry elsewhere
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("{bin} did not start");
+        let srv = Launch::new(bin, PORTS)
+            .args(&["--save", "", "--appendonly", "no"])
+            .args(extra)
+            .logfile()
+            .start();
+        Proc { srv }
     }
 
     pub fn cluster(bin: &'static str) -> Proc {
@@ -95,13 +61,6 @@ impl Proc {
             bin,
             &["--cluster-enabled", "yes", "--cluster-node-timeout", "3000"],
         )
-    }
-
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 
     /// redis-cli output (no -c) for one command, bounded by redis-cli's own timeouts.
@@ -131,12 +90,6 @@ impl Proc {
                     .map(|v| v.trim().to_string())
             })
             .unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

@@ -4,99 +4,60 @@
 //! Included by the `repl_*` tests with `#[path]`.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-const PORT_LO: u16 = 27000;
-const PORT_HI: u16 = 27999;
-static NEXT: AtomicU16 = AtomicU16::new(0);
+#[path = "common/proc.rs"]
+pub mod proc;
 
-/// A free port in our range whose bus port (+10000) is free too, spread apart by pid.
+pub use proc::wait_for;
+use proc::{Launch, Ports, Server};
+
+const PORTS: Ports = Ports {
+    lo: 27000,
+    hi: 27999,
+    bus: true,
+};
+
+/// A free port in our range whose bus port (+10000) is free too.
 pub fn free_port() -> u16 {
-    let span = PORT_HI - PORT_LO + 1;
-    let base = (std::process::id() % span as u32) as u16;
-    for _ in 0..span {
-        let off = NEXT.fetch_add(7, Ordering::Relaxed);
-        let p = PORT_LO + base.wrapping_add(off) % span;
-        if TcpListener::bind(("127.0.0.1", p)).is_ok()
-            && TcpListener::bind(("127.0.0.1", p + 10000)).is_ok()
-        {
-            return p;
-        }
-    }
-    panic!("no free port in {PORT_LO}-{PORT_HI}");
+    PORTS.free("127.0.0.1")
 }
 
 pub fn node_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tessera-node")
+    proc::TESSERA
 }
 
 pub fn valkey_bin() -> String {
-    format!("{}/../.tools/bin/valkey-server", env!("CARGO_MANIFEST_DIR"))
+    proc::VALKEY.to_string()
 }
 
-/// A server process, killed and reaped on drop.
+/// A server process, killed and reaped on drop; derefs to the shared [`Server`] guard.
 pub struct Proc {
-    pub child: Option<Child>,
-    pub port: u16,
+    pub srv: Server,
     pub name: &'static str,
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+impl Deref for Proc {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.srv
     }
 }
 
-fn ready(port: u16) -> bool {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
-        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-        .is_ok()
+impl DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Server {
+        &mut self.srv
+    }
 }
 
 impl Proc {
     /// Starts `bin` with `--port P --bind 127.0.0.1 --dir DIR` plus `extra` (`{port}` in an
     /// argument is replaced by P); waits until it answers PING.
     pub fn start(name: &'static str, bin: &str, dir: &Path, extra: &[&str]) -> Proc {
-        for _ in 0..5 {
-            let port = free_port();
-            let args: Vec<String> = extra
-                .iter()
-                .map(|a| a.replace("{port}", &port.to_string()))
-                .collect();
-            let mut child = Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-                .arg(dir)
-                .args(&args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if ready(port) {
-                    return Proc {
-                        child: Some(child),
-                        port,
-                        name,
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("{bin} did not start in {}", dir.display());
+        let srv = Launch::new(bin, PORTS).dir(dir).args(extra).start();
+        Proc { srv, name }
     }
 
     pub fn node(dir: &Path, extra: &[&str]) -> Proc {
@@ -106,13 +67,13 @@ impl Proc {
     pub fn redis(dir: &Path, extra: &[&str]) -> Proc {
         let mut a = vec!["--save", "", "--appendonly", "no"];
         a.extend_from_slice(extra);
-        Proc::start("redis", "redis-server", dir, &a)
+        Proc::start("redis", proc::REDIS, dir, &a)
     }
 
     pub fn valkey(dir: &Path, extra: &[&str]) -> Proc {
         let mut a = vec!["--save", "", "--appendonly", "no"];
         a.extend_from_slice(extra);
-        Proc::start("valkey", Box::leak(valkey_bin().into_boxed_str()), dir, &a)
+        Proc::start("valkey", proc::VALKEY, dir, &a)
     }
 
     pub fn conn(&self) -> redis::Connection {
@@ -128,10 +89,7 @@ impl Proc {
 
     /// kill -9.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.srv.kill();
     }
 }
 
@@ -141,18 +99,6 @@ pub fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> Opti
         l.strip_prefix(&format!("{field}:"))
             .map(|v| v.trim().to_string())
     })
-}
-
-/// Polls `f` every 50 ms until it returns true; panics with `what` after `max`.
-pub fn wait_for(max: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + max;
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// Makes `replica` replicate `master` and waits until the link is up and caught up.

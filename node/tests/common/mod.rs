@@ -3,39 +3,32 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::process::Child;
+use std::time::Duration;
 
-/// Ports 11000-12999 belong to tessera-node's tests.
-const PORT_LO: u16 = 11000;
-const PORT_HI: u16 = 12999;
-static NEXT: AtomicU16 = AtomicU16::new(0);
+pub mod proc;
 
-fn port_free(p: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", p)).is_ok()
-}
+use proc::{Launch, Ports};
 
-/// A free port in our range; spreads processes apart by pid.
+/// Ports 11000-12999 belong to tessera-node's integration tests.
+pub const PORTS: Ports = Ports {
+    lo: 11000,
+    hi: 12999,
+    bus: false,
+};
+
+/// A free port in our range.
 pub fn free_port() -> u16 {
-    let span = PORT_HI - PORT_LO + 1;
-    let base = (std::process::id() % span as u32) as u16;
-    for _ in 0..span {
-        let off = NEXT.fetch_add(7, Ordering::Relaxed);
-        let p = PORT_LO + (base.wrapping_add(off)) % span;
-        if port_free(p) {
-            return p;
-        }
-    }
-    panic!("no free port in {PORT_LO}-{PORT_HI}");
+    PORTS.free("127.0.0.1")
 }
 
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tessera-node")
+    proc::TESSERA
 }
 
-/// A running tessera-node; killed (and reaped) on drop.
+/// A running tessera-node; killed (and reaped) on drop. Fields are public so a test can
+/// wrap a node it started its own way (from a config file).
 pub struct Node {
     pub child: Child,
     pub port: u16,
@@ -47,52 +40,15 @@ impl Node {
         Node::start_with(&[])
     }
 
-    /// Starts with extra `--directive value` arguments.
+    /// Starts with extra `--directive value` arguments, in a fresh temp dir as cwd.
     pub fn start_with(extra: &[&str]) -> Node {
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = tempfile::tempdir().expect("tempdir");
-            let mut cmd = Command::new(bin());
-            cmd.arg("--port")
-                .arg(port.to_string())
-                .arg("--bind")
-                .arg("127.0.0.1")
-                .arg("--save")
-                .arg("")
-                .arg("--dir")
-                .arg(dir.path())
-                .args(extra)
-                .current_dir(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let child = cmd.spawn().expect("spawn tessera-node");
-            let mut node = Node { child, port, dir };
-            if node.wait_ready() {
-                return node;
-            }
-        }
-        panic!("tessera-node did not start");
-    }
-
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", self.port)) {
-                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-                if c.write_all(b"PING\r\n").is_ok() {
-                    // "+PONG" or "-NOAUTH ..." (requirepass): either way it serves.
-                    let mut buf = [0u8; 5];
-                    if c.read_exact(&mut buf).is_ok() && (&buf == b"+PONG" || &buf == b"-NOAU") {
-                        return true;
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(30));
-        }
-        false
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (child, port) = Launch::new(bin(), PORTS)
+            .args(&["--save", ""])
+            .args(extra)
+            .cwd()
+            .spawn_ready("127.0.0.1", dir.path());
+        Node { child, port, dir }
     }
 
     pub fn url(&self) -> String {
@@ -113,7 +69,7 @@ impl Node {
 
     /// Runs redis-cli with args; returns stdout.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
+        let out = std::process::Command::new("redis-cli")
             .arg("-p")
             .arg(self.port.to_string())
             .args(args)
@@ -124,21 +80,13 @@ impl Node {
 
     /// Waits (bounded) for the process to exit by itself.
     pub fn wait_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        proc::wait_exit(&mut self.child, Duration::from_secs(secs))
     }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        proc::kill(&mut self.child);
     }
 }
 
