@@ -42,12 +42,12 @@ pub fn from_rdb(v: RdbValue, lim: &Limits) -> Option<Value> {
         RdbValue::List(items) if !items.is_empty() => {
             Value::List(Box::new(ListValue::from_items(items, lim)))
         }
-        RdbValue::Set(m) if !m.is_empty() => Value::Set(Box::new(SetValue::from_members(m, lim))),
-        RdbValue::Hash(p) if !p.is_empty() => Value::Hash(Box::new(HashValue::from_pairs(p, lim))),
-        RdbValue::ZSet(p) if !p.is_empty() => Value::ZSet(Box::new(ZSetValue::from_pairs(
+        RdbValue::Set(m) if !m.is_empty() => Value::Set(SetValue::from_members(m, lim)),
+        RdbValue::Hash(p) if !p.is_empty() => Value::Hash(HashValue::from_pairs(p, lim)),
+        RdbValue::ZSet(p) if !p.is_empty() => Value::ZSet(ZSetValue::from_pairs(
             p.into_iter().map(|(m, s)| (m.to_vec(), s)),
             lim,
-        ))),
+        )),
         _ => return None,
     })
 }

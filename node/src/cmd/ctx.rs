@@ -107,7 +107,8 @@ macro_rules! typed_getters {
         pub fn $get(&mut self, key: &[u8]) -> Result<Option<&mut $ty>, CmdError> {
             match self.get(key) {
                 None => Ok(None),
-                Some(Value::$variant(v)) => Ok(Some(&mut **v)),
+                // BorrowMut: lists are boxed in `Value`, hashes/sets/zsets are not.
+                Some(Value::$variant(v)) => Ok(Some(std::borrow::BorrowMut::<$ty>::borrow_mut(v))),
                 Some(_) => Err(CmdError::WrongType),
             }
         }
@@ -120,10 +121,10 @@ macro_rules! typed_getters {
                 Some(_) => return Err(CmdError::WrongType),
             };
             if !present {
-                self.set(key, Value::$variant(Box::default()));
+                self.set(key, Value::$variant(Default::default()));
             }
             match self.get_w(key) {
-                Some(Value::$variant(v)) => Ok(&mut **v),
+                Some(Value::$variant(v)) => Ok(std::borrow::BorrowMut::<$ty>::borrow_mut(v)),
                 _ => Err(CmdError::WrongType),
             }
         }

@@ -51,7 +51,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let key = &args[1];
     if ctx.ks.get_set(key)?.is_none() {
         ctx.ks
-            .set(key, Value::Set(Box::new(SetValue::new_for(&args[2], &lim))));
+            .set(key, Value::Set(SetValue::new_for(&args[2], &lim)));
     }
     let s = ctx.ks.set_or_create(key)?;
     let n = args[2..].iter().filter(|m| s.insert(m, &lim)).count();
@@ -218,8 +218,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
     ctx.ks.remove_if_empty(src);
     if ctx.ks.get_set(dst)?.is_none() {
-        ctx.ks
-            .set(dst, Value::Set(Box::new(SetValue::new_for(m, &lim))));
+        ctx.ks.set(dst, Value::Set(SetValue::new_for(m, &lim)));
     }
     ctx.ks.set_or_create(dst)?.insert(m, &lim);
     ctx.out.int(1);
@@ -309,7 +308,7 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
         ctx.ks.del(dst);
     } else {
         ctx.ks
-            .set(dst, Value::Set(Box::new(SetValue::from_members(&r, &lim))));
+            .set(dst, Value::Set(SetValue::from_members(&r, &lim)));
     }
     ctx.out.int(r.len() as i64);
     Ok(())

@@ -236,7 +236,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult
             let maxlen = rest.chunks_exact(2).map(|p| p[1].len()).max().unwrap_or(0);
             let lim = lim_cache.get_or_insert_with(|| srv.type_limits());
             ctx.ks
-                .set(key, Value::ZSet(Box::new(ZSetValue::new_for(maxlen, lim))));
+                .set(key, Value::ZSet(ZSetValue::new_for(maxlen, lim)));
         }
         let z = ctx.ks.get_zset(key)?.ok_or(CmdError::NoSuchKey)?;
         for (p, &score) in rest.chunks_exact(2).zip(&scores) {
@@ -565,7 +565,7 @@ fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], items: Vec<(Vec<u8>, f64)>) {
     } else {
         let lim = ctx.limits();
         let z = ZSetValue::from_pairs(items, &lim);
-        ctx.ks.set(dst, Value::ZSet(Box::new(z)));
+        ctx.ks.set(dst, Value::ZSet(z));
         ctx.ks.signal_ready(dst);
     }
     ctx.out.int(n as i64);

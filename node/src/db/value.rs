@@ -87,16 +87,22 @@ impl std::fmt::Debug for SBytes {
 
 /// A value. Strings are `Str` (immutable, inline when short), `Int` (integer encoding, as
 /// Redis's OBJECT ENCODING "int") or `Buf` (grown in place by APPEND/SETRANGE/SETBIT).
+/// Hashes, sets and sorted sets are held unboxed (16 bytes each: a thin pointer to the packed
+/// block, or to the boxed big encoding), so a small one costs a single heap block.
 #[derive(Clone, Debug)]
 pub enum Value {
     Str(SBytes),
     Int(i64),
     Buf(Box<Vec<u8>>),
     List(Box<ListValue>),
-    Hash(Box<HashValue>),
-    Set(Box<SetValue>),
-    ZSet(Box<ZSetValue>),
+    Hash(HashValue),
+    Set(SetValue),
+    ZSet(ZSetValue),
 }
+
+// One (key, Entry) node must stay in a 64-byte chunk: unboxing must not grow `Value`.
+const _: () = assert!(std::mem::size_of::<Value>() == 24);
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
 
 /// Redis's canonical integer test: no leading zeros/plus, fits i64, at most 20 chars.
 pub fn parse_canonical_int(b: &[u8]) -> Option<i64> {

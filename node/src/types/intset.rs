@@ -2,10 +2,13 @@
 //! bytes), in one exactly-sized allocation, like Redis's intset. Five small integers cost 11
 //! bytes instead of 40.
 
-/// Layout: `[width][v0][v1]...` little-endian; empty = no allocation.
+use super::thin::ThinBuf;
+
+/// Layout: `[width][v0][v1]...` little-endian; empty = no allocation. A thin pointer (8
+/// bytes) so a small set can sit unboxed in `db::Value`.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct IntSet {
-    buf: Box<[u8]>,
+    buf: ThinBuf,
 }
 
 impl std::fmt::Debug for IntSet {
@@ -78,28 +81,25 @@ impl IntSet {
         let w = vals.clone().map(width_for).max().unwrap_or(2);
         let n = vals.len();
         if n == 0 {
-            self.buf = Box::new([]);
+            self.buf = ThinBuf::new();
             return;
         }
-        let mut b = Vec::with_capacity(1 + n * w);
-        b.push(w as u8);
+        let mut b = ThinBuf::with_capacity(1 + n * w);
+        b.extend_from_slice(&[w as u8]);
         for v in vals {
             b.extend_from_slice(&v.to_le_bytes()[..w]);
         }
-        self.buf = b.into_boxed_slice();
+        self.buf = b;
     }
 
     /// Inserts `v` at sorted position `pos` (from `binary_search`).
     pub fn insert(&mut self, pos: usize, v: i64) {
         let w = self.width();
         if !self.buf.is_empty() && width_for(v) <= w {
-            // Same width: one exact allocation, bytes copied around the new value.
+            // Same width: grow exactly (realloc) and open a gap for the new value.
             let at = 1 + pos * w;
-            let mut b = Vec::with_capacity(self.buf.len() + w);
-            b.extend_from_slice(&self.buf[..at]);
-            b.extend_from_slice(&v.to_le_bytes()[..w]);
-            b.extend_from_slice(&self.buf[at..]);
-            self.buf = b.into_boxed_slice();
+            self.buf.reserve_exact(w);
+            self.buf.replace_range(at..at, &v.to_le_bytes()[..w]);
             return;
         }
         let old: Vec<i64> = self.iter().collect();
@@ -120,8 +120,9 @@ impl IntSet {
         v
     }
 
+    /// Heap bytes held, block header included.
     pub fn heap_size(&self) -> usize {
-        self.buf.len()
+        self.buf.heap_size()
     }
 }
 
@@ -155,8 +156,10 @@ mod tests {
         for (i, v) in [1i64, 2, 3, 4, 5].iter().enumerate() {
             s.insert(i, *v);
         }
-        assert_eq!(s.heap_size(), 11);
+        assert_eq!(s.heap_size(), 8 + 11);
         s.insert(5, 1 << 40);
-        assert_eq!(s.heap_size(), 1 + 6 * 8);
+        assert_eq!(s.heap_size(), 8 + 1 + 6 * 8);
+        s.remove(0);
+        assert_eq!(s.heap_size(), 8 + 1 + 5 * 8);
     }
 }

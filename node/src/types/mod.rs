@@ -12,6 +12,7 @@ pub mod list;
 pub mod pack;
 pub mod set;
 pub mod skiplist;
+pub mod thin;
 pub mod zset;
 
 pub use hash::HashValue;
@@ -149,11 +150,12 @@ mod tests {
 
     #[test]
     fn values_stay_small() {
-        // Boxed by the keyspace: each is one small allocation per key.
-        assert!(std::mem::size_of::<HashValue>() <= 32);
-        assert!(std::mem::size_of::<SetValue>() <= 24);
-        assert!(std::mem::size_of::<ZSetValue>() <= 32);
-        assert_eq!(std::mem::size_of::<pack::Pack>(), 24);
+        // Held unboxed in `db::Value` (24 bytes): a small one is its packed block alone.
+        assert_eq!(std::mem::size_of::<HashValue>(), 16);
+        assert_eq!(std::mem::size_of::<SetValue>(), 16);
+        assert_eq!(std::mem::size_of::<ZSetValue>(), 16);
+        assert_eq!(std::mem::size_of::<pack::Pack>(), 8);
+        assert_eq!(std::mem::size_of::<intset::IntSet>(), 8);
     }
 
     #[test]

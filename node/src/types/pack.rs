@@ -5,12 +5,15 @@
 //! benchmarked against redis-server). Each entry is `len (LEB128) | bytes | len (reversed
 //! LEB128)`, so the sequence can be walked from either end like Redis's listpack.
 
+use super::thin::ThinBuf;
+
 /// A packed sequence of byte strings. Offsets handed out by the cursor methods point at the
 /// start of an entry and stay valid until the pack is mutated. The entry count lives in the
-/// buffer's first 4 bytes (absent when empty), keeping `Pack` at one `Vec` (24 bytes).
+/// buffer's first 4 bytes (absent when empty), keeping `Pack` at one thin pointer (8 bytes)
+/// so small collections can sit unboxed in `db::Value` with one heap block each.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Pack {
-    buf: Vec<u8>,
+    buf: ThinBuf,
 }
 
 /// Bytes of the in-buffer header (entry count).
@@ -37,21 +40,26 @@ fn varint_len(mut n: usize) -> usize {
     l
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+/// Writes the LEB128 length header of an `n`-byte payload into `hdr`; returns its size.
+fn put_varint(hdr: &mut [u8; 10], mut n: usize) -> usize {
+    let mut h = 0;
     while n >= 0x80 {
-        out.push((n as u8) | 0x80);
+        hdr[h] = (n as u8) | 0x80;
         n >>= 7;
+        h += 1;
     }
-    out.push(n as u8);
+    hdr[h] = n as u8;
+    h + 1
 }
 
 /// Encodes one entry (header, payload, trailer) into `out`.
-fn encode_entry(out: &mut Vec<u8>, data: &[u8]) {
-    put_varint(out, data.len());
+fn encode_entry(out: &mut ThinBuf, data: &[u8]) {
+    let mut hdr = [0u8; 10];
+    let h = put_varint(&mut hdr, data.len());
+    out.extend_from_slice(&hdr[..h]);
     out.extend_from_slice(data);
-    let start = out.len();
-    put_varint(out, data.len());
-    out[start..].reverse();
+    hdr[..h].reverse();
+    out.extend_from_slice(&hdr[..h]);
 }
 
 /// Total encoded size of an entry with a payload of `n` bytes.
@@ -78,7 +86,7 @@ impl Pack {
 
     fn set_len(&mut self, n: usize) {
         if n == 0 {
-            self.buf = Vec::new();
+            self.buf = ThinBuf::new();
         } else {
             self.buf[..HDR].copy_from_slice(&(n as u32).to_le_bytes());
         }
@@ -103,7 +111,7 @@ impl Pack {
 
     /// Heap bytes held (for MEMORY USAGE / used_memory accounting).
     pub fn heap_size(&self) -> usize {
-        self.buf.capacity()
+        self.buf.heap_size()
     }
 
     /// Offset of the first entry, if any.
@@ -193,21 +201,13 @@ impl Pack {
     pub fn insert_at(&mut self, off: usize, data: &[u8]) {
         // Open a gap and encode in place: no temporary allocation on the LPUSH path.
         let mut hdr = [0u8; 10];
-        let mut h = 0;
-        let mut n = data.len();
-        while n >= 0x80 {
-            hdr[h] = (n as u8) | 0x80;
-            n >>= 7;
-            h += 1;
-        }
-        hdr[h] = n as u8;
-        h += 1;
+        let h = put_varint(&mut hdr, data.len());
         let total = 2 * h + data.len();
         let n = self.len();
         self.grow(total);
         let off = off.max(HDR);
         let old = self.buf.len();
-        self.buf.resize(old + total, 0);
+        self.buf.resize(old + total);
         self.buf.copy_within(off..old, off + total);
         let d = off + h;
         self.buf[off..d].copy_from_slice(&hdr[..h]);
@@ -222,9 +222,13 @@ impl Pack {
     /// Replaces the payload of the entry at `off`.
     pub fn replace_at(&mut self, off: usize, data: &[u8]) {
         let (_, end) = self.entry(off);
-        let mut enc = Vec::with_capacity(entry_size(data.len()));
+        let mut enc = ThinBuf::with_capacity(entry_size(data.len()));
         encode_entry(&mut enc, data);
-        self.buf.splice(off..end, enc);
+        let new_len = self.buf.len() - (end - off) + enc.len();
+        if new_len > self.buf.len() {
+            self.grow(new_len - self.buf.len());
+        }
+        self.buf.replace_range(off..end, &enc);
     }
 
     /// Removes `n` consecutive entries starting at `off`.
@@ -235,7 +239,7 @@ impl Pack {
             end = self.entry(end).1;
             removed += 1;
         }
-        self.buf.drain(off..end);
+        self.buf.replace_range(off..end, &[]);
         let left = self.len() - removed;
         self.set_len(left);
         if self.buf.capacity() > 64 && self.buf.capacity() > 2 * self.buf.len() {
@@ -283,7 +287,7 @@ impl Pack {
     }
 
     pub fn clear(&mut self) {
-        self.buf = Vec::new();
+        self.buf = ThinBuf::new();
     }
 
     /// Moves the entries from index `at` onward into a new pack (used to split list nodes).
@@ -292,7 +296,7 @@ impl Pack {
             None => Pack::new(),
             Some(off) => {
                 let moved = self.len() - at;
-                let mut tail = Vec::with_capacity(HDR + self.buf.len() - off);
+                let mut tail = ThinBuf::with_capacity(HDR + self.buf.len() - off);
                 tail.extend_from_slice(&(moved as u32).to_le_bytes());
                 tail.extend_from_slice(&self.buf[off..]);
                 self.buf.truncate(off);
