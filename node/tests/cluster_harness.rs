@@ -3,7 +3,6 @@
 //! (bus ports +10000), SIGKILLed on drop.
 #![allow(dead_code)]
 
-use std::ops::{Deref, DerefMut};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -31,18 +30,7 @@ pub struct Proc {
     pub srv: Server,
 }
 
-impl Deref for Proc {
-    type Target = Server;
-    fn deref(&self) -> &Server {
-        &self.srv
-    }
-}
-
-impl DerefMut for Proc {
-    fn deref_mut(&mut self) -> &mut Server {
-        &mut self.srv
-    }
-}
+proc::deref_server!(Proc);
 
 impl Proc {
     fn launch(bin: &'static str, extra: &[String]) -> Launch {
@@ -97,13 +85,7 @@ impl Proc {
     }
 
     pub fn cluster_info(&self, field: &str) -> String {
-        self.cli(&["CLUSTER", "INFO"])
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!("{field}:"))
-                    .map(|v| v.trim().to_string())
-            })
-            .unwrap_or_default()
+        proc::info_value(&self.cli(&["CLUSTER", "INFO"]), field).unwrap_or_default()
     }
 
     pub fn client(&self) -> redis::Connection {
@@ -111,6 +93,24 @@ impl Proc {
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
             .expect("connect")
     }
+}
+
+/// `n` nodes of `bin` in cluster mode on 127.0.0.1, not joined yet.
+pub fn cluster_nodes(bin: &'static str, n: usize, node_timeout_ms: u64) -> Vec<Proc> {
+    (0..n)
+        .map(|_| Proc::cluster(bin, "127.0.0.1", node_timeout_ms))
+        .collect()
+}
+
+/// A `redis` crate cluster client seeded with every node's address.
+pub fn cluster_client<'a>(
+    nodes: impl IntoIterator<Item = &'a Proc>,
+) -> redis::cluster::ClusterClient {
+    let urls: Vec<String> = nodes
+        .into_iter()
+        .map(|n| format!("redis://{}/", n.addr()))
+        .collect();
+    redis::cluster::ClusterClient::new(urls).expect("cluster client")
 }
 
 /// Runs redis-cli with `conn` args then `args`, bounded to 120 s.

@@ -128,11 +128,7 @@ fn restart_on_new_address_keeps_identity() {
         eprintln!("127.0.0.2 not available; skipping");
         return;
     }
-    let mut nodes = [
-        Proc::cluster(TESSERA, "127.0.0.1", 3000),
-        Proc::cluster(TESSERA, "127.0.0.1", 3000),
-        Proc::cluster(TESSERA, "127.0.0.1", 3000),
-    ];
+    let mut nodes = cluster_nodes(TESSERA, 3, 3000);
     let refs: Vec<&Proc> = nodes.iter().collect();
     let (ok, out) = cluster_create(&refs, 0);
     assert!(ok, "{out}");

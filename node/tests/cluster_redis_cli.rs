@@ -9,14 +9,19 @@ use std::time::Duration;
 use harness::*;
 use redis::Commands;
 
-fn three_masters() -> Vec<Proc> {
-    let nodes: Vec<Proc> = (0..3)
-        .map(|_| Proc::cluster(TESSERA, "127.0.0.1", 5000))
-        .collect();
+/// `n` tessera nodes joined by `redis-cli --cluster create` (`replicas` per master), all
+/// reporting cluster_state:ok.
+fn created(n: usize, replicas: u32) -> Vec<Proc> {
+    let nodes = cluster_nodes(TESSERA, n, 5000);
     let refs: Vec<&Proc> = nodes.iter().collect();
-    let (ok, out) = cluster_create(&refs, 0);
+    let (ok, out) = cluster_create(&refs, replicas);
     assert!(ok && out.contains("[OK] All 16384 slots covered."), "{out}");
     wait_state_ok(&refs);
+    nodes
+}
+
+fn three_masters() -> Vec<Proc> {
+    let nodes = created(3, 0);
     wait_for(Duration::from_secs(30), "redis-cli --cluster check", || {
         cluster_check(&nodes[0]).0
     });
@@ -57,11 +62,7 @@ fn create_check_cli_and_cluster_client() {
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), format!("v{i}"));
     }
     // The redis crate's cluster client.
-    let urls: Vec<String> = nodes
-        .iter()
-        .map(|n| format!("redis://{}/", n.addr()))
-        .collect();
-    let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
+    let client = cluster_client(&nodes);
     let mut con = client.get_connection().expect("cluster connection");
     for i in 0..300 {
         let _: () = con.set(format!("k{i}"), i).expect("set");
@@ -228,11 +229,7 @@ fn redirection_errors_are_byte_exact() {
 #[test]
 fn reshard_and_rebalance_lose_no_key() {
     let nodes = three_masters();
-    let urls: Vec<String> = nodes
-        .iter()
-        .map(|n| format!("redis://{}/", n.addr()))
-        .collect();
-    let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
+    let client = cluster_client(&nodes);
     let mut con = client.get_connection().expect("cluster connection");
     const N: usize = 1000;
     for i in 0..N {
@@ -295,13 +292,7 @@ fn reshard_and_rebalance_lose_no_key() {
 
 #[test]
 fn six_nodes_with_replicas() {
-    let nodes: Vec<Proc> = (0..6)
-        .map(|_| Proc::cluster(TESSERA, "127.0.0.1", 5000))
-        .collect();
-    let refs: Vec<&Proc> = nodes.iter().collect();
-    let (ok, out) = cluster_create(&refs, 1);
-    assert!(ok && out.contains("[OK] All 16384 slots covered."), "{out}");
-    wait_state_ok(&refs);
+    let nodes = created(6, 1);
     wait_for(Duration::from_secs(30), "check with replicas", || {
         let (ok, text) = cluster_check(&nodes[0]);
         ok && text.matches("slave").count() + text.matches("replica").count() >= 3

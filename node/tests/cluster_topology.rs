@@ -40,11 +40,7 @@ fn converge(bin: &PathBuf, shards: u32, replicas: u32, nodes: &[Proc]) -> Durati
 
 /// Every key reads back through a cluster client with its value.
 fn check_keys(nodes: &[&Proc], n: usize) {
-    let urls: Vec<String> = nodes
-        .iter()
-        .map(|p| format!("redis://{}/", p.addr()))
-        .collect();
-    let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
+    let client = cluster_client(nodes.iter().copied());
     let mut con = client.get_connection().expect("cluster connection");
     for i in 0..n {
         let v: Option<usize> = con.get(format!("t:{i}")).expect("get");
@@ -86,16 +82,10 @@ fn run(shrink: bool) {
         return;
     };
     let total = Instant::now();
-    let nodes: Vec<Proc> = (0..8)
-        .map(|_| Proc::cluster(TESSERA, "127.0.0.1", 5000))
-        .collect();
+    let nodes = cluster_nodes(TESSERA, 8, 5000);
     let form = converge(&bin, 3, 1, &nodes[..6]);
     wait_check(&nodes[0], "check after forming");
-    let urls: Vec<String> = nodes[..6]
-        .iter()
-        .map(|n| format!("redis://{}/", n.addr()))
-        .collect();
-    let client = redis::cluster::ClusterClient::new(urls).expect("cluster client");
+    let client = cluster_client(&nodes[..6]);
     let mut con = client.get_connection().expect("cluster connection");
     const N: usize = 1000;
     for i in 0..N {

@@ -64,6 +64,34 @@ fn kill_during_load(dir: &Path, fsync: &str) -> (Vec<Vec<String>>, Duration) {
     (acked, start.elapsed())
 }
 
+/// A node with `appendonly yes`, `appendfsync always` over a fresh data dir.
+fn always_node() -> (tempfile::TempDir, Proc) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = Proc::node(dir.path(), &aof_args("always"));
+    (dir, n)
+}
+
+/// Hash `h` with a TTL of `ms`, written to after the PEXPIRE (a write keeps the TTL).
+fn volatile_hash(c: &mut redis::Connection, ms: u64) {
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .query(c)
+        .expect("hset");
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("h")
+        .arg(ms)
+        .query(c)
+        .expect("pexpire");
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f2")
+        .arg("v2")
+        .query(c)
+        .expect("hset");
+}
+
 fn missing(p: &Proc, acked: &[Vec<String>]) -> usize {
     let mut c = p.conn();
     let mut miss = 0;
@@ -236,8 +264,7 @@ fn incr_file(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn truncated_and_corrupt_aof() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &aof_args("always"));
+    let (dir, n) = always_node();
     let mut c = n.conn();
     for i in 0..10 {
         let _: () = redis::cmd("SET")
@@ -290,8 +317,7 @@ fn truncated_and_corrupt_aof() {
 
 #[test]
 fn relative_ttls_replay_as_absolute() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &aof_args("always"));
+    let (dir, n) = always_node();
     let mut c = n.conn();
     let _: () = redis::cmd("SETEX")
         .arg("a")
@@ -328,8 +354,7 @@ fn relative_ttls_replay_as_absolute() {
 
 #[test]
 fn spop_and_blocking_pops_replay_to_the_same_state() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &aof_args("always"));
+    let (dir, n) = always_node();
     let mut c = n.conn();
     let members: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
     let _: i64 = redis::cmd("SADD")
@@ -363,26 +388,9 @@ fn spop_and_blocking_pops_replay_to_the_same_state() {
 
 #[test]
 fn expired_keys_are_logged_as_del_and_stay_dead() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &aof_args("always"));
+    let (dir, n) = always_node();
     let mut c = n.conn();
-    let _: i64 = redis::cmd("HSET")
-        .arg("h")
-        .arg("f")
-        .arg("v")
-        .query(&mut c)
-        .expect("hset");
-    let _: i64 = redis::cmd("PEXPIRE")
-        .arg("h")
-        .arg(300)
-        .query(&mut c)
-        .expect("pexpire");
-    let _: i64 = redis::cmd("HSET")
-        .arg("h")
-        .arg("f2")
-        .arg("v2")
-        .query(&mut c)
-        .expect("hset");
+    volatile_hash(&mut c, 300);
     let _: () = redis::cmd("SET")
         .arg("lazy")
         .arg("1")
@@ -468,8 +476,7 @@ fn resp_base_without_rdb_preamble_loads_here_and_in_redis_server() {
 
 #[test]
 fn transactions_are_logged_whole() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &aof_args("always"));
+    let (dir, n) = always_node();
     let mut c = n.conn();
     let _: () = redis::pipe()
         .atomic()
@@ -503,26 +510,9 @@ fn transactions_are_logged_whole() {
 
 #[test]
 fn a_key_that_expired_while_down_stays_dead_after_replay() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &aof_args("always"));
+    let (dir, n) = always_node();
     let mut c = n.conn();
-    let _: i64 = redis::cmd("HSET")
-        .arg("h")
-        .arg("f")
-        .arg("v")
-        .query(&mut c)
-        .expect("hset");
-    let _: i64 = redis::cmd("PEXPIRE")
-        .arg("h")
-        .arg(400)
-        .query(&mut c)
-        .expect("pexpire");
-    let _: i64 = redis::cmd("HSET")
-        .arg("h")
-        .arg("f2")
-        .arg("v2")
-        .query(&mut c)
-        .expect("hset");
+    volatile_hash(&mut c, 400);
     let _: () = redis::pipe()
         .atomic()
         .cmd("SET")

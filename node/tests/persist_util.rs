@@ -32,12 +32,7 @@ pub struct Proc {
     pub srv: Server,
 }
 
-impl std::ops::Deref for Proc {
-    type Target = Server;
-    fn deref(&self) -> &Server {
-        &self.srv
-    }
-}
+proc::deref_server!(Proc);
 
 impl Proc {
     /// Starts `bin` with `--port P --bind 127.0.0.1 --dir DIR` plus `extra`; waits (up to

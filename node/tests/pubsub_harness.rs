@@ -3,7 +3,6 @@
 //! SIGKILLed on drop. Raw RESP parsing comes from `common` (`Raw`, `R`).
 #![allow(dead_code)]
 
-use std::ops::{Deref, DerefMut};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -32,18 +31,7 @@ pub struct Proc {
     pub srv: Server,
 }
 
-impl Deref for Proc {
-    type Target = Server;
-    fn deref(&self) -> &Server {
-        &self.srv
-    }
-}
-
-impl DerefMut for Proc {
-    fn deref_mut(&mut self) -> &mut Server {
-        &mut self.srv
-    }
-}
+common::proc::deref_server!(Proc);
 
 impl Proc {
     /// Starts `bin` with extra `--directive value` arguments.
@@ -83,13 +71,7 @@ impl Proc {
     }
 
     pub fn cluster_info(&self, field: &str) -> String {
-        self.cli(&["CLUSTER", "INFO"])
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!("{field}:"))
-                    .map(|v| v.trim().to_string())
-            })
-            .unwrap_or_default()
+        common::proc::info_value(&self.cli(&["CLUSTER", "INFO"]), field).unwrap_or_default()
     }
 }
 

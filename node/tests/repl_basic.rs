@@ -25,17 +25,12 @@ fn client_id_of_replica(master: &Proc) -> i64 {
 
 #[test]
 fn tessera_master_tessera_replica() {
-    let dm = tempfile::tempdir().expect("tmp");
-    let dr = tempfile::tempdir().expect("tmp");
+    let (dm, dr) = two_dirs();
     let master = Proc::node(dm.path(), &[]);
     let replica = Proc::node(dr.path(), &[]);
     // Data present before the sync travels in the RDB; the rest in the stream.
-    write_load(&master, 0);
-    replicate(&replica, &master);
-    write_load(&master, 1);
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
-    assert_eq!(master.info("stats", "sync_full").as_deref(), Some("1"));
+    sync_under_load(&master, &replica);
+    assert_eq!(stat(&master, "sync_full"), "1");
 
     // ROLE and INFO on both sides.
     let mut mc = master.conn();
@@ -87,17 +82,7 @@ fn tessera_master_tessera_replica() {
     );
 
     // WAIT counts the replica once it acknowledged the write.
-    let _: () = redis::cmd("SET")
-        .arg("waited")
-        .arg("1")
-        .query(&mut mc)
-        .expect("set");
-    let n: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10000)
-        .query(&mut mc)
-        .expect("wait");
-    assert_eq!(n, 1);
+    assert_eq!(set_and_wait(&mut mc, "waited"), 1);
     let v: Option<String> = redis::cmd("GET").arg("waited").query(&mut rc).expect("get");
     assert_eq!(v.as_deref(), Some("1"));
 
@@ -123,14 +108,7 @@ fn tessera_master_tessera_replica() {
         .query(&mut mc)
         .expect("set");
     let _: () = redis::cmd("SELECT").arg(0).query(&mut mc).expect("select");
-    write_load(&master, 2);
-    wait_link_up(&replica);
-    wait_for(Duration::from_secs(30), "sync_partial_ok:1", || {
-        master.info("stats", "sync_partial_ok").as_deref() == Some("1")
-    });
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
-    assert_eq!(master.info("stats", "sync_full").as_deref(), Some("1"));
+    resumes_partially(&master, &replica);
 
     // Promotion keeps the data; the old history becomes replid2.
     let old_id = master.info("replication", "master_replid").expect("replid");
@@ -156,10 +134,7 @@ fn tessera_master_tessera_replica() {
 fn replica_of_a_replica_and_switching_masters_continue() {
     // A -> B -> C (a replica of a replica). B is promoted, A becomes B's replica: both C
     // and A continue partially (psync2: B serves A's old history as its replid2).
-    let (da, db) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (da, db) = two_dirs();
     // No TTLs and no PINGs: A must produce nothing between B's catch-up and its promotion
     // (anything more would rightly make B refuse the partial resync).
     let a = Proc::node(da.path(), &["--repl-ping-replica-period", "100000"]);
@@ -259,10 +234,7 @@ fn replica_over_output_buffer_limit_is_dropped() {
 /// replica-serve-stale-data no refuses reads while its link is down.
 #[test]
 fn min_replicas_and_stale_data() {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = Proc::node(dm.path(), &[]);
     let replica = Proc::node(dr.path(), &[]);
     let mut mc = master.conn();

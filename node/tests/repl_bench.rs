@@ -77,10 +77,7 @@ fn fill(p: &Proc, n: usize) {
 }
 
 fn full_sync_secs(kind: &str) -> f64 {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = start(kind, dm.path());
     let replica = start(kind, dr.path());
     fill(&master, KEYS);
@@ -100,10 +97,7 @@ fn full_sync_secs(kind: &str) -> f64 {
 
 /// (max lag bytes, mean lag bytes, catch-up ms after the load) under redis-benchmark SET.
 fn lag_under_load(kind: &str) -> (u64, u64, u128, f64) {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = start(kind, dm.path());
     let replica = start(kind, dr.path());
     replicate(&replica, &master);

@@ -20,36 +20,18 @@ fn kill_type(p: &Proc, ty: &str) {
     assert_eq!(n, 1, "CLIENT KILL TYPE {ty} on {}", p.name);
 }
 
-fn stat(p: &Proc, field: &str) -> String {
-    p.info("stats", field).unwrap_or_default()
-}
-
 /// tessera master, `replica` from another program: full sync, stream, partial resync.
 fn tessera_master_with(replica: Proc, master: Proc) {
-    write_load(&master, 0);
-    replicate(&replica, &master);
-    write_load(&master, 1);
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
+    sync_under_load(&master, &replica);
     assert_eq!(stat(&master, "sync_full"), "1");
     // The replica cuts its link; it comes back with +CONTINUE.
     kill_type(&replica, "master");
-    write_load(&master, 2);
-    wait_link_up(&replica);
-    wait_for(Duration::from_secs(30), "sync_partial_ok:1", || {
-        stat(&master, "sync_partial_ok") == "1"
-    });
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
-    assert_eq!(stat(&master, "sync_full"), "1", "no second full sync");
+    resumes_partially(&master, &replica);
 }
 
 #[test]
 fn tessera_master_redis_replica() {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = Proc::node(dm.path(), &[]);
     let replica = Proc::redis(dr.path(), &[]);
     tessera_master_with(replica, master);
@@ -57,10 +39,7 @@ fn tessera_master_redis_replica() {
 
 #[test]
 fn tessera_master_valkey_replica() {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = Proc::node(dm.path(), &[]);
     let replica = Proc::valkey(dr.path(), &[]);
     tessera_master_with(replica, master);
@@ -68,41 +47,21 @@ fn tessera_master_valkey_replica() {
 
 /// redis-server master (`master_args` pick the RDB transfer form), tessera replica.
 fn redis_master_tessera_replica(master_args: &[&str]) {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = Proc::redis(dm.path(), master_args);
     let replica = Proc::node(dr.path(), &[]);
-    write_load(&master, 0);
-    replicate(&replica, &master);
-    write_load(&master, 1);
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
+    sync_under_load(&master, &replica);
     assert_eq!(stat(&master, "sync_full"), "1");
     // WAIT on the redis master counts our ACKs.
     let mut mc = master.conn();
-    let _: () = redis::cmd("SET")
-        .arg("acked")
-        .arg("1")
-        .query(&mut mc)
-        .expect("set");
-    let n: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10000)
-        .query(&mut mc)
-        .expect("wait");
-    assert_eq!(n, 1, "the tessera replica acknowledged the write");
+    assert_eq!(
+        set_and_wait(&mut mc, "acked"),
+        1,
+        "the tessera replica acknowledged the write"
+    );
     // The master cuts the link; the replica comes back with +CONTINUE.
     kill_type(&master, "replica");
-    write_load(&master, 2);
-    wait_link_up(&replica);
-    wait_for(Duration::from_secs(30), "sync_partial_ok:1", || {
-        stat(&master, "sync_partial_ok") == "1"
-    });
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
-    assert_eq!(stat(&master, "sync_full"), "1", "no second full sync");
+    resumes_partially(&master, &replica);
 }
 
 #[test]
@@ -122,27 +81,17 @@ fn redis_master_tessera_replica_diskless_eof_form() {
 
 #[test]
 fn valkey_master_tessera_replica() {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = Proc::valkey(dm.path(), &["--repl-diskless-sync-delay", "0"]);
     let replica = Proc::node(dr.path(), &[]);
-    write_load(&master, 0);
-    replicate(&replica, &master);
-    write_load(&master, 1);
-    wait_caught_up(&master, &replica);
-    assert_same_data(&master, &replica, 16);
+    sync_under_load(&master, &replica);
 }
 
 /// A replica never expires keys by its own clock: a logically expired key reads as missing
 /// but stays until the master's DEL (here: the master expires it lazily on access).
 #[test]
 fn replica_leaves_expiry_to_its_master() {
-    let (dm, dr) = (
-        tempfile::tempdir().expect("tmp"),
-        tempfile::tempdir().expect("tmp"),
-    );
+    let (dm, dr) = two_dirs();
     let master = Proc::redis(dm.path(), &["--enable-debug-command", "yes"]);
     let replica = Proc::node(dr.path(), &[]);
     let mut mc = master.conn();

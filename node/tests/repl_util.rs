@@ -4,7 +4,6 @@
 //! Included by the `repl_*` tests with `#[path]`.
 #![allow(dead_code)]
 
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -39,18 +38,7 @@ pub struct Proc {
     pub name: &'static str,
 }
 
-impl Deref for Proc {
-    type Target = Server;
-    fn deref(&self) -> &Server {
-        &self.srv
-    }
-}
-
-impl DerefMut for Proc {
-    fn deref_mut(&mut self) -> &mut Server {
-        &mut self.srv
-    }
-}
+proc::deref_server!(Proc);
 
 impl Proc {
     /// Starts `bin` with `--port P --bind 127.0.0.1 --dir DIR` plus `extra` (`{port}` in an
@@ -95,10 +83,7 @@ impl Proc {
 
 pub fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
     let s: String = redis::cmd("INFO").arg(section).query(c).ok()?;
-    s.lines().find_map(|l| {
-        l.strip_prefix(&format!("{field}:"))
-            .map(|v| v.trim().to_string())
-    })
+    proc::info_value(&s, field)
 }
 
 /// Makes `replica` replicate `master` and waits until the link is up and caught up.
@@ -128,6 +113,52 @@ pub fn wait_caught_up(master: &Proc, replica: &Proc) {
             m.is_some() && m == r
         },
     );
+}
+
+/// Two fresh data directories (a master's and a replica's).
+pub fn two_dirs() -> (tempfile::TempDir, tempfile::TempDir) {
+    (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    )
+}
+
+/// `INFO stats <field>` of `p`, "" when absent.
+pub fn stat(p: &Proc, field: &str) -> String {
+    p.info("stats", field).unwrap_or_default()
+}
+
+/// Data present before the sync travels in the RDB, the rest in the stream: a load, REPLICAOF,
+/// another load; waits until the replica holds exactly the master's data.
+pub fn sync_under_load(master: &Proc, replica: &Proc) {
+    write_load(master, 0);
+    replicate(replica, master);
+    write_load(master, 1);
+    wait_caught_up(master, replica);
+    assert_same_data(master, replica, 16);
+}
+
+/// After the link was cut: another load; the link comes back with a partial resync
+/// (+CONTINUE), the datasets end equal, and the master counted no second full sync.
+pub fn resumes_partially(master: &Proc, replica: &Proc) {
+    write_load(master, 2);
+    wait_link_up(replica);
+    wait_for(Duration::from_secs(30), "sync_partial_ok:1", || {
+        stat(master, "sync_partial_ok") == "1"
+    });
+    wait_caught_up(master, replica);
+    assert_same_data(master, replica, 16);
+    assert_eq!(stat(master, "sync_full"), "1", "no second full sync");
+}
+
+/// SET `key` 1 on the master, then `WAIT 1 10000`: how many replicas acknowledged it.
+pub fn set_and_wait(mc: &mut redis::Connection, key: &str) -> i64 {
+    let _: () = redis::cmd("SET").arg(key).arg("1").query(mc).expect("set");
+    redis::cmd("WAIT")
+        .arg(1)
+        .arg(10000)
+        .query(mc)
+        .expect("wait")
 }
 
 include!("common/dataset.rs");

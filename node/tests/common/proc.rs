@@ -60,6 +60,15 @@ pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// The value of `field:value` in INFO-style text (INFO, CLUSTER INFO).
+pub fn info_value(text: &str, field: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(field)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    })
+}
+
 /// True when `ip:port` answers an inline PING with +PONG, or with -NOAUTH (a server with
 /// requirepass serves too). -LOADING is not ready.
 pub fn answers_ping(ip: &str, port: u16) -> bool {
@@ -201,6 +210,28 @@ impl Launch {
         panic!("{} did not start in {}", self.bin, dir.display());
     }
 }
+
+/// Gives a harness's wrapper `struct $t { srv: Server, .. }` the [`Server`]'s fields and
+/// methods (`port`, `child`, `kill`, `restart`...) through Deref.
+#[allow(unused_macros)]
+macro_rules! deref_server {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = Server;
+            fn deref(&self) -> &Server {
+                &self.srv
+            }
+        }
+
+        impl std::ops::DerefMut for $t {
+            fn deref_mut(&mut self) -> &mut Server {
+                &mut self.srv
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use deref_server;
 
 /// A running server; killed and reaped on drop.
 pub struct Server {
