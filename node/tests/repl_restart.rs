@@ -166,3 +166,172 @@ fn master_file_gives_full_resync() {
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// While a replica loads its master's RDB, a client sees the stale dataset, `-LOADING`, or
+/// the full dataset: never a half-loaded one. The same checker runs against a redis-server
+/// replica, which answers the same way.
+fn reads_during_full_sync(replica_of: fn(&std::path::Path, &[&str]) -> Proc) {
+    const KEYS: usize = 300_000;
+    let (md, rd) = (tempdir(), tempdir());
+    let master = Proc::node(md.path(), &["--save", ""]);
+    let mut m = master.conn();
+    for chunk in 0..KEYS / 1000 {
+        let mut c = redis::cmd("MSET");
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            c.arg(format!("k:{i}")).arg(i);
+        }
+        let _: () = c.query(&mut m).expect("mset");
+    }
+    let replica = replica_of(rd.path(), &[]);
+    let mut r = replica.conn();
+    for i in 0..10 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("stale:{i}"))
+            .arg(i)
+            .query(&mut r)
+            .expect("set");
+    }
+    let port = replica.port;
+    let reader = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .expect("reader connection");
+        let (mut loading, mut seen) = (0u64, Vec::new());
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while std::time::Instant::now() < deadline {
+            match redis::cmd("DBSIZE").query::<i64>(&mut c) {
+                Ok(n) => {
+                    if seen.last() != Some(&n) {
+                        seen.push(n);
+                    }
+                    if n == KEYS as i64 {
+                        break;
+                    }
+                }
+                Err(e) if e.code() == Some("LOADING") => loading += 1,
+                Err(e) => panic!("DBSIZE during the sync: {e}"),
+            }
+        }
+        (loading, seen)
+    });
+    // Let the reader see the stale dataset first.
+    std::thread::sleep(Duration::from_millis(200));
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut r)
+        .expect("replicaof");
+    let (loading, seen) = reader.join().expect("reader thread");
+    eprintln!(
+        "{}: DBSIZE values {seen:?}, {loading} LOADING replies",
+        replica.name
+    );
+    assert_eq!(
+        seen.last(),
+        Some(&(KEYS as i64)),
+        "never saw the full dataset"
+    );
+    assert!(
+        seen.iter().all(|&n| n == 10 || n == KEYS as i64),
+        "{} showed a half-loaded dataset: DBSIZE went {seen:?}",
+        replica.name
+    );
+}
+
+#[test]
+fn tessera_replica_answers_loading_during_full_sync() {
+    reads_during_full_sync(Proc::node);
+}
+
+#[test]
+fn redis_replica_answers_loading_during_full_sync() {
+    reads_during_full_sync(Proc::redis);
+}
+
+/// CLIENT LIST shows the replication links as Redis does (flags S on the master's side, M
+/// on the replica's), TYPE filters find them (with "slave" as an alias), and CLIENT KILL
+/// TYPE master makes the replica reconnect and continue partially. Run on a redis-server
+/// pair too: the assertions hold for both.
+fn replication_clients(start: fn(&std::path::Path, &[&str]) -> Proc) {
+    let (md, rd) = (tempdir(), tempdir());
+    let master = start(md.path(), &["--save", ""]);
+    let port = master.port.to_string();
+    let replica = start(
+        rd.path(),
+        &["--save", "", "--replicaof", "127.0.0.1", &port],
+    );
+    wait_link_up(&replica);
+    let list = |p: &Proc, ty: &str| -> Vec<String> {
+        let s: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg(ty)
+            .query(&mut p.conn())
+            .expect("client list");
+        s.lines().map(str::to_string).collect()
+    };
+    let flags = |line: &str| -> String {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix("flags="))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let on_master = list(&master, "replica");
+    assert_eq!(on_master.len(), 1, "{}: {on_master:?}", master.name);
+    assert_eq!(flags(&on_master[0]), "S", "{}", master.name);
+    assert_eq!(list(&master, "slave"), on_master);
+    assert!(list(&master, "master").is_empty());
+    let on_replica = list(&replica, "master");
+    assert_eq!(on_replica.len(), 1, "{}: {on_replica:?}", replica.name);
+    assert_eq!(flags(&on_replica[0]), "M", "{}", replica.name);
+    // Normal clients (this one) are not counted as replication links.
+    assert!(list(&replica, "normal")
+        .iter()
+        .all(|l| flags(l) != "M" && flags(l) != "S"));
+
+    let partial = int_info(&master, "sync_partial_ok");
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("master")
+        .query(&mut replica.conn())
+        .expect("client kill type master");
+    assert_eq!(killed, 1);
+    wait_for(
+        Duration::from_secs(60),
+        "partial resync after the kill",
+        || {
+            int_info(&master, "sync_partial_ok") == partial + 1
+                && replica.info("replication", "master_link_status").as_deref() == Some("up")
+        },
+    );
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("slave")
+        .query(&mut master.conn())
+        .expect("client kill type slave");
+    assert_eq!(killed, 1);
+    let err = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("bogus")
+        .query::<i64>(&mut master.conn())
+        .expect_err("unknown type");
+    assert_eq!(
+        err.detail(),
+        Some("Unknown client type 'bogus'"),
+        "{}",
+        master.name
+    );
+}
+
+#[test]
+fn tessera_replication_clients() {
+    replication_clients(Proc::node);
+}
+
+#[test]
+fn redis_replication_clients() {
+    replication_clients(Proc::redis);
+}

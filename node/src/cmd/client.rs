@@ -111,29 +111,26 @@ fn getname(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn client_type(h: &crate::server::ClientHandle) -> &'static str {
-    if h.pubsub_count() > 0 {
-        "pubsub"
-    } else {
-        "normal"
-    }
+/// A TYPE argument, with Redis's "slave" alias folded into "replica".
+fn type_arg(t: &[u8]) -> Result<&'static str, CmdError> {
+    let t = String::from_utf8_lossy(t).to_ascii_lowercase();
+    Ok(match t.as_str() {
+        "normal" => "normal",
+        "master" => "master",
+        "replica" | "slave" => "replica",
+        "pubsub" => "pubsub",
+        _ => return Err(CmdError::msg(format!("ERR Unknown client type '{t}'"))),
+    })
 }
 
 fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     show_running(ctx, "list");
-    let mut ty: Option<String> = None;
+    let mut ty: Option<&str> = None;
     let mut ids: Option<Vec<u64>> = None;
     let mut i = 2;
     while i < args.len() {
         if eq_ic(&args[i], "type") && i + 1 < args.len() {
-            let t = String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase();
-            if !matches!(
-                t.as_str(),
-                "normal" | "master" | "replica" | "slave" | "pubsub"
-            ) {
-                return Err(CmdError::msg(format!("ERR Unknown client type '{t}'")));
-            }
-            ty = Some(t);
+            ty = Some(type_arg(&args[i + 1])?);
             i += 2;
         } else if eq_ic(&args[i], "id") && i + 1 < args.len() {
             let mut v = Vec::new();
@@ -150,7 +147,7 @@ fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
     let mut s = String::new();
     for h in ctx.srv.clients.all() {
-        if ty.as_deref().is_some_and(|t| t != client_type(&h)) {
+        if ty.is_some_and(|t| t != h.client_type()) {
             continue;
         }
         if ids.as_ref().is_some_and(|v| !v.contains(&h.id)) {
@@ -255,7 +252,7 @@ fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         } else if eq_ic(&p[0], "laddr") {
             laddr = Some(v);
         } else if eq_ic(&p[0], "type") {
-            ty = Some(v.to_ascii_lowercase());
+            ty = Some(type_arg(&p[1])?);
         } else if eq_ic(&p[0], "user") {
             if v != "default" {
                 return Err(CmdError::msg(format!("ERR No such user '{v}'")));
@@ -275,7 +272,7 @@ fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         if id.is_some_and(|i| i != h.id)
             || addr.as_ref().is_some_and(|a| *a != h.addr)
             || laddr.as_ref().is_some_and(|a| *a != h.laddr)
-            || ty.as_deref().is_some_and(|t| t != client_type(&h))
+            || ty.is_some_and(|t| t != h.client_type())
             || (skipme && h.id == ctx.cl.id)
         {
             continue;

@@ -263,6 +263,16 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         }
         cl.authenticated = true;
     }
+    // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
+    // command not flagged `loading` (EXEC: if any queued command isn't).
+    if srv.persist.loading.load(Ordering::Relaxed) && denied_while_loading(cl, cmd) {
+        if cl.multi.is_some() {
+            cl.multi_error = true;
+        }
+        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        out.error("LOADING Redis is loading the dataset in memory");
+        return Outcome::Done;
+    }
     // The master's stream is never redirected (crate::repl).
     let route = if crate::repl::from_master() {
         None
@@ -388,6 +398,21 @@ fn lock_keys<'s>(
             srv.ks.lock(&mut cl.scratch_slots)
         }
     }
+}
+
+/// Whether `cmd` must wait for the end of a dataset load (see `execute`).
+fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
+    if !cmd.has(flags::LOADING) {
+        return true;
+    }
+    if cmd.name == "exec" {
+        let t = table();
+        return cl.multi.as_ref().is_some_and(|q| {
+            q.iter()
+                .any(|a| t.resolve(a).is_ok_and(|c| !c.has(flags::LOADING)))
+        });
+    }
+    false
 }
 
 /// Runs a handler with locks already held (by `execute` or EXEC): writes the reply or

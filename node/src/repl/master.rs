@@ -337,6 +337,9 @@ pub async fn serve_replica(
         return Ok(());
     }
     ensure_subscribed(srv);
+    cl.handle
+        .kind
+        .store(crate::server::clients::KIND_REPLICA, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let info = Arc::new(ReplicaInfo {
         id: cl.id,

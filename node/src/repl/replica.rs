@@ -150,6 +150,9 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     let id = srv.clients.next_id();
     let (handle, _rx) = ClientHandle::new(id, peer, laddr);
     *handle.name.lock() = None;
+    handle
+        .kind
+        .store(crate::server::clients::KIND_MASTER, Ordering::Relaxed);
     srv.clients.add(handle.clone());
     let _reg = Registered(srv, id);
     let mut c = Conn {

@@ -2,7 +2,7 @@
 //! KILL, pub/sub delivery) and the registry.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,10 @@ pub enum ReplyMode {
 }
 
 /// What other tasks can see and do to a client.
+pub const KIND_NORMAL: u8 = 0;
+pub const KIND_REPLICA: u8 = 1;
+pub const KIND_MASTER: u8 = 2;
+
 pub struct ClientHandle {
     pub id: u64,
     pub addr: String,
@@ -48,6 +52,9 @@ pub struct ClientHandle {
     pub in_multi: AtomicBool,
     pub no_evict: AtomicBool,
     pub monitor: AtomicBool,
+    /// [`KIND_NORMAL`], [`KIND_REPLICA`] (a replica's link to us, after SYNC/PSYNC) or
+    /// [`KIND_MASTER`] (our link to our master): CLIENT LIST flags S/M and TYPE filters.
+    pub kind: AtomicU8,
     /// Output buffer over the soft limit since this unix ms (0 = not over).
     pub soft_since: AtomicU64,
 }
@@ -80,6 +87,7 @@ impl ClientHandle {
             in_multi: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),
             monitor: AtomicBool::new(false),
+            kind: AtomicU8::new(KIND_NORMAL),
             soft_since: AtomicU64::new(0),
         };
         (Arc::new(h), rx)
@@ -139,10 +147,26 @@ impl ClientHandle {
             + self.ssubs.load(Ordering::Relaxed)
     }
 
+    /// Redis's client class for CLIENT LIST / CLIENT KILL TYPE: master, replica (Redis
+    /// also accepts "slave"), pubsub or normal.
+    pub fn client_type(&self) -> &'static str {
+        match self.kind.load(Ordering::Relaxed) {
+            KIND_MASTER => "master",
+            KIND_REPLICA => "replica",
+            _ if self.pubsub_count() > 0 => "pubsub",
+            _ => "normal",
+        }
+    }
+
     /// CLIENT LIST / CLIENT INFO line.
     pub fn info_line(&self, srv: &Server) -> String {
         let now = now_ms();
         let mut flags = String::new();
+        match self.kind.load(Ordering::Relaxed) {
+            KIND_REPLICA => flags.push('S'),
+            KIND_MASTER => flags.push('M'),
+            _ => {}
+        }
         if self.pubsub_count() > 0 {
             flags.push('P');
         }
