@@ -40,7 +40,7 @@ pub fn from_rdb(v: RdbValue, lim: &Limits) -> Option<Value> {
     Some(match v {
         RdbValue::String(b) => Value::string(&b),
         RdbValue::List(items) if !items.is_empty() => {
-            Value::List(Box::new(ListValue::from_items(items, lim)))
+            Value::List(ListValue::from_items(items, lim))
         }
         RdbValue::Set(m) if !m.is_empty() => Value::Set(SetValue::from_members(m, lim)),
         RdbValue::Hash(p) if !p.is_empty() => Value::Hash(HashValue::from_pairs(p, lim)),

@@ -107,8 +107,7 @@ macro_rules! typed_getters {
         pub fn $get(&mut self, key: &[u8]) -> Result<Option<&mut $ty>, CmdError> {
             match self.get(key) {
                 None => Ok(None),
-                // BorrowMut: lists are boxed in `Value`, hashes/sets/zsets are not.
-                Some(Value::$variant(v)) => Ok(Some(std::borrow::BorrowMut::<$ty>::borrow_mut(v))),
+                Some(Value::$variant(v)) => Ok(Some(v)),
                 Some(_) => Err(CmdError::WrongType),
             }
         }
@@ -124,7 +123,7 @@ macro_rules! typed_getters {
                 self.set(key, Value::$variant(Default::default()));
             }
             match self.get_w(key) {
-                Some(Value::$variant(v)) => Ok(std::borrow::BorrowMut::<$ty>::borrow_mut(v)),
+                Some(Value::$variant(v)) => Ok(v),
                 _ => Err(CmdError::WrongType),
             }
         }

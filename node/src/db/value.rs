@@ -87,14 +87,14 @@ impl std::fmt::Debug for SBytes {
 
 /// A value. Strings are `Str` (immutable, inline when short), `Int` (integer encoding, as
 /// Redis's OBJECT ENCODING "int") or `Buf` (grown in place by APPEND/SETRANGE/SETBIT).
-/// Hashes, sets and sorted sets are held unboxed (16 bytes each: a thin pointer to the packed
-/// block, or to the boxed big encoding), so a small one costs a single heap block.
+/// Lists, hashes, sets and sorted sets are held unboxed (16 bytes each: a thin pointer to the
+/// packed block, or to the boxed big encoding), so a small one costs a single heap block.
 #[derive(Clone, Debug)]
 pub enum Value {
     Str(SBytes),
     Int(i64),
     Buf(Box<Vec<u8>>),
-    List(Box<ListValue>),
+    List(ListValue),
     Hash(HashValue),
     Set(SetValue),
     ZSet(ZSetValue),

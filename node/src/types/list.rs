@@ -1,13 +1,23 @@
 //! List value: a quicklist — a deque of packed nodes, each capped by `list-max-listpack-size`
 //! (negative: a byte size class, -2 = 8 KiB; positive: an entry count). O(1) push/pop at both
-//! ends, with one small heap block per few hundred short elements.
+//! ends, with one small heap block per few hundred short elements. A list that fits in one
+//! node is just that node (`ListValue::One`, 16 bytes, unboxed in `db::Value`): one heap block
+//! per small list, like the hashes and sets.
 
 use super::pack::{entry_size, Pack};
 use super::Limits;
 use std::collections::VecDeque;
 
+/// A list: one packed node while it fits in one, else the boxed multi-node quicklist.
+#[derive(Clone, Debug)]
+pub enum ListValue {
+    One(Pack),
+    Many(Box<Quick>),
+}
+
+/// The multi-node form. Becomes `One` again when it shrinks to a single node.
 #[derive(Clone, Debug, Default)]
-pub struct ListValue {
+pub struct Quick {
     nodes: VecDeque<Pack>,
     len: usize,
 }
@@ -35,6 +45,12 @@ fn byte_cap(fill: i64) -> usize {
     }
 }
 
+impl Default for ListValue {
+    fn default() -> Self {
+        ListValue::One(Pack::new())
+    }
+}
+
 impl ListValue {
     pub fn new() -> Self {
         Self::default()
@@ -55,22 +71,204 @@ impl ListValue {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        match self {
+            ListValue::One(p) => p.len(),
+            ListValue::Many(q) => q.len,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// Most lists have one node: the first gets a deque of exactly one slot (24 B) instead
-    /// of VecDeque's default first capacity of 4 (96 B), which cost ~80 B per small list.
-    fn reserve_node(&mut self) {
-        if self.nodes.capacity() == 0 {
-            self.nodes.reserve_exact(1);
+    /// The multi-node form, converting a single node into it first.
+    fn quick(&mut self) -> &mut Quick {
+        if let ListValue::One(p) = self {
+            let p = std::mem::take(p);
+            let mut q = Quick {
+                nodes: VecDeque::new(),
+                len: p.len(),
+            };
+            if !p.is_empty() {
+                q.reserve_node();
+                q.nodes.push_back(p);
+            }
+            *self = ListValue::Many(Box::new(q));
+        }
+        match self {
+            ListValue::Many(q) => q,
+            ListValue::One(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// Back to a single node once at most one is left.
+    fn settle(&mut self) {
+        if let ListValue::Many(q) = self {
+            if q.nodes.len() <= 1 {
+                let p = q.nodes.pop_front().unwrap_or_default();
+                *self = ListValue::One(p);
+            }
         }
     }
 
     pub fn push_back(&mut self, v: &[u8], lim: &Limits) {
+        match self {
+            ListValue::One(p) if fits(p, v.len(), lim.list_max_listpack_size) => p.push_back(v),
+            _ => self.quick().push_back(v, lim),
+        }
+    }
+
+    pub fn push_front(&mut self, v: &[u8], lim: &Limits) {
+        match self {
+            ListValue::One(p) if fits(p, v.len(), lim.list_max_listpack_size) => p.push_front(v),
+            _ => self.quick().push_front(v, lim),
+        }
+    }
+
+    pub fn pop_front(&mut self) -> Option<Vec<u8>> {
+        match self {
+            ListValue::One(p) => p.pop_front(),
+            ListValue::Many(q) => {
+                let v = q.pop_front();
+                self.settle();
+                v
+            }
+        }
+    }
+
+    pub fn pop_back(&mut self) -> Option<Vec<u8>> {
+        match self {
+            ListValue::One(p) => p.pop_back(),
+            ListValue::Many(q) => {
+                let v = q.pop_back();
+                self.settle();
+                v
+            }
+        }
+    }
+
+    /// Element at a 0-based index from the head.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        match self {
+            ListValue::One(p) => p.get(i),
+            ListValue::Many(q) => q.get(i),
+        }
+    }
+
+    /// Replaces element `i`; false when out of range.
+    pub fn set(&mut self, i: usize, v: &[u8], lim: &Limits) -> bool {
+        if let ListValue::One(p) = self {
+            let Some(off) = p.offset_of(i) else {
+                return false;
+            };
+            if fits_after_replace(p, p.get_at(off).len(), v.len(), lim.list_max_listpack_size) {
+                p.replace_at(off, v);
+                return true;
+            }
+        }
+        let ok = self.quick().set(i, v, lim);
+        self.settle();
+        ok
+    }
+
+    /// Inserts `v` before element `i` (or at the tail when `i == len`).
+    pub fn insert(&mut self, i: usize, v: &[u8], lim: &Limits) {
+        if let ListValue::One(p) = self {
+            if fits(p, v.len(), lim.list_max_listpack_size) {
+                match p.offset_of(i) {
+                    Some(off) => p.insert_at(off, v),
+                    None => p.push_back(v),
+                }
+                return;
+            }
+        }
+        self.quick().insert(i, v, lim);
+        self.settle();
+    }
+
+    /// The nodes head to tail.
+    fn nodes(&self) -> impl DoubleEndedIterator<Item = &Pack> {
+        let (one, many) = match self {
+            ListValue::One(p) => (Some(p), None),
+            ListValue::Many(q) => (None, Some(&q.nodes)),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    /// Iterates head to tail.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> {
+        self.nodes().flat_map(|n| n.iter())
+    }
+
+    /// Elements with indices in `[start, end]` (inclusive, already clamped by the caller).
+    pub fn range(&self, start: usize, end: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        self.for_range(start, end, |e| out.push(e.to_vec()));
+        out
+    }
+
+    /// Visits elements with indices in `[start, end]` without copying them (LRANGE).
+    pub fn for_range(&self, start: usize, end: usize, mut f: impl FnMut(&[u8])) {
+        let len = self.len();
+        if start > end || start >= len {
+            return;
+        }
+        let mut left = end.min(len - 1) - start + 1;
+        let mut skip = start;
+        for n in self.nodes() {
+            if skip >= n.len() {
+                skip -= n.len();
+                continue;
+            }
+            for e in n.iter().skip(skip) {
+                if left == 0 {
+                    return;
+                }
+                f(e);
+                left -= 1;
+            }
+            skip = 0;
+        }
+    }
+
+    /// Keeps only indices `[start, end]` (inclusive); an empty range empties the list.
+    pub fn trim(&mut self, start: usize, end: usize) {
+        self.quick().trim(start, end);
+        self.settle();
+    }
+
+    /// LREM: removes up to `|count|` elements equal to `v` from the head (count > 0), the
+    /// tail (count < 0) or all (count == 0). Returns how many were removed.
+    pub fn remove(&mut self, count: i64, v: &[u8]) -> usize {
+        let n = self.quick().remove(count, v);
+        self.settle();
+        n
+    }
+
+    /// Heap bytes held (MEMORY USAGE).
+    pub fn heap_size(&self) -> usize {
+        match self {
+            ListValue::One(p) => p.heap_size(),
+            ListValue::Many(q) => q.heap_size(),
+        }
+    }
+}
+
+/// Whether replacing an entry of `old` payload bytes by `new` keeps the node within its cap.
+fn fits_after_replace(node: &Pack, old: usize, new: usize, fill: i64) -> bool {
+    fill >= 0 || node.bytes() - entry_size(old) + entry_size(new) <= byte_cap(fill)
+}
+
+impl Quick {
+    /// Few lists get here (one node is `ListValue::One`): room for two nodes, not VecDeque's
+    /// default first capacity of four.
+    fn reserve_node(&mut self) {
+        if self.nodes.capacity() == 0 {
+            self.nodes.reserve_exact(2);
+        }
+    }
+
+    fn push_back(&mut self, v: &[u8], lim: &Limits) {
         match self.nodes.back_mut() {
             Some(n) if fits(n, v.len(), lim.list_max_listpack_size) => n.push_back(v),
             _ => {
@@ -83,7 +281,7 @@ impl ListValue {
         self.len += 1;
     }
 
-    pub fn push_front(&mut self, v: &[u8], lim: &Limits) {
+    fn push_front(&mut self, v: &[u8], lim: &Limits) {
         match self.nodes.front_mut() {
             Some(n) if fits(n, v.len(), lim.list_max_listpack_size) => n.push_front(v),
             _ => {
@@ -96,7 +294,7 @@ impl ListValue {
         self.len += 1;
     }
 
-    pub fn pop_front(&mut self) -> Option<Vec<u8>> {
+    fn pop_front(&mut self) -> Option<Vec<u8>> {
         let n = self.nodes.front_mut()?;
         let v = n.pop_front();
         if n.is_empty() {
@@ -106,7 +304,7 @@ impl ListValue {
         v
     }
 
-    pub fn pop_back(&mut self) -> Option<Vec<u8>> {
+    fn pop_back(&mut self) -> Option<Vec<u8>> {
         let n = self.nodes.back_mut()?;
         let v = n.pop_back();
         if n.is_empty() {
@@ -142,13 +340,13 @@ impl ListValue {
     }
 
     /// Element at a 0-based index from the head.
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
+    fn get(&self, i: usize) -> Option<&[u8]> {
         let (ni, j) = self.locate(i)?;
         self.nodes[ni].get(j)
     }
 
     /// Replaces element `i`; false when out of range.
-    pub fn set(&mut self, i: usize, v: &[u8], lim: &Limits) -> bool {
+    fn set(&mut self, i: usize, v: &[u8], lim: &Limits) -> bool {
         let Some((ni, j)) = self.locate(i) else {
             return false;
         };
@@ -180,7 +378,7 @@ impl ListValue {
     }
 
     /// Inserts `v` before element `i` (or at the tail when `i == len`).
-    pub fn insert(&mut self, i: usize, v: &[u8], lim: &Limits) {
+    fn insert(&mut self, i: usize, v: &[u8], lim: &Limits) {
         if i == 0 {
             return self.push_front(v, lim);
         }
@@ -197,43 +395,8 @@ impl ListValue {
         }
     }
 
-    /// Iterates head to tail.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> {
-        self.nodes.iter().flat_map(|n| n.iter())
-    }
-
-    /// Elements with indices in `[start, end]` (inclusive, already clamped by the caller).
-    pub fn range(&self, start: usize, end: usize) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        self.for_range(start, end, |e| out.push(e.to_vec()));
-        out
-    }
-
-    /// Visits elements with indices in `[start, end]` without copying them (LRANGE).
-    pub fn for_range(&self, start: usize, end: usize, mut f: impl FnMut(&[u8])) {
-        if start > end || start >= self.len {
-            return;
-        }
-        let mut left = end.min(self.len - 1) - start + 1;
-        let mut skip = start;
-        for n in &self.nodes {
-            if skip >= n.len() {
-                skip -= n.len();
-                continue;
-            }
-            for e in n.iter().skip(skip) {
-                if left == 0 {
-                    return;
-                }
-                f(e);
-                left -= 1;
-            }
-            skip = 0;
-        }
-    }
-
     /// Keeps only indices `[start, end]` (inclusive); an empty range empties the list.
-    pub fn trim(&mut self, start: usize, end: usize) {
+    fn trim(&mut self, start: usize, end: usize) {
         if start > end || start >= self.len {
             self.nodes.clear();
             self.len = 0;
@@ -275,7 +438,7 @@ impl ListValue {
 
     /// LREM: removes up to `|count|` elements equal to `v` from the head (count > 0), the
     /// tail (count < 0) or all (count == 0). Returns how many were removed.
-    pub fn remove(&mut self, count: i64, v: &[u8]) -> usize {
+    fn remove(&mut self, count: i64, v: &[u8]) -> usize {
         let limit = if count == 0 {
             usize::MAX
         } else {
@@ -316,8 +479,9 @@ impl ListValue {
         removed
     }
 
-    pub fn heap_size(&self) -> usize {
-        self.nodes.capacity() * std::mem::size_of::<Pack>()
+    fn heap_size(&self) -> usize {
+        std::mem::size_of::<Quick>()
+            + self.nodes.capacity() * std::mem::size_of::<Pack>()
             + self.nodes.iter().map(Pack::heap_size).sum::<usize>()
     }
 }
@@ -334,9 +498,13 @@ mod tests {
             l.push_back(v.as_bytes(), &lim);
         }
         l.push_front(b"z", &lim);
-        assert_eq!(l.nodes.capacity(), 1);
-        let big = ListValue::from_items((0..5000).map(|i| format!("item-{i}")), &lim);
-        assert!(big.nodes.len() > 1 && big.len() == 5000);
+        assert!(matches!(l, ListValue::One(_)));
+        assert_eq!(std::mem::size_of::<ListValue>(), 16);
+        let mut big = ListValue::from_items((0..5000).map(|i| format!("item-{i}")), &lim);
+        assert!(matches!(&big, ListValue::Many(q) if q.nodes.len() > 1) && big.len() == 5000);
+        big.trim(10, 12);
+        assert!(matches!(big, ListValue::One(_)) && big.len() == 3);
+        assert_eq!(big.get(0), Some(&b"item-10"[..]));
     }
     use proptest::prelude::*;
 
