@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use util::{conn, fill, node_expect_exit, snapshot, Proc};
+use util::{conn, fill, node_expect_exit, poll_persistence, snapshot, Proc};
 
 const AOF: &[&str] = &["--save", "", "--appendonly", "yes"];
 
@@ -92,6 +92,13 @@ fn volatile_hash(c: &mut redis::Connection, ms: u64) {
         .expect("hset");
 }
 
+/// How many writes were acknowledged in all; asserts the load did real work.
+fn acked_total(acked: &[Vec<String>]) -> usize {
+    let total: usize = acked.iter().map(|v| v.len()).sum();
+    assert!(total > 50, "too few writes acknowledged: {total}");
+    total
+}
+
 fn missing(p: &Proc, acked: &[Vec<String>]) -> usize {
     let mut c = p.conn();
     let mut miss = 0;
@@ -108,8 +115,7 @@ fn missing(p: &Proc, acked: &[Vec<String>]) -> usize {
 fn kill9_with_appendfsync_always_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (acked, _) = kill_during_load(dir.path(), "always");
-    let total: usize = acked.iter().map(|v| v.len()).sum();
-    assert!(total > 50, "too few writes acknowledged: {total}");
+    let total = acked_total(&acked);
     let n = Proc::node(dir.path(), &aof_args("always"));
     assert_eq!(
         missing(&n, &acked),
@@ -122,8 +128,7 @@ fn kill9_with_appendfsync_always_loses_no_acknowledged_write() {
 fn kill9_with_everysec_loses_at_most_about_a_second() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (acked, took) = kill_during_load(dir.path(), "everysec");
-    let total: usize = acked.iter().map(|v| v.len()).sum();
-    assert!(total > 50, "too few writes acknowledged: {total}");
+    let total = acked_total(&acked);
     let n = Proc::node(dir.path(), &aof_args("everysec"));
     let lost = missing(&n, &acked);
     let per_sec = total as f64 / took.as_secs_f64().max(0.1);
@@ -162,16 +167,9 @@ fn bgrewriteaof_under_load_keeps_every_increment() {
             .query(&mut c)
             .expect("bgrewriteaof");
         assert!(r.contains("rewriting started"), "{r}");
-        for _ in 0..600 {
-            let info: String = redis::cmd("INFO")
-                .arg("persistence")
-                .query(&mut c)
-                .expect("info");
-            if info.contains("aof_rewrite_in_progress:0") {
-                assert!(info.contains("aof_last_bgrewrite_status:ok"), "{info}");
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let done = |i: &str| i.contains("aof_rewrite_in_progress:0");
+        if let Some(info) = poll_persistence(&mut c, 600, Duration::from_millis(20), done) {
+            assert!(info.contains("aof_last_bgrewrite_status:ok"), "{info}");
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -441,16 +439,9 @@ fn resp_base_without_rdb_preamble_loads_here_and_in_redis_server() {
     let _: String = redis::cmd("BGREWRITEAOF")
         .query(&mut c)
         .expect("bgrewriteaof");
-    for _ in 0..600 {
-        let info: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut c)
-            .expect("info");
-        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:1") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_persistence(&mut c, 600, Duration::from_millis(20), |i| {
+        i.contains("aof_rewrite_in_progress:0") && i.contains("aof_rewrites:1")
+    });
     let _: () = redis::cmd("SET")
         .arg("after")
         .arg("x")

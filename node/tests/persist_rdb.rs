@@ -7,15 +7,13 @@ mod util;
 
 use std::time::Duration;
 
-use util::{fill, node_expect_exit, snapshot, Proc};
+use util::{fill, filled_node, node_expect_exit, poll_persistence, snapshot, Proc};
 
 const DBS: u32 = 6;
 
 #[test]
 fn restart_keeps_types_ttls_and_databases() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &["--save", ""]);
-    fill(&n);
+    let (dir, n) = filled_node();
     let mut c = n.conn();
     let _: () = redis::cmd("SET")
         .arg("short")
@@ -60,25 +58,16 @@ fn restart_keeps_types_ttls_and_databases() {
 
 #[test]
 fn our_dump_passes_redis_check_rdb_and_loads_into_redis_server() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &["--save", ""]);
-    fill(&n);
+    let (dir, n) = filled_node();
     let ours = snapshot(&n, DBS);
     let mut c = n.conn();
     let r: String = redis::cmd("BGSAVE").query(&mut c).expect("bgsave");
     assert_eq!(r, "Background saving started");
     // Poll until the background save finished.
-    for _ in 0..600 {
-        let info: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut c)
-            .expect("info");
-        if info.contains("rdb_bgsave_in_progress:0") {
-            assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
-            assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let done = |i: &str| i.contains("rdb_bgsave_in_progress:0");
+    if let Some(info) = poll_persistence(&mut c, 600, Duration::from_millis(50), done) {
+        assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+        assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
     }
     let rdb = dir.path().join("dump.rdb");
     let check = std::process::Command::new("redis-check-rdb")
@@ -108,9 +97,7 @@ fn redis_server_dump_loads_into_node() {
 
 #[test]
 fn bad_rdb_stops_the_node_with_a_message() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Proc::node(dir.path(), &["--save", ""]);
-    fill(&n);
+    let (dir, n) = filled_node();
     n.shutdown("SAVE");
     let path = dir.path().join("dump.rdb");
     let good = std::fs::read(&path).expect("read dump");

@@ -102,6 +102,35 @@ pub fn node_expect_exit(dir: &Path, extra: &[&str]) -> Output {
     out
 }
 
+/// Polls INFO persistence `tries` times, `every` apart, until `done` holds for it; returns
+/// that INFO text, or None when it never held (callers decide whether that fails).
+pub fn poll_persistence(
+    c: &mut redis::Connection,
+    tries: u32,
+    every: Duration,
+    done: impl Fn(&str) -> bool,
+) -> Option<String> {
+    for _ in 0..tries {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(c)
+            .expect("info");
+        if done(&info) {
+            return Some(info);
+        }
+        std::thread::sleep(every);
+    }
+    None
+}
+
+/// A tessera-node with saving off over a fresh data dir, filled by [`fill`].
+pub fn filled_node() -> (tempfile::TempDir, Proc) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = Proc::node(dir.path(), &["--save", ""]);
+    fill(&n);
+    (dir, n)
+}
+
 include!("common/dataset.rs");
 
 /// [`snapshot_of`] over a new connection to `p`.

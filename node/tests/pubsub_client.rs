@@ -6,7 +6,7 @@
 #[path = "pubsub_harness.rs"]
 mod harness;
 
-use harness::{Proc, Raw, R, REDIS, TESSERA};
+use harness::{assert_same_transcript, Proc, Raw, R, REDIS, TESSERA};
 
 /// Field names of a CLIENT INFO / LIST line, in order.
 fn field_names(line: &str) -> Vec<String> {
@@ -117,12 +117,7 @@ fn session(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn client_commands_match_redis() {
-    let ours = session(TESSERA);
-    let theirs = session(REDIS);
-    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-        assert_eq!(a, b, "step {i}");
-    }
-    assert_eq!(ours.len(), theirs.len());
+    assert_same_transcript(&session(TESSERA), &session(REDIS));
 }
 
 #[test]

@@ -75,6 +75,14 @@ impl Proc {
     }
 }
 
+/// The same transcript from tessera-node (`ours`) and redis-server (`theirs`), step by step.
+pub fn assert_same_transcript(ours: &[String], theirs: &[String]) {
+    for (i, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        assert_eq!(a, b, "step {i}: tessera vs redis-server");
+    }
+    assert_eq!(ours.len(), theirs.len());
+}
+
 /// Connects the nodes (MEET from the first) and waits until all see each other.
 pub fn meet_all(nodes: &[&Proc]) {
     for n in &nodes[1..] {
