@@ -333,7 +333,9 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         t => t,
     };
     let mut hints = ctx::SlotHints::new();
-    let locks = if cmd.has(flags::GLOBAL) {
+    let locks = if cmd.has(flags::LOCK_ALL) {
+        srv.ks.lock_all()
+    } else if cmd.has(flags::GLOBAL) {
         crate::db::LockSet::empty()
     } else {
         lock_keys(srv, cl, cmd, args, &mut hints)

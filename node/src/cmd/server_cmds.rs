@@ -14,9 +14,9 @@ pub fn commands() -> Vec<CommandSpec> {
     let none = (0, 0, 0);
     vec![
         s("dbsize", 1, "readonly fast global", none, dbsize).group("server"),
-        s("flushdb", -1, "write global", none, flushdb).group("server"),
-        s("flushall", -1, "write global", none, flushall).group("server"),
-        s("swapdb", 3, "write fast global", none, swapdb)
+        s("flushdb", -1, "write lock_all", none, flushdb).group("server"),
+        s("flushall", -1, "write lock_all", none, flushall).group("server"),
+        s("swapdb", 3, "write fast lock_all", none, swapdb)
             .group("server")
             .since("4.0.0"),
         s("time", 1, "loading stale fast", none, time)
@@ -93,36 +93,54 @@ fn dbsize(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn flush_mode(args: &[Bytes]) -> CmdResult {
+/// FLUSHDB/FLUSHALL's mode: true for ASYNC (the data is freed on another thread).
+fn flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
     match args.get(1) {
-        None => Ok(()),
-        Some(a) if args.len() == 2 && (eq_ic(a, "async") || eq_ic(a, "sync")) => Ok(()),
+        None => Ok(false),
+        Some(a) if args.len() == 2 && eq_ic(a, "async") => Ok(true),
+        Some(a) if args.len() == 2 && eq_ic(a, "sync") => Ok(false),
         Some(_) => Err(CmdError::Syntax),
     }
 }
 
-fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>) {
+/// Empties `db` (None: all) in every stripe; the command holds every stripe (`lock_all`).
+/// With `lazy` the detached data is dropped on a thread of its own, after the locks are
+/// released, as Redis's lazyfree does.
+fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
     super::transaction::touch_flushed(ctx, db);
+    let mut garbage = Vec::new();
     ctx.ks.for_each_stripe(|_, st| {
         for (i, d) in st.dbs.iter_mut().enumerate() {
             if db.is_none_or(|x| x == i) {
-                *d = None;
+                if let Some(d) = d.take() {
+                    if lazy {
+                        garbage.push(d);
+                    }
+                }
             }
         }
     });
+    if !garbage.is_empty() {
+        let spawned = std::thread::Builder::new()
+            .name("tessera-lazyfree".into())
+            .spawn(move || drop(garbage));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no lazyfree thread: the flushed data was freed inline");
+        }
+    }
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    flush_mode(args)?;
+    let lazy = flush_mode(args)?;
     let db = ctx.ks.db;
-    flush_db(ctx, Some(db));
+    flush_db(ctx, Some(db), lazy);
     ctx.out.ok();
     Ok(())
 }
 
 fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    flush_mode(args)?;
-    flush_db(ctx, None);
+    let lazy = flush_mode(args)?;
+    flush_db(ctx, None, lazy);
     ctx.out.ok();
     Ok(())
 }

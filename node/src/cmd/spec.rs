@@ -32,6 +32,12 @@ pub mod flags {
     pub const GLOBAL: u32 = 1 << 20;
     /// Not in Redis's flag list: handled by the connection (MULTI/EXEC/DISCARD/WATCH...).
     pub const CONN: u32 = 1 << 21;
+    /// Not in Redis's flag list: a whole-keyspace write (FLUSHALL, FLUSHDB, SWAPDB) that
+    /// runs with every stripe locked, from before it starts until it is propagated. Stripe
+    /// by stripe, a write on another thread could land in an already-flushed stripe and
+    /// reach the replication stream before the flush: kept on the master, deleted on its
+    /// replicas; and two ordered writes could end up one flushed, one kept.
+    pub const LOCK_ALL: u32 = 1 << 22;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -57,6 +63,7 @@ pub mod flags {
             f |= match w {
                 "global" => GLOBAL,
                 "conn" => CONN,
+                "lock_all" => GLOBAL | LOCK_ALL,
                 _ => {
                     NAMES
                         .iter()
