@@ -264,8 +264,10 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
         cl.authenticated = true;
     }
     // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
-    // command not flagged `loading` (EXEC: if any queued command isn't).
-    if srv.persist.loading.load(Ordering::Relaxed) && denied_while_loading(cl, cmd) {
+    // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
+    // the AOF replay itself runs as an internal client.
+    if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
+    {
         if cl.multi.is_some() {
             cl.multi_error = true;
         }

@@ -216,6 +216,9 @@ impl ClientHandle {
 /// Per-connection state (owned by the connection task; commands get `&mut`).
 pub struct ClientState {
     pub id: u64,
+    /// A client of the server's own (AOF replay, served blocked commands), not a
+    /// connection: the dispatcher's gates meant for users (-LOADING) don't apply.
+    pub internal: bool,
     pub db: usize,
     pub handle: Arc<ClientHandle>,
     pub authenticated: bool,
@@ -243,6 +246,7 @@ impl ClientState {
     pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Self {
         ClientState {
             id: handle.id,
+            internal: false,
             db: 0,
             handle,
             authenticated,
@@ -266,6 +270,7 @@ impl ClientState {
         let (h, _rx) = ClientHandle::new(id, String::new(), String::new());
         let mut s = ClientState::new(h, true);
         s.db = db;
+        s.internal = true;
         s
     }
 
