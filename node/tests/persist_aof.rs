@@ -99,6 +99,15 @@ fn acked_total(acked: &[Vec<String>]) -> usize {
     total
 }
 
+/// How many of `keys` exist on a node restarted over `dir` (replaying its AOF).
+fn existing_after_replay(dir: &Path, keys: &[&str]) -> i64 {
+    let n = Proc::node(dir, &aof_args("always"));
+    redis::cmd("EXISTS")
+        .arg(keys)
+        .query(&mut n.conn())
+        .expect("exists")
+}
+
 fn missing(p: &Proc, acked: &[Vec<String>]) -> usize {
     let mut c = p.conn();
     let mut miss = 0;
@@ -410,13 +419,7 @@ fn expired_keys_are_logged_as_del_and_stay_dead() {
     let v: Option<String> = redis::cmd("GET").arg("lazy").query(&mut c).expect("get");
     assert_eq!(v, None);
     n.kill9();
-    let n = Proc::node(dir.path(), &aof_args("always"));
-    let mut c = n.conn();
-    let e: i64 = redis::cmd("EXISTS")
-        .arg("h")
-        .arg("lazy")
-        .query(&mut c)
-        .expect("exists");
+    let e = existing_after_replay(dir.path(), &["h", "lazy"]);
     assert_eq!(e, 0, "an expired key came back after replay");
 }
 
@@ -520,13 +523,7 @@ fn a_key_that_expired_while_down_stays_dead_after_replay() {
         .expect("multi");
     n.kill9();
     std::thread::sleep(Duration::from_millis(600));
-    let n = Proc::node(dir.path(), &aof_args("always"));
-    let mut c = n.conn();
-    let e: i64 = redis::cmd("EXISTS")
-        .arg("h")
-        .arg("m")
-        .query(&mut c)
-        .expect("exists");
+    let e = existing_after_replay(dir.path(), &["h", "m"]);
     assert_eq!(
         e, 0,
         "a key whose TTL passed while the node was down came back"

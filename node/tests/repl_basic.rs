@@ -23,6 +23,15 @@ fn client_id_of_replica(master: &Proc) -> i64 {
         .expect("id field")
 }
 
+/// `args` fails with an error that contains `why`.
+fn refused(c: &mut redis::Connection, args: &[&str], why: &str) {
+    let err = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query::<redis::Value>(c)
+        .expect_err(why);
+    assert!(err.to_string().contains(why), "{args:?}: {err}");
+}
+
 #[test]
 fn tessera_master_tessera_replica() {
     let (dm, dr) = two_dirs();
@@ -70,15 +79,10 @@ fn tessera_master_tessera_replica() {
 
     // A replica is read-only for normal clients.
     let mut rc = replica.conn();
-    let err = redis::cmd("SET")
-        .arg("k")
-        .arg("v")
-        .query::<()>(&mut rc)
-        .expect_err("write on a replica");
-    assert!(
-        err.to_string()
-            .contains("You can't write against a read only replica"),
-        "{err}"
+    refused(
+        &mut rc,
+        &["SET", "k", "v"],
+        "You can't write against a read only replica",
     );
 
     // WAIT counts the replica once it acknowledged the write.
@@ -244,15 +248,10 @@ fn min_replicas_and_stale_data() {
         .arg(1)
         .query(&mut mc)
         .expect("config set");
-    let err = redis::cmd("SET")
-        .arg("k")
-        .arg("v")
-        .query::<()>(&mut mc)
-        .expect_err("no replicas yet");
-    assert!(
-        err.to_string()
-            .contains("Not enough good replicas to write"),
-        "{err}"
+    refused(
+        &mut mc,
+        &["SET", "k", "v"],
+        "Not enough good replicas to write",
     );
     replicate(&replica, &master);
     wait_for(Duration::from_secs(30), "a good replica", || {
@@ -286,14 +285,7 @@ fn min_replicas_and_stale_data() {
         .arg(dead)
         .query(&mut rc)
         .expect("replicaof");
-    let err = redis::cmd("GET")
-        .arg("k")
-        .query::<Option<String>>(&mut rc)
-        .expect_err("stale read");
-    assert!(
-        err.to_string().contains("Link with MASTER is down"),
-        "{err}"
-    );
+    refused(&mut rc, &["GET", "k"], "Link with MASTER is down");
     assert_eq!(
         replica.info("replication", "master_link_status").as_deref(),
         Some("down")
