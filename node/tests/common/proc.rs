@@ -207,7 +207,12 @@ impl Launch {
             }
             kill(&mut child);
         }
-        panic!("{} did not start in {}", self.bin, dir.display());
+        let log = if self.logfile {
+            log_tail(&dir.join("log"), 20)
+        } else {
+            String::new()
+        };
+        panic!("{} did not start in {}\n{log}", self.bin, dir.display());
     }
 }
 
@@ -305,4 +310,11 @@ pub fn wait_exit(child: &mut Child, max: Duration) -> Option<ExitStatus> {
         std::thread::sleep(Duration::from_millis(20));
     }
     None
+}
+
+/// The last `lines` lines of a log file ("" when unreadable), for failure messages.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
