@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: tessera-node vs redis-server 7.0 vs valkey-server 9.1 on loopback.
 # Throughput (redis-benchmark, 50 clients, -P 1 and -P 16) and memory for 1M keys of 16-byte
-# values. Prints a table of ratios and saves it as bench/node-<date>.md.
+# values and for 1M small collections of each kind (hash, set, intset, zset, list). Prints a table of ratios and saves it as bench/node-<date>.md.
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_REPS (runs per test and server; the table shows the median, default 3).
@@ -127,6 +127,40 @@ for srv in tessera redis valkey; do
     RSS[$srv]=$(( (r1 - r0) / KEYS ))
 done
 
+# Memory of small collections (issue 2): 1M keys each of a hash with 2 fields of 8-byte values,
+# a set of 3 short members, a set of 3 small integers (intset), a zset of 3 members and a list
+# of 3 short elements (one compact block per key in all three servers).
+SHAPES="hash set intset zset list"
+gen_shape() { # shape -> RESP on stdout
+    awk -v n="$KEYS" -v shape="$1" '
+    function out(na,   s, i) { s = "*" na "\r\n"; for (i = 1; i <= na; i++) s = s "$" length(a[i]) "\r\n" a[i] "\r\n"; printf "%s", s }
+    BEGIN { for (i = 0; i < n; i++) { a[2] = sprintf("key:%012d", i)
+        if (shape == "hash") { a[1] = "HSET"; a[3] = "f1"; a[4] = "vvvvvvvv"; a[5] = "f2"; a[6] = "wwwwwwww"; out(6) }
+        else if (shape == "set") { a[1] = "SADD"; a[3] = "red"; a[4] = "green"; a[5] = "blue"; out(5) }
+        else if (shape == "intset") { a[1] = "SADD"; a[3] = "1"; a[4] = "2"; a[5] = "3"; out(5) }
+        else if (shape == "zset") { a[1] = "ZADD"; a[3] = "1"; a[4] = "red"; a[5] = "2"; a[6] = "green"; a[7] = "3"; a[8] = "blue"; out(8) }
+        else { a[1] = "RPUSH"; a[3] = "red"; a[4] = "green"; a[5] = "blue"; out(5) } } }'
+}
+declare -A SMEM SENC
+for shape in $SHAPES; do
+    gen_shape "$shape" >"$TMP/$shape.resp"
+    for srv in tessera redis valkey; do
+        port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+        redis-cli -p "$port" flushall >/dev/null
+        sleep 1
+        u0=$(used_of "$port")
+        redis-cli -p "$port" --pipe <"$TMP/$shape.resp" >/dev/null
+        keys=$(redis-cli -p "$port" dbsize)
+        [ "$keys" = "$KEYS" ] || echo "warning: $srv has $keys $shape keys" >&2
+        sleep 1
+        u1=$(used_of "$port")
+        SMEM[$srv,$shape]=$(( (u1 - u0) / KEYS ))
+        SENC[$srv,$shape]=$(redis-cli -p "$port" object encoding key:000000000000)
+    done
+    redis-cli -p "$P_T" flushall >/dev/null
+    rm -f "$TMP/$shape.resp"
+done
+
 ratio() { # a b -> a/b with 2 decimals, or n/a
     if [[ "$1" == n/a || -z "$1" || -z "$2" || "$2" == n/a ]]; then echo "n/a"; else
         awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2f", a / b }'; fi
@@ -168,5 +202,12 @@ OUT="bench/node-$DATE.md"
     echo "|---|---|---|---|---|---|"
     echo "| used_memory bytes/key | ${MEM[tessera]} | ${MEM[redis]} | ${MEM[valkey]} | $(ratio "${MEM[tessera]}" "${MEM[redis]}") | $(ratio "${MEM[tessera]}" "${MEM[valkey]}") |"
     echo "| RSS bytes/key | ${RSS[tessera]} | ${RSS[redis]} | ${RSS[valkey]} | $(ratio "${RSS[tessera]}" "${RSS[redis]}") | $(ratio "${RSS[tessera]}" "${RSS[valkey]}") |"
+    echo
+    echo "| used_memory bytes/key, $KEYS small collections | tessera | redis | valkey | tessera/redis | tessera/valkey | encodings (tessera/redis/valkey) |"
+    echo "|---|---|---|---|---|---|---|"
+    for shape in $SHAPES; do
+        tm=${SMEM[tessera,$shape]}; rm_=${SMEM[redis,$shape]}; vm=${SMEM[valkey,$shape]}
+        echo "| $shape | $tm | $rm_ | $vm | $(ratio "$tm" "$rm_") | $(ratio "$tm" "$vm") | ${SENC[tessera,$shape]}/${SENC[redis,$shape]}/${SENC[valkey,$shape]} |"
+    done
 } | tee "$OUT"
 echo "saved $OUT"

@@ -1,0 +1,123 @@
+//! Memory per key of small collections (issue 2), measured against redis-server 7.0 in the
+//! same run: INFO used_memory grows by about the same per key for a small hash, set, intset,
+//! sorted set and list. Ratios, not absolute bytes, so neither the machine's load nor the
+//! allocator's state matters; both servers get the same keys and commands.
+
+mod types_common;
+use types_common::{redis, tessera, Conn, Reply};
+
+/// Keys per shape. They share one hash tag, so they sit in one slot's table on tessera (as in
+/// redis's single dict): with 50k keys spread over 16384 per-slot tables, the tables' fixed
+/// cost would dominate, which 1M keys amortise (scripts/bench-node.sh measures those).
+const KEYS: usize = 50_000;
+/// Commands written before their replies are read (keeps socket buffers small).
+const BATCH: usize = 1000;
+
+fn used_memory_now(c: &mut Conn) -> i64 {
+    let info = match c.cmd(&["INFO", "memory"]) {
+        Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("INFO memory: {other:?}"),
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no used_memory in {info}"))
+}
+
+/// used_memory once it has stopped moving (three equal reads 50 ms apart, at most ~5 s), so
+/// nothing still being freed or built in the background skews a reading.
+fn used_memory(c: &mut Conn) -> i64 {
+    let mut last = used_memory_now(c);
+    let mut same = 0;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = used_memory_now(c);
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+        if same == 2 {
+            break;
+        }
+    }
+    last
+}
+
+/// The command that creates key `k` of `shape`.
+fn command(shape: &str, k: &str) -> Vec<String> {
+    let args: &[&str] = match shape {
+        "hash" => &["HSET", k, "f1", "vvvvvvvv", "f2", "wwwwwwww"],
+        "set" => &["SADD", k, "red", "green", "blue"],
+        "intset" => &["SADD", k, "1", "2", "3"],
+        "zset" => &["ZADD", k, "1", "red", "2", "green", "3", "blue"],
+        _ => &["RPUSH", k, "red", "green", "blue"],
+    };
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Bytes of used_memory per key after loading `KEYS` keys of `shape` into an empty server,
+/// and the first key's OBJECT ENCODING.
+fn per_key(port: u16, shape: &str) -> (i64, String) {
+    let mut c = Conn::connect(port);
+    assert_eq!(c.cmd(&["FLUSHALL", "SYNC"]), Reply::Simple("OK".into()));
+    let before = used_memory(&mut c);
+    for start in (0..KEYS).step_by(BATCH) {
+        let end = (start + BATCH).min(KEYS);
+        for i in start..end {
+            let args = command(shape, &format!("{{t}}key:{i:012}"));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            c.send(&args);
+        }
+        for _ in start..end {
+            let r = c.read();
+            assert!(matches!(r, Reply::Int(_)), "{shape}: {r:?}");
+        }
+    }
+    let after = used_memory(&mut c);
+    let enc = match c.cmd(&["OBJECT", "ENCODING", "{t}key:000000000000"]) {
+        Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("OBJECT ENCODING: {other:?}"),
+    };
+    assert_eq!(c.cmd(&["FLUSHALL", "SYNC"]), Reply::Simple("OK".into()));
+    ((after - before) / KEYS as i64, enc)
+}
+
+#[test]
+fn small_collections_cost_no_more_per_key_than_redis() {
+    let Some(r) = redis() else { return };
+    let t = tessera();
+    // No snapshot may start while loading (tessera's default save points would fire).
+    for port in [t.port, r.port] {
+        let ok = Conn::connect(port).cmd(&["CONFIG", "SET", "save", ""]);
+        assert_eq!(ok, Reply::Simple("OK".into()));
+    }
+    // Upper bounds on tessera/redis, halfway between now and before. Measured here: hash
+    // 0.89-0.93, set 0.41-0.42, intset 1.02-1.07, zset 1.02-1.07, list 0.57-0.58 (the spread
+    // is glibc reusing the previous shape's freed chunks; issue 2's <= 1.1 target is checked
+    // at 1M keys by scripts/bench-node.sh). The previous layout (a Box per collection around
+    // its packed buffer, lists boxed with a node deque) cost 32 bytes more per hash, set and
+    // zset and ~64 more per list, i.e. hash 1.12, set 0.51, intset 1.32, zset 1.29, list
+    // 0.86: each bound below fails on that.
+    let shapes = [
+        ("hash", 1.02),
+        ("set", 0.47),
+        ("intset", 1.18),
+        ("zset", 1.18),
+        ("list", 0.75),
+    ];
+    let mut report = Vec::new();
+    let mut over = Vec::new();
+    for (shape, bound) in shapes {
+        let (tb, tenc) = per_key(t.port, shape);
+        let (rb, renc) = per_key(r.port, shape);
+        assert_eq!(tenc, renc, "{shape}: OBJECT ENCODING differs");
+        assert!(rb > 0, "{shape}: redis-server used_memory did not grow");
+        let ratio = tb as f64 / rb as f64;
+        report.push(format!(
+            "{shape}: tessera {tb} B/key, redis {rb} B/key, {ratio:.2}x"
+        ));
+        if ratio > bound {
+            over.push(format!("{shape} {ratio:.2}x > {bound}"));
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(over.is_empty(), "{over:?}\n{}", report.join("\n"));
+}
