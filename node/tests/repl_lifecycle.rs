@@ -32,12 +32,7 @@ fn shutdown_save(p: &mut Proc) {
 /// with a save while writes continue on the master; a replica restarted in `dir` by
 /// `again` must get +CONTINUE (the master counts a partial sync, no new full sync) and end with the
 /// master's data, the writes made while it was down included.
-fn restart_continues(
-    master: &Proc,
-    mut first: Proc,
-    dir: &std::path::Path,
-    again: fn(&std::path::Path, &[&str]) -> Proc,
-) {
+fn restart_continues(master: &Proc, mut first: Proc, dir: &std::path::Path, again: Start) {
     write_load(master, 0);
     wait_caught_up(master, &first);
     // The stream's selected database must survive the restart too: end on db 3.
@@ -85,61 +80,44 @@ fn restart_continues(
     assert_same_data(master, &second, 16);
 }
 
-#[test]
-fn tessera_replica_restart_continues_from_tessera_master() {
+type Start = fn(&std::path::Path, &[&str]) -> Proc;
+
+/// A master of kind `master`, a saving replica of kind `first`, restarted as `again`.
+fn restart_case(master: Start, first: Start, again: Start) {
     let (md, rd) = (tempdir(), tempdir());
-    let master = Proc::node(md.path(), &["--save", ""]);
+    let master = master(md.path(), &["--save", ""]);
     let port = master.port.to_string();
-    let first = Proc::node(
+    // Proc::redis disables saving; the later --save wins.
+    let first = first(
         rd.path(),
         &["--save", "3600 1", "--replicaof", "127.0.0.1", &port],
     );
     wait_link_up(&first);
-    restart_continues(&master, first, rd.path(), Proc::node);
+    restart_continues(&master, first, rd.path(), again);
+}
+
+#[test]
+fn tessera_replica_restart_continues_from_tessera_master() {
+    restart_case(Proc::node, Proc::node, Proc::node);
 }
 
 #[test]
 fn tessera_replica_restart_continues_from_redis_master() {
-    let (md, rd) = (tempdir(), tempdir());
-    let master = Proc::redis(md.path(), &[]);
-    let port = master.port.to_string();
-    let first = Proc::node(
-        rd.path(),
-        &["--save", "3600 1", "--replicaof", "127.0.0.1", &port],
-    );
-    wait_link_up(&first);
-    restart_continues(&master, first, rd.path(), Proc::node);
+    restart_case(Proc::redis, Proc::node, Proc::node);
 }
 
 /// The file of a redis-server replica, restarted as a tessera replica: Redis's aux fields
 /// are read the same way.
 #[test]
 fn tessera_continues_from_a_redis_replica_file() {
-    let (md, rd) = (tempdir(), tempdir());
-    let master = Proc::redis(md.path(), &[]);
-    let port = master.port.to_string();
-    // Proc::redis disables saving; the later --save wins.
-    let first = Proc::redis(
-        rd.path(),
-        &["--save", "3600 1", "--replicaof", "127.0.0.1", &port],
-    );
-    wait_link_up(&first);
-    restart_continues(&master, first, rd.path(), Proc::node);
+    restart_case(Proc::redis, Proc::redis, Proc::node);
 }
 
 /// Our replica's file, restarted as a redis-server replica: redis reads our aux fields and
 /// continues too.
 #[test]
 fn redis_continues_from_a_tessera_replica_file() {
-    let (md, rd) = (tempdir(), tempdir());
-    let master = Proc::redis(md.path(), &[]);
-    let port = master.port.to_string();
-    let first = Proc::node(
-        rd.path(),
-        &["--save", "3600 1", "--replicaof", "127.0.0.1", &port],
-    );
-    wait_link_up(&first);
-    restart_continues(&master, first, rd.path(), Proc::redis);
+    restart_case(Proc::redis, Proc::node, Proc::redis);
 }
 
 /// A master's file carries no replication position: a tessera node restarted from it as a
@@ -173,7 +151,7 @@ fn tempdir() -> tempfile::TempDir {
 /// While a replica loads its master's RDB, a client sees the stale dataset, `-LOADING`, or
 /// the full dataset: never a half-loaded one. The same checker runs against a redis-server
 /// replica, which answers the same way.
-fn reads_during_full_sync(replica_of: fn(&std::path::Path, &[&str]) -> Proc) {
+fn reads_during_full_sync(replica_of: Start) {
     const KEYS: usize = 300_000;
     let (md, rd) = (tempdir(), tempdir());
     let master = Proc::node(md.path(), &["--save", ""]);
@@ -255,7 +233,7 @@ fn redis_replica_answers_loading_during_full_sync() {
 /// on the replica's), TYPE filters find them (with "slave" as an alias), and CLIENT KILL
 /// TYPE master makes the replica reconnect and continue partially. Run on a redis-server
 /// pair too: the assertions hold for both.
-fn replication_clients(start: fn(&std::path::Path, &[&str]) -> Proc) {
+fn replication_clients(start: Start) {
     let (md, rd) = (tempdir(), tempdir());
     let master = start(md.path(), &["--save", ""]);
     let port = master.port.to_string();
