@@ -2,7 +2,7 @@
 //! is compatible), FAIL agreement after SIGKILL, and a restart on a new address with the
 //! same nodes.conf.
 
-#[path = "cluster_harness.rs"]
+#[path = "common/cluster_harness.rs"]
 mod harness;
 
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! tessera-node clusters formed and driven by the real redis-cli: create, check, -c routing,
 //! the `redis` crate's cluster client, byte-exact redirection errors, reshard/rebalance.
 
-#[path = "cluster_harness.rs"]
+#[path = "common/cluster_harness.rs"]
 mod harness;
 
 use std::time::Duration;

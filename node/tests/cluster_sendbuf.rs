@@ -2,7 +2,7 @@
 //! never reads must not make the node's memory grow without bound. The node frees the link
 //! once its unsent bytes pass the limit and counts it in CLUSTER INFO.
 
-#[path = "cluster_harness.rs"]
+#[path = "common/cluster_harness.rs"]
 mod harness;
 
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 //! through MIGRATE both ways), with a checker that no key is lost and `redis-cli --cluster
 //! check` agreeing after every step.
 
-#[path = "cluster_harness.rs"]
+#[path = "common/cluster_harness.rs"]
 mod harness;
 
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! DUMP / RESTORE / MIGRATE between tessera-node and redis-server 7.0, both directions.
 
-#[path = "cluster_harness.rs"]
+#[path = "common/cluster_harness.rs"]
 mod harness;
 
 use harness::*;

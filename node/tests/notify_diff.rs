@@ -3,7 +3,7 @@
 //! same messages in the same order. Also CONFIG SET/GET of the setting (normalized string,
 //! error text) and the config-file form.
 
-#[path = "pubsub_harness.rs"]
+#[path = "common/pubsub_harness.rs"]
 mod harness;
 
 use harness::{Proc, Raw, R, REDIS, TESSERA};

@@ -2,7 +2,7 @@
 //! appendonlydir from redis-server 7.0 loads; BGREWRITEAOF under load keeps counters exact;
 //! truncated and corrupt files are handled as aof-load-truncated says.
 
-#[path = "persist_util.rs"]
+#[path = "common/persist_util.rs"]
 mod util;
 
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! and loads into redis-server 7.0 identically; redis-server's file loads into us; bad
 //! files stop the node with a message instead of a panic.
 
-#[path = "persist_util.rs"]
+#[path = "common/persist_util.rs"]
 mod util;
 
 use std::time::Duration;

@@ -3,7 +3,7 @@
 // Sessions are transcripts: one push per step reads in the order the steps happen.
 #![allow(clippy::vec_init_then_push)]
 
-#[path = "pubsub_harness.rs"]
+#[path = "common/pubsub_harness.rs"]
 mod harness;
 
 use harness::{assert_same_transcript, Proc, Raw, R, REDIS, TESSERA};

@@ -1,7 +1,7 @@
 //! tessera master + tessera replica: full sync under load, the command stream, partial
 //! resync after a killed link, WAIT, ROLE, INFO replication, read-only replica, promotion.
 
-#[path = "repl_util.rs"]
+#[path = "common/repl_util.rs"]
 mod repl_util;
 
 use std::time::Duration;

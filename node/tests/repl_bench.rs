@@ -5,7 +5,7 @@
 //! - replication lag (master offset − replica offset, in bytes) under a redis-benchmark
 //!   SET load, and the time to catch up once the load stops.
 
-#[path = "repl_util.rs"]
+#[path = "common/repl_util.rs"]
 mod repl_util;
 
 use std::io::{BufRead, BufReader, Write};

@@ -3,7 +3,7 @@
 //! its master's keys; a SIGKILLed master's replica is promoted and serves every key that was
 //! acknowledged (WAIT) before the kill.
 
-#[path = "repl_util.rs"]
+#[path = "common/repl_util.rs"]
 mod repl_util;
 
 use std::collections::HashMap;

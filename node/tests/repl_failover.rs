@@ -2,7 +2,7 @@
 //! master pauses writes, announces its final offset, the replica catches up and takes over,
 //! and every write the old master acknowledged is on the new one.
 
-#[path = "repl_util.rs"]
+#[path = "common/repl_util.rs"]
 mod repl_util;
 
 use std::sync::atomic::{AtomicBool, Ordering};

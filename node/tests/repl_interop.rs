@@ -3,7 +3,7 @@
 //! the diskless `$EOF:` form). After a write load the datasets are equal; a killed link comes
 //! back with a partial resync (+CONTINUE), checked in the master's INFO stats.
 
-#[path = "repl_util.rs"]
+#[path = "common/repl_util.rs"]
 mod repl_util;
 
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! the replication links; and FLUSHALL stays atomic against writes on other threads, on the
 //! master and in the stream.
 
-#[path = "repl_util.rs"]
+#[path = "common/repl_util.rs"]
 mod repl_util;
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! the EXEC replies must match. Active expiry is switched off (DEBUG SET-ACTIVE-EXPIRE 0)
 //! so an expired key stays in the keyspace until something touches it.
 
-#[path = "pubsub_harness.rs"]
+#[path = "common/pubsub_harness.rs"]
 mod harness;
 
 use std::time::Duration;

@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[path = "common/mod.rs"]
+#[path = "mod.rs"]
 pub mod common;
 
 #[allow(unused_imports)]

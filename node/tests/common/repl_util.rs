@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-#[path = "common/proc.rs"]
+#[path = "proc.rs"]
 pub mod proc;
 
 pub use proc::wait_for;
@@ -161,7 +161,7 @@ pub fn set_and_wait(mc: &mut redis::Connection, key: &str) -> i64 {
         .expect("wait")
 }
 
-include!("common/dataset.rs");
+include!("dataset.rs");
 
 /// [`snapshot_of`] over a new connection to `p`.
 pub fn snapshot(p: &Proc, dbs: u32) -> Snapshot {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-#[path = "common/proc.rs"]
+#[path = "proc.rs"]
 pub mod proc;
 
 use proc::{Launch, Ports, Server};
@@ -131,7 +131,7 @@ pub fn filled_node() -> (tempfile::TempDir, Proc) {
     (dir, n)
 }
 
-include!("common/dataset.rs");
+include!("dataset.rs");
 
 /// [`snapshot_of`] over a new connection to `p`.
 pub fn snapshot(p: &Proc, dbs: u32) -> Snapshot {

@@ -6,7 +6,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "common/proc.rs"]
+#[path = "proc.rs"]
 pub mod proc;
 
 #[allow(unused_imports)]
