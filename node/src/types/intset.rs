@@ -155,6 +155,8 @@ mod tests {
         let mut s = IntSet::default();
         for (i, v) in [1i64, 2, 3, 4, 5].iter().enumerate() {
             s.insert(i, *v);
+            // Up to three 16-bit values live inline in the ThinBuf word: no heap block.
+            assert_eq!(s.heap_size() == 0, i < 3);
         }
         assert_eq!(s.heap_size(), 8 + 11);
         s.insert(5, 1 << 40);

@@ -1,5 +1,6 @@
-//! `ThinBuf`: a growable byte buffer behind one 8-byte pointer, with its length and capacity
-//! in the heap block's header (`[len: u32][cap: u32][bytes...]`); empty = no allocation.
+//! `ThinBuf`: a growable byte buffer behind one 8-byte word: up to 7 bytes inline in the word,
+//! beyond that a pointer to a heap block with its length and capacity in the block's header
+//! (`[len: u32][cap: u32][bytes...]`); empty or inline = no allocation.
 //!
 //! Small hashes, sets and sorted sets live unboxed inside `db::Value` (24 bytes), which only
 //! works if their packed storage is one thin pointer, so a 3-member hash is ONE heap block
@@ -10,14 +11,19 @@
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, realloc, Layout};
 use std::ops::{Deref, DerefMut, Range};
-use std::ptr::NonNull;
 
 /// Bytes of the block header (len, cap).
 const HEAD: usize = 8;
+/// Bytes stored inline, in the pointer word itself (no heap block at all).
+const INLINE: usize = 7;
 
+/// The word is one of: all zero (empty); byte 0 odd (inline: byte 0 = len << 1 | 1, bytes
+/// 1..8 = data, e.g. an intset of three small integers); else the little-endian address of
+/// the heap block (at least 4-aligned, so never odd). Bytes rather than a pointer so the
+/// inline form has no provenance questions; the heap address is exposed on allocation.
+#[repr(C, align(8))]
 pub struct ThinBuf {
-    /// Points at the header; `None` when the capacity is zero.
-    ptr: Option<NonNull<u32>>,
+    b: [u8; 8],
 }
 
 // SAFETY: ThinBuf uniquely owns its block, like Vec<u8>.
@@ -42,10 +48,10 @@ fn to_u32(n: usize) -> u32 {
 
 impl ThinBuf {
     pub const fn new() -> Self {
-        ThinBuf { ptr: None }
+        ThinBuf { b: [0; 8] }
     }
 
-    /// An empty buffer with room for exactly `cap` bytes.
+    /// An empty buffer with room for exactly `cap` bytes (inline up to 7).
     pub fn with_capacity(cap: usize) -> Self {
         let mut b = ThinBuf::new();
         b.set_capacity(cap);
@@ -59,10 +65,29 @@ impl ThinBuf {
     }
 
     #[inline]
+    fn is_inline(&self) -> bool {
+        self.b[0] & 1 == 1
+    }
+
+    /// The heap block's header, if the bytes live on the heap.
+    #[inline]
+    fn heap(&self) -> Option<*mut u32> {
+        let w = usize::from_le_bytes(self.b);
+        (w != 0 && w & 1 == 0).then(|| std::ptr::with_exposed_provenance_mut::<u32>(w))
+    }
+
+    fn set_heap(&mut self, p: *mut u32) {
+        self.b = p.expose_provenance().to_le_bytes();
+    }
+
+    #[inline]
     pub fn len(&self) -> usize {
-        match self.ptr {
+        if self.is_inline() {
+            return (self.b[0] >> 1) as usize;
+        }
+        match self.heap() {
             // SAFETY: a live block starts with the initialised u32 length.
-            Some(p) => unsafe { *p.as_ptr() as usize },
+            Some(p) => unsafe { *p as usize },
             None => 0,
         }
     }
@@ -74,27 +99,47 @@ impl ThinBuf {
 
     #[inline]
     pub fn capacity(&self) -> usize {
-        match self.ptr {
+        if self.is_inline() {
+            return INLINE;
+        }
+        match self.heap() {
             // SAFETY: the capacity is the header's second u32.
-            Some(p) => unsafe { *p.as_ptr().add(1) as usize },
+            Some(p) => unsafe { *p.add(1) as usize },
             None => 0,
         }
     }
 
-    /// Heap bytes held, header included (MEMORY USAGE).
+    /// Heap bytes held, header included (MEMORY USAGE); 0 while empty or inline.
     pub fn heap_size(&self) -> usize {
-        match self.ptr {
+        match self.heap() {
             Some(_) => HEAD + self.capacity(),
             None => 0,
         }
     }
 
     #[inline]
-    fn data(&self) -> *mut u8 {
-        match self.ptr {
+    fn data(&self) -> *const u8 {
+        if self.is_inline() {
+            // SAFETY: inline bytes follow the tag byte inside `self.b`.
+            return unsafe { self.b.as_ptr().add(1) };
+        }
+        match self.heap() {
             // SAFETY: the bytes follow the 8-byte header inside the block.
-            Some(p) => unsafe { (p.as_ptr() as *mut u8).add(HEAD) },
-            None => NonNull::<u8>::dangling().as_ptr(),
+            Some(p) => unsafe { (p as *const u8).add(HEAD) },
+            None => std::ptr::NonNull::<u8>::dangling().as_ptr(),
+        }
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> *mut u8 {
+        if self.is_inline() {
+            // SAFETY: as in `data`, with unique access.
+            return unsafe { self.b.as_mut_ptr().add(1) };
+        }
+        match self.heap() {
+            // SAFETY: as in `data`; the block is uniquely ours.
+            Some(p) => unsafe { (p as *mut u8).add(HEAD) },
+            None => std::ptr::NonNull::<u8>::dangling().as_ptr(),
         }
     }
 
@@ -102,50 +147,70 @@ impl ThinBuf {
     #[inline]
     fn set_len(&mut self, n: usize) {
         debug_assert!(n <= self.capacity());
-        if let Some(p) = self.ptr {
+        if self.is_inline() {
+            self.b[0] = ((n as u8) << 1) | 1;
+        } else if let Some(p) = self.heap() {
             // SAFETY: writing the header's length field of our own block.
-            unsafe { *p.as_ptr() = n as u32 };
+            unsafe { *p = n as u32 };
         }
     }
 
-    /// Reallocates to exactly `cap` bytes (>= len); 0 frees the block.
+    /// Re-homes the bytes: inline when `cap` <= 7 (empty when 0), else a heap block of
+    /// exactly `cap` bytes. `cap` must be >= len.
     fn set_capacity(&mut self, cap: usize) {
         let len = self.len();
         debug_assert!(cap >= len);
+        if cap <= INLINE {
+            let heap = self.heap();
+            if heap.is_none() && (cap > 0 || len > 0) && self.is_inline() {
+                return; // already inline
+            }
+            let mut tmp = [0u8; 8];
+            tmp[1..1 + len].copy_from_slice(&self[..len]);
+            if let Some(p) = heap {
+                let old = self.capacity();
+                // SAFETY: the block was allocated with layout(old); not used after this.
+                unsafe { dealloc(p as *mut u8, layout(old)) };
+            }
+            if cap == 0 {
+                self.b = [0; 8];
+            } else {
+                tmp[0] = ((len as u8) << 1) | 1;
+                self.b = tmp;
+            }
+            return;
+        }
         let old = self.capacity();
         if cap == old {
             return;
         }
         let c32 = to_u32(cap);
-        match self.ptr {
-            Some(p) if cap == 0 => {
-                // SAFETY: the block was allocated with layout(old).
-                unsafe { dealloc(p.as_ptr() as *mut u8, layout(old)) };
-                self.ptr = None;
-            }
-            None if cap == 0 => {}
+        let np = match self.heap() {
             Some(p) => {
                 // SAFETY: same block and layout it was allocated with; new size is non-zero.
-                let np = unsafe { realloc(p.as_ptr() as *mut u8, layout(old), HEAD + cap) };
-                let np =
-                    NonNull::new(np as *mut u32).unwrap_or_else(|| handle_alloc_error(layout(cap)));
-                // SAFETY: header of the (re)allocated block.
-                unsafe { *np.as_ptr().add(1) = c32 };
-                self.ptr = Some(np);
+                unsafe { realloc(p as *mut u8, layout(old), HEAD + cap) as *mut u32 }
             }
             None => {
                 // SAFETY: non-zero size layout.
-                let np = unsafe { alloc(layout(cap)) };
-                let np =
-                    NonNull::new(np as *mut u32).unwrap_or_else(|| handle_alloc_error(layout(cap)));
-                // SAFETY: initialising the header of the fresh block.
-                unsafe {
-                    *np.as_ptr() = 0;
-                    *np.as_ptr().add(1) = c32;
+                let np = unsafe { alloc(layout(cap)) as *mut u32 };
+                if !np.is_null() {
+                    // SAFETY: fresh block of HEAD + cap >= len bytes; the old bytes are
+                    // inline in `self.b` (or there are none).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(self.data(), (np as *mut u8).add(HEAD), len)
+                    };
+                    // SAFETY: initialising the length in the fresh block's header.
+                    unsafe { *np = len as u32 };
                 }
-                self.ptr = Some(np);
+                np
             }
+        };
+        if np.is_null() {
+            handle_alloc_error(layout(cap));
         }
+        // SAFETY: header of the (re)allocated block.
+        unsafe { *np.add(1) = c32 };
+        self.set_heap(np);
     }
 
     /// Room for `extra` more bytes, growing to exactly the size needed.
@@ -160,7 +225,12 @@ impl ThinBuf {
     pub fn reserve(&mut self, extra: usize) {
         let need = self.len() + extra;
         if need > self.capacity() {
-            self.set_capacity(need.max(self.capacity() * 2).max(8));
+            let c = if need <= INLINE {
+                need
+            } else {
+                need.max(self.capacity() * 2)
+            };
+            self.set_capacity(c);
         }
     }
 
@@ -176,7 +246,7 @@ impl ThinBuf {
         self.reserve(s.len());
         let len = self.len();
         // SAFETY: capacity >= len + s.len(); `s` cannot alias our block (we hold &mut self).
-        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.data().add(len), s.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.data_mut().add(len), s.len()) };
         self.set_len(len + s.len());
     }
 
@@ -186,7 +256,7 @@ impl ThinBuf {
         if n > len {
             self.reserve(n - len);
             // SAFETY: capacity >= n.
-            unsafe { std::ptr::write_bytes(self.data().add(len), 0, n - len) };
+            unsafe { std::ptr::write_bytes(self.data_mut().add(len), 0, n - len) };
         }
         self.set_len(n);
     }
@@ -208,7 +278,7 @@ impl ThinBuf {
         if new_len > len {
             self.reserve(new_len - len);
         }
-        let d = self.data();
+        let d = self.data_mut();
         // SAFETY: both the tail move and the copy stay within capacity (>= new_len, len).
         unsafe {
             std::ptr::copy(d.add(r.end), d.add(r.start + with.len()), len - r.end);
@@ -226,9 +296,9 @@ impl Default for ThinBuf {
 
 impl Drop for ThinBuf {
     fn drop(&mut self) {
-        if let Some(p) = self.ptr {
+        if let Some(p) = self.heap() {
             // SAFETY: allocated with layout(capacity) and not used after this.
-            unsafe { dealloc(p.as_ptr() as *mut u8, layout(self.capacity())) };
+            unsafe { dealloc(p as *mut u8, layout(self.capacity())) };
         }
     }
 }
@@ -245,8 +315,9 @@ impl Deref for ThinBuf {
 impl DerefMut for ThinBuf {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len();
         // SAFETY: as in `deref`, with unique access.
-        unsafe { std::slice::from_raw_parts_mut(self.data(), self.len()) }
+        unsafe { std::slice::from_raw_parts_mut(self.data_mut(), len) }
     }
 }
 
@@ -280,13 +351,21 @@ mod tests {
         assert_eq!(std::mem::size_of::<ThinBuf>(), 8);
         let mut b = ThinBuf::new();
         assert_eq!((b.len(), b.capacity(), b.heap_size()), (0, 0, 0));
-        b.reserve_exact(5);
         b.extend_from_slice(b"hello");
-        assert_eq!((b.capacity(), &*b), (5, &b"hello"[..]));
-        b.reserve(1);
-        assert!(b.capacity() >= 10);
+        assert_eq!((b.capacity(), b.heap_size(), &*b), (7, 0, &b"hello"[..]));
+        b.reserve_exact(5);
+        assert_eq!((b.capacity(), b.heap_size(), &*b), (10, 18, &b"hello"[..]));
+        b.reserve(6);
+        assert_eq!(b.capacity(), 20);
+        b.extend_from_slice(b" world");
         b.shrink_to(0);
-        assert_eq!(b.capacity(), 5);
+        assert_eq!((b.capacity(), &*b), (11, &b"hello world"[..]));
+        b.replace_range(2..11, b"");
+        b.shrink_to(0);
+        assert_eq!((b.capacity(), b.heap_size(), &*b), (7, 0, &b"he"[..]));
+        b.truncate(0);
+        b.shrink_to(0);
+        assert_eq!((b.capacity(), b.heap_size(), b.len()), (0, 0, 0));
     }
 
     proptest! {
@@ -301,7 +380,7 @@ mod tests {
                            t.replace_range(a..b, &data); v.splice(a..b, data.iter().copied()); }
                     2 => { t.truncate(n); v.truncate(n); }
                     3 => { t.resize(n); v.resize(n, 0); }
-                    _ => { t.shrink_to(n); let c = t.clone(); prop_assert_eq!(c.capacity(), c.len()); t = c; }
+                    _ => { t.shrink_to(n); let c = t.clone(); prop_assert_eq!(c.capacity(), if c.len() <= INLINE && !c.is_empty() { INLINE } else { c.len() }); t = c; }
                 }
                 prop_assert_eq!(&*t, &v[..]);
                 prop_assert!(t.capacity() >= t.len());
