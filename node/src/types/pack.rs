@@ -361,6 +361,27 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn growth_exact_when_small_amortised_when_big() {
+        let mut p = Pack::new();
+        for m in [&b"red"[..], b"green", b"blue"] {
+            p.push_back(m);
+        }
+        // A 3-member pack has no slack: its block header (8 bytes) plus its bytes.
+        assert_eq!(p.heap_size(), 8 + p.bytes());
+        let (mut grows, mut last) = (0, p.heap_size());
+        for i in 0..4000 {
+            p.push_front(format!("item-{i}").as_bytes());
+            if p.heap_size() != last {
+                grows += 1;
+                last = p.heap_size();
+            }
+        }
+        // Exact steps up to 512 bytes (~50), then doubling: no realloc per push on a big node.
+        assert!(grows < 100, "{grows} reallocations for 4000 pushes");
+        assert!(p.heap_size() < 2 * p.bytes() + 64);
+    }
+
     proptest! {
         #[test]
         fn pack_matches_vecdeque(ops in proptest::collection::vec((0u8..6, proptest::collection::vec(any::<u8>(), 0..300)), 0..60)) {
