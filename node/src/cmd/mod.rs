@@ -27,6 +27,7 @@ mod server_cmds;
 mod strings;
 pub mod transaction;
 // ---- TYPES-HELPER: declare collection families here (hash, list, set, zset, hll) ----
+mod geo;
 mod hash;
 mod hll;
 mod list;
@@ -73,6 +74,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(set::commands());
     v.extend(zset::commands());
     v.extend(hll::commands());
+    v.extend(geo::commands());
     // ---- end of types-helper registrations ----
     v
 }

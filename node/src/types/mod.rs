@@ -3,6 +3,7 @@
 //! Pure data structures, no I/O: the command layer (`crate::cmd::{hash,list,set,zset,hll}`)
 //! turns requests into calls on these.
 
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod indexed;
