@@ -17,6 +17,7 @@ pub mod persist;
 pub mod pubsub;
 pub mod repl;
 pub mod resp;
+pub mod script;
 pub mod server;
 pub mod slot;
 pub mod types;

@@ -23,6 +23,7 @@ mod migrate;
 mod persist;
 mod pubsub;
 mod repl;
+mod script;
 mod server_cmds;
 mod strings;
 pub mod transaction;
@@ -68,6 +69,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(migrate::commands());
     v.extend(persist::commands());
     v.extend(repl::commands());
+    v.extend(script::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
     v.extend(list::commands());

@@ -1,0 +1,165 @@
+//! EVAL / EVALSHA / EVAL_RO / EVALSHA_RO and SCRIPT LOAD / EXISTS / FLUSH / HELP
+//! (the engine is `crate::script`).
+
+use bytes::Bytes;
+
+use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::script;
+
+pub fn commands() -> Vec<CommandSpec> {
+    // Every stripe is locked for the script's duration: a script may touch keys it did
+    // not declare, and must run atomically.
+    let e = |name, ro: bool, h| {
+        let f = if ro {
+            "readonly noscript stale lock_all"
+        } else {
+            "noscript stale lock_all"
+        };
+        CommandSpec::new(name, -3, f, (0, 0, 0), h)
+            .group("scripting")
+            .since("2.6.0")
+            .keys(KeyPos::Keynum {
+                numkeys: 2,
+                first: 1,
+                step: 1,
+            })
+            .key_flags(if ro {
+                &[&["RO", "access"]]
+            } else {
+                &[&["RW", "access", "update"]]
+            })
+    };
+    let s = |name, arity, f, h| CommandSpec::new(name, arity, f, (0, 0, 0), h);
+    vec![
+        e("eval", false, eval),
+        e("evalsha", false, evalsha),
+        e("eval_ro", true, eval_ro).since("7.0.0"),
+        e("evalsha_ro", true, evalsha_ro).since("7.0.0"),
+        CommandSpec::new("script", -2, "", (0, 0, 0), help)
+            .group("scripting")
+            .since("2.6.0")
+            .subs(vec![
+                s("load", 3, "noscript stale", load),
+                s("exists", -3, "noscript", exists),
+                s("flush", -2, "noscript", flush),
+                s("help", 2, "loading stale", help),
+            ]),
+    ]
+}
+
+/// Splits `numkeys key... arg...` (args[2..]) into keys and argv, with Redis's errors.
+fn split(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), CmdError> {
+    let n = arg_i64(&args[2])?;
+    if n < 0 {
+        return Err(CmdError::msg("ERR Number of keys can't be negative"));
+    }
+    let rest = &args[3..];
+    if n as u64 > rest.len() as u64 {
+        return Err(CmdError::msg(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(rest.split_at(n as usize))
+}
+
+fn run_body(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, sha: &str, ro: bool) -> CmdResult {
+    let (keys, argv) = split(args)?;
+    script::run(ctx, &body, sha, keys, argv, ro)
+}
+
+fn eval_impl(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> CmdResult {
+    split(args)?;
+    let body = args[1].clone();
+    let sha = script::sha1_hex(&body);
+    if script::cache_get(&sha).is_none() {
+        script::compile_check(&body)?;
+        script::cache_put(sha.clone(), body.clone());
+    }
+    run_body(ctx, args, body, &sha, ro)
+}
+
+fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> CmdResult {
+    let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let Some(body) = script::cache_get(&sha) else {
+        return Err(CmdError::msg(
+            "NOSCRIPT No matching script. Please use EVAL.",
+        ));
+    };
+    run_body(ctx, args, body, &sha, ro)
+}
+
+fn eval(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    eval_impl(ctx, args, false)
+}
+
+fn eval_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    eval_impl(ctx, args, true)
+}
+
+fn evalsha(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    evalsha_impl(ctx, args, false)
+}
+
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    evalsha_impl(ctx, args, true)
+}
+
+fn load(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let body = args[2].clone();
+    script::compile_check(&body)?;
+    let sha = script::sha1_hex(&body);
+    ctx.out.bulk(sha.as_bytes());
+    script::cache_put(sha, body);
+    Ok(())
+}
+
+fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    ctx.out.array(args.len() - 2);
+    for a in &args[2..] {
+        let found = script::cache_get(&String::from_utf8_lossy(a)).is_some();
+        ctx.out.int(found as i64);
+    }
+    Ok(())
+}
+
+fn flush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    match args.get(2) {
+        None => {}
+        Some(a) if args.len() == 3 && (eq_ic(a, "sync") || eq_ic(a, "async")) => {}
+        Some(_) => {
+            return Err(CmdError::msg(
+                "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+            ))
+        }
+    }
+    script::cache_flush();
+    ctx.out.ok();
+    Ok(())
+}
+
+fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    let lines = [
+        "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "DEBUG (YES|SYNC|NO)",
+        "    Set the debug mode for subsequent scripts executed.",
+        "EXISTS <sha1> [<sha1> ...]",
+        "    Return information about the existence of the scripts in the script cache.",
+        "FLUSH [ASYNC|SYNC]",
+        "    Flush the Lua scripts cache. Very dangerous on replicas.",
+        "    When called without the optional mode argument, the behavior is determined by the",
+        "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+        "    * ASYNC: Asynchronously flush the scripts cache.",
+        "    * SYNC: Synchronously flush the scripts cache.",
+        "KILL",
+        "    Kill the currently executing Lua script.",
+        "LOAD <script>",
+        "    Load a script into the scripts cache without executing it.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Conversions between command replies (RESP2 bytes written by a handler) and Lua values,
+//! and from a script's Lua result to the client's reply, as Redis 7.0 documents them.
+
+use mlua::{Lua, Table, Value};
+
+use crate::resp::Out;
+
+/// One parsed reply: a Lua value, or an error reply (the message without its '-').
+pub enum Parsed {
+    Val(Value),
+    Err(String),
+}
+
+/// Reads one CRLF-terminated line starting at `*pos`.
+fn line<'b>(r: &'b [u8], pos: &mut usize) -> Option<&'b [u8]> {
+    let rest = r.get(*pos..)?;
+    let end = memchr::memchr(b'\r', rest)?;
+    *pos += end + 2;
+    Some(&rest[..end])
+}
+
+fn num(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+/// Parses one RESP2 reply at `*pos` into a Lua value: integer -> number, bulk -> string,
+/// nil bulk / nil array -> false, status -> {ok=...}, error -> {err=...} (nested) or
+/// [`Parsed::Err`] (top level), array -> table.
+pub fn parse_reply(lua: &Lua, r: &[u8], pos: &mut usize, top: bool) -> mlua::Result<Parsed> {
+    let bad = || mlua::Error::RuntimeError("ERR malformed reply from command".into());
+    let kind = *r.get(*pos).ok_or_else(bad)?;
+    *pos += 1;
+    let l = line(r, pos).ok_or_else(bad)?;
+    let v = match kind {
+        b'+' => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(l)?)?;
+            Value::Table(t)
+        }
+        b'-' => {
+            let msg = String::from_utf8_lossy(l).into_owned();
+            if top {
+                return Ok(Parsed::Err(msg));
+            }
+            let t = lua.create_table()?;
+            t.raw_set("err", msg)?;
+            Value::Table(t)
+        }
+        b':' => Value::Number(num(l).ok_or_else(bad)? as f64),
+        b'$' => {
+            let n = num(l).ok_or_else(bad)?;
+            if n < 0 {
+                Value::Boolean(false)
+            } else {
+                let s = r.get(*pos..*pos + n as usize).ok_or_else(bad)?;
+                *pos += n as usize + 2;
+                Value::String(lua.create_string(s)?)
+            }
+        }
+        b'*' => {
+            let n = num(l).ok_or_else(bad)?;
+            if n < 0 {
+                Value::Boolean(false)
+            } else {
+                let t = lua.create_table_with_capacity(n as usize, 0)?;
+                for i in 0..n {
+                    match parse_reply(lua, r, pos, false)? {
+                        Parsed::Val(v) => t.raw_set(i + 1, v)?,
+                        Parsed::Err(_) => return Err(bad()),
+                    }
+                }
+                Value::Table(t)
+            }
+        }
+        _ => return Err(bad()),
+    };
+    Ok(Parsed::Val(v))
+}
+
+/// Lua number -> reply integer: truncated like C's `(long long)` cast (out of range gives
+/// i64::MIN as on x86, which is what redis-server replies for 1e20).
+pub fn lua_int(n: f64) -> i64 {
+    if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+/// Writes a script's result: string -> bulk, number -> integer, true -> 1, false/nil ->
+/// nil bulk, {err=s} -> error, {ok=s} -> status, other tables -> array up to the first nil.
+pub fn write_value(out: &mut Out, v: &Value) {
+    match v {
+        Value::String(s) => out.bulk(&s.as_bytes()),
+        Value::Integer(i) => out.int(*i),
+        Value::Number(n) => out.int(lua_int(*n)),
+        Value::Boolean(true) => out.int(1),
+        Value::Table(t) => write_table(out, t),
+        _ => out.null(),
+    }
+}
+
+fn write_table(out: &mut Out, t: &Table) {
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        let msg = String::from_utf8_lossy(&e.as_bytes()).into_owned();
+        out.error(&msg);
+        return;
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        let msg = String::from_utf8_lossy(&s.as_bytes()).into_owned();
+        out.simple(&msg);
+        return;
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(v),
+        }
+    }
+    out.array(items.len());
+    for v in &items {
+        write_value(out, v);
+    }
+}

@@ -1,0 +1,362 @@
+//! Lua scripting (EVAL family): a per-worker-thread sandboxed Lua 5.1 state, the script
+//! cache, and running one script with the caller's locks held.
+//!
+//! The script's `redis.call`s run through [`crate::cmd::run_locked`] with `in_exec` set, so
+//! their writes are collected by the propagation layer and fed to AOF/replicas as one
+//! MULTI/EXEC block at the end (Redis 7.0 effects replication), WATCHes are touched and
+//! keyspace notifications fire exactly as for the same commands sent by a client.
+
+pub mod convert;
+
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use parking_lot::Mutex;
+
+use crate::cmd::{flags, table, CmdError, Ctx};
+use convert::Parsed;
+
+/// SHA1 hex (lower case) of a script body.
+pub fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+/// The script cache: sha -> body (shared by all threads; SCRIPT FLUSH empties it).
+fn cache() -> &'static Mutex<hashbrown::HashMap<String, Bytes>> {
+    static C: OnceLock<Mutex<hashbrown::HashMap<String, Bytes>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+pub fn cache_get(sha: &str) -> Option<Bytes> {
+    cache().lock().get(&sha.to_ascii_lowercase()).cloned()
+}
+
+pub fn cache_put(sha: String, body: Bytes) {
+    cache().lock().insert(sha, body);
+}
+
+pub fn cache_flush() {
+    cache().lock().clear();
+}
+
+/// The Lua helpers defined in the sandbox (`redis.call` / `redis.pcall` are Rust functions
+/// set per run: they borrow the running command's context).
+const PRELUDE: &str = r#"
+redis.error_reply = function(e)
+  if type(e) ~= 'string' then error('wrong number or type of arguments', 2) end
+  if string.sub(e, 1, 1) == '-' then e = string.sub(e, 2) end
+  if not string.find(e, ' ', 1, true) then e = 'ERR ' .. e end
+  return {err = e}
+end
+redis.status_reply = function(s)
+  if type(s) ~= 'string' then error('wrong number or type of arguments', 2) end
+  return {ok = s}
+end
+"#;
+
+/// A worker thread's Lua state, its `redis` table and the xpcall error handler.
+struct Engine {
+    lua: Lua,
+    redis: Table,
+    handler: Function,
+}
+
+thread_local! {
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+    /// The last error `redis.call` raised: a script failing with exactly it is reported
+    /// without the "ERR " prefix a plain Lua error gets (as Redis does).
+    static LAST_CALL_ERR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+fn new_engine() -> mlua::Result<Engine> {
+    // Base, table, string and math only: no os, io, package/require, debug.
+    let lua = Lua::new_with(
+        StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+        LuaOptions::default(),
+    )?;
+    let g = lua.globals();
+    for name in ["dofile", "loadfile", "print"] {
+        g.raw_set(name, Value::Nil)?;
+    }
+    let redis = lua.create_table()?;
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|_, s: mlua::String| Ok(sha1_hex(&s.as_bytes())))?,
+    )?;
+    for (i, n) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
+        .iter()
+        .enumerate()
+    {
+        redis.raw_set(*n, i as i64)?;
+    }
+    redis.raw_set(
+        "log",
+        lua.create_function(|_, args: MultiValue| {
+            let v: Vec<String> = args.iter().skip(1).map(|v| format!("{v:?}")).collect();
+            tracing::info!(target: "script", "{}", v.join(" "));
+            Ok(())
+        })?,
+    )?;
+    redis.raw_set(
+        "setresp",
+        lua.create_function(|_, n: i64| {
+            if n == 2 || n == 3 {
+                Ok(())
+            } else {
+                Err(mlua::Error::RuntimeError(
+                    "RESP version must be 2 or 3.".into(),
+                ))
+            }
+        })?,
+    )?;
+    g.raw_set("redis", redis.clone())?;
+    lua.load(PRELUDE).set_name("=redis").call::<()>(())?;
+    // Globals are read-only, and reading an undefined one is an error (Redis's sandbox).
+    let meta = lua.create_table()?;
+    meta.raw_set(
+        "__newindex",
+        lua.load("return function() error('Attempt to modify a readonly table', 2) end")
+            .set_name("=redis")
+            .call::<Function>(())?,
+    )?;
+    meta.raw_set(
+        "__index",
+        lua.load(
+            "return function(_, k) error(\"Script attempted to access nonexistent global variable '\" .. tostring(k) .. \"'\", 2) end",
+        )
+        .set_name("=redis")
+        .call::<Function>(())?,
+    )?;
+    g.set_metatable(Some(meta))?;
+    // The xpcall handler: the error's message and the user-script line it came from.
+    let handler = lua.create_function(|lua, e: Value| {
+        let mut line: i64 = 0;
+        for level in 1..32 {
+            let Some((src, l)) = lua.inspect_stack(level, |d| {
+                (
+                    d.source()
+                        .source
+                        .map(|s| s.into_owned())
+                        .unwrap_or_default(),
+                    d.current_line().map_or(0, |l| l as i64),
+                )
+            }) else {
+                break;
+            };
+            if src == "@user_script" {
+                line = l;
+                break;
+            }
+        }
+        let msg = match &e {
+            Value::String(s) => {
+                let s = String::from_utf8_lossy(&s.as_bytes()).into_owned();
+                let from_call = LAST_CALL_ERR.with(|l| l.borrow().as_deref() == Some(&s));
+                if from_call {
+                    s
+                } else {
+                    format!("ERR {s}")
+                }
+            }
+            Value::Table(t) => match t.raw_get::<Value>("err") {
+                Ok(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                _ => "ERR unknown error".to_string(),
+            },
+            Value::Error(err) => match LAST_CALL_ERR.with(|l| l.borrow().clone()) {
+                Some(m) => m,
+                None => format!("ERR {err}"),
+            },
+            other => format!("ERR {other:?}"),
+        };
+        let t = lua.create_table()?;
+        t.raw_set("msg", msg)?;
+        t.raw_set("line", line)?;
+        Ok(t)
+    })?;
+    Ok(Engine {
+        lua,
+        redis,
+        handler,
+    })
+}
+
+/// Compiles `body` (SCRIPT LOAD checks it this way): Redis's compile-error text.
+pub fn compile_check(body: &[u8]) -> Result<(), CmdError> {
+    with_engine(|e| compile(&e.lua, body).map(|_| ()))
+}
+
+fn compile(lua: &Lua, body: &[u8]) -> Result<Function, CmdError> {
+    lua.load(body)
+        .set_name("@user_script")
+        .into_function()
+        .map_err(|e| {
+            let m = match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            };
+            CmdError::msg(format!("ERR Error compiling script (new function): {m}"))
+        })
+}
+
+fn with_engine<R>(f: impl FnOnce(&Engine) -> Result<R, CmdError>) -> Result<R, CmdError> {
+    ENGINE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let e = new_engine()
+                .map_err(|e| CmdError::msg(format!("ERR Lua initialisation failed: {e}")))?;
+            *slot = Some(e);
+        }
+        match slot.as_ref() {
+            Some(e) => f(e),
+            None => Err(CmdError::msg("ERR Lua unavailable")),
+        }
+    })
+}
+
+/// Runs one script with `ctx`'s locks held and writes its reply (or error) to `ctx.out`.
+pub fn run(
+    ctx: &mut Ctx<'_>,
+    body: &[u8],
+    sha: &str,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    read_only: bool,
+) -> Result<(), CmdError> {
+    with_engine(|e| {
+        let f = compile(&e.lua, body)?;
+        let lua = &e.lua;
+        let mk = |v: &[Bytes]| -> mlua::Result<Table> {
+            let t = lua.create_table_with_capacity(v.len(), 0)?;
+            for (i, b) in v.iter().enumerate() {
+                t.raw_set(i + 1, lua.create_string(b)?)?;
+            }
+            Ok(t)
+        };
+        let lua_err = |err: mlua::Error| CmdError::msg(format!("ERR {err}"));
+        let g = lua.globals();
+        g.raw_set("KEYS", mk(keys).map_err(lua_err)?)
+            .map_err(lua_err)?;
+        g.raw_set("ARGV", mk(argv).map_err(lua_err)?)
+            .map_err(lua_err)?;
+        let xpcall: Function = g.raw_get("xpcall").map_err(lua_err)?;
+        let was_exec = ctx.in_exec;
+        let was_resp3 = ctx.out.resp3;
+        ctx.in_exec = true;
+        let cell = RefCell::new(&mut *ctx);
+        let result = lua.scope(|scope| {
+            let call = scope.create_function(|lua, args: MultiValue| {
+                let mut c = cell.borrow_mut();
+                match call_command(lua, &mut c, args, read_only)? {
+                    Ok(v) => Ok(v),
+                    Err(m) => {
+                        LAST_CALL_ERR.with(|l| *l.borrow_mut() = Some(m.clone()));
+                        Err(mlua::Error::RuntimeError(m))
+                    }
+                }
+            })?;
+            let pcall = scope.create_function(|lua, args: MultiValue| {
+                let mut c = cell.borrow_mut();
+                match call_command(lua, &mut c, args, read_only)? {
+                    Ok(v) => Ok(v),
+                    Err(m) => {
+                        let t = lua.create_table()?;
+                        t.raw_set("err", m)?;
+                        Ok(Value::Table(t))
+                    }
+                }
+            })?;
+            e.redis.raw_set("call", call)?;
+            e.redis.raw_set("pcall", pcall)?;
+            let r: MultiValue = xpcall.call((f.clone(), e.handler.clone()))?;
+            e.redis.raw_set("call", Value::Nil)?;
+            e.redis.raw_set("pcall", Value::Nil)?;
+            let mut it = r.into_iter();
+            let ok = matches!(it.next(), Some(Value::Boolean(true)));
+            Ok((ok, it.next().unwrap_or(Value::Nil)))
+        });
+        let _ = cell.into_inner();
+        match &result {
+            Ok((true, v)) => convert::write_value(ctx.out, v),
+            Ok((false, v)) => {
+                let (msg, line) = match v {
+                    Value::Table(t) => (
+                        t.raw_get::<String>("msg").unwrap_or_default(),
+                        t.raw_get::<i64>("line").unwrap_or(0),
+                    ),
+                    _ => ("ERR script failed".to_string(), 0),
+                };
+                ctx.out
+                    .error(&format!("{msg} script: {sha}, on @user_script:{line}."));
+            }
+            Err(_) => {}
+        }
+        ctx.in_exec = was_exec;
+        ctx.out.resp3 = was_resp3;
+        LAST_CALL_ERR.with(|l| l.borrow_mut().take());
+        if !was_exec {
+            crate::persist::propagate::end_exec(ctx);
+        }
+        result.map(|_| ()).map_err(lua_err)
+    })
+}
+
+/// `redis.call` / `redis.pcall` body: the reply as a Lua value, or the error message.
+fn call_command(
+    lua: &Lua,
+    ctx: &mut Ctx<'_>,
+    args: MultiValue,
+    read_only: bool,
+) -> mlua::Result<Result<Value, String>> {
+    let fail = |m: &str| -> mlua::Result<Result<Value, String>> { Ok(Err(m.to_string())) };
+    if args.is_empty() {
+        return fail("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv: Vec<Bytes> = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        match a {
+            Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::Number(_) | Value::Integer(_) => match lua.coerce_string(a.clone())? {
+                Some(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+                None => {
+                    return fail("ERR Lua redis lib command arguments must be strings or integers")
+                }
+            },
+            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    let Some(cmd) = table().get(&argv[0]) else {
+        return fail("ERR Unknown Redis command called from script");
+    };
+    let cmd = match table().resolve(&argv) {
+        Ok(c) => c,
+        Err(_) if !cmd.subcommands.is_empty() => cmd,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if !cmd.arity_ok(argv.len()) {
+        return fail("ERR Wrong number of args calling Redis command from script");
+    }
+    if cmd.has(flags::NOSCRIPT) || cmd.has(flags::CONN) {
+        return fail("ERR This Redis command is not allowed from script");
+    }
+    if cmd.has(flags::WRITE) && read_only {
+        return fail("ERR Write commands are not allowed from read-only scripts.");
+    }
+    if cmd.has(flags::WRITE) {
+        if let Some(e) = crate::repl::deny(ctx.srv, ctx.cl, cmd) {
+            return fail(e);
+        }
+    }
+    let at = ctx.out.len();
+    ctx.out.resp3 = false;
+    ctx.ks.db = ctx.cl.db;
+    crate::cmd::run_locked(ctx, cmd, &argv);
+    let mut pos = at;
+    let parsed = convert::parse_reply(lua, &ctx.out.buf, &mut pos, true);
+    ctx.out.buf.truncate(at);
+    match parsed? {
+        Parsed::Val(v) => Ok(Ok(v)),
+        Parsed::Err(m) => fail(&m),
+    }
+}
