@@ -61,6 +61,11 @@ const SCRIPTS: &[&str] = &[
     "return redis.pcall('nosuch')",
     "return redis.pcall('get')",
     "return redis.pcall('lpush', 'str', 'x')",
+    "local ok, e = pcall(redis.call, 'incr', 'str'); return {tostring(ok), e}",
+    "local ok, e = pcall(redis.call, 'get', 'str'); return {tostring(ok), e}",
+    "local ok, e = pcall(error, 'x'); return {tostring(ok), e}",
+    "local ok, e = pcall(function() return 7 end); return {tostring(ok), e}",
+    "local ok, e = pcall(redis.call, 'nosuch'); return redis.call('get', 'str')",
     // errors
     "return redis.call('incr', 'str')",
     "return redis.call('lpush', 'str', 'x')",
@@ -215,6 +220,48 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
     assert!(f.is_empty(), "{} mismatches:\n{}", f.len(), f.join("\n"));
 }
 
+#[test]
+fn eval_in_multi_and_watch_match_redis() {
+    let Some((t, r)) = both() else { return };
+    let mut f = Vec::new();
+    let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
+    let (mut a2, mut b2) = (Conn::connect(t.port), Conn::connect(r.port));
+    let set = "return redis.call('set', KEYS[1], ARGV[1])";
+    for args in [
+        vec!["MULTI"],
+        vec!["EVAL", set, "1", "k", "1"],
+        vec!["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"],
+        vec!["EVAL", "return redis.call('lpush', KEYS[1], 'x')", "1", "k"],
+        vec!["EXEC"],
+        vec!["GET", "k"],
+        vec!["WATCH", "k"],
+    ] {
+        compare(&mut a, &mut b, &args, &mut f);
+    }
+    // Another client's script writes the watched key: the EXEC fails.
+    compare(&mut a2, &mut b2, &["EVAL", set, "1", "k", "2"], &mut f);
+    for args in [
+        vec!["MULTI"],
+        vec!["GET", "k"],
+        vec!["EXEC"],
+        vec!["GET", "k"],
+    ] {
+        compare(&mut a, &mut b, &args, &mut f);
+    }
+    // A read-only script doesn't touch it.
+    compare(&mut a, &mut b, &["WATCH", "k"], &mut f);
+    compare(
+        &mut a2,
+        &mut b2,
+        &["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "k"],
+        &mut f,
+    );
+    for args in [vec!["MULTI"], vec!["GET", "k"], vec!["EXEC"]] {
+        compare(&mut a, &mut b, &args, &mut f);
+    }
+    assert!(f.is_empty(), "{} mismatches:\n{}", f.len(), f.join("\n"));
+}
+
 /// A script writing several keys of several types; the data afterwards must be the same.
 const MULTI_WRITE: &str = "
 local n = redis.call('incr', KEYS[1])
@@ -296,6 +343,20 @@ fn script_effects_replicate_to_a_replica() {
         .query(&mut replica.conn())
         .expect("get");
     assert_eq!(half.as_deref(), Some("done"));
+    // The replica is read-only: a writing script is refused, a reading one runs.
+    let mut rc = replica.conn();
+    let r: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg("return redis.call('set', 'onreplica', 1)")
+        .arg(0)
+        .query(&mut rc);
+    let e = r.expect_err("write script on a read-only replica");
+    assert!(e.to_string().contains("read only replica"), "{e}");
+    let n: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('exists', 'onreplica', 'half')")
+        .arg(0)
+        .query(&mut rc)
+        .expect("read script on replica");
+    assert_eq!(n, 1);
 }
 
 #[test]

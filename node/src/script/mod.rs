@@ -39,11 +39,25 @@ pub fn cache_put(sha: String, body: Bytes) {
 
 pub fn cache_flush() {
     cache().lock().clear();
+    FLUSHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The Lua helpers defined in the sandbox (`redis.call` / `redis.pcall` are Rust functions
 /// set per run: they borrow the running command's context).
 const PRELUDE: &str = r#"
+local lasterr = ...
+-- pcall(redis.call, ...) sees the command's error message as a string, as in Redis 7.0
+-- (a failing Rust callback raises an opaque userdata).
+local rawpcall = pcall
+local function fix(ok, ...)
+  if not ok then
+    local e = ...
+    if type(e) == 'userdata' then e = lasterr() or tostring(e) end
+    return false, e
+  end
+  return ok, ...
+end
+pcall = function(f, ...) return fix(rawpcall(f, ...)) end
 redis.error_reply = function(e)
   if type(e) ~= 'string' then error('wrong number or type of arguments', 2) end
   if string.sub(e, 1, 1) == '-' then e = string.sub(e, 2) end
@@ -61,7 +75,15 @@ struct Engine {
     lua: Lua,
     redis: Table,
     handler: Function,
+    /// Compiled scripts by sha (cleared when SCRIPT FLUSH bumps [`FLUSHES`]).
+    compiled: RefCell<(u64, hashbrown::HashMap<String, Function>)>,
 }
+
+/// Bumped by SCRIPT FLUSH: every thread drops its compiled scripts on its next run.
+static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Compiled scripts a thread keeps at most (beyond that it starts over).
+const MAX_COMPILED: usize = 1000;
 
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
@@ -112,7 +134,8 @@ fn new_engine() -> mlua::Result<Engine> {
         })?,
     )?;
     g.raw_set("redis", redis.clone())?;
-    lua.load(PRELUDE).set_name("=redis").call::<()>(())?;
+    let lasterr = lua.create_function(|_, ()| Ok(LAST_CALL_ERR.with(|l| l.borrow().clone())))?;
+    lua.load(PRELUDE).set_name("=redis").call::<()>(lasterr)?;
     // Globals are read-only, and reading an undefined one is an error (Redis's sandbox).
     let meta = lua.create_table()?;
     meta.raw_set(
@@ -179,6 +202,7 @@ fn new_engine() -> mlua::Result<Engine> {
         lua,
         redis,
         handler,
+        compiled: RefCell::new((0, hashbrown::HashMap::new())),
     })
 }
 
@@ -225,7 +249,21 @@ pub fn run(
     read_only: bool,
 ) -> Result<(), CmdError> {
     with_engine(|e| {
-        let f = compile(&e.lua, body)?;
+        let f = {
+            let mut c = e.compiled.borrow_mut();
+            let gen = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
+            if c.0 != gen || c.1.len() >= MAX_COMPILED {
+                *c = (gen, hashbrown::HashMap::new());
+            }
+            match c.1.get(sha) {
+                Some(f) => f.clone(),
+                None => {
+                    let f = compile(&e.lua, body)?;
+                    c.1.insert(sha.to_string(), f.clone());
+                    f
+                }
+            }
+        };
         let lua = &e.lua;
         let mk = |v: &[Bytes]| -> mlua::Result<Table> {
             let t = lua.create_table_with_capacity(v.len(), 0)?;
