@@ -224,22 +224,27 @@ fn random_query(r: &mut Rng, members: usize) -> String {
     }
 }
 
-#[test]
-fn geo_random_script_matches_redis() {
-    let t = tessera();
-    let Some(rs) = redis() else { return };
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let members = 300;
-    let mut script = Vec::new();
-    for chunk in 0..(members / 50) {
+/// One seeded script: `members` points (under 128 the set stays listpack-encoded, above it
+/// is a skiplist), reads of every point, some NX/XX/CH updates, then `queries` searches.
+fn random_script(seed: u64, members: usize, queries: usize) -> Vec<String> {
+    let mut rng = Rng(seed);
+    let mut script = vec!["del g dst".to_string()];
+    for chunk in 0..members.div_ceil(50) {
         let mut line = String::from("geoadd g");
-        for i in chunk * 50..(chunk + 1) * 50 {
+        for i in chunk * 50..((chunk + 1) * 50).min(members) {
             let (lon, lat) = point(&mut rng);
             line.push_str(&format!(" {lon:.7} {lat:.7} m{i}"));
         }
         script.push(line);
     }
+    for _ in 0..5 {
+        let opt = ["nx", "xx", "ch", "xx ch", "nx ch"][rng.below(5) as usize];
+        let (lon, lat) = point(&mut rng);
+        let m = rng.below(members as u64 + 5);
+        script.push(format!("geoadd g {opt} {lon:.7} {lat:.7} m{m}"));
+    }
     script.push("zrange g 0 -1 withscores".into());
+    script.push("object encoding g".into());
     let mut pos = String::from("geopos g");
     let mut hash = String::from("geohash g");
     for i in 0..members + 2 {
@@ -250,9 +255,10 @@ fn geo_random_script_matches_redis() {
     script.push(hash);
     for _ in 0..40 {
         let (a, b) = (rng.below(members as u64), rng.below(members as u64));
-        script.push(format!("geodist g m{a} m{b} km"));
+        let unit = ["", "m", "km", "mi", "ft"][rng.below(5) as usize];
+        script.push(format!("geodist g m{a} m{b} {unit}"));
     }
-    for _ in 0..400 {
+    for _ in 0..queries {
         script.push(random_query(&mut rng, members));
         if script
             .last()
@@ -260,6 +266,21 @@ fn geo_random_script_matches_redis() {
         {
             script.push("zrange dst 0 -1 withscores".into());
         }
+    }
+    script
+}
+
+#[test]
+fn geo_random_script_matches_redis() {
+    let t = tessera();
+    let Some(rs) = redis() else { return };
+    let mut script = Vec::new();
+    for (seed, members, queries) in [
+        (0x9E37_79B9_7F4A_7C15, 300, 400),
+        (0xD1B5_4A32_D192_ED03, 100, 300),
+        (0x2545_F491_4F6C_DD1D, 600, 300),
+    ] {
+        script.extend(random_script(seed, members, queries));
     }
     let mut compared = 0;
     let mut nonempty = 0;
