@@ -97,6 +97,13 @@ fn geo_fixed_script_matches_redis() {
         geosearchstore dst Sicily fromlonlat 0 0 byradius 1 km
         exists dst
         geosearchstore dst nokey fromlonlat 0 0 byradius 1 km
+        zadd odd -1 neg 1e300 huge inf pinf -inf ninf 4503599627370496 b52 9007199254740991 b53 0.5 half 18446744073709551615 u64max
+        geopos odd neg huge pinf ninf b52 b53 half u64max
+        geohash odd neg huge pinf ninf b52 b53 half u64max
+        geodist odd neg b52 km
+        geodist odd pinf ninf
+        geosearch odd frommember neg byradius 20000 km asc withhash
+        georadiusbymember odd b52 100 km withcoord
         set str x
         geoadd str 1 1 a
         geopos str a

@@ -125,10 +125,29 @@ fn decode(h: Hash) -> Area {
     decode_in((LONG_MIN, LONG_MAX), (LAT_MIN, LAT_MAX), h)
 }
 
+/// C's `(uint64_t)double` as x86-64 compilers emit it, for scores ZADD put in a geo key
+/// (negative, huge, infinite): below 2^63 a signed conversion (negatives wrap, out of range
+/// gives 2^63), above it the conversion of `d - 2^63` with the top bit flipped.
+fn c_to_u64(d: f64) -> u64 {
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
+    fn cvtt(d: f64) -> u64 {
+        if d.is_nan() || !(-TWO63..TWO63).contains(&d) {
+            1 << 63
+        } else {
+            d as i64 as u64
+        }
+    }
+    if d < TWO63 || d.is_nan() {
+        cvtt(d)
+    } else {
+        cvtt(d - TWO63) ^ (1 << 63)
+    }
+}
+
 /// The (lon, lat) centre of the cell a stored score names, clamped to the valid ranges.
 pub fn decode_score(score: f64) -> (f64, f64) {
     let a = decode(Hash {
-        bits: score as u64,
+        bits: c_to_u64(score),
         step: STEP_MAX,
     });
     let lon = ((a.lon.0 + a.lon.1) / 2.0).clamp(LONG_MIN, LONG_MAX);
