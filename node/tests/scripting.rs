@@ -1,6 +1,9 @@
 //! Lua scripting (EVAL family): the same scripts run against tessera-node and the real
 //! redis-server 7.0 with replies compared exactly; plus replication of a script's effects
-//! (tessera master -> tessera replica) and atomicity under concurrent clients.
+//! (tessera master -> tessera replica), atomicity under concurrent clients, and cluster-mode
+//! key checks against a redis-server cluster.
+// The replication and cluster harnesses each include common/proc.rs as their own module.
+#![allow(clippy::duplicate_mod)]
 
 mod types_common;
 
@@ -406,4 +409,62 @@ fn scripts_are_atomic_across_worker_threads() {
         c.cmd(&["GET", "ctr"]),
         Reply::Bulk((2 * clients * per).to_string().into_bytes())
     );
+}
+
+#[path = "common/cluster_harness.rs"]
+mod cluster_harness;
+
+/// First reply line of each script-in-cluster case, sent to the node serving slot 3300
+/// ("b"; "bar" and "key2" hash to other slots of the same node, "foo" to another node).
+/// MOVED lines keep only the slot (addresses differ between the two clusters).
+fn cluster_script_replies(bin: &'static str) -> Vec<String> {
+    use cluster_harness::*;
+    let nodes = cluster_nodes(bin, 3, 5000);
+    let refs: Vec<&Proc> = nodes.iter().collect();
+    let (ok, out) = cluster_create(&refs, 0);
+    assert!(ok, "cluster create ({bin}): {out}");
+    wait_state_ok(&refs);
+    let owner = nodes
+        .iter()
+        .find(|n| !raw_line(&n.addr(), &[b"GET", b"b"]).starts_with("-MOVED"))
+        .expect("a node serves slot 3300");
+    let set = "return redis.call('set', KEYS[1], 'v')";
+    let incr = "return redis.call('incr', ARGV[1])";
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["EVAL", set, "1", "b"],
+        vec!["EVAL", set, "1", "foo"],
+        vec!["EVAL", set, "2", "b", "bar"],
+        vec!["EVAL", set, "2", "b", "{b}x"],
+        vec!["EVAL", incr, "0", "bar"],
+        vec!["EVAL", incr, "1", "b", "key2"],
+        vec!["EVAL", incr, "1", "b", "foo"],
+        vec!["EVAL", incr, "0", "foo"],
+        vec!["EVAL", "return redis.pcall('get', ARGV[1])", "0", "foo"],
+        vec!["EVAL", "return redis.call('mget', 'b', 'bar')", "0"],
+        vec!["EVAL", "return redis.call('mget', 'b', '{b}x')", "0"],
+        vec!["EVAL_RO", "return redis.call('exists', KEYS[1])", "1", "b"],
+        vec!["EVAL", "return 1", "0"],
+    ];
+    cases
+        .iter()
+        .map(|c| {
+            let args: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
+            let l = raw_line(&owner.addr(), &args);
+            match l.strip_prefix("-MOVED ") {
+                Some(rest) => format!("-MOVED {}", rest.split(' ').next().unwrap_or("")),
+                None => l,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn cluster_scripts_refuse_non_local_keys_as_redis() {
+    let ours = cluster_script_replies(cluster_harness::TESSERA);
+    if !std::path::Path::new(cluster_harness::REDIS).exists() {
+        return;
+    }
+    let theirs = cluster_script_replies(cluster_harness::REDIS);
+    assert_eq!(ours, theirs);
+    eprintln!("{} cluster script cases identical: {ours:?}", ours.len());
 }

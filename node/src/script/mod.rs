@@ -6,6 +6,7 @@
 //! MULTI/EXEC block at the end (Redis 7.0 effects replication), WATCHes are touched and
 //! keyspace notifications fire exactly as for the same commands sent by a client.
 
+mod cluster;
 pub mod convert;
 
 use std::cell::RefCell;
@@ -385,6 +386,9 @@ fn call_command(
         if let Some(e) = crate::repl::deny(ctx.srv, ctx.cl, cmd) {
             return fail(e);
         }
+    }
+    if let Some(e) = cluster::check_local(ctx, cmd, &argv) {
+        return fail(e);
     }
     let at = ctx.out.len();
     ctx.out.resp3 = false;
