@@ -210,6 +210,8 @@ pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) -> Option<Sn
         .collect();
     let zscores = if cmd.name == "zadd" {
         events::zadd_scores(ctx, args)
+    } else if cmd.name == "geoadd" {
+        events::geoadd_scores(ctx, args)
     } else {
         Vec::new()
     };

@@ -78,6 +78,7 @@ fn acl_categories(c: &CommandSpec) -> Vec<&'static str> {
         "list" => v.push("@list"),
         "set" => v.push("@set"),
         "sorted-set" => v.push("@sortedset"),
+        "geo" => v.push("@geo"),
         "hyperloglog" => v.push("@hyperloglog"),
         "pubsub" => v.push("@pubsub"),
         "transactions" => v.push("@transaction"),

@@ -438,6 +438,19 @@ pub fn derive(
             }
         }
         "zincrby" => a.modified(s0, ZSET, "zincr", &k0, db),
+        // GEOADD is a ZADD with geohash scores (Redis runs zaddCommand for it).
+        "geoadd" => {
+            if reply.int() > 0 || geoadd_scores(a.ctx, args) != snap.zscores {
+                a.modified(s0, ZSET, "zadd", &k0, db);
+            }
+        }
+        "geosearchstore" => a.store(s0, ZSET, "geosearchstore", &k0, db),
+        // Their STORE / STOREDIST destination is the second key, when there is one.
+        "georadius" | "georadiusbymember" => {
+            if let Some(k1) = key(1) {
+                a.store(st(1), ZSET, "georadiusstore", &k1, db);
+            }
+        }
         "zrem" | "zremrangebyrank" | "zremrangebyscore" | "zremrangebylex" => {
             if reply.int() > 0 {
                 let ev = match name {
@@ -475,18 +488,33 @@ pub fn derive(
 
 /// The current scores of ZADD's members (after its options), in argument order.
 pub fn zadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
-    let opts = ["nx", "xx", "gt", "lt", "ch", "incr"];
+    member_scores(ctx, args, &["nx", "xx", "gt", "lt", "ch", "incr"], 2)
+}
+
+/// The current scores of GEOADD's members (`longitude latitude member` triples).
+pub fn geoadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
+    member_scores(ctx, args, &["nx", "xx", "ch"], 3)
+}
+
+/// Scores in key `args[1]` of the members of a ZADD-like command: after its `opts`, in
+/// groups of `stride` arguments that end with the member.
+fn member_scores(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    opts: &[&str],
+    stride: usize,
+) -> Vec<Option<f64>> {
     let first = 2 + args[2..]
         .iter()
         .take_while(|a| opts.iter().any(|o| eq_ic(a, o)))
         .count();
     // get_w: no keyspace hit/miss counted for this bookkeeping read.
     let Some(crate::db::Value::ZSet(z)) = ctx.ks.get_w(&args[1]) else {
-        return vec![None; args.len().saturating_sub(first) / 2];
+        return vec![None; args.len().saturating_sub(first) / stride];
     };
     args[first..]
-        .chunks(2)
-        .filter_map(|p| p.get(1))
+        .chunks(stride)
+        .filter_map(|p| p.get(stride - 1))
         .map(|m| z.score(m))
         .collect()
 }
