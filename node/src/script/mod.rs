@@ -8,12 +8,13 @@
 
 mod cluster;
 pub mod convert;
+mod sandbox;
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{Function, Lua, MultiValue, Table, Value};
 use parking_lot::Mutex;
 
 use crate::cmd::{flags, table, CmdError, Ctx};
@@ -43,37 +44,11 @@ pub fn cache_flush() {
     FLUSHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The Lua helpers defined in the sandbox (`redis.call` / `redis.pcall` are Rust functions
-/// set per run: they borrow the running command's context).
-const PRELUDE: &str = r#"
-local lasterr = ...
--- pcall(redis.call, ...) sees the command's error message as a string, as in Redis 7.0
--- (a failing Rust callback raises an opaque userdata).
-local rawpcall = pcall
-local function fix(ok, ...)
-  if not ok then
-    local e = ...
-    if type(e) == 'userdata' then e = lasterr() or tostring(e) end
-    return false, e
-  end
-  return ok, ...
-end
-pcall = function(f, ...) return fix(rawpcall(f, ...)) end
-redis.error_reply = function(e)
-  if type(e) ~= 'string' then error('wrong number or type of arguments', 2) end
-  if string.sub(e, 1, 1) == '-' then e = string.sub(e, 2) end
-  if not string.find(e, ' ', 1, true) then e = 'ERR ' .. e end
-  return {err = e}
-end
-redis.status_reply = function(s)
-  if type(s) ~= 'string' then error('wrong number or type of arguments', 2) end
-  return {ok = s}
-end
-"#;
-
 /// A worker thread's Lua state, its `redis` table and the xpcall error handler.
 struct Engine {
     lua: Lua,
+    /// The real globals (the script's environment is a read-only proxy of them).
+    globals: Table,
     redis: Table,
     handler: Function,
     /// Compiled scripts by sha (cleared when SCRIPT FLUSH bumps [`FLUSHES`]).
@@ -94,66 +69,7 @@ thread_local! {
 }
 
 fn new_engine() -> mlua::Result<Engine> {
-    // Base, table, string and math only: no os, io, package/require, debug.
-    let lua = Lua::new_with(
-        StdLib::TABLE | StdLib::STRING | StdLib::MATH,
-        LuaOptions::default(),
-    )?;
-    let g = lua.globals();
-    for name in ["dofile", "loadfile", "print"] {
-        g.raw_set(name, Value::Nil)?;
-    }
-    let redis = lua.create_table()?;
-    redis.raw_set(
-        "sha1hex",
-        lua.create_function(|_, s: mlua::String| Ok(sha1_hex(&s.as_bytes())))?,
-    )?;
-    for (i, n) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
-        .iter()
-        .enumerate()
-    {
-        redis.raw_set(*n, i as i64)?;
-    }
-    redis.raw_set(
-        "log",
-        lua.create_function(|_, args: MultiValue| {
-            let v: Vec<String> = args.iter().skip(1).map(|v| format!("{v:?}")).collect();
-            tracing::info!(target: "script", "{}", v.join(" "));
-            Ok(())
-        })?,
-    )?;
-    redis.raw_set(
-        "setresp",
-        lua.create_function(|_, n: i64| {
-            if n == 2 || n == 3 {
-                Ok(())
-            } else {
-                Err(mlua::Error::RuntimeError(
-                    "RESP version must be 2 or 3.".into(),
-                ))
-            }
-        })?,
-    )?;
-    g.raw_set("redis", redis.clone())?;
-    let lasterr = lua.create_function(|_, ()| Ok(LAST_CALL_ERR.with(|l| l.borrow().clone())))?;
-    lua.load(PRELUDE).set_name("=redis").call::<()>(lasterr)?;
-    // Globals are read-only, and reading an undefined one is an error (Redis's sandbox).
-    let meta = lua.create_table()?;
-    meta.raw_set(
-        "__newindex",
-        lua.load("return function() error('Attempt to modify a readonly table', 2) end")
-            .set_name("=redis")
-            .call::<Function>(())?,
-    )?;
-    meta.raw_set(
-        "__index",
-        lua.load(
-            "return function(_, k) error(\"Script attempted to access nonexistent global variable '\" .. tostring(k) .. \"'\", 2) end",
-        )
-        .set_name("=redis")
-        .call::<Function>(())?,
-    )?;
-    g.set_metatable(Some(meta))?;
+    let (lua, globals, redis) = sandbox::build(|| LAST_CALL_ERR.with(|l| l.borrow().clone()))?;
     // The xpcall handler: the error's message and the user-script line it came from.
     let handler = lua.create_function(|lua, e: Value| {
         let mut line: i64 = 0;
@@ -188,10 +104,15 @@ fn new_engine() -> mlua::Result<Engine> {
                 Ok(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
                 _ => "ERR unknown error".to_string(),
             },
-            Value::Error(err) => match LAST_CALL_ERR.with(|l| l.borrow().clone()) {
-                Some(m) => m,
-                None => format!("ERR {err}"),
-            },
+            Value::Error(err) => {
+                let m = innermost(err);
+                let from_call = LAST_CALL_ERR.with(|l| l.borrow().as_deref() == Some(&m));
+                if from_call {
+                    m
+                } else {
+                    format!("ERR {m}")
+                }
+            }
             other => format!("ERR {other:?}"),
         };
         let t = lua.create_table()?;
@@ -201,10 +122,21 @@ fn new_engine() -> mlua::Result<Engine> {
     })?;
     Ok(Engine {
         lua,
+        globals,
         redis,
         handler,
         compiled: RefCell::new((0, hashbrown::HashMap::new())),
     })
+}
+
+/// The message of the error a Rust callback raised (without mlua's wrapping/traceback).
+fn innermost(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => innermost(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::BadArgument { cause, .. } => innermost(cause),
+        other => other.to_string(),
+    }
 }
 
 /// Compiles `body` (SCRIPT LOAD checks it this way): Redis's compile-error text.
@@ -274,7 +206,7 @@ pub fn run(
             Ok(t)
         };
         let lua_err = |err: mlua::Error| CmdError::msg(format!("ERR {err}"));
-        let g = lua.globals();
+        let g = &e.globals;
         g.raw_set("KEYS", mk(keys).map_err(lua_err)?)
             .map_err(lua_err)?;
         g.raw_set("ARGV", mk(argv).map_err(lua_err)?)
