@@ -352,9 +352,12 @@ fn geo_command_info_matches_redis() {
             y[2].normalized(true),
             "{name}: flags"
         );
-        if !name.starts_with("georadius") || name.ends_with("_ro") {
-            assert_eq!(x[3..6], y[3..6], "{name}: first/last/step");
-        }
+        assert_eq!(x[3..6], y[3..6], "{name}: first/last/step");
+        assert_eq!(
+            x[6].normalized(true),
+            y[6].normalized(true),
+            "{name}: ACL categories"
+        );
     }
     for getkeys in [
         "GEORADIUS src 1 2 3 km STORE d1",

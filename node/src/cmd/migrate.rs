@@ -26,7 +26,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new("restore-asking", -4, "write denyoom", (1, 1, 1), restore)
             .group("server")
             .since("3.0.0"),
-        CommandSpec::new("migrate", -6, "write", (0, 0, 0), migrate)
+        CommandSpec::new("migrate", -6, "write", (3, 3, 1), migrate)
             .keys(KeyPos::Custom(migrate_keys))
             .group(g)
             .since("2.6.0"),

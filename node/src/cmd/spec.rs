@@ -153,6 +153,10 @@ pub struct CommandSpec {
     /// "client|setname" for subcommands, same as `name` otherwise.
     pub full_name: String,
     pub stats: CmdStats,
+    /// COMMAND INFO's legacy first/last/step for a command whose keys a custom finder
+    /// locates (GEORADIUS ... STORE, SORT ... STORE): the range it was declared with before
+    /// [`CommandSpec::keys`] replaced it, as Redis shows `1 1 1` for them.
+    legacy: Option<(i32, i32, i32)>,
 }
 
 impl CommandSpec {
@@ -181,6 +185,7 @@ impl CommandSpec {
             key_flags: &[],
             full_name: name.to_string(),
             stats: CmdStats::default(),
+            legacy: None,
         }
     }
 
@@ -200,6 +205,9 @@ impl CommandSpec {
     }
 
     pub fn keys(mut self, k: KeyPos) -> Self {
+        if let (KeyPos::Range { first, last, step }, KeyPos::Custom(_)) = (&self.keys, &k) {
+            self.legacy = Some((*first, *last, *step));
+        }
         self.keys = k;
         self
     }
@@ -270,7 +278,10 @@ impl CommandSpec {
         match self.keys {
             KeyPos::Range { first, last, step } => (first as i64, last as i64, step as i64),
             KeyPos::DestThenKeynum { dest, .. } => (dest as i64, dest as i64, 1),
-            _ => (0, 0, 0),
+            _ => match self.legacy {
+                Some((f, l, s)) => (f as i64, l as i64, s as i64),
+                None => (0, 0, 0),
+            },
         }
     }
 }
