@@ -6,6 +6,7 @@
 //! MULTI/EXEC block at the end (Redis 7.0 effects replication), WATCHes are touched and
 //! keyspace notifications fire exactly as for the same commands sent by a client.
 
+mod bit;
 mod cjson;
 mod cluster;
 pub mod convert;

@@ -44,7 +44,7 @@ local function protect(t)
   protected[p] = true
   return p
 end
-for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson'}) do
+for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit'}) do
   real[name] = protect(real[name])
 end
 local env = setmetatable({}, {
@@ -128,6 +128,7 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     redis.raw_set("REDIS_VERSION_NUM", version_num(crate::REDIS_VERSION))?;
     g.raw_set("redis", redis.clone())?;
     g.raw_set("cjson", super::cjson::library(&lua)?)?;
+    g.raw_set("bit", super::bit::library(&lua)?)?;
     let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
     let env: Table = lua
         .load(SEAL)
