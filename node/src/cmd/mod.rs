@@ -25,6 +25,7 @@ mod pubsub;
 mod repl;
 mod script;
 mod server_cmds;
+mod sort;
 mod strings;
 pub mod transaction;
 // ---- TYPES-HELPER: declare collection families here (hash, list, set, zset, hll) ----
@@ -69,6 +70,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(migrate::commands());
     v.extend(persist::commands());
     v.extend(repl::commands());
+    v.extend(sort::commands());
     v.extend(script::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
