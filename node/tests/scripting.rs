@@ -282,6 +282,8 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
         vec!["SCRIPT", "FLUSH", "sync"],
         vec!["SCRIPT", "HELP"],
         vec!["SCRIPT", "NOPE"],
+        vec!["SCRIPT", "KILL"],
+        vec!["EVAL", "return redis.call('script', 'kill')", "0"],
         vec!["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "k"],
         vec![
             "EVAL_RO",

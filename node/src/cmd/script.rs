@@ -42,6 +42,7 @@ pub fn commands() -> Vec<CommandSpec> {
                 s("load", 3, "noscript stale", load),
                 s("exists", -3, "noscript", exists),
                 s("flush", -2, "noscript", flush),
+                s("kill", 2, "noscript allow_busy", kill),
                 s("help", 2, "loading stale", help),
             ]),
     ]
@@ -135,6 +136,11 @@ fn flush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     script::cache_flush();
     ctx.out.ok();
     Ok(())
+}
+
+/// Scripts never make the server BUSY here (no lua-time-limit), so there is never one to kill.
+fn kill(_: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
 }
 
 fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
