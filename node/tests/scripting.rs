@@ -369,6 +369,31 @@ fn eval_in_multi_and_watch_match_redis() {
     assert!(f.is_empty(), "{} mismatches:\n{}", f.len(), f.join("\n"));
 }
 
+#[test]
+fn shebang_flags_match_redis() {
+    let Some((t, r)) = both() else { return };
+    let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
+    let mut f = Vec::new();
+    for body in [
+        "#!lua\nreturn 1",
+        "#!lua flags=no-writes\nreturn redis.call('set','x','1')",
+        "#!lua flags=bogus\nreturn 1",
+        "#!js\nreturn 1",
+        "#!lua name=foo\nreturn 1",
+        "#!lua flags=no-writes,allow-stale\nreturn 2",
+        "#!lua\nerror('x')",
+        "#!lua flags=\nreturn 3",
+        "#!lua  flags=no-writes  \nreturn redis.call('get','x')",
+        "#!lua flags=no-cluster\nreturn 4",
+        "#!lua",
+        "#!lua flags=allow-oom,allow-cross-slot-keys\nreturn redis.call('set','x','1')",
+    ] {
+        compare(&mut a, &mut b, &["EVAL", body, "0"], &mut f);
+        compare(&mut a, &mut b, &["SCRIPT", "LOAD", body], &mut f);
+    }
+    assert!(f.is_empty(), "{} mismatches:\n{}", f.len(), f.join("\n"));
+}
+
 /// A script writing several keys of several types; the data afterwards must be the same.
 const MULTI_WRITE: &str = "
 local n = redis.call('incr', KEYS[1])

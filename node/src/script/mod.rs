@@ -11,6 +11,7 @@ mod cjson;
 mod cluster;
 pub mod convert;
 mod sandbox;
+mod shebang;
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -54,7 +55,10 @@ struct Engine {
     redis: Table,
     handler: Function,
     /// Compiled scripts by sha (cleared when SCRIPT FLUSH bumps [`FLUSHES`]).
-    compiled: RefCell<(u64, hashbrown::HashMap<String, Function>)>,
+    compiled: RefCell<(
+        u64,
+        hashbrown::HashMap<String, (Function, shebang::ScriptFlags)>,
+    )>,
 }
 
 /// Bumped by SCRIPT FLUSH: every thread drops its compiled scripts on its next run.
@@ -146,10 +150,12 @@ pub fn compile_check(body: &[u8]) -> Result<(), CmdError> {
     with_engine(|e| compile(&e.lua, body).map(|_| ()))
 }
 
-fn compile(lua: &Lua, body: &[u8]) -> Result<Function, CmdError> {
-    lua.load(body)
+fn compile(lua: &Lua, body: &[u8]) -> Result<(Function, shebang::ScriptFlags), CmdError> {
+    let (flags, src) = shebang::parse(body)?;
+    lua.load(src.as_deref().unwrap_or(body))
         .set_name("@user_script")
         .into_function()
+        .map(|f| (f, flags))
         .map_err(|e| {
             let m = match e {
                 mlua::Error::SyntaxError { message, .. } => message,
@@ -184,7 +190,7 @@ pub fn run(
     read_only: bool,
 ) -> Result<(), CmdError> {
     with_engine(|e| {
-        let f = {
+        let (f, sflags) = {
             let mut c = e.compiled.borrow_mut();
             let gen = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
             if c.0 != gen || c.1.len() >= MAX_COMPILED {
@@ -199,6 +205,12 @@ pub fn run(
                 }
             }
         };
+        if sflags.no_cluster && ctx.srv.cluster.get().is_some() {
+            return Err(CmdError::msg(
+                "ERR Can not run script on cluster, 'no-cluster' flag is set.",
+            ));
+        }
+        let read_only = read_only || sflags.no_writes;
         let lua = &e.lua;
         let mk = |v: &[Bytes]| -> mlua::Result<Table> {
             let t = lua.create_table_with_capacity(v.len(), 0)?;

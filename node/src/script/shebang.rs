@@ -1,0 +1,60 @@
+//! Redis 7.0 script shebang: `#!lua [flags=no-writes,allow-stale,...]` on the first line.
+
+use crate::cmd::CmdError;
+
+/// The flags a script declares (only those this server acts on are kept).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ScriptFlags {
+    /// `no-writes`: runs as EVAL_RO.
+    pub no_writes: bool,
+    /// `no-cluster`: refused in cluster mode.
+    pub no_cluster: bool,
+}
+
+const KNOWN: &[&str] = &[
+    "no-writes",
+    "allow-oom",
+    "allow-stale",
+    "no-cluster",
+    "allow-cross-slot-keys",
+];
+
+/// Parses the shebang, if any. Returns the flags and, with a shebang, the source to compile:
+/// the shebang line commented out so line numbers stay those of the body (as in Redis).
+pub fn parse(body: &[u8]) -> Result<(ScriptFlags, Option<Vec<u8>>), CmdError> {
+    if !body.starts_with(b"#!") {
+        return Ok((ScriptFlags::default(), None));
+    }
+    let Some(end) = memchr::memchr(b'\n', body) else {
+        return Err(CmdError::msg("ERR Invalid script shebang"));
+    };
+    let line = String::from_utf8_lossy(&body[..end]);
+    let mut parts = line.split_ascii_whitespace();
+    let engine = parts.next().unwrap_or("");
+    if engine != "#!lua" {
+        return Err(CmdError::msg(format!(
+            "ERR Unexpected engine in script shebang: {engine}"
+        )));
+    }
+    let mut f = ScriptFlags::default();
+    for p in parts {
+        let Some(list) = p.strip_prefix("flags=") else {
+            return Err(CmdError::msg(format!(
+                "ERR Unknown lua shebang option: {p}"
+            )));
+        };
+        for flag in list.split(',').filter(|s| !s.is_empty()) {
+            if !KNOWN.contains(&flag) {
+                return Err(CmdError::msg(format!(
+                    "ERR Unexpected flag in script shebang: {flag}"
+                )));
+            }
+            f.no_writes |= flag == "no-writes";
+            f.no_cluster |= flag == "no-cluster";
+        }
+    }
+    let mut src = Vec::with_capacity(body.len() + 2);
+    src.extend_from_slice(b"--");
+    src.extend_from_slice(body);
+    Ok((f, Some(src)))
+}
