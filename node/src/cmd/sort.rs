@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::{LockSet, Value};
-use crate::types::ListValue;
+use crate::types::{ListValue, ZSetValue};
 
 /// Key-spec flags: the sorted key is read, STORE's destination overwritten.
 const SORT_FLAGS: &[&[&str]] = &[&["RO", "access"], &["OW", "update"]];
@@ -248,6 +248,9 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdResult 
         Some(Value::ZSet(_)) => Some(Kind::ZSet),
         Some(_) => return Err(CmdError::WrongType),
     };
+    if kind == Some(Kind::ZSet) {
+        to_skiplist(ctx, key);
+    }
     // A set has no order of its own: with STORE (replicated) Redis forces ALPHA order.
     if o.dontsort && kind == Some(Kind::Set) && o.store.is_some() {
         o.dontsort = false;
@@ -375,6 +378,19 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdResult 
         Some(dst) => store(ctx, dst, &rows),
     }
     Ok(())
+}
+
+/// Redis converts a listpack zset it sorts to a skiplist, for good (OBJECT ENCODING and
+/// memory show it), so the node does the same.
+fn to_skiplist(ctx: &mut Ctx<'_>, key: &[u8]) {
+    let mut lim = ctx.limits();
+    lim.zset_max_listpack_entries = 0;
+    if let Some(Value::ZSet(z)) = ctx.ks.get_w(key) {
+        if z.encoding() == "listpack" {
+            let pairs = z.range(0, z.len(), false);
+            *z = ZSetValue::from_pairs(pairs, &lim);
+        }
+    }
 }
 
 /// SORT's comparison (before DESC): numeric by score, ties broken by the element's bytes;
