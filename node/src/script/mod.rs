@@ -55,11 +55,11 @@ struct Engine {
     redis: Table,
     handler: Function,
     /// Compiled scripts by sha (cleared when SCRIPT FLUSH bumps [`FLUSHES`]).
-    compiled: RefCell<(
-        u64,
-        hashbrown::HashMap<String, (Function, shebang::ScriptFlags)>,
-    )>,
+    compiled: RefCell<(u64, Compiled)>,
 }
+
+/// A thread's compiled scripts by sha, with their shebang flags.
+type Compiled = hashbrown::HashMap<String, (Function, shebang::ScriptFlags)>;
 
 /// Bumped by SCRIPT FLUSH: every thread drops its compiled scripts on its next run.
 static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
