@@ -597,3 +597,43 @@ fn cluster_scripts_refuse_non_local_keys_as_redis() {
     assert_eq!(ours, theirs);
     eprintln!("{} cluster script cases identical: {ours:?}", ours.len());
 }
+
+/// Script effects reach the AOF as MULTI/EXEC blocks: after a SIGKILL with
+/// `appendfsync always`, the reloaded dataset equals the one before.
+#[test]
+fn script_effects_survive_an_aof_restart() {
+    use repl_util::*;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut p = Proc::node(
+        dir.path(),
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let mut c = p.conn();
+    for i in 0..20 {
+        let _: redis::Value = redis::cmd("EVAL")
+            .arg(MULTI_WRITE)
+            .arg(5)
+            .arg("cnt")
+            .arg(format!("str{}", i % 4))
+            .arg("h")
+            .arg("l")
+            .arg("s")
+            .arg(format!("v{i}"))
+            .query(&mut c)
+            .expect("eval");
+    }
+    let r: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg("redis.call('set', 'half', 'done'); return redis.call('incr', 'half')")
+        .arg(0)
+        .query(&mut c);
+    assert!(r.is_err(), "{r:?}");
+    let _: redis::Value = redis::cmd("EVAL")
+        .arg("return redis.call('spop', 's', 3)")
+        .arg(0)
+        .query(&mut c)
+        .expect("spop");
+    let before = snapshot(&p, 1);
+    assert!(!before.is_empty());
+    p.restart();
+    assert_eq!(snapshot(&p, 1), before, "dataset after AOF reload");
+}
