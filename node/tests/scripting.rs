@@ -307,6 +307,18 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
     ] {
         compare(&mut a, &mut b, &args, &mut f);
     }
+    // SELECT inside a script is the script's own.
+    for args in [
+        vec!["EVAL", "redis.call('select', 1); redis.call('set', 'sel', 'one'); return redis.call('get', 'sel')", "0"],
+        vec!["GET", "sel"],
+        vec!["SELECT", "1"],
+        vec!["GET", "sel"],
+        vec!["EVAL", "redis.call('select', 0); return redis.call('exists', 'sel')", "0"],
+        vec!["GET", "sel"],
+        vec!["SELECT", "0"],
+    ] {
+        compare(&mut a, &mut b, &args, &mut f);
+    }
     // EVALSHA_RO of a cached write script.
     let sha = match a.cmd(&[
         "SCRIPT",

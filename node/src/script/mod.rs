@@ -226,6 +226,8 @@ pub fn run(
         g.raw_set("ARGV", mk(argv).map_err(lua_err)?)
             .map_err(lua_err)?;
         let xpcall: Function = g.raw_get("xpcall").map_err(lua_err)?;
+        // SELECT inside a script changes the script's db only (Redis 7.0).
+        let caller_db = ctx.cl.db;
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
         ctx.in_exec = true;
@@ -278,6 +280,8 @@ pub fn run(
             Err(_) => {}
         }
         ctx.in_exec = was_exec;
+        ctx.cl.db = caller_db;
+        ctx.ks.db = caller_db;
         ctx.out.resp3 = was_resp3;
         LAST_CALL_ERR.with(|l| l.borrow_mut().take());
         if !was_exec {
