@@ -123,6 +123,18 @@ const SCRIPTS: &[&str] = &[
     "return cjson.encode(nil)",
     "cjson.x = 1",
     "return cjson.encode(redis.call('lrange', 'nolist', 0, -1))",
+    // numeric command arguments ("%.17g")
+    "redis.call('set','k', 0.1+0.2) return redis.call('get','k')",
+    "redis.call('set','k', 1e20) return redis.call('get','k')",
+    "redis.call('set','k', 1/3) return redis.call('get','k')",
+    "redis.call('set','k', -0.0) return redis.call('get','k')",
+    "redis.call('set','k', 123456789012345678) return redis.call('get','k')",
+    "redis.call('set','k', 1e-7) return redis.call('get','k')",
+    "redis.call('set','k', 2^53) return redis.call('get','k')",
+    "redis.call('set','k', 100) return redis.call('get','k')",
+    "redis.call('set','k', 1.5) return redis.call('get','k')",
+    "redis.call('set','k', 0/0) return redis.call('get','k')",
+    "redis.call('set','k', math.huge) return redis.call('get','k')",
     // bit (LuaBitOp)
     "return bit.tobit(0xffffffff)",
     "return bit.tobit(2^32 + 5)",

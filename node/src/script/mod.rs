@@ -306,7 +306,13 @@ fn call_command(
     for a in args.iter() {
         match a {
             Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Number(_) | Value::Integer(_) => match lua.coerce_string(a.clone())? {
+            // Redis formats numeric arguments with "%.17g" (not Lua's "%.14g").
+            Value::Number(n) if n.is_finite() => {
+                argv.push(Bytes::from(crate::resp::writer::fmt_g(*n, 17)))
+            }
+            // Lua 5.1 numbers are doubles (mlua shows integral ones as Integer).
+            Value::Integer(i) => argv.push(Bytes::from(crate::resp::writer::fmt_g(*i as f64, 17))),
+            Value::Number(_) => match lua.coerce_string(a.clone())? {
                 Some(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
                 None => {
                     return fail("ERR Lua redis lib command arguments must be strings or integers")
