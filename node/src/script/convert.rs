@@ -5,6 +5,15 @@ use mlua::{Lua, Table, Value};
 
 use crate::resp::Out;
 
+thread_local! {
+    /// The protocol the running script asked for with `redis.setresp` (2 by default).
+    pub static SCRIPT_RESP: std::cell::Cell<u8> = const { std::cell::Cell::new(2) };
+}
+
+fn resp3_script() -> bool {
+    SCRIPT_RESP.with(|r| r.get() == 3)
+}
+
 /// One parsed reply: a Lua value, or an error reply (the message without its '-').
 pub enum Parsed {
     Val(Value),
@@ -72,6 +81,69 @@ pub fn parse_reply(lua: &Lua, r: &[u8], pos: &mut usize, top: bool) -> mlua::Res
                 Value::Table(t)
             }
         }
+        // RESP3 (after redis.setresp(3)): Redis 7.0's Lua forms.
+        b'_' => Value::Nil,
+        b'#' => Value::Boolean(l == b"t"),
+        b',' => {
+            let n: f64 = std::str::from_utf8(l)
+                .ok()
+                .and_then(|s| match s {
+                    "inf" => Some(f64::INFINITY),
+                    "-inf" => Some(f64::NEG_INFINITY),
+                    "nan" => Some(f64::NAN),
+                    s => s.parse().ok(),
+                })
+                .ok_or_else(bad)?;
+            let t = lua.create_table()?;
+            t.raw_set("double", n)?;
+            Value::Table(t)
+        }
+        b'(' => {
+            let t = lua.create_table()?;
+            t.raw_set("big_number", lua.create_string(l)?)?;
+            Value::Table(t)
+        }
+        b'=' => {
+            let n = num(l).ok_or_else(bad)? as usize;
+            let s = r.get(*pos..*pos + n).ok_or_else(bad)?;
+            *pos += n + 2;
+            let (fmt, text) = if s.len() >= 4 {
+                s.split_at(4)
+            } else {
+                (&s[..0], s)
+            };
+            let v = lua.create_table()?;
+            v.raw_set(
+                "format",
+                lua.create_string(&fmt[..fmt.len().saturating_sub(1)])?,
+            )?;
+            v.raw_set("string", lua.create_string(text)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", v)?;
+            Value::Table(t)
+        }
+        b'%' | b'~' => {
+            let n = num(l).ok_or_else(bad)?;
+            let inner = lua.create_table()?;
+            for _ in 0..n.max(0) {
+                let k = match parse_reply(lua, r, pos, false)? {
+                    Parsed::Val(v) => v,
+                    Parsed::Err(_) => return Err(bad()),
+                };
+                let v = if kind == b'%' {
+                    match parse_reply(lua, r, pos, false)? {
+                        Parsed::Val(v) => v,
+                        Parsed::Err(_) => return Err(bad()),
+                    }
+                } else {
+                    Value::Boolean(true)
+                };
+                inner.raw_set(k, v)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set(if kind == b'%' { "map" } else { "set" }, inner)?;
+            Value::Table(t)
+        }
         _ => return Err(bad()),
     };
     Ok(Parsed::Val(v))
@@ -94,6 +166,7 @@ pub fn write_value(out: &mut Out, v: &Value) {
         Value::String(s) => out.bulk(&s.as_bytes()),
         Value::Integer(i) => out.int(*i),
         Value::Number(n) => out.int(lua_int(*n)),
+        Value::Boolean(b) if resp3_script() => out.boolean(*b),
         Value::Boolean(true) => out.int(1),
         Value::Table(t) => write_table(out, t),
         _ => out.null(),
@@ -110,6 +183,46 @@ fn write_table(out: &mut Out, t: &Table) {
         let msg = String::from_utf8_lossy(&s.as_bytes()).into_owned();
         out.simple(&msg);
         return;
+    }
+    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+        out.double(d);
+        return;
+    }
+    if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
+        out.double(d as f64);
+        return;
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        out.big_number(&String::from_utf8_lossy(&s.as_bytes()));
+        return;
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().filter_map(|p| p.ok()).collect();
+        out.map(pairs.len());
+        for (k, v) in &pairs {
+            write_value(out, k);
+            write_value(out, v);
+        }
+        return;
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("set") {
+        let keys: Vec<Value> = m
+            .pairs::<Value, Value>()
+            .filter_map(|p| p.ok().map(|(k, _)| k))
+            .collect();
+        out.set(keys.len());
+        for k in &keys {
+            write_value(out, k);
+        }
+        return;
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        if let (Ok(Value::String(f)), Ok(Value::String(s))) =
+            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+        {
+            out.verbatim(&s.as_bytes(), &String::from_utf8_lossy(&f.as_bytes()));
+            return;
+        }
     }
     let mut items = Vec::new();
     for i in 1.. {

@@ -228,6 +228,7 @@ pub fn run(
         let xpcall: Function = g.raw_get("xpcall").map_err(lua_err)?;
         // SELECT inside a script changes the script's db only (Redis 7.0).
         let caller_db = ctx.cl.db;
+        convert::SCRIPT_RESP.with(|r| r.set(2));
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
         ctx.in_exec = true;
@@ -264,6 +265,8 @@ pub fn run(
             Ok((ok, it.next().unwrap_or(Value::Nil)))
         });
         let _ = cell.into_inner();
+        // The reply is in the client's protocol, whatever the script's redis.call used.
+        ctx.out.resp3 = was_resp3;
         match &result {
             Ok((true, v)) => convert::write_value(ctx.out, v),
             Ok((false, v)) => {
@@ -347,7 +350,7 @@ fn call_command(
         return fail(e);
     }
     let at = ctx.out.len();
-    ctx.out.resp3 = false;
+    ctx.out.resp3 = convert::SCRIPT_RESP.with(|r| r.get() == 3);
     ctx.ks.db = ctx.cl.db;
     crate::cmd::run_locked(ctx, cmd, &argv);
     let mut pos = at;

@@ -116,6 +116,7 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
                 }
             };
             if n == 2.0 || n == 3.0 {
+                super::convert::SCRIPT_RESP.with(|r| r.set(n as u8));
                 Ok(())
             } else {
                 Err(mlua::Error::RuntimeError(
