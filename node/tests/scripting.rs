@@ -689,3 +689,21 @@ fn script_effects_survive_an_aof_restart() {
     p.restart();
     assert_eq!(snapshot(&p, 1), before, "dataset after AOF reload");
 }
+
+/// A self-referencing table is cut at a nesting limit with Redis's error (Redis cuts at
+/// Lua's stack limit, ~8000 levels; we stop at 1000), and the server stays up.
+#[test]
+fn self_referencing_table_is_cut_not_a_crash() {
+    let t = tessera();
+    let mut c = Conn::connect(t.port);
+    let mut r = c.cmd(&["EVAL", "local t = {} t[1] = t return t", "0"]);
+    let mut depth = 0;
+    while let Reply::Array(mut v) = r {
+        assert_eq!(v.len(), 1);
+        r = v.remove(0);
+        depth += 1;
+    }
+    assert_eq!(r, Reply::Error("ERR reached lua stack limit".into()));
+    assert_eq!(depth, 1000);
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}

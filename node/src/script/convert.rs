@@ -162,18 +162,30 @@ pub fn lua_int(n: f64) -> i64 {
 /// Writes a script's result: string -> bulk, number -> integer, true -> 1, false/nil ->
 /// nil bulk, {err=s} -> error, {ok=s} -> status, other tables -> array up to the first nil.
 pub fn write_value(out: &mut Out, v: &Value) {
+    write_nested(out, v, 0);
+}
+
+/// Nesting a reply may have: Redis stops at Lua's C stack limit (about 8000 levels) with
+/// this error; we stop earlier so a self-referencing table can't overflow a worker's stack.
+const MAX_DEPTH: usize = 1000;
+
+fn write_nested(out: &mut Out, v: &Value, depth: usize) {
+    if depth >= MAX_DEPTH {
+        out.error("ERR reached lua stack limit");
+        return;
+    }
     match v {
         Value::String(s) => out.bulk(&s.as_bytes()),
         Value::Integer(i) => out.int(*i),
         Value::Number(n) => out.int(lua_int(*n)),
         Value::Boolean(b) if resp3_script() => out.boolean(*b),
         Value::Boolean(true) => out.int(1),
-        Value::Table(t) => write_table(out, t),
+        Value::Table(t) => write_table(out, t, depth),
         _ => out.null(),
     }
 }
 
-fn write_table(out: &mut Out, t: &Table) {
+fn write_table(out: &mut Out, t: &Table, depth: usize) {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
         let msg = String::from_utf8_lossy(&e.as_bytes()).into_owned();
         out.error(&msg);
@@ -200,8 +212,8 @@ fn write_table(out: &mut Out, t: &Table) {
         let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().filter_map(|p| p.ok()).collect();
         out.map(pairs.len());
         for (k, v) in &pairs {
-            write_value(out, k);
-            write_value(out, v);
+            write_nested(out, k, depth + 1);
+            write_nested(out, v, depth + 1);
         }
         return;
     }
@@ -212,7 +224,7 @@ fn write_table(out: &mut Out, t: &Table) {
             .collect();
         out.set(keys.len());
         for k in &keys {
-            write_value(out, k);
+            write_nested(out, k, depth + 1);
         }
         return;
     }
@@ -233,6 +245,6 @@ fn write_table(out: &mut Out, t: &Table) {
     }
     out.array(items.len());
     for v in &items {
-        write_value(out, v);
+        write_nested(out, v, depth + 1);
     }
 }
