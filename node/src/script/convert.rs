@@ -248,3 +248,37 @@ fn write_table(out: &mut Out, t: &Table, depth: usize) {
         write_nested(out, v, depth + 1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_truncate_like_a_c_cast() {
+        assert_eq!(lua_int(3.99), 3);
+        assert_eq!(lua_int(-3.99), -3);
+        assert_eq!(lua_int(1e20), i64::MIN);
+        assert_eq!(lua_int(f64::NAN), i64::MIN);
+    }
+
+    #[test]
+    fn replies_become_lua_values() {
+        let lua = Lua::new();
+        let r = b"*3\r\n:5\r\n$-1\r\n+OK\r\n";
+        let mut pos = 0;
+        let Parsed::Val(Value::Table(t)) = parse_reply(&lua, r, &mut pos, true).expect("parse")
+        else {
+            panic!("not a table");
+        };
+        assert_eq!(pos, r.len());
+        assert_eq!(t.raw_get::<f64>(1).expect("1"), 5.0);
+        assert!(!t.raw_get::<bool>(2).expect("2"));
+        let ok: Table = t.raw_get(3).expect("3");
+        assert_eq!(ok.raw_get::<String>("ok").expect("ok"), "OK");
+        let mut pos = 0;
+        assert!(matches!(
+            parse_reply(&lua, b"-ERR x\r\n", &mut pos, true),
+            Ok(Parsed::Err(m)) if m == "ERR x"
+        ));
+    }
+}

@@ -58,3 +58,29 @@ pub fn parse(body: &[u8]) -> Result<(ScriptFlags, Option<Vec<u8>>), CmdError> {
     src.extend_from_slice(body);
     Ok((f, Some(src)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_and_errors() {
+        let (f, src) = parse(b"#!lua flags=no-writes,allow-oom\nreturn 1").expect("ok");
+        assert!(f.no_writes && !f.no_cluster);
+        assert_eq!(
+            src.as_deref(),
+            Some(&b"--#!lua flags=no-writes,allow-oom\nreturn 1"[..])
+        );
+        assert!(parse(b"return 1").expect("ok").1.is_none());
+        let err = |b: &[u8]| parse(b).err().map(|e| e.to_string());
+        assert_eq!(err(b"#!lua"), Some("ERR Invalid script shebang".into()));
+        assert_eq!(
+            err(b"#!lua flags=x\n"),
+            Some("ERR Unexpected flag in script shebang: x".into())
+        );
+        assert_eq!(
+            err(b"#!py\n"),
+            Some("ERR Unexpected engine in script shebang: #!py".into())
+        );
+    }
+}
