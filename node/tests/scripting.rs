@@ -707,3 +707,22 @@ fn self_referencing_table_is_cut_not_a_crash() {
     assert_eq!(depth, 1000);
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
 }
+
+/// Commands a script runs show in INFO commandstats (as in Redis).
+#[test]
+fn script_commands_are_counted_in_commandstats() {
+    let t = tessera();
+    let mut c = Conn::connect(t.port);
+    c.cmd(&["CONFIG", "RESETSTAT"]);
+    c.cmd(&[
+        "EVAL",
+        "redis.call('incr', 'a'); return redis.call('incr', 'a')",
+        "0",
+    ]);
+    let Reply::Bulk(info) = c.cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO");
+    };
+    let info = String::from_utf8_lossy(&info);
+    assert!(info.contains("cmdstat_incr:calls=2,"), "{info}");
+    assert!(info.contains("cmdstat_eval:calls=1,"), "{info}");
+}

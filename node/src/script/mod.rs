@@ -353,6 +353,10 @@ fn call_command(
     ctx.out.resp3 = convert::SCRIPT_RESP.with(|r| r.get() == 3);
     ctx.ks.db = ctx.cl.db;
     crate::cmd::run_locked(ctx, cmd, &argv);
+    // INFO commandstats counts commands scripts run, as EXEC does for queued ones.
+    cmd.stats
+        .calls
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut pos = at;
     let parsed = convert::parse_reply(lua, &ctx.out.buf, &mut pos, true);
     ctx.out.buf.truncate(at);
