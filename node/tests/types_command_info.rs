@@ -3,7 +3,7 @@
 //! GETKEYS finds the same keys.
 
 mod types_common;
-use types_common::{redis, tessera, Conn, Reply};
+use types_common::{command_info_pair, redis, tessera, Conn, Reply};
 
 const COMMANDS: &str =
     "hset hsetnx hget hmget hmset hdel hexists hlen hkeys hvals hgetall hincrby \
@@ -46,15 +46,7 @@ fn command_info_matches_redis() {
     let mut checked = 0;
     let mut specs = 0;
     for name in COMMANDS.split_whitespace() {
-        let (Reply::Array(x), Reply::Array(y)) = (
-            a.cmd(&["COMMAND", "INFO", name]),
-            b.cmd(&["COMMAND", "INFO", name]),
-        ) else {
-            panic!("COMMAND INFO {name}");
-        };
-        let (Reply::Array(x), Reply::Array(y)) = (&x[0], &y[0]) else {
-            panic!("{name}: not found");
-        };
+        let (x, y) = command_info_pair(&mut a, &mut b, name);
         assert_eq!(x[1], y[1], "{name}: arity");
         assert_eq!(strings(&x[2]), strings(&y[2]), "{name}: flags");
         assert_eq!(x[3..6], y[3..6], "{name}: first/last/step");

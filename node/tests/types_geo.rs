@@ -4,7 +4,7 @@
 //! BYBOX), every reply compared exactly in RESP2 and RESP3, including unsorted result order.
 
 mod types_common;
-use types_common::{diff_script, redis, tessera, Conn, Reply};
+use types_common::{command_info_pair, diff_script, redis, tessera, Conn, Reply, Rng};
 
 #[test]
 fn geo_fixed_script_matches_redis() {
@@ -122,18 +122,7 @@ fn geo_fixed_script_matches_redis() {
 }
 
 /// xorshift64*: a fixed seed makes the random script the same on every run.
-struct Rng(u64);
-
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
     /// Uniform in [lo, hi].
     fn range(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
@@ -337,15 +326,7 @@ fn geo_command_info_matches_redis() {
                  georadiusbymember georadiusbymember_ro"
         .split_whitespace()
     {
-        let (Reply::Array(x), Reply::Array(y)) = (
-            a.cmd(&["COMMAND", "INFO", name]),
-            b.cmd(&["COMMAND", "INFO", name]),
-        ) else {
-            panic!("COMMAND INFO {name}");
-        };
-        let (Reply::Array(x), Reply::Array(y)) = (&x[0], &y[0]) else {
-            panic!("{name}: not found");
-        };
+        let (x, y) = command_info_pair(&mut a, &mut b, name);
         assert_eq!(x[1], y[1], "{name}: arity");
         assert_eq!(
             x[2].normalized(true),

@@ -4,21 +4,9 @@
 //! RESP3 with every reply compared.
 
 mod types_common;
-use types_common::diff_script;
-
-/// xorshift64*: deterministic and dependency-free.
-struct Rng(u64);
+use types_common::{diff_script, Rng};
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
     fn int(&mut self, lo: i64, hi: i64) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
     }

@@ -8,7 +8,7 @@
 //! (a hashtable set under BY nosort, ALPHA BY ties) are not generated.
 
 mod types_common;
-use types_common::{redis, tessera, Conn, Reply};
+use types_common::{command_info_pair, redis, tessera, Conn, Reply};
 
 /// Builds the same data on one server.
 fn load(c: &mut Conn) {
@@ -206,15 +206,7 @@ fn sort_command_info_matches_redis() {
     let Some((t, r)) = servers() else { return };
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     for name in ["sort", "sort_ro"] {
-        let (Reply::Array(x), Reply::Array(y)) = (
-            a.cmd(&["COMMAND", "INFO", name]),
-            b.cmd(&["COMMAND", "INFO", name]),
-        ) else {
-            panic!("COMMAND INFO {name}");
-        };
-        let (Reply::Array(x), Reply::Array(y)) = (&x[0], &y[0]) else {
-            panic!("{name}: not found");
-        };
+        let (x, y) = command_info_pair(&mut a, &mut b, name);
         assert_eq!(x[1], y[1], "{name}: arity");
         let flags = |r: &Reply| r.normalized(true);
         assert_eq!(flags(&x[2]), flags(&y[2]), "{name}: flags");

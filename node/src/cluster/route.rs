@@ -75,23 +75,7 @@ pub fn route(
         is_pubsubshard: is_pubsubshard(cmd.name),
         is_migrate: cmd.name == "migrate",
     };
-    // Fast path: the routing snapshot (no cluster lock) decides unless the slot is being
-    // migrated or imported, where key existence matters.
-    let r = match node.route_fast(&q) {
-        Some(r) => r,
-        None => {
-            let exists: Vec<bool> = q.keys.iter().map(|k| key_exists(srv, k)).collect();
-            node.with_state(|st| {
-                routing::route(st, &q, |k| {
-                    q.keys
-                        .iter()
-                        .position(|x| *x == k)
-                        .map(|i| exists[i])
-                        .unwrap_or(false)
-                })
-            })
-        }
-    };
+    let r = route_query(node, &q, |k| key_exists(srv, k));
     let err = r.error()?;
     if let Route::Local { .. } = r {
         return None;
@@ -109,6 +93,29 @@ pub fn route(
 }
 
 /// True if `key` exists (and has not expired) in db 0.
+/// Routes `q`. The routing snapshot (no cluster lock) decides unless a slot is being
+/// migrated or imported, where key existence matters: then `exists` is asked for every key
+/// first (keyspace locks are never taken under the cluster lock) and the full state decides.
+pub fn route_query(
+    node: &tessera_cluster::ClusterNode,
+    q: &RouteQuery<'_>,
+    exists: impl FnMut(&[u8]) -> bool,
+) -> Route {
+    if let Some(r) = node.route_fast(q) {
+        return r;
+    }
+    let exists: Vec<bool> = q.keys.iter().copied().map(exists).collect();
+    node.with_state(|st| {
+        routing::route(st, q, |k| {
+            q.keys
+                .iter()
+                .position(|x| *x == k)
+                .map(|i| exists[i])
+                .unwrap_or(false)
+        })
+    })
+}
+
 fn key_exists(srv: &Server, key: &[u8]) -> bool {
     let slot = key_hash_slot(key);
     let st = srv.ks.lock_stripe(stripe_of(slot));

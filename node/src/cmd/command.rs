@@ -62,11 +62,7 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    ctx.out.array(lines.len());
-    for l in lines {
-        ctx.out.simple(l);
-    }
-    Ok(())
+    super::help_lines(ctx, &lines)
 }
 
 fn acl_categories(c: &CommandSpec) -> Vec<&'static str> {

@@ -35,11 +35,7 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    ctx.out.array(lines.len());
-    for l in lines {
-        ctx.out.simple(l);
-    }
-    Ok(())
+    super::help_lines(ctx, &lines)
 }
 
 fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {

@@ -410,6 +410,15 @@ fn lock_keys<'s>(
     }
 }
 
+/// Writes a HELP subcommand's reply: one status line each, as Redis's addReplyHelp.
+pub(crate) fn help_lines(ctx: &mut Ctx<'_>, lines: &[&str]) -> CmdResult {
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
 /// Whether `cmd` must wait for the end of a dataset load (see `execute`).
 fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
     if !cmd.has(flags::LOADING) {

@@ -163,9 +163,5 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ];
-    ctx.out.array(lines.len());
-    for l in lines {
-        ctx.out.simple(l);
-    }
-    Ok(())
+    super::help_lines(ctx, &lines)
 }

@@ -65,14 +65,6 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn help_lines(ctx: &mut Ctx<'_>, lines: &[&str]) -> CmdResult {
-    ctx.out.array(lines.len());
-    for l in lines {
-        ctx.out.simple(l);
-    }
-    Ok(())
-}
-
 /// Keys in database `db` (visits every stripe).
 pub fn db_keys(ctx: &mut Ctx<'_>, db: usize) -> (usize, usize) {
     let mut n = 0;
@@ -227,7 +219,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     } else if eq_ic(&args[1], "set-active-expire") && args.len() == 3 {
         ctx.out.ok();
     } else if eq_ic(&args[1], "help") {
-        return help_lines(
+        return super::help_lines(
             ctx,
             &[
                 "DEBUG <subcommand>. Subcommands are:",
@@ -246,7 +238,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn mem_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
-    help_lines(
+    super::help_lines(
         ctx,
         &[
             "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -306,7 +298,7 @@ fn mem_doctor(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
 }
 
 fn obj_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
-    help_lines(
+    super::help_lines(
         ctx,
         &[
             "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -379,7 +371,7 @@ fn obj_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 fn slow_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
-    help_lines(
+    super::help_lines(
         ctx,
         &[
             "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

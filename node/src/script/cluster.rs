@@ -2,7 +2,7 @@
 //! `getNodeByQuery`): keys of other slots *on this node* are allowed, as in Redis.
 
 use bytes::Bytes;
-use tessera_cluster::routing::{self, Route, RouteQuery};
+use tessera_cluster::routing::{Route, RouteQuery};
 
 use crate::cmd::{flags, CommandSpec, Ctx, KeyPos};
 
@@ -25,32 +25,13 @@ pub fn check_local(ctx: &mut Ctx<'_>, cmd: &CommandSpec, argv: &[Bytes]) -> Opti
         is_pubsubshard: false,
         is_migrate: false,
     };
-    let r = match node.route_fast(&q) {
-        Some(r) => r,
-        None => {
-            // An open slot: existence decides. Every stripe is held by the script, so look
-            // through its locks (never a new stripe lock: that would self-deadlock); the
-            // cluster lock is only taken after keyspace locks, never before (route.rs).
-            let now = ctx.ks.now;
-            let exists: Vec<bool> = q
-                .keys
-                .iter()
-                .map(|k| {
-                    crate::cmd::transaction::peek(&mut ctx.ks, 0, k)
-                        .is_some_and(|at| at == crate::db::NO_EXPIRE || at > now)
-                })
-                .collect();
-            node.with_state(|st| {
-                routing::route(st, &q, |k| {
-                    q.keys
-                        .iter()
-                        .position(|x| *x == k)
-                        .map(|i| exists[i])
-                        .unwrap_or(false)
-                })
-            })
-        }
-    };
+    // An open slot: existence decides. Every stripe is held by the script, so look through
+    // its locks (never a new stripe lock: that would self-deadlock).
+    let now = ctx.ks.now;
+    let r = crate::cluster::route::route_query(node, &q, |k| {
+        crate::cmd::transaction::peek(&mut ctx.ks, 0, k)
+            .is_some_and(|at| at == crate::db::NO_EXPIRE || at > now)
+    });
     match r {
         Route::Local { .. } => None,
         Route::DownReadOnly => Some(

@@ -160,6 +160,36 @@ impl Reply {
     }
 }
 
+/// COMMAND INFO `name`'s entry from each of two servers (tessera, redis), for comparing
+/// arity, flags, key range, categories and key specs field by field.
+pub fn command_info_pair(a: &mut Conn, b: &mut Conn, name: &str) -> (Vec<Reply>, Vec<Reply>) {
+    let entry = |c: &mut Conn| match c.cmd(&["COMMAND", "INFO", name]) {
+        Reply::Array(mut v) if !v.is_empty() => match v.swap_remove(0) {
+            Reply::Array(e) => e,
+            other => panic!("{name}: not found ({other:?})"),
+        },
+        other => panic!("COMMAND INFO {name}: {other:?}"),
+    };
+    (entry(a), entry(b))
+}
+
+/// xorshift64*: a deterministic, dependency-free generator for the randomized differential
+/// scripts (a seed reproduces a failing script). Test files add their own draws.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// A raw RESP connection.
 pub struct Conn {
     r: BufReader<TcpStream>,
