@@ -53,14 +53,27 @@ fn wait_ready(port: u16, child: &mut Child) -> bool {
         if let Ok(Some(_)) = child.try_wait() {
             return false;
         }
-        if let Ok(mut c) = Conn::try_connect(port) {
-            if c.cmd(&["PING"]) == Reply::Simple("PONG".into()) {
-                return true;
-            }
+        if answers_pong(port) {
+            return true;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     false
+}
+
+/// One raw PING. Any I/O error is "not ready": a server that lost the port to another
+/// test's process resets the connection as it exits, and the caller then retries on a new
+/// port instead of panicking mid-read.
+fn answers_pong(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).is_ok() && line == "+PONG\r\n"
 }
 
 fn start(bin: &str, extra: &[&str]) -> Server {
