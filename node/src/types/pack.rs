@@ -100,7 +100,14 @@ impl Pack {
         } else if self.buf.len() + extra <= EXACT_GROWTH {
             self.buf.reserve_exact(extra);
         } else {
-            self.buf.reserve(extra);
+            // Grow to powers of two: list nodes are capped at 4..64 KiB, all powers of two,
+            // so a full node ends with no slack. Doubling from the odd exact-growth size
+            // overshot: an 8 KiB node's last entries doubled it to 16 KiB (2x redis on lists).
+            let need = self.buf.len() + extra;
+            if need > self.buf.capacity() {
+                self.buf
+                    .reserve_exact(need.next_power_of_two() - self.buf.len());
+            }
         }
     }
 
@@ -380,6 +387,16 @@ mod tests {
         // Exact steps up to 512 bytes (~50), then doubling: no realloc per push on a big node.
         assert!(grows < 100, "{grows} reallocations for 4000 pushes");
         assert!(p.heap_size() < 2 * p.bytes() + 64);
+    }
+
+    #[test]
+    fn full_list_node_has_no_slack() {
+        // A node filled up to the default 8 KiB list node limit (list-max-listpack-size -2).
+        let mut p = Pack::new();
+        while p.bytes() + entry_size(3) <= 8192 {
+            p.push_front(b"xxx");
+        }
+        assert!(p.heap_size() <= 8192 + 8, "{} bytes held", p.heap_size());
     }
 
     proptest! {
