@@ -80,7 +80,7 @@ impl Blocking {
         &self,
         req: BlockRequest,
         cl: &ClientState,
-        args: &[Bytes],
+        args: &[&[u8]],
         resp3: bool,
     ) -> WaitHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
@@ -97,7 +97,7 @@ impl Blocking {
             Waiter {
                 db: req.db,
                 keys: req.keys,
-                args: args.to_vec(),
+                args: crate::cmd::owned_args(args),
                 resp3,
                 client_id: cl.id,
                 tx,
@@ -209,7 +209,7 @@ pub fn serve(srv: &Arc<Server>, mut ready: Vec<(usize, Bytes)>) {
                     w.db,
                     w.client_id,
                     w.resp3,
-                    &w.args,
+                    &crate::cmd::arg_view(&w.args),
                 ) {
                     Some((reply, more)) => {
                         srv.blocking.count.fetch_sub(1, Ordering::Relaxed);

@@ -9,8 +9,6 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use bytes::Bytes;
-
 use crate::cmd::{flags, CommandSpec, Ctx};
 use crate::server::Server;
 
@@ -193,7 +191,7 @@ pub struct Snapshot {
 /// Before a write (or, with 'm', a read) command: records its keys' states. None (and no
 /// work beyond one load) when notifications are off or the command can't notify.
 #[inline]
-pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) -> Option<Snapshot> {
+pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> Option<Snapshot> {
     let f = ctx.srv.notify.on();
     if f == 0 {
         return None;
@@ -206,7 +204,7 @@ pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) -> Option<Sn
     cmd.key_indices(args, &mut idx);
     let keys = idx
         .into_iter()
-        .map(|i| (i, state(ctx, ctx.ks.db, &args[i])))
+        .map(|i| (i, state(ctx, ctx.ks.db, args[i])))
         .collect();
     let zscores = if cmd.name == "zadd" {
         events::zadd_scores(ctx, args)
@@ -217,7 +215,7 @@ pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) -> Option<Sn
     };
     let dst_had_member = cmd.name == "smove"
         && args.len() == 4
-        && matches!(ctx.ks.get_w(&args[2]), Some(crate::db::Value::Set(s)) if s.contains(&args[3]));
+        && matches!(ctx.ks.get_w(args[2]), Some(crate::db::Value::Set(s)) if s.contains(args[3]));
     Some(Snapshot {
         keys,
         zscores,
@@ -240,7 +238,7 @@ pub fn state(ctx: &mut Ctx<'_>, db: usize, key: &[u8]) -> KeyState {
 pub fn after_command(
     ctx: &mut Ctx<'_>,
     cmd: &CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
     reply_at: usize,
     snap: Snapshot,
 ) {
@@ -251,7 +249,7 @@ pub fn after_command(
     if !cmd.has(flags::WRITE) {
         for (i, st) in &snap.keys {
             if !st.exists {
-                emit(ctx.srv, KEY_MISS, "keymiss", &args[*i], ctx.ks.db);
+                emit(ctx.srv, KEY_MISS, "keymiss", args[*i], ctx.ks.db);
             }
         }
         return;

@@ -175,7 +175,7 @@ impl PubSub {
         cl.handle.psubs.store(cl.psubs.len(), Ordering::Relaxed);
     }
 
-    pub fn subscribe(&self, cl: &mut ClientState, out: &mut Out, chans: &[Bytes], pattern: bool) {
+    pub fn subscribe(&self, cl: &mut ClientState, out: &mut Out, chans: &[&[u8]], pattern: bool) {
         let kind: &[u8] = if pattern { b"psubscribe" } else { b"subscribe" };
         for c in chans {
             let map = if pattern {
@@ -184,6 +184,7 @@ impl PubSub {
                 &self.channels
             };
             let set = if pattern { &mut cl.psubs } else { &mut cl.subs };
+            let c = Bytes::copy_from_slice(c);
             if set.insert(c.clone()) {
                 map.write()
                     .entry(c.clone())
@@ -193,12 +194,12 @@ impl PubSub {
             Self::sync_counts(cl);
             out.push(3);
             out.bulk(kind);
-            out.bulk(c);
+            out.bulk(&c);
             out.int(Self::counts(cl));
         }
     }
 
-    pub fn unsubscribe(&self, cl: &mut ClientState, out: &mut Out, chans: &[Bytes], pattern: bool) {
+    pub fn unsubscribe(&self, cl: &mut ClientState, out: &mut Out, chans: &[&[u8]], pattern: bool) {
         let kind: &[u8] = if pattern {
             b"punsubscribe"
         } else {
@@ -208,7 +209,7 @@ impl PubSub {
             let set = if pattern { &cl.psubs } else { &cl.subs };
             set.iter().cloned().collect()
         } else {
-            chans.to_vec()
+            crate::cmd::owned_args(chans)
         };
         if targets.is_empty() {
             out.push(3);

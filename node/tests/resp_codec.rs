@@ -1,6 +1,6 @@
 //! Property tests of the RESP request parser and reply writer.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use proptest::prelude::*;
 use tessera_node::resp::{Limits, Out, Parser};
 
@@ -18,7 +18,6 @@ fn encode(args: &[Vec<u8>]) -> Vec<u8> {
 fn feed(input: &[u8], chunks: &[usize]) -> Result<Vec<Vec<Bytes>>, String> {
     let mut p = Parser::new();
     let mut buf = BytesMut::new();
-    let mut args = Vec::new();
     let mut out = Vec::new();
     let mut pos = 0;
     let mut ci = 0;
@@ -28,13 +27,18 @@ fn feed(input: &[u8], chunks: &[usize]) -> Result<Vec<Vec<Bytes>>, String> {
         let end = (pos + n).min(input.len());
         buf.extend_from_slice(&input[pos..end]);
         pos = end;
-        while p
-            .parse(&mut buf, &mut args, Limits::default())
+        // Each complete request's arguments are views of `buf`, copied before its bytes
+        // are dropped (as the connection loop runs them before advancing).
+        while let Some(len) = p
+            .parse(&buf, Limits::default())
             .map_err(|e| e.to_string())?
         {
+            let mut args = Vec::new();
+            p.args(&buf, &mut args);
             if !args.is_empty() {
-                out.push(args.clone());
+                out.push(args.iter().map(|a| Bytes::copy_from_slice(a)).collect());
             }
+            buf.advance(len);
         }
     }
     Ok(out)

@@ -7,7 +7,6 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use tessera_cluster::routing::{self, Route, RouteQuery};
 
 use crate::cmd::{flags, table, CommandSpec};
@@ -31,7 +30,7 @@ pub fn route(
     srv: &Server,
     cl: &mut ClientState,
     cmd: &CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
 ) -> Option<String> {
     let node = srv.cluster.get()?;
     let asking = cl.cluster.asking;
@@ -50,10 +49,11 @@ pub fn route(
         let queue = cl.multi.as_ref()?;
         let t = table();
         for q in queue {
-            if let Ok(c) = t.resolve(q) {
+            let view = crate::cmd::arg_view(q);
+            if let Ok(c) = t.resolve(&view) {
                 is_write |= c.has(flags::WRITE);
                 idx.clear();
-                c.key_indices(q, &mut idx);
+                c.key_indices(&view, &mut idx);
                 keys.extend(idx.iter().map(|&i| &q[i][..]));
             }
         }
@@ -62,7 +62,7 @@ pub fn route(
             return None;
         }
         cmd.key_indices(args, &mut idx);
-        keys.extend(idx.iter().map(|&i| &args[i][..]));
+        keys.extend(idx.iter().map(|&i| args[i]));
     }
     if keys.is_empty() {
         return None;

@@ -1,7 +1,5 @@
 //! Bitmap commands: SETBIT GETBIT BITCOUNT BITPOS BITOP BITFIELD BITFIELD_RO.
 
-use bytes::Bytes;
-
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Value;
 
@@ -61,15 +59,15 @@ fn write_buf<'c>(
     Ok(b)
 }
 
-fn setbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let off = bit_offset(&args[2])?;
-    let on = match &args[3][..] {
+fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let off = bit_offset(args[2])?;
+    let on = match args[3] {
         b"1" => true,
         b"0" => false,
         _ => return Err(CmdError::msg("ERR bit is not an integer or out of range")),
     };
     let byte = (off >> 3) as usize;
-    let buf = write_buf(ctx, &args[1], byte + 1)?;
+    let buf = write_buf(ctx, args[1], byte + 1)?;
     let mask = 1u8 << (7 - (off & 7));
     let old = buf[byte] & mask != 0;
     if on {
@@ -81,9 +79,9 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn getbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let off = bit_offset(&args[2])?;
-    let b = read_bytes(ctx, &args[1])?.unwrap_or_default();
+fn getbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let off = bit_offset(args[2])?;
+    let b = read_bytes(ctx, args[1])?.unwrap_or_default();
     let byte = (off >> 3) as usize;
     let bit = b.get(byte).is_some_and(|c| c & (1 << (7 - (off & 7))) != 0);
     ctx.out.int(bit as i64);
@@ -91,9 +89,9 @@ fn getbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 /// Parses the optional `start end [BYTE|BIT]` of BITCOUNT/BITPOS into a bit range.
-fn bit_range(args: &[Bytes], len: usize, end_given: bool) -> Result<Option<(u64, u64)>, CmdError> {
-    let start = arg_i64(&args[0])?;
-    let end = if end_given { arg_i64(&args[1])? } else { -1 };
+fn bit_range(args: &[&[u8]], len: usize, end_given: bool) -> Result<Option<(u64, u64)>, CmdError> {
+    let start = arg_i64(args[0])?;
+    let end = if end_given { arg_i64(args[1])? } else { -1 };
     let is_bit = match args.get(2) {
         None => false,
         Some(a) if eq_ic(a, "bit") => true,
@@ -127,11 +125,11 @@ fn get_bit(b: &[u8], i: u64) -> bool {
     b[(i >> 3) as usize] & (1 << (7 - (i & 7))) != 0
 }
 
-fn bitcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn bitcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() == 3 || args.len() > 5 {
         return Err(CmdError::Syntax);
     }
-    let b = read_bytes(ctx, &args[1])?.unwrap_or_default();
+    let b = read_bytes(ctx, args[1])?.unwrap_or_default();
     let range = if args.len() >= 4 {
         bit_range(&args[2..], b.len(), true)?
     } else if b.is_empty() {
@@ -158,8 +156,8 @@ fn bitcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn bitpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let bit = match &args[2][..] {
+fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let bit = match args[2] {
         b"1" => true,
         b"0" => false,
         _ => return Err(CmdError::msg("ERR The bit argument must be 1 or 0.")),
@@ -167,7 +165,7 @@ fn bitpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     if args.len() > 6 {
         return Err(CmdError::Syntax);
     }
-    let Some(b) = read_bytes(ctx, &args[1])? else {
+    let Some(b) = read_bytes(ctx, args[1])? else {
         ctx.out.int(if bit { -1 } else { 0 });
         return Ok(());
     };
@@ -208,8 +206,8 @@ fn bitpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let op = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let op = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
     if !matches!(op.as_str(), "and" | "or" | "xor" | "not") {
         return Err(CmdError::Syntax);
     }
@@ -234,9 +232,9 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         };
     }
     if res.is_empty() {
-        ctx.ks.del(&args[2]);
+        ctx.ks.del(args[2]);
     } else {
-        ctx.ks.set(&args[2], Value::Buf(Box::new(res)));
+        ctx.ks.set(args[2], Value::Buf(Box::new(res)));
     }
     ctx.out.int(maxlen as i64);
     Ok(())
@@ -357,25 +355,25 @@ fn fit(v: i128, t: FieldType, ov: Overflow) -> Option<i64> {
     }
 }
 
-fn parse_ops(args: &[Bytes], readonly: bool) -> Result<Vec<Op>, CmdError> {
+fn parse_ops(args: &[&[u8]], readonly: bool) -> Result<Vec<Op>, CmdError> {
     let mut ops = Vec::new();
     let mut i = 2;
     while i < args.len() {
         let a = &args[i];
         let left = args.len() - i - 1;
         if eq_ic(a, "get") && left >= 2 {
-            let t = parse_type(&args[i + 1])?;
-            ops.push(Op::Get(t, parse_field_offset(&args[i + 2], t)?));
+            let t = parse_type(args[i + 1])?;
+            ops.push(Op::Get(t, parse_field_offset(args[i + 2], t)?));
             i += 3;
         } else if eq_ic(a, "set") && left >= 3 && !readonly {
-            let t = parse_type(&args[i + 1])?;
-            let off = parse_field_offset(&args[i + 2], t)?;
-            ops.push(Op::Set(t, off, arg_i64(&args[i + 3])?));
+            let t = parse_type(args[i + 1])?;
+            let off = parse_field_offset(args[i + 2], t)?;
+            ops.push(Op::Set(t, off, arg_i64(args[i + 3])?));
             i += 4;
         } else if eq_ic(a, "incrby") && left >= 3 && !readonly {
-            let t = parse_type(&args[i + 1])?;
-            let off = parse_field_offset(&args[i + 2], t)?;
-            ops.push(Op::Incr(t, off, arg_i64(&args[i + 3])?));
+            let t = parse_type(args[i + 1])?;
+            let off = parse_field_offset(args[i + 2], t)?;
+            ops.push(Op::Incr(t, off, arg_i64(args[i + 3])?));
             i += 4;
         } else if eq_ic(a, "overflow") && left >= 1 && !readonly {
             let o = &args[i + 1];
@@ -400,7 +398,7 @@ fn parse_ops(args: &[Bytes], readonly: bool) -> Result<Vec<Op>, CmdError> {
     Ok(ops)
 }
 
-fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdResult {
+fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdResult {
     let ops = parse_ops(args, readonly)?;
     let writes = ops
         .iter()
@@ -413,7 +411,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdRes
     let mut ov = Overflow::Wrap;
     match writes {
         None => {
-            let b = read_bytes(ctx, &args[1])?.unwrap_or_default();
+            let b = read_bytes(ctx, args[1])?.unwrap_or_default();
             for op in &ops {
                 if let Op::Get(t, off) = op {
                     results.push(Some(read_field(&b, *off, *t)));
@@ -421,7 +419,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdRes
             }
         }
         Some(need) => {
-            let buf = write_buf(ctx, &args[1], need as usize)?;
+            let buf = write_buf(ctx, args[1], need as usize)?;
             for op in &ops {
                 match op {
                     Op::Overflow(o) => ov = *o,
@@ -460,11 +458,11 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdRes
     Ok(())
 }
 
-fn bitfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn bitfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bitfield_generic(ctx, args, false)
 }
 
-fn bitfield_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn bitfield_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bitfield_generic(ctx, args, true)
 }
 

@@ -38,7 +38,7 @@ pub fn validate_name(n: &[u8]) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "ID",
@@ -83,23 +83,23 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     super::help_lines(ctx, &lines)
 }
 
-fn id(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn id(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out.int(ctx.cl.id as i64);
     Ok(())
 }
 
-fn setname(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    validate_name(&args[2])?;
+fn setname(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    validate_name(args[2])?;
     *ctx.cl.handle.name.lock() = if args[2].is_empty() {
         None
     } else {
-        Some(args[2].clone())
+        Some(Bytes::copy_from_slice(args[2]))
     };
     ctx.out.ok();
     Ok(())
 }
 
-fn getname(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn getname(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     match ctx.cl.handle.name.lock().as_ref() {
         Some(n) => ctx.out.bulk(n),
         None => ctx.out.null(),
@@ -119,16 +119,16 @@ fn type_arg(t: &[u8]) -> Result<&'static str, CmdError> {
     })
 }
 
-fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     show_running(ctx, "list");
     let mut ty: Option<&str> = None;
     let mut ids: Option<Vec<u64>> = None;
     let mut i = 2;
     while i < args.len() {
-        if eq_ic(&args[i], "type") && i + 1 < args.len() {
-            ty = Some(type_arg(&args[i + 1])?);
+        if eq_ic(args[i], "type") && i + 1 < args.len() {
+            ty = Some(type_arg(args[i + 1])?);
             i += 2;
-        } else if eq_ic(&args[i], "id") && i + 1 < args.len() {
+        } else if eq_ic(args[i], "id") && i + 1 < args.len() {
             let mut v = Vec::new();
             for a in &args[i + 1..] {
                 let n = arg_i64(a).map_err(|_| CmdError::msg("ERR Invalid client ID"))?;
@@ -169,8 +169,8 @@ fn show_running(ctx: &mut Ctx<'_>, sub: &str) {
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 if the client was blocked on keys and is now
 /// released with its timeout reply (or the UNBLOCKED error), else 0.
-fn unblock(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let id = arg_i64(&args[2])?;
+fn unblock(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let id = arg_i64(args[2])?;
     let error = match args.get(3) {
         None => false,
         Some(a) if args.len() == 4 && eq_ic(a, "timeout") => false,
@@ -202,7 +202,7 @@ fn unblock(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn info(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn info(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     show_running(ctx, "info");
     ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
     let mut s = ctx.cl.handle.info_line(ctx.srv);
@@ -211,10 +211,10 @@ fn info(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() == 3 {
         // Old form: CLIENT KILL addr:port
-        let addr = String::from_utf8_lossy(&args[2]).into_owned();
+        let addr = String::from_utf8_lossy(args[2]).into_owned();
         for h in ctx.srv.clients.all() {
             if h.addr == addr {
                 h.kill();
@@ -236,24 +236,24 @@ fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mut ty = None;
     let mut skipme = true;
     for p in args[2..].chunks(2) {
-        let v = String::from_utf8_lossy(&p[1]).into_owned();
-        if eq_ic(&p[0], "id") {
+        let v = String::from_utf8_lossy(p[1]).into_owned();
+        if eq_ic(p[0], "id") {
             id = Some(
-                arg_i64(&p[1])
+                arg_i64(p[1])
                     .map_err(|_| CmdError::msg("ERR client-id should be greater than 0"))?
                     as u64,
             );
-        } else if eq_ic(&p[0], "addr") {
+        } else if eq_ic(p[0], "addr") {
             addr = Some(v);
-        } else if eq_ic(&p[0], "laddr") {
+        } else if eq_ic(p[0], "laddr") {
             laddr = Some(v);
-        } else if eq_ic(&p[0], "type") {
-            ty = Some(type_arg(&p[1])?);
-        } else if eq_ic(&p[0], "user") {
+        } else if eq_ic(p[0], "type") {
+            ty = Some(type_arg(p[1])?);
+        } else if eq_ic(p[0], "user") {
             if v != "default" {
                 return Err(CmdError::msg(format!("ERR No such user '{v}'")));
             }
-        } else if eq_ic(&p[0], "skipme") {
+        } else if eq_ic(p[0], "skipme") {
             skipme = match v.to_ascii_lowercase().as_str() {
                 "yes" => true,
                 "no" => false,
@@ -284,8 +284,8 @@ fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn pause(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let ms = arg_i64(&args[2])
+fn pause(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let ms = arg_i64(args[2])
         .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
     if ms < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));
@@ -304,16 +304,16 @@ fn pause(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn unpause(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn unpause(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.srv.pause.until.store(0, Ordering::Relaxed);
     ctx.out.ok();
     Ok(())
 }
 
-fn no_evict(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let on = if eq_ic(&args[2], "on") {
+fn no_evict(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let on = if eq_ic(args[2], "on") {
         true
-    } else if eq_ic(&args[2], "off") {
+    } else if eq_ic(args[2], "off") {
         false
     } else {
         return Err(CmdError::Syntax);
@@ -323,13 +323,13 @@ fn no_evict(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn reply(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if eq_ic(&args[2], "on") {
+fn reply(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if eq_ic(args[2], "on") {
         ctx.cl.reply_mode = ReplyMode::On;
         ctx.out.ok();
-    } else if eq_ic(&args[2], "off") {
+    } else if eq_ic(args[2], "off") {
         ctx.cl.reply_mode = ReplyMode::Off;
-    } else if eq_ic(&args[2], "skip") {
+    } else if eq_ic(args[2], "skip") {
         if ctx.cl.reply_mode == ReplyMode::On {
             ctx.cl.reply_mode = ReplyMode::SkipNext;
         }

@@ -1,7 +1,5 @@
 //! CLUSTER (delegated to `tessera_cluster`), READONLY, READWRITE, ASKING.
 
-use bytes::Bytes;
-
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
@@ -25,7 +23,7 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn cluster(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let Some(node) = crate::cluster::node(ctx.srv) else {
         return Err(CmdError::msg(DISABLED));
     };
@@ -95,7 +93,7 @@ impl tessera_cluster::Host for ExecFacts {
     fn publish_local(&self, _channel: &[u8], _message: &[u8], _shard: bool) {}
 }
 
-fn readonly(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn readonly(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     if !crate::cluster::enabled(ctx.srv) {
         return Err(CmdError::msg(DISABLED));
     }
@@ -104,7 +102,7 @@ fn readonly(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn readwrite(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn readwrite(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     if !crate::cluster::enabled(ctx.srv) {
         return Err(CmdError::msg(DISABLED));
     }
@@ -113,7 +111,7 @@ fn readwrite(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn asking(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn asking(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     if !crate::cluster::enabled(ctx.srv) {
         return Err(CmdError::msg(DISABLED));
     }

@@ -1,8 +1,6 @@
 //! COMMAND: COUNT INFO DOCS LIST GETKEYS, with Redis 7.0 key specifications generated from
 //! each command's `KeyPos`.
 
-use bytes::Bytes;
-
 use super::{eq_ic, flags, table, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::resp::Out;
 
@@ -28,7 +26,7 @@ fn all_names() -> impl Iterator<Item = &'static CommandSpec> {
     table().cmds.iter()
 }
 
-fn command(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn command(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let n = table().cmds.len();
     ctx.out.array(n);
     for c in all_names() {
@@ -37,12 +35,12 @@ fn command(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn count(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn count(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out.int(table().cmds.len() as i64);
     Ok(())
 }
 
-fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let lines = [
         "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "(no subcommand)",
@@ -259,7 +257,7 @@ pub fn write_info(o: &mut Out, c: &CommandSpec) {
     }
 }
 
-fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() == 2 {
         return command(ctx, args);
     }
@@ -391,7 +389,7 @@ fn write_doc_from_table(o: &mut Out, c: &CommandSpec) {
     }
 }
 
-fn docs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn docs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let list: Vec<&CommandSpec> = if args.len() == 2 {
         all_names().collect()
     } else {
@@ -405,7 +403,7 @@ fn docs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut names: Vec<&str> = Vec::new();
     for c in all_names() {
         names.push(&c.full_name);
@@ -413,16 +411,16 @@ fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             names.push(&s.full_name);
         }
     }
-    if args.len() == 5 && eq_ic(&args[2], "filterby") {
+    if args.len() == 5 && eq_ic(args[2], "filterby") {
         let v = &args[4];
-        if eq_ic(&args[3], "pattern") {
+        if eq_ic(args[3], "pattern") {
             names.retain(|n| crate::pubsub::glob_match(v, n.as_bytes(), true));
-        } else if eq_ic(&args[3], "aclcat") {
+        } else if eq_ic(args[3], "aclcat") {
             let cat = format!("@{}", String::from_utf8_lossy(v).to_ascii_lowercase());
             names.retain(|n| {
                 lookup_full(n.as_bytes()).is_some_and(|c| acl_categories(c).contains(&cat.as_str()))
             });
-        } else if eq_ic(&args[3], "module") {
+        } else if eq_ic(args[3], "module") {
             names.clear();
         } else {
             return Err(CmdError::Syntax);
@@ -437,7 +435,7 @@ fn list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn keys_of(args: &[Bytes]) -> Result<(&'static CommandSpec, Vec<usize>), CmdError> {
+fn keys_of(args: &[&[u8]]) -> Result<(&'static CommandSpec, Vec<usize>), CmdError> {
     let sub = &args[2..];
     let c = table()
         .resolve(sub)
@@ -458,22 +456,22 @@ fn keys_of(args: &[Bytes]) -> Result<(&'static CommandSpec, Vec<usize>), CmdErro
     Ok((c, idx))
 }
 
-fn getkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn getkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (_, idx) = keys_of(args)?;
     ctx.out.array(idx.len());
     for i in idx {
-        ctx.out.bulk(&args[2 + i]);
+        ctx.out.bulk(args[2 + i]);
     }
     Ok(())
 }
 
-fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (c, idx) = keys_of(args)?;
     ctx.out.array(idx.len());
     for (n, i) in idx.into_iter().enumerate() {
         let fl = key_spec_flags(c, n);
         ctx.out.array(2);
-        ctx.out.bulk(&args[2 + i]);
+        ctx.out.bulk(args[2 + i]);
         ctx.out.set(fl.len());
         for f in fl {
             ctx.out.simple(f);

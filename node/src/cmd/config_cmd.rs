@@ -1,7 +1,5 @@
 //! CONFIG GET / SET / RESETSTAT / REWRITE.
 
-use bytes::Bytes;
-
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::pubsub::glob_match;
 
@@ -21,7 +19,7 @@ pub fn commands() -> Vec<CommandSpec> {
         ])]
 }
 
-fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let lines = [
         "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET <pattern>",
@@ -38,7 +36,7 @@ fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     super::help_lines(ctx, &lines)
 }
 
-fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = ctx.srv.config.read();
     let mut pairs: Vec<(&'static str, String)> = Vec::new();
     for name in c.names() {
@@ -63,18 +61,18 @@ fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::msg(format!(
             "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-            String::from_utf8_lossy(&args[2])
+            String::from_utf8_lossy(args[2])
         )));
     }
     // Validate everything on a copy, then apply atomically (Redis 7 multi-set semantics).
     let mut copy = ctx.srv.config.read().clone();
     for p in args[2..].chunks(2) {
-        let name = String::from_utf8_lossy(&p[0]).to_ascii_lowercase();
-        let val = String::from_utf8_lossy(&p[1]).into_owned();
+        let name = String::from_utf8_lossy(p[0]).to_ascii_lowercase();
+        let val = String::from_utf8_lossy(p[1]).into_owned();
         let Some(d) = crate::config::find(&name) else {
             return Err(CmdError::msg(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -101,7 +99,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn resetstat(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn resetstat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.srv.stats.reset();
     for c in &super::table().cmds {
         c.stats.reset();
@@ -114,7 +112,7 @@ fn resetstat(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn rewrite(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn rewrite(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let c = ctx.srv.config.read().clone();
     c.rewrite()
         .map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;

@@ -49,7 +49,7 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn ping(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 2 {
         return Err(super::arity_error(
             super::table().get(b"ping").ok_or(CmdError::Syntax)?,
@@ -68,18 +68,18 @@ fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn echo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    ctx.out.bulk(&args[1]);
+fn echo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.out.bulk(args[1]);
     Ok(())
 }
 
-fn quit(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn quit(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out.ok();
     ctx.cl.close_after_reply = true;
     Ok(())
 }
 
-fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn reset(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let srv = ctx.srv;
     ctx.cl.multi = None;
     ctx.cl.multi_error = false;
@@ -123,7 +123,7 @@ fn check_password(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(),
     }
 }
 
-fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -131,9 +131,9 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::msg("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
     }
     let (user, pass) = if args.len() == 3 {
-        (Some(&args[1][..]), &args[2][..])
+        (Some(args[1]), args[2])
     } else {
-        (None, &args[1][..])
+        (None, args[1])
     };
     check_password(ctx, user, pass)?;
     ctx.cl.authenticated = true;
@@ -141,11 +141,11 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut proto = None;
     let mut i = 1;
     if args.len() >= 2 {
-        let v = arg_i64(&args[1])
+        let v = arg_i64(args[1])
             .map_err(|_| CmdError::msg("ERR Protocol version is not an integer or out of range"))?;
         if !(2..=3).contains(&v) {
             return Err(CmdError::msg("NOPROTO unsupported protocol version"));
@@ -156,16 +156,19 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mut auth: Option<(Bytes, Bytes)> = None;
     let mut name: Option<Bytes> = None;
     while i < args.len() {
-        if eq_ic(&args[i], "auth") && i + 2 < args.len() {
-            auth = Some((args[i + 1].clone(), args[i + 2].clone()));
+        if eq_ic(args[i], "auth") && i + 2 < args.len() {
+            auth = Some((
+                Bytes::copy_from_slice(args[i + 1]),
+                Bytes::copy_from_slice(args[i + 2]),
+            ));
             i += 3;
-        } else if eq_ic(&args[i], "setname") && i + 1 < args.len() {
-            name = Some(args[i + 1].clone());
+        } else if eq_ic(args[i], "setname") && i + 1 < args.len() {
+            name = Some(Bytes::copy_from_slice(args[i + 1]));
             i += 2;
         } else {
             return Err(CmdError::msg(format!(
                 "ERR Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(&args[i])
+                String::from_utf8_lossy(args[i])
             )));
         }
     }
@@ -203,8 +206,8 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = arg_i64(&args[1])?;
+fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let n = arg_i64(args[1])?;
     if n != 0 && crate::cluster::enabled(ctx.srv) {
         return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
     }

@@ -36,10 +36,10 @@ impl Ctx<'_> {
     /// (see `crate::blocking`), or `timeout_ms` passes (0 = forever). Inside MULTI or when
     /// serving a blocked client this is not possible: the caller must check
     /// [`Ctx::can_block`] first and reply with a null instead.
-    pub fn block_on(&mut self, keys: Vec<Bytes>, timeout_ms: u64) {
+    pub fn block_on(&mut self, keys: &[&[u8]], timeout_ms: u64) {
         self.block = Some(BlockRequest {
             db: self.ks.db,
-            keys,
+            keys: super::owned_args(keys),
             timeout_ms,
         });
     }
@@ -72,7 +72,7 @@ pub struct KeyView<'a> {
 
 /// `(address, length, slot)` of argument keys whose slot is known. A key slice matches a
 /// hint only by address and length, which is sound because hints are set from the command's
-/// own argument `Bytes` (immutable, alive while the handler runs) and cleared when the
+/// own argument slices (immutable, alive while the handler runs) and cleared when the
 /// handler returns ([`KeyView::clear_slot_hints`]): no other live slice can have that
 /// address and length with different bytes.
 pub type SlotHints = smallvec::SmallVec<[(usize, u32, u16); MAX_SLOT_HINTS]>;

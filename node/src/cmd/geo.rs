@@ -2,8 +2,6 @@
 //! GEORADIUSBYMEMBER and the _RO forms. A geo key is a sorted set whose scores are 52-bit
 //! geohashes (`crate::types::geo`); GEOADD is ZADD with computed scores, as in Redis.
 
-use bytes::Bytes;
-
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
 use crate::resp::Out;
@@ -54,23 +52,23 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 /// Keys of GEORADIUS: the source, then the key after the last STORE/STOREDIST.
-fn radius_keys(args: &[Bytes], out: &mut Vec<usize>) {
+fn radius_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     store_keys(args, 6, out);
 }
 
 /// Keys of GEORADIUSBYMEMBER (options start one argument earlier).
-fn member_keys(args: &[Bytes], out: &mut Vec<usize>) {
+fn member_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     store_keys(args, 5, out);
 }
 
-fn store_keys(args: &[Bytes], from: usize, out: &mut Vec<usize>) {
+fn store_keys(args: &[&[u8]], from: usize, out: &mut Vec<usize>) {
     if args.len() > 1 {
         out.push(1);
     }
     let mut store = None;
     let mut i = from;
     while i + 1 < args.len() {
-        if eq_ic(&args[i], "store") || eq_ic(&args[i], "storedist") {
+        if eq_ic(args[i], "store") || eq_ic(args[i], "storedist") {
             store = Some(i + 1);
             i += 1;
         }
@@ -163,7 +161,7 @@ fn write_dist(out: &mut Out, d: f64) {
 // ---- GEOADD / GEODIST / GEOHASH / GEOPOS ----
 
 /// Rewrites to ZADD with geohash scores and runs it (Redis does the same).
-fn geoadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn geoadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut idx = 2;
     let (mut nx, mut xx) = (false, false);
     while idx < args.len() {
@@ -181,14 +179,20 @@ fn geoadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     if !rest.len().is_multiple_of(3) || (nx && xx) {
         return Err(CmdError::Syntax);
     }
-    let mut zargs: Vec<Bytes> = Vec::with_capacity(idx + rest.len() / 3 * 2);
-    zargs.push(Bytes::from_static(b"zadd"));
-    zargs.extend(args[1..idx].iter().cloned());
-    for t in rest.chunks_exact(3) {
-        let (x, y) = lonlat(&t[0], &t[1])?;
-        let score = geo::score_of(x, y).ok_or(CmdError::NotFloat)?;
-        zargs.push(Bytes::from(score.to_string()));
-        zargs.push(t[2].clone());
+    let scores = rest
+        .chunks_exact(3)
+        .map(|t| {
+            let (x, y) = lonlat(t[0], t[1])?;
+            let score = geo::score_of(x, y).ok_or(CmdError::NotFloat)?;
+            Ok(score.to_string())
+        })
+        .collect::<Result<Vec<String>, CmdError>>()?;
+    let mut zargs: Vec<&[u8]> = Vec::with_capacity(idx + rest.len() / 3 * 2);
+    zargs.push(b"zadd");
+    zargs.extend_from_slice(&args[1..idx]);
+    for (t, score) in rest.chunks_exact(3).zip(&scores) {
+        zargs.push(score.as_bytes());
+        zargs.push(t[2]);
     }
     let zadd = super::table()
         .get(b"zadd")
@@ -197,17 +201,17 @@ fn geoadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     zadd(ctx, &zargs)
 }
 
-fn geodist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn geodist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let to_m = match args.len() {
         4 => 1.0,
-        5 => unit(&args[4])?,
+        5 => unit(args[4])?,
         _ => return Err(CmdError::Syntax),
     };
-    let Some(z) = ctx.ks.get_zset(&args[1])? else {
+    let Some(z) = ctx.ks.get_zset(args[1])? else {
         ctx.out.null();
         return Ok(());
     };
-    match (z.score(&args[2]), z.score(&args[3])) {
+    match (z.score(args[2]), z.score(args[3])) {
         (Some(a), Some(b)) => {
             let (x1, y1) = geo::decode_score(a);
             let (x2, y2) = geo::decode_score(b);
@@ -218,8 +222,8 @@ fn geodist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn geohash(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let z = ctx.ks.get_zset(&args[1])?;
+fn geohash(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let z = ctx.ks.get_zset(args[1])?;
     ctx.out.array(args.len() - 2);
     for m in &args[2..] {
         match z
@@ -234,8 +238,8 @@ fn geohash(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn geopos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let z = ctx.ks.get_zset(&args[1])?;
+fn geopos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let z = ctx.ks.get_zset(args[1])?;
     ctx.out.array(args.len() - 2);
     for m in &args[2..] {
         match z.as_ref().and_then(|z| z.score(m)) {
@@ -276,22 +280,22 @@ struct Point {
     lat: f64,
 }
 
-fn georadius(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn georadius(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     search(ctx, args, Kind::Radius, true)
 }
-fn georadius_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn georadius_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     search(ctx, args, Kind::Radius, false)
 }
-fn georadiusbymember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn georadiusbymember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     search(ctx, args, Kind::RadiusMember, true)
 }
-fn georadiusbymember_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn georadiusbymember_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     search(ctx, args, Kind::RadiusMember, false)
 }
-fn geosearch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn geosearch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     search(ctx, args, Kind::Search, false)
 }
-fn geosearchstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn geosearchstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     search(ctx, args, Kind::Search, true)
 }
 
@@ -303,7 +307,7 @@ fn member_pos(z: &ZSetValue, m: &[u8]) -> Result<(f64, f64), CmdError> {
 
 /// The common body of the search commands, in the order Redis checks things (argument
 /// errors win over a missing key; WRONGTYPE wins over everything).
-fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> CmdResult {
+fn search(ctx: &mut Ctx<'_>, args: &[&[u8]], kind: Kind, can_store: bool) -> CmdResult {
     // GEOSEARCHSTORE names the destination first.
     let src = if kind == Kind::Search && can_store {
         &args[2]
@@ -313,26 +317,26 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
     let exists = ctx.ks.get_zset(src)?.is_some();
     let mut center = None;
     let mut shape = None; // (shape in units, meters per unit)
-    let mut store: Option<Bytes> = None;
+    let mut store: Option<&[u8]> = None;
     let base = match kind {
         Kind::Radius => {
-            center = Some(lonlat(&args[2], &args[3])?);
-            let (r, conv) = radius_arg(&args[4], &args[5])?;
+            center = Some(lonlat(args[2], args[3])?);
+            let (r, conv) = radius_arg(args[4], args[5])?;
             shape = Some((Shape::Radius(r), conv));
             6
         }
         Kind::RadiusMember => {
             if exists {
                 if let Some(z) = ctx.ks.get_zset(src)? {
-                    center = Some(member_pos(z, &args[2])?);
+                    center = Some(member_pos(z, args[2])?);
                 }
-                let (r, conv) = radius_arg(&args[3], &args[4])?;
+                let (r, conv) = radius_arg(args[3], args[4])?;
                 shape = Some((Shape::Radius(r), conv));
             }
             5
         }
         Kind::Search if can_store => {
-            store = Some(args[1].clone());
+            store = Some(args[1]);
             3
         }
         Kind::Search => 2,
@@ -361,7 +365,7 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
         } else if eq_ic(a, "desc") {
             sort = Sort::Desc;
         } else if eq_ic(a, "count") && left >= 1 {
-            count = arg_i64(&opts[i + 1])?;
+            count = arg_i64(opts[i + 1])?;
             if count <= 0 {
                 return Err(CmdError::msg("ERR COUNT must be > 0"));
             }
@@ -369,18 +373,18 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
         } else if (eq_ic(a, "store") || eq_ic(a, "storedist")) && left >= 1 && can_store && !search
         {
             storedist = eq_ic(a, "storedist");
-            store = Some(opts[i + 1].clone());
+            store = Some(opts[i + 1]);
             i += 1;
         } else if eq_ic(a, "storedist") && search && can_store {
             storedist = true;
         } else if eq_ic(a, "frommember") && left >= 1 && search && !fromloc {
             if let Some(z) = ctx.ks.get_zset(src)? {
-                center = Some(member_pos(z, &opts[i + 1])?);
+                center = Some(member_pos(z, opts[i + 1])?);
             }
             frommember = true;
             i += 1;
         } else if eq_ic(a, "fromlonlat") && left >= 2 && search && !frommember {
-            center = Some(lonlat(&opts[i + 1], &opts[i + 2])?);
+            center = Some(lonlat(opts[i + 1], opts[i + 2])?);
             fromloc = true;
             i += 2;
         } else if eq_ic(a, "byradius")
@@ -388,7 +392,7 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
             && search
             && !matches!(shape, Some((Shape::Box { .. }, _)))
         {
-            let (r, conv) = radius_arg(&opts[i + 1], &opts[i + 2])?;
+            let (r, conv) = radius_arg(opts[i + 1], opts[i + 2])?;
             shape = Some((Shape::Radius(r), conv));
             i += 2;
         } else if eq_ic(a, "bybox")
@@ -396,7 +400,7 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
             && search
             && !matches!(shape, Some((Shape::Radius(_), _)))
         {
-            let (w, h, conv) = box_arg(&opts[i + 1], &opts[i + 2], &opts[i + 3])?;
+            let (w, h, conv) = box_arg(opts[i + 1], opts[i + 2], opts[i + 3])?;
             shape = Some((
                 Shape::Box {
                     width: w,
@@ -420,7 +424,7 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
             "ERR {what} is not compatible with WITHDIST, WITHHASH and WITHCOORD options"
         )));
     }
-    let name = String::from_utf8_lossy(&args[0]);
+    let name = String::from_utf8_lossy(args[0]);
     if search && !(frommember || fromloc) {
         return Err(CmdError::msg(format!(
             "ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for {name}"
@@ -440,7 +444,7 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
         // No source key.
         match store {
             Some(dst) => {
-                ctx.ks.del(&dst);
+                ctx.ks.del(dst);
                 ctx.out.int(0);
             }
             None => ctx.out.array(0),
@@ -479,7 +483,7 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
     match store {
         Some(dst) => {
             if found.is_empty() {
-                ctx.ks.del(&dst);
+                ctx.ks.del(dst);
             } else {
                 let lim = ctx.limits();
                 let pairs = found.into_iter().map(|p| {
@@ -487,8 +491,8 @@ fn search(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind, can_store: bool) -> Cmd
                     (p.member, s)
                 });
                 ctx.ks
-                    .set(&dst, Value::ZSet(ZSetValue::from_pairs(pairs, &lim)));
-                ctx.ks.signal_ready(&dst);
+                    .set(dst, Value::ZSet(ZSetValue::from_pairs(pairs, &lim)));
+                ctx.ks.signal_ready(dst);
             }
             ctx.out.int(returned as i64);
         }

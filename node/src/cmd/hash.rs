@@ -2,7 +2,6 @@
 //! HINCRBYFLOAT HSTRLEN HRANDFIELD HSCAN. Also the SCAN-argument parser the collection SCANs
 //! share.
 
-use bytes::Bytes;
 use rand::Rng;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
@@ -42,59 +41,57 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<i64, CmdError> {
+fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::msg(format!(
             "ERR wrong number of arguments for '{}' command",
-            String::from_utf8_lossy(&args[0]).to_lowercase()
+            String::from_utf8_lossy(args[0]).to_lowercase()
         )));
     }
     let lim = ctx.limits();
-    let h = ctx.ks.hash_or_create(&args[1])?;
+    let h = ctx.ks.hash_or_create(args[1])?;
     let mut added = 0;
     for p in args[2..].chunks_exact(2) {
-        added += h.set(&p[0], &p[1], &lim) as i64;
+        added += h.set(p[0], p[1], &lim) as i64;
     }
     Ok(added)
 }
 
-fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = set_pairs(ctx, args)?;
     ctx.out.int(n);
     Ok(())
 }
 
-fn hmset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hmset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     set_pairs(ctx, args)?;
     ctx.out.ok();
     Ok(())
 }
 
-fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lim = ctx.limits();
-    if let Some(h) = ctx.ks.get_hash(&args[1])? {
-        if h.contains(&args[2]) {
+    if let Some(h) = ctx.ks.get_hash(args[1])? {
+        if h.contains(args[2]) {
             ctx.out.int(0);
             return Ok(());
         }
     }
-    ctx.ks
-        .hash_or_create(&args[1])?
-        .set(&args[2], &args[3], &lim);
+    ctx.ks.hash_or_create(args[1])?.set(args[2], args[3], &lim);
     ctx.out.int(1);
     Ok(())
 }
 
-fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    match ctx.ks.get_hash(&args[1])?.and_then(|h| h.get(&args[2])) {
+fn hget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    match ctx.ks.get_hash(args[1])?.and_then(|h| h.get(args[2])) {
         Some(v) => ctx.out.bulk(v),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let h = ctx.ks.get_hash(&args[1])?;
+fn hmget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let h = ctx.ks.get_hash(args[1])?;
     ctx.out.array(args.len() - 2);
     for f in &args[2..] {
         match h.as_ref().and_then(|h| h.get(f)) {
@@ -105,48 +102,48 @@ fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut n = 0;
-    if let Some(h) = ctx.ks.get_hash(&args[1])? {
+    if let Some(h) = ctx.ks.get_hash(args[1])? {
         for f in &args[2..] {
             n += h.remove(f) as i64;
         }
         if h.is_empty() {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         }
     }
     ctx.out.int(n);
     Ok(())
 }
 
-fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hexists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let e = ctx
         .ks
-        .get_hash(&args[1])?
-        .is_some_and(|h| h.contains(&args[2]));
+        .get_hash(args[1])?
+        .is_some_and(|h| h.contains(args[2]));
     ctx.out.int(e as i64);
     Ok(())
 }
 
-fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = ctx.ks.get_hash(&args[1])?.map_or(0, |h| h.len());
+fn hlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let n = ctx.ks.get_hash(args[1])?.map_or(0, |h| h.len());
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn hstrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = ctx
         .ks
-        .get_hash(&args[1])?
-        .and_then(|h| h.get(&args[2]).map(<[u8]>::len))
+        .get_hash(args[1])?
+        .and_then(|h| h.get(args[2]).map(<[u8]>::len))
         .unwrap_or(0);
     ctx.out.int(n as i64);
     Ok(())
 }
 
 /// Which halves of the pairs HKEYS/HVALS/HGETALL return.
-fn getall(ctx: &mut Ctx<'_>, args: &[Bytes], keys: bool, vals: bool) -> CmdResult {
-    let Some(h) = ctx.ks.get_hash(&args[1])? else {
+fn getall(ctx: &mut Ctx<'_>, args: &[&[u8]], keys: bool, vals: bool) -> CmdResult {
+    let Some(h) = ctx.ks.get_hash(args[1])? else {
         if keys && vals {
             ctx.out.map(0);
         } else {
@@ -171,43 +168,43 @@ fn getall(ctx: &mut Ctx<'_>, args: &[Bytes], keys: bool, vals: bool) -> CmdResul
     Ok(())
 }
 
-fn hkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args, true, false)
 }
 
-fn hvals(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hvals(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args, false, true)
 }
 
-fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hgetall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args, true, true)
 }
 
-fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let incr = arg_i64(&args[3])?;
+fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let incr = arg_i64(args[3])?;
     let lim = ctx.limits();
-    let h = ctx.ks.hash_or_create(&args[1])?;
-    let cur = match h.get(&args[2]) {
+    let h = ctx.ks.hash_or_create(args[1])?;
+    let cur = match h.get(args[2]) {
         Some(v) => {
             parse_i64_strict(v).ok_or_else(|| CmdError::msg("ERR hash value is not an integer"))?
         }
         None => 0,
     };
     let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
-    h.set(&args[2], itoa::Buffer::new().format(new).as_bytes(), &lim);
+    h.set(args[2], itoa::Buffer::new().format(new).as_bytes(), &lim);
     ctx.out.int(new);
     Ok(())
 }
 
-fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     // Redis adds in 80-bit long double and prints with %.17Lf: emulate it exactly.
-    let incr = LDouble::parse(&args[3]).ok_or(CmdError::NotFloat)?;
+    let incr = LDouble::parse(args[3]).ok_or(CmdError::NotFloat)?;
     if !incr.is_finite() {
         return Err(CmdError::msg("ERR value is NaN or Infinity"));
     }
     let lim = ctx.limits();
-    let h = ctx.ks.hash_or_create(&args[1])?;
-    let cur = match h.get(&args[2]) {
+    let h = ctx.ks.hash_or_create(args[1])?;
+    let cur = match h.get(args[2]) {
         Some(v) => {
             LDouble::parse(v).ok_or_else(|| CmdError::msg("ERR hash value is not a float"))?
         }
@@ -218,7 +215,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
     let s = new.to_human();
-    h.set(&args[2], s.as_bytes(), &lim);
+    h.set(args[2], s.as_bytes(), &lim);
     ctx.out.bulk(s.as_bytes());
     Ok(())
 }
@@ -238,8 +235,8 @@ pub(crate) fn rand_count(b: &[u8], with_values: bool) -> Result<i64, CmdError> {
     Ok(n)
 }
 
-fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() > 4 || (args.len() == 4 && !eq_ic(&args[3], "withvalues")) {
+fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], "withvalues")) {
         return Err(CmdError::Syntax);
     }
     let withvalues = args.len() == 4;
@@ -247,7 +244,7 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         Some(c) => Some(rand_count(c, withvalues)?),
         None => None,
     };
-    let h = ctx.ks.get_hash(&args[1])?;
+    let h = ctx.ks.get_hash(args[1])?;
     let out = &mut *ctx.out;
     let Some(count) = count else {
         match h.and_then(|h| h.random_pair()) {
@@ -319,8 +316,8 @@ pub(crate) struct ScanArgs<'a> {
     pub count: usize,
 }
 
-pub(crate) fn parse_scan(args: &[Bytes]) -> Result<ScanArgs<'_>, CmdError> {
-    let cursor = std::str::from_utf8(&args[2])
+pub(crate) fn parse_scan<'a>(args: &[&'a [u8]]) -> Result<ScanArgs<'a>, CmdError> {
+    let cursor = std::str::from_utf8(args[2])
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
         .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?;
@@ -334,14 +331,14 @@ pub(crate) fn parse_scan(args: &[Bytes]) -> Result<ScanArgs<'_>, CmdError> {
         if i + 1 >= args.len() {
             return Err(CmdError::Syntax);
         }
-        if eq_ic(&args[i], "count") {
-            let n = arg_i64(&args[i + 1])?;
+        if eq_ic(args[i], "count") {
+            let n = arg_i64(args[i + 1])?;
             if n < 1 {
                 return Err(CmdError::Syntax);
             }
             sa.count = n as usize;
-        } else if eq_ic(&args[i], "match") {
-            let p = &args[i + 1][..];
+        } else if eq_ic(args[i], "match") {
+            let p = args[i + 1];
             // "*" matches everything: skip the matcher, as Redis does.
             sa.pattern = (p != b"*").then_some(p);
         } else {
@@ -369,11 +366,11 @@ pub(crate) fn write_scan(out: &mut crate::resp::Out, cursor: u64, items: &[Vec<u
     }
 }
 
-fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let sa = parse_scan(args)?;
     let mut items = Vec::new();
     let mut next = 0;
-    if let Some(h) = ctx.ks.get_hash(&args[1])? {
+    if let Some(h) = ctx.ks.get_hash(args[1])? {
         next = scan_hash(h, &sa, &mut items);
     }
     write_scan(ctx.out, next, &items);

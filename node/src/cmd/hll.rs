@@ -1,8 +1,6 @@
 //! HyperLogLog commands: PFADD PFCOUNT PFMERGE. Values are plain strings in Redis's HLL
 //! format (see `crate::types::hll`), so GET/SET/DUMP/RESTORE move them between servers.
 
-use bytes::Bytes;
-
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Value;
 use crate::types::hll::{self, HllError};
@@ -49,7 +47,7 @@ fn merge_key(ctx: &mut Ctx<'_>, key: &[u8], max: &mut [u8]) -> Result<Option<boo
     Ok(Some(hll::is_dense(b)))
 }
 
-fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let key = &args[1];
     let sparse_max = ctx.limits().hll_sparse_max_bytes;
     let mut updated = false;
@@ -68,7 +66,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn pfcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 2 {
         let mut max = vec![0u8; hll::REGISTERS];
         for k in &args[1..] {
@@ -80,7 +78,7 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     // One key: answer from the cached cardinality, refreshing it when stale (as Redis does,
     // this rewrites the value's header).
     let mut tmp = itoa::Buffer::new();
-    let cached = match ctx.ks.get(&args[1]) {
+    let cached = match ctx.ks.get(args[1]) {
         None => {
             ctx.out.int(0);
             return Ok(());
@@ -94,7 +92,7 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let card = match cached {
         Some(c) => c,
         None => {
-            let buf = hll_buf(ctx, &args[1])?.ok_or(CmdError::NoSuchKey)?;
+            let buf = hll_buf(ctx, args[1])?.ok_or(CmdError::NoSuchKey)?;
             let c = hll::count(buf).map_err(hll_err)?;
             hll::set_cached_card(buf, c);
             c
@@ -104,7 +102,7 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn pfmerge(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut max = vec![0u8; hll::REGISTERS];
     let mut dense = false;
     for k in &args[1..] {
@@ -130,15 +128,15 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 /// PFDEBUG GETREG | DECODE | ENCODING | TODENSE key (Redis's debugging entry points).
-fn pfdebug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn pfdebug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     enum R {
         Regs(Vec<u8>),
         Text(String),
         Simple(&'static str),
         Int(i64),
     }
-    let sub = String::from_utf8_lossy(&args[1]).to_lowercase();
-    let buf = hll_buf(ctx, &args[2])?
+    let sub = String::from_utf8_lossy(args[1]).to_lowercase();
+    let buf = hll_buf(ctx, args[2])?
         .ok_or_else(|| CmdError::msg("ERR The specified key does not exist"))?;
     let r = match sub.as_str() {
         "getreg" => {
@@ -166,7 +164,7 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         _ => {
             return Err(CmdError::msg(format!(
                 "ERR Unknown PFDEBUG subcommand '{}'",
-                String::from_utf8_lossy(&args[1])
+                String::from_utf8_lossy(args[1])
             )))
         }
     };
@@ -186,7 +184,7 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// PFSELFTEST: sparse and dense encodings must agree register for register and count the
 /// same while growing past the promotion point.
-fn pfselftest(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
+fn pfselftest(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let mut sparse = hll::new_sparse();
     let mut dense = hll::new_sparse();
     hll::to_dense(&mut dense).map_err(hll_err)?;

@@ -3,8 +3,6 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
-
 use super::{table, CmdResult, CommandSpec, Ctx};
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -25,7 +23,7 @@ const DEFAULT: &[&str] = &[
     "keyspace",
 ];
 
-fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut wanted: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())

@@ -36,37 +36,37 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = args[1..].iter().filter(|k| ctx.ks.del(k)).count();
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = args[1..].iter().filter(|k| ctx.ks.exists(k)).count();
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn touch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = args[1..].iter().filter(|k| ctx.ks.get(k).is_some()).count();
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn type_(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let t = ctx
         .ks
-        .get_w(&args[1])
+        .get_w(args[1])
         .map(|v| v.type_name())
         .unwrap_or("none");
     ctx.out.simple(t);
     Ok(())
 }
 
-fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: i64, absolute: bool) -> CmdResult {
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let v = arg_i64(&args[2])?;
+fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: i64, absolute: bool) -> CmdResult {
+    let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+    let v = arg_i64(args[2])?;
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for a in &args[3..] {
         if eq_ic(a, "nx") {
@@ -101,7 +101,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: i64, absolute: bool) 
     } else {
         ms.checked_add(ctx.ks.now as i64).ok_or_else(bad)?
     };
-    let Some(e) = ctx.ks.entry(&args[1]) else {
+    let Some(e) = ctx.ks.entry(args[1]) else {
         ctx.out.int(0);
         return Ok(());
     };
@@ -122,24 +122,24 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: i64, absolute: bool) 
         return Ok(());
     }
     if at <= ctx.ks.now as i64 {
-        ctx.ks.del(&args[1]);
+        ctx.ks.del(args[1]);
     } else {
-        ctx.ks.set_expire(&args[1], at as u64);
+        ctx.ks.set_expire(args[1], at as u64);
     }
     ctx.out.int(1);
     Ok(())
 }
 
-fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn expire(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, 1000, false)
 }
-fn pexpire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn pexpire(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, 1, false)
 }
-fn expireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn expireat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, 1000, true)
 }
-fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn pexpireat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, 1, true)
 }
 
@@ -162,35 +162,35 @@ fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], ms: bool) {
     ctx.out.int(if ms { left } else { (left + 500) / 1000 });
 }
 
-fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &args[1], false);
+fn ttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ttl_generic(ctx, args[1], false);
     Ok(())
 }
-fn pttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &args[1], true);
+fn pttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ttl_generic(ctx, args[1], true);
     Ok(())
 }
-fn expiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let d = deadline(ctx, &args[1]);
+fn expiretime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let d = deadline(ctx, args[1]);
     ctx.out.int(if d < 0 { d } else { d / 1000 });
     Ok(())
 }
-fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let d = deadline(ctx, &args[1]);
+fn pexpiretime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let d = deadline(ctx, args[1]);
     ctx.out.int(d);
     Ok(())
 }
 
-fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let had = matches!(ctx.ks.entry(&args[1]), Some(e) if e.expire_at() != NO_EXPIRE);
+fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let had = matches!(ctx.ks.entry(args[1]), Some(e) if e.expire_at() != NO_EXPIRE);
     if had {
-        ctx.ks.set_expire(&args[1], NO_EXPIRE);
+        ctx.ks.set_expire(args[1], NO_EXPIRE);
     }
     ctx.out.int(had as i64);
     Ok(())
 }
 
-fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> CmdResult {
+fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
     let (src, dst) = (&args[1], &args[2]);
     if !ctx.ks.exists(src) {
         return Err(CmdError::NoSuchKey);
@@ -220,10 +220,10 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> CmdResult {
     Ok(())
 }
 
-fn rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn rename(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     rename_generic(ctx, args, false)
 }
-fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn renamenx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     rename_generic(ctx, args, true)
 }
 
@@ -235,15 +235,15 @@ fn parse_db(ctx: &Ctx<'_>, a: &[u8]) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
-fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut dstdb = ctx.ks.db;
     let mut replace = false;
     let mut i = 3;
     while i < args.len() {
-        if eq_ic(&args[i], "replace") {
+        if eq_ic(args[i], "replace") {
             replace = true;
-        } else if eq_ic(&args[i], "db") && i + 1 < args.len() {
-            dstdb = parse_db(ctx, &args[i + 1])?;
+        } else if eq_ic(args[i], "db") && i + 1 < args.len() {
+            dstdb = parse_db(ctx, args[i + 1])?;
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -276,8 +276,8 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn move_(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let dstdb = parse_db(ctx, &args[2])?;
+fn move_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let dstdb = parse_db(ctx, args[2])?;
     let db = ctx.ks.db;
     if dstdb == db {
         return Err(CmdError::msg(
@@ -296,7 +296,7 @@ fn move_(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let pat = &args[1];
     let all = &pat[..] == b"*";
     let db = ctx.ks.db;
@@ -321,8 +321,8 @@ fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// SCAN's cursor is the next hash slot to visit: each call returns whole slots, so a key
 /// present for the whole scan is always returned, whatever rehashing happens in between.
-fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let cursor: u64 = std::str::from_utf8(&args[1])
+fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let cursor: u64 = std::str::from_utf8(args[1])
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?;
@@ -334,15 +334,15 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         if i + 1 >= args.len() {
             return Err(CmdError::Syntax);
         }
-        if eq_ic(&args[i], "match") {
-            pat = Some(args[i + 1].clone());
-        } else if eq_ic(&args[i], "count") {
-            count = arg_i64(&args[i + 1])?;
+        if eq_ic(args[i], "match") {
+            pat = Some(Bytes::copy_from_slice(args[i + 1]));
+        } else if eq_ic(args[i], "count") {
+            count = arg_i64(args[i + 1])?;
             if count < 1 {
                 return Err(CmdError::Syntax);
             }
-        } else if eq_ic(&args[i], "type") {
-            ty = Some(String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase());
+        } else if eq_ic(args[i], "type") {
+            ty = Some(String::from_utf8_lossy(args[i + 1]).to_ascii_lowercase());
         } else {
             return Err(CmdError::Syntax);
         }
@@ -392,7 +392,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn randomkey(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let db = ctx.ks.db;
     let now = ctx.ks.now;
     let mut rng = rand::rng();

@@ -79,7 +79,7 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> CmdResult {
+fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool, only_existing: bool) -> CmdResult {
     let key = &args[1];
     let lim = ctx.limits();
     let l = if only_existing {
@@ -106,16 +106,16 @@ fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> C
     Ok(())
 }
 
-fn lpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn lpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, true, false)
 }
-fn rpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn rpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, false, false)
 }
-fn lpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn lpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, true, true)
 }
-fn rpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, false, true)
 }
 
@@ -142,7 +142,7 @@ fn pop_n(
     Ok(Some(out))
 }
 
-fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> CmdResult {
+fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -151,11 +151,11 @@ fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> CmdResult {
         None => None,
     };
     match count {
-        None => match pop_n(ctx, &args[1], left, 1)?.and_then(|mut v| v.pop()) {
+        None => match pop_n(ctx, args[1], left, 1)?.and_then(|mut v| v.pop()) {
             Some(v) => ctx.out.bulk(&v),
             None => ctx.out.null(),
         },
-        Some(n) => match pop_n(ctx, &args[1], left, n)? {
+        Some(n) => match pop_n(ctx, args[1], left, n)? {
             Some(v) => ctx.out.bulks(v.iter()),
             None => ctx.out.null_array(),
         },
@@ -172,15 +172,15 @@ pub(crate) fn positive_count(b: &[u8]) -> Result<usize, CmdError> {
     }
 }
 
-fn lpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn lpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     pop(ctx, args, true)
 }
-fn rpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn rpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     pop(ctx, args, false)
 }
 
-fn llen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = ctx.ks.get_list(&args[1])?.map_or(0, |l| l.len());
+fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let n = ctx.ks.get_list(args[1])?.map_or(0, |l| l.len());
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -202,10 +202,10 @@ pub(crate) fn norm_range(start: i64, stop: i64, len: usize) -> Option<(usize, us
     Some((s as usize, e as usize))
 }
 
-fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (start, stop) = (arg_i64(&args[2])?, arg_i64(&args[3])?);
+fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (start, stop) = (arg_i64(args[2])?, arg_i64(args[3])?);
     let out = &mut *ctx.out;
-    match ctx.ks.get_list(&args[1])? {
+    match ctx.ks.get_list(args[1])? {
         Some(l) => match norm_range(start, stop, l.len()) {
             Some((s, e)) => {
                 out.array(e - s + 1);
@@ -223,11 +223,11 @@ fn index_of(i: i64, len: usize) -> Option<usize> {
     (i >= 0 && (i as usize) < len).then_some(i as usize)
 }
 
-fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let i = arg_i64(&args[2])?;
+fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let i = arg_i64(args[2])?;
     let v = ctx
         .ks
-        .get_list(&args[1])?
+        .get_list(args[1])?
         .and_then(|l| index_of(i, l.len()).and_then(|i| l.get(i)));
     match v {
         Some(v) => ctx.out.bulk(v),
@@ -236,33 +236,33 @@ fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let i = arg_i64(&args[2])?;
+fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let i = arg_i64(args[2])?;
     let lim = ctx.limits();
-    let l = ctx.ks.get_list(&args[1])?.ok_or(CmdError::NoSuchKey)?;
+    let l = ctx.ks.get_list(args[1])?.ok_or(CmdError::NoSuchKey)?;
     let i = index_of(i, l.len()).ok_or(CmdError::OutOfRange)?;
-    l.set(i, &args[3], &lim);
+    l.set(i, args[3], &lim);
     ctx.out.ok();
     Ok(())
 }
 
-fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let before = if eq_ic(&args[2], "before") {
+fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let before = if eq_ic(args[2], "before") {
         true
-    } else if eq_ic(&args[2], "after") {
+    } else if eq_ic(args[2], "after") {
         false
     } else {
         return Err(CmdError::Syntax);
     };
     let lim = ctx.limits();
-    let Some(l) = ctx.ks.get_list(&args[1])? else {
+    let Some(l) = ctx.ks.get_list(args[1])? else {
         ctx.out.int(0);
         return Ok(());
     };
-    let pos = l.iter().position(|e| e == &args[3][..]);
+    let pos = l.iter().position(|e| e == args[3]);
     match pos {
         Some(p) => {
-            l.insert(if before { p } else { p + 1 }, &args[4], &lim);
+            l.insert(if before { p } else { p + 1 }, args[4], &lim);
             let n = l.len();
             ctx.out.int(n as i64);
         }
@@ -271,54 +271,54 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let count = arg_i64(&args[2])?;
+fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let count = arg_i64(args[2])?;
     let mut n = 0;
-    if let Some(l) = ctx.ks.get_list(&args[1])? {
-        n = l.remove(count, &args[3]);
+    if let Some(l) = ctx.ks.get_list(args[1])? {
+        n = l.remove(count, args[3]);
         if l.is_empty() {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         }
     }
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (start, stop) = (arg_i64(&args[2])?, arg_i64(&args[3])?);
-    if let Some(l) = ctx.ks.get_list(&args[1])? {
+fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (start, stop) = (arg_i64(args[2])?, arg_i64(args[3])?);
+    if let Some(l) = ctx.ks.get_list(args[1])? {
         match norm_range(start, stop, l.len()) {
             Some((s, e)) => l.trim(s, e),
             None => l.trim(1, 0),
         }
         if l.is_empty() {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         }
     }
     ctx.out.ok();
     Ok(())
 }
 
-fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn lpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (mut rank, mut count, mut maxlen) = (1i64, None::<usize>, 0usize);
     let mut i = 3;
     while i < args.len() {
         if i + 1 >= args.len() {
             return Err(CmdError::Syntax);
         }
-        let v = arg_i64(&args[i + 1])?;
-        if eq_ic(&args[i], "rank") {
+        let v = arg_i64(args[i + 1])?;
+        if eq_ic(args[i], "rank") {
             if v == 0 {
                 return Err(CmdError::msg("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
             }
             // Redis negates LONG_MIN into itself and then searches like RANK -1.
             rank = if v == i64::MIN { -1 } else { v };
-        } else if eq_ic(&args[i], "count") {
+        } else if eq_ic(args[i], "count") {
             if v < 0 {
                 return Err(CmdError::msg("ERR COUNT can't be negative"));
             }
             count = Some(v as usize);
-        } else if eq_ic(&args[i], "maxlen") {
+        } else if eq_ic(args[i], "maxlen") {
             if v < 0 {
                 return Err(CmdError::msg("ERR MAXLEN can't be negative"));
             }
@@ -329,7 +329,7 @@ fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         i += 2;
     }
     let mut found = Vec::new();
-    if let Some(l) = ctx.ks.get_list(&args[1])? {
+    if let Some(l) = ctx.ks.get_list(args[1])? {
         let len = l.len();
         let want = match count {
             Some(0) => usize::MAX,
@@ -350,7 +350,7 @@ fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             )
         };
         for (idx, e) in it {
-            if e == &args[2][..] {
+            if e == args[2] {
                 if skip > 0 {
                     skip -= 1;
                     continue;
@@ -422,17 +422,17 @@ fn do_move(
     Ok(Some(v))
 }
 
-fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (from, to) = (parse_side(&args[3])?, parse_side(&args[4])?);
-    match do_move(ctx, &args[1], &args[2], from, to)? {
+fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (from, to) = (parse_side(args[3])?, parse_side(args[4])?);
+    match do_move(ctx, args[1], args[2], from, to)? {
         Some(v) => ctx.out.bulk(&v),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn rpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    match do_move(ctx, &args[1], &args[2], false, true)? {
+fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    match do_move(ctx, args[1], args[2], false, true)? {
         Some(v) => ctx.out.bulk(&v),
         None => ctx.out.null(),
     }
@@ -443,30 +443,30 @@ fn rpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// A popped batch: the key it came from and the elements.
 type Popped = Option<(Bytes, Vec<Vec<u8>>)>;
 
-fn mpop(ctx: &mut Ctx<'_>, keys: &[Bytes], left: bool, count: usize) -> Result<Popped, CmdError> {
+fn mpop(ctx: &mut Ctx<'_>, keys: &[&[u8]], left: bool, count: usize) -> Result<Popped, CmdError> {
     for k in keys {
         let non_empty = ctx.ks.get_list(k)?.is_some_and(|l| !l.is_empty());
         if non_empty {
             let v = pop_n(ctx, k, left, count)?.unwrap_or_default();
-            return Ok(Some((k.clone(), v)));
+            return Ok(Some((Bytes::copy_from_slice(k), v)));
         }
     }
     Ok(None)
 }
 
 /// Parses `LEFT|RIGHT [COUNT n]` at `at`.
-fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
+fn mpop_opts(args: &[&[u8]], at: usize) -> Result<(bool, usize), CmdError> {
     let left = parse_side(args.get(at).ok_or(CmdError::Syntax)?)?;
     Ok((left, mpop_count(args, at + 1)?))
 }
 
 /// Parses the optional `[COUNT n]` tail of LMPOP/ZMPOP and their blocking forms, from `i`
 /// (the only argument allowed after the side); 1 when absent.
-pub(crate) fn mpop_count(args: &[Bytes], mut i: usize) -> Result<usize, CmdError> {
+pub(crate) fn mpop_count(args: &[&[u8]], mut i: usize) -> Result<usize, CmdError> {
     let mut count = None;
     while i < args.len() {
-        if eq_ic(&args[i], "count") && i + 1 < args.len() && count.is_none() {
-            let n = arg_i64(&args[i + 1])?;
+        if eq_ic(args[i], "count") && i + 1 < args.len() && count.is_none() {
+            let n = arg_i64(args[i + 1])?;
             if n <= 0 {
                 return Err(CmdError::msg("ERR count should be greater than 0"));
             }
@@ -481,8 +481,11 @@ pub(crate) fn mpop_count(args: &[Bytes], mut i: usize) -> Result<usize, CmdError
 
 /// Parses `numkeys key...` of LMPOP/ZMPOP and their blocking forms (a count past the
 /// arguments is a syntax error there, unlike SINTERCARD).
-pub(crate) fn mpop_keys(args: &[Bytes], at: usize) -> Result<&[Bytes], CmdError> {
-    let n = arg_i64(&args[at])?;
+pub(crate) fn mpop_keys<'a, 'b>(
+    args: &'a [&'b [u8]],
+    at: usize,
+) -> Result<&'a [&'b [u8]], CmdError> {
+    let n = arg_i64(args[at])?;
     if n <= 0 {
         return Err(CmdError::msg("ERR numkeys should be greater than 0"));
     }
@@ -499,7 +502,7 @@ fn write_mpop(out: &mut crate::resp::Out, key: &[u8], vals: &[Vec<u8>]) {
     out.bulks(vals.iter());
 }
 
-fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 1)?;
     let (left, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
@@ -511,9 +514,9 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// Blocks (or answers as a timeout) when nothing could be served; `null_bulk` picks the
 /// timeout reply of BLMOVE/BRPOPLPUSH.
-fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[Bytes], timeout_ms: u64, null_bulk: bool) {
+fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[&[u8]], timeout_ms: u64, null_bulk: bool) {
     if ctx.can_block() {
-        ctx.block_on(keys.to_vec(), timeout_ms);
+        ctx.block_on(keys, timeout_ms);
     } else if !ctx.serving_blocked {
         if null_bulk {
             ctx.out.null();
@@ -523,8 +526,8 @@ fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[Bytes], timeout_ms: u64, null_bul
     }
 }
 
-fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> CmdResult {
-    let timeout = arg_timeout(&args[args.len() - 1])?;
+fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
+    let timeout = arg_timeout(args[args.len() - 1])?;
     let keys = &args[1..args.len() - 1];
     match mpop(ctx, keys, left, 1)? {
         Some((k, mut v)) => {
@@ -538,17 +541,17 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> CmdResult {
     Ok(())
 }
 
-fn blpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn blpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bpop(ctx, args, true)
 }
-fn brpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn brpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bpop(ctx, args, false)
 }
 
 fn bmove(
     ctx: &mut Ctx<'_>,
-    src: &Bytes,
-    dst: &Bytes,
+    src: &[u8],
+    dst: &[u8],
     from: bool,
     to: bool,
     timeout: &[u8],
@@ -556,22 +559,22 @@ fn bmove(
     let timeout = arg_timeout(timeout)?;
     match do_move(ctx, src, dst, from, to)? {
         Some(v) => ctx.out.bulk(&v),
-        None => block_or_timeout(ctx, std::slice::from_ref(src), timeout, true),
+        None => block_or_timeout(ctx, &[src], timeout, true),
     }
     Ok(())
 }
 
-fn blmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (from, to) = (parse_side(&args[3])?, parse_side(&args[4])?);
-    bmove(ctx, &args[1], &args[2], from, to, &args[5])
+fn blmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (from, to) = (parse_side(args[3])?, parse_side(args[4])?);
+    bmove(ctx, args[1], args[2], from, to, args[5])
 }
 
-fn brpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    bmove(ctx, &args[1], &args[2], false, true, &args[3])
+fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    bmove(ctx, args[1], args[2], false, true, args[3])
 }
 
-fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let timeout = arg_timeout(&args[1])?;
+fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let timeout = arg_timeout(args[1])?;
     let keys = mpop_keys(args, 2)?;
     let (left, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, left, count)? {

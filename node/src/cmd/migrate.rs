@@ -8,8 +8,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::cluster::convert;
 use crate::db::{Entry, NO_EXPIRE};
@@ -34,7 +32,7 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 /// MIGRATE's keys: argument 3, or everything after KEYS when it is empty.
-fn migrate_keys(args: &[Bytes], out: &mut Vec<usize>) {
+fn migrate_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     if args.len() < 6 {
         return;
     }
@@ -47,8 +45,8 @@ fn migrate_keys(args: &[Bytes], out: &mut Vec<usize>) {
     }
 }
 
-fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    match ctx.ks.get(&args[1]) {
+fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    match ctx.ks.get(args[1]) {
         Some(v) => {
             let payload = tessera_rdb::dump_value(&convert::to_rdb(v));
             ctx.out.bulk(&payload);
@@ -58,7 +56,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (mut replace, mut absttl) = (false, false);
     let (mut idle, mut freq): (Option<i64>, Option<i64>) = (None, None);
     let mut j = 4;
@@ -70,14 +68,14 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         } else if eq_ic(a, "absttl") {
             absttl = true;
         } else if eq_ic(a, "idletime") && more >= 1 && freq.is_none() {
-            let v = arg_i64(&args[j + 1])?;
+            let v = arg_i64(args[j + 1])?;
             if v < 0 {
                 return Err(CmdError::msg("ERR Invalid IDLETIME value, must be >= 0"));
             }
             idle = Some(v);
             j += 1;
         } else if eq_ic(a, "freq") && more >= 1 && idle.is_none() {
-            let v = arg_i64(&args[j + 1])?;
+            let v = arg_i64(args[j + 1])?;
             if !(0..=255).contains(&v) {
                 return Err(CmdError::msg(
                     "ERR Invalid FREQ value, must be >= 0 and <= 255",
@@ -94,11 +92,11 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     if !replace && ctx.ks.exists(key) {
         return Err(CmdError::msg("BUSYKEY Target key name already exists."));
     }
-    let ttl = arg_i64(&args[2])?;
+    let ttl = arg_i64(args[2])?;
     if ttl < 0 {
         return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
     }
-    let rv = tessera_rdb::restore_value(&args[3]).map_err(|e| CmdError::msg(e.to_string()))?;
+    let rv = tessera_rdb::restore_value(args[3]).map_err(|e| CmdError::msg(e.to_string()))?;
     let lim = ctx.limits();
     let Some(value) = convert::from_rdb(rv, &lim) else {
         return Err(CmdError::msg("ERR Bad data format"));
@@ -144,7 +142,7 @@ struct MigrateArgs<'a> {
     keys: Vec<&'a [u8]>,
 }
 
-fn parse_migrate(args: &[Bytes]) -> Result<MigrateArgs<'_>, CmdError> {
+fn parse_migrate<'a>(args: &[&'a [u8]]) -> Result<MigrateArgs<'a>, CmdError> {
     let (mut copy, mut replace) = (false, false);
     let mut auth = None;
     let mut keys: Vec<&[u8]> = Vec::new();
@@ -162,12 +160,12 @@ fn parse_migrate(args: &[Bytes]) -> Result<MigrateArgs<'_>, CmdError> {
                 return Err(CmdError::Syntax);
             }
             j += 1;
-            auth = Some((None, &args[j][..]));
+            auth = Some((None, args[j]));
         } else if eq_ic(a, "auth2") {
             if more < 2 {
                 return Err(CmdError::Syntax);
             }
-            auth = Some((Some(&args[j + 1][..]), &args[j + 2][..]));
+            auth = Some((Some(args[j + 1]), args[j + 2]));
             j += 2;
         } else if eq_ic(a, "keys") {
             if !args[3].is_empty() {
@@ -183,17 +181,17 @@ fn parse_migrate(args: &[Bytes]) -> Result<MigrateArgs<'_>, CmdError> {
         }
         j += 1;
     }
-    let timeout = arg_i64(&args[5])?;
-    let db = arg_i64(&args[4])?;
+    let timeout = arg_i64(args[5])?;
+    let db = arg_i64(args[4])?;
     if !keys_opt {
-        keys.push(&args[3]);
+        keys.push(args[3]);
     }
-    let port = std::str::from_utf8(&args[2])
+    let port = std::str::from_utf8(args[2])
         .ok()
         .and_then(|p| p.parse::<u16>().ok())
         .unwrap_or(0);
     Ok(MigrateArgs {
-        host: String::from_utf8_lossy(&args[1]).into_owned(),
+        host: String::from_utf8_lossy(args[1]).into_owned(),
         port,
         db,
         timeout_ms: if timeout <= 0 { 1000 } else { timeout as u64 },
@@ -219,7 +217,7 @@ fn command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
 
 /// MIGRATE: pipelines [AUTH], SELECT and one RESTORE(-ASKING) per key, then deletes the
 /// keys the target accepted (unless COPY).
-fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let m = parse_migrate(args)?;
     let now = ctx.ks.now;
     // (key, relative ttl ms or 0, payload) of the keys that exist and are not expired.

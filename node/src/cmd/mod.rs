@@ -4,7 +4,8 @@
 //! Each family is a file `cmd/<family>.rs` exposing `pub fn commands() -> Vec<CommandSpec>`
 //! (see `strings.rs` for the pattern). [`all_commands`] concatenates them; add a family by
 //! declaring its `mod` and one `v.extend(<family>::commands());` line at the marked spot.
-//! Handlers take `(&mut Ctx, &[Bytes])`, read and write keys through `ctx.ks` (which holds
+//! Handlers take `(&mut Ctx, &[&[u8]])` (arguments borrowed from the connection's read
+//! buffer: anything kept beyond the command is copied, see [`owned_args`]), read and write keys through `ctx.ks` (which holds
 //! the locks of the keys the command's `KeyPos` names) and write one reply into `ctx.out`,
 //! or return a [`CmdError`].
 
@@ -176,8 +177,8 @@ impl CommandTable {
     }
 
     /// Resolves a subcommand (CLIENT SETNAME) if the command has any.
-    pub fn resolve<'t>(&'t self, args: &[Bytes]) -> Result<&'t CommandSpec, CmdError> {
-        let Some(c) = self.get(&args[0]) else {
+    pub fn resolve<'t>(&'t self, args: &[&[u8]]) -> Result<&'t CommandSpec, CmdError> {
+        let Some(c) = self.get(args[0]) else {
             return Err(unknown_command(args));
         };
         if c.subcommands.is_empty() || args.len() < 2 {
@@ -191,21 +192,33 @@ impl CommandTable {
             Some(s) => Ok(s),
             None => Err(CmdError::msg(format!(
                 "ERR unknown subcommand '{}'. Try {} HELP.",
-                trunc(&args[1], 128),
+                trunc(args[1], 128),
                 c.name.to_ascii_uppercase()
             ))),
         }
     }
 }
 
+/// Copies borrowed arguments to owned storage, for anything that keeps a command beyond
+/// its execution (MULTI queue, blocked client, slowlog): the borrowed form points into the
+/// connection's read buffer, which is reused for the next request.
+pub fn owned_args(args: &[&[u8]]) -> Vec<Bytes> {
+    args.iter().map(|a| Bytes::copy_from_slice(a)).collect()
+}
+
+/// The borrowed view of owned arguments, to run them through the same handlers.
+pub fn arg_view(args: &[Bytes]) -> Vec<&[u8]> {
+    args.iter().map(|a| &a[..]).collect()
+}
+
 fn trunc(b: &[u8], n: usize) -> String {
     String::from_utf8_lossy(&b[..b.len().min(n)]).into_owned()
 }
 
-fn unknown_command(args: &[Bytes]) -> CmdError {
+fn unknown_command(args: &[&[u8]]) -> CmdError {
     let mut m = format!(
         "ERR unknown command '{}', with args beginning with: ",
-        trunc(&args[0], 128)
+        trunc(args[0], 128)
     );
     for a in &args[1..] {
         if m.len() >= 128 + 60 {
@@ -238,7 +251,7 @@ pub enum Outcome {
 
 /// Runs one request for a connection: lookup, checks, MULTI queueing, locking, handler,
 /// WATCH invalidation, serving of blocked clients, stats.
-pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[Bytes]) -> Outcome {
+pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) -> Outcome {
     let t = table();
     let cmd = match t.resolve(args) {
         Ok(c) => c,
@@ -314,7 +327,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[B
     }
     if cl.multi.is_some() && !transaction::runs_inside_multi(cmd.name) {
         if let Some(q) = cl.multi.as_mut() {
-            q.push(args.to_vec());
+            q.push(owned_args(args));
         }
         out.simple("QUEUED");
         return Outcome::Done;
@@ -384,7 +397,7 @@ fn lock_keys<'s>(
     srv: &'s Server,
     cl: &mut ClientState,
     cmd: &CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
     hints: &mut ctx::SlotHints,
 ) -> crate::db::LockSet<'s> {
     match cmd.keys {
@@ -392,8 +405,8 @@ fn lock_keys<'s>(
         KeyPos::Range {
             first: 1, last: 1, ..
         } => {
-            let slot = crate::slot::key_hash_slot(&args[1]);
-            ctx::push_slot_hint(hints, &args[1], slot);
+            let slot = crate::slot::key_hash_slot(args[1]);
+            ctx::push_slot_hint(hints, args[1], slot);
             srv.ks.lock_slot(slot)
         }
         _ => {
@@ -401,8 +414,8 @@ fn lock_keys<'s>(
             cmd.key_indices(args, &mut cl.scratch_idx);
             cl.scratch_slots.clear();
             for &i in &cl.scratch_idx {
-                let slot = crate::slot::key_hash_slot(&args[i]);
-                ctx::push_slot_hint(hints, &args[i], slot);
+                let slot = crate::slot::key_hash_slot(args[i]);
+                ctx::push_slot_hint(hints, args[i], slot);
                 cl.scratch_slots.push(slot);
             }
             srv.ks.lock(&mut cl.scratch_slots)
@@ -427,8 +440,10 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
     if cmd.name == "exec" {
         let t = table();
         return cl.multi.as_ref().is_some_and(|q| {
-            q.iter()
-                .any(|a| t.resolve(a).is_ok_and(|c| !c.has(flags::LOADING)))
+            q.iter().any(|a| {
+                t.resolve(&arg_view(a))
+                    .is_ok_and(|c| !c.has(flags::LOADING))
+            })
         });
     }
     false
@@ -436,7 +451,7 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
 
 /// Runs a handler with locks already held (by `execute` or EXEC): writes the reply or
 /// error, and invalidates WATCHes on the keys of a successful write command.
-pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
+pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let reply_at = ctx.out.len();
     let notify = crate::notify::before(ctx, cmd, args);
     let res = (cmd.handler)(ctx, args);
@@ -451,7 +466,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[Bytes]) {
                 let mut idx = Vec::new();
                 cmd.key_indices(args, &mut idx);
                 for i in idx {
-                    ctx.srv.watch.touch(ctx.ks.db, &args[i]);
+                    ctx.srv.watch.touch(ctx.ks.db, args[i]);
                 }
             }
             if cmd.has(flags::WRITE) {
@@ -473,7 +488,7 @@ pub fn record(
     srv: &Server,
     cl: &ClientState,
     cmd: &'static CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
     start: CmdTimer,
 ) {
     let us = start.elapsed_us();

@@ -3,8 +3,6 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
-
 use super::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::persist::{self, PersistError};
 
@@ -17,7 +15,7 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn save(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn save(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     if ctx.srv.persist.bgsave_in_progress.load(Ordering::Acquire) {
         return Err(CmdError::msg("ERR Background save already in progress"));
     }
@@ -33,7 +31,7 @@ fn save(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     }
 }
 
-fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let schedule = match args.get(1) {
         None => false,
         Some(a) if eq_ic(a, "schedule") && args.len() == 2 => true,
@@ -58,7 +56,7 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn bgrewriteaof(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn bgrewriteaof(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     match persist::aof::bgrewrite(ctx.srv) {
         Ok(()) => {
             ctx.out

@@ -3,8 +3,6 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
-
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 
 /// Key-spec flags of the shard commands' channel argument (as Redis 7.0).
@@ -95,44 +93,44 @@ pub fn allowed_in_context(name: &str) -> bool {
     )
 }
 
-fn subscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.srv.pubsub.subscribe(ctx.cl, ctx.out, &args[1..], false);
     Ok(())
 }
 
-fn unsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.srv
         .pubsub
         .unsubscribe(ctx.cl, ctx.out, &args[1..], false);
     Ok(())
 }
 
-fn psubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn psubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.srv.pubsub.subscribe(ctx.cl, ctx.out, &args[1..], true);
     Ok(())
 }
 
-fn punsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.srv
         .pubsub
         .unsubscribe(ctx.cl, ctx.out, &args[1..], true);
     Ok(())
 }
 
-fn publish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     publish_to(ctx, args, false)
 }
 
 /// PUBLISH (`shard` false: every node of the cluster) and SPUBLISH (`shard` true: the
 /// nodes of this shard): local subscribers first, then the bus.
-fn publish_to(ctx: &mut Ctx<'_>, args: &[Bytes], shard: bool) -> CmdResult {
+fn publish_to(ctx: &mut Ctx<'_>, args: &[&[u8]], shard: bool) -> CmdResult {
     let limit = ctx.srv.config.read().cobl[2];
     let n = if shard {
-        ctx.srv.pubsub.spublish(&args[1], &args[2], limit)
+        ctx.srv.pubsub.spublish(args[1], args[2], limit)
     } else {
-        ctx.srv.pubsub.publish(&args[1], &args[2], limit)
+        ctx.srv.pubsub.publish(args[1], args[2], limit)
     };
-    crate::cluster::broadcast_publish(ctx.srv, &args[1], &args[2], shard);
+    crate::cluster::broadcast_publish(ctx.srv, args[1], args[2], shard);
     ctx.srv
         .stats
         .pubsub_messages
@@ -141,7 +139,7 @@ fn publish_to(ctx: &mut Ctx<'_>, args: &[Bytes], shard: bool) -> CmdResult {
     Ok(())
 }
 
-fn ssubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn ssubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.in_exec {
         return Err(CmdError::msg(
             "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
@@ -153,22 +151,22 @@ fn ssubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.srv.pubsub.sunsubscribe(ctx.cl, ctx.out, &args[1..]);
     Ok(())
 }
 
-fn spublish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     publish_to(ctx, args, true)
 }
 
-fn shardchannels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn shardchannels(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let v = ctx.srv.pubsub.shard_channels(args.get(2).map(|b| &b[..]));
     ctx.out.bulks(v.iter());
     Ok(())
 }
 
-fn shardnumsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn shardnumsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.out.map(args.len() - 2);
     for c in &args[2..] {
         ctx.out.bulk(c);
@@ -177,13 +175,13 @@ fn shardnumsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn channels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn channels(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let v = ctx.srv.pubsub.channels(args.get(2).map(|b| &b[..]));
     ctx.out.bulks(v.iter());
     Ok(())
 }
 
-fn numsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn numsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.out.map(args.len() - 2);
     for c in &args[2..] {
         ctx.out.bulk(c);
@@ -192,12 +190,12 @@ fn numsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn numpat(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn numpat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out.int(ctx.srv.pubsub.numpat() as i64);
     Ok(())
 }
 
-fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let lines = [
         "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "CHANNELS [<pattern>]",

@@ -31,20 +31,20 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn replicaof(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.srv.cluster.get().is_some() {
         return Err(CmdError::msg("ERR REPLICAOF not allowed in cluster mode."));
     }
-    if eq_ic(&args[1], "no") && eq_ic(&args[2], "one") {
+    if eq_ic(args[1], "no") && eq_ic(args[2], "one") {
         repl::set_master(ctx.srv, None);
         ctx.out.ok();
         return Ok(());
     }
-    let port = arg_i64(&args[2])?;
+    let port = arg_i64(args[2])?;
     if !(0..=65535).contains(&port) {
         return Err(CmdError::msg("ERR Invalid master port"));
     }
-    let host = String::from_utf8_lossy(&args[1]).into_owned();
+    let host = String::from_utf8_lossy(args[1]).into_owned();
     let same = ctx
         .srv
         .repl
@@ -61,7 +61,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn role(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn role(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let r = &ctx.srv.repl;
     let master = r.master.lock().as_ref().map(|m| (m.host.clone(), m.port));
     let sh = r.shared.lock();
@@ -109,19 +109,22 @@ fn role(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn sync(_: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn sync(_: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     repl::set_pending(Pending::Sync { psync: None });
     Ok(())
 }
 
-fn psync(_: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn psync(_: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     repl::set_pending(Pending::Sync {
-        psync: Some((args[1].clone(), args[2].clone())),
+        psync: Some((
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(args[2]),
+        )),
     });
     Ok(())
 }
 
-fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
@@ -157,12 +160,12 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.srv.repl.is_replica() {
         return Err(CmdError::msg("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
-    let n = arg_i64(&args[1])?;
-    let t = arg_i64(&args[2])
+    let n = arg_i64(args[1])?;
+    let t = arg_i64(args[2])
         .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
     if t < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));

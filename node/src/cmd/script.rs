@@ -48,9 +48,12 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
+/// A run of borrowed arguments.
+type ArgSlice<'a, 'b> = &'a [&'b [u8]];
+
 /// Splits `numkeys key... arg...` (args[2..]) into keys and argv, with Redis's errors.
-fn split(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), CmdError> {
-    let n = arg_i64(&args[2])?;
+fn split<'a, 'b>(args: ArgSlice<'a, 'b>) -> Result<(ArgSlice<'a, 'b>, ArgSlice<'a, 'b>), CmdError> {
+    let n = arg_i64(args[2])?;
     if n < 0 {
         return Err(CmdError::msg("ERR Number of keys can't be negative"));
     }
@@ -63,14 +66,14 @@ fn split(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), CmdError> {
     Ok(rest.split_at(n as usize))
 }
 
-fn run_body(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, sha: &str, ro: bool) -> CmdResult {
+fn run_body(ctx: &mut Ctx<'_>, args: &[&[u8]], body: Bytes, sha: &str, ro: bool) -> CmdResult {
     let (keys, argv) = split(args)?;
     script::run(ctx, &body, sha, keys, argv, ro)
 }
 
-fn eval_impl(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> CmdResult {
+fn eval_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
     split(args)?;
-    let body = args[1].clone();
+    let body = Bytes::copy_from_slice(args[1]);
     let sha = script::sha1_hex(&body);
     if script::cache_get(&sha).is_none() {
         script::compile_check(&body)?;
@@ -79,8 +82,8 @@ fn eval_impl(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> CmdResult {
     run_body(ctx, args, body, &sha, ro)
 }
 
-fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> CmdResult {
-    let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
+    let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
     let Some(body) = script::cache_get(&sha) else {
         return Err(CmdError::msg(
             "NOSCRIPT No matching script. Please use EVAL.",
@@ -89,24 +92,24 @@ fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> CmdResult {
     run_body(ctx, args, body, &sha, ro)
 }
 
-fn eval(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn eval(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     eval_impl(ctx, args, false)
 }
 
-fn eval_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn eval_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     eval_impl(ctx, args, true)
 }
 
-fn evalsha(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn evalsha(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     evalsha_impl(ctx, args, false)
 }
 
-fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     evalsha_impl(ctx, args, true)
 }
 
-fn load(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let body = args[2].clone();
+fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let body = Bytes::copy_from_slice(args[2]);
     script::compile_check(&body)?;
     let sha = script::sha1_hex(&body);
     ctx.out.bulk(sha.as_bytes());
@@ -114,7 +117,7 @@ fn load(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.out.array(args.len() - 2);
     for a in &args[2..] {
         let found = script::cache_get(&String::from_utf8_lossy(a)).is_some();
@@ -123,7 +126,7 @@ fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn flush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match args.get(2) {
         None => {}
         Some(a) if args.len() == 3 && (eq_ic(a, "sync") || eq_ic(a, "async")) => {}
@@ -139,11 +142,11 @@ fn flush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 /// Scripts never make the server BUSY here (no lua-time-limit), so there is never one to kill.
-fn kill(_: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn kill(_: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
 }
 
-fn help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let lines = [
         "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DEBUG (YES|SYNC|NO)",

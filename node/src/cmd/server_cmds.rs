@@ -4,8 +4,6 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Value;
 
@@ -78,7 +76,7 @@ pub fn db_keys(ctx: &mut Ctx<'_>, db: usize) -> (usize, usize) {
     (n, v)
 }
 
-fn dbsize(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn dbsize(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let db = ctx.ks.db;
     let (n, _) = db_keys(ctx, db);
     ctx.out.int(n as i64);
@@ -86,7 +84,7 @@ fn dbsize(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
 }
 
 /// FLUSHDB/FLUSHALL's mode: true for ASYNC (the data is freed on another thread).
-fn flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
+fn flush_mode(args: &[&[u8]]) -> Result<bool, CmdError> {
     match args.get(1) {
         None => Ok(false),
         Some(a) if args.len() == 2 && eq_ic(a, "async") => Ok(true),
@@ -122,7 +120,7 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
     }
 }
 
-fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lazy = flush_mode(args)?;
     let db = ctx.ks.db;
     flush_db(ctx, Some(db), lazy);
@@ -130,16 +128,16 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lazy = flush_mode(args)?;
     flush_db(ctx, None, lazy);
     ctx.out.ok();
     Ok(())
 }
 
-fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let a = arg_i64(&args[1]).map_err(|_| CmdError::msg("ERR invalid first DB index"))?;
-    let b = arg_i64(&args[2]).map_err(|_| CmdError::msg("ERR invalid second DB index"))?;
+fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let a = arg_i64(args[1]).map_err(|_| CmdError::msg("ERR invalid first DB index"))?;
+    let b = arg_i64(args[2]).map_err(|_| CmdError::msg("ERR invalid second DB index"))?;
     let n = ctx.srv.ks.databases() as i64;
     if a < 0 || a >= n || b < 0 || b >= n {
         return Err(CmdError::msg("ERR DB index is out of range"));
@@ -165,7 +163,7 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn time(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn time(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -175,13 +173,13 @@ fn time(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn lastsave(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn lastsave(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out
         .int(ctx.srv.last_save.load(Ordering::Relaxed) as i64);
     Ok(())
 }
 
-fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     for a in &args[1..] {
         if !(eq_ic(a, "nosave")
             || eq_ic(a, "save")
@@ -203,22 +201,22 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn monitor(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn monitor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.cl.handle.monitor.store(true, Ordering::Relaxed);
     ctx.srv.monitors.add(ctx.cl.handle.clone());
     ctx.out.ok();
     Ok(())
 }
 
-fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if eq_ic(&args[1], "sleep") && args.len() == 3 {
-        let secs = super::arg_f64(&args[2])?;
+fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if eq_ic(args[1], "sleep") && args.len() == 3 {
+        let secs = super::arg_f64(args[2])?;
         // Blocks this worker thread like Redis blocks its event loop (tests rely on it).
         std::thread::sleep(Duration::from_secs_f64(secs.clamp(0.0, 3600.0)));
         ctx.out.ok();
-    } else if eq_ic(&args[1], "set-active-expire") && args.len() == 3 {
+    } else if eq_ic(args[1], "set-active-expire") && args.len() == 3 {
         ctx.out.ok();
-    } else if eq_ic(&args[1], "help") {
+    } else if eq_ic(args[1], "help") {
         return super::help_lines(
             ctx,
             &[
@@ -231,13 +229,13 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     } else {
         return Err(CmdError::msg(format!(
             "ERR unknown subcommand '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(&args[1])
+            String::from_utf8_lossy(args[1])
         )));
     }
     Ok(())
 }
 
-fn mem_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn mem_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     super::help_lines(
         ctx,
         &[
@@ -264,23 +262,23 @@ pub fn key_memory(key: &[u8], v: &Value) -> usize {
     slot + key_heap + v.mem_usage()
 }
 
-fn mem_usage(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn mem_usage(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() == 5 {
-        if !eq_ic(&args[3], "samples") {
+        if !eq_ic(args[3], "samples") {
             return Err(CmdError::Syntax);
         }
-        arg_i64(&args[4])?;
+        arg_i64(args[4])?;
     } else if args.len() != 3 {
         return Err(CmdError::Syntax);
     }
-    match ctx.ks.get_w(&args[2]) {
-        Some(v) => ctx.out.int(key_memory(&args[2], v) as i64),
+    match ctx.ks.get_w(args[2]) {
+        Some(v) => ctx.out.int(key_memory(args[2], v) as i64),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn mem_stats(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn mem_stats(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let used = crate::alloc::used_memory();
     ctx.out.map(3);
     ctx.out.bulk(b"peak.allocated");
@@ -292,12 +290,12 @@ fn mem_stats(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn mem_doctor(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn mem_doctor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out.verbatim(b"Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.", "txt");
     Ok(())
 }
 
-fn obj_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn obj_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     super::help_lines(
         ctx,
         &[
@@ -318,18 +316,18 @@ fn obj_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     )
 }
 
-fn obj_encoding(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn obj_encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let db = ctx.ks.db;
-    match ctx.ks.lookup_in(db, &args[2]) {
+    match ctx.ks.lookup_in(db, args[2]) {
         Some(e) => ctx.out.bulk(e.value.encoding().as_bytes()),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn obj_refcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn obj_refcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let db = ctx.ks.db;
-    match ctx.ks.lookup_in(db, &args[2]) {
+    match ctx.ks.lookup_in(db, args[2]) {
         // Redis shares small integers (refcount INT_MAX); everything else has 1.
         Some(e) => match e.value {
             Value::Int(i) if (0..10000).contains(&i) => ctx.out.int(i32::MAX as i64),
@@ -340,13 +338,13 @@ fn obj_refcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn obj_idletime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn obj_idletime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.srv.lfu_enabled() {
         return Err(CmdError::msg("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
     }
     let db = ctx.ks.db;
     let clock = ctx.srv.access_clock(ctx.ks.now);
-    match ctx.ks.lookup_in(db, &args[2]) {
+    match ctx.ks.lookup_in(db, args[2]) {
         Some(e) => ctx
             .out
             .int((clock.wrapping_sub(e.access()) & crate::db::value::ACCESS_MASK) as i64),
@@ -355,13 +353,13 @@ fn obj_idletime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn obj_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn obj_freq(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if !ctx.srv.lfu_enabled() {
         return Err(CmdError::msg("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
     }
     let db = ctx.ks.db;
     let now = ctx.ks.now;
-    match ctx.ks.lookup_in(db, &args[2]) {
+    match ctx.ks.lookup_in(db, args[2]) {
         Some(e) => ctx
             .out
             .int(crate::server::evict::lfu_counter(e.access(), now) as i64),
@@ -370,7 +368,7 @@ fn obj_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn slow_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn slow_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     super::help_lines(
         ctx,
         &[
@@ -390,7 +388,7 @@ fn slow_help(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     )
 }
 
-fn slow_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn slow_get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let count = match args.get(2) {
         Some(a) => {
             let n = arg_i64(a)
@@ -423,13 +421,13 @@ fn slow_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn slow_len(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn slow_len(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let n = ctx.srv.slowlog.entries.lock().len();
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn slow_reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn slow_reset(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.srv.slowlog.entries.lock().clear();
     ctx.out.ok();
     Ok(())

@@ -1,7 +1,6 @@
 //! Set commands: SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SINTER
 //! SINTERCARD SUNION SDIFF (+STORE) SSCAN.
 
-use bytes::Bytes;
 use rand::Rng;
 
 use super::hash::{distinct_positions, parse_scan, rand_count, write_scan};
@@ -46,12 +45,12 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lim = ctx.limits();
     let key = &args[1];
     if ctx.ks.get_set(key)?.is_none() {
         ctx.ks
-            .set(key, Value::Set(SetValue::new_for(&args[2], &lim)));
+            .set(key, Value::Set(SetValue::new_for(args[2], &lim)));
     }
     let s = ctx.ks.set_or_create(key)?;
     let n = args[2..].iter().filter(|m| s.insert(m, &lim)).count();
@@ -59,12 +58,12 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut n = 0;
-    if let Some(s) = ctx.ks.get_set(&args[1])? {
+    if let Some(s) = ctx.ks.get_set(args[1])? {
         n = args[2..].iter().filter(|m| s.remove(m)).count();
         if s.is_empty() {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         }
     }
     ctx.out.int(n as i64);
@@ -78,9 +77,9 @@ fn write_set(out: &mut crate::resp::Out, members: &[Vec<u8>]) {
     }
 }
 
-fn smembers(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn smembers(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let out = &mut *ctx.out;
-    match ctx.ks.get_set(&args[1])? {
+    match ctx.ks.get_set(args[1])? {
         Some(s) => {
             out.set(s.len());
             s.for_each(|m| out.bulk(m));
@@ -90,17 +89,17 @@ fn smembers(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn sismember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let r = ctx
         .ks
-        .get_set(&args[1])?
-        .is_some_and(|s| s.contains(&args[2]));
+        .get_set(args[1])?
+        .is_some_and(|s| s.contains(args[2]));
     ctx.out.int(r as i64);
     Ok(())
 }
 
-fn smismember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let s = ctx.ks.get_set(&args[1])?;
+fn smismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let s = ctx.ks.get_set(args[1])?;
     ctx.out.array(args.len() - 2);
     for m in &args[2..] {
         let r = s.as_ref().is_some_and(|s| s.contains(m));
@@ -109,13 +108,13 @@ fn smismember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = ctx.ks.get_set(&args[1])?.map_or(0, |s| s.len());
+fn scard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let n = ctx.ks.get_set(args[1])?.map_or(0, |s| s.len());
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -123,7 +122,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         Some(c) => Some(super::list::positive_count(c)?),
         None => None,
     };
-    let Some(s) = ctx.ks.get_set(&args[1])? else {
+    let Some(s) = ctx.ks.get_set(args[1])? else {
         match count {
             None => ctx.out.null(),
             Some(_) => ctx.out.set(0),
@@ -147,12 +146,12 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
     }
     if s.is_empty() {
-        ctx.ks.del(&args[1]);
+        ctx.ks.del(args[1]);
     }
     Ok(())
 }
 
-fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -160,7 +159,7 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         Some(c) => Some(rand_count(c, false)?),
         None => None,
     };
-    let s = ctx.ks.get_set(&args[1])?;
+    let s = ctx.ks.get_set(args[1])?;
     let out = &mut *ctx.out;
     let Some(count) = count else {
         match s.and_then(|s| s.random_member()) {
@@ -199,7 +198,7 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (src, dst, m) = (&args[1], &args[2], &args[3]);
     let lim = ctx.limits();
     let Some(s) = ctx.ks.get_set(src)? else {
@@ -235,7 +234,7 @@ enum Op {
 /// Computes a set operation over `keys`; WRONGTYPE if any key holds another type.
 fn compute(
     ctx: &mut Ctx<'_>,
-    keys: &[Bytes],
+    keys: &[&[u8]],
     op: Op,
     limit: usize,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
@@ -250,7 +249,7 @@ fn compute(
             }
             let mut order: Vec<usize> = (0..keys.len()).collect();
             order.sort_by_key(|&i| lens[i]);
-            let mut acc = match ctx.ks.get_set(&keys[order[0]])? {
+            let mut acc = match ctx.ks.get_set(keys[order[0]])? {
                 Some(s) => s.members(),
                 None => Vec::new(),
             };
@@ -258,7 +257,7 @@ fn compute(
                 if acc.is_empty() {
                     break;
                 }
-                if let Some(s) = ctx.ks.get_set(&keys[i])? {
+                if let Some(s) = ctx.ks.get_set(keys[i])? {
                     acc.retain(|m| s.contains(m));
                 }
             }
@@ -277,7 +276,7 @@ fn compute(
             Ok(acc.iter().map(|(m, _)| m.to_vec()).collect())
         }
         Op::Diff => {
-            let Some(first) = ctx.ks.get_set(&keys[0])? else {
+            let Some(first) = ctx.ks.get_set(keys[0])? else {
                 return Ok(Vec::new());
             };
             let mut acc = first.members();
@@ -294,13 +293,13 @@ fn compute(
     }
 }
 
-fn reply_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
+fn reply_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> CmdResult {
     let r = compute(ctx, &args[1..], op, usize::MAX)?;
     write_set(ctx.out, &r);
     Ok(())
 }
 
-fn store_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
+fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> CmdResult {
     let r = compute(ctx, &args[2..], op, usize::MAX)?;
     let lim = ctx.limits();
     let dst = &args[1];
@@ -314,28 +313,31 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> CmdResult {
     Ok(())
 }
 
-fn sinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sinter(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_op(ctx, args, Op::Inter)
 }
-fn sunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sunion(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_op(ctx, args, Op::Union)
 }
-fn sdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sdiff(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_op(ctx, args, Op::Diff)
 }
-fn sinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sinterstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     store_op(ctx, args, Op::Inter)
 }
-fn sunionstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sunionstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     store_op(ctx, args, Op::Union)
 }
-fn sdiffstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     store_op(ctx, args, Op::Diff)
 }
 
 /// Parses `numkeys key...` as the *INTERCARD / *MPOP commands do; returns the key slice.
-pub(crate) fn numkeys_args(args: &[Bytes], at: usize) -> Result<&[Bytes], CmdError> {
-    let n = arg_i64(&args[at])?;
+pub(crate) fn numkeys_args<'a, 'b>(
+    args: &'a [&'b [u8]],
+    at: usize,
+) -> Result<&'a [&'b [u8]], CmdError> {
+    let n = arg_i64(args[at])?;
     if n <= 0 {
         return Err(CmdError::msg("ERR numkeys should be greater than 0"));
     }
@@ -348,14 +350,14 @@ pub(crate) fn numkeys_args(args: &[Bytes], at: usize) -> Result<&[Bytes], CmdErr
     Ok(&args[at + 1..at + 1 + n])
 }
 
-fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = numkeys_args(args, 1)?;
     let mut limit = 0usize;
     let mut i = 2 + keys.len();
     while i < args.len() {
-        if eq_ic(&args[i], "limit") && i + 1 < args.len() {
+        if eq_ic(args[i], "limit") && i + 1 < args.len() {
             let l =
-                arg_i64(&args[i + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
+                arg_i64(args[i + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
             if l < 0 {
                 return Err(CmdError::msg("ERR LIMIT can't be negative"));
             }
@@ -371,11 +373,11 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let sa = parse_scan(args)?;
     let mut items = Vec::new();
     let mut next = 0;
-    if let Some(s) = ctx.ks.get_set(&args[1])? {
+    if let Some(s) = ctx.ks.get_set(args[1])? {
         next = s.scan(sa.cursor, sa.count, |m| {
             if sa.matches(m) {
                 items.push(m.to_vec());

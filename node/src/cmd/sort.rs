@@ -8,8 +8,6 @@
 
 use std::cmp::Ordering;
 
-use bytes::Bytes;
-
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::{LockSet, Value};
 use crate::types::{ListValue, ZSetValue};
@@ -33,7 +31,7 @@ pub fn commands() -> Vec<CommandSpec> {
 
 /// Key positions of SORT: the sorted key, then the last STORE destination (skipping the
 /// arguments of LIMIT, BY and GET so a key named "store" there is not mistaken for it).
-fn sort_keys(args: &[Bytes], out: &mut Vec<usize>) {
+fn sort_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     if args.len() < 2 {
         return;
     }
@@ -57,17 +55,17 @@ fn sort_keys(args: &[Bytes], out: &mut Vec<usize>) {
 
 /// SORT_RO's only key is the sorted one (its key list still depends on the arguments in
 /// Redis's view: `movablekeys`).
-fn sort_ro_keys(args: &[Bytes], out: &mut Vec<usize>) {
+fn sort_ro_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     if args.len() >= 2 {
         out.push(1);
     }
 }
 
-fn sort(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     sort_generic(ctx, args, false)
 }
 
-fn sort_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn sort_ro(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     sort_generic(ctx, args, true)
 }
 
@@ -77,13 +75,13 @@ struct Opts<'a> {
     alpha: bool,
     limit_start: i64,
     limit_count: i64,
-    store: Option<&'a Bytes>,
-    by: Option<&'a Bytes>,
+    store: Option<&'a [u8]>,
+    by: Option<&'a [u8]>,
     dontsort: bool,
-    gets: Vec<&'a Bytes>,
+    gets: Vec<&'a [u8]>,
 }
 
-fn parse_opts<'a>(ctx: &Ctx<'_>, args: &'a [Bytes], readonly: bool) -> Result<Opts<'a>, CmdError> {
+fn parse_opts<'a>(ctx: &Ctx<'_>, args: &[&'a [u8]], readonly: bool) -> Result<Opts<'a>, CmdError> {
     let mut o = Opts {
         desc: false,
         alpha: false,
@@ -106,14 +104,14 @@ fn parse_opts<'a>(ctx: &Ctx<'_>, args: &'a [Bytes], readonly: bool) -> Result<Op
         } else if eq_ic(a, "alpha") {
             o.alpha = true;
         } else if eq_ic(a, "limit") && left >= 2 {
-            o.limit_start = arg_i64(&args[j + 1])?;
-            o.limit_count = arg_i64(&args[j + 2])?;
+            o.limit_start = arg_i64(args[j + 1])?;
+            o.limit_count = arg_i64(args[j + 2])?;
             j += 2;
         } else if !readonly && eq_ic(a, "store") && left >= 1 {
-            o.store = Some(&args[j + 1]);
+            o.store = Some(args[j + 1]);
             j += 1;
         } else if eq_ic(a, "by") && left >= 1 {
-            let p = &args[j + 1];
+            let p = args[j + 1];
             o.by = Some(p);
             if !p.contains(&b'*') {
                 o.dontsort = true;
@@ -126,7 +124,7 @@ fn parse_opts<'a>(ctx: &Ctx<'_>, args: &'a [Bytes], readonly: bool) -> Result<Op
             }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
-            let p = &args[j + 1];
+            let p = args[j + 1];
             if cluster {
                 // Even `GET #` (Redis 7.0 checks no pattern).
                 return Err(CmdError::msg(
@@ -226,7 +224,7 @@ fn sort_strtod(b: &[u8]) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
-fn sort_generic(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> CmdResult {
+fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdResult {
     let mut o = parse_opts(ctx, args, readonly)?;
     let needs_lookups = (o.by.is_some() && !o.dontsort) || o.gets.iter().any(|g| &g[..] != b"#");
     if needs_lookups && !ctx.ks.locks.all {

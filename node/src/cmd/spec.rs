@@ -5,13 +5,12 @@ use std::sync::atomic::Ordering;
 
 use crate::server::stats::Counter;
 
-use bytes::Bytes;
-
 use super::{CmdResult, Ctx};
 
 /// A command handler: reads `args` (args[0] is the command name), writes exactly one reply
-/// into `ctx.out`, or returns an error that the dispatcher writes.
-pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> CmdResult;
+/// into `ctx.out`, or returns an error that the dispatcher writes. The arguments are borrowed
+/// (usually from the connection's read buffer): no refcount traffic per argument.
+pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> CmdResult;
 
 pub mod flags {
     pub const WRITE: u32 = 1 << 0;
@@ -101,7 +100,7 @@ pub enum KeyPos {
         numkeys: i32,
     },
     /// Custom extraction (e.g. SORT, XREAD-like): fills indices into the vector.
-    Custom(fn(&[Bytes], &mut Vec<usize>)),
+    Custom(fn(&[&[u8]], &mut Vec<usize>)),
 }
 
 impl KeyPos {
@@ -241,7 +240,7 @@ impl CommandSpec {
     }
 
     /// Positions of the key arguments of `args`, appended to `out`.
-    pub fn key_indices(&self, args: &[Bytes], out: &mut Vec<usize>) {
+    pub fn key_indices(&self, args: &[&[u8]], out: &mut Vec<usize>) {
         let argc = args.len() as i32;
         match self.keys {
             KeyPos::None => {}
@@ -287,7 +286,7 @@ impl CommandSpec {
 }
 
 /// Keys of a keynum spec: the count is at `numkeys`, keys start at `numkeys + first`.
-fn keynum_indices(args: &[Bytes], numkeys: i32, first: i32, step: i32, out: &mut Vec<usize>) {
+fn keynum_indices(args: &[&[u8]], numkeys: i32, first: i32, step: i32, out: &mut Vec<usize>) {
     let argc = args.len() as i64;
     let Some(n) = args
         .get(numkeys as usize)

@@ -1,8 +1,6 @@
 //! String commands: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET MSETNX INCR DECR
 //! INCRBY DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR SETRANGE LCS.
 
-use bytes::Bytes;
-
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyView};
 use crate::db::{Value, NO_EXPIRE};
 use crate::types::ldouble::LDouble;
@@ -68,8 +66,8 @@ fn reply_string(ks: &mut KeyView<'_>, out: &mut crate::resp::Out, key: &[u8]) ->
     Ok(())
 }
 
-fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    reply_string(&mut ctx.ks, ctx.out, &args[1])
+fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    reply_string(&mut ctx.ks, ctx.out, args[1])
 }
 
 /// Parses an EX/PX/EXAT/PXAT amount into an absolute unix-ms deadline.
@@ -106,7 +104,7 @@ struct SetOpts {
     expire: Option<u64>,
 }
 
-fn parse_set_opts(args: &[Bytes], now: u64, allow_get: bool) -> Result<SetOpts, CmdError> {
+fn parse_set_opts(args: &[&[u8]], now: u64, allow_get: bool) -> Result<SetOpts, CmdError> {
     let mut o = SetOpts::default();
     let mut i = 3;
     while i < args.len() {
@@ -131,7 +129,7 @@ fn parse_set_opts(args: &[Bytes], now: u64, allow_get: bool) -> Result<SetOpts, 
                 1
             };
             let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
-            o.expire = Some(parse_expire(&args[i + 1], unit, abs, now, "set")?);
+            o.expire = Some(parse_expire(args[i + 1], unit, abs, now, "set")?);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -141,7 +139,7 @@ fn parse_set_opts(args: &[Bytes], now: u64, allow_get: bool) -> Result<SetOpts, 
     Ok(o)
 }
 
-fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let o = parse_set_opts(args, ctx.ks.now, true)?;
     let key = &args[1];
     if o.get {
@@ -156,7 +154,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             return Ok(());
         }
     }
-    let v = Value::string(&args[2]);
+    let v = Value::string(args[2]);
     if o.keepttl {
         ctx.ks.set_keepttl(key, v);
     } else {
@@ -171,45 +169,45 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if ctx.ks.exists(&args[1]) {
+fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if ctx.ks.exists(args[1]) {
         ctx.out.int(0);
     } else {
-        ctx.ks.set(&args[1], Value::string(&args[2]));
+        ctx.ks.set(args[1], Value::string(args[2]));
         ctx.out.int(1);
     }
     Ok(())
 }
 
-fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit: u64, name: &str) -> CmdResult {
-    let at = parse_expire(&args[2], unit, false, ctx.ks.now, name)?;
-    ctx.ks.set(&args[1], Value::string(&args[3]));
-    ctx.ks.set_expire(&args[1], at);
+fn setex_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: u64, name: &str) -> CmdResult {
+    let at = parse_expire(args[2], unit, false, ctx.ks.now, name)?;
+    ctx.ks.set(args[1], Value::string(args[3]));
+    ctx.ks.set_expire(args[1], at);
     ctx.out.ok();
     Ok(())
 }
 
-fn setex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn setex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setex_generic(ctx, args, 1000, "setex")
 }
 
-fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn psetex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setex_generic(ctx, args, 1, "psetex")
 }
 
-fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    reply_string(&mut ctx.ks, ctx.out, &args[1])?;
-    ctx.ks.set(&args[1], Value::string(&args[2]));
+fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    reply_string(&mut ctx.ks, ctx.out, args[1])?;
+    ctx.ks.set(args[1], Value::string(args[2]));
     Ok(())
 }
 
-fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    reply_string(&mut ctx.ks, ctx.out, &args[1])?;
-    ctx.ks.del(&args[1]);
+fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    reply_string(&mut ctx.ks, ctx.out, args[1])?;
+    ctx.ks.del(args[1]);
     Ok(())
 }
 
-fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let now = ctx.ks.now;
     let mut action: Option<u64> = None; // Some(NO_EXPIRE) = persist
     let mut i = 2;
@@ -227,25 +225,25 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 1
             };
             let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
-            action = Some(parse_expire(&args[i + 1], unit, abs, now, "getex")?);
+            action = Some(parse_expire(args[i + 1], unit, abs, now, "getex")?);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
         }
         i += 1;
     }
-    reply_string(&mut ctx.ks, ctx.out, &args[1])?;
+    reply_string(&mut ctx.ks, ctx.out, args[1])?;
     if let Some(at) = action {
         if at != NO_EXPIRE && at <= now {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         } else {
-            ctx.ks.set_expire(&args[1], at);
+            ctx.ks.set_expire(args[1], at);
         }
     }
     Ok(())
 }
 
-fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.out.array(args.len() - 1);
     for k in &args[1..] {
         match ctx.ks.get(k) {
@@ -258,31 +256,31 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(super::arity_error(
-            super::table().get(&args[0]).ok_or(CmdError::Syntax)?,
+            super::table().get(args[0]).ok_or(CmdError::Syntax)?,
         ));
     }
     for p in args[1..].chunks(2) {
-        ctx.ks.set(&p[0], Value::string(&p[1]));
+        ctx.ks.set(p[0], Value::string(p[1]));
     }
     ctx.out.ok();
     Ok(())
 }
 
-fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(super::arity_error(
-            super::table().get(&args[0]).ok_or(CmdError::Syntax)?,
+            super::table().get(args[0]).ok_or(CmdError::Syntax)?,
         ));
     }
-    if args[1..].chunks(2).any(|p| ctx.ks.exists(&p[0])) {
+    if args[1..].chunks(2).any(|p| ctx.ks.exists(p[0])) {
         ctx.out.int(0);
         return Ok(());
     }
     for p in args[1..].chunks(2) {
-        ctx.ks.set(&p[0], Value::string(&p[1]));
+        ctx.ks.set(p[0], Value::string(p[1]));
     }
     ctx.out.int(1);
     Ok(())
@@ -314,30 +312,30 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
     Ok(())
 }
 
-fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], 1)
+fn incr(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, args[1], 1)
 }
 
-fn decr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], -1)
+fn decr(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, args[1], -1)
 }
 
-fn incrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], arg_i64(&args[2])?)
+fn incrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, args[1], arg_i64(args[2])?)
 }
 
-fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let by = arg_i64(&args[2])?;
+fn decrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let by = arg_i64(args[2])?;
     if by == i64::MIN {
         return Err(CmdError::msg("ERR decrement would overflow"));
     }
-    incr_by(ctx, &args[1], -by)
+    incr_by(ctx, args[1], -by)
 }
 
 /// Like Redis, adds in 80-bit long double and prints with `%.17Lf` (trailing zeros cut):
 /// `SET k 0.3; INCRBYFLOAT k 1e3` gives `1000.29999999999999999`, which f64 can't produce.
-fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let cur = match ctx.ks.get_w(&args[1]) {
+fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let cur = match ctx.ks.get_w(args[1]) {
         None => None,
         Some(v) if v.is_string() => {
             let mut t = itoa::Buffer::new();
@@ -346,7 +344,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         Some(_) => return Err(CmdError::WrongType),
     };
-    let by = LDouble::parse(&args[2]).ok_or(CmdError::NotFloat)?;
+    let by = LDouble::parse(args[2]).ok_or(CmdError::NotFloat)?;
     // A missing key counts as 0 (and 0 + -0 must print "0", as in Redis).
     let cur = match cur {
         Some(c) => c,
@@ -357,13 +355,13 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
     let s = n.to_human();
-    ctx.ks.set_keepttl(&args[1], Value::string(s.as_bytes()));
+    ctx.ks.set_keepttl(args[1], Value::string(s.as_bytes()));
     ctx.out.bulk(s.as_bytes());
     Ok(())
 }
 
-fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let cur_len = match ctx.ks.get_w(&args[1]) {
+fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let cur_len = match ctx.ks.get_w(args[1]) {
         None => None,
         Some(v) if v.is_string() => {
             let mut t = itoa::Buffer::new();
@@ -373,22 +371,22 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     };
     match cur_len {
         None => {
-            ctx.ks.set(&args[1], Value::string(&args[2]));
+            ctx.ks.set(args[1], Value::string(args[2]));
             ctx.out.int(args[2].len() as i64);
         }
         Some(l) => {
             check_size(ctx, (l + args[2].len()) as u64)?;
-            let v = ctx.ks.get_w(&args[1]).ok_or(CmdError::NoSuchKey)?;
+            let v = ctx.ks.get_w(args[1]).ok_or(CmdError::NoSuchKey)?;
             let buf = v.make_buf().ok_or(CmdError::WrongType)?;
-            buf.extend_from_slice(&args[2]);
+            buf.extend_from_slice(args[2]);
             ctx.out.int(buf.len() as i64);
         }
     }
     Ok(())
 }
 
-fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = match ctx.ks.get(&args[1]) {
+fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let n = match ctx.ks.get(args[1]) {
         None => 0,
         Some(v) if v.is_string() => {
             let mut t = itoa::Buffer::new();
@@ -423,11 +421,11 @@ pub fn clamp_range(mut start: i64, mut end: i64, len: usize) -> Option<(usize, u
     Some((start as usize, end as usize))
 }
 
-fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let start = arg_i64(&args[2])?;
-    let end = arg_i64(&args[3])?;
+fn getrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let start = arg_i64(args[2])?;
+    let end = arg_i64(args[3])?;
     let mut t = itoa::Buffer::new();
-    match ctx.ks.get(&args[1]) {
+    match ctx.ks.get(args[1]) {
         None => ctx.out.bulk(b""),
         Some(v) => {
             let b = v.str_bytes(&mut t).ok_or(CmdError::WrongType)?;
@@ -440,14 +438,14 @@ fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let off = arg_i64(&args[2])?;
+fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let off = arg_i64(args[2])?;
     if off < 0 {
         return Err(CmdError::msg("ERR offset is out of range"));
     }
     let off = off as usize;
     let val = &args[3];
-    let exists = match ctx.ks.get_w(&args[1]) {
+    let exists = match ctx.ks.get_w(args[1]) {
         None => false,
         Some(v) if v.is_string() => true,
         Some(_) => return Err(CmdError::WrongType),
@@ -458,11 +456,11 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             return Ok(());
         }
         check_size(ctx, (off + val.len()) as u64)?;
-        ctx.ks.set(&args[1], Value::Buf(Box::default()));
+        ctx.ks.set(args[1], Value::Buf(Box::default()));
     } else if !val.is_empty() {
         check_size(ctx, (off + val.len()) as u64)?;
     }
-    let v = ctx.ks.get_w(&args[1]).ok_or(CmdError::NoSuchKey)?;
+    let v = ctx.ks.get_w(args[1]).ok_or(CmdError::NoSuchKey)?;
     if val.is_empty() {
         let mut t = itoa::Buffer::new();
         let n = v.str_bytes(&mut t).map(|b| b.len()).unwrap_or(0);
@@ -478,7 +476,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (mut getlen, mut getidx, mut withlen) = (false, false, false);
     let mut minlen: i64 = 0;
     let mut i = 3;
@@ -491,7 +489,7 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         } else if eq_ic(a, "withmatchlen") {
             withlen = true;
         } else if eq_ic(a, "minmatchlen") && i + 1 < args.len() {
-            minlen = arg_i64(&args[i + 1])?.max(0);
+            minlen = arg_i64(args[i + 1])?.max(0);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -513,8 +511,8 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 .ok_or_else(|| CmdError::msg("ERR The specified keys must contain string values")),
         }
     };
-    let a = fetch(&args[1])?;
-    let b = fetch(&args[2])?;
+    let a = fetch(args[1])?;
+    let b = fetch(args[2])?;
     let (al, bl) = (a.len(), b.len());
     let cells = (al as u64 + 1) * (bl as u64 + 1);
     if cells.saturating_mul(4)

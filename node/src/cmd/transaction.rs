@@ -61,8 +61,8 @@ impl Watches {
     }
 
     /// Watches `key` given its state now (see [`peek`]).
-    fn watch(&self, cl: &mut ClientState, key: &Bytes, phys: Phys, now: u64) {
-        let k = (cl.db, key.clone());
+    fn watch(&self, cl: &mut ClientState, key: &[u8], phys: Phys, now: u64) {
+        let k = (cl.db, Bytes::copy_from_slice(key));
         if cl.watched.contains(&k) {
             return;
         }
@@ -281,7 +281,7 @@ pub fn runs_inside_multi(name: &str) -> bool {
     )
 }
 
-fn multi(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn multi(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     if ctx.cl.multi.is_some() {
         return Err(CmdError::msg("ERR MULTI calls can not be nested"));
     }
@@ -292,7 +292,7 @@ fn multi(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn exec_placeholder(_: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn exec_placeholder(_: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Err(CmdError::msg("ERR EXEC without MULTI"))
 }
 
@@ -303,7 +303,7 @@ fn end_multi(srv: &Server, cl: &mut ClientState) {
     srv.watch.unwatch(cl);
 }
 
-fn discard(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn discard(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     if ctx.cl.multi.is_none() {
         return Err(CmdError::msg("ERR DISCARD without MULTI"));
     }
@@ -312,7 +312,7 @@ fn discard(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.cl.multi.is_some() {
         return Err(CmdError::msg("ERR WATCH inside MULTI is not allowed"));
     }
@@ -326,7 +326,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn unwatch(ctx: &mut Ctx<'_>, _: &[Bytes]) -> CmdResult {
+fn unwatch(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.srv.watch.unwatch(ctx.cl);
     ctx.out.ok();
     Ok(())
@@ -346,11 +346,13 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         return Outcome::Done;
     }
     let t = table();
-    let mut cmds: Vec<(&'static CommandSpec, &Vec<Bytes>)> = Vec::with_capacity(queue.len());
+    // Borrowed views of the queued (owned) arguments, run through the same handlers.
+    let views: Vec<Vec<&[u8]>> = queue.iter().map(|a| super::arg_view(a)).collect();
+    let mut cmds: Vec<(&'static CommandSpec, &[&[u8]])> = Vec::with_capacity(queue.len());
     let mut global = false;
     let mut slots = Vec::new();
     let mut idx = Vec::new();
-    for args in &queue {
+    for args in &views {
         // Queued commands were resolved when queued; a failure here can't happen, but an
         // error reply is better than a panic.
         let Ok(c) = t.resolve(args) else {
@@ -363,7 +365,7 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         }
         idx.clear();
         c.key_indices(args, &mut idx);
-        slots.extend(idx.iter().map(|&i| crate::slot::key_hash_slot(&args[i])));
+        slots.extend(idx.iter().map(|&i| crate::slot::key_hash_slot(args[i])));
         cmds.push((c, args));
     }
     if cmds.iter().any(|(c, _)| c.has(flags::DENYOOM)) {
@@ -435,7 +437,7 @@ pub fn run_for_waiter(
     db: usize,
     client_id: u64,
     resp3: bool,
-    args: &[Bytes],
+    args: &[&[u8]],
 ) -> Option<(BytesMut, Vec<(usize, Bytes)>)> {
     let c = table().resolve(args).ok()?;
     let mut cl = ClientState::detached(client_id, db);
@@ -447,7 +449,7 @@ pub fn run_for_waiter(
     c.key_indices(args, &mut idx);
     let mut slots: Vec<u16> = idx
         .iter()
-        .map(|&i| crate::slot::key_hash_slot(&args[i]))
+        .map(|&i| crate::slot::key_hash_slot(args[i]))
         .collect();
     let locks = srv.ks.lock(&mut slots);
     let mut ctx = Ctx {

@@ -5,7 +5,6 @@
 mod pops;
 mod setops;
 
-use bytes::Bytes;
 use rand::Rng;
 
 use super::hash::{distinct_positions, parse_scan, rand_count};
@@ -181,7 +180,7 @@ struct AddFlags {
     incr: bool,
 }
 
-fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult {
+fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut f: AddFlags) -> CmdResult {
     let mut idx = 2;
     while idx < args.len() {
         let a = &args[idx];
@@ -223,7 +222,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult
     }
     let scores = rest
         .chunks_exact(2)
-        .map(|p| float_arg(&p[0]))
+        .map(|p| float_arg(p[0]))
         .collect::<Result<Vec<f64>, _>>()?;
     let key = &args[1];
     // Limits are only read when something is inserted (a config read is not free).
@@ -291,11 +290,11 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[Bytes], mut f: AddFlags) -> CmdResult
     Ok(())
 }
 
-fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     zadd_generic(ctx, args, AddFlags::default())
 }
 
-fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let f = AddFlags {
         incr: true,
         ..AddFlags::default()
@@ -305,20 +304,20 @@ fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 // ---- simple reads and removals ----
 
-fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut n = 0;
-    if let Some(z) = ctx.ks.get_zset(&args[1])? {
+    if let Some(z) = ctx.ks.get_zset(args[1])? {
         n = args[2..].iter().filter(|m| z.remove(m)).count();
         if z.is_empty() {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         }
     }
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = ctx.ks.get_zset(&args[1])?.map_or(0, |z| z.len());
+fn zcard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let n = ctx.ks.get_zset(args[1])?.map_or(0, |z| z.len());
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -337,9 +336,9 @@ fn lex_range(min: &[u8], max: &[u8]) -> Result<(LexBound, LexBound), CmdError> {
     }
 }
 
-fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (min, max) = score_range(&args[2], &args[3])?;
-    let n = ctx.ks.get_zset(&args[1])?.map_or(0, |z| {
+fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (min, max) = score_range(args[2], args[3])?;
+    let n = ctx.ks.get_zset(args[1])?.map_or(0, |z| {
         let (a, b) = z.score_range(min, max);
         b - a
     });
@@ -347,9 +346,9 @@ fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (min, max) = lex_range(&args[2], &args[3])?;
-    let n = ctx.ks.get_zset(&args[1])?.map_or(0, |z| {
+fn zlexcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (min, max) = lex_range(args[2], args[3])?;
+    let n = ctx.ks.get_zset(args[1])?.map_or(0, |z| {
         let (a, b) = z.lex_range(&min, &max);
         b - a
     });
@@ -357,16 +356,16 @@ fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn zscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    match ctx.ks.get_zset(&args[1])?.and_then(|z| z.score(&args[2])) {
+fn zscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    match ctx.ks.get_zset(args[1])?.and_then(|z| z.score(args[2])) {
         Some(s) => ctx.out.double(s),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let z = ctx.ks.get_zset(&args[1])?;
+fn zmscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let z = ctx.ks.get_zset(args[1])?;
     ctx.out.array(args.len() - 2);
     for m in &args[2..] {
         match z.as_ref().and_then(|z| z.score(m)) {
@@ -377,23 +376,19 @@ fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn rank(ctx: &mut Ctx<'_>, args: &[Bytes], rev: bool) -> CmdResult {
-    match ctx
-        .ks
-        .get_zset(&args[1])?
-        .and_then(|z| z.rank(&args[2], rev))
-    {
+fn rank(ctx: &mut Ctx<'_>, args: &[&[u8]], rev: bool) -> CmdResult {
+    match ctx.ks.get_zset(args[1])?.and_then(|z| z.rank(args[2], rev)) {
         Some(r) => ctx.out.int(r as i64),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     rank(ctx, args, false)
 }
 
-fn zrevrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrevrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     rank(ctx, args, true)
 }
 
@@ -424,7 +419,7 @@ struct RangeQuery {
 /// Parses `<min> <max> [options]` starting at `at` like Redis's zrangeGenericCommand.
 /// `by`/`rev` are preset by the legacy commands (which then reject BYSCORE/REV words).
 fn parse_range(
-    args: &[Bytes],
+    args: &[&[u8]],
     at: usize,
     mut by: By,
     rev: Option<bool>,
@@ -439,7 +434,7 @@ fn parse_range(
         if !store && eq_ic(a, "withscores") {
             withscores = true;
         } else if eq_ic(a, "limit") && left >= 2 {
-            limit = Some((arg_i64(&args[j + 1])?, arg_i64(&args[j + 2])?));
+            limit = Some((arg_i64(args[j + 1])?, arg_i64(args[j + 2])?));
             j += 2;
         } else if rev.is_none() && q_rev.is_none() && eq_ic(a, "rev") {
             q_rev = Some(true);
@@ -527,9 +522,9 @@ fn select(z: &ZSetValue, q: &RangeQuery) -> Vec<(Vec<u8>, f64)> {
     }
 }
 
-fn range_reply(ctx: &mut Ctx<'_>, args: &[Bytes], by: By, rev: Option<bool>) -> CmdResult {
+fn range_reply(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By, rev: Option<bool>) -> CmdResult {
     let q = parse_range(args, 2, by, rev, false)?;
-    let items = match ctx.ks.get_zset(&args[1])? {
+    let items = match ctx.ks.get_zset(args[1])? {
         Some(z) => select(z, &q),
         None => Vec::new(),
     };
@@ -538,22 +533,22 @@ fn range_reply(ctx: &mut Ctx<'_>, args: &[Bytes], by: By, rev: Option<bool>) -> 
     Ok(())
 }
 
-fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Auto, None)
 }
-fn zrevrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Rank, Some(true))
 }
-fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Score, Some(false))
 }
-fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Score, Some(true))
 }
-fn zrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Lex, Some(false))
 }
-fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Lex, Some(true))
 }
 
@@ -571,30 +566,30 @@ fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], items: Vec<(Vec<u8>, f64)>) {
     ctx.out.int(n as i64);
 }
 
-fn zrangestore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let q = parse_range(args, 3, By::Auto, None, true)?;
-    let items = match ctx.ks.get_zset(&args[2])? {
+    let items = match ctx.ks.get_zset(args[2])? {
         Some(z) => select(z, &q),
         None => Vec::new(),
     };
-    store_result(ctx, &args[1], items);
+    store_result(ctx, args[1], items);
     Ok(())
 }
 
-fn remrange(ctx: &mut Ctx<'_>, args: &[Bytes], by: By) -> CmdResult {
+fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> CmdResult {
     let range = match by {
         By::Score => {
-            let (a, b) = score_range(&args[2], &args[3])?;
+            let (a, b) = score_range(args[2], args[3])?;
             Range::Score(a, b)
         }
         By::Lex => {
-            let (a, b) = lex_range(&args[2], &args[3])?;
+            let (a, b) = lex_range(args[2], args[3])?;
             Range::Lex(a, b)
         }
-        _ => Range::Rank(arg_i64(&args[2])?, arg_i64(&args[3])?),
+        _ => Range::Rank(arg_i64(args[2])?, arg_i64(args[3])?),
     };
     let mut n = 0;
-    if let Some(z) = ctx.ks.get_zset(&args[1])? {
+    if let Some(z) = ctx.ks.get_zset(args[1])? {
         let (a, b) = match &range {
             Range::Rank(s, e) => norm_range(*s, *e, z.len()).map_or((0, 0), |(s, e)| (s, e + 1)),
             Range::Score(min, max) => z.score_range(*min, *max),
@@ -602,27 +597,27 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[Bytes], by: By) -> CmdResult {
         };
         n = z.remove_range(a, b);
         if z.is_empty() {
-            ctx.ks.del(&args[1]);
+            ctx.ks.del(args[1]);
         }
     }
     ctx.out.int(n as i64);
     Ok(())
 }
 
-fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     remrange(ctx, args, By::Rank)
 }
-fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     remrange(ctx, args, By::Score)
 }
-fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     remrange(ctx, args, By::Lex)
 }
 
 // ---- ZRANDMEMBER / ZSCAN ----
 
-fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() > 4 || (args.len() == 4 && !eq_ic(&args[3], "withscores")) {
+fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], "withscores")) {
         return Err(CmdError::Syntax);
     }
     let withscores = args.len() == 4;
@@ -630,7 +625,7 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         Some(c) => Some(rand_count(c, withscores)?),
         None => None,
     };
-    let z = ctx.ks.get_zset(&args[1])?;
+    let z = ctx.ks.get_zset(args[1])?;
     let out = &mut *ctx.out;
     let Some(count) = count else {
         let pick = z.and_then(|z| {
@@ -666,11 +661,11 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let sa = parse_scan(args)?;
     let mut items = Vec::new();
     let mut next = 0;
-    if let Some(z) = ctx.ks.get_zset(&args[1])? {
+    if let Some(z) = ctx.ks.get_zset(args[1])? {
         next = z.scan(sa.cursor, sa.count, |m, s| {
             if sa.matches(m) {
                 items.push(m.to_vec());

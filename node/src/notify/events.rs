@@ -96,11 +96,11 @@ struct Acc<'c, 'a> {
 }
 
 impl Acc<'_, '_> {
-    fn push(&mut self, class: u32, event: &'static str, key: &Bytes, db: usize) {
+    fn push(&mut self, class: u32, event: &'static str, key: &[u8], db: usize) {
         self.out.push(Event {
             class,
             event,
-            key: key.clone(),
+            key: Bytes::copy_from_slice(key),
             db,
         });
     }
@@ -110,28 +110,28 @@ impl Acc<'_, '_> {
     }
 
     /// `new` if the key was created by the command.
-    fn new_if_created(&mut self, before: KeyState, key: &Bytes, db: usize) {
+    fn new_if_created(&mut self, before: KeyState, key: &[u8], db: usize) {
         if !before.exists && self.now(db, key).exists {
             self.push(NEW, "new", key, db);
         }
     }
 
     /// `del` if the command emptied (and so removed) the key.
-    fn del_if_gone(&mut self, before: KeyState, key: &Bytes, db: usize) {
+    fn del_if_gone(&mut self, before: KeyState, key: &[u8], db: usize) {
         if before.exists && !self.now(db, key).exists {
             self.push(GENERIC, "del", key, db);
         }
     }
 
     /// The common shape: [new] event [del].
-    fn modified(&mut self, before: KeyState, class: u32, ev: &'static str, key: &Bytes, db: usize) {
+    fn modified(&mut self, before: KeyState, class: u32, ev: &'static str, key: &[u8], db: usize) {
         self.new_if_created(before, key, db);
         self.push(class, ev, key, db);
         self.del_if_gone(before, key, db);
     }
 
     /// A STORE command: the destination got a value, or was deleted by an empty result.
-    fn store(&mut self, before: KeyState, class: u32, ev: &'static str, key: &Bytes, db: usize) {
+    fn store(&mut self, before: KeyState, class: u32, ev: &'static str, key: &[u8], db: usize) {
         if self.now(db, key).exists {
             self.new_if_created(before, key, db);
             self.push(class, ev, key, db);
@@ -141,7 +141,7 @@ impl Acc<'_, '_> {
     }
 }
 
-fn has_word(args: &[Bytes], from: usize, w: &str) -> bool {
+fn has_word(args: &[&[u8]], from: usize, w: &str) -> bool {
     args.iter().skip(from).any(|a| eq_ic(a, w))
 }
 
@@ -152,13 +152,13 @@ fn has_word(args: &[Bytes], from: usize, w: &str) -> bool {
 pub fn derive(
     ctx: &mut Ctx<'_>,
     cmd: &CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
     reply: &Reply,
     snap: &Snapshot,
 ) -> Vec<Event> {
     let db = ctx.ks.db;
     let st = |n: usize| snap.keys.get(n).map(|k| k.1).unwrap_or_default();
-    let key = |n: usize| snap.keys.get(n).map(|k| args[k.0].clone());
+    let key = |n: usize| snap.keys.get(n).map(|k| Bytes::copy_from_slice(args[k.0]));
     let mut a = Acc {
         ctx,
         out: Vec::new(),
@@ -487,12 +487,12 @@ pub fn derive(
 }
 
 /// The current scores of ZADD's members (after its options), in argument order.
-pub fn zadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
+pub fn zadd_scores(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Vec<Option<f64>> {
     member_scores(ctx, args, &["nx", "xx", "gt", "lt", "ch", "incr"], 2)
 }
 
 /// The current scores of GEOADD's members (`longitude latitude member` triples).
-pub fn geoadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
+pub fn geoadd_scores(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Vec<Option<f64>> {
     member_scores(ctx, args, &["nx", "xx", "ch"], 3)
 }
 
@@ -500,7 +500,7 @@ pub fn geoadd_scores(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Vec<Option<f64>> {
 /// groups of `stride` arguments that end with the member.
 fn member_scores(
     ctx: &mut Ctx<'_>,
-    args: &[Bytes],
+    args: &[&[u8]],
     opts: &[&str],
     stride: usize,
 ) -> Vec<Option<f64>> {
@@ -509,7 +509,7 @@ fn member_scores(
         .take_while(|a| opts.iter().any(|o| eq_ic(a, o)))
         .count();
     // get_w: no keyspace hit/miss counted for this bookkeeping read.
-    let Some(crate::db::Value::ZSet(z)) = ctx.ks.get_w(&args[1]) else {
+    let Some(crate::db::Value::ZSet(z)) = ctx.ks.get_w(args[1]) else {
         return vec![None; args.len().saturating_sub(first) / stride];
     };
     args[first..]
@@ -520,13 +520,13 @@ fn member_scores(
 }
 
 /// COPY's `DB n` option.
-fn db_option(args: &[Bytes]) -> Option<usize> {
+fn db_option(args: &[&[u8]]) -> Option<usize> {
     let i = args.iter().skip(3).position(|a| eq_ic(a, "db"))? + 3;
     std::str::from_utf8(args.get(i + 1)?).ok()?.parse().ok()
 }
 
 /// The pop event of the blocking / multi-key pops.
-fn pop_event(name: &str, args: &[Bytes]) -> &'static str {
+fn pop_event(name: &str, args: &[&[u8]]) -> &'static str {
     match name {
         "blpop" => "lpop",
         "brpop" => "rpop",
@@ -551,14 +551,14 @@ fn pop_event(name: &str, args: &[Bytes]) -> &'static str {
 
 /// The LEFT|RIGHT / MIN|MAX word of [B]LMPOP / [B]ZMPOP: right after the keys (a key may
 /// itself be called "left").
-fn direction<'a>(name: &str, args: &'a [Bytes]) -> Option<&'a Bytes> {
+fn direction<'a>(name: &str, args: &'a [&'a [u8]]) -> Option<&'a [u8]> {
     let at = if name.starts_with('b') { 2 } else { 1 };
     let n: usize = std::str::from_utf8(args.get(at)?).ok()?.parse().ok()?;
-    args.get(at + 1 + n)
+    args.get(at + 1 + n).copied()
 }
 
 /// ZADD's options come before the first score (a member may be called "incr").
-fn zadd_has(args: &[Bytes], w: &str) -> bool {
+fn zadd_has(args: &[&[u8]], w: &str) -> bool {
     let opts = ["nx", "xx", "gt", "lt", "ch", "incr"];
     args.iter()
         .skip(2)

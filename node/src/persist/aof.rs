@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use tessera_rdb::aof::{
     encode_command, has_rdb_preamble, AofCommandReader, AofFileInfo, AofFileKind, AofManifest,
@@ -275,16 +274,16 @@ impl Replayer {
         }
     }
 
-    fn run(&mut self, srv: &Arc<Server>, args: &[Bytes]) {
+    fn run(&mut self, srv: &Arc<Server>, args: &[&[u8]]) {
         self.out.buf.clear();
         match crate::cmd::execute(srv, &mut self.cl, &mut self.out, args) {
             crate::cmd::Outcome::Blocked(_) => {
-                tracing::warn!(cmd = %String::from_utf8_lossy(&args[0]), "replayed command blocked; skipped")
+                tracing::warn!(cmd = %String::from_utf8_lossy(args[0]), "replayed command blocked; skipped")
             }
             _ => {
                 if self.out.buf.first() == Some(&b'-') {
                     tracing::debug!(
-                        cmd = %String::from_utf8_lossy(&args[0]),
+                        cmd = %String::from_utf8_lossy(args[0]),
                         reply = %String::from_utf8_lossy(&self.out.buf),
                         "replayed command failed"
                     );
@@ -324,7 +323,7 @@ fn load_file(
         match cr.next_command() {
             Ok(Some(args)) if args.is_empty() => {}
             Ok(Some(args)) => {
-                rp.run(srv, &args);
+                rp.run(srv, &crate::cmd::arg_view(&args));
                 cmds += 1;
             }
             Ok(None) => break,

@@ -268,7 +268,7 @@ pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
 }
 
 /// Records SHUTDOWN's NOSAVE / SAVE argument for [`on_shutdown`].
-pub fn note_shutdown_args(srv: &Server, args: &[bytes::Bytes]) {
+pub fn note_shutdown_args(srv: &Server, args: &[&[u8]]) {
     let mode = if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
         SHUTDOWN_NOSAVE
     } else if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"save")) {

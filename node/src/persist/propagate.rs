@@ -7,7 +7,6 @@
 //! subscribers see is the execution order for every key. When no subscriber is registered
 //! the cost is one relaxed atomic load.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ pub struct Write<'a> {
     /// Database the command ran in.
     pub db: usize,
     /// The command in its deterministic form.
-    pub args: &'a [Bytes],
+    pub args: &'a [&'a [u8]],
     /// Stripes the command held locked (empty: a keyless or whole-keyspace command).
     pub stripes: &'a [u16],
 }
@@ -55,7 +54,7 @@ impl Propagator {
 /// Feeds a successful write command to the subscribers (called by the dispatcher).
 /// `reply_at`: where the command's reply starts in `ctx.out` (SPOP is propagated as SREM of
 /// the members it replied with).
-pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes], reply_at: usize) {
+pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usize) {
     // A blocking command that blocked (or had nothing to serve) changed nothing.
     if ctx.block.is_some() || (ctx.serving_blocked && ctx.out.is_empty()) {
         return;
@@ -73,21 +72,30 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[Bytes], reply_at: usi
         }
         let mut v = Vec::with_capacity(members.len() + 2);
         v.push(Bytes::from_static(b"SREM"));
-        v.push(args[1].clone());
+        v.push(Bytes::copy_from_slice(args[1]));
         v.extend(members);
-        Cow::Owned(v)
+        Some(v)
     } else {
         deterministic(cmd.name, args, ctx.ks.now)
     };
     if ctx.in_exec {
         // Inside EXEC: collected, then fed as one MULTI ... EXEC block by `end_exec`.
-        TX.with(|t| t.borrow_mut().push((ctx.ks.db, rewritten.into_owned())));
+        let owned = rewritten.unwrap_or_else(|| crate::cmd::owned_args(args));
+        TX.with(|t| t.borrow_mut().push((ctx.ks.db, owned)));
         return;
     }
+    let view;
+    let args = match &rewritten {
+        Some(v) => {
+            view = crate::cmd::arg_view(v);
+            &view[..]
+        }
+        None => args,
+    };
     let stripes = held_stripes(ctx);
     let w = Write {
         db: ctx.ks.db,
-        args: &rewritten,
+        args,
         stripes: &stripes,
     };
     for s in p.subs.read().iter() {
@@ -120,7 +128,7 @@ pub fn end_exec(ctx: &Ctx<'_>) {
     let subs = p.subs.read();
     let db0 = cmds[0].0;
     let wrap = cmds.len() > 1;
-    let feed = |db: usize, args: &[Bytes]| {
+    let feed = |db: usize, args: &[&[u8]]| {
         let w = Write {
             db,
             args,
@@ -131,13 +139,13 @@ pub fn end_exec(ctx: &Ctx<'_>) {
         }
     };
     if wrap {
-        feed(db0, &[Bytes::from_static(b"MULTI")]);
+        feed(db0, &[b"MULTI"]);
     }
     for (db, args) in &cmds {
-        feed(*db, args);
+        feed(*db, &crate::cmd::arg_view(args));
     }
     if wrap {
-        feed(cmds[cmds.len() - 1].0, &[Bytes::from_static(b"EXEC")]);
+        feed(cmds[cmds.len() - 1].0, &[b"EXEC"]);
     }
 }
 
@@ -186,7 +194,7 @@ pub fn deleted(srv: &crate::server::Server, db: usize, key: &[u8]) {
         return;
     }
     let stripe = [crate::db::stripe_of(crate::slot::key_hash_slot(key)) as u16];
-    let args = [Bytes::from_static(b"DEL"), Bytes::copy_from_slice(key)];
+    let args: [&[u8]; 2] = [b"DEL", key];
     let w = Write {
         db,
         args: &args,
@@ -241,59 +249,70 @@ fn abs_ms(now: u64, amount: &[u8], unit: i64) -> Option<Bytes> {
     Some(num(at.max(0) as u64))
 }
 
-/// The command in a form whose replay gives the same result at any later time.
-pub fn deterministic<'a>(name: &str, args: &'a [Bytes], now: u64) -> Cow<'a, [Bytes]> {
-    let owned = |v: Vec<Bytes>| Cow::Owned(v);
+/// The command in a form whose replay gives the same result at any later time: None when
+/// `args` already is (the common case costs no copy).
+pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>> {
+    let owned = Some;
+    let copy = |a: &[&[u8]]| {
+        a.iter()
+            .map(|x| Bytes::copy_from_slice(x))
+            .collect::<Vec<_>>()
+    };
     let s = |x: &'static str| Bytes::from_static(x.as_bytes());
     match name {
         "expire" | "pexpire" if args.len() >= 3 => {
             let unit = if name == "expire" { 1000 } else { 1 };
-            match abs_ms(now, &args[2], unit) {
+            match abs_ms(now, args[2], unit) {
                 Some(at) => {
-                    let mut v = vec![s("PEXPIREAT"), args[1].clone(), at];
-                    v.extend_from_slice(&args[3..]);
+                    let mut v = vec![s("PEXPIREAT"), Bytes::copy_from_slice(args[1]), at];
+                    v.extend(copy(&args[3..]));
                     owned(v)
                 }
-                None => Cow::Borrowed(args),
+                None => None,
             }
         }
         "expireat" if args.len() >= 3 => {
-            match parse_i64(&args[2]).and_then(|x| x.checked_mul(1000)) {
+            match parse_i64(args[2]).and_then(|x| x.checked_mul(1000)) {
                 Some(at) => {
-                    let mut v = vec![s("PEXPIREAT"), args[1].clone(), num(at.max(0) as u64)];
-                    v.extend_from_slice(&args[3..]);
+                    let mut v = vec![
+                        s("PEXPIREAT"),
+                        Bytes::copy_from_slice(args[1]),
+                        num(at.max(0) as u64),
+                    ];
+                    v.extend(copy(&args[3..]));
                     owned(v)
                 }
-                None => Cow::Borrowed(args),
+                None => None,
             }
         }
         "setex" | "psetex" if args.len() == 4 => {
             let unit = if name == "setex" { 1000 } else { 1 };
-            match abs_ms(now, &args[2], unit) {
+            match abs_ms(now, args[2], unit) {
                 Some(at) => owned(vec![
                     s("SET"),
-                    args[1].clone(),
-                    args[3].clone(),
+                    Bytes::copy_from_slice(args[1]),
+                    Bytes::copy_from_slice(args[3]),
                     s("PXAT"),
                     at,
                 ]),
-                None => Cow::Borrowed(args),
+                None => None,
             }
         }
         "set" | "getex" => {
-            let mut v = args.to_vec();
+            // Options are read from `args`; a rewritten pair only ever replaces a number
+            // by a number, so reading the original instead of the rewrite is the same.
+            let mut v: Option<Vec<Bytes>> = None;
             let mut i = if name == "set" { 3 } else { 2 };
-            let mut changed = false;
-            while i + 1 < v.len() {
-                let unit = if eq_ic(&v[i], "ex") {
+            while i + 1 < args.len() {
+                let unit = if eq_ic(args[i], "ex") {
                     1000
-                } else if eq_ic(&v[i], "px") {
+                } else if eq_ic(args[i], "px") {
                     1
-                } else if eq_ic(&v[i], "exat") {
-                    if let Some(at) = parse_i64(&v[i + 1]).and_then(|x| x.checked_mul(1000)) {
+                } else if eq_ic(args[i], "exat") {
+                    if let Some(at) = parse_i64(args[i + 1]).and_then(|x| x.checked_mul(1000)) {
+                        let v = v.get_or_insert_with(|| copy(args));
                         v[i] = s("PXAT");
                         v[i + 1] = num(at.max(0) as u64);
-                        changed = true;
                     }
                     i += 1;
                     continue;
@@ -301,30 +320,26 @@ pub fn deterministic<'a>(name: &str, args: &'a [Bytes], now: u64) -> Cow<'a, [By
                     i += 1;
                     continue;
                 };
-                if let Some(at) = abs_ms(now, &v[i + 1], unit) {
+                if let Some(at) = abs_ms(now, args[i + 1], unit) {
+                    let v = v.get_or_insert_with(|| copy(args));
                     v[i] = s("PXAT");
                     v[i + 1] = at;
-                    changed = true;
                 }
                 i += 2;
             }
-            if changed {
-                owned(v)
-            } else {
-                Cow::Borrowed(args)
-            }
+            v
         }
         "restore" | "restore-asking" if args.len() >= 4 => {
             let absttl = args[4..].iter().any(|a| eq_ic(a, "absttl"));
-            match parse_i64(&args[2]) {
+            match parse_i64(args[2]) {
                 Some(ttl) if ttl > 0 && !absttl => {
-                    let mut v = args.to_vec();
+                    let mut v = copy(args);
                     v[0] = s("RESTORE");
                     v[2] = num(now + ttl as u64);
                     v.push(s("ABSTTL"));
                     owned(v)
                 }
-                _ => Cow::Borrowed(args),
+                _ => None,
             }
         }
         // Blocking pops replay as their non-blocking forms (same key order, same result).
@@ -337,26 +352,28 @@ pub fn deterministic<'a>(name: &str, args: &'a [Bytes], now: u64) -> Cow<'a, [By
                 _ => ("ZMPOP", "MAX"),
             };
             let mut v = vec![s(cmd), num(keys.len() as u64)];
-            v.extend_from_slice(keys);
+            v.extend(copy(keys));
             v.push(s(dir));
             owned(v)
         }
         "blmpop" | "bzmpop" if args.len() >= 3 => {
             let mut v = vec![s(if name == "blmpop" { "LMPOP" } else { "ZMPOP" })];
-            v.extend_from_slice(&args[2..]);
+            v.extend(copy(&args[2..]));
             owned(v)
         }
         "blmove" if args.len() == 6 => owned(vec![
             s("LMOVE"),
-            args[1].clone(),
-            args[2].clone(),
-            args[3].clone(),
-            args[4].clone(),
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(args[2]),
+            Bytes::copy_from_slice(args[3]),
+            Bytes::copy_from_slice(args[4]),
         ]),
-        "brpoplpush" if args.len() == 4 => {
-            owned(vec![s("RPOPLPUSH"), args[1].clone(), args[2].clone()])
-        }
-        _ => Cow::Borrowed(args),
+        "brpoplpush" if args.len() == 4 => owned(vec![
+            s("RPOPLPUSH"),
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(args[2]),
+        ]),
+        _ => None,
     }
 }
 
@@ -372,9 +389,9 @@ mod tests {
 
     fn det(name: &str, v: &[&str]) -> (Vec<Bytes>, bool) {
         let args = b(v);
-        let r = deterministic(name, &args, 1_000_000);
-        let borrowed = matches!(r, Cow::Borrowed(_));
-        (r.into_owned(), borrowed)
+        let r = deterministic(name, &crate::cmd::arg_view(&args), 1_000_000);
+        let borrowed = r.is_none();
+        (r.unwrap_or(args), borrowed)
     }
 
     #[test]

@@ -78,9 +78,10 @@ fn sync_count(h: &ClientHandle, n: usize) {
 
 impl PubSub {
     /// SSUBSCRIBE: replies `ssubscribe <channel> <shard subscription count>` per channel.
-    pub fn ssubscribe(&self, srv: &Arc<Server>, cl: &ClientState, out: &mut Out, chans: &[Bytes]) {
+    pub fn ssubscribe(&self, srv: &Arc<Server>, cl: &ClientState, out: &mut Out, chans: &[&[u8]]) {
         let cluster = crate::cluster::node(srv);
         for c in chans {
+            let c = Bytes::copy_from_slice(c);
             let n = {
                 let mut g = self.shard.inner.write();
                 let inner = &mut *g;
@@ -89,7 +90,7 @@ impl PubSub {
                     let first = subs.is_empty();
                     subs.insert(cl.id, cl.handle.clone());
                     if let (true, Some(node)) = (first, cluster) {
-                        let slot = key_hash_slot(c);
+                        let slot = key_hash_slot(&c);
                         let e = inner
                             .owners
                             .entry(slot)
@@ -102,7 +103,7 @@ impl PubSub {
             sync_count(&cl.handle, n);
             out.push(3);
             out.bulk(b"ssubscribe");
-            out.bulk(c);
+            out.bulk(&c);
             out.int(n as i64);
         }
         if cluster.is_some() && !self.shard.watcher.swap(true, Ordering::Relaxed) {
@@ -111,7 +112,7 @@ impl PubSub {
     }
 
     /// SUNSUBSCRIBE [channel ...]: without channels, every shard channel of the client.
-    pub fn sunsubscribe(&self, cl: &ClientState, out: &mut Out, chans: &[Bytes]) {
+    pub fn sunsubscribe(&self, cl: &ClientState, out: &mut Out, chans: &[&[u8]]) {
         let targets: Vec<Bytes> = if chans.is_empty() {
             let g = self.shard.inner.read();
             g.by_client
@@ -119,7 +120,7 @@ impl PubSub {
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default()
         } else {
-            chans.to_vec()
+            crate::cmd::owned_args(chans)
         };
         if targets.is_empty() {
             out.push(3);

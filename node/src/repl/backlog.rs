@@ -101,7 +101,7 @@ impl Backlog {
 }
 
 /// A command as a RESP multibulk (the form every Redis replica expects on the stream).
-pub fn encode(args: &[Bytes]) -> Bytes {
+pub fn encode(args: &[&[u8]]) -> Bytes {
     let len: usize = args.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
     let mut b = BytesMut::with_capacity(len);
     encode_into(&mut b, args);
@@ -109,7 +109,7 @@ pub fn encode(args: &[Bytes]) -> Bytes {
 }
 
 /// Appends a RESP multibulk to `b`.
-pub fn encode_into(b: &mut BytesMut, args: &[Bytes]) {
+pub fn encode_into(b: &mut BytesMut, args: &[&[u8]]) {
     let mut num = itoa::Buffer::new();
     b.put_u8(b'*');
     b.put_slice(num.format(args.len()).as_bytes());
@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn encodes_multibulk() {
-        let v = [Bytes::from_static(b"SET"), Bytes::from_static(b"k")];
+        let v: [&[u8]; 2] = [b"SET", b"k"];
         assert_eq!(&encode(&v)[..], b"*2\r\n$3\r\nSET\r\n$1\r\nk\r\n");
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -23,7 +23,7 @@ use super::{from_master, Shared};
 use crate::cmd::eq_ic;
 use crate::persist::propagate::{Write, WriteSubscriber};
 use crate::persist::snapshot::{copy_locked, Copied};
-use crate::resp::{Limits, Out, Parser};
+use crate::resp::{recycle_view, Limits, Out, Parser};
 use crate::server::{now_ms, ClientHandle, ClientState, Server};
 
 /// What a connection said with REPLCONF before its PSYNC.
@@ -129,8 +129,8 @@ impl WriteSubscriber for Feeder {
         let mut b =
             BytesMut::with_capacity(64 + w.args.iter().map(|a| a.len() + 16).sum::<usize>());
         if sh.last_db != Some(w.db) {
-            let db = Bytes::copy_from_slice(itoa::Buffer::new().format(w.db).as_bytes());
-            encode_into(&mut b, &[Bytes::from_static(b"SELECT"), db]);
+            let mut dbn = itoa::Buffer::new();
+            encode_into(&mut b, &[b"SELECT", dbn.format(w.db).as_bytes()]);
             sh.last_db = Some(w.db);
         }
         encode_into(&mut b, w.args);
@@ -200,7 +200,7 @@ pub fn start_cron(srv: &Arc<Server>) {
                 srv.repl.good_replicas.store(good, Ordering::Relaxed);
                 if !srv.repl.is_replica() && !sh.replicas.is_empty() && now - last_ping >= period {
                     last_ping = now;
-                    sh.push(encode(&[Bytes::from_static(b"PING")]));
+                    sh.push(encode(&[b"PING"]));
                 }
                 sh.offset
             };
@@ -450,11 +450,10 @@ async fn stream(
 ) -> std::io::Result<()> {
     let handle = cl.handle.clone();
     let mut parser = Parser::new();
-    let mut args: Vec<Bytes> = Vec::new();
     let mut check = tokio::time::interval(Duration::from_secs(1));
     let mut batch: Vec<u8> = Vec::new();
     // Requests that arrived with the PSYNC (an early ACK).
-    handle_input(srv, info, &mut parser, inbuf, &mut args)?;
+    handle_input(srv, info, &mut parser, inbuf)?;
     loop {
         tokio::select! {
             biased;
@@ -481,7 +480,7 @@ async fn stream(
                     return Ok(());
                 }
                 handle.last_active_ms.store(now_ms(), Ordering::Relaxed);
-                handle_input(srv, info, &mut parser, inbuf, &mut args)?;
+                handle_input(srv, info, &mut parser, inbuf)?;
             }
             _ = check.tick() => {
                 let timeout = srv.config.read().uint("repl-timeout").max(1);
@@ -499,20 +498,21 @@ fn handle_input(
     info: &ReplicaInfo,
     parser: &mut Parser,
     inbuf: &mut BytesMut,
-    args: &mut Vec<Bytes>,
 ) -> std::io::Result<()> {
+    let mut args = Vec::new();
     loop {
         let lim = Limits {
             max_bulk: 1 << 20,
             authenticated: true,
         };
-        match parser.parse(inbuf, args, lim) {
-            Ok(false) => return Ok(()),
-            Ok(true) => {}
+        let len = match parser.parse(inbuf, lim) {
+            Ok(None) => return Ok(()),
+            Ok(Some(len)) => len,
             Err(e) => return Err(std::io::Error::other(e.to_string())),
-        }
-        if args.len() >= 3 && eq_ic(&args[0], "replconf") && eq_ic(&args[1], "ack") {
-            if let Some(off) = std::str::from_utf8(&args[2])
+        };
+        parser.args(inbuf, &mut args);
+        if args.len() >= 3 && eq_ic(args[0], "replconf") && eq_ic(args[1], "ack") {
+            if let Some(off) = std::str::from_utf8(args[2])
                 .ok()
                 .and_then(|s| s.parse::<u64>().ok())
             {
@@ -521,6 +521,8 @@ fn handle_input(
                 srv.repl.ack.notify_waiters();
             }
         }
+        args = recycle_view(args);
+        inbuf.advance(len);
     }
 }
 
@@ -554,11 +556,7 @@ pub async fn wait(
     {
         let mut sh = srv.repl.shared.lock();
         if !sh.replicas.is_empty() {
-            sh.push(encode(&[
-                Bytes::from_static(b"REPLCONF"),
-                Bytes::from_static(b"GETACK"),
-                Bytes::from_static(b"*"),
-            ]));
+            sh.push(encode(&[b"REPLCONF", b"GETACK", b"*"]));
         }
     }
     let deadline =

@@ -9,13 +9,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::backlog::{encode, Backlog};
 use crate::cmd::{self, eq_ic, Outcome};
-use crate::resp::{Limits, Out, Parser};
+use crate::resp::{recycle_view, Limits, Out, Parser};
 use crate::server::{now_ms, ClientHandle, ClientState, Server};
 
 /// Why a link attempt ended.
@@ -118,8 +118,7 @@ impl Conn {
     }
 
     async fn send(&mut self, args: &[&[u8]]) -> Result<(), LinkError> {
-        let v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-        self.sock.write_all(&encode(&v)).await?;
+        self.sock.write_all(&encode(args)).await?;
         Ok(())
     }
 
@@ -378,7 +377,8 @@ async fn stream(
     cl.db = srv.repl.master_db.load(Ordering::Relaxed);
     let mut out = Out::new(false);
     let mut parser = Parser::new();
-    let mut args: Vec<Bytes> = Vec::with_capacity(8);
+    // The argument view's allocation, reused by every command of the stream.
+    let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
     let mut pending = 0usize;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -417,11 +417,7 @@ async fn stream(
                     return Err(LinkError::Timeout);
                 }
                 let off = srv.repl.shared.lock().offset;
-                let ack = encode(&[
-                    Bytes::from_static(b"REPLCONF"),
-                    Bytes::from_static(b"ACK"),
-                    Bytes::copy_from_slice(off.to_string().as_bytes()),
-                ]);
+                let ack = encode(&[b"REPLCONF", b"ACK", off.to_string().as_bytes()]);
                 c.sock.write_all(&ack).await?;
             }
         }
@@ -437,24 +433,27 @@ fn apply(
     out: &mut Out,
     parser: &mut Parser,
     rd: &mut BytesMut,
-    args: &mut Vec<Bytes>,
+    store: &mut Vec<&'static [u8]>,
     pending: &mut usize,
 ) -> Result<Option<Vec<u8>>, LinkError> {
     let mut acks: Option<Vec<u8>> = None;
     loop {
-        let before = rd.len();
         let lim = Limits {
             max_bulk: i64::MAX,
             authenticated: true,
         };
         let done = parser
-            .parse(rd, args, lim)
+            .parse(rd, lim)
             .map_err(|e| LinkError::Proto(e.to_string()))?;
-        *pending += before - rd.len();
-        if !done {
+        let Some(len) = done else {
             return Ok(acks);
-        }
+        };
+        *pending += len;
         let n = std::mem::take(pending);
+        // The arguments borrow `rd` until the command is applied and logged; then its bytes
+        // are dropped.
+        let mut args = recycle_view(std::mem::take(store));
+        parser.args(rd, &mut args);
         // One command at a time against REPLICAOF: after a promotion nothing more of the
         // old master's stream is applied or counted.
         let _apply = srv.repl.apply_lock.lock();
@@ -462,24 +461,24 @@ fn apply(
             return Err(LinkError::Stale);
         }
         if args.is_empty() {
+            *store = recycle_view(args);
+            rd.advance(len);
             srv.repl.shared.lock().push(Bytes::from(vec![b'\n'; n]));
             continue;
         }
-        if args.len() >= 2 && eq_ic(&args[0], "replconf") && eq_ic(&args[1], "getack") {
+        if args.len() >= 2 && eq_ic(args[0], "replconf") && eq_ic(args[1], "getack") {
             // The ACK covers the stream up to (not including) this GETACK, as Redis.
             let off = srv.repl.shared.lock().offset;
-            let ack = encode(&[
-                Bytes::from_static(b"REPLCONF"),
-                Bytes::from_static(b"ACK"),
-                Bytes::copy_from_slice(off.to_string().as_bytes()),
-            ]);
+            let ack = encode(&[b"REPLCONF", b"ACK", off.to_string().as_bytes()]);
             acks.get_or_insert_with(Vec::new).extend_from_slice(&ack);
-        } else if !(args.len() == 1 && eq_ic(&args[0], "ping")) {
-            execute(srv, cl, out, args);
+        } else if !(args.len() == 1 && eq_ic(args[0], "ping")) {
+            execute(srv, cl, out, &args);
         }
         // Our backlog and offset hold the stream byte for byte (the master sends the
         // canonical multibulk form, which is what `encode` produces).
-        let raw = encode(args);
+        let raw = encode(&args);
+        *store = recycle_view(args);
+        rd.advance(len);
         if raw.len() != n {
             tracing::debug!(
                 read = n,
@@ -492,7 +491,7 @@ fn apply(
 }
 
 /// Runs one command of the master's stream; its reply is dropped (a master gets none).
-fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[Bytes]) {
+fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) {
     super::as_master(|| loop {
         match cmd::execute(srv, cl, out, args) {
             Outcome::Paused(until) => {

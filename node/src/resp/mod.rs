@@ -2,5 +2,5 @@
 pub mod parser;
 pub mod writer;
 
-pub use parser::{Limits, Parser, ProtoError};
+pub use parser::{recycle_view, Limits, Parser, ProtoError};
 pub use writer::{fmt_double, Out};

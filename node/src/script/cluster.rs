@@ -1,13 +1,12 @@
 //! Cluster mode: a script may only touch keys this node serves (Redis 7.0 `scriptCall` →
 //! `getNodeByQuery`): keys of other slots *on this node* are allowed, as in Redis.
 
-use bytes::Bytes;
 use tessera_cluster::routing::{Route, RouteQuery};
 
 use crate::cmd::{flags, CommandSpec, Ctx, KeyPos};
 
 /// The error (Redis's text) if `cmd` would be redirected away from this node.
-pub fn check_local(ctx: &mut Ctx<'_>, cmd: &CommandSpec, argv: &[Bytes]) -> Option<&'static str> {
+pub fn check_local(ctx: &mut Ctx<'_>, cmd: &CommandSpec, argv: &[&[u8]]) -> Option<&'static str> {
     let node = ctx.srv.cluster.get()?;
     if ctx.cl.db != 0 || matches!(cmd.keys, KeyPos::None) {
         return None;
@@ -18,7 +17,7 @@ pub fn check_local(ctx: &mut Ctx<'_>, cmd: &CommandSpec, argv: &[Bytes]) -> Opti
         return None;
     }
     let q = RouteQuery {
-        keys: idx.iter().map(|&i| &argv[i][..]).collect(),
+        keys: idx.iter().map(|&i| argv[i]).collect(),
         asking: ctx.cl.cluster.asking,
         readonly: ctx.cl.cluster.readonly,
         is_write: cmd.has(flags::WRITE),

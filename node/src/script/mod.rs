@@ -185,8 +185,8 @@ pub fn run(
     ctx: &mut Ctx<'_>,
     body: &[u8],
     sha: &str,
-    keys: &[Bytes],
-    argv: &[Bytes],
+    keys: &[&[u8]],
+    argv: &[&[u8]],
     read_only: bool,
 ) -> Result<(), CmdError> {
     with_engine(|e| {
@@ -212,7 +212,7 @@ pub fn run(
         }
         let read_only = read_only || sflags.no_writes;
         let lua = &e.lua;
-        let mk = |v: &[Bytes]| -> mlua::Result<Table> {
+        let mk = |v: &[&[u8]]| -> mlua::Result<Table> {
             let t = lua.create_table_with_capacity(v.len(), 0)?;
             for (i, b) in v.iter().enumerate() {
                 t.raw_set(i + 1, lua.create_string(b)?)?;
@@ -324,7 +324,10 @@ fn call_command(
             _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
         }
     }
-    let Some(cmd) = table().get(&argv[0]) else {
+    // Handlers take borrowed arguments: a view over the owned ones built above.
+    let owned = argv;
+    let argv = crate::cmd::arg_view(&owned);
+    let Some(cmd) = table().get(argv[0]) else {
         return fail("ERR Unknown Redis command called from script");
     };
     let cmd = match table().resolve(&argv) {

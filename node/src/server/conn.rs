@@ -5,14 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::clients::{ClientHandle, ClientState, ReplyMode};
 use super::{now_ms, Server};
 use crate::cmd::{self, Outcome};
-use crate::resp::{Limits, Out, Parser};
+use crate::resp::{recycle_view, Limits, Out, Parser};
 
 const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
@@ -69,7 +69,8 @@ async fn serve(
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = Out::new(false);
     let mut parser = Parser::new();
-    let mut args: Vec<Bytes> = Vec::with_capacity(8);
+    // The argument view's allocation, reused by every request of the connection.
+    let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
     let handle = cl.handle.clone();
     loop {
         if inbuf.capacity() - inbuf.len() < 4096 {
@@ -170,29 +171,35 @@ async fn process(
     out: &mut Out,
     parser: &mut Parser,
     inbuf: &mut BytesMut,
-    args: &mut Vec<Bytes>,
+    store: &mut Vec<&'static [u8]>,
 ) -> std::io::Result<bool> {
     loop {
         let lim = Limits {
             max_bulk: srv.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
             authenticated: cl.authenticated,
         };
-        match parser.parse(inbuf, args, lim) {
-            Ok(false) => return Ok(true),
-            Ok(true) => {}
+        let len = match parser.parse(inbuf, lim) {
+            Ok(None) => return Ok(true),
+            Ok(Some(len)) => len,
             Err(e) => {
                 out.error(&format!("ERR Protocol error: {e}"));
                 tracing::debug!(id = cl.id, error = %e, "protocol error");
                 srv.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 return Ok(false);
             }
-        }
+        };
+        // The arguments borrow `inbuf` until the request has run; then the request's bytes
+        // are dropped (before anything below may read more into `inbuf`).
+        let mut args = recycle_view(std::mem::take(store));
+        parser.args(inbuf, &mut args);
         if args.is_empty() {
+            *store = recycle_view(args);
+            inbuf.advance(len);
             continue;
         }
         let mark = out.buf.len();
         let outcome = loop {
-            match cmd::execute(srv, cl, out, args) {
+            match cmd::execute(srv, cl, out, &args) {
                 Outcome::Paused(until) => {
                     flush(sock, out, srv, &cl.handle).await?;
                     tokio::time::sleep_until(until.into()).await;
@@ -201,13 +208,18 @@ async fn process(
                 o => break o,
             }
         };
+        let is_client_reply = args.len() >= 2
+            && args[0].eq_ignore_ascii_case(b"client")
+            && args[1].eq_ignore_ascii_case(b"reply");
+        *store = recycle_view(args);
+        inbuf.advance(len);
         // SYNC/PSYNC (the connection becomes a replica link) and WAIT.
         if let Some(p) = crate::repl::take_pending() {
             if !crate::repl::run_pending(srv, sock, cl, out, inbuf, p).await? {
                 return Ok(false);
             }
         }
-        apply_reply_mode(cl, out, mark, args);
+        apply_reply_mode(cl, out, mark, is_client_reply);
         if !matches!(outcome, Outcome::Done) {
             // Time passed (pause, block): later commands of the batch need a fresh clock.
             cl.now_ms = 0;
@@ -242,11 +254,9 @@ async fn process(
     }
 }
 
-/// CLIENT REPLY OFF|SKIP: drops the reply just written.
-fn apply_reply_mode(cl: &mut ClientState, out: &mut Out, mark: usize, args: &[Bytes]) {
-    let is_client_reply = args.len() >= 2
-        && args[0].eq_ignore_ascii_case(b"client")
-        && args[1].eq_ignore_ascii_case(b"reply");
+/// CLIENT REPLY OFF|SKIP: drops the reply just written (`is_client_reply`: the command was
+/// CLIENT REPLY itself).
+fn apply_reply_mode(cl: &mut ClientState, out: &mut Out, mark: usize, is_client_reply: bool) {
     match cl.reply_mode {
         ReplyMode::On => {}
         ReplyMode::Off => out.buf.truncate(mark),

@@ -67,7 +67,7 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
-    pub fn maybe_record(&self, srv: &Server, cl: &ClientState, args: &[Bytes], usec: u64) {
+    pub fn maybe_record(&self, srv: &Server, cl: &ClientState, args: &[&[u8]], usec: u64) {
         let threshold = srv.slowlog_threshold.load(Ordering::Relaxed);
         let max = srv.slowlog_max.load(Ordering::Relaxed);
         if threshold < 0 || usec < threshold as u64 {
@@ -82,7 +82,7 @@ impl SlowLog {
                     v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
                     Bytes::from(v)
                 } else {
-                    a.clone()
+                    Bytes::copy_from_slice(a)
                 }
             })
             .collect();
@@ -143,7 +143,7 @@ impl Monitors {
     }
 
     /// Sends `+<time> [<db> <addr>] "cmd" "arg"...` to every monitor.
-    pub fn feed(&self, cl: &ClientState, args: &[Bytes]) {
+    pub fn feed(&self, cl: &ClientState, args: &[&[u8]]) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();

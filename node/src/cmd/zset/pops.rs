@@ -12,7 +12,7 @@ use crate::resp::Out;
 /// Pops from the first non-empty sorted set among `keys` (all type-checked in order).
 fn mpop(
     ctx: &mut Ctx<'_>,
-    keys: &[Bytes],
+    keys: &[&[u8]],
     max: bool,
     count: usize,
 ) -> Result<Option<(Bytes, Scored)>, CmdError> {
@@ -23,14 +23,14 @@ fn mpop(
                 if z.is_empty() {
                     ctx.ks.del(k);
                 }
-                return Ok(Some((k.clone(), items)));
+                return Ok(Some((Bytes::copy_from_slice(k), items)));
             }
         }
     }
     Ok(None)
 }
 
-fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
+fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -40,7 +40,7 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
     };
     let items = match count {
         Some(0) => {
-            ctx.ks.get_zset(&args[1])?;
+            ctx.ks.get_zset(args[1])?;
             Vec::new()
         }
         _ => mpop(ctx, &args[1..2], max, count.unwrap_or(1))?
@@ -52,23 +52,23 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
     Ok(())
 }
 
-pub(super) fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     zpop(ctx, args, false)
 }
-pub(super) fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     zpop(ctx, args, true)
 }
 
-fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[Bytes], timeout_ms: u64) {
+fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[&[u8]], timeout_ms: u64) {
     if ctx.can_block() {
-        ctx.block_on(keys.to_vec(), timeout_ms);
+        ctx.block_on(keys, timeout_ms);
     } else if !ctx.serving_blocked {
         ctx.out.null_array();
     }
 }
 
-fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
-    let timeout = arg_timeout(&args[args.len() - 1])?;
+fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
+    let timeout = arg_timeout(args[args.len() - 1])?;
     let keys = &args[1..args.len() - 1];
     match mpop(ctx, keys, max, 1)? {
         Some((k, items)) => {
@@ -83,15 +83,15 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> CmdResult {
     Ok(())
 }
 
-pub(super) fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn bzpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bzpop(ctx, args, false)
 }
-pub(super) fn bzpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn bzpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bzpop(ctx, args, true)
 }
 
 /// Parses `MIN|MAX [COUNT n]` at `at`.
-fn mpop_opts(args: &[Bytes], at: usize) -> Result<(bool, usize), CmdError> {
+fn mpop_opts(args: &[&[u8]], at: usize) -> Result<(bool, usize), CmdError> {
     let w = args.get(at).ok_or(CmdError::Syntax)?;
     let max = if eq_ic(w, "min") {
         false
@@ -109,7 +109,7 @@ fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
     write_items(out, items, true, true);
 }
 
-pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 1)?;
     let (max, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
@@ -119,8 +119,8 @@ pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let timeout = arg_timeout(&args[1])?;
+pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let timeout = arg_timeout(args[1])?;
     let keys = mpop_keys(args, 2)?;
     let (max, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, max, count)? {

@@ -1,8 +1,6 @@
 //! ZUNION ZINTER ZDIFF (+STORE) and ZINTERCARD: sources may be sorted sets or plain sets
 //! (score 1), combined with WEIGHTS and AGGREGATE like Redis.
 
-use bytes::Bytes;
-
 use super::super::{arg_i64, eq_ic, CmdError, CmdResult, Ctx};
 use super::{store_result, write_items, Scored};
 use crate::db::Value;
@@ -55,17 +53,17 @@ fn load_source(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Scored>, CmdError
 /// score order and whether WITHSCORES was given.
 fn setop(
     ctx: &mut Ctx<'_>,
-    args: &[Bytes],
+    args: &[&[u8]],
     at: usize,
     op: SetOp,
     store: bool,
     card: bool,
 ) -> Result<(Scored, bool), CmdError> {
-    let n = arg_i64(&args[at])?;
+    let n = arg_i64(args[at])?;
     if n < 1 {
         return Err(CmdError::msg(format!(
             "ERR at least 1 input key is needed for '{}' command",
-            String::from_utf8_lossy(&args[0]).to_lowercase()
+            String::from_utf8_lossy(args[0]).to_lowercase()
         )));
     }
     if n as usize > args.len() - at - 1 {
@@ -85,7 +83,7 @@ fn setop(
         let a = &args[j];
         if op != SetOp::Diff && !card && rem > n && eq_ic(a, "weights") {
             for (i, w) in weights.iter_mut().enumerate() {
-                *w = parse_f64(&args[j + 1 + i])
+                *w = parse_f64(args[j + 1 + i])
                     .ok_or_else(|| CmdError::msg("ERR weight value is not a float"))?;
             }
             j += 1 + n;
@@ -106,7 +104,7 @@ fn setop(
             j += 1;
         } else if card && rem >= 2 && eq_ic(a, "limit") {
             let l =
-                arg_i64(&args[j + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
+                arg_i64(args[j + 1]).map_err(|_| CmdError::msg("ERR LIMIT can't be negative"))?;
             if l < 0 {
                 return Err(CmdError::msg("ERR LIMIT can't be negative"));
             }
@@ -182,39 +180,39 @@ fn setop(
     Ok((items, withscores))
 }
 
-fn setop_reply(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> CmdResult {
+fn setop_reply(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> CmdResult {
     let (items, withscores) = setop(ctx, args, 1, op, false, false)?;
     let nested = ctx.out.resp3;
     write_items(ctx.out, &items, withscores, nested);
     Ok(())
 }
 
-fn setop_store(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> CmdResult {
+fn setop_store(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> CmdResult {
     let (items, _) = setop(ctx, args, 2, op, true, false)?;
-    store_result(ctx, &args[1], items);
+    store_result(ctx, args[1], items);
     Ok(())
 }
 
-pub(super) fn zunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zunion(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setop_reply(ctx, args, SetOp::Union)
 }
-pub(super) fn zinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zinter(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setop_reply(ctx, args, SetOp::Inter)
 }
-pub(super) fn zdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zdiff(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setop_reply(ctx, args, SetOp::Diff)
 }
-pub(super) fn zunionstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zunionstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setop_store(ctx, args, SetOp::Union)
 }
-pub(super) fn zinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zinterstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setop_store(ctx, args, SetOp::Inter)
 }
-pub(super) fn zdiffstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     setop_store(ctx, args, SetOp::Diff)
 }
 
-pub(super) fn zintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+pub(super) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (items, _) = setop(ctx, args, 1, SetOp::Inter, false, true)?;
     ctx.out.int(items.len() as i64);
     Ok(())
