@@ -5,9 +5,9 @@
 //! (see `strings.rs` for the pattern). [`all_commands`] concatenates them; add a family by
 //! declaring its `mod` and one `v.extend(<family>::commands());` line at the marked spot.
 //! Handlers take `(&mut Ctx, &[&[u8]])` (arguments borrowed from the connection's read
-//! buffer: anything kept beyond the command is copied, see [`owned_args`]), read and write keys through `ctx.ks` (which holds
-//! the locks of the keys the command's `KeyPos` names) and write one reply into `ctx.out`,
-//! or return a [`CmdError`].
+//! buffer: anything kept beyond the command is copied, see [`owned_args`]), read and write
+//! keys through `ctx.ks` (which holds the locks of the keys the command's `KeyPos` names)
+//! and write one reply into `ctx.out`, or return a [`CmdError`].
 
 pub mod ctx;
 pub mod spec;
