@@ -1,32 +1,111 @@
-//! Order-statistics skiplist (Redis's zskiplist: levels with spans) over (score, member),
-//! stored in an index arena so there is no unsafe code. Gives O(log N) insert, delete, rank,
-//! select-by-rank and bound search.
+//! Sorted-set big encoding: an order-statistics skiplist (Redis's zskiplist: levels with
+//! spans) over (score, member) plus a member → node hash index, in one structure so each
+//! member is stored once. O(log N) insert, delete, rank, select-by-rank and bound search;
+//! O(1) score lookup, uniform random pick and SCAN step. No unsafe code.
+//!
+//! Memory (issue 2): nodes live in a dense arena `Vec<Node>` whose index is the node id, the
+//! dense position for random picks and the SCAN cursor all at once. A node's member bytes and
+//! its levels above the first share one heap allocation; level 0 is inline. So an element
+//! costs one malloc chunk, one 40-byte arena slot and one `u32` hash slot.
+//!
+//! Removal keeps the arena dense the way `IndexedMap` does: the last node moves into the
+//! hole (its predecessors' forward links, its successor's backward link and its index slot
+//! are re-pointed). Score updates relink a node in place, keeping its id. So the downward
+//! SCAN cursor keeps `IndexedMap::scan`'s guarantee: a swap-remove only moves the last node,
+//! appends land above the cursor, and an element present for the whole scan is returned.
+
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
 
 const MAX_LEVEL: usize = 32;
+/// No node (end of a level, or no backward link from the first node).
 const NIL: u32 = u32::MAX;
-const HEAD: u32 = 0;
+/// The header, which lives outside the arena.
+const HEAD: u32 = u32::MAX - 1;
 
-#[derive(Clone, Copy, Debug)]
+type Hasher = hashbrown::DefaultHashBuilder;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Level {
     forward: u32,
     span: u32,
 }
 
-#[derive(Clone, Debug)]
+const EMPTY: Level = Level {
+    forward: NIL,
+    span: 0,
+};
+
+#[derive(Clone)]
 struct Node {
-    member: Box<[u8]>,
+    /// Member bytes, then levels 1.. as little-endian (forward, span) u32 pairs: a node's
+    /// only heap allocation (3 in 4 nodes have height 1 and store just the member).
+    data: Box<[u8]>,
     score: f64,
+    mlen: u32,
     backward: u32,
-    levels: Vec<Level>,
+    l0: Level,
 }
 
-/// Sorted by score, then member bytes.
-#[derive(Clone, Debug)]
+impl Node {
+    fn new(member: &[u8], score: f64, height: usize) -> Self {
+        let mut data = Vec::with_capacity(member.len() + 8 * (height - 1));
+        data.extend_from_slice(member);
+        for _ in 1..height {
+            data.extend_from_slice(&NIL.to_le_bytes());
+            data.extend_from_slice(&0u32.to_le_bytes());
+        }
+        Node {
+            data: data.into_boxed_slice(),
+            score,
+            mlen: member.len() as u32,
+            backward: NIL,
+            l0: EMPTY,
+        }
+    }
+
+    #[inline]
+    fn member(&self) -> &[u8] {
+        &self.data[..self.mlen as usize]
+    }
+
+    fn height(&self) -> usize {
+        1 + (self.data.len() - self.mlen as usize) / 8
+    }
+
+    #[inline]
+    fn level(&self, i: usize) -> Level {
+        if i == 0 {
+            return self.l0;
+        }
+        let o = self.mlen as usize + 8 * (i - 1);
+        let b = &self.data[o..o + 8];
+        Level {
+            forward: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            span: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
+    }
+
+    #[inline]
+    fn set_level(&mut self, i: usize, l: Level) {
+        if i == 0 {
+            self.l0 = l;
+            return;
+        }
+        let o = self.mlen as usize + 8 * (i - 1);
+        self.data[o..o + 4].copy_from_slice(&l.forward.to_le_bytes());
+        self.data[o + 4..o + 8].copy_from_slice(&l.span.to_le_bytes());
+    }
+}
+
+/// Sorted by score, then member bytes; members are unique.
+#[derive(Clone)]
 pub struct SkipList {
     nodes: Vec<Node>,
-    free: Vec<u32>,
+    head: [Level; MAX_LEVEL],
+    index: HashTable<u32>,
+    hasher: Hasher,
     tail: u32,
-    len: usize,
     level: usize,
     rng: u64,
 }
@@ -34,6 +113,14 @@ pub struct SkipList {
 impl Default for SkipList {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl std::fmt::Debug for SkipList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.iter().map(|(m, s)| (String::from_utf8_lossy(m), s)))
+            .finish()
     }
 }
 
@@ -45,34 +132,27 @@ fn less(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> bool {
 
 impl SkipList {
     pub fn new() -> Self {
-        let head = Node {
-            member: Box::new([]),
-            score: 0.0,
-            backward: NIL,
-            levels: vec![
-                Level {
-                    forward: NIL,
-                    span: 0
-                };
-                MAX_LEVEL
-            ],
-        };
+        Self::with_capacity(0)
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
         SkipList {
-            nodes: vec![head],
-            free: Vec::new(),
+            nodes: Vec::with_capacity(n),
+            head: [EMPTY; MAX_LEVEL],
+            index: HashTable::with_capacity(n),
+            hasher: Hasher::default(),
             tail: NIL,
-            len: 0,
             level: 1,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (rand::random::<u64>() | 1),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.nodes.is_empty()
     }
 
     /// Level with P(level > k) = 0.25^k, as in Redis.
@@ -92,143 +172,209 @@ impl SkipList {
     }
 
     #[inline]
-    fn fwd(&self, x: u32, i: usize) -> u32 {
-        self.nodes[x as usize].levels[i].forward
+    fn lvl(&self, x: u32, i: usize) -> Level {
+        if x == HEAD {
+            self.head[i]
+        } else {
+            self.nodes[x as usize].level(i)
+        }
     }
 
-    /// Inserts a new (score, member); the caller guarantees the member is absent.
-    pub fn insert(&mut self, score: f64, member: &[u8]) {
+    #[inline]
+    fn set_lvl(&mut self, x: u32, i: usize, l: Level) {
+        if x == HEAD {
+            self.head[i] = l;
+        } else {
+            self.nodes[x as usize].set_level(i, l);
+        }
+    }
+
+    fn hash(&self, member: &[u8]) -> u64 {
+        self.hasher.hash_one(member)
+    }
+
+    fn find(&self, member: &[u8]) -> Option<u32> {
+        self.index
+            .find(self.hash(member), |&i| {
+                self.nodes[i as usize].member() == member
+            })
+            .copied()
+    }
+
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.find(member).map(|i| self.nodes[i as usize].score)
+    }
+
+    pub fn contains(&self, member: &[u8]) -> bool {
+        self.find(member).is_some()
+    }
+
+    /// Per level, the last node ordered before (score, member) and its 1-based rank.
+    fn search(&self, score: f64, member: &[u8]) -> ([u32; MAX_LEVEL], [u32; MAX_LEVEL]) {
         let mut update = [HEAD; MAX_LEVEL];
         let mut rank = [0u32; MAX_LEVEL];
         let mut x = HEAD;
         for i in (0..self.level).rev() {
             rank[i] = if i == self.level - 1 { 0 } else { rank[i + 1] };
             loop {
-                let f = self.fwd(x, i);
-                if f == NIL {
+                let l = self.lvl(x, i);
+                if l.forward == NIL {
                     break;
                 }
-                let n = &self.nodes[f as usize];
-                if !less(n.score, &n.member, score, member) {
+                let n = &self.nodes[l.forward as usize];
+                if !less(n.score, n.member(), score, member) {
                     break;
                 }
-                rank[i] += self.nodes[x as usize].levels[i].span;
-                x = f;
+                rank[i] += l.span;
+                x = l.forward;
             }
             update[i] = x;
         }
-        let lvl = self.random_level();
-        if lvl > self.level {
-            for i in self.level..lvl {
+        (update, rank)
+    }
+
+    /// Links arena node `id` (not yet in the list) at its (score, member) position, using
+    /// the height its data was allocated with.
+    fn link(&mut self, id: u32) {
+        let n = &self.nodes[id as usize];
+        let height = n.height();
+        let (mut update, mut rank) = self.search(n.score, n.member());
+        // Every other arena node is linked.
+        let linked = (self.nodes.len() - 1) as u32;
+        if height > self.level {
+            for i in self.level..height {
                 rank[i] = 0;
                 update[i] = HEAD;
-                self.nodes[HEAD as usize].levels[i].span = self.len as u32;
+                self.head[i].span = linked;
             }
-            self.level = lvl;
+            self.level = height;
         }
-        let node = Node {
-            member: member.into(),
-            score,
-            backward: if update[0] == HEAD { NIL } else { update[0] },
-            levels: vec![
+        for i in 0..height {
+            let ul = self.lvl(update[i], i);
+            self.set_lvl(
+                id,
+                i,
                 Level {
-                    forward: NIL,
-                    span: 0
-                };
-                lvl
-            ],
-        };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.nodes[id as usize] = node;
-                id
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        for i in 0..lvl {
-            let u = update[i] as usize;
-            let ul = self.nodes[u].levels[i];
-            self.nodes[id as usize].levels[i] = Level {
-                forward: ul.forward,
-                span: ul.span - (rank[0] - rank[i]),
-            };
-            self.nodes[u].levels[i] = Level {
-                forward: id,
-                span: (rank[0] - rank[i]) + 1,
-            };
+                    forward: ul.forward,
+                    span: ul.span - (rank[0] - rank[i]),
+                },
+            );
+            self.set_lvl(
+                update[i],
+                i,
+                Level {
+                    forward: id,
+                    span: (rank[0] - rank[i]) + 1,
+                },
+            );
         }
-        for (i, &u) in update.iter().enumerate().take(self.level).skip(lvl) {
-            self.nodes[u as usize].levels[i].span += 1;
+        for (i, &u) in update.iter().enumerate().take(self.level).skip(height) {
+            let mut l = self.lvl(u, i);
+            l.span += 1;
+            self.set_lvl(u, i, l);
         }
-        let f0 = self.fwd(id, 0);
+        self.nodes[id as usize].backward = if update[0] == HEAD { NIL } else { update[0] };
+        let f0 = self.nodes[id as usize].l0.forward;
         if f0 != NIL {
             self.nodes[f0 as usize].backward = id;
         } else {
             self.tail = id;
         }
-        self.len += 1;
     }
 
-    /// Removes (score, member); false if absent.
-    pub fn remove(&mut self, score: f64, member: &[u8]) -> bool {
-        let mut update = [HEAD; MAX_LEVEL];
-        let mut x = HEAD;
-        for i in (0..self.level).rev() {
-            loop {
-                let f = self.fwd(x, i);
-                if f == NIL {
-                    break;
-                }
-                let n = &self.nodes[f as usize];
-                if !less(n.score, &n.member, score, member) {
-                    break;
-                }
-                x = f;
-            }
-            update[i] = x;
-        }
-        let x = self.fwd(x, 0);
-        if x == NIL {
-            return false;
-        }
-        let n = &self.nodes[x as usize];
-        if n.score != score || &*n.member != member {
-            return false;
-        }
+    /// Takes linked node `id` out of the list; it stays in the arena and the index.
+    fn unlink(&mut self, id: u32) {
+        let n = &self.nodes[id as usize];
+        let (update, _) = self.search(n.score, n.member());
         for (i, &u) in update.iter().enumerate().take(self.level) {
-            let u = u as usize;
-            if self.nodes[u].levels[i].forward == x {
-                let xl = self.nodes[x as usize].levels[i];
-                self.nodes[u].levels[i].span += xl.span;
-                self.nodes[u].levels[i].span -= 1;
-                self.nodes[u].levels[i].forward = xl.forward;
+            let mut ul = self.lvl(u, i);
+            if ul.forward == id {
+                let xl = self.lvl(id, i);
+                ul.span = ul.span + xl.span - 1;
+                ul.forward = xl.forward;
             } else {
-                self.nodes[u].levels[i].span -= 1;
+                ul.span -= 1;
             }
+            self.set_lvl(u, i, ul);
         }
-        let f0 = self.fwd(x, 0);
-        let back = self.nodes[x as usize].backward;
+        let n = &self.nodes[id as usize];
+        let (f0, back) = (n.l0.forward, n.backward);
         if f0 != NIL {
             self.nodes[f0 as usize].backward = back;
         } else {
             self.tail = back;
         }
-        while self.level > 1 && self.fwd(HEAD, self.level - 1) == NIL {
+        while self.level > 1 && self.head[self.level - 1].forward == NIL {
             self.level -= 1;
         }
-        self.len -= 1;
-        let node = &mut self.nodes[x as usize];
-        node.member = Box::new([]);
-        node.levels = Vec::new();
-        self.free.push(x);
-        if self.len == 0 {
-            self.nodes.truncate(1);
-            self.free.clear();
+    }
+
+    /// Sets member's score, adding it if absent; true if the member is new. The caller
+    /// rejects NaN. An update keeps the node's id (its SCAN position).
+    pub fn insert(&mut self, member: &[u8], score: f64) -> bool {
+        if let Some(id) = self.find(member) {
+            if self.nodes[id as usize].score != score {
+                self.unlink(id);
+                self.nodes[id as usize].score = score;
+                self.link(id);
+            }
+            return false;
         }
+        let height = self.random_level();
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node::new(member, score, height));
+        let h = self.hash(member);
+        let (nodes, hasher) = (&self.nodes, &self.hasher);
+        self.index
+            .insert_unique(h, id, |&i| hasher.hash_one(nodes[i as usize].member()));
+        self.link(id);
         true
+    }
+
+    /// Removes a member; its score if it was present.
+    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let h = self.hash(member);
+        let nodes = &self.nodes;
+        let slot = self
+            .index
+            .find_entry(h, |&i| nodes[i as usize].member() == member)
+            .ok()?;
+        let (id, _) = slot.remove();
+        self.unlink(id);
+        let score = self.nodes[id as usize].score;
+        self.fill_hole(id);
+        Some(score)
+    }
+
+    /// Moves the last arena node into the unlinked slot `x` and drops `x`'s node.
+    fn fill_hole(&mut self, x: u32) {
+        let last = (self.nodes.len() - 1) as u32;
+        if x != last {
+            let n = &self.nodes[last as usize];
+            let h = self.hash(n.member());
+            let height = n.height();
+            let f0 = n.l0.forward;
+            let (update, _) = self.search(n.score, n.member());
+            for (i, &u) in update.iter().enumerate().take(height) {
+                let mut l = self.lvl(u, i);
+                l.forward = x;
+                self.set_lvl(u, i, l);
+            }
+            if f0 != NIL {
+                self.nodes[f0 as usize].backward = x;
+            } else {
+                self.tail = x;
+            }
+            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
+                *slot = x;
+            }
+        }
+        self.nodes.swap_remove(x as usize);
+        if self.nodes.is_empty() {
+            self.head = [EMPTY; MAX_LEVEL];
+            self.level = 1;
+            self.tail = NIL;
+        }
     }
 
     /// Number of leading elements for which `pred(score, member)` holds. `pred` must be true
@@ -238,29 +384,30 @@ impl SkipList {
         let mut rank = 0usize;
         for i in (0..self.level).rev() {
             loop {
-                let f = self.fwd(x, i);
-                if f == NIL {
+                let l = self.lvl(x, i);
+                if l.forward == NIL {
                     break;
                 }
-                let n = &self.nodes[f as usize];
-                if !pred(n.score, &n.member) {
+                let n = &self.nodes[l.forward as usize];
+                if !pred(n.score, n.member()) {
                     break;
                 }
-                rank += self.nodes[x as usize].levels[i].span as usize;
-                x = f;
+                rank += l.span as usize;
+                x = l.forward;
             }
         }
         rank
     }
 
-    /// 0-based rank of an existing (score, member).
-    pub fn rank(&self, score: f64, member: &[u8]) -> usize {
-        self.count_while(|s, m| less(s, m, score, member))
+    /// 0-based rank of a member, None if absent.
+    pub fn rank(&self, member: &[u8]) -> Option<usize> {
+        let score = self.score(member)?;
+        Some(self.count_while(|s, m| less(s, m, score, member)))
     }
 
     /// Node id at 0-based `rank`.
     fn node_at(&self, rank: usize) -> Option<u32> {
-        if rank >= self.len {
+        if rank >= self.len() {
             return None;
         }
         let target = rank + 1;
@@ -268,13 +415,12 @@ impl SkipList {
         let mut traversed = 0usize;
         for i in (0..self.level).rev() {
             loop {
-                let f = self.fwd(x, i);
-                let span = self.nodes[x as usize].levels[i].span as usize;
-                if f == NIL || traversed + span > target {
+                let l = self.lvl(x, i);
+                if l.forward == NIL || traversed + l.span as usize > target {
                     break;
                 }
-                traversed += span;
-                x = f;
+                traversed += l.span as usize;
+                x = l.forward;
             }
             if traversed == target {
                 return Some(x);
@@ -286,7 +432,7 @@ impl SkipList {
     /// Element at 0-based rank.
     pub fn get(&self, rank: usize) -> Option<(&[u8], f64)> {
         let n = &self.nodes[self.node_at(rank)? as usize];
-        Some((&n.member, n.score))
+        Some((n.member(), n.score))
     }
 
     /// Iterates from 0-based rank `start` forward (or backward when `rev`).
@@ -298,10 +444,11 @@ impl SkipList {
         }
     }
 
+    /// All elements in order.
     pub fn iter(&self) -> SkipIter<'_> {
         SkipIter {
             list: self,
-            cur: self.fwd(HEAD, 0),
+            cur: self.head[0].forward,
             rev: false,
         }
     }
@@ -309,18 +456,37 @@ impl SkipList {
     pub fn last(&self) -> Option<(&[u8], f64)> {
         (self.tail != NIL).then(|| {
             let n = &self.nodes[self.tail as usize];
-            (&*n.member, n.score)
+            (n.member(), n.score)
         })
+    }
+
+    /// Element at a dense position (0..len) in no particular order, for random picks.
+    pub fn get_index(&self, i: usize) -> Option<(&[u8], f64)> {
+        self.nodes.get(i).map(|n| (n.member(), n.score))
+    }
+
+    /// SCAN step, with `IndexedMap::scan`'s downward cursor (see the module note).
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
+        let mut pos = if cursor == 0 {
+            self.nodes.len()
+        } else {
+            (cursor as usize).min(self.nodes.len())
+        };
+        let mut n = 0;
+        while pos > 0 && n < count.max(1) {
+            pos -= 1;
+            let node = &self.nodes[pos];
+            f(node.member(), node.score);
+            n += 1;
+        }
+        pos as u64
     }
 
     /// Approximate heap bytes.
     pub fn heap_size(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
-            + self
-                .nodes
-                .iter()
-                .map(|n| n.member.len() + n.levels.capacity() * 8)
-                .sum::<usize>()
+            + self.nodes.iter().map(|n| n.data.len()).sum::<usize>()
+            + self.index.capacity() * 5
     }
 }
 
@@ -337,82 +503,11 @@ impl<'a> Iterator for SkipIter<'a> {
             return None;
         }
         let n = &self.list.nodes[self.cur as usize];
-        self.cur = if self.rev {
-            n.backward
-        } else {
-            n.levels[0].forward
-        };
-        Some((&n.member, n.score))
+        self.cur = if self.rev { n.backward } else { n.l0.forward };
+        Some((n.member(), n.score))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn key(s: f64, m: &[u8]) -> (u64, Vec<u8>) {
-        // Order-preserving map of finite/inf floats to u64 for a reference BTreeSet.
-        let b = s.to_bits();
-        let k = if s.is_sign_negative() {
-            !b
-        } else {
-            b | (1 << 63)
-        };
-        (k, m.to_vec())
-    }
-
-    proptest! {
-        #[test]
-        fn matches_sorted_reference(ops in proptest::collection::vec((any::<bool>(), -5i32..5, 0u8..20), 0..400)) {
-            let mut sl = SkipList::new();
-            let mut r = std::collections::BTreeMap::new();
-            for (ins, s, m) in ops {
-                let s = s as f64 / 2.0;
-                let m = vec![b'a' + m];
-                let k = key(s, &m);
-                if ins {
-                    if let std::collections::btree_map::Entry::Vacant(e) = r.entry(k) {
-                        e.insert(s);
-                        sl.insert(s, &m);
-                    }
-                } else {
-                    prop_assert_eq!(sl.remove(s, &m), r.remove(&k).is_some());
-                }
-                prop_assert_eq!(sl.len(), r.len());
-            }
-            let want: Vec<(Vec<u8>, f64)> = r.iter().map(|((_, m), s)| (m.clone(), *s)).collect();
-            let got: Vec<(Vec<u8>, f64)> = sl.iter().map(|(m, s)| (m.to_vec(), s)).collect();
-            prop_assert_eq!(&got, &want);
-            for (i, (m, s)) in want.iter().enumerate() {
-                prop_assert_eq!(sl.rank(*s, m), i);
-                prop_assert_eq!(sl.get(i), Some((&m[..], *s)));
-                let rev: Vec<_> = sl.iter_from(i, true).map(|(m, _)| m.to_vec()).collect();
-                let wrev: Vec<_> = want[..=i].iter().rev().map(|(m, _)| m.clone()).collect();
-                prop_assert_eq!(rev, wrev);
-            }
-            prop_assert_eq!(sl.get(want.len()), None);
-            for t in -6..6 {
-                let t = t as f64 / 2.0;
-                prop_assert_eq!(sl.count_while(|s, _| s < t), want.iter().filter(|(_, s)| *s < t).count());
-            }
-        }
-    }
-
-    #[test]
-    fn large_ranks_are_logarithmic_and_correct() {
-        let mut sl = SkipList::new();
-        for i in 0..100_000u32 {
-            sl.insert((i % 1000) as f64, &i.to_be_bytes());
-        }
-        assert_eq!(sl.len(), 100_000);
-        let (m, s) = sl.get(50_000).unwrap();
-        assert_eq!(s, 500.0);
-        assert_eq!(sl.rank(s, m), 50_000);
-        for i in (0..100_000u32).step_by(2) {
-            assert!(sl.remove((i % 1000) as f64, &i.to_be_bytes()));
-        }
-        assert_eq!(sl.len(), 50_000);
-        assert_eq!(sl.iter().count(), 50_000);
-    }
-}
+#[path = "skiplist_tests.rs"]
+mod tests;

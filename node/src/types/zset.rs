@@ -1,8 +1,7 @@
 //! Sorted set value: listpack (member, score pairs packed and kept sorted) while small, else a
-//! skiplist (ranks, ranges) plus a member→score map (lookups, SCAN, random picks).
-//! Order: score, then member bytes.
+//! skiplist (ranks, ranges) with a member index (lookups, SCAN, random picks) that stores each
+//! member once (see `skiplist`). Order: score, then member bytes.
 
-use super::indexed::IndexedMap;
 use super::pack::Pack;
 use super::skiplist::SkipList;
 use super::{parse_f64, Limits};
@@ -15,12 +14,8 @@ pub enum ZSetValue {
     SkipList(Box<SkipDict>),
 }
 
-/// The big encoding: ranks and ranges from the skiplist, lookups and SCAN from the map.
-#[derive(Clone, Debug, Default)]
-pub struct SkipDict {
-    list: SkipList,
-    dict: IndexedMap<f64>,
-}
+/// The big encoding: ranks, ranges, lookups, random picks and SCAN from one structure.
+pub type SkipDict = SkipList;
 
 impl Default for ZSetValue {
     fn default() -> Self {
@@ -152,7 +147,7 @@ impl ZSetValue {
     pub fn len(&self) -> usize {
         match self {
             ZSetValue::ListPack(p) => p.len() / 2,
-            ZSetValue::SkipList(sd) => sd.list.len(),
+            ZSetValue::SkipList(sd) => sd.len(),
         }
     }
 
@@ -181,19 +176,17 @@ impl ZSetValue {
                 }
                 None
             }
-            ZSetValue::SkipList(sd) => sd.dict.get(member).copied(),
+            ZSetValue::SkipList(sd) => sd.score(member),
         }
     }
 
     fn make_skiplist(&mut self) {
         if let ZSetValue::ListPack(p) = self {
-            let mut list = SkipList::new();
-            let mut dict = IndexedMap::with_capacity(p.len() / 2 + 1);
+            let mut list = SkipList::with_capacity(p.len() / 2 + 1);
             for (m, s) in Self::lp_entries(p) {
-                list.insert(s, m);
-                dict.insert(m, s);
+                list.insert(m, s);
             }
-            *self = ZSetValue::SkipList(Box::new(SkipDict { list, dict }));
+            *self = ZSetValue::SkipList(Box::new(list));
         }
     }
 
@@ -218,24 +211,7 @@ impl ZSetValue {
             self.make_skiplist();
         }
         match self {
-            ZSetValue::SkipList(sd) => {
-                let SkipDict { list, dict } = &mut **sd;
-                match dict.get_mut(member) {
-                    Some(old) => {
-                        if *old != score {
-                            list.remove(*old, member);
-                            list.insert(score, member);
-                            *old = score;
-                        }
-                        false
-                    }
-                    None => {
-                        list.insert(score, member);
-                        dict.insert(member, score);
-                        true
-                    }
-                }
-            }
+            ZSetValue::SkipList(sd) => sd.insert(member, score),
             ZSetValue::ListPack(_) => false,
         }
     }
@@ -273,10 +249,7 @@ impl ZSetValue {
     pub fn remove(&mut self, member: &[u8]) -> bool {
         match self {
             ZSetValue::ListPack(p) => Self::lp_remove(p, member),
-            ZSetValue::SkipList(sd) => match sd.dict.remove(member) {
-                Some(s) => sd.list.remove(s, member),
-                None => false,
-            },
+            ZSetValue::SkipList(sd) => sd.remove(member).is_some(),
         }
     }
 
@@ -288,7 +261,7 @@ impl ZSetValue {
                 .iter()
                 .take_while(|(m, s)| pred(*s, m))
                 .count(),
-            ZSetValue::SkipList(sd) => sd.list.count_while(pred),
+            ZSetValue::SkipList(sd) => sd.count_while(pred),
         }
     }
 
@@ -296,7 +269,7 @@ impl ZSetValue {
     pub fn rank(&self, member: &[u8], rev: bool) -> Option<usize> {
         let r = match self {
             ZSetValue::ListPack(p) => Self::lp_entries(p).iter().position(|(m, _)| *m == member)?,
-            ZSetValue::SkipList(sd) => sd.list.rank(*sd.dict.get(member)?, member),
+            ZSetValue::SkipList(sd) => sd.rank(member)?,
         };
         Some(if rev { self.len() - 1 - r } else { r })
     }
@@ -347,8 +320,7 @@ impl ZSetValue {
             }
             ZSetValue::SkipList(sd) => {
                 let first = if rev { end - 1 } else { start };
-                sd.list
-                    .iter_from(first, rev)
+                sd.iter_from(first, rev)
                     .take(n)
                     .map(|(m, s)| (m.to_vec(), s))
                     .collect()
@@ -371,9 +343,8 @@ impl ZSetValue {
                 }
             }
             ZSetValue::SkipList(sd) => {
-                for (m, s) in &victims {
-                    sd.list.remove(*s, m);
-                    sd.dict.remove(m);
+                for (m, _) in &victims {
+                    sd.remove(m);
                 }
             }
         }
@@ -394,7 +365,7 @@ impl ZSetValue {
     pub fn for_each(&self, mut f: impl FnMut(&[u8], f64)) {
         match self {
             ZSetValue::ListPack(p) => Self::lp_entries(p).into_iter().for_each(|(m, s)| f(m, s)),
-            ZSetValue::SkipList(sd) => sd.list.iter().for_each(|(m, s)| f(m, s)),
+            ZSetValue::SkipList(sd) => sd.iter().for_each(|(m, s)| f(m, s)),
         }
     }
 
@@ -402,14 +373,14 @@ impl ZSetValue {
     pub fn get_index(&self, i: usize) -> Option<(Vec<u8>, f64)> {
         match self {
             ZSetValue::ListPack(_) => self.get(i),
-            ZSetValue::SkipList(sd) => sd.dict.get_index(i).map(|(m, s)| (m.to_vec(), *s)),
+            ZSetValue::SkipList(sd) => sd.get_index(i).map(|(m, s)| (m.to_vec(), s)),
         }
     }
 
     /// ZSCAN step: listpacks answer in one call with cursor 0, like Redis.
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
         match self {
-            ZSetValue::SkipList(sd) => sd.dict.scan(cursor, count, |m, s| f(m, *s)),
+            ZSetValue::SkipList(sd) => sd.scan(cursor, count, f),
             _ => {
                 self.for_each(f);
                 0
@@ -420,7 +391,7 @@ impl ZSetValue {
     pub fn heap_size(&self) -> usize {
         match self {
             ZSetValue::ListPack(p) => p.heap_size(),
-            ZSetValue::SkipList(sd) => sd.list.heap_size() + sd.dict.heap_size(),
+            ZSetValue::SkipList(sd) => sd.heap_size(),
         }
     }
 }
