@@ -1,8 +1,8 @@
 //! Hash value: listpack (field/value pairs packed in one block) or hashtable, converting past
 //! `hash-max-listpack-entries` / `hash-max-listpack-value` like Redis.
 
-use super::indexed::IndexedMap;
 use super::pack::Pack;
+use super::pairmap::PairMap;
 use super::Limits;
 use rand::Rng;
 
@@ -10,8 +10,9 @@ use rand::Rng;
 pub enum HashValue {
     /// Alternating field, value entries.
     ListPack(Pack),
-    /// Boxed so the enum stays small while the value is a listpack.
-    HashTable(Box<IndexedMap<Box<[u8]>>>),
+    /// Boxed so the enum stays small while the value is a listpack. One allocation per
+    /// field/value pair (see `pairmap`).
+    HashTable(Box<PairMap>),
 }
 
 impl Default for HashValue {
@@ -71,7 +72,7 @@ impl HashValue {
                 let vo = p.entry(o).1;
                 Some(p.get_at(vo))
             }
-            HashValue::HashTable(h) => h.get(field).map(|v| &**v),
+            HashValue::HashTable(h) => h.get(field),
         }
     }
 
@@ -81,10 +82,10 @@ impl HashValue {
 
     fn make_hashtable(&mut self) {
         if let HashValue::ListPack(p) = self {
-            let mut h = IndexedMap::with_capacity(p.len() / 2 + 1);
+            let mut h = PairMap::with_capacity(p.len() / 2 + 1);
             let mut it = p.iter();
             while let (Some(f), Some(v)) = (it.next(), it.next()) {
-                h.insert(f, v.into());
+                h.insert(f, v);
             }
             *self = HashValue::HashTable(Box::new(h));
         }
@@ -110,7 +111,7 @@ impl HashValue {
             }
         }
         match self {
-            HashValue::HashTable(h) => h.insert(field, value.into()).is_none(),
+            HashValue::HashTable(h) => h.insert(field, value),
             HashValue::ListPack(_) => false,
         }
     }
@@ -125,7 +126,7 @@ impl HashValue {
                 }
                 None => false,
             },
-            HashValue::HashTable(h) => h.remove(field).is_some(),
+            HashValue::HashTable(h) => h.remove(field),
         }
     }
 
@@ -181,9 +182,7 @@ impl HashValue {
     pub fn heap_size(&self) -> usize {
         match self {
             HashValue::ListPack(p) => p.heap_size(),
-            HashValue::HashTable(h) => {
-                h.heap_size() + h.iter().map(|(_, v)| v.len()).sum::<usize>()
-            }
+            HashValue::HashTable(h) => h.heap_size(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod intset;
 pub mod ldouble;
 pub mod list;
 pub mod pack;
+pub mod pairmap;
 pub mod set;
 pub mod skiplist;
 pub mod thin;

@@ -378,7 +378,7 @@ impl ZSetValue {
     }
 
     /// ZSCAN step: listpacks answer in one call with cursor 0, like Redis.
-    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
+    pub fn scan(&self, cursor: u64, count: usize, f: impl FnMut(&[u8], f64)) -> u64 {
         match self {
             ZSetValue::SkipList(sd) => sd.scan(cursor, count, f),
             _ => {
