@@ -2,7 +2,7 @@
 //! and every parsed request must leave the buffer consistent.
 #![no_main]
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use tessera_node::resp::{Limits, Parser};
 
@@ -13,7 +13,6 @@ fuzz_target!(|data: &[u8]| {
     let split = data[0] as usize % data.len();
     let mut p = Parser::new();
     let mut buf = BytesMut::new();
-    let mut args = Vec::new();
     let lim = Limits {
         max_bulk: 1 << 20,
         authenticated: data[0] & 1 == 0,
@@ -21,10 +20,17 @@ fuzz_target!(|data: &[u8]| {
     for chunk in [&data[1..split.max(1)], &data[split.max(1)..]] {
         buf.extend_from_slice(chunk);
         loop {
-            let before = buf.len();
-            match p.parse(&mut buf, &mut args, lim) {
-                Ok(true) => assert!(buf.len() < before || args.is_empty()),
-                Ok(false) => break,
+            match p.parse(&buf, lim) {
+                Ok(Some(len)) => {
+                    // A request occupies at least one byte of the buffer, and its arguments
+                    // (views of it, or inline words unquoted from it) fit inside.
+                    assert!(len > 0 && len <= buf.len());
+                    let mut args = Vec::new();
+                    p.args(&buf, &mut args);
+                    assert!(args.iter().map(|a| a.len()).sum::<usize>() <= len);
+                    buf.advance(len);
+                }
+                Ok(None) => break,
                 Err(_) => return,
             }
         }
