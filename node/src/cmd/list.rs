@@ -4,8 +4,6 @@
 //! Blocking follows `crate::blocking`: serve now if possible, else `block_on` (or, inside
 //! MULTI, answer as if timed out; when re-run for a blocked client, write nothing).
 
-use bytes::Bytes;
-
 use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 
 /// Key-spec flags of the source/destination commands (LMOVE, SMOVE...): the source is read
@@ -441,14 +439,19 @@ fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// Pops from the first non-empty list among `keys` (all are type-checked first, in order).
 /// A popped batch: the key it came from and the elements.
-type Popped = Option<(Bytes, Vec<Vec<u8>>)>;
+type Popped<'k> = Option<(&'k [u8], Vec<Vec<u8>>)>;
 
-fn mpop(ctx: &mut Ctx<'_>, keys: &[&[u8]], left: bool, count: usize) -> Result<Popped, CmdError> {
+fn mpop<'k>(
+    ctx: &mut Ctx<'_>,
+    keys: &[&'k [u8]],
+    left: bool,
+    count: usize,
+) -> Result<Popped<'k>, CmdError> {
     for k in keys {
         let non_empty = ctx.ks.get_list(k)?.is_some_and(|l| !l.is_empty());
         if non_empty {
             let v = pop_n(ctx, k, left, count)?.unwrap_or_default();
-            return Ok(Some((Bytes::copy_from_slice(k), v)));
+            return Ok(Some((k, v)));
         }
     }
     Ok(None)
@@ -506,7 +509,7 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 1)?;
     let (left, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
-        Some((k, v)) => write_mpop(ctx.out, &k, &v),
+        Some((k, v)) => write_mpop(ctx.out, k, &v),
         None => ctx.out.null_array(),
     }
     Ok(())
@@ -533,7 +536,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
         Some((k, mut v)) => {
             let val = v.pop().unwrap_or_default();
             ctx.out.array(2);
-            ctx.out.bulk(&k);
+            ctx.out.bulk(k);
             ctx.out.bulk(&val);
         }
         None => block_or_timeout(ctx, keys, timeout, false),
@@ -578,7 +581,7 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 2)?;
     let (left, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
-        Some((k, v)) => write_mpop(ctx.out, &k, &v),
+        Some((k, v)) => write_mpop(ctx.out, k, &v),
         None => block_or_timeout(ctx, keys, timeout, false),
     }
     Ok(())

@@ -1,7 +1,5 @@
 //! ZPOPMIN ZPOPMAX BZPOPMIN BZPOPMAX ZMPOP BZMPOP.
 
-use bytes::Bytes;
-
 use super::super::list::mpop_keys;
 use super::super::{arg_timeout, eq_ic, CmdError, CmdResult, Ctx};
 use super::{write_items, Scored};
@@ -10,12 +8,12 @@ use crate::resp::Out;
 // ---- pops ----
 
 /// Pops from the first non-empty sorted set among `keys` (all type-checked in order).
-fn mpop(
+fn mpop<'k>(
     ctx: &mut Ctx<'_>,
-    keys: &[&[u8]],
+    keys: &[&'k [u8]],
     max: bool,
     count: usize,
-) -> Result<Option<(Bytes, Scored)>, CmdError> {
+) -> Result<Option<(&'k [u8], Scored)>, CmdError> {
     for k in keys {
         if let Some(z) = ctx.ks.get_zset(k)? {
             if !z.is_empty() {
@@ -23,7 +21,7 @@ fn mpop(
                 if z.is_empty() {
                     ctx.ks.del(k);
                 }
-                return Ok(Some((Bytes::copy_from_slice(k), items)));
+                return Ok(Some((k, items)));
             }
         }
     }
@@ -74,7 +72,7 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
         Some((k, items)) => {
             let (m, s) = items.into_iter().next().unwrap_or_default();
             ctx.out.array(3);
-            ctx.out.bulk(&k);
+            ctx.out.bulk(k);
             ctx.out.bulk(&m);
             ctx.out.double(s);
         }
@@ -113,7 +111,7 @@ pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 1)?;
     let (max, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
-        Some((k, items)) => write_mpop(ctx.out, &k, &items),
+        Some((k, items)) => write_mpop(ctx.out, k, &items),
         None => ctx.out.null_array(),
     }
     Ok(())
@@ -124,7 +122,7 @@ pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 2)?;
     let (max, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
-        Some((k, items)) => write_mpop(ctx.out, &k, &items),
+        Some((k, items)) => write_mpop(ctx.out, k, &items),
         None => block_or_timeout(ctx, keys, timeout),
     }
     Ok(())
