@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: tessera-node vs redis-server 7.0 vs valkey-server 9.1 on loopback.
 # Throughput (redis-benchmark, 50 clients, -P 1 and -P 16) and memory for 1M keys of 16-byte
-# values and for 1M small collections of each kind (hash, set, intset, zset, list). Prints a table of ratios and saves it as bench/node-<date>.md.
+# values, for 1M small collections of each kind (hash, set, intset, zset, list) and for one
+# big collection of each kind. Prints tables of ratios and saves them as bench/node-<date>.md.
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
-# BENCH_REPS (runs per test and server; the table shows the median, default 3).
+# BENCH_BIG (elements of the big collections), BENCH_REPS (runs per test and server; the
+# table shows the median, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -161,6 +163,37 @@ for shape in $SHAPES; do
     rm -f "$TMP/$shape.resp"
 done
 
+# Memory of one big collection of each kind (BENCH_BIG elements, members `member:%08d`, hash
+# values `v<i>`): the big encodings (hashtable, skiplist, quicklist), bytes per element.
+BIG=${BENCH_BIG:-200000}
+BIGS="hash set zset list"
+gen_big() { # kind -> RESP on stdout
+    awk -v n="$BIG" -v kind="$1" '
+    function out(na,   s, i) { s = "*" na "\r\n"; for (i = 1; i <= na; i++) s = s "$" length(a[i]) "\r\n" a[i] "\r\n"; printf "%s", s }
+    BEGIN { a[2] = "big"; for (i = 0; i < n; i++) { m = sprintf("member:%08d", i)
+        if (kind == "hash") { a[1] = "HSET"; a[3] = m; a[4] = "v" i; out(4) }
+        else if (kind == "set") { a[1] = "SADD"; a[3] = m; out(3) }
+        else if (kind == "zset") { a[1] = "ZADD"; a[3] = i; a[4] = m; out(4) }
+        else { a[1] = "RPUSH"; a[3] = m; out(3) } } }'
+}
+declare -A BMEM BENC
+for kind in $BIGS; do
+    gen_big "$kind" >"$TMP/big-$kind.resp"
+    for srv in tessera redis valkey; do
+        port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+        redis-cli -p "$port" flushall >/dev/null
+        sleep 1
+        u0=$(used_of "$port")
+        redis-cli -p "$port" --pipe <"$TMP/big-$kind.resp" >/dev/null
+        sleep 1
+        u1=$(used_of "$port")
+        BMEM[$srv,$kind]=$(( (u1 - u0) / BIG ))
+        BENC[$srv,$kind]=$(redis-cli -p "$port" object encoding big)
+    done
+    redis-cli -p "$P_T" flushall >/dev/null
+    rm -f "$TMP/big-$kind.resp"
+done
+
 ratio() { # a b -> a/b with 2 decimals, or n/a
     if [[ "$1" == n/a || -z "$1" || -z "$2" || "$2" == n/a ]]; then echo "n/a"; else
         awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2f", a / b }'; fi
@@ -208,6 +241,13 @@ OUT="bench/node-$DATE.md"
     for shape in $SHAPES; do
         tm=${SMEM[tessera,$shape]}; rm_=${SMEM[redis,$shape]}; vm=${SMEM[valkey,$shape]}
         echo "| $shape | $tm | $rm_ | $vm | $(ratio "$tm" "$rm_") | $(ratio "$tm" "$vm") | ${SENC[tessera,$shape]}/${SENC[redis,$shape]}/${SENC[valkey,$shape]} |"
+    done
+    echo
+    echo "| used_memory bytes/element, one collection of $BIG elements | tessera | redis | valkey | tessera/redis | tessera/valkey | encodings (tessera/redis/valkey) |"
+    echo "|---|---|---|---|---|---|---|"
+    for kind in $BIGS; do
+        tm=${BMEM[tessera,$kind]}; rm_=${BMEM[redis,$kind]}; vm=${BMEM[valkey,$kind]}
+        echo "| $kind | $tm | $rm_ | $vm | $(ratio "$tm" "$rm_") | $(ratio "$tm" "$vm") | ${BENC[tessera,$kind]}/${BENC[redis,$kind]}/${BENC[valkey,$kind]} |"
     done
 } | tee "$OUT"
 echo "saved $OUT"
