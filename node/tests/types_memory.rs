@@ -199,11 +199,11 @@ fn big_collections_cost_no_more_per_element_than_redis() {
         assert_eq!(ok, Reply::Simple("OK".into()));
     }
     // Upper bounds on tessera/redis per element. Measured here (100k elements, stable run to
-    // run): zset 92 vs 128 B = 0.72x, hash 59 vs 82 = 0.72x, set 59 vs 80 = 0.74x, list 17 vs
+    // run): zset 98 vs 128 B = 0.77x, hash 59 vs 82 = 0.72x, set 59 vs 80 = 0.74x, list 17 vs
     // 17 = 1.00x. The previous big zset (member copied into an IndexedMap beside a skiplist
     // node with a boxed member and a Vec of levels: 4 allocations per element) was ~1.6x and
     // the previous big hash (field and value boxed separately) ~1.3x: both fail these bounds.
-    let shapes = [("zset", 0.82), ("hash", 0.82), ("set", 0.85), ("list", 1.1)];
+    let shapes = [("zset", 0.86), ("hash", 0.82), ("set", 0.85), ("list", 1.1)];
     let mut report = Vec::new();
     let mut over = Vec::new();
     for (shape, bound) in shapes {

@@ -3,16 +3,17 @@
 //! member is stored once. O(log N) insert, delete, rank, select-by-rank and bound search;
 //! O(1) score lookup, uniform random pick and SCAN step. No unsafe code.
 //!
-//! Memory (issue 2): nodes live in a dense arena `Vec<Node>` whose index is the node id, the
-//! dense position for random picks and the SCAN cursor all at once. A node's member bytes and
-//! its levels above the first share one heap allocation; level 0 is inline. So an element
-//! costs one malloc chunk, one 40-byte arena slot and one `u32` hash slot.
+//! Memory (issue 2): nodes live in an arena `Vec<Node>` indexed by node id (freed slots are
+//! reused). A node's member bytes and its levels above the first share one heap allocation;
+//! level 0 is inline (its span is always 1, so only the forward link is stored). An element
+//! costs one malloc chunk, one 40-byte arena slot, one `u32` in the dense vector and one
+//! `u32` hash slot.
 //!
-//! Removal keeps the arena dense the way `IndexedMap` does: the last node moves into the
-//! hole (its predecessors' forward links, its successor's backward link and its index slot
-//! are re-pointed). Score updates relink a node in place, keeping its id. So the downward
-//! SCAN cursor keeps `IndexedMap::scan`'s guarantee: a swap-remove only moves the last node,
-//! appends land above the cursor, and an element present for the whole scan is returned.
+//! The dense vector of node ids (each node knows its position) gives uniform random picks
+//! and the SCAN cursor, with `IndexedMap`'s rules: removal swaps the last id into the hole,
+//! a score update relinks the node in place (same id, same position), appends land above
+//! the downward cursor, so an element present for the whole scan is returned. Node ids never
+//! move, so removal is one skiplist search and no index re-pointing.
 
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -44,7 +45,10 @@ struct Node {
     score: f64,
     mlen: u32,
     backward: u32,
-    l0: Level,
+    /// Level 0's forward link; its span is 1 whenever the link is not NIL (and unused then).
+    forward0: u32,
+    /// Position in the dense vector.
+    pos: u32,
 }
 
 impl Node {
@@ -60,7 +64,8 @@ impl Node {
             score,
             mlen: member.len() as u32,
             backward: NIL,
-            l0: EMPTY,
+            forward0: NIL,
+            pos: 0,
         }
     }
 
@@ -76,7 +81,10 @@ impl Node {
     #[inline]
     fn level(&self, i: usize) -> Level {
         if i == 0 {
-            return self.l0;
+            return Level {
+                forward: self.forward0,
+                span: 1,
+            };
         }
         let o = self.mlen as usize + 8 * (i - 1);
         let b = &self.data[o..o + 8];
@@ -89,7 +97,7 @@ impl Node {
     #[inline]
     fn set_level(&mut self, i: usize, l: Level) {
         if i == 0 {
-            self.l0 = l;
+            self.forward0 = l.forward;
             return;
         }
         let o = self.mlen as usize + 8 * (i - 1);
@@ -101,7 +109,11 @@ impl Node {
 /// Sorted by score, then member bytes; members are unique.
 #[derive(Clone)]
 pub struct SkipList {
+    /// Arena indexed by node id; slots in `free` hold no element.
     nodes: Vec<Node>,
+    free: Vec<u32>,
+    /// Ids of the elements, each at its node's `pos`.
+    dense: Vec<u32>,
     head: [Level; MAX_LEVEL],
     index: HashTable<u32>,
     hasher: Hasher,
@@ -138,6 +150,8 @@ impl SkipList {
     pub fn with_capacity(n: usize) -> Self {
         SkipList {
             nodes: Vec::with_capacity(n),
+            free: Vec::new(),
+            dense: Vec::with_capacity(n),
             head: [EMPTY; MAX_LEVEL],
             index: HashTable::with_capacity(n),
             hasher: Hasher::default(),
@@ -148,11 +162,11 @@ impl SkipList {
     }
 
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.dense.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.dense.is_empty()
     }
 
     /// Level with P(level > k) = 0.25^k, as in Redis.
@@ -233,14 +247,14 @@ impl SkipList {
         (update, rank)
     }
 
-    /// Links arena node `id` (not yet in the list) at its (score, member) position, using
-    /// the height its data was allocated with.
+    /// Links node `id` (in the dense vector, not yet in the list) at its (score, member)
+    /// position, using the height its data was allocated with.
     fn link(&mut self, id: u32) {
         let n = &self.nodes[id as usize];
         let height = n.height();
         let (mut update, mut rank) = self.search(n.score, n.member());
-        // Every other arena node is linked.
-        let linked = (self.nodes.len() - 1) as u32;
+        // Every other element is linked.
+        let linked = (self.dense.len() - 1) as u32;
         if height > self.level {
             for i in self.level..height {
                 rank[i] = 0;
@@ -274,7 +288,7 @@ impl SkipList {
             self.set_lvl(u, i, l);
         }
         self.nodes[id as usize].backward = if update[0] == HEAD { NIL } else { update[0] };
-        let f0 = self.nodes[id as usize].l0.forward;
+        let f0 = self.nodes[id as usize].forward0;
         if f0 != NIL {
             self.nodes[f0 as usize].backward = id;
         } else {
@@ -282,7 +296,8 @@ impl SkipList {
         }
     }
 
-    /// Takes linked node `id` out of the list; it stays in the arena and the index.
+    /// Takes linked node `id` out of the list; it stays in the arena, the dense vector and
+    /// the index.
     fn unlink(&mut self, id: u32) {
         let n = &self.nodes[id as usize];
         let (update, _) = self.search(n.score, n.member());
@@ -298,7 +313,7 @@ impl SkipList {
             self.set_lvl(u, i, ul);
         }
         let n = &self.nodes[id as usize];
-        let (f0, back) = (n.l0.forward, n.backward);
+        let (f0, back) = (n.forward0, n.backward);
         if f0 != NIL {
             self.nodes[f0 as usize].backward = back;
         } else {
@@ -321,8 +336,19 @@ impl SkipList {
             return false;
         }
         let height = self.random_level();
-        let id = self.nodes.len() as u32;
-        self.nodes.push(Node::new(member, score, height));
+        let mut node = Node::new(member, score, height);
+        node.pos = self.dense.len() as u32;
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.dense.push(id);
         let h = self.hash(member);
         let (nodes, hasher) = (&self.nodes, &self.hasher);
         self.index
@@ -341,40 +367,23 @@ impl SkipList {
             .ok()?;
         let (id, _) = slot.remove();
         self.unlink(id);
-        let score = self.nodes[id as usize].score;
-        self.fill_hole(id);
-        Some(score)
-    }
-
-    /// Moves the last arena node into the unlinked slot `x` and drops `x`'s node.
-    fn fill_hole(&mut self, x: u32) {
-        let last = (self.nodes.len() - 1) as u32;
-        if x != last {
-            let n = &self.nodes[last as usize];
-            let h = self.hash(n.member());
-            let height = n.height();
-            let f0 = n.l0.forward;
-            let (update, _) = self.search(n.score, n.member());
-            for (i, &u) in update.iter().enumerate().take(height) {
-                let mut l = self.lvl(u, i);
-                l.forward = x;
-                self.set_lvl(u, i, l);
-            }
-            if f0 != NIL {
-                self.nodes[f0 as usize].backward = x;
-            } else {
-                self.tail = x;
-            }
-            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
-                *slot = x;
-            }
+        let node = &mut self.nodes[id as usize];
+        let (score, pos) = (node.score, node.pos as usize);
+        // Dropping the member's allocation now; the slot waits in `free`.
+        node.data = Box::default();
+        self.dense.swap_remove(pos);
+        if let Some(&moved) = self.dense.get(pos) {
+            self.nodes[moved as usize].pos = pos as u32;
         }
-        self.nodes.swap_remove(x as usize);
-        if self.nodes.is_empty() {
+        self.free.push(id);
+        if self.dense.is_empty() {
+            self.nodes.clear();
+            self.free.clear();
             self.head = [EMPTY; MAX_LEVEL];
             self.level = 1;
             self.tail = NIL;
         }
+        Some(score)
     }
 
     /// Number of leading elements for which `pred(score, member)` holds. `pred` must be true
@@ -462,20 +471,21 @@ impl SkipList {
 
     /// Element at a dense position (0..len) in no particular order, for random picks.
     pub fn get_index(&self, i: usize) -> Option<(&[u8], f64)> {
-        self.nodes.get(i).map(|n| (n.member(), n.score))
+        let n = &self.nodes[*self.dense.get(i)? as usize];
+        Some((n.member(), n.score))
     }
 
     /// SCAN step, with `IndexedMap::scan`'s downward cursor (see the module note).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
         let mut pos = if cursor == 0 {
-            self.nodes.len()
+            self.dense.len()
         } else {
-            (cursor as usize).min(self.nodes.len())
+            (cursor as usize).min(self.dense.len())
         };
         let mut n = 0;
         while pos > 0 && n < count.max(1) {
             pos -= 1;
-            let node = &self.nodes[pos];
+            let node = &self.nodes[self.dense[pos] as usize];
             f(node.member(), node.score);
             n += 1;
         }
@@ -485,6 +495,7 @@ impl SkipList {
     /// Approximate heap bytes.
     pub fn heap_size(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
+            + (self.free.capacity() + self.dense.capacity()) * 4
             + self.nodes.iter().map(|n| n.data.len()).sum::<usize>()
             + self.index.capacity() * 5
     }
@@ -503,7 +514,7 @@ impl<'a> Iterator for SkipIter<'a> {
             return None;
         }
         let n = &self.list.nodes[self.cur as usize];
-        self.cur = if self.rev { n.backward } else { n.l0.forward };
+        self.cur = if self.rev { n.backward } else { n.forward0 };
         Some((n.member(), n.score))
     }
 }
