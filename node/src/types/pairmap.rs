@@ -145,6 +145,14 @@ impl PairMap {
             }
         }
         self.entries.swap_remove(idx);
+        // Give back the memory of a mostly deleted hash (redis shrinks its dict too); only
+        // after capacity * 3/4 removals, so amortised O(1). Positions are unchanged.
+        if self.entries.capacity() > 64 && self.entries.len() * 4 < self.entries.capacity() {
+            self.entries.shrink_to_fit();
+            let (entries, hasher) = (&self.entries, &self.hasher);
+            self.table
+                .shrink_to_fit(|&i| hasher.hash_one(field_of(&entries[i as usize])));
+        }
         true
     }
 
@@ -198,6 +206,44 @@ mod tests {
         // Short pairs take one byte of overhead: one 32-byte malloc chunk for a
         // 15-byte field and a 6-byte value.
         assert_eq!(pack(b"member:00000001", b"v99999").len(), 22);
+    }
+
+    #[test]
+    fn mass_deletion_shrinks_and_keeps_scan() {
+        let mut m = PairMap::new();
+        for i in 0..1000 {
+            m.insert(format!("s{i}").as_bytes(), b"v");
+        }
+        for i in 0..20_000 {
+            m.insert(format!("x{i}").as_bytes(), b"v");
+        }
+        let full = m.heap_size();
+        let mut seen = BTreeSet::new();
+        let mut cursor = m.scan(0, 50, |k, _| {
+            seen.insert(k.to_vec());
+        });
+        for i in 0..20_000 {
+            assert!(m.remove(format!("x{}", (i * 7919) % 20_000).as_bytes()));
+            if i % 500 == 0 && cursor != 0 {
+                cursor = m.scan(cursor, 50, |k, _| {
+                    seen.insert(k.to_vec());
+                });
+            }
+        }
+        while cursor != 0 {
+            cursor = m.scan(cursor, 50, |k, _| {
+                seen.insert(k.to_vec());
+            });
+        }
+        for i in 0..1000 {
+            assert!(
+                seen.contains(format!("s{i}").as_bytes()),
+                "scan missed s{i}"
+            );
+            assert_eq!(m.get(format!("s{i}").as_bytes()), Some(&b"v"[..]));
+        }
+        assert_eq!(m.len(), 1000);
+        assert!(m.heap_size() * 5 < full, "{} vs {full}", m.heap_size());
     }
 
     proptest! {

@@ -25,6 +25,8 @@ const NIL: u32 = u32::MAX;
 const HEAD: u32 = u32::MAX - 1;
 
 type Hasher = hashbrown::DefaultHashBuilder;
+/// Arena size below which freed slots are never compacted away.
+const COMPACT_MIN: usize = 64;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Level {
@@ -383,7 +385,48 @@ impl SkipList {
             self.level = 1;
             self.tail = NIL;
         }
+        if self.nodes.len() > COMPACT_MIN && self.dense.len() * 4 < self.nodes.len() {
+            self.compact();
+        }
         Some(score)
+    }
+
+    /// Gives back the memory of a mostly deleted set (redis shrinks its dict too): renumbers
+    /// nodes to their dense positions, dropping the free slots, and shrinks every vector and
+    /// the index. O(N), and only after N * 3 removals since the last one, so O(1) amortised.
+    /// Dense positions (random picks, SCAN) are unchanged.
+    fn compact(&mut self) {
+        let mut map = vec![NIL; self.nodes.len()];
+        for (p, &id) in self.dense.iter().enumerate() {
+            map[id as usize] = p as u32;
+        }
+        let remap = |x: u32| if x == NIL { NIL } else { map[x as usize] };
+        let mut nodes = Vec::with_capacity(self.dense.len());
+        for &id in &self.dense {
+            let mut n = std::mem::replace(&mut self.nodes[id as usize], Node::new(&[], 0.0, 1));
+            n.forward0 = remap(n.forward0);
+            n.backward = remap(n.backward);
+            for i in 1..n.height() {
+                let mut l = n.level(i);
+                l.forward = remap(l.forward);
+                n.set_level(i, l);
+            }
+            n.pos = nodes.len() as u32;
+            nodes.push(n);
+        }
+        for l in self.head.iter_mut() {
+            l.forward = remap(l.forward);
+        }
+        self.tail = remap(self.tail);
+        for slot in self.index.iter_mut() {
+            *slot = map[*slot as usize];
+        }
+        self.nodes = nodes;
+        self.dense = (0..self.nodes.len() as u32).collect();
+        self.free = Vec::new();
+        let (nodes, hasher) = (&self.nodes, &self.hasher);
+        self.index
+            .shrink_to_fit(|&i| hasher.hash_one(nodes[i as usize].member()));
     }
 
     /// Number of leading elements for which `pred(score, member)` holds. `pred` must be true

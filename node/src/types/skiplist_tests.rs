@@ -120,3 +120,70 @@ fn large_ranks_are_correct_and_members_are_stored_once() {
     assert!(data < 50_000 * 8, "{data}");
     assert_eq!(std::mem::size_of::<Node>(), 40);
 }
+
+#[test]
+fn mass_deletion_compacts_and_keeps_order_ranks_and_scan() {
+    let mut sl = SkipList::new();
+    let mut r = BTreeMap::new();
+    for i in 0..1000u32 {
+        let m = format!("s{i}").into_bytes();
+        sl.insert(&m, (i % 7) as f64);
+        r.insert(m, (i % 7) as f64);
+    }
+    for i in 0..20_000u32 {
+        sl.insert(format!("x{i}").as_bytes(), (i % 13) as f64);
+    }
+    let full = sl.heap_size();
+    // A scan in progress while most elements go away (and compaction renumbers nodes).
+    let mut seen = BTreeSet::new();
+    let mut cursor = sl.scan(0, 50, |m, _| {
+        seen.insert(m.to_vec());
+    });
+    for i in 0..20_000u32 {
+        let m = format!("x{}", (i * 7919) % 20_000);
+        assert_eq!(
+            sl.remove(m.as_bytes()),
+            Some((((i * 7919) % 20_000) % 13) as f64)
+        );
+        if i % 500 == 0 && cursor != 0 {
+            cursor = sl.scan(cursor, 50, |m, _| {
+                seen.insert(m.to_vec());
+            });
+        }
+    }
+    while cursor != 0 {
+        cursor = sl.scan(cursor, 50, |m, _| {
+            seen.insert(m.to_vec());
+        });
+    }
+    for m in r.keys() {
+        assert!(
+            seen.contains(m),
+            "scan missed {}",
+            String::from_utf8_lossy(m)
+        );
+    }
+    assert!(
+        sl.nodes.len() < 4 * sl.len(),
+        "not compacted: {}",
+        sl.nodes.len()
+    );
+    assert!(sl.heap_size() * 5 < full, "{} vs {full}", sl.heap_size());
+    check(&sl, &r).unwrap();
+    // Still a working set after compaction: rescore, add, remove.
+    for i in (0..1000u32).step_by(3) {
+        let m = format!("s{i}").into_bytes();
+        sl.insert(&m, -(i as f64));
+        r.insert(m, -(i as f64));
+    }
+    for i in 0..100u32 {
+        let m = format!("n{i}").into_bytes();
+        sl.insert(&m, i as f64 / 4.0);
+        r.insert(m.clone(), i as f64 / 4.0);
+        if i % 2 == 0 {
+            let m = format!("s{i}").into_bytes();
+            assert_eq!(sl.remove(&m), r.remove(&m));
+        }
+    }
+    check(&sl, &r).unwrap();
+}
