@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::{info, instrument, warn};
 
+use crate::auth::{self, AuthStep};
 use crate::children::{self, shard_name, LABEL_CLUSTER};
 use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
 use crate::metrics::Metrics;
@@ -44,6 +45,8 @@ pub enum Error {
     NoNamespace,
     #[error("auth secret {0}: {1}")]
     Secret(String, String),
+    #[error("password change: {0}")]
+    Auth(#[from] auth::AuthError),
 }
 
 /// The topology step, behind a trait so reconcile tests can run without node processes.
@@ -135,47 +138,71 @@ pub async fn run(
             let owned =
                 watcher::Config::default().labels("app.kubernetes.io/managed-by=tessera-operator");
             let pods_cfg = watcher::Config::default().labels(LABEL_CLUSTER);
-            Controller::new(
+            let controller = Controller::new(
                 api::<RedisCluster>(&client, ns.as_deref()),
                 watcher::Config::default(),
-            )
-            .owns(api::<StatefulSet>(&client, ns.as_deref()), owned.clone())
-            .owns(api::<Service>(&client, ns.as_deref()), owned.clone())
-            .owns(api::<ConfigMap>(&client, ns.as_deref()), owned.clone())
-            .owns(api::<PodDisruptionBudget>(&client, ns.as_deref()), owned)
-            .watches(api::<Pod>(&client, ns.as_deref()), pods_cfg, |pod: Pod| {
-                let ns = pod.namespace();
-                pod.labels()
-                    .get(LABEL_CLUSTER)
-                    .map(|c| {
-                        let r = ObjectRef::<RedisCluster>::new(c);
-                        match ns {
-                            Some(ns) => r.within(&ns),
-                            None => r,
+            );
+            let clusters = controller.store();
+            controller
+                .owns(api::<StatefulSet>(&client, ns.as_deref()), owned.clone())
+                .owns(api::<Service>(&client, ns.as_deref()), owned.clone())
+                .owns(api::<ConfigMap>(&client, ns.as_deref()), owned.clone())
+                .owns(api::<PodDisruptionBudget>(&client, ns.as_deref()), owned)
+                .watches(api::<Pod>(&client, ns.as_deref()), pods_cfg, |pod: Pod| {
+                    let ns = pod.namespace();
+                    pod.labels()
+                        .get(LABEL_CLUSTER)
+                        .map(|c| {
+                            let r = ObjectRef::<RedisCluster>::new(c);
+                            match ns {
+                                Some(ns) => r.within(&ns),
+                                None => r,
+                            }
+                        })
+                        .into_iter()
+                        .collect::<Vec<_>>()
+                })
+                // A changed password Secret reaches the clusters that use it now, not at their
+                // next periodic reconcile (see crate::auth).
+                .watches(
+                    api::<Secret>(&client, ns.as_deref()),
+                    watcher::Config::default(),
+                    move |secret: Secret| {
+                        let (sns, sname) = (secret.namespace(), secret.name_any());
+                        clusters
+                            .state()
+                            .iter()
+                            .filter(|rc| {
+                                rc.namespace() == sns
+                                    && rc
+                                        .spec
+                                        .auth
+                                        .as_ref()
+                                        .is_some_and(|a| a.secret_name == sname)
+                            })
+                            .map(|rc| ObjectRef::from_obj(rc.as_ref()))
+                            .collect::<Vec<_>>()
+                    },
+                )
+                .graceful_shutdown_on(shutdown)
+                .run(reconcile, error_policy, ctx)
+                .for_each(|res| {
+                    let metrics = metrics.clone();
+                    async move {
+                        match res {
+                            Ok(_) => {}
+                            // A deleted cluster: drop its gauges (children go with the GC).
+                            Err(kube::runtime::controller::Error::ObjectNotFound(r)) => {
+                                metrics.forget_cluster(
+                                    r.namespace.as_deref().unwrap_or_default(),
+                                    &r.name,
+                                );
+                            }
+                            Err(e) => warn!(error = %e, "controller"),
                         }
-                    })
-                    .into_iter()
-                    .collect::<Vec<_>>()
-            })
-            .graceful_shutdown_on(shutdown)
-            .run(reconcile, error_policy, ctx)
-            .for_each(|res| {
-                let metrics = metrics.clone();
-                async move {
-                    match res {
-                        Ok(_) => {}
-                        // A deleted cluster: drop its gauges (children go with the GC).
-                        Err(kube::runtime::controller::Error::ObjectNotFound(r)) => {
-                            metrics.forget_cluster(
-                                r.namespace.as_deref().unwrap_or_default(),
-                                &r.name,
-                            );
-                        }
-                        Err(e) => warn!(error = %e, "controller"),
                     }
-                }
-            })
-            .await;
+                })
+                .await;
         }
     });
     futures::future::join_all(runs).await;
@@ -248,6 +275,11 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         .await?
         .items;
     let previous = rc.status.as_ref();
+
+    // password step: a changed password is switched live on every running node
+    if problems.is_empty() {
+        password_step(rc, ctx, &ns, &pods, previous).await?;
+    }
 
     // topology step
     let topology = if !problems.is_empty() {
@@ -403,17 +435,105 @@ async fn topology_step(
     })
 }
 
-/// The engine options of this cluster (with its password when spec.auth is set).
+/// The engine options of this cluster: the password from spec.auth's Secret and, while a
+/// password change has not reached every node, the previous one as a fallback.
 async fn engine_options(
     rc: &RedisCluster,
     ctx: &Context,
     ns: &str,
 ) -> Result<EngineOptions, Error> {
     let mut opts = ctx.engine_options.clone();
-    if let Some(auth) = &rc.spec.auth {
-        opts.password = Some(read_password(&ctx.client, ns, &auth.secret_name, &auth.key).await?);
+    let desired = desired_password(rc, ctx, ns).await?;
+    let active = auth::read_active(&ctx.client, ns, &rc.name_any()).await?;
+    if desired != active {
+        opts.fallback_passwords = auth::candidates(desired.as_deref(), active.as_deref())
+            .into_iter()
+            .skip(1)
+            .collect();
     }
+    opts.password = desired;
     Ok(opts)
+}
+
+/// The password spec.auth asks for (None without spec.auth).
+async fn desired_password(
+    rc: &RedisCluster,
+    ctx: &Context,
+    ns: &str,
+) -> Result<Option<String>, Error> {
+    match &rc.spec.auth {
+        Some(a) => Ok(Some(
+            read_password(&ctx.client, ns, &a.secret_name, &a.key).await?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Brings the nodes to the desired password (see `crate::auth`), with an Event when nodes
+/// were switched or a switch failed. A failure does not stop the reconcile: the topology
+/// engine still logs in with either password.
+async fn password_step(
+    rc: &RedisCluster,
+    ctx: &Context,
+    ns: &str,
+    pods: &[Pod],
+    previous: Option<&RedisClusterStatus>,
+) -> Result<(), Error> {
+    let desired = desired_password(rc, ctx, ns).await?;
+    let active = auth::read_active(&ctx.client, ns, &rc.name_any()).await?;
+    let step = auth::plan(
+        desired.as_deref(),
+        active.as_deref(),
+        status::was_formed(previous),
+    );
+    match step {
+        AuthStep::InSync => {}
+        AuthStep::Record => auth::write_active(&ctx.client, rc, ns, desired.as_deref()).await?,
+        AuthStep::Switch => {
+            let eps = endpoints(pods);
+            match auth::switch(
+                &eps,
+                &ctx.engine_options,
+                desired.as_deref(),
+                active.as_deref(),
+            )
+            .await
+            {
+                Ok(changed) => {
+                    auth::write_active(&ctx.client, rc, ns, desired.as_deref()).await?;
+                    if changed > 0 {
+                        let what = if desired.is_some() {
+                            "the new password"
+                        } else {
+                            "no password"
+                        };
+                        publish(
+                            ctx,
+                            rc,
+                            EventType::Normal,
+                            "PasswordChanged",
+                            "ConfigSet",
+                            format!("{changed} of {} nodes switched to {what}", eps.len()),
+                        )
+                        .await;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "password change incomplete");
+                    publish(
+                        ctx,
+                        rc,
+                        EventType::Warning,
+                        "PasswordChangeFailed",
+                        "ConfigSet",
+                        format!("not every node took the new password yet: {e}"),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs the restart plan's action, if any, with an Event saying what was done (or why not).

@@ -4,6 +4,7 @@
 //! (pure builders) → server-side apply → [`topology`] step → [`status`] (pure).
 
 pub mod apply;
+pub mod auth;
 pub mod children;
 pub mod controller;
 pub mod crd;

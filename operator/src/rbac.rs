@@ -86,8 +86,14 @@ pub const REQUIRED: &[Permission] = &[
     // Observed pods (IPs, readiness) feed the topology engine.
     // delete: the rolling restart replaces pods one at a time (OnDelete StatefulSets).
     p("", "pods", &["list", "watch", "delete"], Scope::Watched),
-    // The node password for the topology engine.
-    p("", "secrets", &["get"], Scope::Watched),
+    // The node password (spec.auth's Secret, watched so a change is applied at once), and
+    // the operator's record of the password the nodes run with (crate::auth).
+    p(
+        "",
+        "secrets",
+        &["get", "list", "watch", "create", "patch", "delete"],
+        Scope::Watched,
+    ),
     // kube::runtime::events::Recorder creates, then patches a series.
     p(
         "events.k8s.io",

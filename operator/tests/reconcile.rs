@@ -424,6 +424,13 @@ async fn auth_password_reaches_the_engine() {
         "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
     );
     h.reconcile().await;
+    // Not formed yet: the pods start with this password, recorded as the nodes' own (the
+    // operator logs in with it while a later password change is rolled out).
+    let active = h
+        .api
+        .get(SECRETS, "demo-auth-active")
+        .expect("active secret");
+    assert_eq!(active["data"]["password"], "czNjcjN0", "{active}");
     let sts = h.api.get(STS, "demo-0").unwrap();
     let args = sts["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(

@@ -59,7 +59,7 @@ Watched). A test renders the chart and compares, so keep the two in step.
   verbs: ["list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

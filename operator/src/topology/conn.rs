@@ -14,11 +14,61 @@ pub struct NodeConn {
     pub conn: MultiplexedConnection,
 }
 
-/// Open a multiplexed connection to `host:port`, authenticating when a password is set.
-/// `reply_timeout` bounds every command on it.
+/// Open a multiplexed connection to `host:port`, authenticating when a password is set (then
+/// with each fallback password while the node refuses). `reply_timeout` bounds every command.
 pub async fn connect(
     host: &str,
     port: u16,
+    opts: &EngineOptions,
+    reply_timeout: Duration,
+) -> Result<NodeConn, TopologyError> {
+    Ok(connect_with(host, port, opts, reply_timeout).await?.0)
+}
+
+/// [`connect`], also returning which password the node accepted.
+pub async fn connect_with(
+    host: &str,
+    port: u16,
+    opts: &EngineOptions,
+    reply_timeout: Duration,
+) -> Result<(NodeConn, Option<String>), TopologyError> {
+    let mut tried: Vec<&Option<String>> = Vec::new();
+    let mut last = None;
+    for pw in std::iter::once(&opts.password).chain(&opts.fallback_passwords) {
+        if tried.contains(&pw) {
+            continue;
+        }
+        tried.push(pw);
+        let mut c = match connect_as(host, port, pw.as_deref(), opts, reply_timeout).await {
+            Ok(c) => c,
+            Err(e) if e.is_auth() => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // Without AUTH the connection opens even when the node wants a password; only a
+        // command tells. Checked only when there is another password to try.
+        if pw.is_none() && !opts.fallback_passwords.is_empty() {
+            match c.run::<Value>(&redis::cmd("PING")).await {
+                Ok(_) => {}
+                Err(e) if e.is_auth() => {
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok((c, pw.clone()));
+    }
+    Err(last
+        .unwrap_or_else(|| TopologyError::Protocol(format!("{host}:{port}: no password to try"))))
+}
+
+async fn connect_as(
+    host: &str,
+    port: u16,
+    password: Option<&str>,
     opts: &EngineOptions,
     reply_timeout: Duration,
 ) -> Result<NodeConn, TopologyError> {
@@ -32,7 +82,7 @@ pub async fn connect(
         .map_err(err)?;
     // CLIENT SETINFO is skipped: it is noise for the nodes and not every node implements it.
     let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
-    if let Some(pw) = &opts.password {
+    if let Some(pw) = password {
         redis = redis.set_password(pw);
     }
     let info = info.set_redis_settings(redis);

@@ -48,6 +48,9 @@ pub struct Desired {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EngineOptions {
     pub password: Option<String>,
+    /// Passwords (None = no AUTH) tried in turn when `password` is refused: while a password
+    /// change is rolled out, some nodes still run the previous one (see `crate::auth`).
+    pub fallback_passwords: Vec<Option<String>>,
     /// TCP connect timeout per node.
     pub connect_timeout: Duration,
     /// Reply timeout for observation and small commands.
@@ -68,6 +71,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             password: None,
+            fallback_passwords: Vec::new(),
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_secs(5),
             migrate_timeout: Duration::from_secs(60),
@@ -166,6 +170,19 @@ pub enum TopologyError {
     NoneReachable,
     #[error("not converged after {0:?}: {1}")]
     Timeout(Duration, String),
+}
+
+impl TopologyError {
+    /// The node refused our credentials (wrong password, or one is required).
+    pub fn is_auth(&self) -> bool {
+        match self {
+            TopologyError::Redis { source, .. } => {
+                source.kind() == redis::ErrorKind::AuthenticationFailed
+                    || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// One bounded pass: observe every endpoint, plan, execute a bounded number of steps, report.
