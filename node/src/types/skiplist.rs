@@ -12,8 +12,9 @@
 //! The dense vector of node ids (each node knows its position) gives uniform random picks
 //! and the SCAN cursor, with `IndexedMap`'s rules: removal swaps the last id into the hole,
 //! a score update relinks the node in place (same id, same position), appends land above
-//! the downward cursor, so an element present for the whole scan is returned. Node ids never
-//! move, so removal is one skiplist search and no index re-pointing.
+//! the downward cursor, so an element present for the whole scan is returned. Node ids stay
+//! put (except in the rare whole-set `compact`), so removal is one skiplist search and no
+//! index re-pointing.
 
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
