@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export PATH="$ROOT/.tools/bin:$PATH"
-N1=${BENCH_N1:-100000}
+N1=${BENCH_N1:-300000}
 N16=${BENCH_N16:-1000000}
 KEYS=${BENCH_KEYS:-1000000}
 REPS=${BENCH_REPS:-3}
@@ -143,24 +143,32 @@ gen_shape() { # shape -> RESP on stdout
         else if (shape == "zset") { a[1] = "ZADD"; a[3] = "1"; a[4] = "red"; a[5] = "2"; a[6] = "green"; a[7] = "3"; a[8] = "blue"; out(8) }
         else { a[1] = "RPUSH"; a[3] = "red"; a[4] = "green"; a[5] = "blue"; out(5) } } }'
 }
-declare -A SMEM SENC
-for shape in $SHAPES; do
-    gen_shape "$shape" >"$TMP/$shape.resp"
+# Loads one RESP file into each server from empty and records used_memory growth per item
+# and the encoding of one key: measure_mem FILE ITEMS KEY MEM_ARRAY ENC_ARRAY LABEL KEYS.
+measure_mem() {
+    local file=$1 items=$2 key=$3 label=$6 want=$7 got
+    local -n mem=$4 enc=$5
+    local srv port_var port u0 u1
     for srv in tessera redis valkey; do
         port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
         redis-cli -p "$port" flushall >/dev/null
         sleep 1
         u0=$(used_of "$port")
-        redis-cli -p "$port" --pipe <"$TMP/$shape.resp" >/dev/null
-        keys=$(redis-cli -p "$port" dbsize)
-        [ "$keys" = "$KEYS" ] || echo "warning: $srv has $keys $shape keys" >&2
+        redis-cli -p "$port" --pipe <"$file" >/dev/null
+        got=$(redis-cli -p "$port" dbsize)
+        [ "$got" = "$want" ] || echo "warning: $srv has $got keys after loading $label" >&2
         sleep 1
         u1=$(used_of "$port")
-        SMEM[$srv,$shape]=$(( (u1 - u0) / KEYS ))
-        SENC[$srv,$shape]=$(redis-cli -p "$port" object encoding key:000000000000)
+        mem[$srv,$label]=$(( (u1 - u0) / items ))
+        enc[$srv,$label]=$(redis-cli -p "$port" object encoding "$key")
     done
     redis-cli -p "$P_T" flushall >/dev/null
-    rm -f "$TMP/$shape.resp"
+    rm -f "$file"
+}
+declare -A SMEM SENC
+for shape in $SHAPES; do
+    gen_shape "$shape" >"$TMP/$shape.resp"
+    measure_mem "$TMP/$shape.resp" "$KEYS" key:000000000000 SMEM SENC "$shape" "$KEYS"
 done
 
 # Memory of one big collection of each kind (BENCH_BIG elements, members `member:%08d`, hash
@@ -179,19 +187,7 @@ gen_big() { # kind -> RESP on stdout
 declare -A BMEM BENC
 for kind in $BIGS; do
     gen_big "$kind" >"$TMP/big-$kind.resp"
-    for srv in tessera redis valkey; do
-        port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
-        redis-cli -p "$port" flushall >/dev/null
-        sleep 1
-        u0=$(used_of "$port")
-        redis-cli -p "$port" --pipe <"$TMP/big-$kind.resp" >/dev/null
-        sleep 1
-        u1=$(used_of "$port")
-        BMEM[$srv,$kind]=$(( (u1 - u0) / BIG ))
-        BENC[$srv,$kind]=$(redis-cli -p "$port" object encoding big)
-    done
-    redis-cli -p "$P_T" flushall >/dev/null
-    rm -f "$TMP/big-$kind.resp"
+    measure_mem "$TMP/big-$kind.resp" "$BIG" big BMEM BENC "$kind" 1
 done
 
 ratio() { # a b -> a/b with 2 decimals, or n/a
