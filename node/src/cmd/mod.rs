@@ -285,6 +285,9 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
     // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
     // the AOF replay itself runs as an internal client.
+    // Read before `loading` and before the command reads the keyspace (see the check after
+    // it ran): a load that starts meanwhile is then noticed.
+    let load_epoch = srv.persist.load_epoch.load(Ordering::Acquire);
     if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
     {
         if cl.multi.is_some() {
@@ -372,6 +375,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         serving_blocked: false,
     };
     ctx.ks.slot_hints = hints;
+    let mark = ctx.out.buf.len();
     run_locked(&mut ctx, cmd, args);
     let block = ctx.block.take();
     let ready = std::mem::take(&mut ctx.ks.ready);
@@ -384,6 +388,16 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     drop(ctx);
     if !ready.is_empty() {
         crate::blocking::serve(srv, ready);
+    }
+    // A replica began loading its master's RDB while this ran: what it read may be half
+    // flushed, half loaded. Answer as if it had arrived during the load.
+    if matches!(outcome, Outcome::Done)
+        && !cl.internal
+        && srv.persist.load_epoch.load(Ordering::Relaxed) != load_epoch
+        && denied_while_loading(cl, cmd)
+    {
+        out.buf.truncate(mark);
+        out.error("LOADING Redis is loading the dataset in memory");
     }
     record(srv, cl, cmd, args, start);
     if cl.close_after_reply {

@@ -61,6 +61,10 @@ pub struct Persist {
     pub last_bgsave_time_sec: AtomicI64,
     pub current_save_started: AtomicU64,
     pub loading: AtomicBool,
+    /// Bumped when a replica starts replacing its dataset with its master's RDB (before the
+    /// flush). A command that passed the `loading` check just before and then ran across
+    /// the flush sees it change, and answers -LOADING instead of a half-loaded result.
+    pub load_epoch: AtomicU64,
     pub shutdown_mode: AtomicU8,
     /// Unix seconds of the last save attempt that failed (save points retry after 5 s).
     pub last_failed_save: AtomicU64,
@@ -78,6 +82,7 @@ impl Default for Persist {
             last_bgsave_time_sec: AtomicI64::new(-1),
             current_save_started: AtomicU64::new(0),
             loading: AtomicBool::new(false),
+            load_epoch: AtomicU64::new(0),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             last_failed_save: AtomicU64::new(0),
             aof: aof::AofState::default(),

@@ -312,6 +312,9 @@ async fn load(
     let started = std::time::Instant::now();
     let n = tokio::task::spawn_blocking(move || {
         srv2.persist.loading.store(true, Ordering::Relaxed);
+        // Ordered after `loading` (a command that sees the new epoch sees loading) and
+        // before the flush (a command that saw a flushed stripe sees the new epoch).
+        srv2.persist.load_epoch.fetch_add(1, Ordering::SeqCst);
         {
             let mut all = srv2.ks.lock_all();
             for (_, g) in all.guards.iter_mut() {
