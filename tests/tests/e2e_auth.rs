@@ -20,14 +20,7 @@ fn secret(password: &str) -> String {
 }
 
 async fn conn(ip: &str, pw: &str) -> Result<redis::aio::MultiplexedConnection, String> {
-    let cfg = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(10)));
-    redis::Client::open(format!("redis://:{pw}@{ip}:6379/"))
-        .map_err(|e| e.to_string())?
-        .get_multiplexed_async_connection_with_config(&cfg)
-        .await
-        .map_err(|e| format!("{ip}: {e}"))
+    node_auth(ip, Some(pw)).await
 }
 
 async fn text(ip: &str, pw: &str, args: &[&str]) -> Result<String, String> {
@@ -76,24 +69,8 @@ async fn healthy(env: &Env, name: &str, n: usize, pw: &str) -> Result<(), String
     Ok(())
 }
 
-async fn cluster(ips: &[String], pw: &str) -> redis::cluster_async::ClusterConnection {
-    let nodes: Vec<String> = ips
-        .iter()
-        .map(|ip| format!("redis://:{pw}@{ip}:6379/"))
-        .collect();
-    redis::cluster::ClusterClient::builder(nodes)
-        .retries(6)
-        .connection_timeout(Duration::from_secs(3))
-        .response_timeout(Duration::from_secs(5))
-        .build()
-        .expect("cluster client")
-        .get_async_connection()
-        .await
-        .expect("cluster connection")
-}
-
 async fn write(ips: &[String], pw: &str, range: std::ops::Range<usize>) {
-    let mut c = cluster(ips, pw).await;
+    let mut c = cluster_conn_auth(ips, Some(pw)).await;
     for i in range {
         let _: () = redis::cmd("SET")
             .arg(format!("auth:{i}"))
@@ -105,7 +82,7 @@ async fn write(ips: &[String], pw: &str, range: std::ops::Range<usize>) {
 }
 
 async fn missing(ips: &[String], pw: &str, range: std::ops::Range<usize>) -> usize {
-    let mut c = cluster(ips, pw).await;
+    let mut c = cluster_conn_auth(ips, Some(pw)).await;
     let mut bad = 0;
     for i in range {
         let v: Option<String> = redis::cmd("GET")

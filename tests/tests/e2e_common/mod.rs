@@ -224,11 +224,20 @@ pub async fn cluster_ok(client: &Client, name: &str, n: usize) -> Result<(), Str
 }
 
 pub async fn node(ip: &str) -> Result<redis::aio::MultiplexedConnection, String> {
+    node_auth(ip, None).await
+}
+
+/// A connection to one node, logged in with `password` when given.
+pub async fn node_auth(
+    ip: &str,
+    password: Option<&str>,
+) -> Result<redis::aio::MultiplexedConnection, String> {
     // Bounded connect and replies: a dead node fails a poll, never hangs the test.
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(5)))
         .set_response_timeout(Some(Duration::from_secs(10)));
-    redis::Client::open(format!("redis://{ip}:6379/"))
+    let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
+    redis::Client::open(format!("redis://{auth}{ip}:6379/"))
         .map_err(|e| e.to_string())?
         .get_multiplexed_async_connection_with_config(&cfg)
         .await
@@ -264,7 +273,19 @@ pub async fn pod_ips(client: &Client, name: &str) -> Vec<String> {
 }
 
 pub async fn cluster_conn(ips: &[String]) -> redis::cluster_async::ClusterConnection {
-    let nodes: Vec<String> = ips.iter().map(|ip| format!("redis://{ip}:6379/")).collect();
+    cluster_conn_auth(ips, None).await
+}
+
+/// A cluster connection seeded with `ips`, logged in with `password` when given.
+pub async fn cluster_conn_auth(
+    ips: &[String],
+    password: Option<&str>,
+) -> redis::cluster_async::ClusterConnection {
+    let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
+    let nodes: Vec<String> = ips
+        .iter()
+        .map(|ip| format!("redis://{auth}{ip}:6379/"))
+        .collect();
     redis::cluster::ClusterClient::builder(nodes)
         .retries(6)
         .connection_timeout(Duration::from_secs(3))
