@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tessera_cluster::routing::{self, Route, RouteQuery};
+use tessera_cluster::routing::{Route, RouteQuery};
 
 use crate::cmd::{flags, table, CommandSpec};
 use crate::db::stripe_of;
@@ -104,15 +104,19 @@ pub fn route_query(
     if let Some(r) = node.route_fast(q) {
         return r;
     }
+    // A stale snapshot (the state changed since it was built) is rebuilt on demand.
+    if node.refresh_route_table() {
+        if let Some(r) = node.route_fast(q) {
+            return r;
+        }
+    }
     let exists: Vec<bool> = q.keys.iter().copied().map(exists).collect();
-    node.with_state(|st| {
-        routing::route(st, q, |k| {
-            q.keys
-                .iter()
-                .position(|x| *x == k)
-                .map(|i| exists[i])
-                .unwrap_or(false)
-        })
+    node.route_slow(q, |k| {
+        q.keys
+            .iter()
+            .position(|x| *x == k)
+            .map(|i| exists[i])
+            .unwrap_or(false)
     })
 }
 

@@ -59,8 +59,12 @@ struct Shared {
     host: Arc<dyn Host>,
     tasks: Mutex<Vec<AbortHandle>>,
     saver: Saver,
-    /// Routing snapshot, rebuilt under the state lock when its inputs change.
+    /// Routing snapshot, rebuilt under the state lock when its inputs changed and a
+    /// command routes (a resharding changes slots thousands of times between commands).
     route: RwLock<RouteTable>,
+    /// Fingerprint of the state the snapshot must reflect (set under the state lock at
+    /// every change); a snapshot with another fingerprint is stale and not used.
+    route_want: AtomicU64,
 }
 
 /// A running cluster node: state plus its bus. Dropping it stops every task and link.
@@ -104,6 +108,7 @@ impl ClusterNode {
             tasks: Mutex::new(Vec::new()),
             saver: Saver::default(),
             route: RwLock::new(RouteTable::default()),
+            route_want: AtomicU64::new(u64::MAX),
         });
         locked(&shared, |_| ());
         let s2 = shared.clone();
@@ -145,7 +150,32 @@ impl ClusterNode {
     /// [`ClusterNode::with_state`].
     #[inline]
     pub fn route_fast(&self, q: &RouteQuery) -> Option<Route> {
-        self.shared.route.read().route(q)
+        let want = self.shared.route_want.load(Ordering::Acquire);
+        let t = self.shared.route.read();
+        if t.fingerprint() != want {
+            return None;
+        }
+        t.route(q)
+    }
+
+    /// Rebuilds a stale routing snapshot; true if it rebuilt one (then retry
+    /// [`ClusterNode::route_fast`]).
+    pub fn refresh_route_table(&self) -> bool {
+        let want = self.shared.route_want.load(Ordering::Acquire);
+        if self.shared.route.read().fingerprint() == want {
+            return false;
+        }
+        let st = self.shared.state.lock();
+        rebuild_route_table(&self.shared, &st);
+        true
+    }
+
+    /// Routes `q` from the full state (an open slot: `exists` answers for its keys, which
+    /// the caller must look up before, since keyspace locks are never taken under the
+    /// cluster lock). Changes nothing, so nothing is saved.
+    pub fn route_slow(&self, q: &RouteQuery, exists: impl Fn(&[u8]) -> bool) -> Route {
+        let st = self.shared.state.lock();
+        crate::routing::route(&st, q, exists)
     }
 
     /// nodes.conf writes and fsyncs so far (group commit makes them far fewer than changes).
@@ -251,10 +281,17 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Deferred {
     d
 }
 
-/// Rebuilds the routing snapshot if the state it reflects changed (state locked, so
-/// snapshots are published in state order).
+/// Marks the routing snapshot stale if the state it reflects changed (state locked, so
+/// every reader after this change sees it); the next command that routes rebuilds it.
 fn publish_route_table(shared: &Shared, st: &ClusterState) {
     let fp = route_table::fingerprint(st);
+    shared.route_want.store(fp, Ordering::Release);
+}
+
+/// Rebuilds the routing snapshot from the state if stale (state locked).
+fn rebuild_route_table(shared: &Shared, st: &ClusterState) {
+    let fp = route_table::fingerprint(st);
+    shared.route_want.store(fp, Ordering::Release);
     if shared.route.read().fingerprint() != fp {
         let t = RouteTable::build(st, fp);
         let old = std::mem::replace(&mut *shared.route.write(), t);

@@ -530,6 +530,17 @@ fn setslot(
                     "ERR Can't assign hashslot {slot} to a different node while I still hold keys for this hash slot."
                 )));
             }
+            let unchanged = st.slots[slot] == Some(n)
+                && (keys != 0 || st.migrating[slot].is_none())
+                && !(n == me && st.importing[slot].is_some());
+            if unchanged {
+                // Typical for the bystanders of a resharding, told by the importing node's
+                // PONG already: nothing to save or reroute. Whatever that PONG changed may
+                // still wait for the cron's save, so it is written before this reply (Redis
+                // saved it in the beforeSleep after reading the PONG).
+                st.todo_flush = true;
+                return Ok(Reply::Ok);
+            }
             if keys == 0 && st.migrating[slot].is_some() {
                 st.migrating.set(slot, None);
             }

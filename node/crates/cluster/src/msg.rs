@@ -508,33 +508,90 @@ pub fn bitmap_set(b: &mut SlotBitmap, slot: usize) {
     b[slot >> 3] |= 1 << (slot & 7);
 }
 
+/// Word `w` of a bitmap: slots 64w..64w+63, bit i = slot 64w+i. Indexes bytes directly
+/// (no iterator adapters), since debug builds run the per-message slot loops too.
+#[inline]
+pub fn bitmap_word(b: &SlotBitmap, w: usize) -> u64 {
+    let i = w * 8;
+    u64::from_le_bytes([
+        b[i],
+        b[i + 1],
+        b[i + 2],
+        b[i + 3],
+        b[i + 4],
+        b[i + 5],
+        b[i + 6],
+        b[i + 7],
+    ])
+}
+
+/// Number of 64-slot words in a bitmap.
+pub const SLOT_WORDS: usize = SLOTS / 64;
+
+/// Calls `f` with every slot set in `b` but not in `minus`, in order (64 slots per step).
+#[inline]
+pub fn for_each_slot_in_diff(b: &SlotBitmap, minus: &SlotBitmap, mut f: impl FnMut(usize)) {
+    for w in 0..SLOT_WORDS {
+        let mut x = bitmap_word(b, w) & !bitmap_word(minus, w);
+        while x != 0 {
+            f(w * 64 + x.trailing_zeros() as usize);
+            x &= x - 1;
+        }
+    }
+}
+
+/// Number of slots set in a bitmap.
+pub fn bitmap_count(b: &SlotBitmap) -> usize {
+    let mut n = 0;
+    for w in 0..SLOT_WORDS {
+        n += bitmap_word(b, w).count_ones() as usize;
+    }
+    n
+}
+
 /// The set slots of a bitmap as (start, end) inclusive ranges, 64 slots per step (callers
 /// run it per node on every nodes.conf save and routing rebuild, also in debug builds).
 pub fn bitmap_ranges(b: &SlotBitmap) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
-    let mut push = |a: usize, z: usize| match out.last_mut() {
-        Some(last) if last.1 + 1 == a => last.1 = z,
-        _ => out.push((a, z)),
-    };
-    for (w, chunk) in b.chunks_exact(8).enumerate() {
-        let mut word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+    // The run being built, extended across words.
+    let mut run: Option<(usize, usize)> = None;
+    for w in 0..SLOT_WORDS {
+        let mut word = bitmap_word(b, w);
         let base = w * 64;
-        if word == u64::MAX {
-            push(base, base + 63);
+        if word == 0 {
             continue;
         }
         let mut bit = 0usize;
         while word != 0 {
             let zeros = word.trailing_zeros() as usize;
-            word >>= zeros;
             bit += zeros;
-            let ones = word.trailing_ones() as usize;
-            push(base + bit, base + bit + ones - 1);
-            // ones < 64 here (a full word was handled above).
+            // A full word shifted by 64 would overflow: take the all-ones case directly.
+            let ones = if zeros == 0 && word == u64::MAX {
+                64
+            } else {
+                word >>= zeros;
+                word.trailing_ones() as usize
+            };
+            let (a, z) = (base + bit, base + bit + ones - 1);
+            run = match run {
+                Some((ra, rz)) if rz + 1 == a => Some((ra, z)),
+                Some(r) => {
+                    out.push(r);
+                    Some((a, z))
+                }
+                None => Some((a, z)),
+            };
+            if ones == 64 {
+                break;
+            }
             word >>= ones;
             bit += ones;
+            if bit >= 64 {
+                break;
+            }
         }
     }
+    out.extend(run);
     out
 }
 

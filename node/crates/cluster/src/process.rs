@@ -2,7 +2,7 @@
 
 use tracing::{debug, info, warn};
 
-use crate::msg::{self, Body, Ext, Gossip, Message, Name, SLOTS};
+use crate::msg::{self, Body, Ext, Gossip, Message, Name};
 use crate::state::*;
 
 const NULL_NAME: Name = [0u8; 40];
@@ -365,23 +365,27 @@ impl ClusterState {
             self.update_slots_config_with(s, sender_config_epoch, &h.slots);
         }
         if dirty {
-            for j in 0..SLOTS {
-                if !msg::bitmap_get(&h.slots, j) {
-                    continue;
+            // The first claimed slot whose owner has a newer config: tell the sender. Slots
+            // already the sender's (its bitmap) cannot qualify, so only the difference is
+            // visited (usually a handful of slots, not 16384).
+            let mut stale_claim: Option<Name> = None;
+            msg::for_each_slot_in_diff(&h.slots, &self.nodes[&s].slot_bits, |j| {
+                if stale_claim.is_some() {
+                    return;
                 }
-                let Some(owner) = self.slots[j] else { continue };
-                if owner == s {
-                    continue;
-                }
-                if self
-                    .nodes
-                    .get(&owner)
-                    .is_some_and(|o| o.config_epoch > sender_config_epoch)
+                let Some(owner) = self.slots[j] else { return };
+                if owner != s
+                    && self
+                        .nodes
+                        .get(&owner)
+                        .is_some_and(|o| o.config_epoch > sender_config_epoch)
                 {
-                    if let Some(l) = self.nodes.get(&s).and_then(|n| n.link) {
-                        self.send_update(l, &owner);
-                    }
-                    break;
+                    stale_claim = Some(owner);
+                }
+            });
+            if let Some(owner) = stale_claim {
+                if let Some(l) = self.nodes.get(&s).and_then(|n| n.link) {
+                    self.send_update(l, &owner);
                 }
             }
         }
@@ -464,14 +468,18 @@ impl ClusterState {
         }
         let curmaster = self.my_master();
         let mut newmaster = None;
-        let mut sender_slots = 0;
+        let sender_slots = msg::bitmap_count(slots);
         let mut migrated_ours = 0;
         let mut dirty = Vec::new();
-        for j in 0..SLOTS {
-            if !msg::bitmap_get(slots, j) {
-                continue;
-            }
-            sender_slots += 1;
+        // Slots the sender owns already (its bitmap) need nothing: visit only the claimed
+        // slots outside it (a few during a resharding, instead of 16384 per message).
+        let known: Box<msg::SlotBitmap> = match self.nodes.get(&sender) {
+            Some(n) => n.slot_bits.clone(),
+            None => Box::new([0; msg::SLOTS_BYTES]),
+        };
+        let mut candidates = Vec::new();
+        msg::for_each_slot_in_diff(slots, &known, |j| candidates.push(j));
+        for j in candidates {
             if self.slots[j] == Some(sender) || self.importing[j].is_some() {
                 continue;
             }
@@ -516,10 +524,8 @@ impl ClusterState {
         let me = self.myself;
         if self.me().is_master() {
             self.del_node_slots(&me);
-            for s in 0..SLOTS {
-                self.importing.set(s, None);
-                self.migrating.set(s, None);
-            }
+            self.importing.clear();
+            self.migrating.clear();
         }
         let (ip, port) = match self.nodes.get(&master) {
             Some(m) => (m.ip.clone(), m.port),
@@ -698,15 +704,14 @@ impl ClusterState {
         if now.saturating_sub(master.voted_time) < self.config.node_timeout_ms * 2 {
             return;
         }
-        for j in 0..SLOTS {
-            if !msg::bitmap_get(&h.slots, j) {
-                continue;
-            }
+        let mut newer_owner = false;
+        msg::for_each_slot_in_diff(&h.slots, &[0; msg::SLOTS_BYTES], |j| {
             if let Some(o) = self.slots[j].and_then(|o| self.nodes.get(&o)) {
-                if o.config_epoch > h.config_epoch {
-                    return;
-                }
+                newer_owner |= o.config_epoch > h.config_epoch;
             }
+        });
+        if newer_owner {
+            return;
         }
         let mname = master.name;
         self.last_vote_epoch = self.current_epoch;

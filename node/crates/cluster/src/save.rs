@@ -48,8 +48,13 @@ pub(crate) struct Pending {
 
 /// Turns the state's `todo_save`/`todo_fsync` flags into a sequence number (state locked).
 pub(crate) fn take_dirty(st: &mut ClusterState) -> Option<Pending> {
+    let flush = std::mem::take(&mut st.todo_flush);
     if !st.todo_save && !st.todo_fsync {
-        return None;
+        // Nothing new: a flush waits for what is already numbered (free if on disk).
+        return (flush && st.dirty_seq > 0).then_some(Pending {
+            seq: st.dirty_seq,
+            fsync: false,
+        });
     }
     st.dirty_seq += 1;
     let fsync = st.todo_fsync;

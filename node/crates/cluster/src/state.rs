@@ -223,6 +223,24 @@ impl OpenSlots {
     pub fn get(&self, slot: usize) -> Option<&Option<Name>> {
         self.v.get(slot)
     }
+    /// Closes every open slot (from the index: no 16384-entry scan).
+    pub fn clear(&mut self) {
+        let open: Vec<u16> = self.open.iter().copied().collect();
+        for s in open {
+            self.set(s as usize, None);
+        }
+    }
+    /// Closes every slot open towards `node`.
+    pub fn clear_node(&mut self, node: &Name) {
+        let open: Vec<u16> = self
+            .iter()
+            .filter(|(_, n)| n == node)
+            .map(|(s, _)| s as u16)
+            .collect();
+        for s in open {
+            self.set(s as usize, None);
+        }
+    }
     pub fn version(&self) -> u64 {
         self.version
     }
@@ -264,6 +282,9 @@ pub struct ClusterState {
     /// Set when that rewrite must also be fsynced before anything else leaves this node:
     /// replies, votes (CLUSTER_TODO_FSYNC_CONFIG).
     pub todo_fsync: bool,
+    /// Set by a command that changed nothing but must not reply before earlier changes
+    /// (left to the cron's save) are on disk.
+    pub todo_flush: bool,
     /// Sequence number of the latest change that needs saving (see `save::Saver`).
     pub(crate) dirty_seq: u64,
     /// The latest `dirty_seq` whose change asked for an fsync.
@@ -309,6 +330,7 @@ impl ClusterState {
             out: Vec::new(),
             todo_save: true,
             todo_fsync: false,
+            todo_flush: false,
             dirty_seq: 0,
             fsync_seq: 0,
             todo_update_state: true,
@@ -416,6 +438,15 @@ impl ClusterState {
     /// Removes every slot of a node; returns how many.
     pub fn del_node_slots(&mut self, owner: &Name) -> usize {
         let mut k = 0;
+        if let Some(n) = self.nodes.get(owner) {
+            // A known node's bitmap lists exactly the slots it owns.
+            let bits = n.slot_bits.clone();
+            msg::for_each_slot_in_diff(&bits, &[0; msg::SLOTS_BYTES], |s| {
+                self.del_slot(s);
+                k += 1;
+            });
+            return k;
+        }
         for s in 0..SLOTS {
             if self.slots[s].as_ref() == Some(owner) {
                 self.del_slot(s);
@@ -479,14 +510,8 @@ impl ClusterState {
 
     /// Removes a node: its slots, its links, the reports it filed, its replica relations.
     pub fn del_node(&mut self, name: &Name) {
-        for s in 0..SLOTS {
-            if self.importing[s].as_ref() == Some(name) {
-                self.importing.set(s, None);
-            }
-            if self.migrating[s].as_ref() == Some(name) {
-                self.migrating.set(s, None);
-            }
-        }
+        self.importing.clear_node(name);
+        self.migrating.clear_node(name);
         for n in self.nodes.values_mut() {
             n.fail_reports.retain(|r| &r.from != name);
             if n.master.as_ref() == Some(name) {

@@ -98,3 +98,23 @@ fn concurrent_changes_share_saves_and_all_land() {
         after.fsyncs - before.fsyncs
     );
 }
+
+/// A SETSLOT NODE that changes nothing (a resharding's bystander, already told by the
+/// importing node's PONG) writes nothing.
+#[test]
+fn unchanged_setslot_node_writes_nothing() {
+    let t = TestNode::start(5000);
+    let me = t.myid();
+    assert_eq!(t.cluster_str(&["ADDSLOTSRANGE", "0", "16383"]), "OK");
+    let before = t.node().save_stats();
+    for s in 0..1000 {
+        assert_eq!(
+            t.cluster_str(&["SETSLOT", &s.to_string(), "NODE", &me]),
+            "OK"
+        );
+    }
+    let after = t.node().save_stats();
+    // Only the cron's own saves (at most one per 100 ms tick) may land meanwhile.
+    assert!(after.writes - before.writes < 100, "{before:?} {after:?}");
+    assert_eq!(my_slots(&conf_text(&t)), "0-16383");
+}
