@@ -177,3 +177,37 @@ fn redis_server_loads_a_file_we_wrote() {
         .nodes()
         .contains("[50->-cccccccccccccccccccccccccccccccccccccccc]"));
 }
+
+/// Plain saves overwrite in place (Redis 7.0): a shorter content leaves no stale tail, and
+/// fsynced saves replace the file; both read back exactly and parse.
+#[test]
+fn in_place_and_replacing_writes_read_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("nodes.conf");
+    let long = SAMPLE.to_string();
+    let short: String = SAMPLE
+        .lines()
+        .filter(|l| !l.starts_with("dddd"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for (content, fsync) in [
+        (&long, false),
+        (&short, false),
+        (&long, true),
+        (&short, true),
+        (&long, false),
+        (&short, false),
+    ] {
+        nodes_conf::write_file(&path, content, fsync).expect("write");
+        let back = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(&back, content, "fsync={fsync}");
+        nodes_conf::parse(&back, "nodes.conf", cfg(7000), 0, 1).expect("parses");
+    }
+    // No temp files left behind.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
