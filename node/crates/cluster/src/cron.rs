@@ -327,6 +327,7 @@ impl ClusterState {
         self.manual_failover_cron(now);
         if self.me().is_replica() {
             self.handle_replica_failover(now);
+            self.handle_replica_migration(now);
         }
         if update || !self.state_ok || self.todo_update_state {
             self.update_state(now);

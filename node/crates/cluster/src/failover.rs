@@ -301,3 +301,111 @@ impl ClusterState {
         }
     }
 }
+
+/// How long a master must stay orphaned before a replica migrates to it, so the natural
+/// replicas of a failed-over master can announce their new master first
+/// (CLUSTER_SLAVE_MIGRATION_DELAY).
+pub const REPLICA_MIGRATION_DELAY_MS: u64 = 5000;
+
+impl ClusterState {
+    /// Working (not FAIL) replicas of a master (clusterCountNonFailingSlaves).
+    fn ok_replicas(&self, master: &Name) -> usize {
+        self.nodes
+            .values()
+            .filter(|n| n.is_replica() && n.master.as_ref() == Some(master) && !n.failed())
+            .count()
+    }
+
+    /// Replica migration (clusterCron's orphan count + clusterHandleSlaveMigration): a
+    /// master serving slots that used to have replicas and has no working one left gets a
+    /// replica from the master with the most, once it stayed orphaned for
+    /// [`REPLICA_MIGRATION_DELAY_MS`]. Of the replicas of the best-provided masters, the one
+    /// with the smallest name moves, and only if its master keeps more than
+    /// cluster-migration-barrier replicas. Called by the cron on replicas.
+    pub(crate) fn handle_replica_migration(&mut self, now: u64) {
+        let me = self.myself;
+        let Some(my_master) = self.me().master else {
+            return;
+        };
+        // clusterCron: orphaned masters, and the most working replicas any master has.
+        let mut orphaned = 0;
+        let mut max_replicas = 0;
+        let mut mine = 0;
+        for n in self.nodes.values() {
+            if n.flags & (FLAG_MYSELF | FLAG_NOADDR | FLAG_HANDSHAKE) != 0
+                || !n.is_master()
+                || n.failed()
+            {
+                continue;
+            }
+            let ok = self.ok_replicas(&n.name);
+            if ok == 0 && n.numslots > 0 && n.flags & FLAG_MIGRATE_TO != 0 {
+                orphaned += 1;
+            }
+            max_replicas = max_replicas.max(ok);
+            if n.name == my_master {
+                mine = ok;
+            }
+        }
+        if orphaned == 0
+            || max_replicas < 2
+            || mine != max_replicas
+            || !self.config.allow_replica_migration
+            || !self.state_ok
+        {
+            return;
+        }
+        // My master must keep more than the barrier of working, reachable replicas.
+        let staying = self
+            .nodes
+            .values()
+            .filter(|n| {
+                n.is_replica() && n.master == Some(my_master) && !n.failed() && !n.timed_out()
+            })
+            .count() as u64;
+        if staying <= self.config.migration_barrier {
+            return;
+        }
+        let mut target: Option<Name> = None;
+        let mut candidate = me;
+        let names: Vec<Name> = self.nodes.keys().copied().collect();
+        for name in names {
+            let Some(n) = self.nodes.get(&name) else {
+                continue;
+            };
+            let ok = if n.is_master() {
+                self.ok_replicas(&name)
+            } else {
+                0
+            };
+            let is_orphaned =
+                n.is_master() && !n.failed() && n.flags & FLAG_MIGRATE_TO != 0 && ok == 0;
+            let numslots = n.numslots;
+            if ok == max_replicas {
+                for r in self.replicas_of(&name) {
+                    if r < candidate {
+                        candidate = r;
+                    }
+                }
+            }
+            if let Some(n) = self.nodes.get_mut(&name) {
+                if is_orphaned {
+                    if target.is_none() && numslots > 0 {
+                        target = Some(name);
+                    }
+                    if n.orphaned_time == 0 {
+                        n.orphaned_time = now;
+                    }
+                } else {
+                    n.orphaned_time = 0;
+                }
+            }
+        }
+        let Some(t) = target else { return };
+        let since = self.nodes.get(&t).map(|n| n.orphaned_time).unwrap_or(now);
+        if candidate == me && now.saturating_sub(since) > REPLICA_MIGRATION_DELAY_MS {
+            info!(master = name_str(&t), "migrating to orphaned master");
+            self.set_my_master(t);
+        }
+    }
+}

@@ -377,6 +377,12 @@ pub fn parse(
     m.ping_sent = 0;
     m.pong_received = 0;
     st.current_epoch = st.current_epoch.max(max_epoch);
+    // Masters with replicas in the file are replica-migration targets (as Redis's load
+    // adds each replica to its master).
+    let masters: Vec<Name> = st.nodes.values().filter_map(|n| n.master).collect();
+    for m in masters {
+        st.note_replica_added(&m);
+    }
     st.todo_save = true;
     Ok(st)
 }

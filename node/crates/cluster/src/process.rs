@@ -347,6 +347,7 @@ impl ClusterState {
                 let n = self.nodes.get_mut(&s).expect("sender known");
                 if n.master != Some(mn) {
                     n.master = Some(mn);
+                    self.note_replica_added(&mn);
                     self.todo_save = true;
                 }
             }
@@ -535,6 +536,7 @@ impl ClusterState {
         n.flags &= !(FLAG_MASTER | FLAG_MIGRATE_TO);
         n.flags |= FLAG_SLAVE;
         n.master = Some(master);
+        self.note_replica_added(&master);
         self.out.push(Out::SetMaster {
             ip: Some((ip, port)),
         });

@@ -66,6 +66,9 @@ pub struct Node {
     /// The slots this node owns, as the wire bitmap (kept in step by add_slot/del_slot so
     /// building and comparing headers never scans the slot table).
     pub slot_bits: Box<msg::SlotBitmap>,
+    /// Since when (ms) this master has had no working replica though it should (replica
+    /// migration waits for it to stay orphaned a while); 0 = not orphaned.
+    pub orphaned_time: u64,
 }
 
 impl Node {
@@ -97,6 +100,7 @@ impl Node {
             last_in_ping_gossip: 0,
             wire_flags: 0,
             slot_bits: Box::new([0; msg::SLOTS_BYTES]),
+            orphaned_time: 0,
         }
     }
     pub fn is_master(&self) -> bool {
@@ -569,11 +573,24 @@ impl ClusterState {
         if n.is_master() {
             return;
         }
+        // A replica that took over a master is supposed to have replicas too
+        // (clusterSetNodeAsMaster sets MIGRATE_TO).
+        if n.master.is_some() && n.flags & FLAG_MYSELF == 0 {
+            n.flags |= FLAG_MIGRATE_TO;
+        }
         n.flags &= !FLAG_SLAVE;
         n.flags |= FLAG_MASTER;
         n.master = None;
         self.todo_save = true;
         self.todo_update_state = true;
+    }
+
+    /// A master that gets a replica is one replica migration may refill later
+    /// (clusterNodeAddSlave sets MIGRATE_TO).
+    pub(crate) fn note_replica_added(&mut self, master: &Name) {
+        if let Some(m) = self.nodes.get_mut(master) {
+            m.flags |= FLAG_MIGRATE_TO;
+        }
     }
 
     /// Replicas of a master, by name.
