@@ -285,7 +285,10 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Deferred {
 /// every reader after this change sees it); the next command that routes rebuilds it.
 fn publish_route_table(shared: &Shared, st: &ClusterState) {
     let fp = route_table::fingerprint(st);
-    shared.route_want.store(fp, Ordering::Release);
+    // Written only on change: every command that routes reads this word.
+    if shared.route_want.load(Ordering::Relaxed) != fp {
+        shared.route_want.store(fp, Ordering::Release);
+    }
 }
 
 /// Rebuilds the routing snapshot from the state if stale (state locked).
