@@ -5,6 +5,7 @@
 # big collection of each kind. Prints tables of ratios and saves them as bench/node-<date>.md.
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
+# BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
 # BENCH_BIG (elements of the big collections), BENCH_REPS (runs per test and server; the
 # table shows the median, default 3).
 set -euo pipefail
@@ -77,36 +78,54 @@ TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
 # comparison on a busy machine.
 declare -A RUNS CPUS CPU
 ORDERS=("tessera redis valkey" "redis valkey tessera" "valkey tessera redis")
-for pipe in 1 16; do
-    n=$N1; [ "$pipe" = 16 ] && n=$N16
-    for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
-    # No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
-    for t in ${TESTS//,/ }; do
-        for rep in $(seq "$REPS"); do
-            for srv in ${ORDERS[$(( (rep - 1) % 3 ))]}; do
-                port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
-                pid_var="PID_$srv"; pid=${!pid_var}
-                c0=$(cpu_ticks "$pid")
-                out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv 2>/dev/null || true)
-                c1=$(cpu_ticks "$pid")
-                while IFS=, read -r name rps _rest; do
-                    name=${name//\"/}; rps=${rps//\"/}
-                    [ "$name" = test ] && continue
-                    key=$(echo "$name" | awk '{print tolower($1)}')
-                    RUNS["$srv,$pipe,$key"]+="$rps "
-                    CPUS["$srv,$pipe,$key"]+="$(( (c1 - c0) * TICK_NS / n )) "
-                done <<<"$out"
+# run_tests TAG TESTS [redis-benchmark args...]: every test at -P 1 and -P 16, REPS runs per
+# server, medians stored under "$srv,$TAG$pipe,$test" in RPS and CPU.
+run_tests() {
+    local tag=$1 tests=$2; shift 2
+    local pipe n t rep srv port_var port pid_var pid c0 c1 out name rps key
+    for pipe in 1 16; do
+        n=$N1; [ "$pipe" = 16 ] && n=$N16
+        for t in ${tests//,/ }; do
+            for rep in $(seq "$REPS"); do
+                for srv in ${ORDERS[$(( (rep - 1) % 3 ))]}; do
+                    port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+                    pid_var="PID_$srv"; pid=${!pid_var}
+                    c0=$(cpu_ticks "$pid")
+                    out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv "$@" 2>/dev/null || true)
+                    c1=$(cpu_ticks "$pid")
+                    while IFS=, read -r name rps _rest; do
+                        name=${name//\"/}; rps=${rps//\"/}
+                        [ "$name" = test ] && continue
+                        key=$(echo "$name" | awk '{print tolower($1)}')
+                        RUNS["$srv,$tag$pipe,$key"]+="$rps "
+                        CPUS["$srv,$tag$pipe,$key"]+="$(( (c1 - c0) * TICK_NS / n )) "
+                    done <<<"$out"
+                done
             done
+            for srv in tessera redis valkey; do
+                # shellcheck disable=SC2086 # the runs are a space-separated list
+                [ -n "${RUNS["$srv,$tag$pipe,$t"]:-}" ] && RPS["$srv,$tag$pipe,$t"]=$(median ${RUNS["$srv,$tag$pipe,$t"]})
+                # shellcheck disable=SC2086
+                [ -n "${CPUS["$srv,$tag$pipe,$t"]:-}" ] && CPU["$srv,$tag$pipe,$t"]=$(median ${CPUS["$srv,$tag$pipe,$t"]})
+            done
+            supported "$P_T" "$t" || { RPS["tessera,$tag$pipe,$t"]="n/a"; CPU["tessera,$tag$pipe,$t"]="n/a"; }
         done
-        for srv in tessera redis valkey; do
-            # shellcheck disable=SC2086 # the runs are a space-separated list
-            [ -n "${RUNS["$srv,$pipe,$t"]:-}" ] && RPS["$srv,$pipe,$t"]=$(median ${RUNS["$srv,$pipe,$t"]})
-            # shellcheck disable=SC2086
-            [ -n "${CPUS["$srv,$pipe,$t"]:-}" ] && CPU["$srv,$pipe,$t"]=$(median ${CPUS["$srv,$pipe,$t"]})
-        done
-        supported "$P_T" "$t" || { RPS["tessera,$pipe,$t"]="n/a"; CPU["tessera,$pipe,$t"]="n/a"; }
     done
+}
+for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
+# No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
+# These tests use one key each (redis-benchmark's default): the data is always in cache.
+run_tests "" "$TESTS"
+# The same over a keyspace too big for the CPU caches: RKEYS random keys (-r), loaded first
+# with a pipelined SET of 2 x RKEYS random keys (~86% of them exist).
+RKEYS=${BENCH_RKEYS:-1000000}
+RTESTS="get,set"
+for p in "$P_T" "$P_R" "$P_V"; do
+    redis-cli -p "$p" flushall >/dev/null
+    redis-benchmark -p "$p" -c 50 -n $((2 * RKEYS)) -P 16 -t set -r "$RKEYS" -q >/dev/null 2>&1 || true
 done
+run_tests "r" "$RTESTS" -r "$RKEYS"
+for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
 LOAD_END=$(loadavg)
 
 # Memory: 1M keys of 16-byte values, loaded with redis-cli --pipe.
@@ -207,11 +226,14 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera/redis | tessera/valkey | tessera/best |"
     echo "|---|---|---|---|---|---|---|---|"
-    for pipe in 1 16; do
-        for t in ${TESTS//,/ }; do
-            tr=${RPS["tessera,$pipe,$t"]:-n/a}; rr=${RPS["redis,$pipe,$t"]:-n/a}; vr=${RPS["valkey,$pipe,$t"]:-n/a}
-            best=$(awk -v a="$rr" -v b="$vr" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
-            echo "| ${t^^} | $pipe | $tr | $rr | $vr | $(ratio "$tr" "$rr") | $(ratio "$tr" "$vr") | $(ratio "$tr" "$best") |"
+    for group in ":$TESTS" "r:$RTESTS"; do
+        tag=${group%%:*}; label=""; [ -n "$tag" ] && label=" $RKEYS random keys"
+        for pipe in 1 16; do
+            for t in $(echo "${group#*:}" | tr ',' ' '); do
+                tr_=${RPS["tessera,$tag$pipe,$t"]:-n/a}; rr=${RPS["redis,$tag$pipe,$t"]:-n/a}; vr=${RPS["valkey,$tag$pipe,$t"]:-n/a}
+                best=$(awk -v a="$rr" -v b="$vr" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+                echo "| ${t^^}$label | $pipe | $tr_ | $rr | $vr | $(ratio "$tr_" "$rr") | $(ratio "$tr_" "$vr") | $(ratio "$tr_" "$best") |"
+            done
         done
     done
     echo
@@ -220,10 +242,13 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera ns | redis ns | valkey ns | tessera/redis | tessera/valkey |"
     echo "|---|---|---|---|---|---|---|"
-    for pipe in 1 16; do
-        for t in ${TESTS//,/ }; do
-            tc=${CPU["tessera,$pipe,$t"]:-n/a}; rc=${CPU["redis,$pipe,$t"]:-n/a}; vc=${CPU["valkey,$pipe,$t"]:-n/a}
-            echo "| ${t^^} | $pipe | $tc | $rc | $vc | $(ratio "$tc" "$rc") | $(ratio "$tc" "$vc") |"
+    for group in ":$TESTS" "r:$RTESTS"; do
+        tag=${group%%:*}; label=""; [ -n "$tag" ] && label=" $RKEYS random keys"
+        for pipe in 1 16; do
+            for t in $(echo "${group#*:}" | tr ',' ' '); do
+                tc=${CPU["tessera,$tag$pipe,$t"]:-n/a}; rc=${CPU["redis,$tag$pipe,$t"]:-n/a}; vc=${CPU["valkey,$tag$pipe,$t"]:-n/a}
+                echo "| ${t^^}$label | $pipe | $tc | $rc | $vc | $(ratio "$tc" "$rc") | $(ratio "$tc" "$vc") |"
+            done
         done
     done
     echo

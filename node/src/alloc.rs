@@ -1,9 +1,18 @@
-//! A global allocator wrapper that counts live heap bytes, so INFO `used_memory` and
-//! maxmemory eviction see what the process really holds (no jemalloc stats in Rust's
-//! System allocator, hence hand-rolled).
+//! The global allocator: mimalloc, wrapped to count live heap bytes so INFO `used_memory`
+//! and maxmemory eviction see what the process really holds (the count is ours, not
+//! mimalloc's statistics, so that reading it costs one relaxed load per thread shard).
+//!
+//! Why mimalloc rather than the system (glibc) malloc: a key lookup is a chain of dependent
+//! loads (slot map, control bytes, node) into a heap of ~80 MB at 1M keys, and on this
+//! kind of virtual machine every TLB miss is a two-level page walk. mimalloc backs its
+//! segments with transparent huge pages (it madvises them) and keeps each size class in its
+//! own pages. Measured with redis-benchmark -P 16 GET over 1M random keys: 2130 ns of server
+//! CPU per request with glibc malloc, 1480 ns with mimalloc (redis-server 7.0: 1520 ns).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::Ordering;
+
+use mimalloc::MiMalloc;
 
 use crate::counter::Counter;
 
@@ -11,11 +20,30 @@ use crate::counter::Counter;
 /// a measurable part of a pipelined write's CPU.
 static USED: Counter = Counter::new();
 
-/// Bytes glibc malloc really takes for a request: 8-byte header, 16-byte granularity,
-/// 32-byte minimum chunk.
+/// Largest request mimalloc serves from its size classes; above it, whole OS pages.
+const MI_LARGE_MAX_OBJ_SIZE: usize = 512 * 1024;
+
+/// Bytes mimalloc really takes for a request (its `mi_good_size`, computed here because the
+/// C function is a call per malloc and free): 8 bytes, then 16-byte granularity up to 64,
+/// then four classes per power of two, then 4 KiB pages. No per-block header.
 #[inline]
 fn real_size(size: usize) -> u64 {
-    (((size + 8 + 15) & !15).max(32)) as u64
+    let w = size.div_ceil(8);
+    if w <= 1 {
+        return 8;
+    }
+    if w <= 8 {
+        return (((w + 1) & !1) * 8) as u64;
+    }
+    if size > MI_LARGE_MAX_OBJ_SIZE {
+        return size.next_multiple_of(4096) as u64;
+    }
+    // w-1 has its top bit at b; the two bits below it pick one of four classes, whose
+    // block is the largest word count with that prefix.
+    let v = w - 1;
+    let b = usize::BITS - 1 - v.leading_zeros();
+    let top = (v >> (b - 2)) & 3;
+    (((5 + top) << (b - 2)) * 8) as u64
 }
 
 pub struct CountingAlloc;
@@ -23,7 +51,7 @@ pub struct CountingAlloc;
 unsafe impl GlobalAlloc for CountingAlloc {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
+        let p = MiMalloc.alloc(l);
         if !p.is_null() {
             USED.fetch_add(real_size(l.size()), Ordering::Relaxed);
         }
@@ -32,7 +60,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(l);
+        let p = MiMalloc.alloc_zeroed(l);
         if !p.is_null() {
             USED.fetch_add(real_size(l.size()), Ordering::Relaxed);
         }
@@ -41,13 +69,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     #[inline]
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l);
+        MiMalloc.dealloc(p, l);
         USED.fetch_sub(real_size(l.size()), Ordering::Relaxed);
     }
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = System.realloc(p, l, new);
+        let q = MiMalloc.realloc(p, l, new);
         if !q.is_null() {
             USED.fetch_add(
                 real_size(new).wrapping_sub(real_size(l.size())),
@@ -74,4 +102,32 @@ pub fn rss_bytes() -> u64 {
         })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::real_size;
+
+    /// The accounting must round exactly as the allocator does, or used_memory drifts from
+    /// what the process holds.
+    #[test]
+    fn real_size_matches_mimalloc_good_size() {
+        let mut sizes: Vec<usize> = (1..=70_000).collect();
+        sizes.extend((70_000..2_000_000).step_by(997));
+        sizes.extend([
+            MI_MAX - 1,
+            MI_MAX,
+            MI_MAX + 1,
+            1 << 20,
+            (1 << 20) + 1,
+            16 << 20,
+        ]);
+        for s in sizes {
+            // SAFETY: a pure function of its argument.
+            let good = unsafe { libmimalloc_sys::mi_good_size(s) } as u64;
+            assert_eq!(real_size(s), good, "size {s}");
+        }
+    }
+
+    const MI_MAX: usize = super::MI_LARGE_MAX_OBJ_SIZE;
 }

@@ -261,6 +261,12 @@ pub static DIRECTIVES: &[Directive] = &[
     // tessera-node only: I/O threads, each with its own event loop (0 = half the cores).
     im("worker-threads", Kind::Int { min: 0, max: 1024 }, "0"),
     d("io-threads-do-reads", Kind::Bool, "no"),
+    // Valkey 8.1's: how many pipelined requests' keys are prefetched ahead (0 = off).
+    d(
+        "prefetch-batch-max-size",
+        Kind::Int { min: 0, max: 128 },
+        "16",
+    ),
     d("always-show-logo", Kind::Bool, "no"),
     d("set-proc-title", Kind::Bool, "yes"),
     d(

@@ -322,6 +322,30 @@ impl Keyspace {
         LockSet { guards, all: true }
     }
 
+    /// Brings what looking up `keys` (slot, key) of `db` will read into the cache, for a
+    /// batch of pipelined requests about to run (as Valkey 8.1 does for its command
+    /// queue). A lookup is a chain of dependent misses (slot map header, control bytes and
+    /// bucket, node); done key after key, the misses of one key wait for each other and the
+    /// next key's wait for those. Here each pass issues one level for the whole batch, so
+    /// the misses of different keys overlap: headers first, then one probe per key that
+    /// only prefetches the node. Holds the stripes' locks (in order, like a multi-key
+    /// command) only for the two passes; the commands lock again when they run.
+    pub fn prefetch(&self, db: usize, keys: &[(u16, &[u8])], scratch: &mut Vec<u16>) {
+        scratch.clear();
+        scratch.extend(keys.iter().map(|&(slot, _)| slot));
+        let mut ls = self.lock(scratch);
+        for &(slot, _) in keys {
+            if let Some(d) = ls.stripe(stripe_of(slot)).and_then(|st| st.db(db)) {
+                slotmap::prefetch_line(&d.maps[local_of(slot)] as *const SlotMap as *const u8);
+            }
+        }
+        for &(slot, key) in keys {
+            if let Some(d) = ls.stripe(stripe_of(slot)).and_then(|st| st.db(db)) {
+                d.maps[local_of(slot)].prefetch(key);
+            }
+        }
+    }
+
     /// Locks one stripe by index.
     pub fn lock_stripe(&self, idx: usize) -> MutexGuard<'_, Stripe> {
         self.stripes[idx].0.lock()

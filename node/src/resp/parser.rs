@@ -105,6 +105,18 @@ impl Parser {
         Self::default()
     }
 
+    /// Forgets any partial or reported request, keeping the allocations: parsing starts
+    /// afresh at the front of the next buffer.
+    pub fn reset(&mut self) {
+        self.expected = None;
+        self.pos = 0;
+        self.spans.clear();
+        self.pending_bulk = None;
+        self.is_inline = false;
+        self.inline.clear();
+        self.complete = false;
+    }
+
     /// True when no partial request is buffered.
     pub fn is_idle(&self) -> bool {
         self.expected.is_none() && self.pos == 0
@@ -253,6 +265,23 @@ impl Parser {
                     .map(|&(s, l)| buf.get(s..s + l).unwrap_or_default()),
             );
         }
+    }
+}
+
+impl Parser {
+    /// [`Parser::args`] for a multibulk request, borrowing only `buf` (not the parser):
+    /// false, with `view` empty, for an inline request, whose words the parser owns.
+    pub fn buf_args<'b>(&self, buf: &'b [u8], view: &mut Vec<&'b [u8]>) -> bool {
+        view.clear();
+        if !self.complete || self.is_inline {
+            return false;
+        }
+        view.extend(
+            self.spans
+                .iter()
+                .map(|&(s, l)| buf.get(s..s + l).unwrap_or_default()),
+        );
+        true
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::clients::{ClientHandle, ClientState, ReplyMode};
+use super::prefetch::Lookahead;
 use super::{now_ms, Server};
 use crate::cmd::{self, Outcome};
 use crate::resp::{recycle_view, Limits, Out, Parser};
@@ -68,7 +69,7 @@ async fn serve(
 ) -> std::io::Result<()> {
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = Out::new(false);
-    let mut parser = Parser::new();
+    let mut rd = Requests::default();
     // The argument view's allocation, reused by every request of the connection.
     let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
     let handle = cl.handle.clone();
@@ -108,7 +109,7 @@ async fn serve(
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
-                let keep = process(srv, sock, cl, &mut out, &mut parser, &mut inbuf, &mut args).await?;
+                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args).await?;
                 flush(sock, &mut out, srv, &handle).await?;
                 if !keep {
                     return Ok(());
@@ -162,6 +163,13 @@ async fn flush(
     Ok(())
 }
 
+/// A connection's request parser and its look-ahead (which parses ahead with its own).
+#[derive(Default)]
+struct Requests {
+    parser: Parser,
+    ahead: Lookahead,
+}
+
 /// Executes every complete request in `inbuf`. Returns false when the connection must close
 /// (QUIT, protocol error, kill).
 async fn process(
@@ -169,7 +177,7 @@ async fn process(
     sock: &mut TcpStream,
     cl: &mut ClientState,
     out: &mut Out,
-    parser: &mut Parser,
+    rd: &mut Requests,
     inbuf: &mut BytesMut,
     store: &mut Vec<&'static [u8]>,
 ) -> std::io::Result<bool> {
@@ -178,6 +186,7 @@ async fn process(
             max_bulk: srv.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
             authenticated: cl.authenticated,
         };
+        let Requests { parser, ahead } = rd;
         let len = match parser.parse(inbuf, lim) {
             Ok(None) => return Ok(true),
             Ok(Some(len)) => len,
@@ -188,6 +197,8 @@ async fn process(
                 return Ok(false);
             }
         };
+        let batch = srv.prefetch_batch.load(Ordering::Relaxed) as usize;
+        ahead.before(srv, cl.db, inbuf, len, lim, batch);
         // The arguments borrow `inbuf` until the request has run; then the request's bytes
         // are dropped (before anything below may read more into `inbuf`).
         let mut args = recycle_view(std::mem::take(store));
@@ -195,6 +206,7 @@ async fn process(
         if args.is_empty() {
             *store = recycle_view(args);
             inbuf.advance(len);
+            ahead.consumed(len);
             continue;
         }
         let mark = out.buf.len();
@@ -213,6 +225,7 @@ async fn process(
             && args[1].eq_ignore_ascii_case(b"reply");
         *store = recycle_view(args);
         inbuf.advance(len);
+        ahead.consumed(len);
         // SYNC/PSYNC (the connection becomes a replica link) and WAIT.
         if let Some(p) = crate::repl::take_pending() {
             if !crate::repl::run_pending(srv, sock, cl, out, inbuf, p).await? {

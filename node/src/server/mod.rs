@@ -4,6 +4,7 @@ pub mod clients;
 pub mod conn;
 pub mod evict;
 pub mod expire;
+pub mod prefetch;
 pub mod stats;
 
 use std::net::SocketAddr;
@@ -84,6 +85,7 @@ pub struct Server {
     pub policy: AtomicU8,
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
+    pub prefetch_batch: AtomicU64,
     pub timeout_secs: AtomicU64,
     pub has_requirepass: AtomicBool,
     pub slowlog_threshold: AtomicI64,
@@ -135,6 +137,7 @@ impl Server {
             policy: AtomicU8::new(0),
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
+            prefetch_batch: AtomicU64::new(16),
             timeout_secs: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
             slowlog_threshold: AtomicI64::new(10000),
@@ -164,6 +167,8 @@ impl Server {
             .store(c.uint("maxclients"), Ordering::Relaxed);
         self.proto_max_bulk_len
             .store(c.uint("proto-max-bulk-len"), Ordering::Relaxed);
+        self.prefetch_batch
+            .store(c.uint("prefetch-batch-max-size"), Ordering::Relaxed);
         self.timeout_secs
             .store(c.uint("timeout"), Ordering::Relaxed);
         self.has_requirepass

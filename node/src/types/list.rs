@@ -34,6 +34,16 @@ fn fits(node: &Pack, n: usize, fill: i64) -> bool {
     }
 }
 
+/// [`fits`] for the nodes of a quicklist: the node's buffer header counts too, so that a
+/// full node's allocation is exactly the power-of-two cap. (A lone listpack keeps Redis's
+/// exact bound: it decides when OBJECT ENCODING turns to quicklist.)
+fn node_fits(node: &Pack, n: usize, fill: i64) -> bool {
+    if node.is_empty() || fill >= 0 {
+        return fits(node, n, fill);
+    }
+    node.bytes() + entry_size(n) + super::thin::HEAD <= byte_cap(fill)
+}
+
 /// Node byte cap for a negative list-max-listpack-size.
 fn byte_cap(fill: i64) -> usize {
     match fill {
@@ -270,7 +280,7 @@ impl Quick {
 
     fn push_back(&mut self, v: &[u8], lim: &Limits) {
         match self.nodes.back_mut() {
-            Some(n) if fits(n, v.len(), lim.list_max_listpack_size) => n.push_back(v),
+            Some(n) if node_fits(n, v.len(), lim.list_max_listpack_size) => n.push_back(v),
             _ => {
                 let mut n = Pack::new();
                 n.push_back(v);
@@ -283,7 +293,7 @@ impl Quick {
 
     fn push_front(&mut self, v: &[u8], lim: &Limits) {
         match self.nodes.front_mut() {
-            Some(n) if fits(n, v.len(), lim.list_max_listpack_size) => n.push_front(v),
+            Some(n) if node_fits(n, v.len(), lim.list_max_listpack_size) => n.push_front(v),
             _ => {
                 let mut n = Pack::new();
                 n.push_back(v);

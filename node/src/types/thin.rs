@@ -13,7 +13,7 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, realloc, Layout};
 use std::ops::{Deref, DerefMut, Range};
 
 /// Bytes of the block header (len, cap).
-const HEAD: usize = 8;
+pub(crate) const HEAD: usize = 8;
 /// Bytes stored inline, in the pointer word itself (no heap block at all).
 const INLINE: usize = 7;
 

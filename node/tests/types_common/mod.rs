@@ -112,6 +112,11 @@ pub fn tessera() -> Server {
     start(env!("CARGO_BIN_EXE_tessera-node"), &[])
 }
 
+/// tessera-node with extra command-line directives.
+pub fn tessera_with(extra: &[&str]) -> Server {
+    start(env!("CARGO_BIN_EXE_tessera-node"), extra)
+}
+
 pub const REDIS: &str = "/usr/bin/redis-server";
 
 /// The reference redis-server 7.0, or None (test skipped) when it is not installed.
@@ -241,6 +246,16 @@ impl Conn {
             b.extend_from_slice(b"\r\n");
         }
         self.w.write_all(&b).expect("write");
+    }
+
+    /// Writes `bytes` (a pipeline of `n` requests) from another thread, so that neither
+    /// side blocks on a full socket buffer, and reads the `n` replies.
+    pub fn pipeline(&mut self, bytes: Vec<u8>, n: usize) -> Vec<Reply> {
+        let mut w = self.w.try_clone().expect("clone");
+        let writer = std::thread::spawn(move || w.write_all(&bytes));
+        let replies = (0..n).map(|_| self.read()).collect();
+        writer.join().expect("writer").expect("write");
+        replies
     }
 
     /// Writes pre-encoded bytes (binary values, malformed input).
