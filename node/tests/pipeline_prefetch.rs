@@ -4,7 +4,8 @@
 //! commands, wrong arity — and check that tessera-node with the prefetch (default 16), with
 //! it off (0) and redis-server 7.0 give the same replies, that a malformed frame after
 //! valid requests still answers those first, and that no key of a large pipelined load is
-//! lost.
+//! lost. The prefetch only runs with at least 8 MiB of data (below, everything is in the
+//! CPU caches), so the tessera servers get filler data in database 9 first.
 
 mod types_common;
 use types_common::{redis, tessera_with, Conn, Reply, Rng};
@@ -56,6 +57,46 @@ fn request(r: &mut Rng, keys: u64) -> Vec<u8> {
     resp(&args)
 }
 
+fn info_field(c: &mut Conn, section: &str, field: &str) -> u64 {
+    let Reply::Bulk(b) = c.cmd(&["INFO", section]) else {
+        panic!("INFO {section}");
+    };
+    String::from_utf8_lossy(&b)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_owned))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+}
+
+/// Loads `n` keys of 100-byte values into database 9 (pipelined), then returns to db 0.
+fn fill(c: &mut Conn, n: usize) {
+    let mut bytes = resp(&["SELECT".into(), "9".into()]);
+    for i in 0..n {
+        bytes.extend(resp(&["SET".into(), format!("fill:{i}"), "f".repeat(100)]));
+    }
+    bytes.extend(resp(&["SELECT".into(), "0".into()]));
+    let replies = c.pipeline(bytes, n + 2);
+    assert!(replies.iter().all(|r| *r == Reply::Simple("OK".into())));
+}
+
+/// Sends small pipelines until the server reports prefetched batches (it decides on its
+/// periodic tick, from used_memory); panics after 30 s.
+fn wait_prefetching(c: &mut Conn) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while info_field(c, "stats", "tessera_prefetch_batches") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the prefetch never started"
+        );
+        let mut bytes = Vec::new();
+        for i in 0..20 {
+            bytes.extend(resp(&["GET".into(), format!("probe:{i}")]));
+        }
+        c.pipeline(bytes, 20);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Replies a request from [`request`] gets (MULTI ... EXEC gets four).
 fn replies_of(req: &[u8]) -> usize {
     if req.starts_with(b"*1\r\n$5\r\nMULTI") {
@@ -82,6 +123,9 @@ fn pipelines_answer_alike_with_and_without_prefetch() {
         ports.push(r.port);
     }
     let mut conns: Vec<Conn> = ports.iter().map(|&p| Conn::connect(p)).collect();
+    fill(&mut conns[0], 120_000);
+    fill(&mut conns[1], 120_000);
+    wait_prefetching(&mut conns[0]);
     let mut r = Rng(0x5eed_cafe);
     for round in 0..20 {
         // Pipelines from a few requests to a few thousand, over a small and a large keyspace.
@@ -109,6 +153,13 @@ fn pipelines_answer_alike_with_and_without_prefetch() {
             }
         }
     }
+    let before = info_field(&mut conns[0], "stats", "tessera_prefetch_batches");
+    assert!(before > 20, "only {before} batches prefetched");
+    assert_eq!(
+        info_field(&mut conns[1], "stats", "tessera_prefetch_batches"),
+        0,
+        "prefetch-batch-max-size 0 still prefetched"
+    );
     // The last round's SELECT may have left any database current: compare all three.
     for db in 0..3 {
         let sizes: Vec<Reply> = conns
@@ -133,6 +184,10 @@ fn malformed_frame_after_a_pipeline_answers_the_valid_requests_first() {
     let mut got = Vec::new();
     for port in ports {
         let mut c = Conn::connect(port);
+        if port == with.port {
+            fill(&mut c, 120_000);
+            wait_prefetching(&mut c);
+        }
         let mut bytes = Vec::new();
         for i in 0..40 {
             bytes.extend(resp(&["SET".into(), format!("m:{i}"), i.to_string()]));
@@ -155,7 +210,7 @@ fn malformed_frame_after_a_pipeline_answers_the_valid_requests_first() {
 fn large_pipelined_load_loses_no_key() {
     let t = tessera_with(&["--save", "", "--appendonly", "no"]);
     let mut c = Conn::connect(t.port);
-    let n = 50_000;
+    let n = 150_000;
     let mut bytes = Vec::new();
     for i in 0..n {
         bytes.extend(resp(&[
@@ -166,6 +221,7 @@ fn large_pipelined_load_loses_no_key() {
     }
     let replies = c.pipeline(bytes, n);
     assert!(replies.iter().all(|r| *r == Reply::Simple("OK".into())));
+    wait_prefetching(&mut c);
     // Read back in pipelined MGETs of 10 keys and GETs: every value is there.
     let mut bytes = Vec::new();
     for i in (0..n).step_by(10) {
@@ -181,4 +237,5 @@ fn large_pipelined_load_loses_no_key() {
         assert_eq!(r, &Reply::Array(want), "MGET batch {b}");
     }
     assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(n as i64));
+    assert!(info_field(&mut c, "stats", "tessera_prefetch_batches") > 100);
 }

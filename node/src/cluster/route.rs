@@ -42,10 +42,11 @@ pub fn route(
     if cl.db != 0 {
         return None;
     }
-    let mut keys: Vec<&[u8]> = Vec::new();
+    // The key list reuses the connection's buffers: no allocation per routed command.
+    let mut keys = crate::resp::recycle_view(std::mem::take(&mut cl.route_keys));
     let mut is_write = cmd.has(flags::WRITE);
-    let mut idx = Vec::new();
     if is_exec {
+        let mut idx = Vec::new();
         let queue = cl.multi.as_ref()?;
         let t = table();
         for q in queue {
@@ -58,13 +59,21 @@ pub fn route(
             }
         }
     } else {
-        if matches!(cmd.keys, crate::cmd::KeyPos::None) {
-            return None;
+        match cmd.keys {
+            crate::cmd::KeyPos::None => {}
+            // Most commands: one key, first argument.
+            crate::cmd::KeyPos::Range {
+                first: 1, last: 1, ..
+            } => keys.push(args[1]),
+            _ => {
+                cl.scratch_idx.clear();
+                cmd.key_indices(args, &mut cl.scratch_idx);
+                keys.extend(cl.scratch_idx.iter().map(|&i| args[i]));
+            }
         }
-        cmd.key_indices(args, &mut idx);
-        keys.extend(idx.iter().map(|&i| args[i]));
     }
     if keys.is_empty() {
+        cl.route_keys = crate::resp::recycle_view(keys);
         return None;
     }
     let q = RouteQuery {
@@ -76,6 +85,7 @@ pub fn route(
         is_migrate: cmd.name == "migrate",
     };
     let r = route_query(node, &q, |k| key_exists(srv, k));
+    cl.route_keys = crate::resp::recycle_view(q.keys);
     let err = r.error()?;
     if let Route::Local { .. } = r {
         return None;

@@ -235,6 +235,8 @@ pub struct ClientState {
     pub reply_mode: ReplyMode,
     pub scratch_idx: Vec<usize>,
     pub scratch_slots: Vec<u16>,
+    /// The cluster router's key list (crate::cluster::route), kept for its allocation.
+    pub route_keys: Vec<&'static [u8]>,
     /// Unix ms taken once per read batch (0 = take a fresh one): a pipeline of 16 commands
     /// shouldn't read the clock 16 times for expiry decisions.
     pub now_ms: u64,
@@ -260,6 +262,7 @@ impl ClientState {
             reply_mode: ReplyMode::On,
             scratch_idx: Vec::new(),
             scratch_slots: Vec::new(),
+            route_keys: Vec::new(),
             now_ms: 0,
             cluster: Default::default(),
         }

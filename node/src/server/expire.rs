@@ -15,6 +15,8 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         let hz = srv.config.read().uint("hz").clamp(1, 500);
         let tick = Duration::from_millis(1000 / hz);
         tokio::time::sleep(tick).await;
+        // The same tick decides whether pipelined key prefetch pays (data size).
+        super::prefetch::refresh(&srv);
         // Nothing has a TTL: skip the sweep (it touches every stripe). A full sweep still
         // runs every 100 ticks, a safety net should the count ever miss a key.
         if srv.ks.volatile_keys() == 0 && idle_ticks < 100 {

@@ -86,6 +86,8 @@ pub struct Server {
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub prefetch_batch: AtomicU64,
+    /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
+    pub prefetch_active: AtomicBool,
     pub timeout_secs: AtomicU64,
     pub has_requirepass: AtomicBool,
     pub slowlog_threshold: AtomicI64,
@@ -138,6 +140,7 @@ impl Server {
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             prefetch_batch: AtomicU64::new(16),
+            prefetch_active: AtomicBool::new(false),
             timeout_secs: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
             slowlog_threshold: AtomicI64::new(10000),

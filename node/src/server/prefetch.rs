@@ -4,6 +4,8 @@
 //! requests do, and a request that can't be read ahead (incomplete, malformed, unknown,
 //! wrong arity) just ends the batch.
 
+use std::sync::atomic::Ordering;
+
 use smallvec::SmallVec;
 
 use crate::cmd::{self, KeyPos};
@@ -13,6 +15,18 @@ use crate::slot::key_hash_slot;
 
 /// Keys per batch at most: a pipelined MSET of hundreds of keys gets its first ones.
 const MAX_KEYS: usize = 64;
+
+/// Below this much data the keyspace sits in the CPU caches and reading ahead only costs
+/// (measured at -P 16 on one hot key: +60 ns per GET, +770 ns per 10-key MSET, against
+/// -40% CPU per GET over 1M random keys). used_memory is the proxy for the working set.
+const MIN_DATA_BYTES: u64 = 8 << 20;
+
+/// Re-evaluates, from the periodic server tick, whether the data set is big enough for
+/// the look-ahead to pay.
+pub fn refresh(srv: &Server) {
+    let on = crate::alloc::used_memory() >= MIN_DATA_BYTES;
+    srv.prefetch_active.store(on, Ordering::Relaxed);
+}
 
 /// The look-ahead's reusable state, one per connection.
 #[derive(Default)]
@@ -38,7 +52,11 @@ impl Lookahead {
         lim: Limits,
         batch: usize,
     ) {
-        if batch < 2 || self.covered >= first || buf.len() <= first {
+        if batch < 2
+            || self.covered >= first
+            || buf.len() <= first
+            || !srv.prefetch_active.load(Ordering::Relaxed)
+        {
             return;
         }
         let mut keys: SmallVec<[(u16, &[u8]); 32]> = SmallVec::new();
@@ -68,6 +86,10 @@ impl Lookahead {
             c.key_indices(&view, &mut self.idx);
             for &i in &self.idx {
                 if let Some(&k) = view.get(i) {
+                    // A pipeline hitting one key again and again needs it fetched once.
+                    if keys.last().is_some_and(|&(_, last)| last == k) {
+                        continue;
+                    }
                     keys.push((key_hash_slot(k), k));
                 }
             }
@@ -79,6 +101,7 @@ impl Lookahead {
         self.view = recycle_view(view);
         self.covered = off;
         if keys.len() >= 2 {
+            srv.stats.prefetch_batches.fetch_add(1, Ordering::Relaxed);
             srv.ks.prefetch(db, &keys, &mut self.stripes);
         }
     }

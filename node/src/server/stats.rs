@@ -24,6 +24,8 @@ pub struct Stats {
     pub net_input_bytes: Counter,
     pub net_output_bytes: Counter,
     pub protocol_errors: Counter,
+    /// Batches of pipelined requests whose keys were prefetched (server::prefetch).
+    pub prefetch_batches: Counter,
     pub unexpected_error_replies: Counter,
     pub dirty: Counter,
     pub pubsub_messages: Counter,
@@ -43,6 +45,7 @@ impl Stats {
             &self.net_input_bytes,
             &self.net_output_bytes,
             &self.protocol_errors,
+            &self.prefetch_batches,
             &self.unexpected_error_replies,
             &self.pubsub_messages,
         ] {
