@@ -2,7 +2,8 @@
 # Side-by-side benchmark: tessera-node vs redis-server 7.0 vs valkey-server 9.1 on loopback.
 # Throughput (redis-benchmark, 50 clients, -P 1 and -P 16) and memory for 1M keys of 16-byte
 # values, for 1M small collections of each kind (hash, set, intset, zset, list) and for one
-# big collection of each kind. Prints tables of ratios and saves them as bench/node-<date>.md.
+# big collection of each kind; GET/SET over a 1M-key random keyspace, standalone and in cluster
+# mode. Prints tables of ratios and saves them as bench/node-<date>.md.
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
@@ -34,11 +35,11 @@ free_port() { # first free port from $1 upward (our range 11000-12999)
     echo "$p"
 }
 
-start() { # name binary port
-    local name=$1 bin=$2 port=$3
+start() { # name binary port [directives...]
+    local name=$1 bin=$2 port=$3; shift 3
     mkdir -p "$TMP/$name"
     (cd "$TMP/$name" && exec "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-        --protected-mode no >"$TMP/$name.log" 2>&1) &
+        --protected-mode no "$@" >"$TMP/$name.log" 2>&1) &
     PIDS+=($!)
     eval "PID_$name=$!"
     for _ in $(seq 100); do
@@ -211,6 +212,26 @@ done
 run_tests "r" "$RTESTS" -r "$RKEYS"
 for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
 
+# And in cluster mode (what the operator runs): each server restarted with cluster-enabled,
+# alone in its cluster with all 16384 slots, the same random-keyspace runs.
+for srv in tessera redis valkey; do
+    pid_var="PID_$srv"; kill "${!pid_var}" 2>/dev/null || true
+done
+wait 2>/dev/null || true
+for srv in tessera redis valkey; do rm -rf "${TMP:?}/$srv"; done
+P_T=$(free_port 12901); start tessera "$TESSERA_BIN" "$P_T" --cluster-enabled yes
+P_R=$(free_port $((P_T + 1))); start redis "$(command -v redis-server)" "$P_R" --cluster-enabled yes
+P_V=$(free_port $((P_R + 1))); start valkey "$(command -v valkey-server)" "$P_V" --cluster-enabled yes
+for p in "$P_T" "$P_R" "$P_V"; do
+    redis-cli -p "$p" cluster addslotsrange 0 16383 >/dev/null
+    for _ in $(seq 100); do
+        redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' && break
+        sleep 0.1
+    done
+    redis-benchmark -p "$p" -c 50 -n $((2 * RKEYS)) -P 16 -t set -r "$RKEYS" -q >/dev/null 2>&1 || true
+done
+run_tests "c" "$RTESTS" -r "$RKEYS"
+
 ratio() { # a b -> a/b with 2 decimals, or n/a
     if [[ "$1" == n/a || -z "$1" || -z "$2" || "$2" == n/a ]]; then echo "n/a"; else
         awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2f", a / b }'; fi
@@ -228,8 +249,9 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera/redis | tessera/valkey | tessera/best |"
     echo "|---|---|---|---|---|---|---|---|"
-    for group in ":$TESTS" "r:$RTESTS"; do
+    for group in ":$TESTS" "r:$RTESTS" "c:$RTESTS"; do
         tag=${group%%:*}; label=""; [ -n "$tag" ] && label=" $RKEYS random keys"
+        [ "$tag" = c ] && label="$label, cluster mode"
         for pipe in 1 16; do
             for t in $(echo "${group#*:}" | tr ',' ' '); do
                 tr_=${RPS["tessera,$tag$pipe,$t"]:-n/a}; rr=${RPS["redis,$tag$pipe,$t"]:-n/a}; vr=${RPS["valkey,$tag$pipe,$t"]:-n/a}
@@ -244,8 +266,9 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera ns | redis ns | valkey ns | tessera/redis | tessera/valkey |"
     echo "|---|---|---|---|---|---|---|"
-    for group in ":$TESTS" "r:$RTESTS"; do
+    for group in ":$TESTS" "r:$RTESTS" "c:$RTESTS"; do
         tag=${group%%:*}; label=""; [ -n "$tag" ] && label=" $RKEYS random keys"
+        [ "$tag" = c ] && label="$label, cluster mode"
         for pipe in 1 16; do
             for t in $(echo "${group#*:}" | tr ',' ' '); do
                 tc=${CPU["tessera,$tag$pipe,$t"]:-n/a}; rc=${CPU["redis,$tag$pipe,$t"]:-n/a}; vc=${CPU["valkey,$tag$pipe,$t"]:-n/a}
