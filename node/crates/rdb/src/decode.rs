@@ -95,6 +95,9 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
             }
             Ok(RdbValue::List(v))
         }
+        TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => Ok(
+            RdbValue::Stream(Box::new(crate::stream::read_stream(src, ty)?)),
+        ),
         TYPE_MODULE_PRE_GA | TYPE_MODULE_2 => {
             let id = src.len()?;
             Err(RdbError::UnsupportedModule(module_name(id)))

@@ -113,7 +113,7 @@ impl ListpackBuilder {
     pub(crate) fn push(&mut self, s: &[u8]) {
         let start = self.buf.len();
         match canonical_int(s) {
-            Some(v) => self.push_int(v),
+            Some(v) => self.push_int_raw(v),
             None => {
                 let n = s.len();
                 if n < 64 {
@@ -133,7 +133,22 @@ impl ListpackBuilder {
         self.count += 1;
     }
 
-    fn push_int(&mut self, v: i64) {
+    /// Appends an integer element (streams store IDs, flags and counts this way).
+    pub(crate) fn push_int(&mut self, v: i64) {
+        let start = self.buf.len();
+        self.push_int_raw(v);
+        let l = (self.buf.len() - start) as u64;
+        push_backlen(&mut self.buf, l);
+        self.count += 1;
+    }
+
+    /// Appends the elements of `other` after ours.
+    pub(crate) fn append(&mut self, other: ListpackBuilder) {
+        self.buf.extend_from_slice(&other.buf[6..]);
+        self.count += other.count;
+    }
+
+    fn push_int_raw(&mut self, v: i64) {
         let b = &mut self.buf;
         if (0..=127).contains(&v) {
             b.push(v as u8);
@@ -238,6 +253,7 @@ pub(crate) fn value_type(v: &RdbValue) -> u8 {
                 TYPE_HASH
             }
         }
+        RdbValue::Stream(_) => TYPE_STREAM_LISTPACKS_2,
         RdbValue::ZSet(p) => {
             if p.len() <= ZSET_MAX_LISTPACK_ENTRIES
                 && p.iter().all(|(m, _)| m.len() <= ZSET_MAX_LISTPACK_VALUE)
@@ -292,6 +308,7 @@ pub(crate) fn write_value_body(out: &mut Vec<u8>, v: &RdbValue, ty: u8) {
             }
             write_string(out, &lp.finish());
         }
+        (RdbValue::Stream(s), _) => crate::stream::write_stream(out, s),
         (RdbValue::ZSet(p), _) => {
             write_len(out, p.len() as u64);
             for (m, s) in p {

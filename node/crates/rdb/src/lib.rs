@@ -45,6 +45,7 @@ mod error;
 pub mod lzf;
 mod reader;
 mod source;
+mod stream;
 pub mod types;
 mod value;
 mod writer;
@@ -58,7 +59,7 @@ pub use dump::{
 };
 pub use error::{RdbError, Result};
 pub use reader::{read_entries, RdbEntry, RdbEvent, RdbReader, DEFAULT_MAX_READ_VERSION};
-pub use value::RdbValue;
+pub use value::{RdbStream, RdbStreamConsumer, RdbStreamGroup, RdbValue, StreamId};
 pub use writer::{
     encode_entry, encode_entry_with_meta, AuxInfo, EntryMeta, RdbWriter, ReplAux, RDB_VERSION,
 };

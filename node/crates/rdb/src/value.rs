@@ -13,6 +13,7 @@ pub enum RdbValue {
     Set(Vec<Bytes>),
     Hash(Vec<(Bytes, Bytes)>),
     ZSet(Vec<(Bytes, f64)>),
+    Stream(Box<RdbStream>),
 }
 
 impl RdbValue {
@@ -24,6 +25,7 @@ impl RdbValue {
             RdbValue::Set(_) => "set",
             RdbValue::Hash(_) => "hash",
             RdbValue::ZSet(_) => "zset",
+            RdbValue::Stream(_) => "stream",
         }
     }
 
@@ -34,14 +36,62 @@ impl RdbValue {
             RdbValue::List(v) | RdbValue::Set(v) => v.len(),
             RdbValue::Hash(v) => v.len(),
             RdbValue::ZSet(v) => v.len(),
+            RdbValue::Stream(s) => s.entries.len(),
         }
     }
 
     /// True for an empty collection (Redis never stores those; a writer may still be given one).
     pub fn is_empty(&self) -> bool {
         match self {
-            RdbValue::String(_) => false,
+            // Redis keeps empty streams (XDEL / XTRIM leave the key and its groups).
+            RdbValue::String(_) | RdbValue::Stream(_) => false,
             _ => self.len() == 0,
         }
     }
+}
+
+/// A stream entry ID (`<ms>-<seq>`), ordered as Redis orders them (ms, then seq).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+/// A stream as RDB types 15/19/21 and DUMP payloads hold it (field names as in Redis's
+/// rdbSaveObject / rdbLoadObject for OBJ_STREAM).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RdbStream {
+    /// Live entries, ascending ID, each with its field/value pairs in order.
+    pub entries: Vec<(StreamId, Vec<(Bytes, Bytes)>)>,
+    pub last_id: StreamId,
+    /// RDB 19/21 only (type 15 loads: first entry's ID or 0-0, max_deleted 0-0, entries_added = entries.len()).
+    pub first_id: StreamId,
+    pub max_deleted_id: StreamId,
+    pub entries_added: u64,
+    pub groups: Vec<RdbStreamGroup>,
+}
+
+/// A consumer group of a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RdbStreamGroup {
+    pub name: Bytes,
+    pub last_id: StreamId,
+    /// Redis's cg->entries_read; -1 (SCG_INVALID_ENTRIES_READ) when unknown. Type 15: -1.
+    pub entries_read: i64,
+    /// The group's pending entries list: (id, delivery time in unix ms, delivery count), ascending id.
+    pub pel: Vec<(StreamId, u64, u64)>,
+    pub consumers: Vec<RdbStreamConsumer>,
+}
+
+/// A consumer of a group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RdbStreamConsumer {
+    pub name: Bytes,
+    /// seen-time in unix ms.
+    pub seen_time: u64,
+    /// active-time in unix ms: only RDB type 21 stores it (None when loaded from 15/19;
+    /// the writer of type 19 drops it).
+    pub active_time: Option<u64>,
+    /// IDs of the group PEL entries this consumer owns, ascending.
+    pub pending: Vec<StreamId>,
 }

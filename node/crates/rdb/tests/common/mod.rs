@@ -17,9 +17,9 @@ use tessera_rdb::RdbValue;
 pub const REDIS_SERVER: &str = "/usr/bin/redis-server";
 pub const REDIS_CHECK_RDB: &str = "/usr/bin/redis-check-rdb";
 
-/// This helper's port range is 15000-16999; the rdb tests use 15000-15999.
-const PORT_BASE: u16 = 15000;
-const PORT_SPAN: u16 = 1000;
+/// The rdb crate's test port range is 31500-31999.
+const PORT_BASE: u16 = 31500;
+const PORT_SPAN: u16 = 500;
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
 fn candidate_port() -> u16 {
@@ -389,6 +389,7 @@ pub fn populate(con: &mut redis::Connection, key: &[u8], v: &RdbValue, expire_ms
             }
             c.query::<()>(con)
         }
+        RdbValue::Stream(s) => populate_stream(con, key, s),
     }
     .expect("populate");
     if let Some(ms) = expire_ms {
@@ -413,4 +414,55 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// `<ms>-<seq>` text of an ID.
+pub fn id_text(id: tessera_rdb::StreamId) -> String {
+    format!("{}-{}", id.ms, id.seq)
+}
+
+/// Writes a stream with XADD / XSETID / XGROUP (group PELs cannot be made by commands with
+/// given delivery times, so they must be empty here).
+fn populate_stream(
+    con: &mut redis::Connection,
+    key: &[u8],
+    s: &tessera_rdb::RdbStream,
+) -> redis::RedisResult<()> {
+    for (id, fields) in &s.entries {
+        let mut c = redis::cmd("XADD");
+        c.arg(key).arg(id_text(*id));
+        for (f, v) in fields {
+            c.arg(f.as_ref()).arg(v.as_ref());
+        }
+        c.query::<()>(con)?;
+    }
+    redis::cmd("XSETID")
+        .arg(key)
+        .arg(id_text(s.last_id))
+        .arg("ENTRIESADDED")
+        .arg(s.entries_added)
+        .arg("MAXDELETEDID")
+        .arg(id_text(s.max_deleted_id))
+        .query::<()>(con)?;
+    for g in &s.groups {
+        assert!(g.pel.is_empty(), "populate cannot recreate a PEL");
+        let mut c = redis::cmd("XGROUP");
+        c.arg("CREATE")
+            .arg(key)
+            .arg(g.name.as_ref())
+            .arg(id_text(g.last_id));
+        if g.entries_read >= 0 {
+            c.arg("ENTRIESREAD").arg(g.entries_read);
+        }
+        c.query::<()>(con)?;
+        for cons in &g.consumers {
+            redis::cmd("XGROUP")
+                .arg("CREATECONSUMER")
+                .arg(key)
+                .arg(g.name.as_ref())
+                .arg(cons.name.as_ref())
+                .query::<()>(con)?;
+        }
+    }
+    Ok(())
 }
