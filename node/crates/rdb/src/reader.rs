@@ -12,7 +12,7 @@ use crate::types::*;
 use crate::value::RdbValue;
 
 /// Highest RDB version read by default: 80 (Valkey 9; Redis 7.2 is 11, Redis 7.4/8 is 12).
-/// Later versions only add types; the ones we do not model (streams, hash field expiry) are
+/// Later versions only add types; the ones we do not model (modules, hash field expiry) are
 /// reported as typed errors. Pass 10 to [`RdbReader::with_max_version`] to act as Redis 7.0.
 pub const DEFAULT_MAX_READ_VERSION: u16 = 80;
 

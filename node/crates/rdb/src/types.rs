@@ -38,7 +38,8 @@ pub const OPCODE_EOF: u8 = 255;
 pub(crate) const QUICKLIST_NODE_PLAIN: u64 = 1;
 pub(crate) const QUICKLIST_NODE_PACKED: u64 = 2;
 
-/// A readable name for the value types we know of but do not load (for error messages).
+/// A readable name for the value types we know of but do not load (for error messages;
+/// streams are loaded, their name stays for completeness).
 pub(crate) fn type_name(code: u8) -> Option<&'static str> {
     Some(match code {
         TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => "stream",

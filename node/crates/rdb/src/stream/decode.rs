@@ -238,13 +238,15 @@ fn read_node(
             return Err(corrupt("entry field count exceeds the node"));
         }
         let mut fields = Vec::with_capacity(n);
-        for i in 0..n {
-            let f = if same {
-                master_fields[i].clone()
-            } else {
-                it.next()?
-            };
-            fields.push((f, it.next()?));
+        if same {
+            for f in &master_fields {
+                fields.push((f.clone(), it.next()?));
+            }
+        } else {
+            for _ in 0..n {
+                let f = it.next()?;
+                fields.push((f, it.next()?));
+            }
         }
         let lp_count = it.count()?;
         let expect = if same { n + 3 } else { 2 * n + 4 };

@@ -4,6 +4,7 @@
 
 pub mod gen;
 pub mod raw;
+pub mod xinfo;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -183,6 +184,7 @@ pub fn fetch_value(con: &mut redis::Connection, key: &[u8]) -> Option<RdbValue> 
                     .collect(),
             )
         }
+        "stream" => RdbValue::Stream(Box::new(xinfo::fetch_stream(con, key))),
         other => panic!("unexpected type {other}"),
     })
 }
