@@ -105,7 +105,7 @@ impl<'a> Node<'a> {
 
 /// Splits the entries into listpack nodes (streamAppendItem's rule: a new node when the
 /// listpack would reach stream-node-max-bytes or already holds stream-node-max-entries).
-fn build_nodes(entries: &[Entry]) -> Vec<(StreamId, Vec<u8>)> {
+pub(crate) fn build_nodes(entries: &[Entry]) -> Vec<(StreamId, Vec<u8>)> {
     let mut nodes = Vec::new();
     let mut cur: Option<(Node<'_>, usize)> = None;
     for e in entries {
@@ -134,12 +134,21 @@ fn build_nodes(entries: &[Entry]) -> Vec<(StreamId, Vec<u8>)> {
 
 /// Appends the type-19 body of `s`.
 pub(crate) fn write_stream(out: &mut Vec<u8>, s: &RdbStream) {
-    let nodes = build_nodes(&s.entries);
+    write_nodes(out, &build_nodes(&s.entries));
+    write_meta(out, s);
+}
+
+/// The rax of listpacks: node count, then each node's master ID and listpack.
+pub(crate) fn write_nodes(out: &mut Vec<u8>, nodes: &[(StreamId, Vec<u8>)]) {
     write_len(out, nodes.len() as u64);
-    for (master, lp) in &nodes {
+    for (master, lp) in nodes {
         write_string(out, &id_bytes(*master));
         write_string(out, lp);
     }
+}
+
+/// Everything after the nodes: length, IDs, counters and consumer groups.
+pub(crate) fn write_meta(out: &mut Vec<u8>, s: &RdbStream) {
     write_len(out, s.entries.len() as u64);
     write_id(out, s.last_id);
     write_id(out, s.first_id);

@@ -5,3 +5,6 @@ mod encode;
 
 pub(crate) use decode::read_stream;
 pub(crate) use encode::write_stream;
+
+#[cfg(test)]
+mod tests;
