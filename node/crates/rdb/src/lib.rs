@@ -7,6 +7,8 @@
 //! - [`RdbReader`]: streaming reader for RDB versions 1..=12 and Valkey 9's 80, every encoding Redis writes.
 //! - [`RdbWriter`] / [`write_atomic`]: RDB version 10 writer with Redis 7.0's compact encodings.
 //! - [`dump_value`] / [`restore_value`]: DUMP payloads.
+//! - Streams ([`RdbStream`]): read from RDB types 15, 19 and 21, written as type 19 in the
+//!   listpack node layout of Redis 7.0.
 //! - [`aof`]: multi-part AOF manifest and a RESP command reader that tells truncation from
 //!   corruption.
 //!

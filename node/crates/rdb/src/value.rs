@@ -59,6 +59,9 @@ pub struct StreamId {
 
 /// A stream as RDB types 15/19/21 and DUMP payloads hold it (field names as in Redis's
 /// rdbSaveObject / rdbLoadObject for OBJ_STREAM).
+///
+/// The reader only returns consistent streams (entries strictly ascending, every group PEL
+/// entry owned by exactly one consumer); the writer expects the same of what it is given.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RdbStream {
     /// Live entries, ascending ID, each with its field/value pairs in order.

@@ -333,6 +333,29 @@ pub fn sample_dataset(far_future_ms: i64) -> Vec<(Bytes, RdbValue, Option<i64>)>
                 .collect(),
         ),
     ));
+    // A stream with a group (no consumers: their seen times come from the server's clock).
+    let id = |ms, seq| tessera_rdb::StreamId { ms, seq };
+    d.push(s(
+        "stream:small",
+        RdbValue::Stream(Box::new(tessera_rdb::RdbStream {
+            entries: vec![
+                (id(1, 1), vec![(bs("a"), bs("1")), (bs("b"), bs("x"))]),
+                (id(1, 2), vec![(bs("a"), bs("-5000")), (bs("b"), bs(""))]),
+                (id(2, 0), vec![(bs("other"), bs(&"z".repeat(100)))]),
+            ],
+            last_id: id(7, 3),
+            first_id: id(1, 1),
+            max_deleted_id: id(0, 0),
+            entries_added: 5,
+            groups: vec![tessera_rdb::RdbStreamGroup {
+                name: bs("g"),
+                last_id: id(1, 1),
+                entries_read: 1,
+                pel: vec![],
+                consumers: vec![],
+            }],
+        })),
+    ));
     d.push((
         bs("exp:str"),
         RdbValue::String(bs("soon")),
