@@ -73,6 +73,7 @@ fn key_commands(buf: &mut Vec<u8>, key: &Bytes, v: &RdbValue, exp: Option<i64>) 
                 encode_command(buf, &a);
             }
         }
+        RdbValue::Stream(st) => stream_commands(buf, k, st),
     }
     if let Some(at) = exp {
         let at = at.to_string();
@@ -184,4 +185,101 @@ fn write_inner(
         source: e,
     })?;
     Ok(n)
+}
+
+/// The commands that rebuild a stream, as Redis 7.0's rewriteStreamObject: its entries
+/// (an empty stream is created by an XADD trimmed away at once), XSETID for the last ID and
+/// counters, then each group, its pending entries re-assigned by XCLAIM ... FORCE, and
+/// consumers that have none by XGROUP CREATECONSUMER.
+fn stream_commands(buf: &mut Vec<u8>, k: &[u8], st: &tessera_rdb::RdbStream) {
+    let id = |i: &tessera_rdb::StreamId| format!("{}-{}", i.ms, i.seq);
+    if st.entries.is_empty() {
+        let last = id(&st.last_id);
+        encode_command(
+            buf,
+            &[
+                b"XADD".as_slice(),
+                k,
+                b"MAXLEN",
+                b"0",
+                last.as_bytes(),
+                b"x",
+                b"y",
+            ],
+        );
+    }
+    for (eid, fields) in &st.entries {
+        let eid = id(eid);
+        let mut a: Vec<&[u8]> = vec![b"XADD", k, eid.as_bytes()];
+        for (f, v) in fields {
+            a.push(f);
+            a.push(v);
+        }
+        encode_command(buf, &a);
+    }
+    let (last, added, maxdel) = (
+        id(&st.last_id),
+        st.entries_added.to_string(),
+        id(&st.max_deleted_id),
+    );
+    encode_command(
+        buf,
+        &[
+            b"XSETID".as_slice(),
+            k,
+            last.as_bytes(),
+            b"ENTRIESADDED",
+            added.as_bytes(),
+            b"MAXDELETEDID",
+            maxdel.as_bytes(),
+        ],
+    );
+    for g in &st.groups {
+        let (glast, read) = (id(&g.last_id), g.entries_read.to_string());
+        encode_command(
+            buf,
+            &[
+                b"XGROUP".as_slice(),
+                b"CREATE",
+                k,
+                &g.name,
+                glast.as_bytes(),
+                b"ENTRIESREAD",
+                read.as_bytes(),
+            ],
+        );
+        for c in &g.consumers {
+            if c.pending.is_empty() {
+                encode_command(
+                    buf,
+                    &[b"XGROUP".as_slice(), b"CREATECONSUMER", k, &g.name, &c.name],
+                );
+            }
+            for pid in &c.pending {
+                // The group PEL is in ascending ID order.
+                let Ok(at) = g.pel.binary_search_by(|(p, _, _)| p.cmp(pid)) else {
+                    continue;
+                };
+                let (_, time, count) = g.pel[at];
+                let (pid, time, count) = (id(pid), time.to_string(), count.to_string());
+                encode_command(
+                    buf,
+                    &[
+                        b"XCLAIM".as_slice(),
+                        k,
+                        &g.name,
+                        &c.name,
+                        b"0",
+                        pid.as_bytes(),
+                        b"TIME",
+                        time.as_bytes(),
+                        b"RETRYCOUNT",
+                        count.as_bytes(),
+                        b"JUSTID",
+                        b"FORCE",
+                    ],
+                );
+            }
+        }
+    }
 }
