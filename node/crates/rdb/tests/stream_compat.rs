@@ -501,3 +501,26 @@ fn valkey_streams_both_ways() {
         assert_eq!(&got, w, "{k} loaded into valkey from our file");
     }
 }
+
+/// redis-server with rdbcompression off writes the listpacks raw: they decode the same.
+#[test]
+fn redis_stream_file_without_compression() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = RedisServer::start_args(
+        Path::new(REDIS_SERVER),
+        dir.path(),
+        "dump.rdb",
+        &["--rdbcompression", "no"],
+    );
+    let mut con = server.connection();
+    workload(&mut con);
+    let mut want = models(&mut con);
+    cmd(&mut con, &["SAVE"]);
+    want.sort_by(|a, b| a.0.cmp(b.0));
+    let got = streams_in_file(&dir.path().join("dump.rdb"));
+    assert_eq!(got.len(), want.len());
+    for ((gk, g), (wk, w)) in got.iter().zip(&want) {
+        assert_eq!(gk, wk);
+        assert_eq!(g, w, "stream {wk} from an uncompressed dump.rdb");
+    }
+}
