@@ -146,6 +146,15 @@ pub fn eq_ic(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
+const LAST_NAME_MAX: usize = 16;
+
+thread_local! {
+    /// (name as sent, its length, command index) of the last successful lookup; the length
+    /// starts out impossible so nothing matches before the first lookup.
+    static LAST_NAME: std::cell::Cell<([u8; LAST_NAME_MAX], u8, u16)> =
+        const { std::cell::Cell::new(([0; LAST_NAME_MAX], u8::MAX, 0)) };
+}
+
 /// The command table, built once.
 pub struct CommandTable {
     pub cmds: Vec<CommandSpec>,
@@ -162,9 +171,27 @@ pub fn table() -> &'static CommandTable {
 }
 
 impl CommandTable {
-    /// Case-insensitive lookup without allocating.
+    /// Case-insensitive lookup without allocating. The last name found on this thread is
+    /// remembered as sent: a pipeline repeats one command, and comparing up to 16 bytes is
+    /// cheaper than lower-casing, hashing and probing (~4% of a -P 16 LPUSH's CPU).
     #[inline]
     pub fn get(&self, name: &[u8]) -> Option<&CommandSpec> {
+        if name.len() <= LAST_NAME_MAX {
+            let (b, len, i) = LAST_NAME.get();
+            if len as usize == name.len() && &b[..name.len()] == name {
+                return self.cmds.get(i as usize);
+            }
+        }
+        let i = self.lookup(name)?;
+        if name.len() <= LAST_NAME_MAX {
+            let mut b = [0u8; LAST_NAME_MAX];
+            b[..name.len()].copy_from_slice(name);
+            LAST_NAME.set((b, name.len() as u8, i as u16));
+        }
+        self.cmds.get(i)
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<usize> {
         let mut buf = [0u8; 32];
         if name.len() > buf.len() {
             return None;
@@ -173,7 +200,7 @@ impl CommandTable {
             *d = s.to_ascii_lowercase();
         }
         let s = std::str::from_utf8(&buf[..name.len()]).ok()?;
-        self.index.get(s).map(|&i| &self.cmds[i])
+        self.index.get(s).copied()
     }
 
     /// Resolves a subcommand (CLIENT SETNAME) if the command has any.

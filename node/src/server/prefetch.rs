@@ -43,6 +43,7 @@ impl Lookahead {
     /// Called before running the request that fills the first `first` bytes of `buf`.
     /// When that request is followed by more input and isn't already covered by the last
     /// batch, prefetches the keys of up to `batch` requests from the front of `buf`.
+    #[inline]
     pub fn before(
         &mut self,
         srv: &Server,
@@ -59,6 +60,11 @@ impl Lookahead {
         {
             return;
         }
+        self.batch(srv, db, buf, lim, batch);
+    }
+
+    #[cold]
+    fn batch(&mut self, srv: &Server, db: usize, buf: &[u8], lim: Limits, batch: usize) {
         let mut keys: SmallVec<[(u16, &[u8]); 32]> = SmallVec::new();
         let mut view = recycle_view(std::mem::take(&mut self.view));
         let mut off = 0;
