@@ -93,8 +93,35 @@ fn acl_categories(c: &CommandSpec) -> Vec<&'static str> {
         v.push("@blocking");
     }
     v.push(if c.has(flags::FAST) { "@fast" } else { "@slow" });
+    // Redis lists them in the order of its category bits.
+    v.sort_by_key(|cat| ACL_ORDER.iter().position(|o| o == cat));
     v
 }
+
+/// Redis 7.0's ACL categories in bit order (ACL_CATEGORY_KEYSPACE ... _SCRIPTING).
+const ACL_ORDER: [&str; 21] = [
+    "@keyspace",
+    "@read",
+    "@write",
+    "@set",
+    "@sortedset",
+    "@list",
+    "@hash",
+    "@string",
+    "@bitmap",
+    "@hyperloglog",
+    "@geo",
+    "@stream",
+    "@pubsub",
+    "@admin",
+    "@fast",
+    "@slow",
+    "@blocking",
+    "@dangerous",
+    "@connection",
+    "@transaction",
+    "@scripting",
+];
 
 /// Key-spec flags of the `nth` key spec (derived from the command flags unless the table
 /// sets them).
