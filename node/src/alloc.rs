@@ -86,6 +86,17 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
+/// Gives the calling thread's free memory back to the OS. mimalloc returns empty pages
+/// only from inside later allocator calls of the thread that freed them, so an idle server
+/// that just dropped most of its data (FLUSHALL, expiry, a replica resync) would otherwise
+/// keep its peak RSS. `force` (MEMORY PURGE) also purges what is still within mimalloc's
+/// purge delay.
+pub fn purge(force: bool) {
+    // SAFETY: mi_collect only walks and releases the allocator's own free pages; it's
+    // callable from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(force) }
+}
+
 /// Live heap bytes (0 when the binary doesn't install [`CountingAlloc`]).
 pub fn used_memory() -> u64 {
     (USED.load(Ordering::Relaxed) as i64).max(0) as u64

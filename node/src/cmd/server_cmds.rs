@@ -39,7 +39,7 @@ pub fn commands() -> Vec<CommandSpec> {
                 s("help", 2, "loading stale", none, mem_help),
                 s("stats", 2, "loading stale", none, mem_stats),
                 s("doctor", 2, "loading stale", none, mem_doctor),
-                s("purge", 2, "", none, mem_doctor),
+                s("purge", 2, "", none, mem_purge),
             ]),
         CommandSpec::new("object", -2, "", none, obj_help)
             .group("generic")
@@ -292,6 +292,13 @@ fn mem_stats(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 
 fn mem_doctor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.out.verbatim(b"Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.", "txt");
+    Ok(())
+}
+
+/// MEMORY PURGE: returns free allocator pages to the OS (Redis asks jemalloc to purge).
+fn mem_purge(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
+    crate::alloc::purge(true);
+    ctx.out.ok();
     Ok(())
 }
 

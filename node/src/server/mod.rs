@@ -354,6 +354,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         tokio::spawn(accept_loop(srv.clone(), l, workers.clone()));
     }
     tokio::spawn(expire::active_expire_loop(srv.clone()));
+    tokio::spawn(purge_loop());
     tokio::spawn(clients::timeout_loop(srv.clone()));
     crate::persist::start(&srv);
     crate::repl::start(&srv);
@@ -370,6 +371,16 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     crate::persist::on_shutdown(&srv);
     tracing::warn!("Redis is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// Once a second, each event-loop thread hands the memory its connections freed back to
+/// the OS (crate::alloc::purge): after FLUSHALL of 1M keys RSS otherwise stayed at its
+/// 89 MB peak on an idle server.
+async fn purge_loop() {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        crate::alloc::purge(false);
+    }
 }
 
 type Handoff = tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>;
@@ -414,6 +425,7 @@ impl Workers {
                         }
                     };
                     rt.block_on(async move {
+                        tokio::spawn(purge_loop());
                         while let Some((std, peer)) = rx.recv().await {
                             match tokio::net::TcpStream::from_std(std) {
                                 Ok(s) => {
