@@ -97,6 +97,13 @@ pub fn purge(force: bool) {
     unsafe { libmimalloc_sys::mi_collect(force) }
 }
 
+/// INFO's mem_allocator: the linked mimalloc's version (e.g. `mimalloc-3.3.2`).
+pub fn allocator_name() -> String {
+    // SAFETY: returns a constant.
+    let v = unsafe { libmimalloc_sys::mi_version() };
+    format!("mimalloc-{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+}
+
 /// Live heap bytes (0 when the binary doesn't install [`CountingAlloc`]).
 pub fn used_memory() -> u64 {
     (USED.load(Ordering::Relaxed) as i64).max(0) as u64

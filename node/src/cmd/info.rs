@@ -134,12 +134,13 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             let policy = srv.config.read().str("maxmemory-policy").to_string();
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:mimalloc-3.3.2\r\nlazyfree_pending_objects:0\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:0\r\n",
                 human(used),
                 human(rss),
                 human(used),
                 human(max),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+                crate::alloc::allocator_name(),
             );
         }
         "persistence" => s.push_str(&crate::persist::info(srv)),
