@@ -1,20 +1,25 @@
 //! Freed memory goes back to the OS: after FLUSHALL (sync and async) of tens of MB, an idle
 //! node's RSS falls back near where it started, as redis-server's does (jemalloc's decay);
-//! MEMORY PURGE answers OK.
+//! MEMORY PURGE answers OK; used_memory_peak keeps the high-water mark until CONFIG
+//! RESETSTAT.
 
 mod types_common;
 use std::time::{Duration, Instant};
 use types_common::{tessera_with, Conn, Reply};
 
-fn rss(c: &mut Conn) -> u64 {
+fn memory_field(c: &mut Conn, field: &str) -> u64 {
     let Reply::Bulk(b) = c.cmd(&["INFO", "memory"]) else {
         panic!("INFO memory");
     };
     String::from_utf8_lossy(&b)
         .lines()
-        .find_map(|l| l.strip_prefix("used_memory_rss:").map(str::to_owned))
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_owned))
         .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory_rss")
+        .unwrap_or_else(|| panic!("no {field}"))
+}
+
+fn rss(c: &mut Conn) -> u64 {
+    memory_field(c, "used_memory_rss")
 }
 
 fn load(c: &mut Conn, n: usize) {
@@ -63,8 +68,14 @@ fn flushed_memory_returns_to_the_os() {
             full > base + 30_000_000,
             "200k keys of 100 bytes: RSS {full}, started at {base}"
         );
+        let used_full = memory_field(&mut c, "used_memory");
         assert_eq!(c.cmd(flush), Reply::Simple("OK".into()));
         wait_rss_below(&mut c, base + (full - base) / 3, flush.join(" ").as_str());
+        let peak = memory_field(&mut c, "used_memory_peak");
+        assert!(peak >= used_full, "peak {peak} < {used_full} before the flush");
     }
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), Reply::Simple("OK".into()));
+    let peak = memory_field(&mut c, "used_memory_peak");
+    assert!(peak < 20_000_000, "peak {peak} after RESETSTAT on an empty node");
     assert_eq!(c.cmd(&["MEMORY", "PURGE"]), Reply::Simple("OK".into()));
 }

@@ -108,6 +108,11 @@ fn resetstat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         }
     }
     ctx.srv.slowlog.entries.lock().clear();
+    // As Redis: the peak restarts from the current usage.
+    ctx.srv.memory_peak.store(
+        crate::alloc::used_memory(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     ctx.out.ok();
     Ok(())
 }

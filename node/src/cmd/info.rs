@@ -129,15 +129,16 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         }
         "memory" => {
             let used = crate::alloc::used_memory();
+            let peak = srv.memory_peak.fetch_max(used, Ordering::Relaxed).max(used);
             let rss = crate::alloc::rss_bytes();
             let max = srv.maxmemory.load(Ordering::Relaxed);
             let policy = srv.config.read().str("maxmemory-policy").to_string();
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:0\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:0\r\n",
                 human(used),
                 human(rss),
-                human(used),
+                human(peak),
                 human(max),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
                 crate::alloc::allocator_name(),

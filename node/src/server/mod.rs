@@ -88,6 +88,8 @@ pub struct Server {
     pub prefetch_batch: AtomicU64,
     /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
     pub prefetch_active: AtomicBool,
+    /// Highest used_memory seen by the server tick or INFO (INFO used_memory_peak).
+    pub memory_peak: AtomicU64,
     pub timeout_secs: AtomicU64,
     pub has_requirepass: AtomicBool,
     pub slowlog_threshold: AtomicI64,
@@ -141,6 +143,7 @@ impl Server {
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             prefetch_batch: AtomicU64::new(16),
             prefetch_active: AtomicBool::new(false),
+            memory_peak: AtomicU64::new(0),
             timeout_secs: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
             slowlog_threshold: AtomicI64::new(10000),

@@ -24,8 +24,10 @@ const MIN_DATA_BYTES: u64 = 8 << 20;
 /// Re-evaluates, from the periodic server tick, whether the data set is big enough for
 /// the look-ahead to pay.
 pub fn refresh(srv: &Server) {
-    let on = crate::alloc::used_memory() >= MIN_DATA_BYTES;
-    srv.prefetch_active.store(on, Ordering::Relaxed);
+    let used = crate::alloc::used_memory();
+    srv.prefetch_active
+        .store(used >= MIN_DATA_BYTES, Ordering::Relaxed);
+    srv.memory_peak.fetch_max(used, Ordering::Relaxed);
 }
 
 /// The look-ahead's reusable state, one per connection.
