@@ -1,8 +1,14 @@
-//! COMMAND: COUNT INFO DOCS LIST GETKEYS, with Redis 7.0 key specifications generated from
-//! each command's `KeyPos`.
+//! COMMAND: COUNT INFO DOCS LIST GETKEYS. ACL categories, tips and key specifications are
+//! redis-server 7.0.15's, recorded per command (`command_meta`); commands redis doesn't have
+//! fall back to ones derived from the command's flags and `KeyPos`.
 
 use super::{eq_ic, flags, table, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::resp::Out;
+
+// Declared here rather than in cmd/mod.rs: only COMMAND reads it.
+#[path = "command_meta.rs"]
+mod command_meta;
+use command_meta::meta;
 
 pub fn commands() -> Vec<CommandSpec> {
     let s = |name, arity, h| CommandSpec::new(name, arity, "loading stale", (0, 0, 0), h);
@@ -63,7 +69,12 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     super::help_lines(ctx, &lines)
 }
 
+/// Redis's ACL categories of `c` (from the metadata table; a heuristic on the command's
+/// group and flags for commands redis doesn't have).
 fn acl_categories(c: &CommandSpec) -> Vec<&'static str> {
+    if let Some(m) = meta(&c.full_name) {
+        return m.acl.clone();
+    }
     let mut v = Vec::new();
     match c.group {
         "generic" => v.push("@keyspace"),
@@ -123,9 +134,15 @@ const ACL_ORDER: [&str; 21] = [
     "@scripting",
 ];
 
-/// Key-spec flags of the `nth` key spec (derived from the command flags unless the table
-/// sets them).
+/// Key-spec flags of the `nth` key spec: redis's (metadata table), else the command table's,
+/// else derived from the command flags. Keys past the last spec share the last one's flags
+/// (MSET's one spec covers all its keys; SINTERSTORE's second covers every source).
 fn key_spec_flags(c: &CommandSpec, nth: usize) -> &'static [&'static str] {
+    if let Some(m) = meta(&c.full_name) {
+        if let Some(last) = m.spec_flags.len().checked_sub(1) {
+            return &m.spec_flags[nth.min(last)];
+        }
+    }
     match c.key_flags {
         [] if c.has(flags::WRITE) => &["RW", "update"],
         [] => &["RO", "access"],
@@ -250,6 +267,13 @@ fn write_key_specs(o: &mut Out, c: &CommandSpec) {
     }
 }
 
+/// Redis command flags that describe, rather than drive, this node's behaviour: it never
+/// loads asynchronously (so `no_async_loading` holds vacuously), EVAL takes zero keys
+/// (`no_mandatory_keys`) and RESTORE-ASKING is routed as if after ASKING (`asking`).
+/// (`skip_monitor` / `skip_slowlog` are not here: the node feeds EVAL to MONITOR and EXEC to
+/// the slowlog.)
+const DESCRIPTIVE_FLAGS: [&str; 3] = ["no_async_loading", "no_mandatory_keys", "asking"];
+
 /// One COMMAND INFO entry (10 fields in Redis 7.0).
 pub fn write_info(o: &mut Out, c: &CommandSpec) {
     o.array(10);
@@ -263,6 +287,11 @@ pub fn write_info(o: &mut Out, c: &CommandSpec) {
     if c.keys.movable() {
         fl.push("movablekeys");
     }
+    if let Some(m) = meta(&c.full_name) {
+        // Redis flags the command model has no bit for but which hold here too.
+        fl.extend(m.flags.iter().filter(|f| DESCRIPTIVE_FLAGS.contains(f)));
+        fl.sort_by_key(|f| m.flags.iter().position(|x| x == f).unwrap_or(usize::MAX));
+    }
     o.set(fl.len());
     for f in fl {
         o.simple(f);
@@ -271,14 +300,27 @@ pub fn write_info(o: &mut Out, c: &CommandSpec) {
     o.int(first);
     o.int(last);
     o.int(step);
-    let cats = acl_categories(c);
-    o.set(cats.len());
-    for a in cats {
-        o.simple(a);
+    if let Some(m) = meta(&c.full_name) {
+        // Redis's ACL categories, tips and key specs, as recorded.
+        let mut toks = m.tokens.iter().copied();
+        for _ in 0..3 {
+            replay(o, &mut toks);
+        }
+    } else {
+        let cats = acl_categories(c);
+        o.set(cats.len());
+        for a in cats {
+            o.simple(a);
+        }
+        o.set(0);
+        write_key_specs(o, c);
     }
-    o.set(0);
-    write_key_specs(o, c);
-    o.array(c.subcommands.len());
+    if c.subcommands.is_empty() {
+        // Redis 7.0 answers an empty set here (a RESP3 client sees `~0`), an array otherwise.
+        o.set(0);
+    } else {
+        o.array(c.subcommands.len());
+    }
     for s in &c.subcommands {
         write_info(o, s);
     }
@@ -492,11 +534,43 @@ fn getkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// Flags of the `nth` key GETKEYSANDFLAGS finds in `call`: the spec's flags, except where
+/// redis's own key finder decides per call (SORT's STORE destination takes the last spec;
+/// the `variable_flags` specs of SET and BITFIELD depend on the arguments).
+fn key_flags_of_call(c: &CommandSpec, call: &[&[u8]], nth: usize) -> &'static [&'static str] {
+    match c.full_name.as_str() {
+        "sort" if nth > 0 => key_spec_flags(c, usize::MAX),
+        "set" if call.iter().skip(3).any(|a| eq_ic(a, "get")) => &["RW", "access", "update"],
+        "set" => &["OW", "update"],
+        "bitfield" if bitfield_readonly(call) => &["RO", "access"],
+        "bitfield" => &["RW", "access", "update"],
+        _ => key_spec_flags(c, nth),
+    }
+}
+
+/// Whether a BITFIELD call only reads: GET and OVERFLOW subcommands only (redis's
+/// bitfieldGetKeys: anything it doesn't recognise counts as a write).
+fn bitfield_readonly(call: &[&[u8]]) -> bool {
+    let mut i = 2;
+    while i < call.len() {
+        let rem = call.len() - i - 1;
+        let a = call[i];
+        if eq_ic(a, "get") && rem >= 2 {
+            i += 3;
+        } else if eq_ic(a, "overflow") && rem >= 1 {
+            i += 2;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
 fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (c, idx) = keys_of(args)?;
     ctx.out.array(idx.len());
     for (n, i) in idx.into_iter().enumerate() {
-        let fl = key_spec_flags(c, n);
+        let fl = key_flags_of_call(c, &args[2..], n);
         ctx.out.array(2);
         ctx.out.bulk(args[2 + i]);
         ctx.out.set(fl.len());
