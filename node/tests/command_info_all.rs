@@ -288,3 +288,24 @@ fn getkeysandflags_matches_redis() {
         assert_eq!(a.cmd(&args), b.cmd(&args), "GETKEYS {call}");
     }
 }
+
+#[test]
+fn list_filterby_aclcat_matches_redis() {
+    let t = tessera();
+    let Some(r) = redis() else { return };
+    let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
+    let set = |c: &mut Conn, args: &[&str]| -> BTreeSet<String> {
+        names(c.cmd(args)).into_iter().collect()
+    };
+    let ours = set(&mut a, &["COMMAND", "LIST"]);
+    let theirs = set(&mut b, &["COMMAND", "LIST"]);
+    for cat in "keyspace read write string bitmap hash list set sortedset geo hyperloglog stream \
+                pubsub admin fast slow blocking dangerous connection transaction scripting"
+        .split_whitespace()
+    {
+        let args = ["COMMAND", "LIST", "FILTERBY", "ACLCAT", cat];
+        let x: BTreeSet<String> = set(&mut a, &args).intersection(&theirs).cloned().collect();
+        let y: BTreeSet<String> = set(&mut b, &args).intersection(&ours).cloned().collect();
+        assert_eq!(x, y, "COMMAND LIST FILTERBY ACLCAT {cat}");
+    }
+}
