@@ -4,7 +4,7 @@ use bytes::Bytes;
 use tessera_rdb::RdbValue;
 
 use crate::db::Value;
-use crate::types::{HashValue, Limits, ListValue, SetValue, ZSetValue};
+use crate::types::{HashValue, Limits, ListValue, SetValue, StreamValue, ZSetValue};
 
 /// The RDB model of a value (copies the elements).
 pub fn to_rdb(v: &Value) -> RdbValue {
@@ -31,6 +31,7 @@ pub fn to_rdb(v: &Value) -> RdbValue {
             z.for_each(|m, s| v.push((Bytes::copy_from_slice(m), s)));
             RdbValue::ZSet(v)
         }
+        Value::Stream(s) => RdbValue::Stream(Box::new(s.to_rdb())),
     }
 }
 
@@ -48,6 +49,8 @@ pub fn from_rdb(v: RdbValue, lim: &Limits) -> Option<Value> {
             p.into_iter().map(|(m, s)| (m.to_vec(), s)),
             lim,
         )),
+        // Redis keeps empty streams.
+        RdbValue::Stream(s) => Value::Stream(Box::new(StreamValue::from_rdb(*s))),
         _ => return None,
     })
 }

@@ -35,6 +35,9 @@ mod hash;
 mod hll;
 mod list;
 mod set;
+pub mod stream;
+mod stream_claim;
+mod stream_group;
 mod zset;
 // ---- end of types-helper mod declarations ----
 
@@ -80,6 +83,9 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(zset::commands());
     v.extend(hll::commands());
     v.extend(geo::commands());
+    v.extend(stream::commands());
+    v.extend(stream_group::commands());
+    v.extend(stream_claim::commands());
     // ---- end of types-helper registrations ----
     v
 }

@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 
-use crate::types::{HashValue, ListValue, SetValue, ZSetValue};
+use crate::types::{HashValue, ListValue, SetValue, StreamValue, ZSetValue};
 
 const INLINE: usize = 22;
 
@@ -98,6 +98,8 @@ pub enum Value {
     Hash(HashValue),
     Set(SetValue),
     ZSet(ZSetValue),
+    /// Boxed: streams are rare and their header is large.
+    Stream(Box<StreamValue>),
 }
 
 // One (key, Entry) node must stay in a 64-byte chunk: unboxing must not grow `Value`.
@@ -138,6 +140,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -182,6 +185,7 @@ impl Value {
             Value::Hash(h) => h.encoding(),
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -195,6 +199,7 @@ impl Value {
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),
             Value::ZSet(z) => z.heap_size(),
+            Value::Stream(s) => s.heap_size(),
         }
     }
 }

@@ -14,12 +14,14 @@ pub mod pack;
 pub mod pairmap;
 pub mod set;
 pub mod skiplist;
+pub mod stream;
 pub mod thin;
 pub mod zset;
 
 pub use hash::HashValue;
 pub use list::ListValue;
 pub use set::SetValue;
+pub use stream::StreamValue;
 pub use zset::ZSetValue;
 
 /// Most members a small non-integer set keeps packed. Redis 7.0 stores such sets as a
