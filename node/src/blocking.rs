@@ -34,6 +34,9 @@ pub struct BlockRequest {
     pub keys: Vec<Bytes>,
     /// 0 = block forever.
     pub timeout_ms: u64,
+    /// The command to re-run when woken, if not the one sent (XREAD resolves `$` to the
+    /// stream's last ID when it blocks, as Redis does).
+    pub args: Option<Vec<Bytes>>,
 }
 
 struct Waiter {
@@ -97,7 +100,7 @@ impl Blocking {
             Waiter {
                 db: req.db,
                 keys: req.keys,
-                args: crate::cmd::owned_args(args),
+                args: req.args.unwrap_or_else(|| crate::cmd::owned_args(args)),
                 resp3,
                 client_id: cl.id,
                 tx,

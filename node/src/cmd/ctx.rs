@@ -41,6 +41,7 @@ impl Ctx<'_> {
             db: self.ks.db,
             keys: super::owned_args(keys),
             timeout_ms,
+            args: None,
         });
     }
 

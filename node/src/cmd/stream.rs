@@ -43,7 +43,7 @@ pub fn take_rewrite() -> Option<Vec<Bytes>> {
     REWRITE.with(|r| r.borrow_mut().take())
 }
 
-fn set_rewrite(v: Option<Vec<Bytes>>) {
+pub(super) fn set_rewrite(v: Option<Vec<Bytes>>) {
     REWRITE.with(|r| *r.borrow_mut() = v);
 }
 

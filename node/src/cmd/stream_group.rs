@@ -1,5 +1,5 @@
-//! Stream reads and consumer groups (Redis 7.0.15's t_stream.c): XREAD, XREADGROUP (not
-//! blocking yet), XGROUP, XACK, XPENDING.
+//! Stream reads and consumer groups (Redis 7.0.15's t_stream.c): XREAD and XREADGROUP
+//! (with BLOCK, through `crate::blocking`), XGROUP, XACK, XPENDING.
 
 use bytes::Bytes;
 use tessera_rdb::StreamId;
@@ -18,8 +18,8 @@ pub fn commands() -> Vec<CommandSpec> {
     };
     let none = (0, 0, 0);
     vec![
-        c("xread", -4, "readonly", none, xread).keys(KeyPos::Custom(read_keys)),
-        c("xreadgroup", -7, "write", none, xreadgroup).keys(KeyPos::Custom(read_keys)),
+        c("xread", -4, "readonly blocking", none, xread).keys(KeyPos::Custom(read_keys)),
+        c("xreadgroup", -7, "write blocking", none, xreadgroup).keys(KeyPos::Custom(read_keys)),
         c("xack", -4, "write fast", (1, 1, 1), xack),
         c("xpending", -3, "readonly", (1, 1, 1), xpending),
         c("xgroup", -2, "", none, xgroup_help).subs(vec![
@@ -67,18 +67,31 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// Redis's xreadCommand (without BLOCK).
 fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult {
+    super::stream::set_rewrite(None);
     let mut count = 0usize;
     let mut streams_at = None;
     let mut group: Option<(&[u8], &[u8])> = None;
     let mut noack = false;
+    let mut timeout: Option<u64> = None;
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - 1 - i;
         let o = args[i];
         if eq_ic(o, "block") && more > 0 {
-            return Err(CmdError::msg(
-                "ERR BLOCK is not supported by this server yet",
-            ));
+            let t = crate::types::parse_i64_strict(args[i + 1]).ok_or(CmdError::msg(
+                "ERR timeout is not an integer or out of range",
+            ))?;
+            if t < 0 {
+                return Err(CmdError::TimeoutNegative);
+            }
+            timeout = Some(t as u64);
+            if group_cmd {
+                // Replicas and the AOF get the non-blocking form.
+                let mut v = super::owned_args(args);
+                v.drain(i..i + 2);
+                super::stream::set_rewrite(Some(v));
+            }
+            i += 1;
         } else if eq_ic(o, "count") && more > 0 {
             count = arg_i64(args[i + 1])?.max(0) as usize;
             i += 1;
@@ -214,6 +227,26 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
         }
     }
     if served == 0 {
+        if let Some(t) = timeout {
+            if ctx.can_block() {
+                // Woken by XADD (FIFO per key); `$` is re-run as the ID it stood for now.
+                let mut again = super::owned_args(args);
+                for k in 0..n {
+                    if rest[n + k] == b"$" {
+                        again[first + n + k] = Bytes::from(fmt_id(ids[k]));
+                    }
+                }
+                ctx.block_on(&rest[..n], t);
+                if let Some(b) = ctx.block.as_mut() {
+                    b.args = Some(again);
+                }
+                return Ok(());
+            }
+            if ctx.serving_blocked {
+                // Not served this time: stay blocked.
+                return Ok(());
+            }
+        }
         ctx.out.null_array();
         return Ok(());
     }

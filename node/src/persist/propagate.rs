@@ -75,8 +75,9 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usi
         v.push(Bytes::copy_from_slice(args[1]));
         v.extend(members);
         Some(v)
-    } else if cmd.name == "xadd" || cmd.name == "xtrim" {
-        // The concrete ID and exact trimming the handler recorded (Redis 7.0's rewrite).
+    } else if matches!(cmd.name, "xadd" | "xtrim" | "xreadgroup") {
+        // The concrete ID and exact trimming the handler recorded (Redis 7.0's rewrite);
+        // XREADGROUP without BLOCK.
         crate::cmd::stream::take_rewrite()
     } else {
         deterministic(cmd.name, args, ctx.ks.now)

@@ -1,0 +1,186 @@
+//! XREAD BLOCK / XREADGROUP BLOCK: woken by XADD in FIFO order, `$` resolved when the
+//! client blocks, timeouts answer a null array, blocking does not happen inside MULTI,
+//! and a served XREADGROUP reaches a replica in its non-blocking form.
+
+mod types_common;
+use std::time::{Duration, Instant};
+use types_common::{tessera, tessera_with, Conn, Reply};
+
+/// Polls INFO until `n` clients are blocked (generous deadline, no timing assertion).
+fn wait_blocked(c: &mut Conn, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let Reply::Bulk(info) = c.cmd(&["INFO", "clients"]) else {
+            panic!("info");
+        };
+        let info = String::from_utf8_lossy(&info).to_string();
+        let cur = info
+            .lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        if cur == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never saw {n} blocked (saw {cur})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(s.as_bytes().to_vec())
+}
+
+/// `[[key, [[id, [f, v]]]]]` in RESP2.
+fn one_entry(key: &str, id: &str, f: &str, v: &str) -> Reply {
+    Reply::Array(vec![Reply::Array(vec![
+        bulk(key),
+        Reply::Array(vec![Reply::Array(vec![
+            bulk(id),
+            Reply::Array(vec![bulk(f), bulk(v)]),
+        ])]),
+    ])])
+}
+
+#[test]
+fn xread_block_dollar_is_woken_by_xadd() {
+    let s = tessera();
+    let mut ctl = Conn::connect(s.port);
+    ctl.cmd(&["XADD", "s", "1-0", "old", "x"]);
+    let mut a = Conn::connect(s.port);
+    a.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    wait_blocked(&mut ctl, 1);
+    // Another key does not wake it; the entry after `$` does.
+    ctl.cmd(&["XADD", "other", "5-0", "f", "v"]);
+    ctl.cmd(&["XADD", "s", "2-0", "new", "y"]);
+    assert_eq!(a.read(), one_entry("s", "2-0", "new", "y"));
+    wait_blocked(&mut ctl, 0);
+    // A stream that does not exist yet: created by the XADD that wakes the reader.
+    a.send(&["XREAD", "COUNT", "5", "BLOCK", "0", "STREAMS", "fresh", "$"]);
+    wait_blocked(&mut ctl, 1);
+    ctl.cmd(&["XADD", "fresh", "7-1", "a", "b"]);
+    assert_eq!(a.read(), one_entry("fresh", "7-1", "a", "b"));
+}
+
+#[test]
+fn xread_block_times_out_and_does_not_block_in_multi() {
+    let s = tessera();
+    let mut c = Conn::connect(s.port);
+    assert_eq!(
+        c.cmd(&["XREAD", "BLOCK", "50", "STREAMS", "s", "$"]),
+        Reply::NullArray
+    );
+    c.cmd(&["XADD", "s", "1-0", "f", "v"]);
+    // Data already there: served at once even with BLOCK.
+    assert_eq!(
+        c.cmd(&["XREAD", "BLOCK", "0", "STREAMS", "s", "0"]),
+        one_entry("s", "1-0", "f", "v")
+    );
+    c.cmd(&["MULTI"]);
+    c.cmd(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(vec![Reply::NullArray]));
+    assert_eq!(
+        c.cmd(&["XREAD", "BLOCK", "x", "STREAMS", "s", "$"]),
+        Reply::Error("ERR timeout is not an integer or out of range".into())
+    );
+    assert_eq!(
+        c.cmd(&["XREAD", "BLOCK", "-1", "STREAMS", "s", "$"]),
+        Reply::Error("ERR timeout is negative".into())
+    );
+}
+
+#[test]
+fn xreadgroup_block_serves_consumers_in_fifo_order() {
+    let s = tessera();
+    let mut ctl = Conn::connect(s.port);
+    ctl.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    let mut readers = Vec::new();
+    for name in ["c1", "c2", "c3"] {
+        let mut r = Conn::connect(s.port);
+        r.send(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            name,
+            "COUNT",
+            "1",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+        readers.push(r);
+        wait_blocked(&mut ctl, readers.len());
+    }
+    ctl.cmd(&["XADD", "s", "1-0", "n", "1"]);
+    assert_eq!(readers[0].read(), one_entry("s", "1-0", "n", "1"));
+    wait_blocked(&mut ctl, 2);
+    ctl.cmd(&["XADD", "s", "2-0", "n", "2"]);
+    assert_eq!(readers[1].read(), one_entry("s", "2-0", "n", "2"));
+    ctl.cmd(&["XADD", "s", "3-0", "n", "3"]);
+    assert_eq!(readers[2].read(), one_entry("s", "3-0", "n", "3"));
+    wait_blocked(&mut ctl, 0);
+    // Each consumer owns what it was served.
+    let summary = ctl.cmd(&["XPENDING", "s", "g"]);
+    assert_eq!(
+        summary,
+        Reply::Array(vec![
+            Reply::Int(3),
+            bulk("1-0"),
+            bulk("3-0"),
+            Reply::Array(
+                ["c1", "c2", "c3"]
+                    .iter()
+                    .map(|c| Reply::Array(vec![bulk(c), bulk("1")]))
+                    .collect()
+            ),
+        ])
+    );
+}
+
+#[test]
+fn served_xreadgroup_block_reaches_a_replica() {
+    let m = tessera();
+    let r = tessera_with(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
+    let mut mc = Conn::connect(m.port);
+    let mut rc = Conn::connect(r.port);
+    mc.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    let mut reader = Conn::connect(m.port);
+    reader.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    wait_blocked(&mut mc, 1);
+    mc.cmd(&["XADD", "s", "1-0", "f", "v"]);
+    assert_eq!(reader.read(), one_entry("s", "1-0", "f", "v"));
+    mc.cmd(&["XADD", "s", "2-0", "f", "w"]);
+    let want = Reply::Array(vec![
+        Reply::Int(1),
+        bulk("1-0"),
+        bulk("1-0"),
+        Reply::Array(vec![Reply::Array(vec![bulk("c"), bulk("1")])]),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = rc.cmd(&["XPENDING", "s", "g"]);
+        let len = rc.cmd(&["XLEN", "s"]);
+        if got == want && len == Reply::Int(2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replica: {got:?} {len:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The replica's link client never blocked.
+    wait_blocked(&mut rc, 0);
+}
