@@ -330,3 +330,49 @@ fn stream_claim_and_setid_match_redis() {
         "#,
     );
 }
+
+#[test]
+fn stream_xinfo_matches_redis() {
+    // XINFO STREAM is compared in types_stream_persist (without the rax node counts).
+    diff_script(
+        "stream-xinfo",
+        r#"
+        xadd s 1-0 a 1
+        xadd s 2-0 b 2
+        xadd s 3-0 c 3
+        xinfo groups s
+        xgroup create s g1 0
+        xgroup create s g2 $
+        xgroup create s g3 1-0 entriesread 1
+        xgroup create s g4 2-0
+        xinfo groups s
+        xreadgroup group g1 a count 1 streams s >
+        xinfo groups s
+        xdel s 2-0
+        xinfo groups s
+        xreadgroup group g1 a streams s >
+        xreadgroup group g4 a streams s >
+        xinfo groups s
+        xadd s 4-0 d 4
+        xinfo groups s
+        xinfo consumers s g2
+        xinfo consumers s nog
+        xinfo consumers nokey g
+        xinfo groups nokey
+        xinfo stream nokey
+        xinfo help
+        xinfo foo
+        xinfo groups
+        xadd e 1-0 a 1
+        xdel e 1-0
+        xgroup create e g 0
+        xinfo groups e
+        xgroup create new g $ mkstream
+        xinfo groups new
+        set str v
+        xinfo groups str
+        xinfo stream str
+        xinfo consumers str g
+        "#,
+    );
+}

@@ -38,6 +38,7 @@ mod set;
 pub mod stream;
 mod stream_claim;
 mod stream_group;
+mod stream_info;
 mod zset;
 // ---- end of types-helper mod declarations ----
 
@@ -86,6 +87,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(stream::commands());
     v.extend(stream_group::commands());
     v.extend(stream_claim::commands());
+    v.extend(stream_info::commands());
     // ---- end of types-helper registrations ----
     v
 }
