@@ -38,6 +38,27 @@ thread_local! {
     static REWRITE: RefCell<Option<Vec<Bytes>>> = const { RefCell::new(None) };
 }
 
+thread_local! {
+    /// Keyspace events (Redis 7.0's names) of the stream command running on this thread,
+    /// with their keys; taken by `crate::notify` after the command.
+    static EVENTS: RefCell<Vec<(&'static str, Bytes)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Clears the events at the start of a stream write command.
+pub(super) fn reset_events() {
+    EVENTS.with(|e| e.borrow_mut().clear());
+}
+
+/// Records event `ev` on `key`.
+pub(super) fn event(ev: &'static str, key: &[u8]) {
+    EVENTS.with(|e| e.borrow_mut().push((ev, Bytes::copy_from_slice(key))));
+}
+
+/// The events of the stream write command that just ran (notify).
+pub fn take_events() -> Vec<(&'static str, Bytes)> {
+    EVENTS.with(|e| std::mem::take(&mut *e.borrow_mut()))
+}
+
 /// The propagated form of the XADD/XTRIM that just ran (None: propagate as sent).
 pub fn take_rewrite() -> Option<Vec<Bytes>> {
     REWRITE.with(|r| r.borrow_mut().take())
@@ -296,6 +317,7 @@ fn exact_rewrite(
 
 fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     set_rewrite(None);
+    reset_events();
     let t = parse_trim_args(args, true)?;
     let fields = args.get(t.next..).unwrap_or(&[]);
     if fields.len() < 2 || fields.len() % 2 == 1 {
@@ -372,7 +394,10 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let p = stream::pack(fields.chunks_exact(2).map(|c| (c[0], c[1])));
     s.append(id, p);
-    trim(s, &t);
+    event("xadd", args[1]);
+    if trim(s, &t) > 0 {
+        event("xtrim", args[1]);
+    }
     let rw = exact_rewrite(args, &t, s, Some(id));
     set_rewrite(Some(rw));
     ctx.out.bulk(fmt_id(id).as_bytes());
@@ -382,6 +407,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     set_rewrite(None);
+    reset_events();
     let t = parse_trim_args(args, false)?;
     if t.next < args.len() {
         return Err(CmdError::Syntax);
@@ -391,6 +417,9 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let n = trim(s, &t);
+    if n > 0 {
+        event("xtrim", args[1]);
+    }
     if t.approx {
         set_rewrite(Some(exact_rewrite(args, &t, s, None)));
     }
@@ -405,6 +434,7 @@ fn xlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    reset_events();
     let mut ids = Vec::with_capacity(args.len() - 2);
     for a in &args[2..] {
         ids.push(parse_id(a, 0, true, false)?.0);
@@ -413,6 +443,9 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if let Some(s) = get_stream_w(&mut ctx.ks, args[1])? {
         for id in ids {
             n += s.delete(id) as i64;
+        }
+        if n > 0 {
+            event("xdel", args[1]);
         }
     }
     ctx.out.int(n);

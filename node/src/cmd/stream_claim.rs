@@ -35,7 +35,7 @@ fn nogroup(args: &[&[u8]]) -> CmdError {
 }
 
 /// Moves pending entry `id` to consumer `name` (created if missing), as XCLAIM/XAUTOCLAIM do.
-fn transfer(g: &mut Group, id: StreamId, name: &[u8], now: u64) {
+fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
     let old = g.pel.get(&id).map(|p| p.owner.clone());
     if let Some(old) = old {
         if &old[..] != name {
@@ -43,6 +43,9 @@ fn transfer(g: &mut Group, id: StreamId, name: &[u8], now: u64) {
                 c.pending.remove(&id);
             }
         }
+    }
+    if !g.consumers.contains_key(name) {
+        super::stream::event("xgroup-createconsumer", key);
     }
     let c = consumer_entry(g, name, now);
     c.seen_time = now;
@@ -70,6 +73,7 @@ fn claimed_reply(out: &mut crate::resp::Out, s: &StreamValue, id: StreamId, just
 }
 
 fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let now = ctx.ks.now;
     let Some(s) = get_stream_w(&mut ctx.ks, args[1])? else {
         return Err(nogroup(args));
@@ -152,7 +156,7 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if !fresh && minidle > 0 && (now as i64 - p.delivery_time as i64) < minidle {
             continue;
         }
-        transfer(g, id, name, now);
+        transfer(g, args[1], id, name, now);
         if let Some(p) = g.pel.get_mut(&id) {
             p.delivery_time = delivery;
             if retry >= 0 {
@@ -175,6 +179,7 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let now = ctx.ks.now;
     let minidle = int_or(args[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")?.max(0);
     let start = parse_bound(args[5], true)?;
@@ -239,7 +244,7 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if minidle > 0 && (now as i64 - p.delivery_time as i64) < minidle {
             continue;
         }
-        transfer(g, id, name, now);
+        transfer(g, args[1], id, name, now);
         if let Some(p) = g.pel.get_mut(&id) {
             p.delivery_time = now;
             if !justid {
@@ -263,6 +268,7 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let id = parse_id(args[2], 0, true, false)?.0;
     let (mut added, mut maxdel) = (-1i64, StreamId::default());
     let mut i = 3;
@@ -308,6 +314,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if maxdel != StreamId::default() {
         s.max_deleted_id = maxdel;
     }
+    super::stream::event("xsetid", args[1]);
     ctx.out.ok();
     Ok(())
 }

@@ -68,6 +68,7 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// Redis's xreadCommand (without BLOCK).
 fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult {
     super::stream::set_rewrite(None);
+    super::stream::reset_events();
     let mut count = 0usize;
     let mut streams_at = None;
     let mut group: Option<(&[u8], &[u8])> = None;
@@ -191,6 +192,9 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                             gt = g.last_id;
                         }
                     }
+                }
+                if !g.consumers.contains_key(cname) {
+                    super::stream::event("xgroup-createconsumer", key);
                 }
                 let c = consumer_entry(g, cname, now);
                 c.seen_time = now;
@@ -604,6 +608,7 @@ fn group_target<'c>(
 }
 
 fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let (mk, er) = group_opts(args, true)?;
     let exists = group_target(ctx, args, mk, false)?.is_some();
     if args.len() > 8 {
@@ -628,6 +633,7 @@ fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "BUSYGROUP Consumer Group name already exists",
         ));
     }
+    super::stream::event("xgroup-create", args[2]);
     s.groups.insert(
         Bytes::copy_from_slice(args[3]),
         Group {
@@ -642,6 +648,7 @@ fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xgroup_setid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let (_, er) = group_opts(args, false)?;
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
@@ -658,20 +665,26 @@ fn xgroup_setid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         g.last_id = id;
         g.entries_read = er;
     }
+    super::stream::event("xgroup-setid", args[2]);
     ctx.out.ok();
     Ok(())
 }
 
 fn xgroup_destroy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let Some(s) = group_target(ctx, args, false, false)? else {
         return Err(need_key());
     };
     let n = s.groups.remove(args[3]).is_some() as i64;
+    if n == 1 {
+        super::stream::event("xgroup-destroy", args[2]);
+    }
     ctx.out.int(n);
     Ok(())
 }
 
 fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let now = ctx.ks.now;
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
@@ -680,12 +693,16 @@ fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(nogroup(args));
     };
     let created = !g.consumers.contains_key(args[4]);
+    if created {
+        super::stream::event("xgroup-createconsumer", args[2]);
+    }
     consumer_entry(g, args[4], now);
     ctx.out.int(created as i64);
     Ok(())
 }
 
 fn xgroup_delconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    super::stream::reset_events();
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
     };
@@ -694,6 +711,7 @@ fn xgroup_delconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let mut n = 0;
     if let Some(c) = g.consumers.remove(args[4]) {
+        super::stream::event("xgroup-delconsumer", args[2]);
         n = c.pending.len() as i64;
         for id in c.pending {
             g.pel.remove(&id);

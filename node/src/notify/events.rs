@@ -168,6 +168,17 @@ pub fn derive(
     };
     let s0 = st(0);
     let name = cmd.name;
+    if cmd.group == "stream" {
+        // Stream commands record their own events (crate::cmd::stream::take_events).
+        let mut first = true;
+        for (ev, k) in crate::cmd::stream::take_events() {
+            if k == k0 && std::mem::take(&mut first) {
+                a.new_if_created(s0, &k, db);
+            }
+            a.push(super::STREAM, ev, &k, db);
+        }
+        return a.out;
+    }
     match name {
         "del" | "unlink" => {
             for (i, (_, b)) in snap.keys.iter().enumerate() {
