@@ -234,3 +234,46 @@ fn tessera_group_state_matches_redis_after_load() {
     let r = Proc::redis(d1.path(), &[]);
     assert_eq!(groups(&mut r.conn()), theirs);
 }
+
+/// DUMP/RESTORE both ways with redis-server 7.0 (groups included); MEMORY USAGE grows with
+/// the entries.
+#[test]
+fn dump_restore_with_redis_and_memory_usage() {
+    let (d1, d2) = two_dirs();
+    let n = Proc::node(d1.path(), &["--save", ""]);
+    let r = Proc::redis(d2.path(), &[]);
+    let (mut nc, mut rc) = (n.conn(), r.conn());
+    build_on_redis(&mut rc);
+    let dump = |c: &mut redis::Connection, k: &str| -> Vec<u8> {
+        redis::cmd("DUMP").arg(k).query(c).expect("dump")
+    };
+    let restore = |c: &mut redis::Connection, k: &str, p: &[u8]| {
+        let _: () = redis::cmd("RESTORE")
+            .arg(k)
+            .arg(0)
+            .arg(p)
+            .query(c)
+            .expect("restore");
+    };
+    let groups = |c: &mut redis::Connection, k: &str| q(c, &["XINFO", "GROUPS", k]);
+    restore(&mut nc, "s", &dump(&mut rc, "s"));
+    assert_eq!(stream_state(&n, "s"), stream_state(&r, "s"));
+    assert_eq!(groups(&mut nc, "s"), groups(&mut rc, "s"));
+    restore(&mut rc, "back", &dump(&mut nc, "s"));
+    assert_eq!(stream_state(&r, "back"), stream_state(&r, "s"));
+    assert_eq!(xinfo_full(&r, "back"), xinfo_full(&r, "s"));
+    let usage = |c: &mut redis::Connection| -> i64 {
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg("m")
+            .query(c)
+            .expect("memory usage")
+    };
+    q(&mut nc, &["XADD", "m", "1-0", "f", "v"]);
+    let small = usage(&mut nc);
+    for i in 2..=1000 {
+        q(&mut nc, &["XADD", "m", &format!("{i}-0"), "f", "v"]);
+    }
+    let big = usage(&mut nc);
+    assert!(small > 0 && big > small + 1000 * 16, "{small} -> {big}");
+}
