@@ -72,10 +72,16 @@ fn flushed_memory_returns_to_the_os() {
         assert_eq!(c.cmd(flush), Reply::Simple("OK".into()));
         wait_rss_below(&mut c, base + (full - base) / 3, flush.join(" ").as_str());
         let peak = memory_field(&mut c, "used_memory_peak");
-        assert!(peak >= used_full, "peak {peak} < {used_full} before the flush");
+        assert!(
+            peak >= used_full,
+            "peak {peak} < {used_full} before the flush"
+        );
     }
     assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), Reply::Simple("OK".into()));
     let peak = memory_field(&mut c, "used_memory_peak");
-    assert!(peak < 20_000_000, "peak {peak} after RESETSTAT on an empty node");
+    assert!(
+        peak < 20_000_000,
+        "peak {peak} after RESETSTAT on an empty node"
+    );
     assert_eq!(c.cmd(&["MEMORY", "PURGE"]), Reply::Simple("OK".into()));
 }
