@@ -257,18 +257,10 @@ impl Parser {
         if self.is_inline {
             view.extend(self.inline.iter().map(|w| &w[..]));
         } else {
-            // Spans were checked against the buffer while parsing; `get` keeps a caller's
-            // mistake (another buffer) from panicking.
-            view.extend(
-                self.spans
-                    .iter()
-                    .map(|&(s, l)| buf.get(s..s + l).unwrap_or_default()),
-            );
+            self.buf_args(buf, view);
         }
     }
-}
 
-impl Parser {
     /// [`Parser::args`] for a multibulk request, borrowing only `buf` (not the parser):
     /// false, with `view` empty, for an inline request, whose words the parser owns.
     pub fn buf_args<'b>(&self, buf: &'b [u8], view: &mut Vec<&'b [u8]>) -> bool {
@@ -276,6 +268,8 @@ impl Parser {
         if !self.complete || self.is_inline {
             return false;
         }
+        // Spans were checked against the buffer while parsing; `get` keeps a caller's
+        // mistake (another buffer) from panicking.
         view.extend(
             self.spans
                 .iter()

@@ -15,8 +15,11 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         let hz = srv.config.read().uint("hz").clamp(1, 500);
         let tick = Duration::from_millis(1000 / hz);
         tokio::time::sleep(tick).await;
-        // The same tick decides whether pipelined key prefetch pays (data size).
-        super::prefetch::refresh(&srv);
+        // The same tick samples memory: the peak for INFO, and whether pipelined key
+        // prefetch pays (data size).
+        let used = crate::alloc::used_memory();
+        srv.memory_peak.fetch_max(used, Ordering::Relaxed);
+        super::prefetch::refresh(&srv, used);
         // Nothing has a TTL: skip the sweep (it touches every stripe). A full sweep still
         // runs every 100 ticks, a safety net should the count ever miss a key.
         if srv.ks.volatile_keys() == 0 && idle_ticks < 100 {

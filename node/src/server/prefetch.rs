@@ -1,8 +1,8 @@
 //! Look-ahead over a connection's pipelined requests: the keys of the next few complete
 //! requests in the read buffer are prefetched as one batch before the first of them runs
 //! (see [`crate::db::Keyspace::prefetch`]). Only a hint: nothing here changes what the
-//! requests do, and a request that can't be read ahead (incomplete, malformed, unknown,
-//! wrong arity) just ends the batch.
+//! requests do. An incomplete or malformed request ends the batch; an inline, unknown or
+//! wrong-arity one is skipped.
 
 use std::sync::atomic::Ordering;
 
@@ -21,13 +21,11 @@ const MAX_KEYS: usize = 64;
 /// -40% CPU per GET over 1M random keys). used_memory is the proxy for the working set.
 const MIN_DATA_BYTES: u64 = 8 << 20;
 
-/// Re-evaluates, from the periodic server tick, whether the data set is big enough for
-/// the look-ahead to pay.
-pub fn refresh(srv: &Server) {
-    let used = crate::alloc::used_memory();
+/// Re-evaluates, from the periodic server tick, whether the data set (`used` bytes) is big
+/// enough for the look-ahead to pay.
+pub fn refresh(srv: &Server, used: u64) {
     srv.prefetch_active
         .store(used >= MIN_DATA_BYTES, Ordering::Relaxed);
-    srv.memory_peak.fetch_max(used, Ordering::Relaxed);
 }
 
 /// The look-ahead's reusable state, one per connection.
@@ -99,6 +97,9 @@ impl Lookahead {
                         continue;
                     }
                     keys.push((key_hash_slot(k), k));
+                    if keys.len() >= MAX_KEYS {
+                        break;
+                    }
                 }
             }
             if keys.len() >= MAX_KEYS {
