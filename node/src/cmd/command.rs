@@ -8,7 +8,7 @@ use crate::resp::Out;
 // Declared here rather than in cmd/mod.rs: only COMMAND reads it.
 #[path = "command_meta.rs"]
 mod command_meta;
-use command_meta::meta;
+use command_meta::{meta, token_len};
 
 pub fn commands() -> Vec<CommandSpec> {
     let s = |name, arity, h| CommandSpec::new(name, arity, "loading stale", (0, 0, 0), h);
@@ -362,28 +362,7 @@ const DOCS_DATA: &str = include_str!("command_docs.txt");
 fn docs_data() -> &'static hashbrown::HashMap<&'static str, Vec<&'static str>> {
     static D: std::sync::OnceLock<hashbrown::HashMap<&'static str, Vec<&'static str>>> =
         std::sync::OnceLock::new();
-    D.get_or_init(|| {
-        let mut m = hashbrown::HashMap::new();
-        let mut cur: Option<(&'static str, Vec<&'static str>)> = None;
-        for line in DOCS_DATA.lines() {
-            if let Some(name) = line.strip_prefix("= ") {
-                if let Some((n, t)) = cur.take() {
-                    m.insert(n, t);
-                }
-                cur = Some((name, Vec::new()));
-            } else if let Some((_, t)) = cur.as_mut() {
-                t.push(line);
-            }
-        }
-        if let Some((n, t)) = cur {
-            m.insert(n, t);
-        }
-        m
-    })
-}
-
-fn token_len(t: &str) -> usize {
-    t.get(1..).and_then(|n| n.parse().ok()).unwrap_or(0)
+    D.get_or_init(|| command_meta::sections(DOCS_DATA))
 }
 
 /// Writes one value of a token stream (recursively), in the client's protocol.

@@ -22,27 +22,34 @@ pub struct Meta {
     pub spec_flags: Vec<Vec<&'static str>>,
 }
 
+/// Splits a generated data file into its sections: `= <full name>` lines, each followed by
+/// that command's tokens (the format of `scripts/gen-command-docs.py`).
+pub(super) fn sections(data: &'static str) -> HashMap<&'static str, Vec<&'static str>> {
+    let mut m = HashMap::new();
+    let mut cur: Option<(&'static str, Vec<&'static str>)> = None;
+    for line in data.lines() {
+        if let Some(name) = line.strip_prefix("= ") {
+            if let Some((n, t)) = cur.replace((name, Vec::new())) {
+                m.insert(n, t);
+            }
+        } else if let Some((_, t)) = cur.as_mut() {
+            t.push(line);
+        }
+    }
+    if let Some((n, t)) = cur {
+        m.insert(n, t);
+    }
+    m
+}
+
 /// Full command name ("get", "config|get") → its metadata.
 pub fn meta(full_name: &str) -> Option<&'static Meta> {
     static M: OnceLock<HashMap<&'static str, Meta>> = OnceLock::new();
     M.get_or_init(|| {
-        let mut m = HashMap::new();
-        let mut cur: Option<(&'static str, Vec<&'static str>)> = None;
-        let mut finish = |cur: Option<(&'static str, Vec<&'static str>)>| {
-            if let Some((n, t)) = cur {
-                m.insert(n, Meta::new(t));
-            }
-        };
-        for line in DATA.lines() {
-            if let Some(name) = line.strip_prefix("= ") {
-                finish(cur.take());
-                cur = Some((name, Vec::new()));
-            } else if let Some((_, t)) = cur.as_mut() {
-                t.push(line);
-            }
-        }
-        finish(cur);
-        m
+        sections(DATA)
+            .into_iter()
+            .map(|(n, t)| (n, Meta::new(t)))
+            .collect()
     })
     .get(full_name)
 }
@@ -70,7 +77,8 @@ impl V {
     }
 }
 
-fn len(t: &str) -> usize {
+/// The count of an aggregate token (`*3`, `%2`, `~1`).
+pub(super) fn token_len(t: &str) -> usize {
     t.get(1..).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
@@ -79,8 +87,12 @@ fn parse(toks: &mut impl Iterator<Item = &'static str>) -> V {
         return V::Int;
     };
     match t.as_bytes().first() {
-        Some(b'%') => V::Map((0..len(t)).map(|_| (parse(toks), parse(toks))).collect()),
-        Some(b'*' | b'~') => V::List((0..len(t)).map(|_| parse(toks)).collect()),
+        Some(b'%') => V::Map(
+            (0..token_len(t))
+                .map(|_| (parse(toks), parse(toks)))
+                .collect(),
+        ),
+        Some(b'*' | b'~') => V::List((0..token_len(t)).map(|_| parse(toks)).collect()),
         Some(b':') => V::Int,
         _ => V::Str(t.get(1..).unwrap_or("")),
     }

@@ -111,7 +111,7 @@ fn parse_u64(b: &[u8]) -> Option<u64> {
 }
 
 pub(super) fn fmt_id(id: StreamId) -> String {
-    format!("{}-{}", id.ms, id.seq)
+    id.to_string()
 }
 
 pub(super) fn get_stream<'c>(

@@ -282,41 +282,6 @@ pub fn consumer_entry<'g>(g: &'g mut Group, name: &[u8], now: u64) -> &'g mut Co
         })
 }
 
-/// Redis's streamRangeHasTombstones(s, start, NULL).
-fn has_tombstones_from(s: &StreamValue, start: StreamId) -> bool {
-    if s.entries.is_empty() || s.max_deleted_id == StreamId::default() {
-        return false;
-    }
-    if s.first_id > s.max_deleted_id {
-        return false;
-    }
-    start <= s.max_deleted_id
-}
-
-/// Redis's streamEstimateDistanceFromFirstEverEntry.
-pub fn estimate_distance(s: &StreamValue, id: StreamId) -> i64 {
-    if s.entries_added == 0 {
-        return 0;
-    }
-    if s.entries.is_empty() && id <= s.last_id {
-        return s.entries_added as i64;
-    }
-    if id == s.last_id {
-        return s.entries_added as i64;
-    } else if id > s.last_id {
-        return -1;
-    }
-    let zero = StreamId::default();
-    if s.max_deleted_id == zero || s.max_deleted_id < s.first_id {
-        if id < s.first_id {
-            return (s.entries_added - s.len() as u64) as i64;
-        } else if id == s.first_id {
-            return (s.entries_added - s.len() as u64 + 1) as i64;
-        }
-    }
-    -1
-}
-
 /// `>`: entries after `gt`, added to the group and consumer PELs (unless NOACK).
 #[allow(clippy::too_many_arguments)]
 fn serve_new(
@@ -341,8 +306,8 @@ fn serve_new(
         .collect();
     out.array(picked.len());
     for id in picked {
-        let tomb = has_tombstones_from(s, id);
-        let est = estimate_distance(s, id);
+        let tomb = s.has_tombstones_from(id);
+        let est = s.estimate_distance(id);
         let added = s.entries_added;
         let Some(g) = s.groups.get_mut(gname) else {
             return;

@@ -7,7 +7,6 @@
 use tessera_rdb::StreamId;
 
 use super::stream::{fmt_id, get_stream, write_entry};
-use super::stream_group::estimate_distance;
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::types::stream::{Group, StreamValue};
 
@@ -75,23 +74,15 @@ fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Redis's streamRangeHasTombstones(s, start, NULL).
-fn tombstones_from(s: &StreamValue, start: StreamId) -> bool {
-    !s.entries.is_empty()
-        && s.max_deleted_id != StreamId::default()
-        && s.first_id <= s.max_deleted_id
-        && start <= s.max_deleted_id
-}
-
 /// Redis's streamReplyWithCGLag: None when it cannot be known.
 fn lag(s: &StreamValue, g: &Group) -> Option<i64> {
     if s.entries_added == 0 {
         return Some(0);
     }
-    if g.entries_read != -1 && !tombstones_from(s, g.last_id) {
+    if g.entries_read != -1 && !s.has_tombstones_from(g.last_id) {
         return Some(s.entries_added as i64 - g.entries_read);
     }
-    match estimate_distance(s, g.last_id) {
+    match s.estimate_distance(g.last_id) {
         -1 => None,
         read => Some(s.entries_added as i64 - read),
     }

@@ -192,7 +192,7 @@ fn write_inner(
 /// counters, then each group, its pending entries re-assigned by XCLAIM ... FORCE, and
 /// consumers that have none by XGROUP CREATECONSUMER.
 fn stream_commands(buf: &mut Vec<u8>, k: &[u8], st: &tessera_rdb::RdbStream) {
-    let id = |i: &tessera_rdb::StreamId| format!("{}-{}", i.ms, i.seq);
+    let id = tessera_rdb::StreamId::to_string;
     if st.entries.is_empty() {
         let last = id(&st.last_id);
         encode_command(

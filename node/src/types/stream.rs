@@ -102,6 +102,41 @@ pub struct StreamValue {
 }
 
 impl StreamValue {
+    /// Redis's streamRangeHasTombstones(s, start, NULL).
+    pub fn has_tombstones_from(&self, start: StreamId) -> bool {
+        if self.entries.is_empty() || self.max_deleted_id == StreamId::default() {
+            return false;
+        }
+        if self.first_id > self.max_deleted_id {
+            return false;
+        }
+        start <= self.max_deleted_id
+    }
+
+    /// Redis's streamEstimateDistanceFromFirstEverEntry.
+    pub fn estimate_distance(&self, id: StreamId) -> i64 {
+        if self.entries_added == 0 {
+            return 0;
+        }
+        if self.entries.is_empty() && id <= self.last_id {
+            return self.entries_added as i64;
+        }
+        if id == self.last_id {
+            return self.entries_added as i64;
+        } else if id > self.last_id {
+            return -1;
+        }
+        let zero = StreamId::default();
+        if self.max_deleted_id == zero || self.max_deleted_id < self.first_id {
+            if id < self.first_id {
+                return (self.entries_added - self.len() as u64) as i64;
+            } else if id == self.first_id {
+                return (self.entries_added - self.len() as u64 + 1) as i64;
+            }
+        }
+        -1
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -57,6 +57,13 @@ pub struct StreamId {
     pub seq: u64,
 }
 
+/// Redis's text form of an ID, `<ms>-<seq>`.
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
 /// A stream as RDB types 15/19/21 and DUMP payloads hold it (field names as in Redis's
 /// rdbSaveObject / rdbLoadObject for OBJ_STREAM).
 ///

@@ -443,7 +443,7 @@ pub fn now_ms() -> i64 {
 
 /// `<ms>-<seq>` text of an ID.
 pub fn id_text(id: tessera_rdb::StreamId) -> String {
-    format!("{}-{}", id.ms, id.seq)
+    id.to_string()
 }
 
 /// Writes a stream with XADD / XSETID / XGROUP (group PELs cannot be made by commands with
