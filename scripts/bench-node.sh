@@ -77,13 +77,28 @@ TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
 # server's own CPU time per request (utime+stime from /proc) is recorded: it does not depend
 # on how the scheduler shares the two cores between server and client, so it is the steadier
 # comparison on a busy machine.
-declare -A RUNS CPUS CPU
+declare -A RUNS CPUS CPU CLIS CLI
+CLIENT_TIME="$TMP/client-time"
 ORDERS=("tessera redis valkey" "redis valkey tessera" "valkey tessera redis")
+# Tests beyond redis-benchmark's built-ins, as commands for it to send: Lua scripts, a SHA
+# run of `return 1` (the fixed cost of a script) and EVAL of a one-key INCR (the shape of a
+# rate limiter or a lock). Their arguments have no spaces inside (test_args' output is
+# split on spaces).
+SHA_RETURN_1=e0e1f9fabfc9d4800c877a703b823ac0578ff8db # sha1("return 1")
+test_args() { # test -> the redis-benchmark arguments that select it
+    case $1 in
+        evalsha) echo "evalsha $SHA_RETURN_1 0" ;;
+        eval) echo "eval return(redis.call('incr',KEYS[1])) 1 counter" ;;
+        *) echo "-t $1" ;;
+    esac
+}
+
 # run_tests TAG TESTS [redis-benchmark args...]: every test at -P 1 and -P 16, REPS runs per
 # server, medians stored under "$srv,$TAG$pipe,$test" in RPS and CPU.
 run_tests() {
     local tag=$1 tests=$2; shift 2
-    local pipe n t rep srv port_var port pid_var pid c0 c1 out name rps key
+    local pipe n t rep srv port_var port pid_var pid c0 c1 out name rps key client line
+    local -a targs
     for pipe in 1 16; do
         n=$N1; [ "$pipe" = 16 ] && n=$N16
         for t in ${tests//,/ }; do
@@ -91,15 +106,22 @@ run_tests() {
                 for srv in ${ORDERS[$(( (rep - 1) % 3 ))]}; do
                     port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
                     pid_var="PID_$srv"; pid=${!pid_var}
+                    read -ra targs <<<"$(test_args "$t")" # split without globbing KEYS[1]
                     c0=$(cpu_ticks "$pid")
-                    out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -t "$t" -q --csv "$@" 2>/dev/null || true)
+                    # bash's `time` gives the client's own wall and CPU time: when redis-benchmark's
+                    # single thread is near 100% of a core, the run measures the client, not the server.
+                    out=$( { TIMEFORMAT='%3R %3U %3S'; time redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -q --csv "$@" "${targs[@]}" 2>/dev/null; } 2>"$CLIENT_TIME" || true)
                     c1=$(cpu_ticks "$pid")
-                    while IFS=, read -r name rps _rest; do
-                        name=${name//\"/}; rps=${rps//\"/}
+                    client=$(awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME")
+                    while read -r line; do
+                        # "name","rps",...: the name may hold commas (a script), never quotes.
+                        [[ $line =~ ^\"([^\"]*)\",\"([^\"]*)\" ]] || continue
+                        name=${BASH_REMATCH[1]}; rps=${BASH_REMATCH[2]}
                         [ "$name" = test ] && continue
-                        key=$(echo "$name" | awk '{print tolower($1)}')
+                        key=$t # one test per run
                         RUNS["$srv,$tag$pipe,$key"]+="$rps "
                         CPUS["$srv,$tag$pipe,$key"]+="$(( (c1 - c0) * TICK_NS / n )) "
+                        [ -n "$client" ] && CLIS["$srv,$tag$pipe,$key"]+="$client "
                     done <<<"$out"
                 done
             done
@@ -108,6 +130,8 @@ run_tests() {
                 [ -n "${RUNS["$srv,$tag$pipe,$t"]:-}" ] && RPS["$srv,$tag$pipe,$t"]=$(median ${RUNS["$srv,$tag$pipe,$t"]})
                 # shellcheck disable=SC2086
                 [ -n "${CPUS["$srv,$tag$pipe,$t"]:-}" ] && CPU["$srv,$tag$pipe,$t"]=$(median ${CPUS["$srv,$tag$pipe,$t"]})
+                # shellcheck disable=SC2086
+                [ -n "${CLIS["$srv,$tag$pipe,$t"]:-}" ] && CLI["$srv,$tag$pipe,$t"]=$(median ${CLIS["$srv,$tag$pipe,$t"]})
             done
             supported "$P_T" "$t" || { RPS["tessera,$tag$pipe,$t"]="n/a"; CPU["tessera,$tag$pipe,$t"]="n/a"; }
         done
@@ -117,6 +141,9 @@ for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
 # No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
 # These tests use one key each (redis-benchmark's default): the data is always in cache.
 run_tests "" "$TESTS"
+STESTS="evalsha,eval"
+for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" script load "return 1" >/dev/null; done
+run_tests "s" "$STESTS"
 LOAD_END=$(loadavg)
 
 # Memory: 1M keys of 16-byte values, loaded with redis-cli --pipe.
@@ -249,8 +276,8 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera/redis | tessera/valkey | tessera/best |"
     echo "|---|---|---|---|---|---|---|---|"
-    for group in ":$TESTS" "r:$RTESTS" "c:$RTESTS"; do
-        tag=${group%%:*}; label=""; [ -n "$tag" ] && label=" $RKEYS random keys"
+    for group in ":$TESTS" "s:$STESTS" "r:$RTESTS" "c:$RTESTS"; do
+        tag=${group%%:*}; label=""; [[ "$tag" == [rc] ]] && label=" $RKEYS random keys"
         [ "$tag" = c ] && label="$label, cluster mode"
         for pipe in 1 16; do
             for t in $(echo "${group#*:}" | tr ',' ' '); do
@@ -264,15 +291,19 @@ OUT="bench/node-$DATE.md"
     echo "Server CPU time per request (ns, utime+stime of the server process over the run; lower is better;"
     echo "ratios < 1.00 mean tessera needs less CPU per request):"
     echo
-    echo "| test | pipeline | tessera ns | redis ns | valkey ns | tessera/redis | tessera/valkey |"
-    echo "|---|---|---|---|---|---|---|"
-    for group in ":$TESTS" "r:$RTESTS" "c:$RTESTS"; do
-        tag=${group%%:*}; label=""; [ -n "$tag" ] && label=" $RKEYS random keys"
+    echo "The last three columns: redis-benchmark's own CPU use (user+system over wall time, % of one core) in"
+    echo "the runs against each server. Near 100%, its single thread is the bottleneck and the throughput"
+    echo "ratio above measures the client, not the server."
+    echo
+    echo "| test | pipeline | tessera ns | redis ns | valkey ns | tessera/redis | tessera/valkey | client % (t/r/v) |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for group in ":$TESTS" "s:$STESTS" "r:$RTESTS" "c:$RTESTS"; do
+        tag=${group%%:*}; label=""; [[ "$tag" == [rc] ]] && label=" $RKEYS random keys"
         [ "$tag" = c ] && label="$label, cluster mode"
         for pipe in 1 16; do
             for t in $(echo "${group#*:}" | tr ',' ' '); do
                 tc=${CPU["tessera,$tag$pipe,$t"]:-n/a}; rc=${CPU["redis,$tag$pipe,$t"]:-n/a}; vc=${CPU["valkey,$tag$pipe,$t"]:-n/a}
-                echo "| ${t^^}$label | $pipe | $tc | $rc | $vc | $(ratio "$tc" "$rc") | $(ratio "$tc" "$vc") |"
+                echo "| ${t^^}$label | $pipe | $tc | $rc | $vc | $(ratio "$tc" "$rc") | $(ratio "$tc" "$vc") | ${CLI["tessera,$tag$pipe,$t"]:-n/a}/${CLI["redis,$tag$pipe,$t"]:-n/a}/${CLI["valkey,$tag$pipe,$t"]:-n/a} |"
             done
         done
     done

@@ -27,7 +27,7 @@ const MI_LARGE_MAX_OBJ_SIZE: usize = 512 * 1024;
 /// C function is a call per malloc and free): 8 bytes, then 16-byte granularity up to 64,
 /// then four classes per power of two, then 4 KiB pages. No per-block header.
 #[inline]
-fn real_size(size: usize) -> u64 {
+pub fn real_size(size: usize) -> u64 {
     let w = size.div_ceil(8);
     if w <= 1 {
         return 8;

@@ -1,4 +1,5 @@
-//! Clients blocked on keys (BLPOP, BRPOP, BLMOVE, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP).
+//! Clients blocked on keys (BLPOP, BRPOP, BLMOVE, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP,
+//! XREAD, XREADGROUP).
 //!
 //! # API for blocking commands
 //! A blocking handler first tries to serve immediately. If it can't and
@@ -16,6 +17,13 @@
 //!
 //! The reply of a served client travels back to its connection through a oneshot channel,
 //! and is produced before the pushing client's own reply is flushed (Redis's ordering).
+//!
+//! Stream readers differ from the rest: each is re-run for the ready key only, and one
+//! that can't be served doesn't stop the ones behind it. A stream leaving a key (DEL,
+//! overwrite, expiry, FLUSHALL) or a destroyed group (XGROUP DESTROY) re-runs the
+//! XREADGROUP readers of that key once the command is over (the keyspace's
+//! [`StreamGone`] hook, [`arm_stream_gone`]), and the re-run answers Redis 7.0's
+//! UNBLOCKED or NOGROUP error, or serves a stream and group the command re-created.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,7 +33,14 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use crate::db::StreamGone;
 use crate::server::{ClientState, Server};
+
+/// Redis 7.0's reply to a client blocked in XREADGROUP whose stream key went away.
+pub const UNBLOCKED_DELETED: &str = "UNBLOCKED the stream key no longer exists";
+/// ... and whose group did (XGROUP DESTROY, or the key replaced by a stream without it).
+pub const NOGROUP_DESTROYED: &str =
+    "NOGROUP the consumer group this client was blocked on no longer exists";
 
 /// What a blocking handler asks for.
 #[derive(Debug, Clone)]
@@ -43,6 +58,8 @@ struct Waiter {
     db: usize,
     keys: Vec<Bytes>,
     args: Vec<Bytes>,
+    /// The group of an XREADGROUP (what a vanished stream key ends).
+    group: Option<Bytes>,
     resp3: bool,
     client_id: u64,
     tx: oneshot::Sender<BytesMut>,
@@ -59,6 +76,8 @@ pub struct WaitHandle {
 struct State {
     by_key: hashbrown::HashMap<(usize, Bytes), VecDeque<u64>>,
     waiters: hashbrown::HashMap<u64, Waiter>,
+    /// Waiters with a `group`, shared with [`GoneSink`] for its lock-free check.
+    group_waiters: Arc<AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -66,6 +85,188 @@ pub struct Blocking {
     state: Mutex<State>,
     count: AtomicUsize,
     next_id: AtomicU64,
+    sink: std::sync::OnceLock<Arc<GoneSink>>,
+}
+
+/// A stream reader blocked on several keys re-run for one ready `key`: its arguments with
+/// only that key and its ID after STREAMS, as Redis serves a blocked reader from the one
+/// stream that became ready (a MULTI adding to two of its streams serves the first).
+/// None when the command is not a stream read, or reads that one key only.
+fn narrowed_to(args: &[Bytes], key: &[u8]) -> Option<Vec<Bytes>> {
+    let name = args.first()?;
+    if !name.eq_ignore_ascii_case(b"xread") && !name.eq_ignore_ascii_case(b"xreadgroup") {
+        return None;
+    }
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i];
+        if a.eq_ignore_ascii_case(b"streams") {
+            break;
+        }
+        i += if a.eq_ignore_ascii_case(b"group") {
+            3
+        } else if a.eq_ignore_ascii_case(b"count") || a.eq_ignore_ascii_case(b"block") {
+            2
+        } else {
+            1
+        };
+    }
+    let rest = args.get(i + 1..)?;
+    let n = rest.len() / 2;
+    if n < 2 || rest.len() % 2 != 0 {
+        return None;
+    }
+    let k = rest[..n].iter().position(|x| x[..] == *key)?;
+    let mut v = args[..=i].to_vec();
+    v.push(rest[k].clone());
+    v.push(rest[n + k].clone());
+    Some(v)
+}
+
+/// The XREADGROUP group named in `args`, if they are an XREADGROUP.
+fn group_of(args: &[Bytes]) -> Option<Bytes> {
+    if !args.first()?.eq_ignore_ascii_case(b"xreadgroup") {
+        return None;
+    }
+    let at = args
+        .iter()
+        .skip(1)
+        .take_while(|a| !a.eq_ignore_ascii_case(b"streams"))
+        .position(|a| a.eq_ignore_ascii_case(b"group"))?;
+    args.get(at + 2).cloned()
+}
+
+/// The keyspace's [`StreamGone`] hook: a stream left a key that XREADGROUP clients wait
+/// on. Their commands are re-run once the deleting command (or MULTI, or script) released
+/// its locks, as Redis's `handleClientsBlockedOnKeys` does after the command: the re-run
+/// answers the UNBLOCKED or NOGROUP error, or serves a stream re-created with the group.
+struct GoneSink {
+    group_waiters: Arc<AtomicUsize>,
+    /// Weak: the server owns the keyspace that owns this hook.
+    srv: std::sync::Weak<Server>,
+    /// Keys to re-check; a task is spawned when this turns non-empty.
+    pending: Mutex<Vec<(usize, Bytes)>>,
+}
+
+impl StreamGone for GoneSink {
+    fn active(&self) -> bool {
+        self.group_waiters.load(Ordering::Relaxed) > 0
+    }
+
+    fn gone(&self, db: Option<usize>, key: &[u8]) {
+        let Some(srv) = self.srv.upgrade() else {
+            return;
+        };
+        let keys: Vec<(usize, Bytes)> = {
+            let st = srv.blocking.state.lock();
+            let has_group = |q: &VecDeque<u64>| {
+                q.iter()
+                    .any(|id| st.waiters.get(id).is_some_and(|w| w.group.is_some()))
+            };
+            st.by_key
+                .iter()
+                .filter(|((d, k), q)| k[..] == *key && db.is_none_or(|x| x == *d) && has_group(q))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        if keys.is_empty() {
+            return;
+        }
+        let first = {
+            let mut p = self.pending.lock();
+            let was_empty = p.is_empty();
+            p.extend(keys);
+            was_empty
+        };
+        if !first {
+            return; // a task is already on its way
+        }
+        match tokio::runtime::Handle::try_current() {
+            // Runs after the current command: this thread holds its locks until then.
+            Ok(h) => {
+                h.spawn(async move { serve_gone(&srv) });
+            }
+            // A lazy FLUSHALL's freeing thread: no locks are held here.
+            Err(_) => serve_gone(&srv),
+        }
+    }
+}
+
+/// Runs a waiter's command (narrowed to `key`, the one that became ready). If it got
+/// something, sends the reply and returns the keys its run made ready in turn; otherwise
+/// hands the waiter back, still waiting.
+fn try_serve(srv: &Arc<Server>, w: Waiter, key: &[u8]) -> Result<Vec<(usize, Bytes)>, Waiter> {
+    let narrowed = narrowed_to(&w.args, key);
+    let Some((reply, more)) = crate::cmd::transaction::run_for_waiter(
+        srv,
+        w.db,
+        w.client_id,
+        w.resp3,
+        &crate::cmd::arg_view(narrowed.as_deref().unwrap_or(&w.args)),
+    ) else {
+        return Err(w);
+    };
+    srv.blocking.count.fetch_sub(1, Ordering::Relaxed);
+    let _ = w.tx.send(reply);
+    Ok(more)
+}
+
+/// Re-runs the XREADGROUP waiters of the keys [`GoneSink`] collected.
+fn serve_gone(srv: &Arc<Server>) {
+    let Some(sink) = srv.blocking.sink.get() else {
+        return;
+    };
+    let keys = std::mem::take(&mut *sink.pending.lock());
+    for (db, key) in keys {
+        let ids: Vec<u64> = {
+            let st = srv.blocking.state.lock();
+            st.by_key
+                .get(&(db, key.clone()))
+                .map(|q| {
+                    q.iter()
+                        .copied()
+                        .filter(|id| st.waiters.get(id).is_some_and(|w| w.group.is_some()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        for id in ids {
+            let Some(w) = Blocking::detach(&mut srv.blocking.state.lock(), id) else {
+                continue; // served or timed out meanwhile
+            };
+            if w.tx.is_closed() {
+                srv.blocking.count.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            match try_serve(srv, w, &key) {
+                Ok(more) => serve(srv, more),
+                Err(w) => srv.blocking.put_back(id, w),
+            }
+        }
+    }
+}
+
+/// XGROUP DESTROY: the XREADGROUP clients blocked on `key` re-run after this command.
+pub fn recheck_group_readers(srv: &Server, db: usize, key: &[u8]) {
+    if let Some(sink) = srv.blocking.sink.get() {
+        if sink.active() {
+            sink.gone(Some(db), key);
+        }
+    }
+}
+
+/// Lets the keyspace re-check XREADGROUP waits on streams that leave their key (called by
+/// the XREADGROUP that is about to block; only the first call installs the hook).
+pub fn arm_stream_gone(srv: &Arc<Server>) {
+    let sink = srv.blocking.sink.get_or_init(|| {
+        Arc::new(GoneSink {
+            group_waiters: srv.blocking.state.lock().group_waiters.clone(),
+            srv: Arc::downgrade(srv),
+            pending: Mutex::new(Vec::new()),
+        })
+    });
+    srv.ks
+        .set_stream_gone(|| sink.clone() as Arc<dyn StreamGone>);
 }
 
 impl Blocking {
@@ -73,6 +274,19 @@ impl Blocking {
     #[inline]
     pub fn has_waiters(&self) -> bool {
         self.count.load(Ordering::Relaxed) > 0
+    }
+
+    /// The keys clients are blocked on in databases `dbs` (SWAPDB re-checks them all).
+    pub fn waiting_keys(&self, dbs: &[usize]) -> Vec<(usize, Bytes)> {
+        if !self.has_waiters() {
+            return Vec::new();
+        }
+        let st = self.state.lock();
+        st.by_key
+            .keys()
+            .filter(|(d, _)| dbs.contains(d))
+            .cloned()
+            .collect()
     }
 
     pub fn blocked_clients(&self) -> usize {
@@ -88,6 +302,8 @@ impl Blocking {
     ) -> WaitHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
+        let args = req.args.unwrap_or_else(|| crate::cmd::owned_args(args));
+        let group = group_of(&args);
         let mut st = self.state.lock();
         for k in &req.keys {
             st.by_key
@@ -95,12 +311,14 @@ impl Blocking {
                 .or_default()
                 .push_back(id);
         }
-        st.waiters.insert(
+        Self::insert(
+            &mut st,
             id,
             Waiter {
                 db: req.db,
                 keys: req.keys,
-                args: req.args.unwrap_or_else(|| crate::cmd::owned_args(args)),
+                args,
+                group,
                 resp3,
                 client_id: cl.id,
                 tx,
@@ -114,8 +332,18 @@ impl Blocking {
         }
     }
 
+    fn insert(st: &mut State, id: u64, w: Waiter) {
+        if w.group.is_some() {
+            st.group_waiters.fetch_add(1, Ordering::Relaxed);
+        }
+        st.waiters.insert(id, w);
+    }
+
     fn detach(st: &mut State, id: u64) -> Option<Waiter> {
         let w = st.waiters.remove(&id)?;
+        if w.group.is_some() {
+            st.group_waiters.fetch_sub(1, Ordering::Relaxed);
+        }
         for k in &w.keys {
             let key = (w.db, k.clone());
             if let Some(q) = st.by_key.get_mut(&key) {
@@ -169,24 +397,28 @@ impl Blocking {
             .any(|w| w.client_id == client_id)
     }
 
-    /// Takes the first waiter of a key, out of every queue it is in.
-    fn take_first(&self, db: usize, key: &Bytes) -> Option<(u64, Waiter)> {
+    /// Takes the first waiter of a key not in `tried`, out of every queue it is in.
+    fn take_first(&self, db: usize, key: &Bytes, tried: &[u64]) -> Option<(u64, Waiter)> {
         let mut st = self.state.lock();
-        let id = *st.by_key.get(&(db, key.clone()))?.front()?;
+        let id = *st
+            .by_key
+            .get(&(db, key.clone()))?
+            .iter()
+            .find(|id| !tried.contains(id))?;
         let w = Self::detach(&mut st, id)?;
         Some((id, w))
     }
 
-    /// Puts back a waiter that could not be served, at the front of its queues.
+    /// Puts back a waiter that could not be served, at its place in its queues: ids grow
+    /// with registration, so a queue in id order is in FIFO order.
     fn put_back(&self, id: u64, w: Waiter) {
         let mut st = self.state.lock();
         for k in &w.keys {
-            st.by_key
-                .entry((w.db, k.clone()))
-                .or_default()
-                .push_front(id);
+            let q = st.by_key.entry((w.db, k.clone())).or_default();
+            let at = q.partition_point(|&x| x < id);
+            q.insert(at, id);
         }
-        st.waiters.insert(id, w);
+        Self::insert(&mut st, id, w);
     }
 }
 
@@ -198,8 +430,13 @@ pub fn serve(srv: &Arc<Server>, mut ready: Vec<(usize, Bytes)>) {
         rounds += 1;
         let mut next = Vec::new();
         for (db, key) in ready.drain(..) {
+            // Stream readers each want something else (their own group, their own ID): one
+            // that can't be served doesn't stop the next, as in Redis's
+            // serveClientsBlockedOnStreamKey. For the other types, the first unserved
+            // waiter means the key has nothing left.
+            let mut tried = Vec::new();
             loop {
-                let Some((id, w)) = srv.blocking.take_first(db, &key) else {
+                let Some((id, w)) = srv.blocking.take_first(db, &key, &tried) else {
                     break;
                 };
                 if w.tx.is_closed() {
@@ -207,21 +444,18 @@ pub fn serve(srv: &Arc<Server>, mut ready: Vec<(usize, Bytes)>) {
                     srv.blocking.count.fetch_sub(1, Ordering::Relaxed);
                     continue;
                 }
-                match crate::cmd::transaction::run_for_waiter(
-                    srv,
-                    w.db,
-                    w.client_id,
-                    w.resp3,
-                    &crate::cmd::arg_view(&w.args),
-                ) {
-                    Some((reply, more)) => {
-                        srv.blocking.count.fetch_sub(1, Ordering::Relaxed);
-                        let _ = w.tx.send(reply);
-                        next.extend(more);
-                    }
-                    None => {
+                match try_serve(srv, w, &key) {
+                    Ok(more) => next.extend(more),
+                    Err(w) => {
+                        let stream = w.args.first().is_some_and(|c| {
+                            c.eq_ignore_ascii_case(b"xread")
+                                || c.eq_ignore_ascii_case(b"xreadgroup")
+                        });
                         srv.blocking.put_back(id, w);
-                        break;
+                        if !stream {
+                            break;
+                        }
+                        tried.push(id);
                     }
                 }
             }

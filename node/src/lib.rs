@@ -20,6 +20,7 @@ pub mod resp;
 pub mod script;
 pub mod server;
 pub mod slot;
+pub mod tracking;
 pub mod types;
 
 /// The Redis version tessera-node reports (HELLO, INFO): clients gate features on it.

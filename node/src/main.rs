@@ -24,7 +24,8 @@ fn main() -> anyhow::Result<()> {
         }
     };
     init_logging(&config);
-    // The main thread is I/O thread 0; `server::Workers` starts the others.
+    // The main thread runs the cluster bus, replication and timers; `server::Workers`
+    // starts the I/O threads that serve clients.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

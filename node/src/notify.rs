@@ -159,6 +159,10 @@ pub fn emit(srv: &Server, class: u32, event: &str, key: &[u8], db: usize) {
 /// A key removed because its TTL passed (lazily or by the active cycle).
 #[inline]
 pub fn expired(srv: &Server, db: usize, key: &[u8]) {
+    if crate::tracking::live() {
+        crate::tracking::invalidate(srv, None, key);
+        crate::tracking::flush_bcast(srv);
+    }
     if srv.notify.on() & EXPIRED != 0 {
         emit(srv, EXPIRED, "expired", key, db);
     }
@@ -167,6 +171,10 @@ pub fn expired(srv: &Server, db: usize, key: &[u8]) {
 /// A key removed by maxmemory eviction.
 #[inline]
 pub fn evicted(srv: &Server, db: usize, key: &[u8]) {
+    if crate::tracking::live() {
+        crate::tracking::invalidate(srv, None, key);
+        crate::tracking::flush_bcast(srv);
+    }
     if srv.notify.on() & EVICTED != 0 {
         emit(srv, EVICTED, "evicted", key, db);
     }

@@ -11,11 +11,6 @@ use types_common::{redis, tessera, Conn, Reply};
 /// (command, field allowed to differ, why).
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
     (
-        "client",
-        "subcommands",
-        "CACHING/GETREDIR/TRACKING/TRACKINGINFO: no client-side caching",
-    ),
-    (
         "cluster",
         "subcommands",
         "CLUSTER's subcommands are dispatched by cluster.rs, not listed in the command table",
@@ -31,6 +26,8 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("eval_ro", "flags", "skip_monitor, as EVAL"),
     ("evalsha", "flags", "skip_monitor, as EVAL"),
     ("evalsha_ro", "flags", "skip_monitor, as EVAL"),
+    ("fcall", "flags", "skip_monitor, as EVAL"),
+    ("fcall_ro", "flags", "skip_monitor, as EVAL"),
     (
         "exec",
         "flags",
@@ -62,12 +59,6 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         "blocking: not (yet) in the stream commands' table",
     ),
     ("xreadgroup", "flags", "blocking, as XREAD"),
-    (
-        "command|getkeys",
-        "arity",
-        "-3, not -4: GETKEYS PING answers 'no key arguments' (tests/integration/server.rs)",
-    ),
-    ("command|getkeysandflags", "arity", "-3, as GETKEYS"),
 ];
 
 const FIELDS: [&str; 9] = [

@@ -4,8 +4,8 @@
 //! commands, wrong arity — and check that tessera-node with the prefetch (default 16), with
 //! it off (0) and redis-server 7.0 give the same replies, that a malformed frame after
 //! valid requests still answers those first, and that no key of a large pipelined load is
-//! lost. The prefetch only runs with at least 8 MiB of data (below, everything is in the
-//! CPU caches), so the tessera servers get filler data in database 9 first.
+//! lost. The prefetch only runs with at least 64k keys (below, the tables are in the CPU
+//! caches), so the tessera servers get filler keys in database 9 first.
 
 mod types_common;
 use types_common::{redis, tessera_with, Conn, Reply, Rng};
@@ -80,7 +80,7 @@ fn fill(c: &mut Conn, n: usize) {
 }
 
 /// Sends small pipelines until the server reports prefetched batches (it decides on its
-/// periodic tick, from used_memory); panics after 30 s.
+/// periodic tick, from the number of keys); panics after 30 s.
 fn wait_prefetching(c: &mut Conn) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while info_field(c, "stats", "tessera_prefetch_batches") == 0 {

@@ -290,6 +290,14 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
         vec!["EVAL", "return 1"],
         vec!["SCRIPT", "FLUSH"],
         vec!["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"],
+        // numkeys is checked before the script is looked up.
+        vec!["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "-1"],
+        vec![
+            "EVALSHA",
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+            "5",
+            "a",
+        ],
         vec!["SCRIPT", "LOAD", "return 1"],
         vec!["SCRIPT", "LOAD", "return 1 +"],
         vec!["SCRIPT", "LOAD"],
@@ -319,6 +327,8 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
             "EXISTS",
             "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
         ],
+        // Ran (and was compiled) before the flush: NOSCRIPT now.
+        vec!["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"],
         vec!["SCRIPT", "FLUSH", "sync"],
         vec!["SCRIPT", "HELP"],
         vec!["SCRIPT", "NOPE"],

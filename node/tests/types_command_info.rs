@@ -1,4 +1,4 @@
-//! COMMAND INFO of every collection / HyperLogLog command matches redis-server 7.0: arity,
+//! COMMAND INFO of every collection / HyperLogLog / stream command matches redis-server 7.0: arity,
 //! flags, legacy key range and ACL categories (what cluster clients route by), and COMMAND
 //! GETKEYS finds the same keys.
 
@@ -14,13 +14,15 @@ sinterstore sunionstore sdiffstore sscan zadd zincrby zrem zcard zcount zlexcoun
 zrank zrevrank zrange zrevrange zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex \
 zrangestore zremrangebyrank zremrangebyscore zremrangebylex zpopmin zpopmax bzpopmin bzpopmax \
 zmpop bzmpop zunion zinter zdiff zunionstore zinterstore zdiffstore zintercard zrandmember zscan \
-pfadd pfcount pfmerge pfdebug pfselftest";
+pfadd pfcount pfmerge pfdebug pfselftest xadd xlen xrange xrevrange xdel xtrim xread xreadgroup \
+xack xpending xclaim xautoclaim xsetid xgroup xinfo";
 
 /// Commands whose key specs (flags, begin_search, find_keys) must equal redis-server's
 /// exactly: every movable-keys command, and the two-key source/destination ones.
 const KEY_SPECS_CHECKED: &str = "zunionstore zinterstore zdiffstore lmpop blmpop zmpop bzmpop \
 sintercard zunion zinter zdiff zintercard zrangestore smove lmove blmove rpoplpush brpoplpush \
-sinter sunion sdiff sinterstore sunionstore sdiffstore pfmerge blpop brpop";
+sinter sunion sdiff sinterstore sunionstore sdiffstore pfmerge blpop brpop xread xreadgroup \
+xadd xclaim";
 
 fn strings(r: &Reply) -> Vec<String> {
     let (Reply::Array(v) | Reply::Set(v)) = r else {
@@ -72,6 +74,12 @@ fn command_info_matches_redis() {
         "ZDIFFSTORE d 1 a",
         "ZUNION 2 a b WITHSCORES",
         "LMOVE a b LEFT RIGHT",
+        "XREAD COUNT 2 BLOCK 0 STREAMS a b 0 $",
+        "XREADGROUP GROUP g c NOACK STREAMS a b c > > 0",
+        "XADD s MAXLEN ~ 5 * f v",
+        "XGROUP CREATE s g $ MKSTREAM",
+        "XINFO STREAM s FULL",
+        "XAUTOCLAIM s g c 0 0",
     ] {
         let mut args = vec!["COMMAND", "GETKEYS"];
         args.extend(getkeys.split_whitespace());

@@ -220,6 +220,46 @@ fn sort_command_info_matches_redis() {
     }
 }
 
+/// A SORT without STORE is a read: like redis, it doesn't count as a change (the counter
+/// that also decides what reaches replicas and the AOF); SORT ... STORE does.
+#[test]
+fn sort_without_store_is_not_a_change() {
+    let Some((t, r)) = servers() else { return };
+    let mut got = Vec::new();
+    for port in [t.port, r.port] {
+        let mut c = Conn::connect(port);
+        load(&mut c);
+        let changes = |c: &mut Conn| -> i64 {
+            let Reply::Bulk(info) = c.line("INFO persistence") else {
+                panic!("INFO persistence is not a bulk string")
+            };
+            String::from_utf8_lossy(&info)
+                .lines()
+                .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("rdb_changes_since_last_save")
+        };
+        let mut deltas = Vec::new();
+        for line in [
+            "SORT l",
+            "SORT l LIMIT 0 3 DESC",
+            "SORT s BY w_* GET # GET h_*->f",
+            "SORT l STORE d",
+            "SORT la ALPHA STORE d2",
+        ] {
+            let before = changes(&mut c);
+            c.line(line);
+            // Whether it changed, not by how much: redis counts stored elements, tessera
+            // counts write commands.
+            deltas.push((line, changes(&mut c) > before));
+        }
+        got.push(deltas);
+    }
+    assert_eq!(got[0], got[1]);
+    assert!(!got[0][0].1, "SORT without STORE changed nothing");
+    assert!(got[0][3].1, "SORT ... STORE is a change");
+}
+
 /// STORE fires `sortstore` on the destination (or `del` when the result is empty and the
 /// destination existed), as redis-server does.
 #[test]

@@ -1,6 +1,6 @@
 //! XREAD BLOCK / XREADGROUP BLOCK: woken by XADD in FIFO order, `$` resolved when the
 //! client blocks, timeouts answer a null array, blocking does not happen inside MULTI,
-//! and a served XREADGROUP reaches a replica in its non-blocking form.
+//! and a served XREADGROUP reaches a replica (as XCLAIM ... FORCE JUSTID LASTID).
 
 mod types_common;
 use std::time::{Duration, Instant};
@@ -183,4 +183,134 @@ fn served_xreadgroup_block_reaches_a_replica() {
     }
     // The replica's link client never blocked.
     wait_blocked(&mut rc, 0);
+}
+
+/// Readers of one stream that want different things: an unserved one (its group already
+/// got the entry) does not stop the ones behind it (another group, a plain XREAD), as in
+/// redis; it is served, in its turn, by the next XADD. Same replies on redis-server.
+#[test]
+fn blocked_stream_readers_behind_an_unserved_one_are_served() {
+    let run = |port: u16| -> Vec<Reply> {
+        let mut ctl = Conn::connect(port);
+        ctl.cmd(&["FLUSHALL"]);
+        ctl.cmd(&["XGROUP", "CREATE", "s", "g1", "$", "MKSTREAM"]);
+        ctl.cmd(&["XGROUP", "CREATE", "s", "g2", "$"]);
+        let reads: [&[&str]; 4] = [
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "a",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "b",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g2",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ],
+            &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
+        ];
+        let mut readers = Vec::new();
+        for r in reads {
+            let mut c = Conn::connect(port);
+            c.send(r);
+            readers.push(c);
+            wait_blocked(&mut ctl, readers.len());
+        }
+        ctl.cmd(&["XADD", "s", "1-0", "n", "1"]);
+        let mut got = vec![readers[0].read(), readers[2].read(), readers[3].read()];
+        wait_blocked(&mut ctl, 1);
+        ctl.cmd(&["XADD", "s", "2-0", "n", "2"]);
+        got.push(readers[1].read());
+        wait_blocked(&mut ctl, 0);
+        got
+    };
+    let s = tessera();
+    let got = run(s.port);
+    assert_eq!(
+        got,
+        vec![
+            one_entry("s", "1-0", "n", "1"),
+            one_entry("s", "1-0", "n", "1"),
+            one_entry("s", "1-0", "n", "1"),
+            one_entry("s", "2-0", "n", "2"),
+        ]
+    );
+    if let Some(r) = types_common::redis() {
+        assert_eq!(run(r.port), got);
+    }
+}
+
+/// A reader blocked on two streams that both get an entry in one MULTI is served from the
+/// first one only (redis serves it from the stream that became ready); the group's other
+/// stream keeps its entry undelivered. Same replies on redis-server.
+#[test]
+fn blocked_reader_of_two_streams_is_served_from_the_first_ready() {
+    let run = |port: u16| -> Vec<Reply> {
+        let mut ctl = Conn::connect(port);
+        ctl.cmd(&["FLUSHALL"]);
+        for k in ["s1", "s2"] {
+            ctl.cmd(&["XADD", k, "1-1", "a", "b"]);
+            ctl.cmd(&["XGROUP", "CREATE", k, "g", "$"]);
+        }
+        let mut plain = Conn::connect(port);
+        plain.send(&["XREAD", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
+        wait_blocked(&mut ctl, 1);
+        let mut group = Conn::connect(port);
+        group.send(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "s1",
+            "s2",
+            ">",
+            ">",
+        ]);
+        wait_blocked(&mut ctl, 2);
+        ctl.cmd(&["MULTI"]);
+        ctl.cmd(&["XADD", "s1", "2-1", "x", "y"]);
+        ctl.cmd(&["XADD", "s2", "2-1", "z", "w"]);
+        ctl.cmd(&["EXEC"]);
+        let got = vec![
+            plain.read(),
+            group.read(),
+            ctl.cmd(&["XPENDING", "s2", "g"]),
+            ctl.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s2", ">"]),
+        ];
+        wait_blocked(&mut ctl, 0);
+        got
+    };
+    let s = tessera();
+    let got = run(s.port);
+    assert_eq!(got[0], one_entry("s1", "2-1", "x", "y"));
+    assert_eq!(got[1], one_entry("s1", "2-1", "x", "y"));
+    assert_eq!(got[3], one_entry("s2", "2-1", "z", "w"));
+    if let Some(r) = types_common::redis() {
+        assert_eq!(run(r.port), got);
+    }
 }

@@ -275,5 +275,6 @@ fn dump_restore_with_redis_and_memory_usage() {
         q(&mut nc, &["XADD", "m", &format!("{i}-0"), "f", "v"]);
     }
     let big = usage(&mut nc);
-    assert!(small > 0 && big > small + 1000 * 16, "{small} -> {big}");
+    // Entries packed in blocks: ~8 bytes each for these tiny ones (redis reports ~20).
+    assert!(small > 0 && big > small + 1000 * 4, "{small} -> {big}");
 }

@@ -31,6 +31,19 @@ struct Scenario {
 
 const SCENARIOS: &[Scenario] = &[
     Scenario {
+        name: "SORT without STORE only reads the watched key",
+        setup: &[&["RPUSH", "k", "3", "1", "2"]],
+        between: &[
+            Other(&["SORT", "k"]),
+            Other(&["SORT", "k", "LIMIT", "0", "1", "ALPHA"]),
+        ],
+    },
+    Scenario {
+        name: "SORT ... STORE overwrites the watched key",
+        setup: &[&["RPUSH", "src", "3", "1", "2"], &["SET", "k", "v"]],
+        between: &[Other(&["SORT", "src", "STORE", "k"])],
+    },
+    Scenario {
         name: "key expires after WATCH, untouched",
         setup: &[&["SET", "k", "v", "PX", "1500"]],
         between: &[Sleep(2000)],

@@ -25,6 +25,10 @@ pub fn commands() -> Vec<CommandSpec> {
             s("unblock", -3, "admin noscript loading stale", unblock),
             s("reply", 3, "noscript loading stale", reply),
             s("help", 2, "loading stale", help),
+            s("tracking", -3, "noscript loading stale", tracking),
+            s("caching", 3, "noscript loading stale", caching),
+            s("getredir", 2, "noscript loading stale", getredir),
+            s("trackinginfo", 2, "noscript loading stale", trackinginfo),
         ])]
 }
 
@@ -41,10 +45,16 @@ pub fn validate_name(n: &[u8]) -> Result<(), CmdError> {
 fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "ID",
-        "    Return the ID of the current connection.",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
         "KILL <ip:port>",
         "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",
@@ -63,18 +73,21 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         "    Return information about client connections. Options:",
         "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
         "      Return clients of specified type.",
-        "INFO",
-        "    Return information about the current client connection.",
-        "PAUSE <timeout> [WRITE|ALL]",
-        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "UNPAUSE",
         "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "REPLY (ON|OFF|SKIP)",
         "    Control the replies sent to the current connection.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
         "UNBLOCK <clientid> [TIMEOUT|ERROR]",
         "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
         "NO-EVICT (ON|OFF)",
         "    Protect current client connection from eviction.",
         "HELP",
@@ -335,6 +348,140 @@ fn reply(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     } else {
         return Err(CmdError::Syntax);
+    }
+    Ok(())
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT] [NOLOOP]:
+/// options parsed and checked in redis's order (syntax first, then ON's conflicts).
+fn tracking(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    use crate::tracking as tr;
+    let mut redirect = 0u64;
+    let mut opts = 0u8;
+    let mut prefixes: Vec<Bytes> = Vec::new();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = args[j];
+        if eq_ic(a, "redirect") && more {
+            j += 1;
+            if redirect != 0 {
+                return Err(CmdError::msg(
+                    "ERR A client can only redirect to a single other client",
+                ));
+            }
+            let id = arg_i64(args[j])?;
+            if id <= 0 || ctx.srv.clients.get(id as u64).is_none() {
+                return Err(CmdError::msg(
+                    "ERR The client ID you want redirect to does not exist",
+                ));
+            }
+            redirect = id as u64;
+        } else if eq_ic(a, "bcast") {
+            opts |= tr::BCAST;
+        } else if eq_ic(a, "optin") {
+            opts |= tr::OPTIN;
+        } else if eq_ic(a, "optout") {
+            opts |= tr::OPTOUT;
+        } else if eq_ic(a, "noloop") {
+            opts |= tr::NOLOOP;
+        } else if eq_ic(a, "prefix") && more {
+            j += 1;
+            prefixes.push(Bytes::copy_from_slice(args[j]));
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    if eq_ic(args[2], "on") {
+        if let Some(e) = tr::check_on(ctx.cl, opts, &prefixes) {
+            return Err(CmdError::msg(e));
+        }
+        tr::enable(ctx.cl, redirect, opts, &prefixes);
+    } else if eq_ic(args[2], "off") {
+        tr::disable(ctx.cl);
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT CACHING YES|NO: the next command is (YES, OPTIN) or isn't (NO, OPTOUT) tracked.
+fn caching(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    use crate::tracking as tr;
+    let f = ctx.cl.tracking;
+    if f & tr::ON == 0 {
+        return Err(CmdError::msg("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"));
+    }
+    if eq_ic(args[2], "yes") {
+        if f & tr::OPTIN == 0 {
+            return Err(CmdError::msg(
+                "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            ));
+        }
+    } else if eq_ic(args[2], "no") {
+        if f & tr::OPTOUT == 0 {
+            return Err(CmdError::msg(
+                "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            ));
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    ctx.cl.tracking |= tr::CACHING;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT GETREDIR: the redirect id, 0 without one, -1 when not tracking.
+fn getredir(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
+    let r = crate::tracking::describe(ctx.cl.id).map_or(-1, |(_, r, _)| r as i64);
+    ctx.out.int(r);
+    Ok(())
+}
+
+/// CLIENT TRACKINGINFO: a map of flags (a set), redirect and prefixes, as redis 7.0.
+fn trackinginfo(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
+    use crate::tracking as tr;
+    let d = tr::describe(ctx.cl.id);
+    let f = d.as_ref().map_or(0, |d| d.0);
+    let caching = ctx.cl.tracking & tr::CACHING != 0;
+    let mut names: Vec<&str> = vec![if f & tr::ON != 0 { "on" } else { "off" }];
+    if f & tr::BCAST != 0 {
+        names.push("bcast");
+    }
+    if f & tr::OPTIN != 0 {
+        names.push("optin");
+        if caching {
+            names.push("caching-yes");
+        }
+    }
+    if f & tr::OPTOUT != 0 {
+        names.push("optout");
+        if caching {
+            names.push("caching-no");
+        }
+    }
+    if f & tr::NOLOOP != 0 {
+        names.push("noloop");
+    }
+    if f & tr::BROKEN != 0 {
+        names.push("broken_redirect");
+    }
+    ctx.out.map(3);
+    ctx.out.bulk(b"flags");
+    ctx.out.set(names.len());
+    for n in names {
+        ctx.out.bulk(n.as_bytes());
+    }
+    ctx.out.bulk(b"redirect");
+    ctx.out.int(d.as_ref().map_or(-1, |d| d.1 as i64));
+    ctx.out.bulk(b"prefixes");
+    let prefixes = d.map(|d| d.2).unwrap_or_default();
+    ctx.out.array(prefixes.len());
+    for p in prefixes {
+        ctx.out.bulk(&p);
     }
     Ok(())
 }

@@ -21,8 +21,8 @@ pub fn commands() -> Vec<CommandSpec> {
                 s("info", -2, info),
                 s("docs", -2, docs),
                 s("list", -2, list),
-                s("getkeys", -3, getkeys),
-                s("getkeysandflags", -3, getkeysandflags),
+                s("getkeys", -4, getkeys),
+                s("getkeysandflags", -4, getkeysandflags),
                 s("help", 2, help),
             ]),
     ]

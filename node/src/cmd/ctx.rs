@@ -163,13 +163,7 @@ impl<'a> KeyView<'a> {
         let idx = crate::db::stripe_of(slot);
         if !self.locks.holds(idx) {
             tracing::warn!(slot, "key outside declared key spec; locking on demand");
-            let g = self.srv.ks.lock_stripe(idx);
-            let pos = self
-                .locks
-                .guards
-                .binary_search_by_key(&(idx as u16), |(i, _)| *i)
-                .unwrap_or_else(|p| p);
-            self.locks.guards.insert(pos, (idx as u16, g));
+            self.locks.add(&self.srv.ks, idx);
         }
         match self.locks.stripe(idx) {
             Some(s) => s,
@@ -323,9 +317,7 @@ impl<'a> KeyView<'a> {
     /// locking one stripe at a time (KEYS, SCAN, DBSIZE don't stop the world).
     pub fn for_each_stripe(&mut self, mut f: impl FnMut(usize, &mut Stripe)) {
         if self.locks.all {
-            for (i, g) in self.locks.guards.iter_mut() {
-                f(*i as usize, g);
-            }
+            self.locks.for_each(f);
         } else {
             for i in 0..crate::db::STRIPES {
                 if let Some(s) = self.locks.stripe(i) {

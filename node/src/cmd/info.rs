@@ -120,10 +120,11 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         "clients" => {
             let _ = write!(
                 s,
-                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:{}\r\n",
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
                 srv.clients.len(),
                 srv.maxclients.load(Ordering::Relaxed),
                 srv.blocking.blocked_clients(),
+                crate::tracking::clients(),
                 srv.blocking.blocked_clients(),
             );
         }
@@ -143,12 +144,21 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
                 crate::alloc::allocator_name(),
             );
+            // Redis 7.0's function lines (the Lua heap summed over the threads' states).
+            let (libs, funcs) = crate::script::function::counts();
+            let _ = write!(
+                s,
+                "number_of_functions:{funcs}\r\nnumber_of_libraries:{libs}\r\nused_memory_vm_functions:{}\r\nused_memory_functions:{}\r\n",
+                crate::script::function::vm_memory(),
+                crate::script::function::memory()
+            );
         }
         "persistence" => s.push_str(&crate::persist::info(srv)),
         "stats" => {
+            let (tk, ti, tp) = crate::tracking::totals();
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\nunexpected_error_replies:{}\r\ntessera_prefetch_batches:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\nunexpected_error_replies:{}\r\ntessera_prefetch_batches:{}\r\n",
                 ld(&st.total_connections),
                 ld(&st.total_commands),
                 ld(&st.net_input_bytes),
@@ -160,6 +170,9 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 ld(&st.keyspace_misses),
                 srv.pubsub.channels(None).len(),
                 srv.pubsub.numpat(),
+                tk,
+                ti,
+                tp,
                 ld(&st.unexpected_error_replies),
                 ld(&st.protocol_errors),
                 ld(&st.prefetch_batches),

@@ -18,6 +18,7 @@ mod cluster;
 mod command;
 mod config_cmd;
 mod connection;
+mod function;
 mod info;
 mod keys;
 mod migrate;
@@ -77,6 +78,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(repl::commands());
     v.extend(sort::commands());
     v.extend(script::commands());
+    v.extend(function::commands());
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
     v.extend(list::commands());
@@ -332,6 +334,18 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         out.error("LOADING Redis is loading the dataset in memory");
         return Outcome::Done;
     }
+    // A running script holds every stripe: wait for it or answer BUSY here rather than
+    // sleep on its locks (crate::script::busy). One relaxed load when no script runs.
+    if crate::script::busy::active() {
+        if let Some(e) = crate::script::busy::gate(cmd) {
+            if cl.multi.is_some() {
+                cl.multi_error = true;
+            }
+            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            out.error(e);
+            return Outcome::Done;
+        }
+    }
     // The master's stream is never redirected (crate::repl).
     let route = if crate::repl::from_master() {
         None
@@ -503,22 +517,35 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let reply_at = ctx.out.len();
     let notify = crate::notify::before(ctx, cmd, args);
+    let absent = if crate::tracking::live() && cmd.has(flags::WRITE) {
+        crate::tracking::absent_keys(ctx, cmd, args)
+    } else {
+        0
+    };
     let res = (cmd.handler)(ctx, args);
     // The hints name `args`' memory: they must not outlive this call.
     ctx.ks.clear_slot_hints();
+    // SORT without STORE only reads: like redis, it neither touches WATCHes nor counts as
+    // a change nor reaches replicas and the AOF (nor invalidates tracked keys).
+    let writes = cmd.has(flags::WRITE) && (cmd.name != "sort" || sort::stores(args));
+    // Client-side caching: remember a tracking client's reads, invalidate the keys of a
+    // write (one relaxed load when nobody tracks).
+    if crate::tracking::live() {
+        crate::tracking::after_run(ctx, cmd, args, res.is_ok(), writes, absent);
+    }
     match res {
         Ok(()) => {
             if let Some(snap) = notify {
                 crate::notify::after_command(ctx, cmd, args, reply_at, snap);
             }
-            if cmd.has(flags::WRITE) && ctx.srv.watch.active() {
+            if writes && ctx.srv.watch.active() {
                 let mut idx = Vec::new();
                 cmd.key_indices(args, &mut idx);
                 for i in idx {
                     ctx.srv.watch.touch(ctx.ks.db, args[i]);
                 }
             }
-            if cmd.has(flags::WRITE) {
+            if writes {
                 ctx.srv.stats.dirty.fetch_add(1, Ordering::Relaxed);
                 if ctx.srv.persist.prop.active() {
                     crate::persist::propagate::propagate(ctx, cmd, args, reply_at);

@@ -6,29 +6,37 @@ use bytes::Bytes;
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::script;
 
-pub fn commands() -> Vec<CommandSpec> {
-    // Every stripe is locked for the script's duration: a script may touch keys it did
-    // not declare, and must run atomically.
-    let e = |name, ro: bool, h| {
-        let f = if ro {
-            "readonly noscript stale lock_all"
-        } else {
-            "noscript stale lock_all"
-        };
-        CommandSpec::new(name, -3, f, (0, 0, 0), h)
-            .group("scripting")
-            .since("2.6.0")
-            .keys(KeyPos::Keynum {
-                numkeys: 2,
-                first: 1,
-                step: 1,
-            })
-            .key_flags(if ro {
-                &[&["RO", "access"]]
-            } else {
-                &[&["RW", "access", "update"]]
-            })
+/// The spec of a command running Lua with `numkeys key... arg...` (EVAL*, FCALL*). Every
+/// stripe is locked for the run: a script may touch keys it did not declare, and must run
+/// atomically.
+pub(super) fn lua_call_spec(
+    name: &'static str,
+    ro: bool,
+    since: &'static str,
+    h: super::spec::Handler,
+) -> CommandSpec {
+    let f = if ro {
+        "readonly noscript stale lock_all"
+    } else {
+        "noscript stale lock_all"
     };
+    CommandSpec::new(name, -3, f, (0, 0, 0), h)
+        .group("scripting")
+        .since(since)
+        .keys(KeyPos::Keynum {
+            numkeys: 2,
+            first: 1,
+            step: 1,
+        })
+        .key_flags(if ro {
+            &[&["RO", "access"]]
+        } else {
+            &[&["RW", "access", "update"]]
+        })
+}
+
+pub fn commands() -> Vec<CommandSpec> {
+    let e = |name, ro, h| lua_call_spec(name, ro, "2.6.0", h);
     let s = |name, arity, f, h| CommandSpec::new(name, arity, f, (0, 0, 0), h);
     vec![
         e("eval", false, eval),
@@ -66,30 +74,18 @@ fn split<'a, 'b>(args: ArgSlice<'a, 'b>) -> Result<(ArgSlice<'a, 'b>, ArgSlice<'
     Ok(rest.split_at(n as usize))
 }
 
-fn run_body(ctx: &mut Ctx<'_>, args: &[&[u8]], body: Bytes, sha: &str, ro: bool) -> CmdResult {
-    let (keys, argv) = split(args)?;
-    script::run(ctx, &body, sha, keys, argv, ro)
-}
-
 fn eval_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
-    split(args)?;
-    let body = Bytes::copy_from_slice(args[1]);
-    let sha = script::sha1_hex(&body);
-    if script::cache_get(&sha).is_none() {
-        script::compile_check(&body)?;
-        script::cache_put(sha.clone(), body.clone());
-    }
-    run_body(ctx, args, body, &sha, ro)
+    let (keys, argv) = split(args)?;
+    let sha = script::sha1_hex(args[1]);
+    script::run(ctx, Some(args[1]), &sha, keys, argv, ro)
 }
 
 fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
+    // As redis: numkeys is checked before the script is looked up.
+    let (keys, argv) = split(args)?;
     let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
-    let Some(body) = script::cache_get(&sha) else {
-        return Err(CmdError::msg(
-            "NOSCRIPT No matching script. Please use EVAL.",
-        ));
-    };
-    run_body(ctx, args, body, &sha, ro)
+    // No body: the thread's compiled copy, else the shared cache (else NOSCRIPT).
+    script::run(ctx, None, &sha, keys, argv, ro)
 }
 
 fn eval(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -141,9 +137,11 @@ fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Scripts never make the server BUSY here (no lua-time-limit), so there is never one to kill.
-fn kill(_: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+/// Stops a script past busy-reply-threshold that has not written (see `script::busy`).
+fn kill(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
+    script::busy::kill(script::busy::Kind::Eval)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {

@@ -154,10 +154,16 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Some(l) => l,
             None => &mut ctx.ks.locks,
         };
-        for (_, g) in locks.guards.iter_mut() {
-            g.dbs.swap(a as usize, b as usize);
-        }
+        locks.for_each(|_, g| g.dbs.swap(a as usize, b as usize));
         drop(all);
+        // As redis: clients blocked in either database look again, after this command.
+        // A list or zset now there serves them; an XREADGROUP whose stream (or group)
+        // left gets -UNBLOCKED / -NOGROUP.
+        let (a, b) = (a as usize, b as usize);
+        for (db, key) in ctx.srv.blocking.waiting_keys(&[a, b]) {
+            crate::blocking::recheck_group_readers(ctx.srv, db, &key);
+            ctx.ks.ready.push((db, key));
+        }
     }
     ctx.out.ok();
     Ok(())
@@ -192,6 +198,20 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     if args[1..].iter().any(|a| eq_ic(a, "abort")) {
         return Err(CmdError::msg("ERR No shutdown in progress."));
+    }
+    if let Some(e) = crate::script::busy::busy_error() {
+        // A script past busy-reply-threshold: only NOSAVE may stop the server (Redis).
+        if !args[1..].iter().any(|a| eq_ic(a, "nosave")) {
+            return Err(CmdError::msg(e));
+        }
+        // The thread running the script may be the one that would finish the shutdown:
+        // flush the AOF (the script's writes are not in it yet) and exit from here.
+        tracing::warn!("User requested shutdown... (a script is busy)");
+        crate::persist::note_shutdown_args(ctx.srv, args);
+        ctx.srv.shutting_down.store(true, Ordering::SeqCst);
+        crate::persist::on_shutdown(ctx.srv);
+        tracing::warn!("Redis is now ready to exit, bye bye...");
+        std::process::exit(0);
     }
     tracing::warn!("User requested shutdown...");
     crate::persist::note_shutdown_args(ctx.srv, args);
@@ -254,10 +274,10 @@ fn mem_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 
 /// Bytes one key costs: table slot (key + entry), key heap, value heap.
 pub fn key_memory(key: &[u8], v: &Value) -> usize {
-    // Table bucket (pointer + control byte) plus the boxed (key, entry) node as glibc
+    // Table bucket (a tagged pointer) plus the boxed (key, entry) node as the allocator
     // rounds it.
     let node = std::mem::size_of::<crate::db::slotmap::Node>();
-    let slot = 9 + ((node + 8 + 15) & !15);
+    let slot = 8 + crate::alloc::real_size(node) as usize;
     let key_heap = if key.len() > 22 { key.len() + 16 } else { 0 };
     slot + key_heap + v.mem_usage()
 }

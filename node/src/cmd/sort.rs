@@ -53,6 +53,13 @@ fn sort_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     out.extend(store);
 }
 
+/// Whether a SORT call stores its result (otherwise it only reads).
+pub fn stores(args: &[&[u8]]) -> bool {
+    let mut keys = Vec::new();
+    sort_keys(args, &mut keys);
+    keys.len() > 1
+}
+
 /// SORT_RO's only key is the sorted one (its key list still depends on the arguments in
 /// Redis's view: `movablekeys`).
 fn sort_ro_keys(args: &[&[u8]], out: &mut Vec<usize>) {

@@ -33,9 +33,11 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 thread_local! {
-    /// The deterministic form of the last XADD/XTRIM run on this thread (concrete ID,
-    /// exact trimming), taken by the propagator.
-    static REWRITE: RefCell<Option<Vec<Bytes>>> = const { RefCell::new(None) };
+    /// What replicas and the AOF get instead of the stream command that just ran on this
+    /// thread, taken by the propagator: XADD/XTRIM's deterministic form (concrete ID, exact
+    /// trimming); XREADGROUP/XCLAIM/XAUTOCLAIM's list of XCLAIM / XGROUP commands, as
+    /// Redis 7.0's streamPropagateXCLAIM and friends (possibly empty: nothing to send).
+    static REWRITE: RefCell<Option<Vec<Vec<Bytes>>>> = const { RefCell::new(None) };
 }
 
 thread_local! {
@@ -59,13 +61,56 @@ pub fn take_events() -> Vec<(&'static str, Bytes)> {
     EVENTS.with(|e| std::mem::take(&mut *e.borrow_mut()))
 }
 
-/// The propagated form of the XADD/XTRIM that just ran (None: propagate as sent).
-pub fn take_rewrite() -> Option<Vec<Bytes>> {
+/// The commands propagated for the stream command that just ran (None: as sent; more
+/// than one are wrapped in MULTI/EXEC, as Redis 7.0 does).
+pub fn take_rewrite() -> Option<Vec<Vec<Bytes>>> {
     REWRITE.with(|r| r.borrow_mut().take())
 }
 
 pub(super) fn set_rewrite(v: Option<Vec<Bytes>>) {
-    REWRITE.with(|r| *r.borrow_mut() = v);
+    REWRITE.with(|r| *r.borrow_mut() = v.map(|v| vec![v]));
+}
+
+/// Starts an empty list of propagated commands ([`push_rewrite`] adds to it).
+pub(super) fn start_rewrites() {
+    REWRITE.with(|r| *r.borrow_mut() = Some(Vec::new()));
+}
+
+pub(super) fn push_rewrite(v: Vec<Bytes>) {
+    REWRITE.with(|r| {
+        if let Some(l) = r.borrow_mut().as_mut() {
+            l.push(v);
+        }
+    });
+}
+
+/// Redis 7.0's streamPropagateXCLAIM: `XCLAIM key group consumer 0 id TIME <ms>
+/// RETRYCOUNT <n> FORCE JUSTID LASTID <group's last id>` for one pending entry `p`.
+pub(super) fn push_xclaim(
+    key: &[u8],
+    group: &[u8],
+    id: StreamId,
+    p: &crate::types::stream::Pending,
+    last_id: StreamId,
+) {
+    let b = |s: &[u8]| Bytes::copy_from_slice(s);
+    let st = |s: &'static str| Bytes::from_static(s.as_bytes());
+    push_rewrite(vec![
+        st("XCLAIM"),
+        b(key),
+        b(group),
+        p.owner.clone(),
+        st("0"),
+        Bytes::from(fmt_id(id)),
+        st("TIME"),
+        Bytes::from(p.delivery_time.to_string()),
+        st("RETRYCOUNT"),
+        Bytes::from(p.delivery_count.to_string()),
+        st("FORCE"),
+        st("JUSTID"),
+        st("LASTID"),
+        Bytes::from(fmt_id(last_id)),
+    ]);
 }
 
 fn invalid_id() -> CmdError {
@@ -242,44 +287,18 @@ fn parse_trim_args(args: &[&[u8]], xadd: bool) -> Result<TrimArgs, CmdError> {
     Ok(t)
 }
 
-/// Redis's stream-node-max-entries default: approximate trimming removes whole nodes of
-/// this many entries (counted from the first live entry: exact for streams that are only
-/// appended to and trimmed, which is what approximate trimming is used on).
+/// Redis's stream-node-max-entries default (the default LIMIT of `~` is 100 nodes' worth).
 const NODE_ENTRIES: usize = 100;
 
-/// Trims `s` per `t`; returns the number of entries removed.
+/// Trims `s` per `t` as redis's streamTrim (whole nodes, then entries of one node unless
+/// `~`); returns the number of entries removed.
 fn trim(s: &mut StreamValue, t: &TrimArgs) -> usize {
-    match (t.strategy, t.approx) {
-        (Strategy::None, _) => 0,
-        (Strategy::MaxLen(max), false) => s.trim_while(|len, _| len as u64 > max),
-        (Strategy::MinId(min), false) => s.trim_while(|_, id| id < min),
-        (strategy, true) => {
-            // Whole nodes only, at most `limit` entries (0: no limit).
-            let mut removed = 0usize;
-            loop {
-                let node: Vec<StreamId> = s.entries.keys().take(NODE_ENTRIES).copied().collect();
-                if node.is_empty() {
-                    break;
-                }
-                let remove = match strategy {
-                    Strategy::MaxLen(max) => (s.len() - node.len()) as u64 >= max,
-                    Strategy::MinId(min) => node.last().is_some_and(|l| *l < min),
-                    Strategy::None => false,
-                };
-                if !remove || (t.limit != 0 && (removed + node.len()) as u64 > t.limit) {
-                    break;
-                }
-                for id in &node {
-                    s.entries.remove(id);
-                }
-                removed += node.len();
-            }
-            if removed > 0 {
-                s.refresh_first();
-            }
-            removed
-        }
-    }
+    let how = match t.strategy {
+        Strategy::None => return 0,
+        Strategy::MaxLen(max) => stream::Trim::MaxLen(max),
+        Strategy::MinId(min) => stream::Trim::MinId(min),
+    };
+    s.trim(how, t.approx, if t.approx { t.limit } else { 0 })
 }
 
 /// The exact form of an approximate trim, for propagation (Redis's
@@ -393,7 +412,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     };
     let p = stream::pack(fields.chunks_exact(2).map(|c| (c[0], c[1])));
-    s.append(id, p);
+    s.append(id, &p);
     event("xadd", args[1]);
     if trim(s, &t) > 0 {
         event("xtrim", args[1]);
@@ -518,22 +537,15 @@ fn write_range(
         out.array(0);
         return;
     }
-    let range = s.entries.range(start..=end);
-    let picked: Vec<(&StreamId, &Box<[u8]>)> = if rev {
-        let it = range.rev();
-        if count > 0 {
-            it.take(count).collect()
-        } else {
-            it.collect()
-        }
-    } else if count > 0 {
-        range.take(count).collect()
+    let take = if count > 0 { count } else { usize::MAX };
+    let picked: Vec<(StreamId, &[u8])> = if rev {
+        s.entries.range_rev(start, end).take(take).collect()
     } else {
-        range.collect()
+        s.entries.range(start, end).take(take).collect()
     };
     out.array(picked.len());
     for (id, p) in picked {
-        write_entry(out, *id, p);
+        write_entry(out, id, p);
     }
 }
 

@@ -55,25 +55,42 @@ fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
     }
 }
 
-/// Drops pending entry `id` (its stream entry is gone).
-fn drop_pending(g: &mut Group, id: StreamId) {
+/// Drops pending entry `id` (its stream entry is gone); replicas get it as an XCLAIM to
+/// its owner, which drops it there too (Redis 7.0).
+fn drop_pending(g: &mut Group, key: &[u8], group: &[u8], id: StreamId) {
     if let Some(p) = g.pel.remove(&id) {
+        super::stream::push_xclaim(key, group, id, &p, g.last_id);
         if let Some(c) = g.consumers.get_mut(&p.owner) {
             c.pending.remove(&id);
         }
     }
 }
 
+/// Redis 7.0's streamPropagateGroupID: `XGROUP SETID key group <last id> ENTRIESREAD <n>`.
+pub(super) fn push_setid(key: &[u8], group: &[u8], g: &Group) {
+    let st = |s: &'static str| Bytes::from_static(s.as_bytes());
+    super::stream::push_rewrite(vec![
+        st("XGROUP"),
+        st("SETID"),
+        Bytes::copy_from_slice(key),
+        Bytes::copy_from_slice(group),
+        Bytes::from(fmt_id(g.last_id)),
+        st("ENTRIESREAD"),
+        Bytes::from(g.entries_read.to_string()),
+    ]);
+}
+
 fn claimed_reply(out: &mut crate::resp::Out, s: &StreamValue, id: StreamId, justid: bool) {
     if justid {
         out.bulk(fmt_id(id).as_bytes());
-    } else if let Some(p) = s.entries.get(&id) {
+    } else if let Some(p) = s.entries.get(id) {
         write_entry(out, id, p);
     }
 }
 
 fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     super::stream::reset_events();
+    super::stream::start_rewrites();
     let now = ctx.ks.now;
     let Some(s) = get_stream_w(&mut ctx.ks, args[1])? else {
         return Err(nogroup(args));
@@ -126,16 +143,24 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     } else {
         delivery as u64
     };
+    // LASTID applies before the claims (their XCLAIMs carry it), as in Redis 7.0.
+    let mut advanced = false;
+    if let Some(g) = s.groups.get_mut(args[2]) {
+        if last_id > g.last_id {
+            g.last_id = last_id;
+            advanced = true;
+        }
+    }
     let mut body = crate::resp::Out::new(ctx.out.resp3);
     let mut n = 0usize;
     let name = args[3];
     for id in ids {
-        let exists = s.entries.contains_key(&id);
+        let exists = s.entries.contains_key(id);
         let Some(g) = s.groups.get_mut(args[2]) else {
             break;
         };
         if !exists {
-            drop_pending(g, id);
+            drop_pending(g, args[1], args[2], id);
             continue;
         }
         let mut fresh = false;
@@ -165,12 +190,15 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 p.delivery_count += 1;
             }
         }
+        if let Some(p) = g.pel.get(&id) {
+            super::stream::push_xclaim(args[1], args[2], id, p, g.last_id);
+        }
         claimed_reply(&mut body, s, id, justid);
         n += 1;
     }
-    if let Some(g) = s.groups.get_mut(args[2]) {
-        if last_id > g.last_id {
-            g.last_id = last_id;
+    if advanced {
+        if let Some(g) = s.groups.get(args[2]) {
+            push_setid(args[1], args[2], g);
         }
     }
     ctx.out.array(n);
@@ -180,6 +208,7 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     super::stream::reset_events();
+    super::stream::start_rewrites();
     let now = ctx.ks.now;
     let minidle = int_or(args[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")?.max(0);
     let start = parse_bound(args[5], true)?;
@@ -230,12 +259,12 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 break;
             }
         };
-        let exists = s.entries.contains_key(&id);
+        let exists = s.entries.contains_key(id);
         let Some(g) = s.groups.get_mut(args[2]) else {
             break;
         };
         if !exists {
-            drop_pending(g, id);
+            drop_pending(g, args[1], args[2], id);
             deleted.push(id);
             count -= 1;
             continue;
@@ -250,6 +279,9 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             if !justid {
                 p.delivery_count += 1;
             }
+        }
+        if let Some(p) = g.pel.get(&id) {
+            super::stream::push_xclaim(args[1], args[2], id, p, g.last_id);
         }
         claimed_reply(&mut body, s, id, justid);
         claimed += 1;
@@ -295,8 +327,8 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::NoSuchKey);
     };
     // Redis 7.0 does not compare with the current max_deleted_entry_id (later versions do).
-    if let Some(top) = s.entries.keys().next_back() {
-        if id < *top {
+    if let Some(top) = s.entries.last_id() {
+        if id < top {
             return Err(CmdError::msg(
                 "ERR The ID specified in XSETID is smaller than the target stream top item",
             ));

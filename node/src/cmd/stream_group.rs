@@ -67,7 +67,13 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// Redis's xreadCommand (without BLOCK).
 fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult {
-    super::stream::set_rewrite(None);
+    if group_cmd {
+        // Replicas and the AOF get XCLAIM / XGROUP SETID for what is served (nothing for
+        // an XREADGROUP that blocks or serves nothing).
+        super::stream::start_rewrites();
+    } else {
+        super::stream::set_rewrite(None);
+    }
     super::stream::reset_events();
     let mut count = 0usize;
     let mut streams_at = None;
@@ -86,12 +92,6 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                 return Err(CmdError::TimeoutNegative);
             }
             timeout = Some(t as u64);
-            if group_cmd {
-                // Replicas and the AOF get the non-blocking form.
-                let mut v = super::owned_args(args);
-                v.drain(i..i + 2);
-                super::stream::set_rewrite(Some(v));
-            }
             i += 1;
         } else if eq_ic(o, "count") && more > 0 {
             count = arg_i64(args[i + 1])?.max(0) as usize;
@@ -141,9 +141,18 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
     let mut ids = Vec::with_capacity(n);
     for k in 0..n {
         let (key, a) = (rest[k], rest[n + k]);
-        let s = get_stream(&mut ctx.ks, key)?;
+        let s = match get_stream(&mut ctx.ks, key) {
+            // Woken because the key went away or changed type: Redis 7.0's reply.
+            Ok(None) | Err(_) if ctx.serving_blocked && group.is_some() => {
+                return Err(CmdError::msg(crate::blocking::UNBLOCKED_DELETED));
+            }
+            r => r?,
+        };
         if let Some((g, _)) = group {
             if !s.as_ref().is_some_and(|s| s.groups.contains_key(g)) {
+                if ctx.serving_blocked {
+                    return Err(CmdError::msg(crate::blocking::NOGROUP_DESTROYED));
+                }
                 return Err(nogroup_read(key, g));
             }
         }
@@ -180,7 +189,7 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
         match group {
             Some((gname, cname)) => {
                 let history = gt != MAX_ID;
-                let max_valid = s.entries.keys().next_back().copied();
+                let max_valid = s.entries.last_id();
                 let Some(g) = s.groups.get_mut(gname) else {
                     continue;
                 };
@@ -193,14 +202,16 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                         }
                     }
                 }
-                if !g.consumers.contains_key(cname) {
+                // Redis 7.0 creates the consumer only when it serves the stream.
+                if !serve {
+                    continue;
+                }
+                let created = !g.consumers.contains_key(cname);
+                if created {
                     super::stream::event("xgroup-createconsumer", key);
                 }
                 let c = consumer_entry(g, cname, now);
                 c.seen_time = now;
-                if !serve {
-                    continue;
-                }
                 served += 1;
                 if !resp3 {
                     body.array(2);
@@ -209,12 +220,19 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                 if history {
                     serve_history(&mut body, s, gname, cname, gt, count, now);
                 } else {
-                    serve_new(&mut body, s, gname, cname, gt, count, noack, now);
+                    let how = NewRead {
+                        key,
+                        group: gname,
+                        consumer: cname,
+                        noack,
+                        created,
+                    };
+                    serve_new(&mut body, s, &how, gt, count, now);
                 }
             }
             None => {
                 let Some(start) = incr(gt) else { continue };
-                if s.entries.range(start..).next().is_none() {
+                if s.entries.range(start, MAX_ID).next().is_none() {
                     continue;
                 }
                 served += 1;
@@ -222,10 +240,10 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                     body.array(2);
                 }
                 body.bulk(key);
-                let picked: Vec<_> = s.entries.range(start..).take(nz(count)).collect();
+                let picked: Vec<_> = s.entries.range(start, MAX_ID).take(nz(count)).collect();
                 body.array(picked.len());
                 for (id, p) in picked {
-                    write_entry(&mut body, *id, p);
+                    write_entry(&mut body, id, p);
                 }
             }
         }
@@ -239,6 +257,9 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                     if rest[n + k] == b"$" {
                         again[first + n + k] = Bytes::from(fmt_id(ids[k]));
                     }
+                }
+                if group_cmd {
+                    crate::blocking::arm_stream_gone(ctx.srv);
                 }
                 ctx.block_on(&rest[..n], t);
                 if let Some(b) = ctx.block.as_mut() {
@@ -282,29 +303,39 @@ pub fn consumer_entry<'g>(g: &'g mut Group, name: &[u8], now: u64) -> &'g mut Co
         })
 }
 
-/// `>`: entries after `gt`, added to the group and consumer PELs (unless NOACK).
-#[allow(clippy::too_many_arguments)]
+/// Who reads new entries, and how.
+struct NewRead<'a> {
+    key: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    noack: bool,
+    /// The consumer was created by this read (NOACK then propagates its creation).
+    created: bool,
+}
+
+/// `>`: entries after `gt`, added to the group and consumer PELs (unless NOACK), and
+/// propagated as Redis 7.0 does: an XCLAIM per entry, or for NOACK one XGROUP SETID.
 fn serve_new(
     out: &mut crate::resp::Out,
     s: &mut StreamValue,
-    gname: &[u8],
-    cname: &[u8],
+    how: &NewRead<'_>,
     gt: StreamId,
     count: usize,
-    noack: bool,
     now: u64,
 ) {
+    let (gname, cname, noack) = (how.group, how.consumer, how.noack);
     let Some(start) = incr(gt) else {
         out.array(0);
         return;
     };
     let picked: Vec<StreamId> = s
         .entries
-        .range(start..)
+        .range(start, MAX_ID)
         .take(nz(count))
-        .map(|(id, _)| *id)
+        .map(|(id, _)| id)
         .collect();
     out.array(picked.len());
+    let picked_none = picked.is_empty();
     for id in picked {
         let tomb = s.has_tombstones_from(id);
         let est = s.estimate_distance(id);
@@ -320,7 +351,7 @@ fn serve_new(
             }
             g.last_id = id;
         }
-        if let Some(p) = s.entries.get(&id) {
+        if let Some(p) = s.entries.get(id) {
             write_entry(out, id, p);
         }
         let Some(g) = s.groups.get_mut(gname) else {
@@ -343,6 +374,25 @@ fn serve_new(
             if let Some(c) = g.consumers.get_mut(cname) {
                 c.pending.insert(id);
             }
+            if let Some(p) = g.pel.get(&id) {
+                super::stream::push_xclaim(how.key, gname, id, p, g.last_id);
+            }
+        }
+    }
+    if noack && !picked_none {
+        if let Some(g) = s.groups.get(gname) {
+            let b = |s: &[u8]| Bytes::copy_from_slice(s);
+            let st = |s: &'static str| Bytes::from_static(s.as_bytes());
+            if how.created {
+                super::stream::push_rewrite(vec![
+                    st("XGROUP"),
+                    st("CREATECONSUMER"),
+                    b(how.key),
+                    b(gname),
+                    b(cname),
+                ]);
+            }
+            super::stream_claim::push_setid(how.key, gname, g);
         }
     }
 }
@@ -369,6 +419,10 @@ fn serve_history(
         None => Vec::new(),
     };
     for id in &ids {
+        // Redis counts a delivery only for an entry that still exists.
+        if !s.entries.contains_key(*id) {
+            continue;
+        }
         if let Some(p) = g.pel.get_mut(id) {
             p.delivery_time = now;
             p.delivery_count += 1;
@@ -376,7 +430,7 @@ fn serve_history(
     }
     out.array(ids.len());
     for id in ids {
-        match s.entries.get(&id) {
+        match s.entries.get(id) {
             Some(p) => write_entry(out, id, p),
             None => {
                 out.array(2);
@@ -643,6 +697,8 @@ fn xgroup_destroy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = s.groups.remove(args[3]).is_some() as i64;
     if n == 1 {
         super::stream::event("xgroup-destroy", args[2]);
+        // Its blocked readers re-run (after this command) and get the NOGROUP error.
+        crate::blocking::recheck_group_readers(ctx.srv, ctx.ks.db, args[2]);
     }
     ctx.out.int(n);
     Ok(())

@@ -1,8 +1,8 @@
 //! XINFO STREAM / GROUPS / CONSUMERS / HELP (Redis 7.0.15 reply shapes).
 //!
-//! `radix-tree-keys` / `radix-tree-nodes` describe Redis's internal rax of listpacks; we
-//! report the node count an append-only Redis stream would have (100 entries per node) for
-//! both, as an estimate. XINFO STREAM FULL is not implemented yet.
+//! `radix-tree-keys` / `radix-tree-nodes` describe Redis's internal rax of listpack nodes:
+//! our entry blocks split where redis's nodes do, so the keys are redis's; the rax node
+//! count is that of the canonical compressed trie of their IDs.
 
 use tessera_rdb::StreamId;
 
@@ -33,24 +33,87 @@ fn id_bulk(out: &mut crate::resp::Out, id: StreamId) {
     out.bulk(fmt_id(id).as_bytes());
 }
 
-fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if args.len() > 3 {
-        return Err(CmdError::msg(
-            "ERR XINFO STREAM FULL is not supported by this server yet",
-        ));
+fn syntax(args: &[&[u8]]) -> CmdError {
+    CmdError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
+        String::from_utf8_lossy(args[1])
+    ))
+}
+
+/// `FULL [COUNT n]` after the key, as Redis 7.0 parses it (after the key lookup): how
+/// many entries / PEL rows to show, 0 meaning all, a negative count the default 10.
+fn full_count(args: &[&[u8]]) -> Result<Option<usize>, CmdError> {
+    match args.len() {
+        3 => return Ok(None),
+        4 | 6 if super::eq_ic(args[3], "full") => {}
+        _ => return Err(syntax(args)),
     }
+    if args.len() == 4 {
+        return Ok(Some(10));
+    }
+    if !super::eq_ic(args[4], "count") {
+        return Err(syntax(args));
+    }
+    let n = super::arg_i64(args[5])?;
+    Ok(Some(if n < 0 { 10 } else { n as usize }))
+}
+
+fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let out = &mut *ctx.out;
     let Some(s) = get_stream(&mut ctx.ks, args[2])? else {
         return Err(CmdError::NoSuchKey);
     };
-    let nodes = s.len().div_ceil(100) as i64;
+    let full = full_count(args)?;
+    if let Some(count) = full {
+        stream_full(out, s, count);
+        return Ok(());
+    }
     out.map(10);
+    stream_fields(out, s);
+    out.bulk(b"groups");
+    out.int(s.groups.len() as i64);
+    out.bulk(b"first-entry");
+    match s.entries.iter().next() {
+        Some((id, p)) => write_entry(out, id, p),
+        None => out.null(),
+    }
+    out.bulk(b"last-entry");
+    match s
+        .entries
+        .last_id()
+        .and_then(|id| Some((id, s.entries.get(id)?)))
+    {
+        Some((id, p)) => write_entry(out, id, p),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+/// A group's last-delivered-id, entries-read and lag (XINFO GROUPS and STREAM FULL).
+fn group_progress(out: &mut crate::resp::Out, s: &StreamValue, g: &Group) {
+    out.bulk(b"last-delivered-id");
+    id_bulk(out, g.last_id);
+    out.bulk(b"entries-read");
+    if g.entries_read != -1 {
+        out.int(g.entries_read);
+    } else {
+        out.null();
+    }
+    out.bulk(b"lag");
+    match lag(s, g) {
+        Some(l) => out.int(l),
+        None => out.null(),
+    }
+}
+
+/// The seven fields XINFO STREAM and XINFO STREAM FULL both start with.
+fn stream_fields(out: &mut crate::resp::Out, s: &StreamValue) {
     out.bulk(b"length");
     out.int(s.len() as i64);
     out.bulk(b"radix-tree-keys");
-    out.int(nodes);
+    out.int(s.entries.nodes() as i64);
     out.bulk(b"radix-tree-nodes");
-    out.int(nodes);
+    out.int(s.entries.rax_nodes() as i64);
     out.bulk(b"last-generated-id");
     id_bulk(out, s.last_id);
     out.bulk(b"max-deleted-entry-id");
@@ -59,19 +122,61 @@ fn xinfo_stream(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     out.int(s.entries_added as i64);
     out.bulk(b"recorded-first-entry-id");
     id_bulk(out, s.first_id);
+}
+
+/// XINFO STREAM key FULL: every stored field, the first `count` entries (0: all), and
+/// each group with its PEL and consumers (their PELs too), at most `count` rows each.
+fn stream_full(out: &mut crate::resp::Out, s: &StreamValue, count: usize) {
+    let take = if count == 0 { usize::MAX } else { count };
+    out.map(9);
+    stream_fields(out, s);
+    out.bulk(b"entries");
+    out.array(s.len().min(take));
+    for (id, p) in s.entries.iter().take(take) {
+        write_entry(out, id, p);
+    }
     out.bulk(b"groups");
-    out.int(s.groups.len() as i64);
-    out.bulk(b"first-entry");
-    match s.entries.iter().next() {
-        Some((id, p)) => write_entry(out, *id, p),
-        None => out.null(),
+    out.array(s.groups.len());
+    for (name, g) in &s.groups {
+        out.map(7);
+        out.bulk(b"name");
+        out.bulk(name);
+        group_progress(out, s, g);
+        out.bulk(b"pel-count");
+        out.int(g.pel.len() as i64);
+        out.bulk(b"pending");
+        out.array(g.pel.len().min(take));
+        for (id, p) in g.pel.iter().take(take) {
+            out.array(4);
+            id_bulk(out, *id);
+            out.bulk(&p.owner);
+            out.int(p.delivery_time as i64);
+            out.int(p.delivery_count as i64);
+        }
+        out.bulk(b"consumers");
+        out.array(g.consumers.len());
+        for (cname, c) in &g.consumers {
+            out.map(4);
+            out.bulk(b"name");
+            out.bulk(cname);
+            out.bulk(b"seen-time");
+            out.int(c.seen_time as i64);
+            out.bulk(b"pel-count");
+            out.int(c.pending.len() as i64);
+            out.bulk(b"pending");
+            out.array(c.pending.len().min(take));
+            for id in c.pending.iter().take(take) {
+                let (t, n) = g
+                    .pel
+                    .get(id)
+                    .map_or((0, 0), |p| (p.delivery_time, p.delivery_count));
+                out.array(3);
+                id_bulk(out, *id);
+                out.int(t as i64);
+                out.int(n as i64);
+            }
+        }
     }
-    out.bulk(b"last-entry");
-    match s.entries.iter().next_back() {
-        Some((id, p)) => write_entry(out, *id, p),
-        None => out.null(),
-    }
-    Ok(())
 }
 
 /// Redis's streamReplyWithCGLag: None when it cannot be known.
@@ -102,19 +207,7 @@ fn xinfo_groups(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         out.int(g.consumers.len() as i64);
         out.bulk(b"pending");
         out.int(g.pel.len() as i64);
-        out.bulk(b"last-delivered-id");
-        id_bulk(out, g.last_id);
-        out.bulk(b"entries-read");
-        if g.entries_read != -1 {
-            out.int(g.entries_read);
-        } else {
-            out.null();
-        }
-        out.bulk(b"lag");
-        match lag(s, g) {
-            Some(l) => out.int(l),
-            None => out.null(),
-        }
+        group_progress(out, s, g);
     }
     Ok(())
 }

@@ -220,6 +220,9 @@ impl Config {
             "zset-max-ziplist-entries" => Some("zset-max-listpack-entries"),
             "zset-max-ziplist-value" => Some("zset-max-listpack-value"),
             "list-max-ziplist-size" => Some("list-max-listpack-size"),
+            // Redis 7.0 renamed lua-time-limit; both names are one setting.
+            "lua-time-limit" => Some("busy-reply-threshold"),
+            "busy-reply-threshold" => Some("lua-time-limit"),
             _ => None,
         };
         if let Some(a) = alias {

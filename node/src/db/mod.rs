@@ -12,9 +12,9 @@ pub mod slotmap;
 pub mod value;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::slot::{key_hash_slot, SLOTS};
 pub use value::{Entry, SBytes, Value, NO_EXPIRE};
@@ -43,29 +43,72 @@ impl VolatileCount {
     }
 }
 
+/// Told when a stream value leaves a key (deleted, expired, overwritten, flushed), so
+/// clients blocked in XREADGROUP on it get Redis 7.0's error (its
+/// `signalDeletedKeyAsReady` / `scanDatabaseForDeletedStreams`) instead of waiting for
+/// their timeout. Implemented by `crate::blocking`; the keyspace can't reach the server.
+pub trait StreamGone: Send + Sync {
+    /// Lock-free: whether any client waits in XREADGROUP at all (the hot-path check).
+    fn active(&self) -> bool;
+    /// `db` is None for a dropped database (FLUSHDB/FLUSHALL, resync), whose index a
+    /// `DbSlots` doesn't know (SWAPDB moves them): the waiters then look for themselves.
+    fn gone(&self, db: Option<usize>, key: &[u8]);
+}
+
+/// The keyspace's [`StreamGone`] hook, shared by its stripes; set once, by the first
+/// XREADGROUP that blocks.
+#[derive(Clone, Default)]
+struct GoneHook(Arc<OnceLock<Arc<dyn StreamGone>>>);
+
+impl GoneHook {
+    /// The hook when someone waits (a stream leaving a key costs one branch otherwise).
+    #[inline]
+    fn armed(&self) -> Option<&dyn StreamGone> {
+        self.0.get().map(|h| &**h).filter(|h| h.active())
+    }
+
+    #[inline]
+    fn left(&self, db: Option<usize>, key: &[u8], old: &Value) {
+        if matches!(old, Value::Stream(_)) {
+            if let Some(h) = self.armed() {
+                h.gone(db, key);
+            }
+        }
+    }
+}
+
 /// The slots of one database that fall in one stripe.
 pub struct DbSlots {
     pub maps: [SlotMap; SLOTS_PER_STRIPE],
     /// Keys with a TTL per slot map, so the active expiry cycle skips maps without any.
     pub volatile: [u32; SLOTS_PER_STRIPE],
     count: VolatileCount,
+    gone: GoneHook,
 }
 
 impl Drop for DbSlots {
     /// FLUSHDB/FLUSHALL and replica resyncs drop whole `DbSlots`: their TTL keys leave the
-    /// keyspace's count with them.
+    /// keyspace's count with them, their streams wake their XREADGROUP readers.
     fn drop(&mut self) {
         let v: u32 = self.volatile.iter().sum();
         self.count.delta(0, v);
+        if self.gone.armed().is_some() {
+            for m in &self.maps {
+                for (k, e) in m.iter() {
+                    self.gone.left(None, k, &e.value);
+                }
+            }
+        }
     }
 }
 
 impl DbSlots {
-    fn new(count: VolatileCount) -> Self {
+    fn new(count: VolatileCount, gone: GoneHook) -> Self {
         DbSlots {
             maps: Default::default(),
             volatile: [0; SLOTS_PER_STRIPE],
             count,
+            gone,
         }
     }
 
@@ -84,6 +127,7 @@ impl DbSlots {
 pub struct Stripe {
     pub dbs: Vec<Option<Box<DbSlots>>>,
     count: VolatileCount,
+    gone: GoneHook,
 }
 
 #[inline]
@@ -97,10 +141,11 @@ fn local_of(slot: u16) -> usize {
 }
 
 impl Stripe {
-    fn new(ndb: usize, count: VolatileCount) -> Self {
+    fn new(ndb: usize, count: VolatileCount, gone: GoneHook) -> Self {
         Stripe {
             dbs: (0..ndb).map(|_| None).collect(),
             count,
+            gone,
         }
     }
 
@@ -115,8 +160,8 @@ impl Stripe {
     }
 
     fn db_create(&mut self, db: usize) -> &mut DbSlots {
-        let count = &self.count;
-        self.dbs[db].get_or_insert_with(|| Box::new(DbSlots::new(count.clone())))
+        let (count, gone) = (&self.count, &self.gone);
+        self.dbs[db].get_or_insert_with(|| Box::new(DbSlots::new(count.clone(), gone.clone())))
     }
 
     #[inline]
@@ -152,6 +197,9 @@ impl Stripe {
             .unwrap_or(0);
         d.volatile[l] = d.volatile[l] + newvol - oldvol;
         d.count.delta(newvol, oldvol);
+        if let Some(o) = &old {
+            d.gone.left(Some(db), key, &o.value);
+        }
         old
     }
 
@@ -163,6 +211,7 @@ impl Stripe {
             d.volatile[l] -= 1;
             d.count.delta(0, 1);
         }
+        d.gone.left(Some(db), key, &old.value);
         Some(old)
     }
 
@@ -194,7 +243,14 @@ impl Stripe {
                 continue;
             }
             let before = d.maps[l].len();
-            d.maps[l].retain(|_, e| e.expire_at() == NO_EXPIRE || e.expire_at() > now);
+            let gone = &d.gone;
+            d.maps[l].retain(|k, e| {
+                let keep = e.expire_at() == NO_EXPIRE || e.expire_at() > now;
+                if !keep {
+                    gone.left(Some(db), k, &e.value);
+                }
+                keep
+            });
             let removed = before - d.maps[l].len();
             d.volatile[l] -= removed as u32;
             d.count.delta(0, removed as u32);
@@ -211,21 +267,67 @@ impl Stripe {
 #[repr(align(64))]
 pub struct Padded<T>(pub T);
 
+/// Most shards of the world lock (see [`Keyspace`]).
+const WORLD_SHARDS: usize = 32;
+
+/// Shards of the world lock: one per core (at least 4, for the threads beside the I/O
+/// ones), so I/O threads rarely share one, and stopping the world takes few.
+fn world_shards() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(4, |n| n.get())
+            .clamp(4, WORLD_SHARDS)
+    })
+}
+
+/// This thread's world-lock shard, dealt round-robin on first use.
+fn world_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % world_shards();
+    }
+    SHARD.with(|s| *s)
+}
+
 /// All databases of the node.
+///
+/// Commands lock the stripes of their keys. A command that needs everything (EVAL, EXEC
+/// of a global command, FLUSHALL, SWAPDB...) used to lock all 1024 stripes, which cost
+/// ~14 us, 90% of an EVALSHA. Instead every stripe lock is taken under a shared "world"
+/// lock, and stopping the world takes that exclusively (a write lock per shard), then every
+/// stripe is ours without touching its mutex. The world lock is sharded by thread so the
+/// shared side is an uncontended atomic on a cache line of the thread's own.
 pub struct Keyspace {
     stripes: Box<[Padded<Mutex<Stripe>>]>,
+    world: Box<[Padded<RwLock<()>>]>,
     ndb: usize,
     volatile: VolatileCount,
+    gone: GoneHook,
 }
 
 /// Guards of the locked stripes; inline for the common one- or two-stripe command so
 /// locking allocates nothing.
 pub type Guards<'a> = smallvec::SmallVec<[(u16, MutexGuard<'a, Stripe>); 2]>;
 
+/// How a [`LockSet`] holds the world lock.
+enum World<'a> {
+    None,
+    /// The shared side, under which its stripe guards were taken (held for its Drop).
+    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    /// Every shard exclusively (held for their Drop): every stripe belongs to this set.
+    All(
+        &'a Keyspace,
+        #[allow(dead_code)] smallvec::SmallVec<[RwLockWriteGuard<'a, ()>; 8]>,
+    ),
+}
+
 /// Locks held by one command: sorted by stripe index.
 pub struct LockSet<'a> {
+    /// Dropped before `world` (fields drop in order): stripes are released under it.
     pub guards: Guards<'a>,
     pub all: bool,
+    world: World<'a>,
 }
 
 impl<'a> LockSet<'a> {
@@ -233,6 +335,7 @@ impl<'a> LockSet<'a> {
         LockSet {
             guards: Guards::new(),
             all: false,
+            world: World::None,
         }
     }
 
@@ -240,7 +343,15 @@ impl<'a> LockSet<'a> {
     #[inline]
     pub fn stripe(&mut self, idx: usize) -> Option<&mut Stripe> {
         if self.all {
-            return self.guards.get_mut(idx).map(|(_, g)| &mut **g);
+            let World::All(ks, _) = &self.world else {
+                return None;
+            };
+            let m = &ks.stripes.get(idx)?.0;
+            // SAFETY: this set holds every world shard exclusively, and stripe mutexes are
+            // only ever locked under a shared world shard (the only ways to lock one are
+            // Keyspace's methods), so no other thread can hold or take this stripe; the
+            // &mut borrow of self keeps this set from handing it out twice.
+            return Some(unsafe { &mut *m.data_ptr() });
         }
         if self.guards.len() == 1 {
             let (i, g) = &mut self.guards[0];
@@ -260,20 +371,102 @@ impl<'a> LockSet<'a> {
     pub fn holds(&self, idx: usize) -> bool {
         self.all || self.guards.iter().any(|(i, _)| *i as usize == idx)
     }
+
+    /// Runs `f` on every held stripe, in index order.
+    pub fn for_each(&mut self, mut f: impl FnMut(usize, &mut Stripe)) {
+        if self.all {
+            for i in 0..STRIPES {
+                if let Some(s) = self.stripe(i) {
+                    f(i, s);
+                }
+            }
+        } else {
+            for (i, g) in self.guards.iter_mut() {
+                f(*i as usize, g);
+            }
+        }
+    }
+
+    /// Adds stripe `idx` (a key outside the declared ones), keeping `guards` sorted. Out of
+    /// order, so only for what a key spec missed.
+    pub fn add(&mut self, ks: &'a Keyspace, idx: usize) {
+        if self.holds(idx) {
+            return;
+        }
+        if matches!(self.world, World::None) {
+            self.world = World::Shared(ks.world_read());
+        }
+        let g = ks.stripes[idx].0.lock();
+        let pos = self
+            .guards
+            .binary_search_by_key(&(idx as u16), |(i, _)| *i)
+            .unwrap_or_else(|p| p);
+        self.guards.insert(pos, (idx as u16, g));
+    }
+}
+
+/// One stripe locked on its own (with the shared world lock it was taken under).
+pub struct StripeGuard<'a> {
+    /// Dropped before `_world`.
+    g: MutexGuard<'a, Stripe>,
+    _world: RwLockReadGuard<'a, ()>,
+}
+
+impl std::ops::Deref for StripeGuard<'_> {
+    type Target = Stripe;
+    fn deref(&self) -> &Stripe {
+        &self.g
+    }
+}
+
+impl std::ops::DerefMut for StripeGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Stripe {
+        &mut self.g
+    }
 }
 
 impl Keyspace {
     pub fn new(ndb: usize) -> Self {
         let volatile = VolatileCount::default();
+        let gone = GoneHook::default();
         let stripes = (0..STRIPES)
-            .map(|_| Padded(Mutex::new(Stripe::new(ndb, volatile.clone()))))
+            .map(|_| Padded(Mutex::new(Stripe::new(ndb, volatile.clone(), gone.clone()))))
             .collect::<Vec<_>>()
             .into_boxed_slice();
         Keyspace {
             stripes,
+            world: (0..world_shards())
+                .map(|_| Padded(RwLock::new(())))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
             ndb,
             volatile,
+            gone,
         }
+    }
+
+    /// Installs the [`StreamGone`] hook (the first call wins; later ones are no-ops).
+    pub fn set_stream_gone(&self, hook: impl FnOnce() -> Arc<dyn StreamGone>) {
+        self.gone.0.get_or_init(hook);
+    }
+
+    /// Keys in all databases, estimated from one stripe in 16 (keys spread evenly over
+    /// slots by their hash), so a periodic tick can afford it. Never waits: stripes in
+    /// use are skipped, and while the world is stopped (a script) there is no estimate.
+    pub fn estimated_keys(&self) -> Option<usize> {
+        const STEP: usize = 16;
+        let _world = self.world[world_shard()].0.try_read_recursive()?;
+        let (mut keys, mut seen) = (0usize, 0usize);
+        for i in (0..STRIPES).step_by(STEP) {
+            if let Some(st) = self.stripes[i].0.try_lock() {
+                keys += (0..self.ndb)
+                    .filter_map(|db| st.db(db))
+                    .map(|d| d.len())
+                    .sum::<usize>();
+                seen += 1;
+            }
+        }
+        (seen > 0).then(|| keys * STRIPES / seen)
     }
 
     /// Keys with a TTL in all databases (exact; 0 means there is nothing to expire).
@@ -285,6 +478,13 @@ impl Keyspace {
         self.ndb
     }
 
+    /// The shared side of this thread's world shard. Recursive: a command holding stripes
+    /// may lock one more (SCAN, KEYS), and must not wait behind a queued exclusive locker.
+    #[inline]
+    fn world_read(&self) -> RwLockReadGuard<'_, ()> {
+        self.world[world_shard()].0.read_recursive()
+    }
+
     /// Locks the stripes of `slots` in ascending order (deadlock-free).
     pub fn lock(&self, slots: &mut Vec<u16>) -> LockSet<'_> {
         for s in slots.iter_mut() {
@@ -292,11 +492,16 @@ impl Keyspace {
         }
         slots.sort_unstable();
         slots.dedup();
+        let world = World::Shared(self.world_read());
         let guards = slots
             .iter()
             .map(|&i| (i, self.stripes[i as usize].0.lock()))
             .collect();
-        LockSet { guards, all: false }
+        LockSet {
+            guards,
+            all: false,
+            world,
+        }
     }
 
     /// Locks the stripe of one key.
@@ -309,27 +514,36 @@ impl Keyspace {
     #[inline]
     pub fn lock_slot(&self, slot: u16) -> LockSet<'_> {
         let i = stripe_of(slot);
+        let world = World::Shared(self.world_read());
         let mut guards = Guards::new();
         guards.push((i as u16, self.stripes[i].0.lock()));
-        LockSet { guards, all: false }
+        LockSet {
+            guards,
+            all: false,
+            world,
+        }
     }
 
-    /// Locks every stripe, in order.
+    /// Stops the world: every stripe, without taking their mutexes (see [`Keyspace`]).
+    /// The caller must hold no stripe of its own.
     pub fn lock_all(&self) -> LockSet<'_> {
-        let guards = (0..STRIPES)
-            .map(|i| (i as u16, self.stripes[i].0.lock()))
-            .collect();
-        LockSet { guards, all: true }
+        let shards = self.world.iter().map(|w| w.0.write()).collect();
+        LockSet {
+            guards: Guards::new(),
+            all: true,
+            world: World::All(self, shards),
+        }
     }
 
     /// Brings what looking up `keys` (slot, key) of `db` will read into the cache, for a
     /// batch of pipelined requests about to run (as Valkey 8.1 does for its command
-    /// queue). A lookup is a chain of dependent misses (slot map header, control bytes and
-    /// bucket, node); done key after key, the misses of one key wait for each other and the
+    /// queue). A lookup is a chain of dependent misses (slot map header, bucket,
+    /// node); done key after key, the misses of one key wait for each other and the
     /// next key's wait for those. Here each pass issues one level for the whole batch, so
-    /// the misses of different keys overlap: headers first, then one probe per key that
-    /// only prefetches the node. Holds the stripes' locks (in order, like a multi-key
-    /// command) only for the two passes; the commands lock again when they run.
+    /// the misses of different keys overlap: headers first, then the bucket where each
+    /// key's probe starts, then the probe itself, which only prefetches the node. Holds the
+    /// stripes' locks (in order, like a multi-key command) only for the passes; the
+    /// commands lock again when they run.
     pub fn prefetch(&self, db: usize, keys: &[(u16, &[u8])], scratch: &mut Vec<u16>) {
         scratch.clear();
         scratch.extend(keys.iter().map(|&(slot, _)| slot));
@@ -341,14 +555,23 @@ impl Keyspace {
         }
         for &(slot, key) in keys {
             if let Some(d) = ls.stripe(stripe_of(slot)).and_then(|st| st.db(db)) {
+                d.maps[local_of(slot)].prefetch_bucket(key);
+            }
+        }
+        for &(slot, key) in keys {
+            if let Some(d) = ls.stripe(stripe_of(slot)).and_then(|st| st.db(db)) {
                 d.maps[local_of(slot)].prefetch(key);
             }
         }
     }
 
     /// Locks one stripe by index.
-    pub fn lock_stripe(&self, idx: usize) -> MutexGuard<'_, Stripe> {
-        self.stripes[idx].0.lock()
+    pub fn lock_stripe(&self, idx: usize) -> StripeGuard<'_> {
+        let w = self.world_read();
+        StripeGuard {
+            g: self.stripes[idx].0.lock(),
+            _world: w,
+        }
     }
 }
 

@@ -129,6 +129,16 @@ fn write_inner(
             buf: Vec::with_capacity(64 * 1024),
         }
     };
+    // Function libraries first: FUNCTION2 records in an RDB base, FUNCTION LOAD commands in
+    // a RESP one (Redis 7.0's rewriteFunctions).
+    for lib in crate::script::function::libraries() {
+        match &mut sink {
+            Sink::Rdb(w) => w.function(&lib.code).map_err(rdb_err)?,
+            Sink::Resp { buf, .. } => {
+                encode_command(buf, &[b"FUNCTION".as_slice(), b"LOAD", &lib.code])
+            }
+        }
+    }
     let now = crate::server::now_ms();
     let ndb = srv.ks.databases();
     let mut per_db: Vec<Vec<snapshot::Copied>> = (0..ndb).map(|_| Vec::new()).collect();

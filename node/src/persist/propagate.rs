@@ -75,10 +75,17 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usi
         v.push(Bytes::copy_from_slice(args[1]));
         v.extend(members);
         Some(v)
-    } else if matches!(cmd.name, "xadd" | "xtrim" | "xreadgroup") {
-        // The concrete ID and exact trimming the handler recorded (Redis 7.0's rewrite);
-        // XREADGROUP without BLOCK.
-        crate::cmd::stream::take_rewrite()
+    } else if matches!(
+        cmd.name,
+        "xadd" | "xtrim" | "xreadgroup" | "xclaim" | "xautoclaim"
+    ) {
+        // What the handler recorded (Redis 7.0's rewrites): XADD/XTRIM's concrete ID and
+        // exact trimming; XCLAIM/XGROUP SETID per entry XREADGROUP and the claims deliver.
+        match crate::cmd::stream::take_rewrite() {
+            Some(mut cmds) if cmds.len() == 1 => cmds.pop(),
+            Some(cmds) => return propagate_many(ctx, cmds),
+            None => None,
+        }
     } else {
         deterministic(cmd.name, args, ctx.ks.now)
     };
@@ -104,6 +111,43 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usi
     };
     for s in p.subs.read().iter() {
         s.feed(&w);
+    }
+}
+
+/// Several commands standing for one (a stream read's XCLAIMs): none is sent for an empty
+/// list, and more than one travel as MULTI ... EXEC (Redis 7.0's also-propagate).
+fn propagate_many(ctx: &Ctx<'_>, cmds: Vec<Vec<Bytes>>) {
+    if cmds.is_empty() {
+        return;
+    }
+    if ctx.in_exec {
+        TX.with(|t| {
+            t.borrow_mut()
+                .extend(cmds.into_iter().map(|c| (ctx.ks.db, c)))
+        });
+        return;
+    }
+    let stripes = held_stripes(ctx);
+    let subs = ctx.srv.persist.prop.subs.read();
+    let feed = |args: &[&[u8]]| {
+        let w = Write {
+            db: ctx.ks.db,
+            args,
+            stripes: &stripes,
+        };
+        for s in subs.iter() {
+            s.feed(&w);
+        }
+    };
+    let wrap = cmds.len() > 1;
+    if wrap {
+        feed(&[b"MULTI"]);
+    }
+    for c in &cmds {
+        feed(&crate::cmd::arg_view(c));
+    }
+    if wrap {
+        feed(&[b"EXEC"]);
     }
 }
 

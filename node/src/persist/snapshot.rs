@@ -71,6 +71,10 @@ pub fn write_body<W: Write>(
         ..AuxInfo::default()
     };
     w.standard_aux(&aux)?;
+    // Function libraries come before the databases, as Redis 7.0 writes them.
+    for lib in crate::script::function::libraries() {
+        w.function(&lib.code)?;
+    }
     let now = now_ms();
     let mut buf = Vec::new();
     for db in 0..srv.ks.databases() {
@@ -164,6 +168,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
     let mut n = 0u64;
     let (mut repl_id, mut repl_offset, mut stream_db) = (None, None, None);
     let text = |v: &Bytes| std::str::from_utf8(v).ok().map(str::to_string);
+    let mut libraries = Vec::new();
     loop {
         let pos = rd.position();
         match rd.next_event().map_err(|e| err(pos, e))? {
@@ -174,6 +179,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
                 b"repl-stream-db" => stream_db = text(&value).and_then(|v| v.parse::<u64>().ok()),
                 _ => {}
             },
+            Some(RdbEvent::Function(code)) => libraries.push(code),
             Some(RdbEvent::SelectDb(db)) if db as usize >= ndb => {
                 return Err(PersistError::TooManyDbs(ndb));
             }
@@ -189,6 +195,12 @@ pub fn load_rdb_stream<R: std::io::Read>(
             Some(_) => {}
         }
     }
+    // The stream's libraries replace the current ones (a replica's full sync; at startup
+    // there are none). One that fails stops the load, naming it, as in Redis.
+    crate::script::function::load_from_rdb(libraries).map_err(|m| PersistError::Io {
+        path: name.to_string(),
+        source: std::io::Error::other(m),
+    })?;
     // All three or nothing, as Redis 7.0 requires before trusting them.
     let repl = match (repl_id, repl_offset, stream_db) {
         (Some(repl_id), Some(repl_offset), Some(stream_db)) if (stream_db as usize) < ndb => {

@@ -281,6 +281,9 @@ fn snapshot(
     };
     drop(apply);
     let _ = at.send(point);
+    // FUNCTION LOAD/DELETE/FLUSH/RESTORE hold every stripe, so the libraries read while
+    // this snapshot holds them all belong to the same point of the stream.
+    let libraries = crate::script::function::libraries();
     let now = now_ms();
     let mut per_db: Vec<Vec<Copied>> = (0..ndb).map(|_| Vec::new()).collect();
     for g in guards.drain(..) {
@@ -294,6 +297,10 @@ fn snapshot(
         used_mem: crate::alloc::used_memory(),
         ..Default::default()
     })?;
+    // Function libraries come before the databases, as in dump.rdb.
+    for lib in &libraries {
+        w.function(&lib.code)?;
+    }
     for (db, v) in per_db.into_iter().enumerate() {
         if v.is_empty() {
             continue;

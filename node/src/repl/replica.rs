@@ -317,13 +317,15 @@ async fn load(
         srv2.persist.load_epoch.fetch_add(1, Ordering::SeqCst);
         {
             let mut all = srv2.ks.lock_all();
-            for (_, g) in all.guards.iter_mut() {
+            all.for_each(|_, g| {
                 for d in g.dbs.iter_mut() {
                     *d = None;
                 }
-            }
+            });
         }
         srv2.watch.touch_db(None);
+        // Like FLUSHALL: tracking clients drop their whole cache (a null invalidation).
+        crate::tracking::on_flush(&srv2);
         // A replica keeps keys whose TTL passed: its master's DEL removes them.
         let r = crate::persist::snapshot::load_rdb_stream(
             &srv2,

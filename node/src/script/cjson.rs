@@ -1,6 +1,11 @@
-//! The `cjson` library Redis embeds (lua-cjson 2.1 subset: encode, decode, null), on
-//! serde_json for parsing. Encoding is hand-written because lua-cjson's rules (array
-//! detection, `%.14g` numbers, `\/` escapes) are what scripts' outputs depend on.
+//! The `cjson` library Redis embeds (lua-cjson 2.1 subset: encode, decode, null).
+//!
+//! Hand-written rather than on serde_json because scripts depend on lua-cjson's exact
+//! behaviour, which a general JSON crate doesn't have: strings are byte strings (invalid
+//! UTF-8 passes through both ways), `Inf`/`NaN`/hex/`+`/leading-zero numbers decode as C's
+//! strtod reads them, nesting is capped at 1000, errors name the token and character
+//! ("Expected comma or array end but found T_END at character 5"), and encoding follows
+//! its array detection, `%.14g` numbers and `\/` escapes.
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
@@ -35,7 +40,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     "bad argument #1 to 'encode' (expected 1 argument)",
                 ));
             }
-            let mut out = String::new();
+            let mut out = Vec::new();
             encode(lua, &args[0], &mut out, 0)?;
             lua.create_string(out)
         })?,
@@ -49,6 +54,16 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     .coerce_string(v.clone())?
                     .map(|s| s.as_bytes().to_vec())
                     .unwrap_or_default(),
+                (1, Some(other)) => {
+                    let ty = match other {
+                        Value::LightUserData(_) => "userdata",
+                        v => v.type_name(),
+                    };
+                    return Err(lua_error(
+                        lua,
+                        &format!("bad argument #1 to 'decode' (string expected, got {ty})"),
+                    ));
+                }
                 _ => {
                     return Err(lua_error(
                         lua,
@@ -56,77 +71,384 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     ))
                 }
             };
-            let v: serde_json::Value = serde_json::from_slice(&s).map_err(|e| {
-                lua_error(lua, &format!("Expected value but found invalid token: {e}"))
-            })?;
-            to_lua(lua, &v)
+            decode(lua, &s)
         })?,
     )?;
     Ok(t)
 }
 
-fn to_lua(lua: &Lua, v: &serde_json::Value) -> mlua::Result<Value> {
-    use serde_json::Value as J;
-    Ok(match v {
-        J::Null => null(),
-        J::Bool(b) => Value::Boolean(*b),
-        J::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
-        J::String(s) => Value::String(lua.create_string(s)?),
-        J::Array(a) => {
-            let t = lua.create_table_with_capacity(a.len(), 0)?;
-            for (i, x) in a.iter().enumerate() {
-                t.raw_set(i + 1, to_lua(lua, x)?)?;
-            }
-            Value::Table(t)
+/// lua-cjson's decoder limit (`decode_max_depth`).
+const MAX_DEPTH: usize = 1000;
+
+/// One token of lua-cjson's tokenizer; `index` is where it starts (0-based).
+enum Tok {
+    ObjBegin,
+    ObjEnd,
+    ArrBegin,
+    ArrEnd,
+    Str(Vec<u8>),
+    Num(f64),
+    Bool(bool),
+    Null,
+    Colon,
+    Comma,
+    End,
+    /// T_ERROR with its message ("invalid token", "invalid number", ...).
+    Error(&'static str),
+}
+
+impl Tok {
+    /// The name lua-cjson prints for a token ("found T_END"), or the error text.
+    fn name(&self) -> &'static str {
+        match self {
+            Tok::ObjBegin => "T_OBJ_BEGIN",
+            Tok::ObjEnd => "T_OBJ_END",
+            Tok::ArrBegin => "T_ARR_BEGIN",
+            Tok::ArrEnd => "T_ARR_END",
+            Tok::Str(_) => "T_STRING",
+            Tok::Num(_) => "T_NUMBER",
+            Tok::Bool(_) => "T_BOOLEAN",
+            Tok::Null => "T_NULL",
+            Tok::Colon => "T_COLON",
+            Tok::Comma => "T_COMMA",
+            Tok::End => "T_END",
+            Tok::Error(m) => m,
         }
-        J::Object(o) => {
-            let t = lua.create_table_with_capacity(0, o.len())?;
-            for (k, x) in o {
-                t.raw_set(k.as_str(), to_lua(lua, x)?)?;
-            }
-            Value::Table(t)
+    }
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    pos: usize,
+    depth: usize,
+}
+
+/// The byte at `i`, or NUL past the end (lua-cjson reads a NUL-terminated buffer: an
+/// embedded NUL ends the input too).
+fn at(s: &[u8], i: usize) -> u8 {
+    s.get(i).copied().unwrap_or(0)
+}
+
+fn hex4(s: &[u8], i: usize) -> Option<u32> {
+    let mut v = 0u32;
+    for k in 0..4 {
+        v = v * 16 + (at(s, i + k) as char).to_digit(16)?;
+    }
+    Some(v)
+}
+
+/// C's strtod over the characters lua-cjson's fpconv_strtod hands it (digits, signs, `.`,
+/// exponent, hex and inf/nan letters): (value, bytes consumed; 0 when nothing parsed).
+fn strtod(s: &[u8]) -> (f64, usize) {
+    let valid = |c: u8| c.is_ascii_hexdigit() || b"+-.xXiInNtTyY".contains(&c);
+    let n = s.iter().take_while(|&&c| valid(c)).count();
+    let Ok(c) = std::ffi::CString::new(&s[..n]) else {
+        return (0.0, 0);
+    };
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c` is NUL-terminated and outlives the call; strtod writes `end` inside it.
+    // The process never calls setlocale, so the C locale's '.' is the decimal point.
+    let v = unsafe { libc::strtod(c.as_ptr(), &mut end) };
+    (v, (end as usize).saturating_sub(c.as_ptr() as usize))
+}
+
+impl Parser<'_> {
+    fn next(&mut self) -> (Tok, usize) {
+        while matches!(at(self.s, self.pos), b' ' | b'\t' | b'\n' | b'\r') {
+            self.pos += 1;
         }
+        let i = self.pos;
+        let single = match at(self.s, i) {
+            0 => return (Tok::End, i),
+            b'{' => Tok::ObjBegin,
+            b'}' => Tok::ObjEnd,
+            b'[' => Tok::ArrBegin,
+            b']' => Tok::ArrEnd,
+            b':' => Tok::Colon,
+            b',' => Tok::Comma,
+            b'"' => return self.string(),
+            b'f' | b'i' | b'I' | b'n' | b'N' | b't' | b'+' | b'-' | b'0'..=b'9' => {
+                return self.word()
+            }
+            _ => return (Tok::Error("invalid token"), i),
+        };
+        self.pos += 1;
+        (single, i)
+    }
+
+    /// Numbers (JSON's, and with lua-cjson's decode_invalid_numbers also what strtod
+    /// takes: Inf, NaN, hex, a leading + or zero), true, false, null.
+    fn word(&mut self) -> (Tok, usize) {
+        let i = self.pos;
+        let rest = &self.s[i.min(self.s.len())..];
+        let c = at(self.s, i);
+        if c == b'-' || c.is_ascii_digit() || self.invalid_number() {
+            let (v, n) = strtod(rest);
+            if n == 0 {
+                return (Tok::Error("invalid number"), i);
+            }
+            self.pos += n;
+            return (Tok::Num(v), i);
+        }
+        for (w, t) in [
+            (&b"true"[..], Tok::Bool(true)),
+            (b"false", Tok::Bool(false)),
+            (b"null", Tok::Null),
+        ] {
+            if rest.starts_with(w) {
+                self.pos += w.len();
+                return (t, i);
+            }
+        }
+        (Tok::Error("invalid token"), i)
+    }
+
+    /// lua-cjson's json_is_invalid_number: a token strtod would read that JSON forbids.
+    fn invalid_number(&self) -> bool {
+        let mut p = self.pos;
+        match at(self.s, p) {
+            b'+' => return true,
+            b'-' => p += 1,
+            _ => {}
+        }
+        let c = at(self.s, p);
+        if c == b'0' {
+            let c2 = at(self.s, p + 1);
+            return c2 | 0x20 == b'x' || c2.is_ascii_digit();
+        }
+        if c <= b'9' {
+            return false;
+        }
+        let three = |w: &[u8]| (0..3).all(|k| at(self.s, p + k).eq_ignore_ascii_case(&w[k]));
+        three(b"inf") || three(b"nan")
+    }
+
+    fn string(&mut self) -> (Tok, usize) {
+        let start = self.pos;
+        self.pos += 1;
+        let mut out = Vec::new();
+        loop {
+            let c = at(self.s, self.pos);
+            match c {
+                b'"' => break,
+                0 => return (Tok::Error("unexpected end of string"), self.pos),
+                b'\\' => {
+                    let e = match at(self.s, self.pos + 1) {
+                        b'"' => b'"',
+                        b'\\' => b'\\',
+                        b'/' => b'/',
+                        b'b' => 8,
+                        b'f' => 12,
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'u' => {
+                            if !self.unicode_escape(&mut out) {
+                                return (Tok::Error("invalid unicode escape code"), self.pos);
+                            }
+                            continue;
+                        }
+                        _ => return (Tok::Error("invalid escape code"), self.pos),
+                    };
+                    out.push(e);
+                    self.pos += 2;
+                }
+                _ => {
+                    out.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+        self.pos += 1;
+        (Tok::Str(out), start)
+    }
+
+    /// `\uXXXX` (a UTF-16 surrogate pair takes two) appended as UTF-8; false, leaving
+    /// `pos` on the backslash, when malformed.
+    fn unicode_escape(&mut self, out: &mut Vec<u8>) -> bool {
+        let Some(mut cp) = hex4(self.s, self.pos + 2) else {
+            return false;
+        };
+        let mut len = 6;
+        if cp & 0xF800 == 0xD800 {
+            if cp & 0x400 != 0
+                || at(self.s, self.pos + 6) != b'\\'
+                || at(self.s, self.pos + 7) != b'u'
+            {
+                return false;
+            }
+            let Some(low) = hex4(self.s, self.pos + 8) else {
+                return false;
+            };
+            if low & 0xFC00 != 0xDC00 {
+                return false;
+            }
+            cp = (((cp & 0x3FF) << 10) | (low & 0x3FF)) + 0x10000;
+            len = 12;
+        }
+        let Some(ch) = char::from_u32(cp) else {
+            return false;
+        };
+        let mut b = [0u8; 4];
+        out.extend_from_slice(ch.encode_utf8(&mut b).as_bytes());
+        self.pos += len;
+        true
+    }
+}
+
+fn parse_error(lua: &Lua, expected: &str, tok: &(Tok, usize)) -> mlua::Error {
+    lua_error(
+        lua,
+        &format!(
+            "Expected {expected} but found {} at character {}",
+            tok.0.name(),
+            tok.1 + 1
+        ),
+    )
+}
+
+fn decode(lua: &Lua, s: &[u8]) -> mlua::Result<Value> {
+    if s.len() >= 2 && (s[0] == 0 || s[1] == 0) {
+        return Err(lua_error(
+            lua,
+            "JSON parser does not support UTF-16 or UTF-32",
+        ));
+    }
+    let mut p = Parser {
+        s,
+        pos: 0,
+        depth: 0,
+    };
+    let first = p.next();
+    let v = value(lua, &mut p, first)?;
+    let last = p.next();
+    if !matches!(last.0, Tok::End) {
+        return Err(parse_error(lua, "the end", &last));
+    }
+    Ok(v)
+}
+
+fn value(lua: &Lua, p: &mut Parser<'_>, tok: (Tok, usize)) -> mlua::Result<Value> {
+    Ok(match tok.0 {
+        Tok::Str(s) => Value::String(lua.create_string(s)?),
+        Tok::Num(n) => Value::Number(n),
+        Tok::Bool(b) => Value::Boolean(b),
+        Tok::Null => null(),
+        Tok::ObjBegin => object(lua, p)?,
+        Tok::ArrBegin => array(lua, p)?,
+        _ => return Err(parse_error(lua, "value", &tok)),
     })
 }
 
-fn number(lua: &Lua, n: f64, out: &mut String) -> mlua::Result<()> {
+fn descend(lua: &Lua, p: &mut Parser<'_>) -> mlua::Result<()> {
+    p.depth += 1;
+    if p.depth > MAX_DEPTH {
+        return Err(lua_error(
+            lua,
+            &format!(
+                "Found too many nested data structures ({}) at character {}",
+                p.depth, p.pos
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn object(lua: &Lua, p: &mut Parser<'_>) -> mlua::Result<Value> {
+    descend(lua, p)?;
+    let t = lua.create_table()?;
+    let mut tok = p.next();
+    if matches!(tok.0, Tok::ObjEnd) {
+        p.depth -= 1;
+        return Ok(Value::Table(t));
+    }
+    loop {
+        let Tok::Str(k) = tok.0 else {
+            return Err(parse_error(lua, "object key string", &tok));
+        };
+        let colon = p.next();
+        if !matches!(colon.0, Tok::Colon) {
+            return Err(parse_error(lua, "colon", &colon));
+        }
+        let vt = p.next();
+        let v = value(lua, p, vt)?;
+        t.raw_set(lua.create_string(k)?, v)?;
+        let sep = p.next();
+        match sep.0 {
+            Tok::ObjEnd => {
+                p.depth -= 1;
+                return Ok(Value::Table(t));
+            }
+            Tok::Comma => tok = p.next(),
+            _ => return Err(parse_error(lua, "comma or object end", &sep)),
+        }
+    }
+}
+
+fn array(lua: &Lua, p: &mut Parser<'_>) -> mlua::Result<Value> {
+    descend(lua, p)?;
+    let t = lua.create_table()?;
+    let mut tok = p.next();
+    if matches!(tok.0, Tok::ArrEnd) {
+        p.depth -= 1;
+        return Ok(Value::Table(t));
+    }
+    let mut i = 1;
+    loop {
+        let v = value(lua, p, tok)?;
+        t.raw_set(i, v)?;
+        i += 1;
+        let sep = p.next();
+        match sep.0 {
+            Tok::ArrEnd => {
+                p.depth -= 1;
+                return Ok(Value::Table(t));
+            }
+            Tok::Comma => tok = p.next(),
+            _ => return Err(parse_error(lua, "comma or array end", &sep)),
+        }
+    }
+}
+
+fn number(lua: &Lua, n: f64, out: &mut Vec<u8>) -> mlua::Result<()> {
     if !n.is_finite() {
         return Err(lua_error(
             lua,
             "Cannot serialise number: must not be NaN or Inf",
         ));
     }
-    out.push_str(&fmt_g(n, 14));
+    out.extend_from_slice(fmt_g(n, 14).as_bytes());
     Ok(())
 }
 
-fn string(s: &[u8], out: &mut String) {
-    out.push('"');
-    for ch in String::from_utf8_lossy(s).chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '/' => out.push_str("\\/"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
+/// lua-cjson's escaping, byte by byte: control bytes, `"`, `\\`, `/` and DEL escaped,
+/// everything else (bytes >= 0x80 included) copied as is.
+fn string(s: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &c in s {
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'/' => out.extend_from_slice(b"\\/"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            8 => out.extend_from_slice(b"\\b"),
+            12 => out.extend_from_slice(b"\\f"),
+            0..=0x1f | 0x7f => out.extend_from_slice(format!("\\u{c:04x}").as_bytes()),
             c => out.push(c),
         }
     }
-    out.push('"');
+    out.push(b'"');
 }
 
-fn encode(lua: &Lua, v: &Value, out: &mut String, depth: usize) -> mlua::Result<()> {
+fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
     match v {
-        Value::Nil => out.push_str("null"),
-        Value::LightUserData(p) if p.0.is_null() => out.push_str("null"),
-        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Integer(i) => out.push_str(&i.to_string()),
+        Value::Nil => out.extend_from_slice(b"null"),
+        Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        // Lua 5.1 numbers are doubles: lua-cjson prints them all with %.14g.
+        Value::Integer(i) => number(lua, *i as f64, out)?,
         Value::Number(n) => number(lua, *n, out)?,
         Value::String(s) => string(&s.as_bytes(), out),
         Value::Table(t) => {
@@ -148,7 +470,7 @@ fn encode(lua: &Lua, v: &Value, out: &mut String, depth: usize) -> mlua::Result<
     Ok(())
 }
 
-fn table(lua: &Lua, t: &Table, out: &mut String, depth: usize) -> mlua::Result<()> {
+fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
     let mut pairs: Vec<(Value, Value)> = Vec::new();
     for p in t.clone().pairs::<Value, Value>() {
         pairs.push(p?);
@@ -176,25 +498,25 @@ fn table(lua: &Lua, t: &Table, out: &mut String, depth: usize) -> mlua::Result<(
                 "Cannot serialise table: excessively sparse array",
             ));
         }
-        out.push('[');
+        out.push(b'[');
         for i in 1..=max {
             if i > 1 {
-                out.push(',');
+                out.push(b',');
             }
             let v: Value = t.raw_get(i)?;
             encode(lua, &v, out, depth)?;
         }
-        out.push(']');
+        out.push(b']');
         return Ok(());
     }
-    out.push('{');
+    out.push(b'{');
     for (i, (k, v)) in pairs.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
         match k {
             Value::String(s) => string(&s.as_bytes(), out),
-            Value::Integer(n) => string(n.to_string().as_bytes(), out),
+            Value::Integer(n) => string(fmt_g(*n as f64, 14).as_bytes(), out),
             Value::Number(n) => string(fmt_g(*n, 14).as_bytes(), out),
             other => {
                 return Err(lua_error(
@@ -206,9 +528,9 @@ fn table(lua: &Lua, t: &Table, out: &mut String, depth: usize) -> mlua::Result<(
                 ))
             }
         }
-        out.push(':');
+        out.push(b':');
         encode(lua, v, out, depth)?;
     }
-    out.push('}');
+    out.push(b'}');
     Ok(())
 }

@@ -7,11 +7,15 @@
 //! keyspace notifications fire exactly as for the same commands sent by a client.
 
 mod bit;
+pub mod busy;
 mod cjson;
 mod cluster;
+mod cmsgpack;
 pub mod convert;
+pub mod function;
 mod sandbox;
 mod shebang;
+mod structlib;
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -25,7 +29,17 @@ use convert::Parsed;
 
 /// SHA1 hex (lower case) of a script body.
 pub fn sha1_hex(body: &[u8]) -> String {
-    sha1_smol::Sha1::from(body).digest().to_string()
+    // By hand, not through the digest's Display (core::fmt cost a third of the hashing
+    // of a short script, and EVAL hashes its body on every call).
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let d = sha1_smol::Sha1::from(body).digest().bytes();
+    let mut s = Vec::with_capacity(40);
+    for b in d {
+        s.push(HEX[(b >> 4) as usize]);
+        s.push(HEX[(b & 15) as usize]);
+    }
+    // Hex digits only: always UTF-8.
+    String::from_utf8(s).unwrap_or_default()
 }
 
 /// The script cache: sha -> body (shared by all threads; SCRIPT FLUSH empties it).
@@ -54,6 +68,11 @@ struct Engine {
     globals: Table,
     redis: Table,
     handler: Function,
+    /// The real `xpcall`, and the interned names KEYS and ARGV, looked up once rather than
+    /// per script run.
+    xpcall: Function,
+    keys_name: mlua::String,
+    argv_name: mlua::String,
     /// Compiled scripts by sha (cleared when SCRIPT FLUSH bumps [`FLUSHES`]).
     compiled: RefCell<(u64, Compiled)>,
 }
@@ -72,10 +91,14 @@ thread_local! {
     /// The last error `redis.call` raised: a script failing with exactly it is reported
     /// without the "ERR " prefix a plain Lua error gets (as Redis does).
     static LAST_CALL_ERR: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// A function without `allow-cross-slot-keys` in cluster mode: the one slot its
+    /// commands may use (-1 until the first keyed one). None: any local slot (EVAL).
+    static SLOT_RULE: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
 }
 
 fn new_engine() -> mlua::Result<Engine> {
     let (lua, globals, redis) = sandbox::build(|| LAST_CALL_ERR.with(|l| l.borrow().clone()))?;
+    busy::install_busy_hook(&lua);
     // The xpcall handler: the error's message and the user-script line it came from.
     let handler = lua.create_function(|lua, e: Value| {
         let mut line: i64 = 0;
@@ -91,7 +114,7 @@ fn new_engine() -> mlua::Result<Engine> {
             }) else {
                 break;
             };
-            if src == "@user_script" {
+            if src == "@user_script" || src == "@user_function" {
                 line = l;
                 break;
             }
@@ -126,11 +149,46 @@ fn new_engine() -> mlua::Result<Engine> {
         t.raw_set("line", line)?;
         Ok(t)
     })?;
+    // redis.call / redis.pcall are made once: they find the running script's context in
+    // CURRENT. (Creating them per run in a Lua scope cost about a fifth of an EVALSHA.)
+    let call = lua.create_function(|lua, args: MultiValue| {
+        match with_current(|c, ro| call_command(lua, c, args, ro)) {
+            Some(r) => match r? {
+                Ok(v) => Ok(v),
+                Err(m) => {
+                    LAST_CALL_ERR.with(|l| *l.borrow_mut() = Some(m.clone()));
+                    Err(mlua::Error::RuntimeError(m))
+                }
+            },
+            None => Err(mlua::Error::RuntimeError(NO_SCRIPT.into())),
+        }
+    })?;
+    let pcall = lua.create_function(|lua, args: MultiValue| {
+        match with_current(|c, ro| call_command(lua, c, args, ro)) {
+            Some(r) => match r? {
+                Ok(v) => Ok(v),
+                Err(m) => {
+                    let t = lua.create_table()?;
+                    t.raw_set("err", m)?;
+                    Ok(Value::Table(t))
+                }
+            },
+            None => Err(mlua::Error::RuntimeError(NO_SCRIPT.into())),
+        }
+    })?;
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)?;
+    let xpcall: Function = globals.raw_get("xpcall")?;
+    let keys_name = lua.create_string("KEYS")?;
+    let argv_name = lua.create_string("ARGV")?;
     Ok(Engine {
         lua,
         globals,
         redis,
         handler,
+        xpcall,
+        keys_name,
+        argv_name,
         compiled: RefCell::new((0, hashbrown::HashMap::new())),
     })
 }
@@ -181,9 +239,11 @@ fn with_engine<R>(f: impl FnOnce(&Engine) -> Result<R, CmdError>) -> Result<R, C
 }
 
 /// Runs one script with `ctx`'s locks held and writes its reply (or error) to `ctx.out`.
+/// The thread's compiled copy of `sha` runs if there is one (without the shared cache's
+/// lock); else `body` (EVAL) or the shared cache's body (EVALSHA; else NOSCRIPT) compiles.
 pub fn run(
     ctx: &mut Ctx<'_>,
-    body: &[u8],
+    body: Option<&[u8]>,
     sha: &str,
     keys: &[&[u8]],
     argv: &[&[u8]],
@@ -199,7 +259,23 @@ pub fn run(
             match c.1.get(sha) {
                 Some(f) => f.clone(),
                 None => {
-                    let f = compile(&e.lua, body)?;
+                    let f = match body {
+                        // EVAL: a body this thread hasn't compiled; the shared cache (for
+                        // EVALSHA and SCRIPT EXISTS anywhere) gets it once it compiles.
+                        Some(b) => {
+                            let f = compile(&e.lua, b)?;
+                            if cache_get(sha).is_none() {
+                                cache_put(sha.to_string(), Bytes::copy_from_slice(b));
+                            }
+                            f
+                        }
+                        None => {
+                            let shared = cache_get(sha).ok_or_else(|| {
+                                CmdError::msg("NOSCRIPT No matching script. Please use EVAL.")
+                            })?;
+                            compile(&e.lua, &shared)?
+                        }
+                    };
                     c.1.insert(sha.to_string(), f.clone());
                     f
                 }
@@ -211,60 +287,68 @@ pub fn run(
             ));
         }
         let read_only = read_only || sflags.no_writes;
-        let lua = &e.lua;
-        let mk = |v: &[&[u8]]| -> mlua::Result<Table> {
-            let t = lua.create_table_with_capacity(v.len(), 0)?;
-            for (i, b) in v.iter().enumerate() {
-                t.raw_set(i + 1, lua.create_string(b)?)?;
-            }
-            Ok(t)
-        };
-        let lua_err = |err: mlua::Error| CmdError::msg(format!("ERR {err}"));
         let g = &e.globals;
-        g.raw_set("KEYS", mk(keys).map_err(lua_err)?)
-            .map_err(lua_err)?;
-        g.raw_set("ARGV", mk(argv).map_err(lua_err)?)
-            .map_err(lua_err)?;
-        let xpcall: Function = g.raw_get("xpcall").map_err(lua_err)?;
+        g.raw_set(
+            e.keys_name.clone(),
+            lua_array(&e.lua, keys).map_err(lua_err)?,
+        )
+        .map_err(lua_err)?;
+        g.raw_set(
+            e.argv_name.clone(),
+            lua_array(&e.lua, argv).map_err(lua_err)?,
+        )
+        .map_err(lua_err)?;
+        call_core(e, ctx, &f, read_only, &format!("{sha}, on @user_script"))
+    })
+}
+
+/// A Lua array of strings (KEYS / ARGV, a function's keys and args).
+fn lua_array(lua: &Lua, v: &[&[u8]]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(v.len(), 0)?;
+    for (i, b) in v.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(b)?)?;
+    }
+    Ok(t)
+}
+
+fn lua_err(err: mlua::Error) -> CmdError {
+    CmdError::msg(format!("ERR {err}"))
+}
+
+/// Calls `f` (no arguments) in `e`'s state with `ctx`'s locks held, `redis.call`/`pcall`
+/// bound to `ctx`, and writes its reply or error. Shared by EVAL and FCALL; `origin` names
+/// the script in errors ("<sha>, on @user_script" or "<fn>, on @user_function").
+fn call_core(
+    e: &Engine,
+    ctx: &mut Ctx<'_>,
+    f: &Function,
+    read_only: bool,
+    origin: &str,
+) -> Result<(), CmdError> {
+    {
         // SELECT inside a script changes the script's db only (Redis 7.0).
         let caller_db = ctx.cl.db;
         convert::SCRIPT_RESP.with(|r| r.set(2));
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
         ctx.in_exec = true;
-        let cell = RefCell::new(&mut *ctx);
-        let result = lua.scope(|scope| {
-            let call = scope.create_function(|lua, args: MultiValue| {
-                let mut c = cell.borrow_mut();
-                match call_command(lua, &mut c, args, read_only)? {
-                    Ok(v) => Ok(v),
-                    Err(m) => {
-                        LAST_CALL_ERR.with(|l| *l.borrow_mut() = Some(m.clone()));
-                        Err(mlua::Error::RuntimeError(m))
-                    }
-                }
-            })?;
-            let pcall = scope.create_function(|lua, args: MultiValue| {
-                let mut c = cell.borrow_mut();
-                match call_command(lua, &mut c, args, read_only)? {
-                    Ok(v) => Ok(v),
-                    Err(m) => {
-                        let t = lua.create_table()?;
-                        t.raw_set("err", m)?;
-                        Ok(Value::Table(t))
-                    }
-                }
-            })?;
-            e.redis.raw_set("call", call)?;
-            e.redis.raw_set("pcall", pcall)?;
-            let r: MultiValue = xpcall.call((f.clone(), e.handler.clone()))?;
-            e.redis.raw_set("call", Value::Nil)?;
-            e.redis.raw_set("pcall", Value::Nil)?;
+        // Published for busy-reply-threshold / SCRIPT KILL until the script returns.
+        // FCALL names its origin "<fn>, on @user_function" (FUNCTION KILL applies to it).
+        let kind = if origin.ends_with("@user_function") {
+            busy::Kind::Function
+        } else {
+            busy::Kind::Eval
+        };
+        let running = busy::start(kind);
+        let current = CurrentScript::enter(ctx, read_only);
+        let result = (|| -> mlua::Result<(bool, Value)> {
+            let r: MultiValue = e.xpcall.call((f.clone(), e.handler.clone()))?;
             let mut it = r.into_iter();
             let ok = matches!(it.next(), Some(Value::Boolean(true)));
             Ok((ok, it.next().unwrap_or(Value::Nil)))
-        });
-        let _ = cell.into_inner();
+        })();
+        drop(current);
+        drop(running);
         // The reply is in the client's protocol, whatever the script's redis.call used.
         ctx.out.resp3 = was_resp3;
         match &result {
@@ -277,8 +361,7 @@ pub fn run(
                     ),
                     _ => ("ERR script failed".to_string(), 0),
                 };
-                ctx.out
-                    .error(&format!("{msg} script: {sha}, on @user_script:{line}."));
+                ctx.out.error(&format!("{msg} script: {origin}:{line}."));
             }
             Err(_) => {}
         }
@@ -291,7 +374,48 @@ pub fn run(
             crate::persist::propagate::end_exec(ctx);
         }
         result.map(|_| ()).map_err(lua_err)
-    })
+    }
+}
+
+/// What redis.call answers when no script runs on this thread (it can't be reached from a
+/// script, only from Lua code kept past its run, e.g. a coroutine).
+const NO_SCRIPT: &str = "ERR redis.call is only available while a script runs";
+
+thread_local! {
+    /// The context of the script running on this thread (type-erased `*mut Ctx`) and
+    /// whether it's read-only; None between runs and while one of its calls is underway.
+    static CURRENT: std::cell::Cell<Option<(*mut (), bool)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Publishes a script's context in [`CURRENT`] for the length of its run.
+struct CurrentScript;
+
+impl CurrentScript {
+    fn enter(ctx: &mut Ctx<'_>, read_only: bool) -> CurrentScript {
+        CURRENT.with(|c| c.set(Some((ctx as *mut Ctx<'_> as *mut (), read_only))));
+        CurrentScript
+    }
+}
+
+impl Drop for CurrentScript {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(None));
+    }
+}
+
+/// Runs `f` on the running script's context (None when there is none, or when a call of
+/// it is already underway on this thread: redis.call can't nest, but the check keeps the
+/// `&mut` unique whatever Lua does).
+fn with_current<R>(f: impl FnOnce(&mut Ctx<'_>, bool) -> R) -> Option<R> {
+    let (p, read_only) = CURRENT.with(|c| c.take())?;
+    // SAFETY: `p` was made by CurrentScript::enter from the `&mut Ctx` call_core holds for
+    // the whole xpcall, during which call_core itself doesn't touch it; `take` above
+    // means no other &mut made from it is alive, and it's cleared (Drop) before call_core
+    // uses its context again.
+    let ctx = unsafe { &mut *(p as *mut Ctx<'_>) };
+    let r = f(ctx, read_only);
+    CURRENT.with(|c| c.set(Some((p, read_only))));
+    Some(r)
 }
 
 /// `redis.call` / `redis.pcall` body: the reply as a Lua value, or the error message.
@@ -351,6 +475,23 @@ fn call_command(
     }
     if let Some(e) = cluster::check_local(ctx, cmd, &argv) {
         return fail(e);
+    }
+    if let Some(slot) = SLOT_RULE.get().filter(|_| ctx.srv.cluster.get().is_some()) {
+        let mut idx = Vec::new();
+        cmd.key_indices(&argv, &mut idx);
+        if let Some(&i) = idx.first() {
+            let s = crate::slot::key_hash_slot(argv[i]) as i32;
+            if slot != -1 && slot != s {
+                return fail(
+                    "ERR Script attempted to access keys that do not hash to the same slot",
+                );
+            }
+            SLOT_RULE.set(Some(s));
+        }
+    }
+    if cmd.has(flags::WRITE) {
+        // From now on SCRIPT KILL answers UNKILLABLE (as Redis's SCRIPT_WRITE_DIRTY).
+        busy::note_write();
     }
     let at = ctx.out.len();
     ctx.out.resp3 = convert::SCRIPT_RESP.with(|r| r.get() == 3);

@@ -14,7 +14,11 @@ local rawpcall = pcall
 local function fix(ok, ...)
   if not ok then
     local e = ...
-    if type(e) == 'userdata' then e = lasterr() or tostring(e) end
+    if type(e) == 'userdata' then
+      -- A library's (cmsgpack, struct, cjson) error: its message, as a C library raises it.
+      local m = string.match(tostring(e), '^runtime error: (.-)\nstack traceback:')
+      e = m or lasterr() or tostring(e)
+    end
     return false, e
   end
   return ok, ...
@@ -44,7 +48,7 @@ local function protect(t)
   protected[p] = true
   return p
 end
-for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit'}) do
+for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit', 'cmsgpack', 'struct'}) do
   real[name] = protect(real[name])
 end
 local env = setmetatable({}, {
@@ -130,6 +134,8 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     g.raw_set("redis", redis.clone())?;
     g.raw_set("cjson", super::cjson::library(&lua)?)?;
     g.raw_set("bit", super::bit::library(&lua)?)?;
+    g.raw_set("cmsgpack", super::cmsgpack::library(&lua)?)?;
+    g.raw_set("struct", super::structlib::library(&lua)?)?;
     let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
     let env: Table = lua
         .load(SEAL)

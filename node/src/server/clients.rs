@@ -179,6 +179,7 @@ impl ClientHandle {
         if srv.blocking.is_blocked(self.id) {
             flags.push('b');
         }
+        let redir = crate::tracking::list_info(self.id, &mut flags);
         if self.no_evict.load(Ordering::Relaxed) {
             flags.push('e');
         }
@@ -193,7 +194,7 @@ impl ClientHandle {
             .unwrap_or_default();
         let idle = now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -208,6 +209,7 @@ impl ClientHandle {
             if self.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.queued.load(Ordering::Relaxed),
             self.last_cmd.lock(),
+            redir,
             if self.resp3.load(Ordering::Relaxed) { 3 } else { 2 },
         )
     }
@@ -242,6 +244,8 @@ pub struct ClientState {
     pub now_ms: u64,
     /// ASKING / READONLY (cluster mode).
     pub cluster: crate::cluster::ClientFlags,
+    /// CLIENT TRACKING flags (`crate::tracking::ON` ...), read on every command.
+    pub tracking: u8,
 }
 
 impl ClientState {
@@ -265,6 +269,7 @@ impl ClientState {
             route_keys: Vec::new(),
             now_ms: 0,
             cluster: Default::default(),
+            tracking: 0,
         }
     }
 

@@ -59,6 +59,7 @@ fn cleanup(srv: &Server, cl: &mut ClientState) {
     srv.pubsub.unsubscribe_all(cl);
     srv.watch.unwatch(cl);
     srv.monitors.remove(cl.id);
+    crate::tracking::disable(cl);
 }
 
 async fn serve(
@@ -110,6 +111,8 @@ async fn serve(
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
                 let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args).await?;
+                // BCAST invalidations of the batch's writes, sent once per batch.
+                crate::tracking::flush_bcast(srv);
                 flush(sock, &mut out, srv, &handle).await?;
                 if !keep {
                     return Ok(());
@@ -220,9 +223,12 @@ async fn process(
                 o => break o,
             }
         };
-        let is_client_reply = args.len() >= 2
-            && args[0].eq_ignore_ascii_case(b"client")
-            && args[1].eq_ignore_ascii_case(b"reply");
+        let is_client_cmd = args[0].eq_ignore_ascii_case(b"client");
+        let is_client_reply =
+            is_client_cmd && args.len() >= 2 && args[1].eq_ignore_ascii_case(b"reply");
+        if cl.tracking != 0 {
+            crate::tracking::after_command(cl, is_client_cmd);
+        }
         *store = recycle_view(args);
         inbuf.advance(len);
         ahead.consumed(len);

@@ -15,11 +15,13 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         let hz = srv.config.read().uint("hz").clamp(1, 500);
         let tick = Duration::from_millis(1000 / hz);
         tokio::time::sleep(tick).await;
-        // The same tick samples memory: the peak for INFO, and whether pipelined key
-        // prefetch pays (data size).
+        // The same tick samples memory (the peak for INFO) and the keyspace's size
+        // (whether pipelined key prefetch pays).
         let used = crate::alloc::used_memory();
         srv.memory_peak.fetch_max(used, Ordering::Relaxed);
-        super::prefetch::refresh(&srv, used);
+        if let Some(keys) = srv.ks.estimated_keys() {
+            super::prefetch::refresh(&srv, keys);
+        }
         // Nothing has a TTL: skip the sweep (it touches every stripe). A full sweep still
         // runs every 100 ticks, a safety net should the count ever miss a key.
         if srv.ks.volatile_keys() == 0 && idle_ticks < 100 {
@@ -52,7 +54,9 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
         let mut n = 0;
         for db in 0..ndb {
             if st.db(db).is_some_and(|d| d.volatile_len() > 0) {
-                n += if srv.persist.prop.active() || srv.notify.on() != 0 {
+                // The per-key path also sends client-side caching invalidations.
+                n += if srv.persist.prop.active() || srv.notify.on() != 0 || crate::tracking::live()
+                {
                     crate::persist::propagate::expire_sweep(srv, &mut st, db, now)
                 } else {
                     st.expire_sweep(db, now)

@@ -183,6 +183,7 @@ impl Server {
             .store(c.int("slowlog-log-slower-than"), Ordering::Relaxed);
         self.slowlog_max
             .store(c.uint("slowlog-max-len"), Ordering::Relaxed);
+        crate::script::busy::set_threshold(c.int("busy-reply-threshold"));
         self.out_limit_normal
             .store(c.cobl[0].hard, Ordering::Relaxed);
         self.notify
@@ -353,9 +354,11 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         .map_err(ServerError::Cluster)?;
     tracing::info!(port = actual, "Ready to accept connections tcp");
     let workers = Arc::new(Workers::spawn(&srv));
-    for l in listeners {
-        tokio::spawn(accept_loop(srv.clone(), l, workers.clone()));
-    }
+    let listeners = listeners
+        .into_iter()
+        .map(|l| l.into_std())
+        .collect::<Result<Vec<_>, _>>()?;
+    spawn_accept_thread(srv.clone(), listeners, workers)?;
     tokio::spawn(expire::active_expire_loop(srv.clone()));
     tokio::spawn(purge_loop());
     tokio::spawn(clients::timeout_loop(srv.clone()));
@@ -386,19 +389,30 @@ async fn purge_loop() {
     }
 }
 
+/// Where the accept thread sends a new connection for one I/O thread.
 type Handoff = tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>;
+type HandoffRx = tokio::sync::mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>;
 
 /// I/O threads, each running its own single-threaded tokio runtime. Connections are dealt
 /// round-robin and stay on one thread, like Redis's event loop: no work stealing, no
 /// cross-thread wake-ups per request (a multi-threaded runtime spent most of its time
 /// parking and unparking workers at pipeline depth 1).
+///
+/// A script runs inline on its connection's thread and blocks it; past busy-reply-threshold
+/// other clients must still reach SCRIPT KILL / SHUTDOWN NOSAVE. So accepting runs on a
+/// thread of its own ([`spawn_accept_thread`]), new connections skip the thread stuck in a
+/// busy script, and when that is the only I/O thread a spare one is started (it then stays
+/// a normal worker; scripts never overlap, so one spare is ever needed).
 pub struct Workers {
-    others: Vec<Handoff>,
+    srv: Arc<Server>,
+    handoffs: parking_lot::Mutex<Vec<Handoff>>,
     next: std::sync::atomic::AtomicUsize,
 }
 
 impl Workers {
-    /// Starts `worker-threads - 1` extra threads; the calling runtime is worker 0. The
+    /// Starts `worker-threads` I/O threads. The calling (main) runtime keeps the cluster
+    /// bus, replication and timers: a script running on an I/O thread does not stall them
+    /// (Redis keeps answering cluster-bus PINGs during a busy script). The
     /// default (0) is half the cores, at least one: the kernel's network stack and the
     /// clients need CPU too, and on 2 cores a second I/O thread measured slower at
     /// pipeline depth 1 than one (more context switches than useful parallelism).
@@ -409,68 +423,130 @@ impl Workers {
                 .unwrap_or(1),
             n => n,
         };
-        let mut others = Vec::new();
-        for i in 1..n {
-            let (tx, mut rx) =
-                tokio::sync::mpsc::unbounded_channel::<(std::net::TcpStream, SocketAddr)>();
-            let srv = srv.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("tessera-io-{i}"))
-                .spawn(move || {
-                    let rt = match tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => rt,
-                        Err(e) => {
-                            tracing::error!(error = %e, "cannot start I/O thread runtime");
-                            return;
-                        }
-                    };
-                    rt.block_on(async move {
-                        tokio::spawn(purge_loop());
-                        while let Some((std, peer)) = rx.recv().await {
-                            match tokio::net::TcpStream::from_std(std) {
-                                Ok(s) => {
-                                    tokio::spawn(conn::handle(srv.clone(), s, peer));
-                                }
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "handing off a connection failed")
-                                }
-                            }
-                        }
-                    });
-                });
-            match spawned {
-                Ok(_) => others.push(tx),
-                Err(e) => tracing::warn!(error = %e, "cannot start I/O thread"),
-            }
+        let mut handoffs: Vec<Handoff> = (0..n).filter_map(|i| spawn_worker(srv, i)).collect();
+        if handoffs.is_empty() {
+            // No thread could be started: serve from the calling runtime.
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(serve_handoffs(srv.clone(), rx));
+            handoffs.push(tx);
         }
         Workers {
-            others,
+            srv: srv.clone(),
+            handoffs: parking_lot::Mutex::new(handoffs),
             next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    fn dispatch(&self, srv: &Arc<Server>, sock: tokio::net::TcpStream, peer: SocketAddr) {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % (self.others.len() + 1);
-        if i > 0 {
-            match sock.into_std() {
-                Ok(std) => {
-                    if let Err(e) = self.others[i - 1].send((std, peer)) {
-                        tracing::warn!("I/O thread gone; serving locally");
-                        let (std, peer) = e.0;
-                        if let Ok(s) = tokio::net::TcpStream::from_std(std) {
-                            tokio::spawn(conn::handle(srv.clone(), s, peer));
+    fn dispatch(&self, sock: std::net::TcpStream, peer: SocketAddr) {
+        let stuck = crate::script::busy::busy_worker();
+        let mut hs = self.handoffs.lock();
+        let n = hs.len();
+        let mut i = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        if stuck == Some(i) {
+            if n > 1 {
+                i = (i + 1) % n;
+            } else if let Some(tx) = spawn_worker(&self.srv, n) {
+                tracing::info!(
+                    worker = n,
+                    "I/O thread busy in a script: started a spare one"
+                );
+                hs.push(tx);
+                i = n;
+            }
+        }
+        match hs.get(i) {
+            Some(h) => {
+                if h.send((sock, peer)).is_err() {
+                    tracing::warn!(worker = i, "I/O thread gone; connection dropped");
+                }
+            }
+            None => tracing::warn!("no I/O thread; connection dropped"),
+        }
+    }
+}
+
+/// Starts I/O thread `i`; None if the OS refuses a thread.
+fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let srv = srv.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("tessera-io-{i}"))
+        // The main thread's 8 MiB, not a spawned thread's 2 MiB: a script's deeply nested
+        // reply (1000 levels, the cap) is converted recursively.
+        .stack_size(8 << 20)
+        .spawn(move || {
+            crate::script::busy::set_worker(i);
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start I/O thread runtime");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                tokio::spawn(purge_loop());
+                serve_handoffs(srv, rx).await;
+            });
+        });
+    match spawned {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start I/O thread");
+            None
+        }
+    }
+}
+
+/// Serves the connections the accept thread hands to this I/O thread.
+async fn serve_handoffs(srv: Arc<Server>, mut rx: HandoffRx) {
+    while let Some((std, peer)) = rx.recv().await {
+        match tokio::net::TcpStream::from_std(std) {
+            Ok(s) => {
+                tokio::spawn(conn::handle(srv.clone(), s, peer));
+            }
+            Err(e) => tracing::warn!(error = %e, "handing off a connection failed"),
+        }
+    }
+}
+
+/// Runs the accept loops on a thread and runtime of their own (see [`Workers`]) until
+/// shutdown; the listeners close when it ends.
+fn spawn_accept_thread(
+    srv: Arc<Server>,
+    listeners: Vec<std::net::TcpListener>,
+    workers: Arc<Workers>,
+) -> Result<(), ServerError> {
+    std::thread::Builder::new()
+        .name("tessera-accept".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the accept thread runtime");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                for l in listeners {
+                    match TcpListener::from_std(l) {
+                        Ok(l) => {
+                            tokio::spawn(accept_loop(srv.clone(), l, workers.clone()));
                         }
+                        Err(e) => tracing::error!(error = %e, "cannot register a listener"),
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "into_std failed"),
-            }
-            return;
-        }
-        tokio::spawn(conn::handle(srv.clone(), sock, peer));
-    }
+                while !srv.shutting_down.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+        })?;
+    Ok(())
 }
 
 async fn accept_loop(srv: Arc<Server>, l: TcpListener, workers: Arc<Workers>) {
@@ -481,7 +557,10 @@ async fn accept_loop(srv: Arc<Server>, l: TcpListener, workers: Arc<Workers>) {
                     return;
                 }
                 srv.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                workers.dispatch(&srv, sock, peer);
+                match sock.into_std() {
+                    Ok(std) => workers.dispatch(std, peer),
+                    Err(e) => tracing::warn!(error = %e, "into_std failed"),
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");

@@ -16,16 +16,18 @@ use crate::slot::key_hash_slot;
 /// Keys per batch at most: a pipelined MSET of hundreds of keys gets its first ones.
 const MAX_KEYS: usize = 64;
 
-/// Below this much data the keyspace sits in the CPU caches and reading ahead only costs
-/// (measured at -P 16 on one hot key: +60 ns per GET, +770 ns per 10-key MSET, against
-/// -40% CPU per GET over 1M random keys). used_memory is the proxy for the working set.
-const MIN_DATA_BYTES: u64 = 8 << 20;
+/// Below this many keys the hash tables a lookup walks (~80 bytes a key: node and bucket)
+/// sit in the CPU caches and reading ahead only costs (measured at -P 16 on one hot key:
+/// +60 ns per GET, +770 ns per 10-key MSET, against -40% CPU per GET over 1M random keys).
+/// Keys, not used_memory: one big list holds megabytes in a single, always cached key
+/// (bench-node's LPUSH test left the prefetch on for the tests after it).
+const MIN_KEYS: usize = 64 * 1024;
 
-/// Re-evaluates, from the periodic server tick, whether the data set (`used` bytes) is big
-/// enough for the look-ahead to pay.
-pub fn refresh(srv: &Server, used: u64) {
+/// Re-evaluates, from the periodic server tick, whether the keyspace (`keys`, an
+/// estimate) is big enough for the look-ahead to pay.
+pub fn refresh(srv: &Server, keys: usize) {
     srv.prefetch_active
-        .store(used >= MIN_DATA_BYTES, Ordering::Relaxed);
+        .store(keys >= MIN_KEYS, Ordering::Relaxed);
 }
 
 /// The look-ahead's reusable state, one per connection.
@@ -57,6 +59,8 @@ impl Lookahead {
             || self.covered >= first
             || buf.len() <= first
             || !srv.prefetch_active.load(Ordering::Relaxed)
+            // It locks stripes: never sleep on a running script's locks (script::busy).
+            || crate::script::busy::active()
         {
             return;
         }

@@ -1,12 +1,13 @@
-//! Streams (Redis 7.0 semantics): entries ordered by ID in a B-tree (O(log n) seek by ID),
-//! each entry's field/value pairs packed into ONE heap block (length-prefixed), plus the
-//! stream metadata and consumer groups.
-//!
-//! Why a BTreeMap of packed entries rather than Redis's rax of listpacks: it gives ordered
-//! seek, deletion and trimming with std only; the per-entry cost is the B-tree slot (16-byte
-//! key + 16-byte boxed slice) plus one allocation. See the memory test for the measured cost.
+//! Streams (Redis 7.0 semantics): entries ordered by ID in blocks of packed entries
+//! ([`Entries`]: a B-tree of byte blocks, like Redis's rax of listpacks; O(log n) seek by
+//! ID), each entry's field/value pairs length-prefixed, plus the stream metadata and
+//! consumer groups.
 
 use std::collections::BTreeMap;
+
+#[path = "stream_entries.rs"]
+pub mod entries;
+pub use entries::{Entries, Trim};
 
 use bytes::Bytes;
 use tessera_rdb::{RdbStream, RdbStreamConsumer, RdbStreamGroup, StreamId};
@@ -92,7 +93,7 @@ pub struct Group {
 /// A stream value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StreamValue {
-    pub entries: BTreeMap<StreamId, Packed>,
+    pub entries: Entries,
     pub last_id: StreamId,
     pub first_id: StreamId,
     pub max_deleted_id: StreamId,
@@ -147,22 +148,22 @@ impl StreamValue {
 
     /// Recomputes `first_id` after entries were removed (0-0 when empty, as Redis).
     pub fn refresh_first(&mut self) {
-        self.first_id = self.entries.keys().next().copied().unwrap_or_default();
+        self.first_id = self.entries.first_id().unwrap_or_default();
     }
 
     /// Appends an entry (the caller checked `id > last_id`).
-    pub fn append(&mut self, id: StreamId, p: Packed) {
+    pub fn append(&mut self, id: StreamId, p: &[u8]) {
         if self.entries.is_empty() {
             self.first_id = id;
         }
-        self.entries.insert(id, p);
+        self.entries.push(id, p);
         self.last_id = id;
         self.entries_added += 1;
     }
 
     /// Deletes one entry; true if it existed.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        if self.entries.remove(&id).is_none() {
+        if !self.entries.remove(id) {
             return false;
         }
         if id > self.max_deleted_id {
@@ -174,30 +175,18 @@ impl StreamValue {
         true
     }
 
-    /// Removes the oldest entries while `drop(len, first_id)` says so; returns how many.
-    pub fn trim_while(&mut self, mut drop: impl FnMut(usize, StreamId) -> bool) -> usize {
-        let mut n = 0;
-        while let Some((&id, _)) = self.entries.iter().next() {
-            if !drop(self.entries.len(), id) {
-                break;
-            }
-            self.entries.remove(&id);
-            n += 1;
-        }
+    /// Redis's streamTrim (see [`Entries::trim`]); returns how many entries went.
+    pub fn trim(&mut self, how: Trim, approx: bool, limit: u64) -> usize {
+        let n = self.entries.trim(how, approx, limit);
         if n > 0 {
             self.refresh_first();
         }
         n
     }
 
-    /// Heap bytes (MEMORY USAGE): B-tree slots (~ key + boxed slice, with node slack) and the
-    /// packed blocks, plus groups.
+    /// Heap bytes (MEMORY USAGE): the entry blocks, plus groups.
     pub fn heap_size(&self) -> usize {
-        let slot = std::mem::size_of::<StreamId>() + std::mem::size_of::<Packed>();
-        let mut n = std::mem::size_of::<Self>() + self.entries.len() * (slot + slot / 3);
-        for p in self.entries.values() {
-            n += p.len().next_multiple_of(16);
-        }
+        let mut n = std::mem::size_of::<Self>() + self.entries.heap_size();
         for (name, g) in &self.groups {
             n += name.len() + 64 + g.pel.len() * 80;
             for c in g.consumers.keys() {
@@ -218,7 +207,7 @@ impl StreamValue {
                 while let (Some(f), Some(x)) = (it.next(), it.next()) {
                     v.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(x)));
                 }
-                (*id, v)
+                (id, v)
             })
             .collect();
         let groups = self
@@ -258,14 +247,17 @@ impl StreamValue {
     /// From the RDB model. PEL entries whose owner is missing are dropped (the rdb crate
     /// rejects such files already; this only guards the invariant).
     pub fn from_rdb(s: RdbStream) -> Self {
-        let entries = s
-            .entries
-            .into_iter()
-            .map(|(id, pairs)| {
-                let p = pack(pairs.iter().map(|(f, v)| (&f[..], &v[..])));
-                (id, p)
-            })
-            .collect();
+        let mut list = s.entries;
+        // Redis writes them in ID order; a file that doesn't is put in order (a later
+        // duplicate ID is dropped) since blocks only take appends.
+        if !list.windows(2).all(|w| w[0].0 < w[1].0) {
+            list.sort_by_key(|e| e.0);
+            list.dedup_by_key(|e| e.0);
+        }
+        let mut entries = Entries::default();
+        for (id, pairs) in list {
+            entries.push(id, &pack(pairs.iter().map(|(f, v)| (&f[..], &v[..]))));
+        }
         let mut groups = BTreeMap::new();
         for g in s.groups {
             let mut owner = BTreeMap::new();
@@ -339,7 +331,7 @@ mod tests {
         for i in 1..=5u64 {
             s.append(
                 StreamId { ms: i, seq: 0 },
-                pack([(&b"k"[..], &b"v"[..])].into_iter()),
+                &pack([(&b"k"[..], &b"v"[..])].into_iter()),
             );
         }
         s.delete(StreamId { ms: 1, seq: 0 });

@@ -129,8 +129,13 @@ fn command_introspection() {
             .s(),
         "[a,b]"
     );
+    // Redis 7.0's arity is -4 (the command and at least one argument)...
     assert_eq!(
         c.cmd(&["COMMAND", "GETKEYS", "PING"]),
+        R::Err("ERR wrong number of arguments for 'command|getkeys' command".into())
+    );
+    assert_eq!(
+        c.cmd(&["COMMAND", "GETKEYS", "PING", "x"]),
         R::Err("ERR The command has no key arguments".into())
     );
     assert!(c.cmd(&["COMMAND", "DOCS", "get"]).s().contains("string"));

@@ -1,0 +1,369 @@
+//! Each thread's function Lua state: loading a library's code (collecting what it passes
+//! to `redis.register_function`) and calling a registered function through the EVAL
+//! machinery ([`crate::script::call_core`]).
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mlua::{Function, Lua, MultiValue, Table, Value};
+
+use super::{valid_name, FuncInfo, Library, ALLOW_CROSS_SLOT, FLAG_NAMES, GEN};
+use crate::cmd::{CmdError, Ctx};
+use crate::script::{call_core, innermost, lua_array, lua_err, new_engine, Engine, SLOT_RULE};
+
+/// The functions' environment. Gets the sandbox's real globals and the load-time API table;
+/// returns the environment, a switch between load time (only a restricted `redis`) and run
+/// time (the sandbox globals), and `bind` (xpcall in Lua 5.1 passes no arguments, so a
+/// call becomes a closure over its keys and args).
+const ENV: &str = r#"
+local real, api = ...
+local loading = false
+local function ro() error('Attempt to modify a readonly table', 2) end
+local lredis = setmetatable({}, {
+  __index = function(_, k)
+    local v = api[k]
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = ro,
+})
+local env = setmetatable({}, {
+  __index = function(_, k)
+    local v
+    if loading then
+      if k == 'redis' then v = lredis end
+    else
+      v = real[k]
+    end
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = ro,
+})
+local function bind(f, keys, args) return function() return f(keys, args) end end
+return env, function(b) loading = b end, bind
+"#;
+
+/// How long a library's code may run at load time (Redis's LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A library compiled on this thread: the registry's entry it came from, its callbacks.
+type CompiledLib = (Arc<Library>, hashbrown::HashMap<String, Function>);
+
+struct FnEngine {
+    base: Engine,
+    env: Table,
+    set_loading: Function,
+    bind: Function,
+    /// The load-time `redis` table (`register_function` is set on it during a load).
+    api: Table,
+    /// Libraries compiled here, by name, valid for the registry generation they carry.
+    compiled: RefCell<(u64, hashbrown::HashMap<String, CompiledLib>)>,
+}
+
+thread_local! {
+    static FN_ENGINE: RefCell<Option<FnEngine>> = const { RefCell::new(None) };
+    /// This thread's share of [`VM_BYTES`].
+    static REPORTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Heap of every thread's function Lua state (INFO used_memory_vm_functions).
+static VM_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes the function Lua states hold, summed over threads.
+pub fn vm_memory() -> usize {
+    VM_BYTES.load(Ordering::Relaxed)
+}
+
+/// Updates this thread's share of [`VM_BYTES`].
+fn report_memory(lua: &Lua) {
+    let now = lua.used_memory();
+    let last = REPORTED.with(|r| r.replace(now));
+    if now >= last {
+        VM_BYTES.fetch_add(now - last, Ordering::Relaxed);
+    } else {
+        VM_BYTES.fetch_sub(last - now, Ordering::Relaxed);
+    }
+}
+
+fn new_fn_engine() -> mlua::Result<FnEngine> {
+    let base = new_engine()?;
+    let lua = &base.lua;
+    let api = lua.create_table()?;
+    for k in [
+        "log",
+        "LOG_DEBUG",
+        "LOG_VERBOSE",
+        "LOG_NOTICE",
+        "LOG_WARNING",
+        "REDIS_VERSION",
+        "REDIS_VERSION_NUM",
+    ] {
+        api.raw_set(k, base.redis.raw_get::<Value>(k)?)?;
+    }
+    let (env, set_loading, bind): (Table, Function, Function) = lua
+        .load(ENV)
+        .set_name("=function_env")
+        .call((base.globals.clone(), api.clone()))?;
+    Ok(FnEngine {
+        base,
+        env,
+        set_loading,
+        bind,
+        api,
+        compiled: RefCell::new((0, hashbrown::HashMap::new())),
+    })
+}
+
+fn with_fn_engine<R>(f: impl FnOnce(&FnEngine) -> Result<R, CmdError>) -> Result<R, CmdError> {
+    FN_ENGINE.with(|cell| {
+        if cell.borrow().is_none() {
+            let e = new_fn_engine()
+                .map_err(|e| CmdError::msg(format!("ERR Lua initialisation failed: {e}")))?;
+            *cell.borrow_mut() = Some(e);
+        }
+        match cell.borrow().as_ref() {
+            Some(e) => f(e),
+            None => Err(CmdError::msg("ERR Lua unavailable")),
+        }
+    })
+}
+
+/// Runs a library's code (after its shebang line) on this thread: the functions it
+/// registered, with Redis's compile and registration errors.
+pub fn compile_library(src: &[u8]) -> Result<Vec<(FuncInfo, Function)>, CmdError> {
+    with_fn_engine(|fe| {
+        let r = fe.compile(src);
+        report_memory(&fe.base.lua);
+        r
+    })
+}
+
+impl FnEngine {
+    fn compile(&self, src: &[u8]) -> Result<Vec<(FuncInfo, Function)>, CmdError> {
+        let lua = &self.base.lua;
+        let chunk = lua
+            .load(src)
+            .set_name("@user_function")
+            .set_mode(mlua::ChunkMode::Text)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let m = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    other => other.to_string(),
+                };
+                CmdError::msg(format!("ERR Error compiling function: {m}"))
+            })?;
+        let collected = RefCell::new(Vec::new());
+        let fail = |e: mlua::Error| {
+            let m = innermost(&e);
+            // mlua appends the Lua traceback to errors raised by Lua code.
+            let m = m.split("\nstack traceback:").next().unwrap_or_default();
+            CmdError::msg(format!("ERR Error registering functions: ERR {m}"))
+        };
+        self.set_loading.call::<()>(true).map_err(fail)?;
+        // Redis stops a library's load after 500 ms; the busy hook comes back afterwards.
+        let deadline = std::time::Instant::now() + LOAD_TIMEOUT;
+        let timeout = mlua::HookTriggers::new().every_nth_instruction(10_000);
+        lua.set_hook(timeout, move |_, _| {
+            if std::time::Instant::now() > deadline {
+                Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()))
+            } else {
+                Ok(mlua::VmState::Continue)
+            }
+        })
+        .map_err(fail)?;
+        let r = lua.scope(|scope| {
+            let rf = scope.create_function(|lua, args: MultiValue| {
+                let f = register_args(lua, args)?;
+                let mut c = collected.borrow_mut();
+                if !valid_name(&f.0.name) {
+                    return Err(mlua::Error::RuntimeError(
+                        "Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into(),
+                    ));
+                }
+                if c
+                    .iter()
+                    .any(|(i, _): &(FuncInfo, Function)| i.name == f.0.name)
+                {
+                    return Err(mlua::Error::RuntimeError(
+                        "Function already exists in the library".into(),
+                    ));
+                }
+                c.push(f);
+                Ok(())
+            })?;
+            self.api.raw_set("register_function", rf)?;
+            let r = chunk.call::<()>(());
+            self.api.raw_set("register_function", Value::Nil)?;
+            r
+        });
+        lua.remove_hook();
+        crate::script::busy::install_busy_hook(lua);
+        self.set_loading.call::<()>(false).map_err(fail)?;
+        r.map_err(fail)?;
+        Ok(collected.into_inner())
+    }
+
+    /// The callback of `name` in `lib`, compiling the library here if needed.
+    fn function(&self, lib: &Arc<Library>, name: &str) -> Result<Function, CmdError> {
+        let mut c = self.compiled.borrow_mut();
+        let gen = GEN.load(Ordering::Acquire);
+        if c.0 != gen {
+            *c = (gen, hashbrown::HashMap::new());
+        }
+        let fresh = c.1.get(&lib.name).is_some_and(|(l, _)| Arc::ptr_eq(l, lib));
+        if !fresh {
+            let nl = memchr::memchr(b'\n', &lib.code).unwrap_or(lib.code.len());
+            let funcs = self.compile(&lib.code[nl..])?;
+            let map = funcs.into_iter().map(|(i, f)| (i.name, f)).collect();
+            c.1.insert(lib.name.clone(), (lib.clone(), map));
+        }
+        c.1.get(&lib.name)
+            .and_then(|(_, m)| m.get(name))
+            .cloned()
+            .ok_or_else(|| CmdError::msg("ERR Function not found"))
+    }
+}
+
+fn rt_err<T>(m: &str) -> mlua::Result<T> {
+    Err(mlua::Error::RuntimeError(m.to_string()))
+}
+
+/// A name argument: a string, or a number as Lua's `lua_isstring` accepts it.
+fn name_of(lua: &Lua, v: &Value) -> mlua::Result<Option<String>> {
+    match v {
+        Value::String(s) => Ok(Some(String::from_utf8_lossy(&s.as_bytes()).into_owned())),
+        Value::Integer(_) | Value::Number(_) => Ok(lua
+            .coerce_string(v.clone())?
+            .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())),
+        _ => Ok(None),
+    }
+}
+
+/// `redis.register_function(name, callback)` or `redis.register_function{function_name=,
+/// callback=, flags=, description=}`, with Redis 7.0's argument errors.
+fn register_args(lua: &Lua, args: MultiValue) -> mlua::Result<(FuncInfo, Function)> {
+    match args.len() {
+        1 => {
+            let Some(Value::Table(t)) = args.front() else {
+                return rt_err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).");
+            };
+            named_args(lua, t)
+        }
+        2 => {
+            let Some(name) = name_of(lua, &args[0])? else {
+                return rt_err("first argument to redis.register_function must be a string");
+            };
+            let Value::Function(f) = &args[1] else {
+                return rt_err("second argument to redis.register_function must be a function");
+            };
+            let info = FuncInfo {
+                name,
+                desc: None,
+                flags: 0,
+            };
+            Ok((info, f.clone()))
+        }
+        _ => rt_err("wrong number of arguments to redis.register_function"),
+    }
+}
+
+fn named_args(lua: &Lua, t: &Table) -> mlua::Result<(FuncInfo, Function)> {
+    let (mut name, mut desc, mut cb, mut flags) = (None, None, None, 0u8);
+    for pair in t.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let Value::String(k) = k else {
+            return rt_err("named argument key given to redis.register_function is not a string");
+        };
+        match &k.as_bytes()[..] {
+            b"function_name" => {
+                match name_of(lua, &v)? {
+                    Some(n) => name = Some(n),
+                    None => return rt_err(
+                        "function_name argument given to redis.register_function must be a string",
+                    ),
+                }
+            }
+            b"description" => match lua.coerce_string(v.clone())? {
+                Some(s) if matches!(v, Value::String(_) | Value::Integer(_) | Value::Number(_)) => {
+                    desc = Some(Bytes::copy_from_slice(&s.as_bytes()))
+                }
+                _ => {
+                    return rt_err(
+                        "description argument given to redis.register_function must be a string",
+                    )
+                }
+            },
+            b"callback" => match v {
+                Value::Function(f) => cb = Some(f),
+                _ => {
+                    return rt_err(
+                        "callback argument given to redis.register_function must be a function",
+                    )
+                }
+            },
+            b"flags" => {
+                let Value::Table(ft) = v else {
+                    return rt_err("flags argument to redis.register_function must be a table representing function flags");
+                };
+                for fv in ft.sequence_values::<Value>() {
+                    let bit = match fv? {
+                        Value::String(s) => FLAG_NAMES
+                            .iter()
+                            .position(|n| n.as_bytes() == &s.as_bytes()[..]),
+                        _ => None,
+                    };
+                    match bit {
+                        Some(b) => flags |= 1 << b,
+                        None => return rt_err("unknown flag given"),
+                    }
+                }
+            }
+            _ => return rt_err("unknown argument given to redis.register_function"),
+        }
+    }
+    let Some(name) = name else {
+        return rt_err("redis.register_function must get a function name argument");
+    };
+    let Some(cb) = cb else {
+        return rt_err("redis.register_function must get a callback argument");
+    };
+    Ok((FuncInfo { name, desc, flags }, cb))
+}
+
+/// Calls `info` (a function of `lib`) with `ctx`'s locks held (FCALL's core).
+pub fn run(
+    ctx: &mut Ctx<'_>,
+    lib: &Arc<Library>,
+    info: &FuncInfo,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    read_only: bool,
+) -> Result<(), CmdError> {
+    with_fn_engine(|fe| {
+        let f = fe.function(lib, &info.name)?;
+        let lua = &fe.base.lua;
+        let k = lua_array(lua, keys).map_err(lua_err)?;
+        let a = lua_array(lua, argv).map_err(lua_err)?;
+        let thunk: Function = fe.bind.call((f, k, a)).map_err(lua_err)?;
+        let origin = format!("{}, on @user_function", info.name);
+        // Without allow-cross-slot-keys a function keeps to the slot of its keys.
+        let rule = (info.flags & ALLOW_CROSS_SLOT == 0).then(|| {
+            keys.first()
+                .map_or(-1, |k| crate::slot::key_hash_slot(k) as i32)
+        });
+        SLOT_RULE.set(rule);
+        let r = call_core(&fe.base, ctx, &thunk, read_only, &origin);
+        SLOT_RULE.set(None);
+        report_memory(lua);
+        r
+    })
+}

@@ -1,0 +1,556 @@
+//! Client-side caching (CLIENT TRACKING), after redis 7.0's tracking.c.
+//!
+//! The tables are process-wide (one node per process), like redis's: the default-mode
+//! table maps a key name (any db, as redis) to the ids of the clients that read it, and the
+//! BCAST table maps each prefix to its clients and the keys modified since the last
+//! broadcast. Every key modification reaches [`invalidate`] through one of: `run_locked`
+//! (every command, including EXEC's and scripts' and the master's stream), expiry and
+//! eviction (`crate::notify::expired` / `evicted`; the active expiry sweep takes its per-key
+//! path while [`live`]), and flushes ([`on_flush`]). When no client tracks and the table is
+//! empty, those hooks cost one relaxed load ([`live`]).
+//!
+//! Which keys a write modified is taken from the command's key list, minus the keys absent
+//! both before and after it ([`absent_keys`]): an existing key a write left unchanged (SADD
+//! of a present member, SET NX on an existing key) still gets an invalidation that redis
+//! would not send. An extra invalidation only costs the client a refetch; a missed one
+//! would serve stale data, so the list errs on that side.
+//!
+//! Messages go out through the receiving client's out-of-band queue
+//! (`ClientHandle::send`, the pub/sub delivery path), so another I/O thread's client gets
+//! them and the writer's own invalidation lands after its reply.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+
+use crate::cmd::{flags, CommandSpec, Ctx};
+use crate::resp::Out;
+use crate::server::{ClientHandle, ClientState, Server};
+
+/// Tracking flags (redis's CLIENT_TRACKING_* bits, our numbering).
+pub const ON: u8 = 1;
+pub const BCAST: u8 = 2;
+pub const OPTIN: u8 = 4;
+pub const OPTOUT: u8 = 8;
+pub const NOLOOP: u8 = 16;
+/// CLIENT CACHING YES (OPTIN) / NO (OPTOUT) given for the next command.
+pub const CACHING: u8 = 32;
+/// The redirect target disappeared (CLIENT LIST 'R', TRACKINGINFO broken_redirect).
+pub const BROKEN: u8 = 64;
+
+/// Channel RESP2 redirect targets receive invalidations on.
+pub const CHANNEL: &[u8] = b"__redis__:invalidate";
+
+/// One tracking client as the delivery side sees it.
+struct Tracker {
+    handle: Arc<ClientHandle>,
+    flags: u8,
+    redirect: u64,
+    prefixes: BTreeSet<Bytes>,
+}
+
+#[derive(Default)]
+struct Bcast {
+    clients: BTreeSet<u64>,
+    /// Keys modified since the last broadcast → the client that wrote them (0: the server).
+    keys: BTreeMap<Bytes, u64>,
+}
+
+#[derive(Default)]
+struct Inner {
+    table: hashbrown::HashMap<Bytes, hashbrown::HashSet<u64>>,
+    items: usize,
+    prefixes: BTreeMap<Bytes, Bcast>,
+    clients: hashbrown::HashMap<u64, Tracker>,
+}
+
+impl Inner {
+    fn update_live(&self) {
+        let live = !self.clients.is_empty() || !self.table.is_empty() || !self.prefixes.is_empty();
+        LIVE.store(live, Ordering::Relaxed);
+    }
+}
+
+static LIVE: AtomicBool = AtomicBool::new(false);
+static TABLES: LazyLock<Mutex<Inner>> = LazyLock::new(|| Mutex::new(Inner::default()));
+
+/// Whether any tracking state exists (the write path's single check).
+#[inline]
+pub fn live() -> bool {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// What one invalidation carries.
+enum Payload {
+    Keys(Vec<Bytes>),
+    /// FLUSHDB / FLUSHALL: a null in the tracking client's protocol.
+    Null,
+}
+
+/// A message to send once the tables are unlocked.
+struct Delivery {
+    id: u64,
+    handle: Arc<ClientHandle>,
+    redirect: u64,
+    payload: Payload,
+}
+
+fn encode(dest_resp3: bool, pubsub: bool, tracker_resp3: bool, p: &Payload) -> Option<Bytes> {
+    let mut o = Out {
+        buf: BytesMut::with_capacity(64),
+        resp3: dest_resp3,
+    };
+    if dest_resp3 {
+        o.push(2);
+        o.bulk(b"invalidate");
+    } else if pubsub {
+        o.push(3);
+        o.bulk(b"message");
+        o.bulk(CHANNEL);
+    } else {
+        // RESP2 without a subscribed redirect target: nowhere to send (as redis).
+        return None;
+    }
+    match p {
+        Payload::Keys(keys) => {
+            o.array(keys.len());
+            for k in keys {
+                o.bulk(k);
+            }
+        }
+        Payload::Null if tracker_resp3 => o.raw(b"_\r\n"),
+        Payload::Null => o.raw(b"$-1\r\n"),
+    }
+    Some(o.buf.freeze())
+}
+
+/// Sends the collected messages (redis's sendTrackingMessage), resolving redirects.
+fn deliver(srv: &Server, list: Vec<Delivery>) {
+    if list.is_empty() {
+        return;
+    }
+    let limit = srv.config.read().cobl[2];
+    for d in list {
+        let tracker_resp3 = d.handle.resp3.load(Ordering::Relaxed);
+        let (dest, redirected) = if d.redirect != 0 {
+            match srv.clients.get(d.redirect) {
+                Some(h) => (h, true),
+                None => {
+                    if let Some(t) = TABLES.lock().clients.get_mut(&d.id) {
+                        t.flags |= BROKEN;
+                    }
+                    if tracker_resp3 {
+                        let mut o = Out {
+                            buf: BytesMut::new(),
+                            resp3: true,
+                        };
+                        o.push(2);
+                        o.bulk(b"tracking-redir-broken");
+                        o.int(d.redirect as i64);
+                        d.handle.send(o.buf.freeze(), limit);
+                    }
+                    continue;
+                }
+            }
+        } else {
+            (d.handle.clone(), false)
+        };
+        let dest_resp3 = dest.resp3.load(Ordering::Relaxed);
+        let pubsub = redirected && dest.pubsub_count() > 0;
+        if let Some(msg) = encode(dest_resp3, pubsub, tracker_resp3, &d.payload) {
+            dest.send(msg, limit);
+        }
+    }
+}
+
+/// Invalidates `key` for its default-mode readers and queues it for BCAST prefixes
+/// (redis's trackingInvalidateKey). `writer`: the client that modified it (NOLOOP).
+pub fn invalidate(srv: &Server, writer: Option<u64>, key: &[u8]) {
+    if !live() {
+        return;
+    }
+    let list = {
+        let mut t = TABLES.lock();
+        let list = invalidate_locked(&mut t, writer, key);
+        t.update_live();
+        list
+    };
+    deliver(srv, list);
+}
+
+fn invalidate_locked(t: &mut Inner, writer: Option<u64>, key: &[u8]) -> Vec<Delivery> {
+    if !t.prefixes.is_empty() {
+        for (p, b) in t.prefixes.iter_mut() {
+            if key.starts_with(p) {
+                b.keys
+                    .insert(Bytes::copy_from_slice(key), writer.unwrap_or(0));
+            }
+        }
+    }
+    let Some(ids) = t.table.remove(key) else {
+        return Vec::new();
+    };
+    t.items -= ids.len();
+    let mut list = Vec::new();
+    for id in ids {
+        let Some(c) = t.clients.get(&id) else {
+            continue;
+        };
+        if c.flags & BCAST != 0 || (c.flags & NOLOOP != 0 && writer == Some(id)) {
+            continue;
+        }
+        list.push(Delivery {
+            id,
+            handle: c.handle.clone(),
+            redirect: c.redirect,
+            payload: Payload::Keys(vec![Bytes::copy_from_slice(key)]),
+        });
+    }
+    list
+}
+
+/// Sends the keys BCAST prefixes collected (redis's trackingBroadcastInvalidationMessages,
+/// run once per event-loop turn there; here at the end of each read batch of a client,
+/// after expiry/eviction, and after each command of the master's stream).
+pub fn flush_bcast(srv: &Server) {
+    if !live() {
+        return;
+    }
+    let list = {
+        let mut t = TABLES.lock();
+        let t = &mut *t;
+        let mut list = Vec::new();
+        for b in t.prefixes.values_mut() {
+            if b.keys.is_empty() {
+                continue;
+            }
+            let keys = std::mem::take(&mut b.keys);
+            for id in &b.clients {
+                let Some(c) = t.clients.get(id) else {
+                    continue;
+                };
+                let sel: Vec<Bytes> = keys
+                    .iter()
+                    .filter(|(_, w)| c.flags & NOLOOP == 0 || **w != *id)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                if sel.is_empty() {
+                    continue;
+                }
+                list.push(Delivery {
+                    id: *id,
+                    handle: c.handle.clone(),
+                    redirect: c.redirect,
+                    payload: Payload::Keys(sel),
+                });
+            }
+        }
+        list
+    };
+    deliver(srv, list);
+}
+
+/// FLUSHDB / FLUSHALL: every tracking client gets a null invalidation and the table is
+/// emptied (redis's trackingInvalidateKeysOnFlush, which frees the whole table on any flush).
+pub fn on_flush(srv: &Server) {
+    if !live() {
+        return;
+    }
+    let list = {
+        let mut t = TABLES.lock();
+        t.table.clear();
+        t.items = 0;
+        let list = t
+            .clients
+            .iter()
+            .map(|(id, c)| Delivery {
+                id: *id,
+                handle: c.handle.clone(),
+                redirect: c.redirect,
+                payload: Payload::Null,
+            })
+            .collect();
+        t.update_live();
+        list
+    };
+    deliver(srv, list);
+}
+
+/// After a command ran (from `run_locked`): remembers the keys a tracking client read and
+/// invalidates the keys a successful write modified.
+/// Bit i set: the write command's i-th key (of the first 64) doesn't exist before it runs.
+/// A key absent before and after was not modified: redis sends no invalidation for it
+/// (DEL of a missing key, SET XX on one), while the command's key list can't tell.
+pub fn absent_keys(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> u64 {
+    let mut idx = Vec::new();
+    cmd.key_indices(args, &mut idx);
+    let db = ctx.ks.db;
+    let mut bits = 0u64;
+    for (n, i) in idx.into_iter().enumerate().take(64) {
+        if !crate::notify::state(ctx, db, args[i]).exists {
+            bits |= 1 << n;
+        }
+    }
+    bits
+}
+
+/// `absent`: from [`absent_keys`] before the command ran.
+pub fn after_run(
+    ctx: &mut Ctx<'_>,
+    cmd: &CommandSpec,
+    args: &[&[u8]],
+    ok: bool,
+    writes: bool,
+    absent: u64,
+) {
+    if cmd.name == "reset" {
+        disable(ctx.cl);
+        return;
+    }
+    if ok && writes {
+        if cmd.name == "flushall" || cmd.name == "flushdb" {
+            on_flush(ctx.srv);
+        } else {
+            let mut idx = Vec::new();
+            cmd.key_indices(args, &mut idx);
+            let db = ctx.ks.db;
+            for (n, i) in idx.into_iter().enumerate() {
+                if n < 64
+                    && absent & (1 << n) != 0
+                    && !crate::notify::state(ctx, db, args[i]).exists
+                {
+                    continue;
+                }
+                invalidate(ctx.srv, Some(ctx.cl.id), args[i]);
+            }
+        }
+        if crate::repl::from_master() {
+            flush_bcast(ctx.srv);
+        }
+    }
+    let f = ctx.cl.tracking;
+    if f & ON == 0 || f & BCAST != 0 || !cmd.has(flags::READONLY) || cmd.has(flags::PUBSUB) {
+        return;
+    }
+    if matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro") {
+        return;
+    }
+    let caching = f & CACHING != 0;
+    if (f & OPTIN != 0 && !caching) || (f & OPTOUT != 0 && caching) {
+        return;
+    }
+    let mut idx = Vec::new();
+    cmd.key_indices(args, &mut idx);
+    if idx.is_empty() {
+        return;
+    }
+    let max = ctx.srv.config.read().uint("tracking-table-max-keys") as usize;
+    let list = {
+        let mut t = TABLES.lock();
+        let id = ctx.cl.id;
+        for i in idx {
+            let inserted = match t.table.get_mut(args[i]) {
+                Some(ids) => ids.insert(id),
+                None => {
+                    let mut ids = hashbrown::HashSet::new();
+                    ids.insert(id);
+                    t.table.insert(Bytes::copy_from_slice(args[i]), ids);
+                    true
+                }
+            };
+            if inserted {
+                t.items += 1;
+            }
+        }
+        let list = if max > 0 && t.table.len() > max {
+            limit_table(&mut t, max)
+        } else {
+            Vec::new()
+        };
+        t.update_live();
+        list
+    };
+    deliver(ctx.srv, list);
+}
+
+/// Evicts keys (sending their invalidations) until the table holds at most `max`, as
+/// redis's trackingLimitUsedSlots (which picks random keys; hash order here).
+fn limit_table(t: &mut Inner, max: usize) -> Vec<Delivery> {
+    let mut list = Vec::new();
+    while t.table.len() > max {
+        let Some(k) = t.table.keys().next().cloned() else {
+            break;
+        };
+        list.extend(invalidate_locked(t, None, &k));
+    }
+    list
+}
+
+/// After a top-level command of a connection: CLIENT CACHING lasts one command (or the
+/// whole MULTI), as redis's resetClient.
+pub fn after_command(cl: &mut ClientState, was_client_cmd: bool) {
+    if cl.tracking & CACHING != 0 && cl.multi.is_none() && !was_client_cmd {
+        cl.tracking &= !CACHING;
+    }
+}
+
+/// Stops tracking (CLIENT TRACKING OFF, RESET, disconnect). Keys it read stay in the
+/// table until invalidated, as in redis.
+pub fn disable(cl: &mut ClientState) {
+    if cl.tracking & ON == 0 {
+        return;
+    }
+    cl.tracking = 0;
+    let mut t = TABLES.lock();
+    if let Some(c) = t.clients.remove(&cl.id) {
+        for p in &c.prefixes {
+            if let Some(b) = t.prefixes.get_mut(p) {
+                b.clients.remove(&cl.id);
+                if b.clients.is_empty() {
+                    t.prefixes.remove(p);
+                }
+            }
+        }
+    }
+    t.update_live();
+}
+
+/// Whether one of two prefixes starts the other (redis's stringCheckPrefix).
+fn overlap(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+/// The reason CLIENT TRACKING ON with these options is refused, or None.
+pub fn check_on(cl: &ClientState, opts: u8, prefixes: &[Bytes]) -> Option<String> {
+    if opts & BCAST == 0 && !prefixes.is_empty() {
+        return Some("ERR PREFIX option requires BCAST mode to be enabled".into());
+    }
+    let cur = cl.tracking;
+    if cur & ON != 0 && (cur & BCAST != 0) != (opts & BCAST != 0) {
+        return Some("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.".into());
+    }
+    if opts & BCAST != 0 && opts & (OPTIN | OPTOUT) != 0 {
+        return Some("ERR OPTIN and OPTOUT are not compatible with BCAST".into());
+    }
+    if opts & OPTIN != 0 && opts & OPTOUT != 0 {
+        return Some("ERR You can't specify both OPTIN mode and OPTOUT mode".into());
+    }
+    if (opts & OPTIN != 0 && cur & OPTOUT != 0) || (opts & OPTOUT != 0 && cur & OPTIN != 0) {
+        return Some("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.".into());
+    }
+    if opts & BCAST != 0 {
+        let t = TABLES.lock();
+        let existing = t.clients.get(&cl.id).map(|c| &c.prefixes);
+        for (i, p) in prefixes.iter().enumerate() {
+            if let Some(ex) = existing {
+                if let Some(e) = ex.iter().find(|e| overlap(e, p)) {
+                    return Some(format!(
+                        "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                        String::from_utf8_lossy(p),
+                        String::from_utf8_lossy(e)
+                    ));
+                }
+            }
+            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlap(p, q)) {
+                return Some(format!(
+                    "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(q)
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// CLIENT TRACKING ON (options already checked by [`check_on`]); redis's enableTracking.
+pub fn enable(cl: &mut ClientState, redirect: u64, opts: u8, prefixes: &[Bytes]) {
+    let keep_caching = cl.tracking & CACHING;
+    cl.tracking = ON | (opts & (BCAST | OPTIN | OPTOUT | NOLOOP)) | keep_caching;
+    let mut t = TABLES.lock();
+    let t = &mut *t;
+    let c = t.clients.entry(cl.id).or_insert_with(|| Tracker {
+        handle: cl.handle.clone(),
+        flags: 0,
+        redirect: 0,
+        prefixes: BTreeSet::new(),
+    });
+    c.flags = cl.tracking & !CACHING;
+    c.redirect = redirect;
+    if opts & BCAST != 0 {
+        let list: Vec<Bytes> = if prefixes.is_empty() {
+            vec![Bytes::new()]
+        } else {
+            prefixes.to_vec()
+        };
+        for p in list {
+            c.prefixes.insert(p.clone());
+            t.prefixes.entry(p).or_default().clients.insert(cl.id);
+        }
+    }
+    t.update_live();
+}
+
+/// Number of clients with tracking on (INFO tracking_clients).
+pub fn clients() -> usize {
+    if !live() {
+        return 0;
+    }
+    TABLES.lock().clients.len()
+}
+
+/// INFO stats: tracking_total_keys, tracking_total_items, tracking_total_prefixes.
+pub fn totals() -> (usize, usize, usize) {
+    if !live() {
+        return (0, 0, 0);
+    }
+    let t = TABLES.lock();
+    (t.table.len(), t.items, t.prefixes.len())
+}
+
+/// A client's registry flags (ON, BCAST, OPTIN, OPTOUT, NOLOOP, BROKEN), redirect and
+/// prefixes; None when it doesn't track.
+pub fn describe(id: u64) -> Option<(u8, u64, Vec<Bytes>)> {
+    if !live() {
+        return None;
+    }
+    let t = TABLES.lock();
+    t.clients
+        .get(&id)
+        .map(|c| (c.flags, c.redirect, c.prefixes.iter().cloned().collect()))
+}
+
+/// CLIENT LIST / INFO: appends `t`, `R`, `B` to the flags and returns `redir`.
+pub fn list_info(id: u64, flags: &mut String) -> i64 {
+    match describe(id) {
+        Some((f, redirect, _)) => {
+            flags.push('t');
+            if f & BROKEN != 0 {
+                flags.push('R');
+            }
+            if f & BCAST != 0 {
+                flags.push('B');
+            }
+            redirect as i64
+        }
+        None => -1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap;
+
+    #[test]
+    fn prefixes_overlap_when_one_starts_the_other() {
+        assert!(overlap(b"a", b"ab"));
+        assert!(overlap(b"ab", b"a"));
+        assert!(overlap(b"", b"x"));
+        assert!(overlap(b"a", b"a"));
+        assert!(!overlap(b"ab", b"ac"));
+    }
+}

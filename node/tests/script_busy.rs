@@ -1,0 +1,320 @@
+//! Runaway scripts: busy-reply-threshold, -BUSY, SCRIPT KILL, UNKILLABLE and SHUTDOWN
+//! NOSAVE while busy. Each scenario runs against redis-server 7.0 and tessera-node (with
+//! one and with two I/O threads) and the transcripts are compared exactly; plus the
+//! atomicity of a script under the threshold against concurrent readers.
+//!
+//! No timed assertions: "busy" is detected by polling until the server answers -BUSY, and
+//! every wait is a generous bounded poll.
+
+mod common;
+
+use std::time::Duration;
+
+use common::proc::{self, Launch, Ports, Server};
+use common::{Raw, R};
+
+/// This suite's port range (helper BUSY).
+const PORTS: Ports = Ports {
+    lo: 30500,
+    hi: 30999,
+    bus: false,
+};
+
+/// A script that never ends (and never writes).
+const LOOP: &str = "while true do end";
+/// A script that writes, then never ends.
+const LOOP_WROTE: &str = "redis.call('set','x','1') while true do end";
+
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Redis,
+    Tessera { workers: u32 },
+}
+
+fn start(t: Target, extra: &[&str]) -> Server {
+    let base = [
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--busy-reply-threshold",
+        "200",
+    ];
+    match t {
+        Target::Redis => Launch::new(proc::REDIS, PORTS)
+            .args(&base)
+            .args(extra)
+            .start(),
+        Target::Tessera { workers } => Launch::new(proc::TESSERA, PORTS)
+            .args(&base)
+            .args(&["--worker-threads", &workers.to_string()])
+            .args(extra)
+            .start(),
+    }
+}
+
+/// A raw connection whose reads give up after `secs` (None from [`try_cmd`] then).
+fn conn(port: u16, secs: u64) -> Raw {
+    let r = Raw::connect(port);
+    r.w.set_read_timeout(Some(Duration::from_secs(secs)))
+        .expect("timeout");
+    r
+}
+
+/// Sends a command; the reply, or None if none came within the read timeout.
+fn try_cmd(c: &mut Raw, args: &[&str]) -> Option<R> {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.send(&common::encode(&a));
+    let mut l = String::new();
+    match std::io::BufRead::read_line(&mut c.r, &mut l) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => {
+            // Only single-line replies are expected here.
+            let l = l.trim_end_matches("\r\n");
+            let (t, rest) = l.split_at(1);
+            Some(match t {
+                "+" => R::Simple(rest.into()),
+                "-" => R::Err(rest.into()),
+                ":" => R::Int(rest.parse().unwrap_or(i64::MIN)),
+                _ => R::Other(t.as_bytes()[0], rest.into()),
+            })
+        }
+    }
+}
+
+/// Starts `script` on its own connection and thread; the join handle yields its reply.
+fn run_script(port: u16, script: &str) -> std::thread::JoinHandle<R> {
+    let mut c = conn(port, 60);
+    let script = script.to_string();
+    std::thread::spawn(move || c.cmd(&["EVAL", &script, "0"]))
+}
+
+const BUSY_TEXT: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// Polls with fresh connections until the server answers PING with -BUSY. A probe that gets
+/// no answer within 2 s landed on the thread running the script (tessera, accepted before
+/// the threshold passed): it is dropped and the next probe goes elsewhere.
+fn wait_busy(port: u16) {
+    proc::wait_for(Duration::from_secs(60), "the server to answer BUSY", || {
+        let mut c = conn(port, 2);
+        matches!(try_cmd(&mut c, &["PING"]), Some(R::Err(e)) if e == BUSY_TEXT)
+    });
+}
+
+/// redis-cli's output for one command (errors print as their text when not on a tty).
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A killable script: what another connection, a new connection and the caller see.
+/// `existing`: also check a connection opened right after the caller's (with two tessera
+/// I/O threads it lands on the other thread; with one it shares the stuck thread).
+fn kill_scenario(t: Target, existing: bool) -> Vec<String> {
+    let srv = start(t, &[]);
+    let port = srv.port;
+    let mut log = Vec::new();
+    let mut c0 = conn(port, 30);
+    assert_eq!(c0.cmd(&["SET", "k", "v"]), R::Simple("OK".into()));
+    let caller = run_script(port, LOOP);
+    let mut other = existing.then(|| conn(port, 30));
+    if let Some(o) = other.as_mut() {
+        // Each PING either runs before the script started (PONG) or waits for the
+        // threshold and gets BUSY.
+        proc::wait_for(
+            Duration::from_secs(60),
+            "BUSY on an existing conn",
+            || matches!(o.cmd(&["PING"]), R::Err(e) if e == BUSY_TEXT),
+        );
+    }
+    wait_busy(port);
+    if let Some(o) = other.as_mut() {
+        for cmd in [&["GET", "k"][..], &["SET", "k", "w"], &["INFO", "server"]] {
+            log.push(format!("existing {cmd:?}: {}", o.cmd(cmd).s()));
+        }
+    }
+    let mut c = conn(port, 30);
+    for cmd in [
+        &["PING"][..],
+        &["GET", "k"],
+        &["SET", "k", "w"],
+        &["EVAL", "return 1", "0"],
+        &["SCRIPT", "EXISTS", "x"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["SHUTDOWN"],
+        &["SHUTDOWN", "SAVE"],
+        &["AUTH", "pw"],
+        &["MULTI"],
+        &["GET", "k"],
+        &["DISCARD"],
+    ] {
+        log.push(format!("new {cmd:?}: {}", c.cmd(cmd).s()));
+    }
+    if matches!(t, Target::Tessera { .. }) {
+        // Differs from redis (OK): WATCH would wait for the script's stripe locks.
+        assert_eq!(c.cmd(&["WATCH", "k"]), R::Err(BUSY_TEXT.into()));
+    }
+    log.push(format!(
+        "cli SCRIPT KILL: {}",
+        cli(port, &["SCRIPT", "KILL"])
+    ));
+    let r = caller.join().expect("caller thread");
+    log.push(format!("caller: {}", r.s()));
+    // Served normally again, keys intact, on every connection.
+    for conn in [&mut c, &mut c0] {
+        log.push(format!("after GET k: {}", conn.cmd(&["GET", "k"]).s()));
+        log.push(format!("after PING: {}", conn.cmd(&["PING"]).s()));
+    }
+    if let Some(o) = other.as_mut() {
+        log.push(format!("after existing: {}", o.cmd(&["GET", "k"]).s()));
+    }
+    log.push(format!(
+        "after SCRIPT KILL: {}",
+        c.cmd(&["SCRIPT", "KILL"]).s()
+    ));
+    log.push(format!(
+        "after EVAL: {}",
+        c.cmd(&["EVAL", "return redis.call('get','k')", "0"]).s()
+    ));
+    log
+}
+
+#[test]
+fn busy_then_script_kill_matches_redis() {
+    for existing in [false, true] {
+        let want = kill_scenario(Target::Redis, existing);
+        assert!(
+            want.iter().any(|l| l.contains("Script killed by user")),
+            "{want:#?}"
+        );
+        for workers in [1, 2] {
+            if existing && workers == 1 {
+                // One I/O thread: the existing connection shares the script's thread and
+                // waits for it (a documented difference).
+                continue;
+            }
+            let got = kill_scenario(Target::Tessera { workers }, existing);
+            assert_eq!(got, want, "worker-threads {workers}, existing {existing}");
+        }
+    }
+}
+
+/// A script that wrote cannot be killed; SHUTDOWN without NOSAVE is refused; SHUTDOWN
+/// NOSAVE (redis-cli, a new connection) stops the process.
+fn unkillable_scenario(t: Target) -> Vec<String> {
+    let mut srv = start(t, &[]);
+    let port = srv.port;
+    let mut log = Vec::new();
+    let caller = run_script(port, LOOP_WROTE);
+    wait_busy(port);
+    let mut c = conn(port, 30);
+    for cmd in [
+        &["SCRIPT", "KILL"][..],
+        &["GET", "x"],
+        &["SHUTDOWN"],
+        &["SHUTDOWN", "SAVE"],
+    ] {
+        log.push(format!("{cmd:?}: {}", c.cmd(cmd).s()));
+    }
+    log.push(format!(
+        "cli SHUTDOWN NOSAVE: {:?}",
+        cli(port, &["SHUTDOWN", "NOSAVE"])
+    ));
+    let status = srv.wait_exit(Duration::from_secs(30));
+    log.push(format!("exited: {}", status.is_some()));
+    // The caller's connection closes without a reply.
+    let r = caller.join().expect("caller thread");
+    log.push(format!("caller: {}", r.s()));
+    log
+}
+
+#[test]
+fn unkillable_and_shutdown_nosave_match_redis() {
+    let want = unkillable_scenario(Target::Redis);
+    assert!(want.iter().any(|l| l == "exited: true"), "{want:#?}");
+    for workers in [1, 2] {
+        let got = unkillable_scenario(Target::Tessera { workers });
+        assert_eq!(got, want, "worker-threads {workers}");
+    }
+}
+
+/// busy-reply-threshold and lua-time-limit are one setting, as in redis.
+fn config_scenario(t: Target) -> Vec<String> {
+    let srv = start(t, &[]);
+    let mut c = conn(srv.port, 30);
+    let mut log = Vec::new();
+    for cmd in [
+        &["CONFIG", "SET", "lua-time-limit", "300"][..],
+        &["CONFIG", "SET", "busy-reply-threshold", "400"],
+        &["CONFIG", "SET", "lua-time-limit", "500"],
+    ] {
+        log.push(c.cmd(cmd).s());
+        for name in ["lua-time-limit", "busy-reply-threshold"] {
+            log.push(c.cmd(&["CONFIG", "GET", name]).s());
+        }
+    }
+    log
+}
+
+#[test]
+fn threshold_alias_matches_redis() {
+    let want = config_scenario(Target::Redis);
+    let got = config_scenario(Target::Tessera { workers: 1 });
+    assert_eq!(got, want);
+}
+
+/// Under the threshold a script is atomic: readers on other connections (other I/O
+/// threads with two workers) wait, then run; they never see a middle value.
+#[test]
+fn concurrent_reader_waits_for_script() {
+    for workers in [1, 2] {
+        let srv = start(
+            Target::Tessera { workers },
+            &["--busy-reply-threshold", "60000"],
+        );
+        let port = srv.port;
+        let script = "for i=1,100000 do redis.call('incr','x') end return redis.call('get','x')";
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let url = format!("redis://127.0.0.1:{port}/");
+                std::thread::spawn(move || {
+                    let client = redis::Client::open(url).expect("client");
+                    let mut con = client.get_connection().expect("connect");
+                    let mut seen = Vec::new();
+                    loop {
+                        let v: Option<i64> =
+                            redis::cmd("GET").arg("x").query(&mut con).expect("GET");
+                        seen.push(v.unwrap_or(0));
+                        if v == Some(100_000) {
+                            return seen;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .expect("client")
+            .get_connection()
+            .expect("connect");
+        let r: i64 = redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query(&mut c)
+            .expect("EVAL");
+        assert_eq!(r, 100_000);
+        for h in readers {
+            let seen = h.join().expect("reader");
+            assert!(
+                seen.iter().all(|&v| v == 0 || v == 100_000),
+                "worker-threads {workers}: a reader saw a middle value: {:?}",
+                seen.iter().find(|&&v| v != 0 && v != 100_000)
+            );
+        }
+    }
+}
