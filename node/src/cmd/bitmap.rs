@@ -409,6 +409,8 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
         .max();
     let mut results: Vec<Option<i64>> = Vec::new();
     let mut ov = Overflow::Wrap;
+    // SETs and INCRBYs that wrote (OVERFLOW FAIL may refuse them all).
+    let mut changes = 0;
     match writes {
         None => {
             let b = read_bytes(ctx, args[1])?.unwrap_or_default();
@@ -430,6 +432,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
                             Some(nv) => {
                                 write_field(buf, *off, *t, nv);
                                 results.push(Some(old));
+                                changes += 1;
                             }
                             None => results.push(None),
                         }
@@ -440,6 +443,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
                             Some(nv) => {
                                 write_field(buf, *off, *t, nv);
                                 results.push(Some(nv));
+                                changes += 1;
                             }
                             None => results.push(None),
                         }
@@ -448,6 +452,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
             }
         }
     }
+    ctx.changed_if(changes > 0);
     ctx.out.array(results.len());
     for r in results {
         match r {

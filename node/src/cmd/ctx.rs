@@ -29,6 +29,12 @@ pub struct Ctx<'a> {
     pub in_exec: bool,
     /// True when re-running a blocked client's command on its behalf.
     pub serving_blocked: bool,
+    /// Set by a write command's handler that changed nothing (see [`Ctx::unchanged`]):
+    /// not propagated, not counted as a change.
+    pub noop: bool,
+    /// Set when the command's keys are not to be signalled modified (no WATCH touched, no
+    /// tracking invalidation): see [`Ctx::unchanged`] and [`Ctx::metadata_only`].
+    pub untouched: bool,
 }
 
 impl Ctx<'_> {
@@ -43,6 +49,36 @@ impl Ctx<'_> {
             timeout_ms,
             args: None,
         });
+    }
+
+    /// Called by a write command's handler that found nothing to change (DEL of missing
+    /// keys, SADD of present members, a failed SET NX...). As in Redis, where such a call
+    /// leaves `server.dirty` alone, it then neither reaches replicas and the AOF nor
+    /// touches WATCHed or tracked keys, nor counts in rdb_changes_since_last_save.
+    pub fn unchanged(&mut self) {
+        self.noop = true;
+        self.untouched = true;
+    }
+
+    /// [`Ctx::unchanged`] when `changed` is false.
+    pub fn changed_if(&mut self, changed: bool) {
+        if !changed {
+            self.unchanged();
+        }
+    }
+
+    /// Called by a write that changes only a stream's consumer groups or last ID
+    /// (XREADGROUP, XACK, XCLAIM, XAUTOCLAIM, XGROUP, XSETID): Redis propagates and counts
+    /// it but does not signal the key modified, so WATCHes and tracking clients of the
+    /// key are not told.
+    pub fn metadata_only(&mut self) {
+        self.untouched = true;
+    }
+
+    /// Called by a write that signals its key modified but propagates nothing (LTRIM
+    /// that trims nothing: Redis signals the key and adds 0 to `server.dirty`).
+    pub fn signal_only(&mut self) {
+        self.noop = true;
     }
 
     pub fn can_block(&self) -> bool {

@@ -444,7 +444,8 @@ fn search(ctx: &mut Ctx<'_>, args: &[&[u8]], kind: Kind, can_store: bool) -> Cmd
         // No source key.
         match store {
             Some(dst) => {
-                ctx.ks.del(dst);
+                let deleted = ctx.ks.del(dst);
+                ctx.changed_if(deleted);
                 ctx.out.int(0);
             }
             None => ctx.out.array(0),
@@ -483,7 +484,8 @@ fn search(ctx: &mut Ctx<'_>, args: &[&[u8]], kind: Kind, can_store: bool) -> Cmd
     match store {
         Some(dst) => {
             if found.is_empty() {
-                ctx.ks.del(dst);
+                let deleted = ctx.ks.del(dst);
+                ctx.changed_if(deleted);
             } else {
                 let lim = ctx.limits();
                 let pairs = found.into_iter().map(|p| {

@@ -73,6 +73,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lim = ctx.limits();
     if let Some(h) = ctx.ks.get_hash(args[1])? {
         if h.contains(args[2]) {
+            ctx.unchanged();
             ctx.out.int(0);
             return Ok(());
         }
@@ -112,6 +113,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n);
     Ok(())
 }

@@ -62,6 +62,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if updated {
         hll::invalidate_cache(buf);
     }
+    ctx.changed_if(updated);
     ctx.out.int(updated as i64);
     Ok(())
 }

@@ -38,6 +38,7 @@ pub fn commands() -> Vec<CommandSpec> {
 
 fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = args[1..].iter().filter(|k| ctx.ks.del(k)).count();
+    ctx.changed_if(n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -102,6 +103,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: i64, absolute: bool) 
         ms.checked_add(ctx.ks.now as i64).ok_or_else(bad)?
     };
     let Some(e) = ctx.ks.entry(args[1]) else {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
@@ -118,6 +120,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: i64, absolute: bool) 
         true
     };
     if !ok {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     }
@@ -186,6 +189,7 @@ fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if had {
         ctx.ks.set_expire(args[1], NO_EXPIRE);
     }
+    ctx.changed_if(had);
     ctx.out.int(had as i64);
     Ok(())
 }
@@ -196,6 +200,7 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
         return Err(CmdError::NoSuchKey);
     }
     if src == dst {
+        ctx.unchanged();
         if nx {
             ctx.out.int(0);
         } else {
@@ -204,6 +209,7 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
         return Ok(());
     }
     if nx && ctx.ks.exists(dst) {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     }
@@ -258,11 +264,13 @@ fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ));
     }
     let Some(e) = ctx.ks.lookup_in(db, src).cloned() else {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
     if ctx.ks.lookup_in(dstdb, dst).is_some() {
         if !replace {
+            ctx.unchanged();
             ctx.out.int(0);
             return Ok(());
         }
@@ -286,6 +294,7 @@ fn move_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let key = &args[1];
     if ctx.ks.lookup_in(db, key).is_none() || ctx.ks.lookup_in(dstdb, key).is_some() {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     }

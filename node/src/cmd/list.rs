@@ -84,6 +84,7 @@ fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool, only_existing: bool) -> C
         match ctx.ks.get_list(key)? {
             Some(l) => l,
             None => {
+                ctx.unchanged();
                 ctx.out.int(0);
                 return Ok(());
             }
@@ -151,11 +152,21 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
     match count {
         None => match pop_n(ctx, args[1], left, 1)?.and_then(|mut v| v.pop()) {
             Some(v) => ctx.out.bulk(&v),
-            None => ctx.out.null(),
+            None => {
+                ctx.unchanged();
+                ctx.out.null();
+            }
         },
         Some(n) => match pop_n(ctx, args[1], left, n)? {
-            Some(v) => ctx.out.bulks(v.iter()),
-            None => ctx.out.null_array(),
+            Some(v) => {
+                // LPOP key 0 pops nothing.
+                ctx.changed_if(!v.is_empty());
+                ctx.out.bulks(v.iter());
+            }
+            None => {
+                ctx.unchanged();
+                ctx.out.null_array();
+            }
         },
     }
     Ok(())
@@ -254,6 +265,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let lim = ctx.limits();
     let Some(l) = ctx.ks.get_list(args[1])? else {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
@@ -264,7 +276,10 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             let n = l.len();
             ctx.out.int(n as i64);
         }
-        None => ctx.out.int(-1),
+        None => {
+            ctx.unchanged();
+            ctx.out.int(-1);
+        }
     }
     Ok(())
 }
@@ -278,20 +293,29 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }
 
 fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (start, stop) = (arg_i64(args[2])?, arg_i64(args[3])?);
-    if let Some(l) = ctx.ks.get_list(args[1])? {
-        match norm_range(start, stop, l.len()) {
-            Some((s, e)) => l.trim(s, e),
-            None => l.trim(1, 0),
-        }
-        if l.is_empty() {
-            ctx.ks.del(args[1]);
-        }
+    let Some(l) = ctx.ks.get_list(args[1])? else {
+        ctx.unchanged();
+        ctx.out.ok();
+        return Ok(());
+    };
+    let before = l.len();
+    match norm_range(start, stop, l.len()) {
+        Some((s, e)) => l.trim(s, e),
+        None => l.trim(1, 0),
+    }
+    let trimmed = l.len() != before;
+    if l.is_empty() {
+        ctx.ks.del(args[1]);
+    }
+    if !trimmed {
+        ctx.signal_only();
     }
     ctx.out.ok();
     Ok(())
@@ -424,7 +448,10 @@ fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (from, to) = (parse_side(args[3])?, parse_side(args[4])?);
     match do_move(ctx, args[1], args[2], from, to)? {
         Some(v) => ctx.out.bulk(&v),
-        None => ctx.out.null(),
+        None => {
+            ctx.unchanged();
+            ctx.out.null();
+        }
     }
     Ok(())
 }
@@ -432,7 +459,10 @@ fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match do_move(ctx, args[1], args[2], false, true)? {
         Some(v) => ctx.out.bulk(&v),
-        None => ctx.out.null(),
+        None => {
+            ctx.unchanged();
+            ctx.out.null();
+        }
     }
     Ok(())
 }
@@ -510,7 +540,10 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (left, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
         Some((k, v)) => write_mpop(ctx.out, k, &v),
-        None => ctx.out.null_array(),
+        None => {
+            ctx.unchanged();
+            ctx.out.null_array();
+        }
     }
     Ok(())
 }
@@ -518,6 +551,7 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// Blocks (or answers as a timeout) when nothing could be served; `null_bulk` picks the
 /// timeout reply of BLMOVE/BRPOPLPUSH.
 fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[&[u8]], timeout_ms: u64, null_bulk: bool) {
+    ctx.unchanged();
     if ctx.can_block() {
         ctx.block_on(keys, timeout_ms);
     } else if !ctx.serving_blocked {

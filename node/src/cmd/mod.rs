@@ -422,6 +422,8 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         block: None,
         in_exec: false,
         serving_blocked: false,
+        noop: false,
+        untouched: false,
     };
     ctx.ks.slot_hints = hints;
     let mark = ctx.out.buf.len();
@@ -522,23 +524,34 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     } else {
         0
     };
+    ctx.noop = false;
+    ctx.untouched = false;
     let res = (cmd.handler)(ctx, args);
     // The hints name `args`' memory: they must not outlive this call.
     ctx.ks.clear_slot_hints();
-    // SORT without STORE only reads: like redis, it neither touches WATCHes nor counts as
-    // a change nor reaches replicas and the AOF (nor invalidates tracked keys).
-    let writes = cmd.has(flags::WRITE) && (cmd.name != "sort" || sort::stores(args));
+    // A write that changed nothing (its handler said so, or a blocking command blocked
+    // or still had nothing to serve) is, as in redis, no write: it neither touches
+    // WATCHes nor counts as a change nor reaches replicas and the AOF (nor invalidates
+    // tracked keys). SORT without STORE only reads. Redis's two halves, dirty (counted
+    // and propagated) and signalModifiedKey (WATCH and tracking), can differ: see
+    // `Ctx::metadata_only` and `Ctx::signal_only`.
+    let writes = cmd.has(flags::WRITE)
+        && ctx.block.is_none()
+        && !(ctx.serving_blocked && ctx.out.len() == reply_at)
+        && (cmd.name != "sort" || sort::stores(args));
+    let touches = writes && !ctx.untouched;
+    let writes = writes && !ctx.noop;
     // Client-side caching: remember a tracking client's reads, invalidate the keys of a
     // write (one relaxed load when nobody tracks).
     if crate::tracking::live() {
-        crate::tracking::after_run(ctx, cmd, args, res.is_ok(), writes, absent);
+        crate::tracking::after_run(ctx, cmd, args, res.is_ok(), touches, absent);
     }
     match res {
         Ok(()) => {
             if let Some(snap) = notify {
                 crate::notify::after_command(ctx, cmd, args, reply_at, snap);
             }
-            if writes && ctx.srv.watch.active() {
+            if touches && ctx.srv.watch.active() {
                 let mut idx = Vec::new();
                 cmd.key_indices(args, &mut idx);
                 for i in idx {

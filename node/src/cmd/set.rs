@@ -54,6 +54,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let s = ctx.ks.set_or_create(key)?;
     let n = args[2..].iter().filter(|m| s.insert(m, &lim)).count();
+    ctx.changed_if(n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -66,6 +67,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -123,6 +125,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         None => None,
     };
     let Some(s) = ctx.ks.get_set(args[1])? else {
+        ctx.unchanged();
         match count {
             None => ctx.out.null(),
             Some(_) => ctx.out.set(0),
@@ -134,6 +137,11 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Some(m) => ctx.out.bulk(&m),
             None => ctx.out.null(),
         },
+        Some(0) => {
+            // Ctx::unchanged, field by field while the set is borrowed.
+            (ctx.noop, ctx.untouched) = (true, true);
+            ctx.out.set(0);
+        }
         Some(n) => {
             let popped: Vec<Vec<u8>> = if n >= s.len() {
                 let all = s.members();
@@ -203,12 +211,14 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lim = ctx.limits();
     let Some(s) = ctx.ks.get_set(src)? else {
         ctx.ks.get_set(dst)?;
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
     let present = s.contains(m);
     ctx.ks.get_set(dst)?;
     if src == dst || !present {
+        ctx.unchanged();
         ctx.out.int(present as i64);
         return Ok(());
     }
@@ -304,7 +314,9 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> CmdResult {
     let lim = ctx.limits();
     let dst = &args[1];
     if r.is_empty() {
-        ctx.ks.del(dst);
+        // An empty result deletes the destination: a change only if it existed.
+        let deleted = ctx.ks.del(dst);
+        ctx.changed_if(deleted);
     } else {
         ctx.ks
             .set(dst, Value::Set(SetValue::from_members(&r, &lim)));

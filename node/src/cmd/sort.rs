@@ -426,6 +426,8 @@ fn store(ctx: &mut Ctx<'_>, dst: &[u8], rows: &[Option<Vec<u8>>]) {
     if rows.is_empty() {
         if ctx.ks.del(dst) {
             crate::notify::emit(ctx.srv, crate::notify::GENERIC, "del", dst, db);
+        } else {
+            ctx.unchanged();
         }
     } else {
         let lim = ctx.limits();

@@ -71,6 +71,15 @@ pub(super) fn set_rewrite(v: Option<Vec<Bytes>>) {
     REWRITE.with(|r| *r.borrow_mut() = v.map(|v| vec![v]));
 }
 
+/// After XREADGROUP, XCLAIM or XAUTOCLAIM (which start a list of propagated commands):
+/// when the list stayed empty they served, claimed and moved nothing, so, as in Redis,
+/// they count as no change (no WATCH touched, nothing propagated).
+pub(super) fn unchanged_if_nothing_pushed(ctx: &mut Ctx<'_>) {
+    if REWRITE.with(|r| matches!(r.borrow().as_deref(), Some([]))) {
+        ctx.unchanged();
+    }
+}
+
 /// Starts an empty list of propagated commands ([`push_rewrite`] adds to it).
 pub(super) fn start_rewrites() {
     REWRITE.with(|r| *r.borrow_mut() = Some(Vec::new()));
@@ -354,6 +363,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let now = ctx.ks.now;
     if get_stream_w(&mut ctx.ks, args[1])?.is_none() {
         if t.nomkstream {
+            ctx.unchanged();
             ctx.out.null();
             return Ok(());
         }
@@ -432,12 +442,16 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let Some(s) = get_stream_w(&mut ctx.ks, args[1])? else {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
     let n = trim(s, &t);
     if n > 0 {
         event("xtrim", args[1]);
+    } else {
+        // Ctx::unchanged, field by field while the stream is borrowed.
+        (ctx.noop, ctx.untouched) = (true, true);
     }
     if t.approx {
         set_rewrite(Some(exact_rewrite(args, &t, s, None)));
@@ -467,6 +481,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             event("xdel", args[1]);
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n);
     Ok(())
 }

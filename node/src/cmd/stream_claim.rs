@@ -89,6 +89,13 @@ fn claimed_reply(out: &mut crate::resp::Out, s: &StreamValue, id: StreamId, just
 }
 
 fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
+    let r = xclaim_run(ctx, args);
+    super::stream::unchanged_if_nothing_pushed(ctx);
+    r
+}
+
+fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     super::stream::reset_events();
     super::stream::start_rewrites();
     let now = ctx.ks.now;
@@ -207,6 +214,13 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
+    let r = xautoclaim_run(ctx, args);
+    super::stream::unchanged_if_nothing_pushed(ctx);
+    r
+}
+
+fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     super::stream::reset_events();
     super::stream::start_rewrites();
     let now = ctx.ks.now;
@@ -300,6 +314,7 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
     super::stream::reset_events();
     let id = parse_id(args[2], 0, true, false)?.0;
     let (mut added, mut maxdel) = (-1i64, StreamId::default());

@@ -62,7 +62,10 @@ fn xread(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    read_generic(ctx, args, true)
+    ctx.metadata_only();
+    let r = read_generic(ctx, args, true);
+    super::stream::unchanged_if_nothing_pushed(ctx);
+    r
 }
 
 /// Redis's xreadCommand (without BLOCK).
@@ -442,11 +445,14 @@ fn serve_history(
 }
 
 fn xack(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
     let Some(s) = get_stream_w(&mut ctx.ks, args[1])? else {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
     let Some(g) = s.groups.get_mut(args[2]) else {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     };
@@ -463,6 +469,7 @@ fn xack(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             n += 1;
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n);
     Ok(())
 }
@@ -630,6 +637,10 @@ fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     super::stream::reset_events();
     let (mk, er) = group_opts(args, true)?;
     let exists = group_target(ctx, args, mk, false)?.is_some();
+    if exists {
+        // MKSTREAM's new key is signalled modified; a group on an existing one is not.
+        ctx.metadata_only();
+    }
     if args.len() > 8 {
         return Err(subcommand_syntax(args));
     }
@@ -667,6 +678,7 @@ fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xgroup_setid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
     super::stream::reset_events();
     let (_, er) = group_opts(args, false)?;
     let Some(s) = group_target(ctx, args, false, true)? else {
@@ -690,6 +702,7 @@ fn xgroup_setid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xgroup_destroy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
     super::stream::reset_events();
     let Some(s) = group_target(ctx, args, false, false)? else {
         return Err(need_key());
@@ -700,11 +713,13 @@ fn xgroup_destroy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         // Its blocked readers re-run (after this command) and get the NOGROUP error.
         crate::blocking::recheck_group_readers(ctx.srv, ctx.ks.db, args[2]);
     }
+    ctx.changed_if(n == 1);
     ctx.out.int(n);
     Ok(())
 }
 
 fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
     super::stream::reset_events();
     let now = ctx.ks.now;
     let Some(s) = group_target(ctx, args, false, true)? else {
@@ -718,11 +733,13 @@ fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         super::stream::event("xgroup-createconsumer", args[2]);
     }
     consumer_entry(g, args[4], now);
+    ctx.changed_if(created);
     ctx.out.int(created as i64);
     Ok(())
 }
 
 fn xgroup_delconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.metadata_only();
     super::stream::reset_events();
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
@@ -737,6 +754,8 @@ fn xgroup_delconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         for id in c.pending {
             g.pel.remove(&id);
         }
+    } else {
+        ctx.unchanged();
     }
     ctx.out.int(n);
     Ok(())

@@ -148,6 +148,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if o.nx || o.xx {
         let exists = ctx.ks.exists(key);
         if (o.nx && exists) || (o.xx && !exists) {
+            ctx.unchanged();
             if !o.get {
                 ctx.out.null();
             }
@@ -171,6 +172,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.ks.exists(args[1]) {
+        ctx.unchanged();
         ctx.out.int(0);
     } else {
         ctx.ks.set(args[1], Value::string(args[2]));
@@ -203,7 +205,8 @@ fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
-    ctx.ks.del(args[1]);
+    let deleted = ctx.ks.del(args[1]);
+    ctx.changed_if(deleted);
     Ok(())
 }
 
@@ -233,10 +236,14 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         i += 1;
     }
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
-    if let Some(at) = action {
-        if at != NO_EXPIRE && at <= now {
+    // Without an option, on a missing key, or PERSIST of a key without a TTL: a read.
+    let cur = ctx.ks.entry(args[1]).map(|e| e.expire_at());
+    match (action, cur) {
+        (Some(at), Some(_)) if at != NO_EXPIRE && at <= now => {
             ctx.ks.del(args[1]);
-        } else {
+        }
+        (Some(NO_EXPIRE), Some(NO_EXPIRE)) | (_, None) | (None, _) => ctx.unchanged(),
+        (Some(at), Some(_)) => {
             ctx.ks.set_expire(args[1], at);
         }
     }
@@ -276,6 +283,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ));
     }
     if args[1..].chunks(2).any(|p| ctx.ks.exists(p[0])) {
+        ctx.unchanged();
         ctx.out.int(0);
         return Ok(());
     }
@@ -452,6 +460,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     if !exists {
         if val.is_empty() {
+            ctx.unchanged();
             ctx.out.int(0);
             return Ok(());
         }
@@ -465,6 +474,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let mut t = itoa::Buffer::new();
         let n = v.str_bytes(&mut t).map(|b| b.len()).unwrap_or(0);
         ctx.out.int(n as i64);
+        ctx.unchanged();
         return Ok(());
     }
     let buf = v.make_buf().ok_or(CmdError::WrongType)?;

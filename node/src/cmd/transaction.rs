@@ -409,6 +409,8 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         block: None,
         in_exec: true,
         serving_blocked: false,
+        noop: false,
+        untouched: false,
     };
     ctx.out.array(cmds.len());
     for (c, args) in &cmds {
@@ -460,6 +462,8 @@ pub fn run_for_waiter(
         block: None,
         in_exec: false,
         serving_blocked: true,
+        noop: false,
+        untouched: false,
     };
     super::run_locked(&mut ctx, c, args);
     let ready = std::mem::take(&mut ctx.ks.ready);

@@ -278,6 +278,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut f: AddFlags) -> CmdResult
             ctx.ks.signal_ready(key);
         }
     }
+    ctx.changed_if(added + updated > 0);
     if f.incr {
         if processed > 0 {
             ctx.out.double(last);
@@ -312,6 +313,7 @@ fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -556,7 +558,9 @@ fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], items: Vec<(Vec<u8>, f64)>) {
     let n = items.len();
     if n == 0 {
-        ctx.ks.del(dst);
+        // An empty result deletes the destination: a change only if it existed.
+        let deleted = ctx.ks.del(dst);
+        ctx.changed_if(deleted);
     } else {
         let lim = ctx.limits();
         let z = ZSetValue::from_pairs(items, &lim);
@@ -600,6 +604,7 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
+    ctx.changed_if(n > 0);
     ctx.out.int(n as i64);
     Ok(())
 }

@@ -45,6 +45,7 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
             .map(|(_, v)| v)
             .unwrap_or_default(),
     };
+    ctx.changed_if(!items.is_empty());
     let nested = ctx.out.resp3 && count.is_some();
     write_items(ctx.out, &items, true, nested);
     Ok(())
@@ -58,6 +59,7 @@ pub(super) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn block_or_timeout(ctx: &mut Ctx<'_>, keys: &[&[u8]], timeout_ms: u64) {
+    ctx.unchanged();
     if ctx.can_block() {
         ctx.block_on(keys, timeout_ms);
     } else if !ctx.serving_blocked {
@@ -112,7 +114,10 @@ pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (max, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
         Some((k, items)) => write_mpop(ctx.out, k, &items),
-        None => ctx.out.null_array(),
+        None => {
+            ctx.unchanged();
+            ctx.out.null_array();
+        }
     }
     Ok(())
 }
