@@ -290,8 +290,18 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
         vec!["EVAL", "return 1"],
         vec!["SCRIPT", "FLUSH"],
         vec!["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"],
-        // numkeys is checked before the script is looked up.
+        // numkeys is checked before the script is looked up...
         vec!["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "-1"],
+        // ... but after a sha of the wrong length (NOSCRIPT at once), and a 40-byte
+        // non-hex name is just not found.
+        vec!["EVALSHA", "abc", "xyz"],
+        vec!["EVALSHA_RO", "", "0"],
+        vec![
+            "EVALSHA",
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8\u{e9}",
+            "0",
+        ],
+        vec!["EVALSHA", "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", "x"],
         vec![
             "EVALSHA",
             "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",

@@ -81,11 +81,23 @@ fn eval_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
 }
 
 fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
-    // As redis: numkeys is checked before the script is looked up.
+    // As redis: a sha of the wrong length is NOSCRIPT at once; otherwise numkeys is
+    // checked before the script is looked up.
+    let sha = args[1];
+    if sha.len() != 40 {
+        return Err(CmdError::msg(
+            "NOSCRIPT No matching script. Please use EVAL.",
+        ));
+    }
     let (keys, argv) = split(args)?;
-    let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
+    let mut lower = [0u8; 40];
+    lower.copy_from_slice(sha);
+    lower.make_ascii_lowercase();
+    // Not hex: no cached script has that name.
+    let sha = std::str::from_utf8(&lower)
+        .map_err(|_| CmdError::msg("NOSCRIPT No matching script. Please use EVAL."))?;
     // No body: the thread's compiled copy, else the shared cache (else NOSCRIPT).
-    script::run(ctx, None, &sha, keys, argv, ro)
+    script::run(ctx, None, sha, keys, argv, ro)
 }
 
 fn eval(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

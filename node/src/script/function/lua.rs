@@ -11,12 +11,11 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::{valid_name, FuncInfo, Library, ALLOW_CROSS_SLOT, FLAG_NAMES, GEN};
 use crate::cmd::{CmdError, Ctx};
-use crate::script::{call_core, innermost, lua_array, lua_err, new_engine, Engine, SLOT_RULE};
+use crate::script::{call_core, innermost, new_engine, Call, Engine, Origin, SLOT_RULE};
 
 /// The functions' environment. Gets the sandbox's real globals and the load-time API table;
-/// returns the environment, a switch between load time (only a restricted `redis`) and run
-/// time (the sandbox globals), and `bind` (xpcall in Lua 5.1 passes no arguments, so a
-/// call becomes a closure over its keys and args).
+/// returns the environment and a switch between load time (only a restricted `redis`) and
+/// run time (the sandbox globals).
 const ENV: &str = r#"
 local real, api = ...
 local loading = false
@@ -46,8 +45,7 @@ local env = setmetatable({}, {
   end,
   __newindex = ro,
 })
-local function bind(f, keys, args) return function() return f(keys, args) end end
-return env, function(b) loading = b end, bind
+return env, function(b) loading = b end
 "#;
 
 /// How long a library's code may run at load time (Redis's LOAD_TIMEOUT_MS).
@@ -60,7 +58,6 @@ struct FnEngine {
     base: Engine,
     env: Table,
     set_loading: Function,
-    bind: Function,
     /// The load-time `redis` table (`register_function` is set on it during a load).
     api: Table,
     /// Libraries compiled here, by name, valid for the registry generation they carry.
@@ -107,7 +104,7 @@ fn new_fn_engine() -> mlua::Result<FnEngine> {
     ] {
         api.raw_set(k, base.redis.raw_get::<Value>(k)?)?;
     }
-    let (env, set_loading, bind): (Table, Function, Function) = lua
+    let (env, set_loading): (Table, Function) = lua
         .load(ENV)
         .set_name("=function_env")
         .call((base.globals.clone(), api.clone()))?;
@@ -115,7 +112,6 @@ fn new_fn_engine() -> mlua::Result<FnEngine> {
         base,
         env,
         set_loading,
-        bind,
         api,
         compiled: RefCell::new((0, hashbrown::HashMap::new())),
     })
@@ -351,17 +347,19 @@ pub fn run(
     with_fn_engine(|fe| {
         let f = fe.function(lib, &info.name)?;
         let lua = &fe.base.lua;
-        let k = lua_array(lua, keys).map_err(lua_err)?;
-        let a = lua_array(lua, argv).map_err(lua_err)?;
-        let thunk: Function = fe.bind.call((f, k, a)).map_err(lua_err)?;
-        let origin = format!("{}, on @user_function", info.name);
         // Without allow-cross-slot-keys a function keeps to the slot of its keys.
         let rule = (info.flags & ALLOW_CROSS_SLOT == 0).then(|| {
             keys.first()
                 .map_or(-1, |k| crate::slot::key_hash_slot(k) as i32)
         });
         SLOT_RULE.set(rule);
-        let r = call_core(&fe.base, ctx, &thunk, read_only, &origin);
+        let call = Call {
+            f: &f,
+            keys,
+            argv,
+            as_globals: false,
+        };
+        let r = call_core(&fe.base, ctx, call, read_only, Origin::Function(&info.name));
         SLOT_RULE.set(None);
         report_memory(lua);
         r
