@@ -76,8 +76,8 @@ fn split<'a, 'b>(args: ArgSlice<'a, 'b>) -> Result<(ArgSlice<'a, 'b>, ArgSlice<'
 
 fn eval_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
     let (keys, argv) = split(args)?;
-    let sha = script::sha1_hex(args[1]);
-    script::run(ctx, Some(args[1]), &sha, keys, argv, ro)
+    let sha = script::eval_sha(args[1]);
+    script::run(ctx, Some(args[1]), sha.as_str(), keys, argv, ro)
 }
 
 fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {

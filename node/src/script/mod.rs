@@ -30,16 +30,66 @@ use convert::Parsed;
 /// SHA1 hex (lower case) of a script body.
 pub fn sha1_hex(body: &[u8]) -> String {
     // By hand, not through the digest's Display (core::fmt cost a third of the hashing
-    // of a short script, and EVAL hashes its body on every call).
+    // of a short script).
+    Sha(sha1_bytes(body)).as_str().to_string()
+}
+
+/// A script's SHA-1 in hex (40 ASCII bytes on the stack).
+#[derive(Clone, Copy)]
+pub struct Sha([u8; 40]);
+
+impl Sha {
+    pub fn as_str(&self) -> &str {
+        // Hex digits only: always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+/// Bodies longer than this are hashed on every EVAL rather than remembered.
+const BODY_SHA_MAX_LEN: usize = 8 * 1024;
+/// Bytes of remembered bodies a thread keeps at most (beyond that it starts over).
+const BODY_SHA_MAX_BYTES: usize = 1024 * 1024;
+
+thread_local! {
+    /// Bodies EVAL ran on this thread, with their sha, and their total size: SHA-1 of a
+    /// short script cost more than running it (~2,000 instructions), a lookup by a fast
+    /// hash ~100.
+    static BODY_SHA: RefCell<(BodyShas, usize)> = RefCell::new((BodyShas::new(), 0));
+}
+
+type BodyShas = hashbrown::HashMap<Box<[u8]>, Sha>;
+
+/// The sha EVAL names `body` by (its SHA-1), remembered per thread.
+pub fn eval_sha(body: &[u8]) -> Sha {
+    let compute = || Sha(sha1_bytes(body));
+    if body.len() > BODY_SHA_MAX_LEN {
+        return compute();
+    }
+    BODY_SHA.with(|m| {
+        let (m, bytes) = &mut *m.borrow_mut();
+        if let Some(s) = m.get(body) {
+            return *s;
+        }
+        if *bytes + body.len() > BODY_SHA_MAX_BYTES {
+            m.clear();
+            *bytes = 0;
+        }
+        let s = compute();
+        m.insert(body.into(), s);
+        *bytes += body.len();
+        s
+    })
+}
+
+fn sha1_bytes(body: &[u8]) -> [u8; 40] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let d = sha1_smol::Sha1::from(body).digest().bytes();
-    let mut s = Vec::with_capacity(40);
-    for b in d {
-        s.push(HEX[(b >> 4) as usize]);
-        s.push(HEX[(b & 15) as usize]);
+    let mut s = [0u8; 40];
+    for (i, b) in d.iter().enumerate() {
+        s[2 * i] = HEX[(b >> 4) as usize];
+        s[2 * i + 1] = HEX[(b & 15) as usize];
     }
-    // Hex digits only: always UTF-8.
-    String::from_utf8(s).unwrap_or_default()
+    s
 }
 
 /// The script cache: sha -> body (shared by all threads; SCRIPT FLUSH empties it).
@@ -477,6 +527,21 @@ fn with_current<R>(f: impl FnOnce(&mut Ctx<'_>, bool) -> R) -> Option<R> {
 }
 
 /// `redis.call` / `redis.pcall` body: the reply as a Lua value, or the error message.
+/// One `redis.call` argument: a Lua string's bytes, or a number as Redis formats it.
+enum ArgBuf<'a> {
+    Lua(mlua::BorrowedBytes<'a>),
+    Owned(Vec<u8>),
+}
+
+impl ArgBuf<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ArgBuf::Lua(b) => b,
+            ArgBuf::Owned(v) => v,
+        }
+    }
+}
+
 fn call_command(
     lua: &Lua,
     ctx: &mut Ctx<'_>,
@@ -487,18 +552,22 @@ fn call_command(
     if args.is_empty() {
         return fail("ERR Please specify at least one argument for this redis lib call");
     }
-    let mut argv: Vec<Bytes> = Vec::with_capacity(args.len());
+    // Strings are borrowed from Lua (alive in `args` for the whole call), numbers
+    // formatted: no copy per argument.
+    let mut bufs: smallvec::SmallVec<[ArgBuf<'_>; 8]> = smallvec::SmallVec::new();
     for a in args.iter() {
         match a {
-            Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::String(s) => bufs.push(ArgBuf::Lua(s.as_bytes())),
             // Redis formats numeric arguments with "%.17g" (not Lua's "%.14g").
             Value::Number(n) if n.is_finite() => {
-                argv.push(Bytes::from(crate::resp::writer::fmt_g(*n, 17)))
+                bufs.push(ArgBuf::Owned(crate::resp::writer::fmt_g(*n, 17).into()))
             }
             // Lua 5.1 numbers are doubles (mlua shows integral ones as Integer).
-            Value::Integer(i) => argv.push(Bytes::from(crate::resp::writer::fmt_g(*i as f64, 17))),
+            Value::Integer(i) => bufs.push(ArgBuf::Owned(
+                crate::resp::writer::fmt_g(*i as f64, 17).into(),
+            )),
             Value::Number(_) => match lua.coerce_string(a.clone())? {
-                Some(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+                Some(s) => bufs.push(ArgBuf::Owned(s.as_bytes().to_vec())),
                 None => {
                     return fail("ERR Lua redis lib command arguments must be strings or integers")
                 }
@@ -506,9 +575,7 @@ fn call_command(
             _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
         }
     }
-    // Handlers take borrowed arguments: a view over the owned ones built above.
-    let owned = argv;
-    let argv = crate::cmd::arg_view(&owned);
+    let argv: smallvec::SmallVec<[&[u8]; 8]> = bufs.iter().map(|b| b.bytes()).collect();
     let Some(cmd) = table().get(argv[0]) else {
         return fail("ERR Unknown Redis command called from script");
     };

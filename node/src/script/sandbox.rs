@@ -51,15 +51,17 @@ end
 for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit', 'cmsgpack', 'struct'}) do
   real[name] = protect(real[name])
 end
+-- A script's globals: reads fall through to `real` (a table __index, so a found global
+-- costs no function call), whose own __index raises Redis's error for a missing one;
+-- writes are refused. getmetatable(_G) shows a look-alike that doesn't lead to `real`.
+local function missing(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+setmetatable(real, {__index = missing})
 local env = setmetatable({}, {
-  __index = function(_, k)
-    local v = real[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
+  __index = real,
   __newindex = ro,
+  __metatable = {__index = missing, __newindex = ro},
 })
 protected[env] = true
 real._G = env

@@ -18,6 +18,7 @@ use crate::script::{call_core, innermost, new_engine, Call, Engine, Origin, SLOT
 /// run time (the sandbox globals).
 const ENV: &str = r#"
 local real, api = ...
+local rawget = rawget
 local loading = false
 local function ro() error('Attempt to modify a readonly table', 2) end
 local lredis = setmetatable({}, {
@@ -36,7 +37,7 @@ local env = setmetatable({}, {
     if loading then
       if k == 'redis' then v = lredis end
     else
-      v = real[k]
+      v = rawget(real, k)
     end
     if v == nil then
       error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
