@@ -70,6 +70,11 @@ real.rawset = function(t, k, v)
   if protected[t] then error('Attempt to modify a readonly table', 0) end
   return rawset0(t, k, v)
 end
+local setmetatable0 = setmetatable
+real.setmetatable = function(t, mt)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return setmetatable0(t, mt)
+end
 return env
 "#;
 
