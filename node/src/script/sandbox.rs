@@ -41,11 +41,12 @@ redis.breakpoint = function() return false end
 redis.debug = function() end
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 
+-- Read-only proxies -> the table each stands for.
 local protected = setmetatable({}, {__mode = 'k'})
 local function ro() error('Attempt to modify a readonly table', 2) end
 local function protect(t)
   local p = setmetatable({}, {__index = t, __newindex = ro})
-  protected[p] = true
+  protected[p] = t
   return p
 end
 for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit', 'cmsgpack', 'struct'}) do
@@ -63,7 +64,7 @@ local env = setmetatable({}, {
   __newindex = ro,
   __metatable = {__index = missing, __newindex = ro},
 })
-protected[env] = true
+protected[env] = real
 real._G = env
 local rawset0 = rawset
 real.rawset = function(t, k, v)
@@ -75,7 +76,9 @@ real.setmetatable = function(t, mt)
   if protected[t] then error('Attempt to modify a readonly table', 0) end
   return setmetatable0(t, mt)
 end
-return env
+-- pairs, next and rawget see through the proxies (Redis's read-only tables are real
+-- tables): C functions set up by `build`, which finds the proxies here.
+return env, protected
 "#;
 
 /// A Lua state with the sandbox: returns it with the real globals table (KEYS/ARGV and
@@ -107,6 +110,7 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
             Ok(super::sha1_hex(&s))
         })?,
     )?;
+    redis.raw_set("acl_check_cmd", lua.create_function(acl_check_cmd)?)?;
     for (i, n) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
         .iter()
         .enumerate()
@@ -144,10 +148,21 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     g.raw_set("cmsgpack", super::cmsgpack::library(&lua)?)?;
     g.raw_set("struct", super::structlib::library(&lua)?)?;
     let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
-    let env: Table = lua
+    let (env, protected): (Table, Table) = lua
         .load(SEAL)
         .set_name("=redis")
         .call((lasterr, g.clone()))?;
+    lua.set_named_registry_value(&PROTECTED.to_string_lossy(), protected)?;
+    // SAFETY: the three follow the lua_CFunction protocol (see `see_through_next`).
+    let next = unsafe { lua.create_c_function(see_through_next)? };
+    lua.set_named_registry_value(&NEXT.to_string_lossy(), &next)?;
+    g.raw_set("next", next)?;
+    g.raw_set("pairs", unsafe {
+        lua.create_c_function(see_through_pairs)?
+    })?;
+    g.raw_set("rawget", unsafe {
+        lua.create_c_function(see_through_rawget)?
+    })?;
     lua.set_globals(env)?;
     Ok((lua, g, redis))
 }
@@ -158,6 +173,105 @@ fn version_num(v: &str) -> i64 {
         .take(3)
         .map(|p| p.parse::<i64>().unwrap_or(0))
         .fold(0, |acc, p| (acc << 8) | (p & 0xff))
+}
+
+/// Registry keys: the proxy -> table map of the read-only tables, and [`see_through_next`].
+const PROTECTED: &std::ffi::CStr = c"tessera.protected";
+const NEXT: &std::ffi::CStr = c"tessera.next";
+
+/// Replaces the table at stack index 1 by the one it stands for, when it is a read-only
+/// proxy.
+///
+/// # Safety
+/// `l` is in a C function with index 1 a table and 2 free stack slots.
+unsafe fn unproxy(l: *mut mlua::ffi::lua_State) {
+    use mlua::ffi;
+    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, PROTECTED.as_ptr());
+    ffi::lua_pushvalue(l, 1);
+    ffi::lua_rawget(l, -2);
+    if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
+        ffi::lua_replace(l, 1);
+        ffi::lua_pop(l, 1);
+    } else {
+        ffi::lua_pop(l, 2);
+    }
+}
+
+/// `next` over what a read-only proxy stands for. C functions, like the builtins they
+/// replace: argument errors are raised at the caller's line and name the function as the
+/// script called it, and a tail call keeps the script's frame.
+///
+/// # Safety
+/// Called by Lua as a lua_CFunction; errors longjmp across it (nothing here needs Drop).
+unsafe extern "C-unwind" fn see_through_next(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    ffi::lua_settop(l, 2);
+    unproxy(l);
+    if ffi::lua_next(l, 1) != 0 {
+        2
+    } else {
+        ffi::lua_pushnil(l);
+        1
+    }
+}
+
+/// `pairs`: (next, t, nil) with the see-through `next`, so the iteration state stays the
+/// proxy (the script never holds the real table).
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn see_through_pairs(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    ffi::lua_settop(l, 1);
+    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, NEXT.as_ptr());
+    ffi::lua_pushvalue(l, 1);
+    ffi::lua_pushnil(l);
+    3
+}
+
+/// `rawget` through a read-only proxy.
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn see_through_rawget(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    ffi::luaL_checkany(l, 2);
+    ffi::lua_settop(l, 2);
+    unproxy(l);
+    ffi::lua_rawget(l, 1);
+    1
+}
+
+/// `redis.acl_check_cmd(command, args...)`: whether the script's user may run the command.
+/// Without ACL users every connection is the `default` user, allowed everything, so this is
+/// true for any command (and subcommand) the server has, with Redis's errors otherwise.
+fn acl_check_cmd(lua: &Lua, args: MultiValue) -> mlua::Result<bool> {
+    let rt = |m: &str| Err(mlua::Error::RuntimeError(m.into()));
+    if args.is_empty() {
+        return rt("Please specify at least one argument for this redis lib call");
+    }
+    if !args
+        .iter()
+        .all(|a| matches!(a, Value::String(_) | Value::Integer(_) | Value::Number(_)))
+    {
+        return rt("Lua redis lib command arguments must be strings or integers");
+    }
+    // Only the name and, for a container command, the subcommand matter.
+    let mut names = Vec::with_capacity(2);
+    for a in args.iter().take(2) {
+        match lua.coerce_string(a.clone())? {
+            Some(s) => names.push(s.as_bytes().to_vec()),
+            None => return rt("Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    let view: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
+    match crate::cmd::table().resolve(&view) {
+        Ok(_) => Ok(true),
+        Err(_) => rt("Invalid command passed to redis.acl_check_cmd()"),
+    }
 }
 
 /// `redis.log(level, message...)`: into the server's log (tracing), with Redis's checks.
