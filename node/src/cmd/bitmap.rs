@@ -452,7 +452,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
             }
         }
     }
-    ctx.changed_if(changes > 0);
+    ctx.changed_by(changes);
     ctx.out.array(results.len());
     for r in results {
         match r {

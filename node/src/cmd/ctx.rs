@@ -35,6 +35,9 @@ pub struct Ctx<'a> {
     /// Set when the command's keys are not to be signalled modified (no WATCH touched, no
     /// tracking invalidation): see [`Ctx::unchanged`] and [`Ctx::metadata_only`].
     pub untouched: bool,
+    /// How much the command adds to rdb_changes_since_last_save (redis's `server.dirty`):
+    /// 1 unless the handler counts its elements (see [`Ctx::count_changes`]).
+    pub changes: u64,
 }
 
 impl Ctx<'_> {
@@ -63,6 +66,22 @@ impl Ctx<'_> {
     /// [`Ctx::unchanged`] when `changed` is false.
     pub fn changed_if(&mut self, changed: bool) {
         if !changed {
+            self.unchanged();
+        }
+    }
+
+    /// Sets how many changes the command made, as redis counts them for
+    /// rdb_changes_since_last_save and the `save` rules (SADD: members added; MSET: keys
+    /// set; FLUSHALL: keys removed...). Does not decide propagation: see
+    /// [`Ctx::changed_by`] for counts where 0 means nothing changed.
+    pub fn count_changes(&mut self, n: usize) {
+        self.changes = n as u64;
+    }
+
+    /// [`Ctx::count_changes`], and [`Ctx::unchanged`] when `n` is 0.
+    pub fn changed_by(&mut self, n: usize) {
+        self.count_changes(n);
+        if n == 0 {
             self.unchanged();
         }
     }

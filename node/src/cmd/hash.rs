@@ -59,12 +59,14 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
 
 fn hset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = set_pairs(ctx, args)?;
+    ctx.count_changes((args.len() - 2) / 2);
     ctx.out.int(n);
     Ok(())
 }
 
 fn hmset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     set_pairs(ctx, args)?;
+    ctx.count_changes((args.len() - 2) / 2);
     ctx.out.ok();
     Ok(())
 }
@@ -113,7 +115,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n as usize);
     ctx.out.int(n);
     Ok(())
 }

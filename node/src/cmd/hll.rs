@@ -50,20 +50,21 @@ fn merge_key(ctx: &mut Ctx<'_>, key: &[u8], max: &mut [u8]) -> Result<Option<boo
 fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let key = &args[1];
     let sparse_max = ctx.limits().hll_sparse_max_bytes;
-    let mut updated = false;
+    // Changes as redis counts them: the creation, and each element that set a register.
+    let mut changes = 0;
     if hll_buf(ctx, key)?.is_none() {
         ctx.ks.set(key, Value::Buf(Box::new(hll::new_sparse())));
-        updated = true;
+        changes += 1;
     }
     let buf = hll_buf(ctx, key)?.ok_or(CmdError::NoSuchKey)?;
     for e in &args[2..] {
-        updated |= hll::add(buf, e, sparse_max).map_err(hll_err)?;
+        changes += usize::from(hll::add(buf, e, sparse_max).map_err(hll_err)?);
     }
-    if updated {
+    if changes > 0 {
         hll::invalidate_cache(buf);
     }
-    ctx.changed_if(updated);
-    ctx.out.int(updated as i64);
+    ctx.changed_by(changes);
+    ctx.out.int(i64::from(changes > 0));
     Ok(())
 }
 

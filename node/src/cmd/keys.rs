@@ -38,7 +38,7 @@ pub fn commands() -> Vec<CommandSpec> {
 
 fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = args[1..].iter().filter(|k| ctx.ks.del(k)).count();
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }

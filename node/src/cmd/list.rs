@@ -101,6 +101,7 @@ fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool, only_existing: bool) -> C
     }
     let n = l.len();
     ctx.ks.signal_ready(key);
+    ctx.count_changes(args.len() - 2);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -160,7 +161,7 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
         Some(n) => match pop_n(ctx, args[1], left, n)? {
             Some(v) => {
                 // LPOP key 0 pops nothing.
-                ctx.changed_if(!v.is_empty());
+                ctx.changed_by(v.len());
                 ctx.out.bulks(v.iter());
             }
             None => {
@@ -293,7 +294,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -310,11 +311,12 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some((s, e)) => l.trim(s, e),
         None => l.trim(1, 0),
     }
-    let trimmed = l.len() != before;
+    let trimmed = before - l.len();
     if l.is_empty() {
         ctx.ks.del(args[1]);
     }
-    if !trimmed {
+    ctx.count_changes(trimmed);
+    if trimmed == 0 {
         ctx.signal_only();
     }
     ctx.out.ok();
@@ -539,7 +541,10 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 1)?;
     let (left, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
-        Some((k, v)) => write_mpop(ctx.out, k, &v),
+        Some((k, v)) => {
+            ctx.count_changes(v.len());
+            write_mpop(ctx.out, k, &v);
+        }
         None => {
             ctx.unchanged();
             ctx.out.null_array();
@@ -615,7 +620,10 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 2)?;
     let (left, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, left, count)? {
-        Some((k, v)) => write_mpop(ctx.out, k, &v),
+        Some((k, v)) => {
+            ctx.count_changes(v.len());
+            write_mpop(ctx.out, k, &v);
+        }
         None => block_or_timeout(ctx, keys, timeout, false),
     }
     Ok(())

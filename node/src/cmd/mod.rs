@@ -424,6 +424,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         serving_blocked: false,
         noop: false,
         untouched: false,
+        changes: 1,
     };
     ctx.ks.slot_hints = hints;
     let mark = ctx.out.buf.len();
@@ -526,6 +527,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     };
     ctx.noop = false;
     ctx.untouched = false;
+    ctx.changes = 1;
     let res = (cmd.handler)(ctx, args);
     // The hints name `args`' memory: they must not outlive this call.
     ctx.ks.clear_slot_hints();
@@ -559,7 +561,10 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
                 }
             }
             if writes {
-                ctx.srv.stats.dirty.fetch_add(1, Ordering::Relaxed);
+                ctx.srv
+                    .stats
+                    .dirty
+                    .fetch_add(ctx.changes, Ordering::Relaxed);
                 if ctx.srv.persist.prop.active() {
                     crate::persist::propagate::propagate(ctx, cmd, args, reply_at);
                 }

@@ -99,10 +99,13 @@ fn flush_mode(args: &[&[u8]]) -> Result<bool, CmdError> {
 fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
     super::transaction::touch_flushed(ctx, db);
     let mut garbage = Vec::new();
+    // Keys removed: redis's count of changes (propagated even when 0).
+    let mut removed = 0;
     ctx.ks.for_each_stripe(|_, st| {
         for (i, d) in st.dbs.iter_mut().enumerate() {
             if db.is_none_or(|x| x == i) {
                 if let Some(d) = d.take() {
+                    removed += d.len();
                     if lazy {
                         garbage.push(d);
                     }
@@ -118,6 +121,7 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
             tracing::warn!(error = %e, "no lazyfree thread: the flushed data was freed inline");
         }
     }
+    ctx.count_changes(removed);
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

@@ -54,7 +54,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let s = ctx.ks.set_or_create(key)?;
     let n = args[2..].iter().filter(|m| s.insert(m, &lim)).count();
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -67,7 +67,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -229,7 +229,9 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.ks.get_set(dst)?.is_none() {
         ctx.ks.set(dst, Value::Set(SetValue::new_for(m, &lim)));
     }
-    ctx.ks.set_or_create(dst)?.insert(m, &lim);
+    // Redis counts the removal and, if the member was new there, the addition.
+    let added = ctx.ks.set_or_create(dst)?.insert(m, &lim);
+    ctx.count_changes(1 + usize::from(added));
     ctx.out.int(1);
     Ok(())
 }

@@ -436,6 +436,7 @@ fn store(ctx: &mut Ctx<'_>, dst: &[u8], rows: &[Option<Vec<u8>>]) {
             .set(dst, Value::List(ListValue::from_items(items, &lim)));
         ctx.ks.signal_ready(dst);
         crate::notify::emit(ctx.srv, crate::notify::LIST, "sortstore", dst, db);
+        ctx.count_changes(rows.len());
     }
     ctx.out.int(rows.len() as i64);
 }

@@ -449,6 +449,7 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = trim(s, &t);
     if n > 0 {
         event("xtrim", args[1]);
+        ctx.changes = n as u64;
     } else {
         // Ctx::unchanged, field by field while the stream is borrowed.
         (ctx.noop, ctx.untouched) = (true, true);
@@ -481,7 +482,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             event("xdel", args[1]);
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n as usize);
     ctx.out.int(n);
     Ok(())
 }

@@ -469,7 +469,7 @@ fn xack(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             n += 1;
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n as usize);
     ctx.out.int(n);
     Ok(())
 }

@@ -272,6 +272,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     for p in args[1..].chunks(2) {
         ctx.ks.set(p[0], Value::string(p[1]));
     }
+    ctx.count_changes(args.len() / 2);
     ctx.out.ok();
     Ok(())
 }
@@ -290,6 +291,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     for p in args[1..].chunks(2) {
         ctx.ks.set(p[0], Value::string(p[1]));
     }
+    ctx.count_changes(args.len() / 2);
     ctx.out.int(1);
     Ok(())
 }

@@ -411,6 +411,7 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         serving_blocked: false,
         noop: false,
         untouched: false,
+        changes: 1,
     };
     ctx.out.array(cmds.len());
     for (c, args) in &cmds {
@@ -464,6 +465,7 @@ pub fn run_for_waiter(
         serving_blocked: true,
         noop: false,
         untouched: false,
+        changes: 1,
     };
     super::run_locked(&mut ctx, c, args);
     let ready = std::mem::take(&mut ctx.ks.ready);

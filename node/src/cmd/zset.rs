@@ -278,7 +278,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut f: AddFlags) -> CmdResult
             ctx.ks.signal_ready(key);
         }
     }
-    ctx.changed_if(added + updated > 0);
+    ctx.changed_by((added + updated) as usize);
     if f.incr {
         if processed > 0 {
             ctx.out.double(last);
@@ -313,7 +313,7 @@ fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -604,7 +604,7 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> CmdResult {
             ctx.ks.del(args[1]);
         }
     }
-    ctx.changed_if(n > 0);
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }

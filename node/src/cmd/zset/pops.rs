@@ -45,7 +45,7 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
             .map(|(_, v)| v)
             .unwrap_or_default(),
     };
-    ctx.changed_if(!items.is_empty());
+    ctx.changed_by(items.len());
     let nested = ctx.out.resp3 && count.is_some();
     write_items(ctx.out, &items, true, nested);
     Ok(())
@@ -113,7 +113,10 @@ pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 1)?;
     let (max, count) = mpop_opts(args, 2 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
-        Some((k, items)) => write_mpop(ctx.out, k, &items),
+        Some((k, items)) => {
+            ctx.count_changes(items.len());
+            write_mpop(ctx.out, k, &items);
+        }
         None => {
             ctx.unchanged();
             ctx.out.null_array();
@@ -127,7 +130,10 @@ pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let keys = mpop_keys(args, 2)?;
     let (max, count) = mpop_opts(args, 3 + keys.len())?;
     match mpop(ctx, keys, max, count)? {
-        Some((k, items)) => write_mpop(ctx.out, k, &items),
+        Some((k, items)) => {
+            ctx.count_changes(items.len());
+            write_mpop(ctx.out, k, &items);
+        }
         None => block_or_timeout(ctx, keys, timeout),
     }
     Ok(())
