@@ -7,52 +7,7 @@ use types_common::{redis, tessera, Conn, Reply};
 
 /// Replaces what depends on the clock with a marker.
 fn mask(r: &Reply) -> Reply {
-    let masked = Reply::Simple("masked".into());
-    let is_key = |r: &Reply, k: &str| matches!(r, Reply::Bulk(b) if b == k.as_bytes());
-    let timed = |k: &Reply| is_key(k, "seen-time");
-    match r {
-        // A group PEL row [id, consumer, delivery-time, count] or a consumer's [id, time, count].
-        Reply::Array(v)
-            if v.len() == 4
-                && matches!(
-                    (&v[0], &v[1], &v[2], &v[3]),
-                    (Reply::Bulk(_), Reply::Bulk(_), Reply::Int(_), Reply::Int(_))
-                ) =>
-        {
-            let mut v = v.clone();
-            v[2] = masked;
-            Reply::Array(v)
-        }
-        Reply::Array(v)
-            if v.len() == 3
-                && matches!(
-                    (&v[0], &v[1], &v[2]),
-                    (Reply::Bulk(_), Reply::Int(_), Reply::Int(_))
-                ) =>
-        {
-            let mut v = v.clone();
-            v[1] = masked;
-            Reply::Array(v)
-        }
-        // RESP2 maps are flat arrays: mask the value after a timed key.
-        Reply::Array(v) => {
-            let mut out: Vec<Reply> = Vec::with_capacity(v.len());
-            for x in v {
-                let after_timed = out.last().is_some_and(timed) && matches!(x, Reply::Int(_));
-                out.push(if after_timed { masked.clone() } else { mask(x) });
-            }
-            Reply::Array(out)
-        }
-        Reply::Map(kv) => Reply::Map(
-            kv.iter()
-                .map(|(k, v)| {
-                    let v = if timed(k) { masked.clone() } else { mask(v) };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        r => r.clone(),
-    }
+    types_common::mask_times(r, &["seen-time"])
 }
 
 /// Streams with deletions, trimming, groups with and without entries-read, PELs shared by

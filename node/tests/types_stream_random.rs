@@ -8,51 +8,7 @@ use types_common::{redis, tessera, Conn, Reply, Rng};
 
 /// Replaces what depends on the clock or on redis's rax layout with a marker.
 fn mask(r: &Reply) -> Reply {
-    let masked = Reply::Simple("masked".into());
-    let timed = |k: &Reply| {
-        ["seen-time", "idle"]
-            .iter()
-            .any(|n| matches!(k, Reply::Bulk(b) if b == n.as_bytes()))
-    };
-    match r {
-        // PEL rows: [id, consumer, time, count] (XPENDING, FULL) and [id, time, count].
-        Reply::Array(v)
-            if v.len() == 4
-                && matches!(
-                    (&v[0], &v[1], &v[2], &v[3]),
-                    (Reply::Bulk(_), Reply::Bulk(_), Reply::Int(_), Reply::Int(_))
-                ) =>
-        {
-            let mut v = v.clone();
-            v[2] = masked;
-            Reply::Array(v)
-        }
-        Reply::Array(v)
-            if v.len() == 3
-                && matches!(
-                    (&v[0], &v[1], &v[2]),
-                    (Reply::Bulk(_), Reply::Int(_), Reply::Int(_))
-                ) =>
-        {
-            let mut v = v.clone();
-            v[1] = masked;
-            Reply::Array(v)
-        }
-        Reply::Array(v) => {
-            let mut out: Vec<Reply> = Vec::with_capacity(v.len());
-            for x in v {
-                let after = out.last().is_some_and(timed) && matches!(x, Reply::Int(_));
-                out.push(if after { masked.clone() } else { mask(x) });
-            }
-            Reply::Array(out)
-        }
-        Reply::Map(kv) => Reply::Map(
-            kv.iter()
-                .map(|(k, v)| (k.clone(), if timed(k) { masked.clone() } else { mask(v) }))
-                .collect(),
-        ),
-        r => r.clone(),
-    }
+    types_common::mask_times(r, &["seen-time", "idle"])
 }
 
 struct Gen {

@@ -6,31 +6,7 @@
 
 mod types_common;
 use std::time::{Duration, Instant};
-use types_common::{redis, tessera, Conn, Reply};
-
-/// Polls INFO until `n` clients are blocked (generous deadline, no timing assertion).
-fn wait_blocked(c: &mut Conn, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let Reply::Bulk(info) = c.cmd(&["INFO", "clients"]) else {
-            panic!("info");
-        };
-        let info = String::from_utf8_lossy(&info).to_string();
-        let cur = info
-            .lines()
-            .find_map(|l| l.strip_prefix("blocked_clients:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(0);
-        if cur == n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never saw {n} blocked (saw {cur})"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use types_common::{redis, tessera, wait_blocked, Conn, Reply};
 
 const GROUP_READ: &[&str] = &[
     "XREADGROUP",

@@ -124,24 +124,23 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some(c) => Some(super::list::positive_count(c)?),
         None => None,
     };
-    let Some(s) = ctx.ks.get_set(args[1])? else {
-        ctx.unchanged();
-        match count {
-            None => ctx.out.null(),
-            Some(_) => ctx.out.set(0),
+    // A missing key, or a count of 0 (after the type check), pops nothing.
+    let s = match ctx.ks.get_set(args[1])? {
+        Some(s) if count != Some(0) => s,
+        _ => {
+            ctx.unchanged();
+            match count {
+                None => ctx.out.null(),
+                Some(_) => ctx.out.set(0),
+            }
+            return Ok(());
         }
-        return Ok(());
     };
     match count {
         None => match s.pop_random() {
             Some(m) => ctx.out.bulk(&m),
             None => ctx.out.null(),
         },
-        Some(0) => {
-            // Ctx::unchanged, field by field while the set is borrowed.
-            (ctx.noop, ctx.untouched) = (true, true);
-            ctx.out.set(0);
-        }
         Some(n) => {
             let popped: Vec<Vec<u8>> = if n >= s.len() {
                 let all = s.members();

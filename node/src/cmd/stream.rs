@@ -447,16 +447,13 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let n = trim(s, &t);
-    if n > 0 {
-        event("xtrim", args[1]);
-        ctx.changes = n as u64;
-    } else {
-        // Ctx::unchanged, field by field while the stream is borrowed.
-        (ctx.noop, ctx.untouched) = (true, true);
-    }
     if t.approx {
         set_rewrite(Some(exact_rewrite(args, &t, s, None)));
     }
+    if n > 0 {
+        event("xtrim", args[1]);
+    }
+    ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
 }

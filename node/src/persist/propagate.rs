@@ -54,11 +54,9 @@ impl Propagator {
 /// Feeds a successful write command to the subscribers (called by the dispatcher).
 /// `reply_at`: where the command's reply starts in `ctx.out` (SPOP is propagated as SREM of
 /// the members it replied with).
+/// Commands that changed nothing (a blocking command that blocked, a DEL of missing keys...)
+/// never get here: `run_locked` decides.
 pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usize) {
-    // A blocking command that blocked (or had nothing to serve) changed nothing.
-    if ctx.block.is_some() || (ctx.serving_blocked && ctx.out.is_empty()) {
-        return;
-    }
     let p = &ctx.srv.persist.prop;
     let rewritten = if cmd.name == "spop" {
         let members = ctx

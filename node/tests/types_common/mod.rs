@@ -178,6 +178,92 @@ impl Reply {
     }
 }
 
+/// Polls INFO until `n` clients are blocked (generous deadline, no timing assertion).
+pub fn wait_blocked(c: &mut Conn, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let Reply::Bulk(info) = c.cmd(&["INFO", "clients"]) else {
+            panic!("info");
+        };
+        let info = String::from_utf8_lossy(&info).to_string();
+        let cur = info
+            .lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        if cur == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never saw {n} blocked (saw {cur})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `r` with what depends on the clock replaced by a marker, for comparing stream replies of
+/// two servers: the time in PEL rows ([id, consumer, time, count] of XPENDING/XINFO FULL and
+/// a consumer's [id, time, count]) and the value after any of `timed_keys` in a map (RESP3)
+/// or flat key/value array (RESP2).
+pub fn mask_times(r: &Reply, timed_keys: &[&str]) -> Reply {
+    let masked = Reply::Simple("masked".into());
+    let timed = |k: &Reply| {
+        timed_keys
+            .iter()
+            .any(|n| matches!(k, Reply::Bulk(b) if b == n.as_bytes()))
+    };
+    match r {
+        Reply::Array(v)
+            if v.len() == 4
+                && matches!(
+                    (&v[0], &v[1], &v[2], &v[3]),
+                    (Reply::Bulk(_), Reply::Bulk(_), Reply::Int(_), Reply::Int(_))
+                ) =>
+        {
+            let mut v = v.clone();
+            v[2] = masked;
+            Reply::Array(v)
+        }
+        Reply::Array(v)
+            if v.len() == 3
+                && matches!(
+                    (&v[0], &v[1], &v[2]),
+                    (Reply::Bulk(_), Reply::Int(_), Reply::Int(_))
+                ) =>
+        {
+            let mut v = v.clone();
+            v[1] = masked;
+            Reply::Array(v)
+        }
+        Reply::Array(v) => {
+            let mut out: Vec<Reply> = Vec::with_capacity(v.len());
+            for x in v {
+                let after = out.last().is_some_and(timed) && matches!(x, Reply::Int(_));
+                out.push(if after {
+                    masked.clone()
+                } else {
+                    mask_times(x, timed_keys)
+                });
+            }
+            Reply::Array(out)
+        }
+        Reply::Map(kv) => Reply::Map(
+            kv.iter()
+                .map(|(k, v)| {
+                    let v = if timed(k) {
+                        masked.clone()
+                    } else {
+                        mask_times(v, timed_keys)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        r => r.clone(),
+    }
+}
+
 /// COMMAND INFO `name`'s entry from each of two servers (tessera, redis), for comparing
 /// arity, flags, key range, categories and key specs field by field.
 pub fn command_info_pair(a: &mut Conn, b: &mut Conn, name: &str) -> (Vec<Reply>, Vec<Reply>) {
