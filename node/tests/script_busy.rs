@@ -114,8 +114,9 @@ fn cli(port: u16, args: &[&str]) -> String {
 }
 
 /// A killable script: what another connection, a new connection and the caller see.
-/// `existing`: also check a connection opened right after the caller's (with two tessera
-/// I/O threads it lands on the other thread; with one it shares the stuck thread).
+/// `existing`: also check a connection opened right after the caller's, and kill from it
+/// (with two tessera I/O threads it lands on the other thread; with one it shares the
+/// script's thread).
 fn kill_scenario(t: Target, existing: bool) -> Vec<String> {
     let srv = start(t, &[]);
     let port = srv.port;
@@ -137,6 +138,12 @@ fn kill_scenario(t: Target, existing: bool) -> Vec<String> {
     if let Some(o) = other.as_mut() {
         for cmd in [&["GET", "k"][..], &["SET", "k", "w"], &["INFO", "server"]] {
             log.push(format!("existing {cmd:?}: {}", o.cmd(cmd).s()));
+        }
+        // A pipeline, an unknown command and a wrong arity: errors come in order, the
+        // command-level ones before BUSY.
+        o.send(b"GET k\r\nNOSUCH x\r\nGET\r\nPING\r\n*1\r\n$4\r\nPING\r\n");
+        for i in 0..5 {
+            log.push(format!("existing pipelined {i}: {}", o.read().s()));
         }
     }
     let mut c = conn(port, 30);
@@ -160,10 +167,18 @@ fn kill_scenario(t: Target, existing: bool) -> Vec<String> {
         // Differs from redis (OK): WATCH would wait for the script's stripe locks.
         assert_eq!(c.cmd(&["WATCH", "k"]), R::Err(BUSY_TEXT.into()));
     }
-    log.push(format!(
-        "cli SCRIPT KILL: {}",
-        cli(port, &["SCRIPT", "KILL"])
-    ));
+    match other.as_mut() {
+        // The kill from a connection that was open before the script (with one tessera
+        // I/O thread it shares the script's thread: answered from the script's hook).
+        Some(o) => log.push(format!(
+            "existing SCRIPT KILL: {}",
+            o.cmd(&["SCRIPT", "KILL"]).s()
+        )),
+        None => log.push(format!(
+            "cli SCRIPT KILL: {}",
+            cli(port, &["SCRIPT", "KILL"])
+        )),
+    }
     let r = caller.join().expect("caller thread");
     log.push(format!("caller: {}", r.s()));
     // Served normally again, keys intact, on every connection.
@@ -194,11 +209,6 @@ fn busy_then_script_kill_matches_redis() {
             "{want:#?}"
         );
         for workers in [1, 2] {
-            if existing && workers == 1 {
-                // One I/O thread: the existing connection shares the script's thread and
-                // waits for it (a documented difference).
-                continue;
-            }
             let got = kill_scenario(Target::Tessera { workers }, existing);
             assert_eq!(got, want, "worker-threads {workers}, existing {existing}");
         }
@@ -206,14 +216,20 @@ fn busy_then_script_kill_matches_redis() {
 }
 
 /// A script that wrote cannot be killed; SHUTDOWN without NOSAVE is refused; SHUTDOWN
-/// NOSAVE (redis-cli, a new connection) stops the process.
-fn unkillable_scenario(t: Target) -> Vec<String> {
+/// NOSAVE (redis-cli, a new connection; or `existing`, a connection opened before the
+/// script) stops the process.
+fn unkillable_scenario(t: Target, existing: bool) -> Vec<String> {
     let mut srv = start(t, &[]);
     let port = srv.port;
     let mut log = Vec::new();
+    let early = existing.then(|| {
+        let mut c = conn(port, 30);
+        assert_eq!(c.cmd(&["PING"]), R::Simple("PONG".into()));
+        c
+    });
     let caller = run_script(port, LOOP_WROTE);
     wait_busy(port);
-    let mut c = conn(port, 30);
+    let mut c = early.unwrap_or_else(|| conn(port, 30));
     for cmd in [
         &["SCRIPT", "KILL"][..],
         &["GET", "x"],
@@ -222,10 +238,18 @@ fn unkillable_scenario(t: Target) -> Vec<String> {
     ] {
         log.push(format!("{cmd:?}: {}", c.cmd(cmd).s()));
     }
-    log.push(format!(
-        "cli SHUTDOWN NOSAVE: {:?}",
-        cli(port, &["SHUTDOWN", "NOSAVE"])
-    ));
+    if existing {
+        // No reply: the connection closes as the process exits.
+        log.push(format!(
+            "existing SHUTDOWN NOSAVE: {:?}",
+            try_cmd(&mut c, &["SHUTDOWN", "NOSAVE"])
+        ));
+    } else {
+        log.push(format!(
+            "cli SHUTDOWN NOSAVE: {:?}",
+            cli(port, &["SHUTDOWN", "NOSAVE"])
+        ));
+    }
     let status = srv.wait_exit(Duration::from_secs(30));
     log.push(format!("exited: {}", status.is_some()));
     // The caller's connection closes without a reply.
@@ -236,12 +260,49 @@ fn unkillable_scenario(t: Target) -> Vec<String> {
 
 #[test]
 fn unkillable_and_shutdown_nosave_match_redis() {
-    let want = unkillable_scenario(Target::Redis);
-    assert!(want.iter().any(|l| l == "exited: true"), "{want:#?}");
-    for workers in [1, 2] {
-        let got = unkillable_scenario(Target::Tessera { workers });
-        assert_eq!(got, want, "worker-threads {workers}");
+    for existing in [false, true] {
+        let want = unkillable_scenario(Target::Redis, existing);
+        assert!(want.iter().any(|l| l == "exited: true"), "{want:#?}");
+        for workers in [1, 2] {
+            let got = unkillable_scenario(Target::Tessera { workers }, existing);
+            assert_eq!(got, want, "worker-threads {workers}, existing {existing}");
+        }
     }
+}
+
+/// A connection opened before the script, on the script's own I/O thread (one thread):
+/// QUIT is answered and closes it; AUTH, HELLO and the like need the connection's own
+/// state and wait for the script's end, then run in order with what followed them.
+#[test]
+fn same_thread_quit_and_deferred_state_commands() {
+    let srv = start(Target::Tessera { workers: 1 }, &[]);
+    let port = srv.port;
+    let mut q = conn(port, 30);
+    let mut h = conn(port, 30);
+    assert_eq!(q.cmd(&["PING"]), R::Simple("PONG".into()));
+    assert_eq!(h.cmd(&["PING"]), R::Simple("PONG".into()));
+    let caller = run_script(port, LOOP);
+    wait_busy(port);
+    assert_eq!(q.cmd(&["GET", "k"]), R::Err(BUSY_TEXT.into()));
+    assert_eq!(q.cmd(&["QUIT"]), R::Simple("OK".into()));
+    assert_eq!(try_cmd(&mut q, &["PING"]), None, "closed after QUIT");
+    // CLIENT SETNAME is not allowed while busy; HELLO is, and waits.
+    h.send(&common::encode(&[b"PING".as_slice()]));
+    h.send(&common::encode(&[
+        b"HELLO".as_slice(),
+        b"2",
+        b"SETNAME",
+        b"late",
+    ]));
+    h.send(&common::encode(&[b"CLIENT".as_slice(), b"GETNAME"]));
+    assert_eq!(h.read(), R::Err(BUSY_TEXT.into()));
+    assert_eq!(cli(port, &["SCRIPT", "KILL"]), "OK");
+    assert!(matches!(caller.join().expect("caller"), R::Err(e) if e.contains("Script killed")));
+    assert!(
+        matches!(h.read(), R::Arr(_)),
+        "HELLO's reply after the script"
+    );
+    assert_eq!(h.read(), R::Bulk(b"late".to_vec()));
 }
 
 /// busy-reply-threshold and lua-time-limit are one setting, as in redis.

@@ -66,6 +66,9 @@ thread_local! {
     static WORKER: Cell<usize> = const { Cell::new(usize::MAX) };
     /// This thread is running the script (its own nested dispatch must not wait for itself).
     static IN_SCRIPT: Cell<bool> = const { Cell::new(false) };
+    /// The script's hook is answering this thread's other connections
+    /// (`crate::server::busy_io`): their commands are gated like any other client's.
+    static SERVING: Cell<bool> = const { Cell::new(false) };
 }
 
 pub const BUSY_EVAL: &str =
@@ -127,7 +130,7 @@ pub fn busy_error() -> Option<&'static str> {
 /// the script is under the threshold (as Redis's single thread would), then returns the
 /// `-BUSY` text if the script went busy and `cmd` lacks `allow_busy`.
 pub fn gate(cmd: &CommandSpec) -> Option<&'static str> {
-    if IN_SCRIPT.with(|s| s.get()) {
+    if IN_SCRIPT.with(|s| s.get()) && !SERVING.with(|s| s.get()) {
         return None;
     }
     let mut run = RUN.lock();
@@ -144,6 +147,21 @@ pub fn gate(cmd: &CommandSpec) -> Option<&'static str> {
             }
         }
     }
+}
+
+/// Runs `f` (the dispatch of another connection's request, from the hook) with this
+/// thread's script treated as another client's: the gate answers BUSY instead of letting
+/// the request at the script's locks.
+pub fn serving_others<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SERVING.with(|s| s.set(false));
+        }
+    }
+    SERVING.with(|s| s.set(true));
+    let _reset = Reset;
+    f()
 }
 
 /// Marks a script running until the guard drops.
@@ -253,8 +271,15 @@ fn hook() -> mlua::Result<mlua::VmState> {
                 CHANGED.notify_all();
             }
         }
-        BUSY if KILL.load(Ordering::Relaxed) => {
-            return Err(mlua::Error::RuntimeError(KILLED.to_string()));
+        BUSY => {
+            // Redis answers its other clients from here; our other threads answer theirs,
+            // this thread's own connections are answered now (crate::server::busy_io).
+            if !KILL.load(Ordering::Relaxed) && IN_SCRIPT.with(|s| s.get()) {
+                crate::server::busy_io::serve_stuck_thread();
+            }
+            if KILL.load(Ordering::Relaxed) {
+                return Err(mlua::Error::RuntimeError(KILLED.to_string()));
+            }
         }
         _ => {}
     }

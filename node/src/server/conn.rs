@@ -1,6 +1,7 @@
 //! One connection: read → parse every complete request → execute → flush once.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::busy_io::Share;
 use super::clients::{ClientHandle, ClientState, ReplyMode};
 use super::prefetch::Lookahead;
 use super::{now_ms, Server};
@@ -46,7 +48,9 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
     let (handle, mut rx) = ClientHandle::new(id, peer.to_string(), laddr);
     srv.clients.add(handle.clone());
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
-    let res = serve(&srv, &mut sock, &mut cl, &mut rx).await;
+    let reg = super::busy_io::register(&srv, handle.clone(), sock.as_raw_fd());
+    let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
+    drop(reg);
     if let Err(e) = res {
         tracing::debug!(id, error = %e, "connection ended");
     }
@@ -67,6 +71,7 @@ async fn serve(
     sock: &mut TcpStream,
     cl: &mut ClientState,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+    share: &Share,
 ) -> std::io::Result<()> {
     let mut inbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = Out::new(false);
@@ -81,11 +86,20 @@ async fn serve(
         if handle.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
+        // While parked with nothing buffered, a busy script's hook on this thread may
+        // answer this connection's requests (super::busy_io).
+        share.park(
+            inbuf.is_empty()
+                && out.buf.is_empty()
+                && rd.parser.is_idle()
+                && super::busy_io::servable(cl),
+        );
         tokio::select! {
             biased;
             // `ClientHandle::kill` also sends an empty message here, so a kill wakes this
             // branch (no per-iteration `kill.notified()` registration).
             msg = rx.recv() => {
+                share.unpark();
                 let Some(msg) = msg else { return Ok(()) };
                 out.raw(&msg);
                 handle.queued.fetch_sub(msg.len(), Ordering::Relaxed);
@@ -99,6 +113,7 @@ async fn serve(
                 flush(sock, &mut out, srv, &handle).await?;
             }
             n = sock.read_buf(&mut inbuf) => {
+                share.unpark();
                 let n = n?;
                 if n == 0 {
                     return Ok(());

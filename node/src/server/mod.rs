@@ -1,5 +1,6 @@
 //! The server: shared state, the listener, background cycles and shutdown.
 
+pub mod busy_io;
 pub mod clients;
 pub mod conn;
 pub mod evict;
@@ -389,9 +390,37 @@ async fn purge_loop() {
     }
 }
 
-/// Where the accept thread sends a new connection for one I/O thread.
-type Handoff = tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>;
-type HandoffRx = tokio::sync::mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>;
+/// Where the accept thread leaves new connections for one I/O thread. A queue rather than
+/// a channel so that the accept thread can take back what a thread stuck in a busy script
+/// has not picked up yet ([`Workers::rescue`]); otherwise a client that connected just
+/// before the script started would wait for its end, where Redis answers it -BUSY.
+struct HandoffQueue {
+    q: parking_lot::Mutex<std::collections::VecDeque<(std::net::TcpStream, SocketAddr)>>,
+    ready: tokio::sync::Notify,
+    /// Cleared when the thread's runtime could not start: nothing would serve the queue.
+    alive: AtomicBool,
+}
+
+type Handoff = Arc<HandoffQueue>;
+
+impl HandoffQueue {
+    fn new() -> Handoff {
+        Arc::new(HandoffQueue {
+            q: parking_lot::Mutex::new(std::collections::VecDeque::new()),
+            ready: tokio::sync::Notify::new(),
+            alive: AtomicBool::new(true),
+        })
+    }
+
+    fn push(&self, conn: (std::net::TcpStream, SocketAddr)) -> bool {
+        if !self.alive.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.q.lock().push_back(conn);
+        self.ready.notify_one();
+        true
+    }
+}
 
 /// I/O threads, each running its own single-threaded tokio runtime. Connections are dealt
 /// round-robin and stay on one thread, like Redis's event loop: no work stealing, no
@@ -426,9 +455,9 @@ impl Workers {
         let mut handoffs: Vec<Handoff> = (0..n).filter_map(|i| spawn_worker(srv, i)).collect();
         if handoffs.is_empty() {
             // No thread could be started: serve from the calling runtime.
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(serve_handoffs(srv.clone(), rx));
-            handoffs.push(tx);
+            let h = HandoffQueue::new();
+            tokio::spawn(serve_handoffs(srv.clone(), h.clone()));
+            handoffs.push(h);
         }
         Workers {
             srv: srv.clone(),
@@ -456,18 +485,37 @@ impl Workers {
         }
         match hs.get(i) {
             Some(h) => {
-                if h.send((sock, peer)).is_err() {
+                if !h.push((sock, peer)) {
                     tracing::warn!(worker = i, "I/O thread gone; connection dropped");
                 }
             }
             None => tracing::warn!("no I/O thread; connection dropped"),
         }
     }
+
+    /// Deals the connections still waiting for the thread stuck in a busy script to other
+    /// threads (called by the accept thread every few milliseconds).
+    fn rescue(&self) {
+        let Some(stuck) = crate::script::busy::busy_worker() else {
+            return;
+        };
+        let waiting: Vec<_> = {
+            let hs = self.handoffs.lock();
+            match hs.get(stuck) {
+                Some(h) => h.q.lock().drain(..).collect(),
+                None => return,
+            }
+        };
+        for (sock, peer) in waiting {
+            self.dispatch(sock, peer);
+        }
+    }
 }
 
 /// Starts I/O thread `i`; None if the OS refuses a thread.
 fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let tx = HandoffQueue::new();
+    let rx = tx.clone();
     let srv = srv.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("tessera-io-{i}"))
@@ -483,6 +531,7 @@ fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
                 Ok(rt) => rt,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start I/O thread runtime");
+                    rx.alive.store(false, Ordering::Relaxed);
                     return;
                 }
             };
@@ -501,13 +550,19 @@ fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
 }
 
 /// Serves the connections the accept thread hands to this I/O thread.
-async fn serve_handoffs(srv: Arc<Server>, mut rx: HandoffRx) {
-    while let Some((std, peer)) = rx.recv().await {
-        match tokio::net::TcpStream::from_std(std) {
-            Ok(s) => {
-                tokio::spawn(conn::handle(srv.clone(), s, peer));
+async fn serve_handoffs(srv: Arc<Server>, rx: Handoff) {
+    loop {
+        rx.ready.notified().await;
+        loop {
+            let Some((std, peer)) = rx.q.lock().pop_front() else {
+                break;
+            };
+            match tokio::net::TcpStream::from_std(std) {
+                Ok(s) => {
+                    tokio::spawn(conn::handle(srv.clone(), s, peer));
+                }
+                Err(e) => tracing::warn!(error = %e, "handing off a connection failed"),
             }
-            Err(e) => tracing::warn!(error = %e, "handing off a connection failed"),
         }
     }
 }
@@ -542,7 +597,8 @@ fn spawn_accept_thread(
                     }
                 }
                 while !srv.shutting_down.load(Ordering::Relaxed) {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    workers.rescue();
                 }
             });
         })?;

@@ -1,0 +1,316 @@
+//! Answering the other connections of an I/O thread stuck in a busy script.
+//!
+//! A script runs inline on its connection's I/O thread, and the thread's other connections
+//! are tokio tasks that cannot run until it returns. Other threads answer `-BUSY` through
+//! the dispatcher's gate (`crate::script::busy`); for this thread's own connections Redis's
+//! answer is the one we give too: serve them from inside the script's count hook (Redis's
+//! processEventsWhileBlocked). Once the script is past busy-reply-threshold the hook calls
+//! [`serve_stuck_thread`], which finds this thread's idle connections with input waiting,
+//! *peeks* at their sockets, runs each complete request through the dispatcher (-BUSY for
+//! most; SCRIPT KILL, FUNCTION KILL/STATS and SHUTDOWN run), writes the replies and only
+//! then consumes the requests' bytes.
+//!
+//! Only connections parked between requests count as idle: nothing buffered in either
+//! direction, no transaction, subscription, tracking or reply mode, authenticated. Their
+//! task then finds its socket as if it had answered those requests itself. A request that
+//! needs the connection's own state (AUTH, HELLO, RESET, MULTI, WATCH...), an incomplete
+//! or malformed one, or one whose reply would not fit the socket's send buffer stays in the
+//! socket with everything after it: that connection waits for the script's end, and its
+//! task reads the rest then (the data that arrived meanwhile left the socket readable in
+//! the thread's epoll set).
+//!
+//! Hand-rolled on raw fds (poll, recv MSG_PEEK, TIOCOUTQ) because the tokio reactor that
+//! owns these sockets is this very thread, which is inside the script and cannot poll it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::clients::{ClientHandle, ClientState, ReplyMode};
+use super::Server;
+use crate::cmd::{self, flags, Outcome};
+use crate::resp::{Limits, Out, Parser};
+
+/// Most bytes peeked per connection and round: a longer request is left to the task.
+const PEEK_MAX: usize = 64 * 1024;
+/// Most reply bytes written per connection and round, and only into an empty send queue:
+/// far under any socket send buffer, so the write is never short.
+const REPLY_MAX: usize = 8 * 1024;
+/// Rounds are at least this far apart (the hook fires about every millisecond).
+const ROUND_EVERY: Duration = Duration::from_millis(2);
+
+/// One connection of this thread, as seen from the hook.
+pub struct Share {
+    handle: Arc<ClientHandle>,
+    fd: RawFd,
+    /// Parked between requests in a state the hook may answer for (see the module doc).
+    idle: AtomicBool,
+}
+
+impl Share {
+    /// Called by the connection loop before it waits for input: `servable` says whether
+    /// nothing is buffered and the client state is a plain one.
+    #[inline]
+    pub fn park(&self, servable: bool) {
+        self.idle.store(servable, Ordering::Relaxed);
+    }
+
+    /// Called as soon as the connection loop runs again.
+    #[inline]
+    pub fn unpark(&self) {
+        self.idle.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Whether a parked client's state lets the hook answer for it.
+pub fn servable(cl: &ClientState) -> bool {
+    cl.authenticated
+        && cl.multi.is_none()
+        && cl.tracking == 0
+        && !cl.close_after_reply
+        && matches!(cl.reply_mode, ReplyMode::On)
+        && !cl.in_pubsub_context()
+}
+
+thread_local! {
+    static CONNS: RefCell<HashMap<u64, Arc<Share>>> = RefCell::new(HashMap::new());
+    static SERVER: RefCell<Option<Arc<Server>>> = const { RefCell::new(None) };
+    static LAST_ROUND: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// A connection's entry in its thread's table; removed on drop.
+pub struct Registration {
+    pub share: Arc<Share>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let id = self.share.handle.id;
+        let _ = CONNS.try_with(|c| c.borrow_mut().remove(&id));
+    }
+}
+
+/// Enters a connection in this thread's table.
+pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Registration {
+    SERVER.with(|s| {
+        if s.borrow().is_none() {
+            *s.borrow_mut() = Some(srv.clone());
+        }
+    });
+    let share = Arc::new(Share {
+        handle,
+        fd,
+        idle: AtomicBool::new(false),
+    });
+    CONNS.with(|c| c.borrow_mut().insert(share.handle.id, share.clone()));
+    Registration { share }
+}
+
+/// One round of answering this thread's idle connections (called by the script hook while
+/// the script is past the threshold). Never blocks.
+pub fn serve_stuck_thread() {
+    let now = Instant::now();
+    if LAST_ROUND.with(|l| l.get().is_some_and(|t| now.duration_since(t) < ROUND_EVERY)) {
+        return;
+    }
+    LAST_ROUND.with(|l| l.set(Some(now)));
+    let Some(srv) = SERVER.with(|s| s.borrow().clone()) else {
+        return;
+    };
+    // Collected first: the dispatcher runs below, and nothing may hold the table then.
+    let idle: Vec<Arc<Share>> = CONNS.with(|c| {
+        c.borrow()
+            .values()
+            .filter(|s| s.idle.load(Ordering::Relaxed) && !s.handle.killed.load(Ordering::Relaxed))
+            .cloned()
+            .collect()
+    });
+    if idle.is_empty() {
+        return;
+    }
+    let mut fds: Vec<libc::pollfd> = idle
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries for the whole call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if n <= 0 {
+        return;
+    }
+    for (share, p) in idle.iter().zip(&fds) {
+        if p.revents & libc::POLLIN != 0 {
+            serve_one(&srv, share);
+        }
+    }
+}
+
+/// Bytes in the socket's send queue not yet taken by the peer; None if unknown.
+fn unsent(fd: RawFd) -> Option<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int through the pointer, which outlives the call.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    (r == 0 && n >= 0).then_some(n as usize)
+}
+
+/// Answers the complete requests waiting on one connection (see the module doc).
+fn serve_one(srv: &Arc<Server>, share: &Share) {
+    if unsent(share.fd) != Some(0) {
+        // The client is not reading its replies: leave it to its task.
+        return;
+    }
+    let mut peeked = vec![0u8; PEEK_MAX];
+    // SAFETY: the buffer is valid for PEEK_MAX bytes; MSG_PEEK leaves the data queued.
+    let got = unsafe {
+        libc::recv(
+            share.fd,
+            peeked.as_mut_ptr().cast(),
+            peeked.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if got <= 0 {
+        // EOF or an error: the task sees it when it runs.
+        return;
+    }
+    peeked.truncate(got as usize);
+    let resp3 = share.handle.resp3.load(Ordering::Relaxed);
+    let mut out = Out::new(resp3);
+    let mut cl = ClientState::new(share.handle.clone(), true);
+    cl.db = share.handle.db.load(Ordering::Relaxed);
+    let lim = Limits {
+        max_bulk: srv.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
+        authenticated: true,
+    };
+    let mut parser = Parser::new();
+    let mut used = 0;
+    let mut quit = false;
+    while used < peeked.len() && out.buf.len() < REPLY_MAX {
+        let rest = &peeked[used..];
+        let len = match parser.parse(rest, lim) {
+            Ok(Some(len)) => len,
+            // Incomplete, or malformed: the task's own parser reports it.
+            Ok(None) | Err(_) => break,
+        };
+        let mut args: Vec<&[u8]> = Vec::with_capacity(8);
+        parser.args(rest, &mut args);
+        if args.is_empty() {
+            used += len;
+            continue;
+        }
+        match answer(srv, &mut cl, &mut out, &args) {
+            Answer::Done => used += len,
+            Answer::Quit => {
+                used += len;
+                quit = true;
+                break;
+            }
+            Answer::Leave => {
+                // From here on the connection needs its task: stop looking at it this script.
+                share.unpark();
+                break;
+            }
+        }
+    }
+    if used == 0 {
+        return;
+    }
+    if !out.buf.is_empty() {
+        // SAFETY: `out.buf` is valid for its length; the socket is non-blocking.
+        let w = unsafe {
+            libc::send(
+                share.fd,
+                out.buf.as_ptr().cast(),
+                out.buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if w != out.buf.len() as isize {
+            // Not expected into an empty send queue; the replies can't be sent in order
+            // any more, so the connection ends rather than desynchronise.
+            tracing::warn!(
+                id = share.handle.id,
+                "could not answer a client during a busy script; closing it"
+            );
+            close(share);
+            return;
+        }
+        srv.stats
+            .net_output_bytes
+            .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
+    }
+    // Consume exactly the requests answered.
+    let mut sink = vec![0u8; used];
+    // SAFETY: `sink` is valid for `used` bytes, which the peek showed are queued.
+    let r = unsafe { libc::recv(share.fd, sink.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT) };
+    if r != used as isize {
+        tracing::warn!(
+            id = share.handle.id,
+            "client input changed under a busy script; closing it"
+        );
+        close(share);
+        return;
+    }
+    srv.stats
+        .net_input_bytes
+        .fetch_add(used as u64, Ordering::Relaxed);
+    share
+        .handle
+        .last_active_ms
+        .store(super::now_ms(), Ordering::Relaxed);
+    if quit {
+        close(share);
+    }
+}
+
+/// Ends a connection from here: its task reads EOF when it runs again and cleans up.
+fn close(share: &Share) {
+    share.unpark();
+    // SAFETY: shutdown on a valid socket fd; the task still owns (and later closes) it.
+    unsafe {
+        libc::shutdown(share.fd, libc::SHUT_RDWR);
+    }
+}
+
+enum Answer {
+    /// Answered (the reply is in `out`).
+    Done,
+    /// QUIT: answered, then the connection closes.
+    Quit,
+    /// Needs the connection's own state: leave it and the rest to the task.
+    Leave,
+}
+
+/// Runs one request for a connection of the stuck thread. Commands Redis allows during a
+/// busy script either run here (they need no connection state) or are left to the task.
+fn answer(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) -> Answer {
+    if let Ok(spec) = cmd::table().resolve(args) {
+        if spec.has(flags::ALLOW_BUSY) {
+            match spec.full_name.as_str() {
+                "script|kill" | "function|kill" | "function|stats" | "shutdown" => {}
+                "quit" => {
+                    out.simple("OK");
+                    return Answer::Quit;
+                }
+                _ => return Answer::Leave,
+            }
+        }
+    }
+    let mark = out.buf.len();
+    let outcome = crate::script::busy::serving_others(|| cmd::execute(srv, cl, out, args));
+    match outcome {
+        Outcome::Done => Answer::Done,
+        Outcome::Close => Answer::Quit,
+        // Paused (CLIENT PAUSE) or anything that would wait: the task runs it later.
+        _ => {
+            out.buf.truncate(mark);
+            Answer::Leave
+        }
+    }
+}
