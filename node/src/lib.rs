@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 /// Starts a server from a parsed config on the current tokio runtime; returns when it stops.
 pub async fn run(config: config::Config) -> Result<(), server::ServerError> {
+    cmd::set_renames(&config.renames);
     let srv = server::Server::new(config);
     server::run(srv).await
 }

@@ -94,8 +94,28 @@ fn check_directive(key: &str, value: &str) -> Vec<String> {
     if value.trim().is_empty() && !matches!(lower.as_str(), "save") {
         problems.push(format!("spec.config.{key}: empty value"));
     }
+    if let Some(why) = unsupported(&lower, value.trim()) {
+        problems.push(format!("spec.config.{key}: {why}"));
+    }
     problems.extend(check_known_value(&lower, value));
     problems
+}
+
+/// Directives tessera-node refuses at start (the pod would crash-loop) or that would take
+/// away the commands the operator drives.
+fn unsupported(key: &str, value: &str) -> Option<&'static str> {
+    match key {
+        "rename-command" => {
+            Some("renaming commands is not supported here (the operator drives CLUSTER, CONFIG, INFO...)")
+        }
+        "user" | "aclfile" => Some("ACL users are not supported by tessera-node (use spec.auth)"),
+        "loadmodule" => Some("Redis modules are not supported by tessera-node"),
+        "tls-port" if value != "0" => Some("tessera-node serves no TLS"),
+        "tls-replication" | "tls-cluster" if value.eq_ignore_ascii_case("yes") => {
+            Some("tessera-node serves no TLS")
+        }
+        _ => None,
+    }
 }
 
 /// Value checks for a few directives whose mistakes are common and fatal at node start.

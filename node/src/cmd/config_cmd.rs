@@ -83,6 +83,14 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
             )));
         }
+        // Redis 7.0's protected configs: where the server writes its files.
+        if matches!(d.name, "dir" | "dbfilename")
+            && !protected_action_allowed(ctx.srv, ctx.cl, "enable-protected-configs")
+        {
+            return Err(CmdError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
+            )));
+        }
         let vals: Vec<String> = match d.kind {
             crate::config::Kind::Special => val.split_whitespace().map(String::from).collect(),
             _ => vec![val],
@@ -97,6 +105,25 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.srv.refresh_hot();
     ctx.out.ok();
     Ok(())
+}
+
+/// Redis's allowProtectedAction: `setting` (enable-protected-configs,
+/// enable-debug-command, enable-module-command) is "yes", or "local" and the client
+/// connected over loopback or a unix socket.
+pub fn protected_action_allowed(
+    srv: &crate::server::Server,
+    cl: &crate::server::clients::ClientState,
+    setting: &str,
+) -> bool {
+    match srv.config.read().str(setting) {
+        "yes" => true,
+        "local" => match cl.handle.addr.parse::<std::net::SocketAddr>() {
+            Ok(a) => a.ip().is_loopback(),
+            // Not an IP address: a unix socket peer.
+            Err(_) => true,
+        },
+        _ => false,
+    }
 }
 
 fn resetstat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {

@@ -171,11 +171,39 @@ pub struct CommandTable {
     index: hashbrown::HashMap<&'static str, usize>,
 }
 
+static RENAMES: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// The config's `rename-command` lines; must run before the first [`table`] call (the
+/// server start does it first thing).
+pub fn set_renames(renames: &[(String, String)]) {
+    if renames.is_empty() {
+        return;
+    }
+    if RENAMES.set(renames.to_vec()).is_err() {
+        tracing::warn!("rename-command given twice in one process; the first set stays");
+    }
+}
+
+/// Every top-level command name (config validation of rename-command).
+pub fn command_names() -> impl Iterator<Item = &'static str> {
+    all_commands().into_iter().map(|c| c.name)
+}
+
 pub fn table() -> &'static CommandTable {
     static T: OnceLock<CommandTable> = OnceLock::new();
     T.get_or_init(|| {
         let cmds = all_commands();
-        let index = cmds.iter().enumerate().map(|(i, c)| (c.name, i)).collect();
+        let mut index: hashbrown::HashMap<&'static str, usize> =
+            cmds.iter().enumerate().map(|(i, c)| (c.name, i)).collect();
+        // rename-command: the command answers to its new name only ("" removes it), for
+        // clients and scripts alike, as in Redis.
+        for (old, new) in RENAMES.get().into_iter().flatten() {
+            if let Some(i) = index.remove(old.as_str()) {
+                if !new.is_empty() {
+                    index.insert(Box::leak(new.clone().into_boxed_str()), i);
+                }
+            }
+        }
         CommandTable { cmds, index }
     })
 }
@@ -204,7 +232,9 @@ impl CommandTable {
     fn lookup(&self, name: &[u8]) -> Option<usize> {
         let mut buf = [0u8; 32];
         if name.len() > buf.len() {
-            return None;
+            // Only a rename-command target can be this long (often a 40-char secret).
+            let s = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+            return self.index.get(s.as_str()).copied();
         }
         for (d, s) in buf.iter_mut().zip(name) {
             *d = s.to_ascii_lowercase();
@@ -309,6 +339,16 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         }
         cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
         out.error(&arity_error(cmd).to_string());
+        return Outcome::Done;
+    }
+    if cmd.has(flags::PROTECTED)
+        && !config_cmd::protected_action_allowed(srv, cl, "enable-debug-command")
+    {
+        if cl.multi.is_some() {
+            cl.multi_error = true;
+        }
+        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        out.error("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.");
         return Outcome::Done;
     }
     if !cl.authenticated && !cmd.has(flags::NO_AUTH) {

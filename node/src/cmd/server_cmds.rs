@@ -30,7 +30,14 @@ pub fn commands() -> Vec<CommandSpec> {
         )
         .group("server"),
         s("monitor", 1, "admin noscript loading stale", none, monitor).group("server"),
-        s("debug", -2, "admin noscript loading stale", none, debug).group("server"),
+        s(
+            "debug",
+            -2,
+            "admin noscript loading stale protected",
+            none,
+            debug,
+        )
+        .group("server"),
         CommandSpec::new("memory", -2, "", none, mem_help)
             .group("server")
             .since("4.0.0")

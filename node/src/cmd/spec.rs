@@ -37,6 +37,9 @@ pub mod flags {
     /// reach the replication stream before the flush: kept on the master, deleted on its
     /// replicas; and two ordered writes could end up one flushed, one kept.
     pub const LOCK_ALL: u32 = 1 << 22;
+    /// Redis's CMD_PROTECTED (not shown by COMMAND INFO in 7.0): DEBUG, refused unless
+    /// enable-debug-command allows it.
+    pub const PROTECTED: u32 = 1 << 23;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -63,6 +66,7 @@ pub mod flags {
                 "global" => GLOBAL,
                 "conn" => CONN,
                 "lock_all" => GLOBAL | LOCK_ALL,
+                "protected" => PROTECTED,
                 _ => {
                     NAMES
                         .iter()

@@ -25,7 +25,15 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// `bind` was given explicitly (protected mode only applies to the default bind).
     pub bind_explicit: bool,
+    /// `rename-command old new` lines, in order (lower-case names; "" removes).
+    pub renames: Vec<(String, String)>,
+    /// How deep `include` currently nests (a loop of includes is an error, not a hang).
+    include_depth: usize,
 }
+
+/// Includes nested deeper than this are refused (Redis has no limit; a file including
+/// itself would otherwise recurse until the stack overflows).
+const MAX_INCLUDE_DEPTH: usize = 16;
 
 /// A configuration error that stops the node (file/line/directive/reason).
 #[derive(Debug, thiserror::Error)]
@@ -63,10 +71,74 @@ pub fn parse_memory(s: &str) -> Option<u64> {
     .iter()
     .find_map(|(suf, m)| l.strip_suffix(suf).map(|n| (n.to_string(), *m)))
     .unwrap_or((l.clone(), 1));
-    if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
+    // As memtoull: no digits at all ("" or "kb") reads as 0.
+    if num.is_empty() {
+        return Some(0);
+    }
+    if !num.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
     num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// Parses an integer as Redis's string2ll: an optional '-', then digits without a leading
+/// zero (only "0" itself), no '+', no spaces, no overflow.
+pub fn parse_ll(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let ok = s == "0"
+        || (digits
+            .as_bytes()
+            .first()
+            .is_some_and(|c| (b'1'..=b'9').contains(c))
+            && digits.bytes().all(|c| c.is_ascii_digit()));
+    if ok {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// Redis's proc-title-template check: every `{variable}` known, braces balanced, and
+/// something left once expanded with an empty title.
+fn valid_title_template(t: &str) -> bool {
+    const VARS: &[&str] = &[
+        "title",
+        "listen-addr",
+        "server-mode",
+        "port",
+        "tls-port",
+        "unixsocket",
+        "config-file",
+    ];
+    let mut out = String::new();
+    let mut rest = t;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("{{") {
+            out.push('{');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
+            out.push('}');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix('{') {
+            let Some(end) = after.find('}') else {
+                return false;
+            };
+            let var = &after[..end];
+            if !VARS.contains(&var) {
+                return false;
+            }
+            if var != "title" {
+                out.push('x');
+            }
+            rest = &after[end + 1..];
+        } else {
+            return false;
+        }
+    }
+    out.push_str(rest);
+    !out.trim_matches(' ').is_empty()
 }
 
 fn parse_bool(s: &str) -> Option<bool> {
@@ -96,6 +168,8 @@ impl Default for Config {
             ],
             file: None,
             bind_explicit: false,
+            renames: Vec::new(),
+            include_depth: 0,
         };
         for d in DIRECTIVES {
             if !matches!(d.kind, Kind::Special) || d.name != "client-output-buffer-limit" {
@@ -120,7 +194,7 @@ impl Config {
             c.apply_text(&text, Some(path.display().to_string()))?;
         }
         for (i, (name, args)) in cli.iter().enumerate() {
-            c.set_directive(name, args)
+            c.apply_line(name, args)
                 .map_err(|reason| ConfigError::Line {
                     file: None,
                     line: i + 1,
@@ -154,11 +228,84 @@ impl Config {
                 continue;
             };
             if name.eq_ignore_ascii_case("include") {
-                return Err(err("include is not supported".into()));
+                let [path] = args else {
+                    return Err(err("Bad directive or wrong number of arguments".into()));
+                };
+                self.include(path).map_err(|e| match e {
+                    // The included file's own error names its file and line.
+                    e @ ConfigError::Line { .. } => e,
+                    ConfigError::Unreadable { path, reason } => err(format!(
+                        "Fatal error, can't open config file '{path}': {reason}"
+                    )),
+                })?;
+                continue;
             }
-            self.set_directive(name, args).map_err(err)?;
+            self.apply_line(name, args).map_err(err)?;
         }
         Ok(())
+    }
+
+    /// `include path`: the file's lines are read where the include stands (a path relative
+    /// to the working directory, as Redis).
+    fn include(&mut self, path: &str) -> Result<(), ConfigError> {
+        if self.include_depth >= MAX_INCLUDE_DEPTH {
+            return Err(ConfigError::Unreadable {
+                path: path.to_string(),
+                reason: format!("includes nested more than {MAX_INCLUDE_DEPTH} deep"),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })?;
+        self.include_depth += 1;
+        let r = self.apply_text(&text, Some(path.to_string()));
+        self.include_depth -= 1;
+        r
+    }
+
+    /// One directive from a file or the command line, including the ones that are not
+    /// settings (rename-command) and the ones tessera refuses with a reason.
+    pub fn apply_line(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        match name.to_ascii_lowercase().as_str() {
+            "rename-command" => {
+                let [old, new] = args else {
+                    return Err("Bad directive or wrong number of arguments".into());
+                };
+                let (old, new) = (old.to_ascii_lowercase(), new.to_ascii_lowercase());
+                // Checked against the table as the renames so far left it, as Redis does.
+                let mut names: Vec<String> = crate::cmd::command_names()
+                    .map(|n| n.to_string())
+                    .collect();
+                for (o, n) in &self.renames {
+                    names.retain(|x| x != o);
+                    if !n.is_empty() {
+                        names.push(n.clone());
+                    }
+                }
+                if !names.contains(&old) {
+                    return Err("No such command in rename-command".into());
+                }
+                if !new.is_empty() && names.contains(&new) && new != old {
+                    return Err("Target command name already exists".into());
+                }
+                self.renames.push((old, new));
+                Ok(())
+            }
+            "include" => {
+                let [path] = args else {
+                    return Err("Bad directive or wrong number of arguments".into());
+                };
+                self.include(path).map_err(|e| e.to_string().trim().to_string())
+            }
+            "user" => Err("ACL users are not supported by tessera-node (use requirepass for the default user)".into()),
+            "loadmodule" => Err("Redis modules are not supported by tessera-node".into()),
+            "aclfile" if args.first().is_some_and(|a| !a.is_empty()) => Err(
+                "ACL files are not supported by tessera-node (use requirepass for the default user)"
+                    .into(),
+            ),
+            _ => self.set_directive(name, args),
+        }
     }
 
     /// Validates and stores one directive. The error is the reason text Redis prints.
@@ -178,22 +325,41 @@ impl Config {
                 }
             }
             Kind::Int { min, max } => {
-                let v: i64 = args[0]
-                    .parse()
-                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                let v = parse_ll(&args[0])
+                    .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
                 if v < min || v > max {
                     return Err(format!(
                         "argument must be between {min} and {max} inclusive"
                     ));
                 }
-                v.to_string()
+                // Redis clamps these where it applies them, and shows the clamped value.
+                match d.name {
+                    "hz" => v.clamp(1, 500).to_string(),
+                    _ => v.to_string(),
+                }
             }
-            Kind::Mem { max } => {
+            Kind::Mem { min, max } => {
                 let v = parse_memory(&args[0]).ok_or("argument must be a memory value")?;
+                if v < min || v > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                match d.name {
+                    // Redis's smallest replication backlog.
+                    "repl-backlog-size" => v.max(16 * 1024).to_string(),
+                    _ => v.to_string(),
+                }
+            }
+            Kind::Octal { max } => {
+                let v = i64::from_str_radix(&args[0], 8)
+                    .ok()
+                    .filter(|_| !args[0].starts_with(['+', '-']))
+                    .ok_or("argument couldn't be parsed as an octal number")?;
                 if v > max {
                     return Err(format!("argument must be between 0 and {max} inclusive"));
                 }
-                v.to_string()
+                format!("{v:o}")
             }
             Kind::Enum(opts) => {
                 let l = args[0].to_ascii_lowercase();
@@ -211,8 +377,30 @@ impl Config {
                     .insert(crate::notify::FLAGS_KEY, bits.to_string());
                 shown
             }
+            Kind::Str if d.name == "cluster-announce-hostname" => {
+                if !args[0]
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
+                {
+                    return Err(
+                        "Hostnames may only contain alphanumeric characters, hyphens or dots"
+                            .into(),
+                    );
+                }
+                args[0].clone()
+            }
+            Kind::Str if d.name == "proc-title-template" => {
+                if !valid_title_template(&args[0]) {
+                    return Err("template format is invalid or contains unknown variables".into());
+                }
+                args[0].clone()
+            }
             Kind::Str => args[0].clone(),
         };
+        // Tessera has no active defragmenter; Redis gives this answer when it has none.
+        if d.name == "activedefrag" && val == "yes" {
+            return Err("Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution".into());
+        }
         // Old listpack/ziplist names are aliases of each other.
         let alias = match d.name {
             "hash-max-ziplist-entries" => Some("hash-max-listpack-entries"),
@@ -225,6 +413,17 @@ impl Config {
             "busy-reply-threshold" => Some("lua-time-limit"),
             _ => None,
         };
+        let tls_on = match d.name {
+            "tls-port" => val != "0",
+            "tls-replication" | "tls-cluster" => val == "yes",
+            _ => false,
+        };
+        if tls_on {
+            return Err(format!(
+                "tessera-node does not support TLS ({} can't be enabled); terminate TLS in front of it",
+                d.name
+            ));
+        }
         if let Some(a) = alias {
             self.values.insert(a, val.clone());
         }
@@ -234,6 +433,106 @@ impl Config {
 
     fn set_special(&mut self, name: &'static str, args: &[String]) -> Result<(), String> {
         match name {
+            "maxmemory-clients" => {
+                let [v] = args else {
+                    return Err("wrong number of arguments".into());
+                };
+                let shown = match v.strip_suffix('%') {
+                    Some(p) => {
+                        let p: i64 = p
+                            .parse()
+                            .map_err(|_| "argument must be a memory or percent value")?;
+                        if p > 100 {
+                            return Err("percentage argument must be less or equal to 100".into());
+                        }
+                        if p < 0 {
+                            return Err("argument must be a memory or percent value".into());
+                        }
+                        if p == 0 {
+                            "0".to_string()
+                        } else {
+                            format!("{p}%")
+                        }
+                    }
+                    None => parse_memory(v)
+                        .filter(|m| *m <= i64::MAX as u64)
+                        .ok_or("argument must be a memory or percent value")?
+                        .to_string(),
+                };
+                self.values.insert(name, shown);
+            }
+            "oom-score-adj-values" => {
+                let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+                if words.len() != 3 {
+                    return Err("wrong number of arguments".into());
+                }
+                let mut vals = Vec::with_capacity(3);
+                for w in words {
+                    match w.parse::<i64>() {
+                        Ok(v) if (-2000..=2000).contains(&v) => vals.push(v.to_string()),
+                        _ => {
+                            return Err("Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into())
+                        }
+                    }
+                }
+                self.values.insert(name, vals.join(" "));
+            }
+            "shutdown-on-sigint" | "shutdown-on-sigterm" => {
+                const FLAGS: [&str; 5] = ["default", "save", "nosave", "now", "force"];
+                let words: Vec<String> = args
+                    .iter()
+                    .flat_map(|a| a.split_whitespace())
+                    .map(|w| w.to_ascii_lowercase())
+                    .collect();
+                let mut set = [false; 5];
+                if words.is_empty() {
+                    return Err(format!(
+                        "argument(s) must be one of the following: {}",
+                        FLAGS.join(", ")
+                    ));
+                }
+                for w in &words {
+                    let i = FLAGS.iter().position(|f| f == w).ok_or_else(|| {
+                        format!(
+                            "argument(s) must be one of the following: {}",
+                            FLAGS.join(", ")
+                        )
+                    })?;
+                    set[i] = true;
+                }
+                if set[1] && set[2] {
+                    return Err(
+                        "shutdown options SAVE and NOSAVE can't be used simultaneously".into(),
+                    );
+                }
+                let shown: Vec<&str> = (1..5).filter(|&i| set[i]).map(|i| FLAGS[i]).collect();
+                self.values.insert(
+                    name,
+                    if shown.is_empty() {
+                        "default".to_string()
+                    } else {
+                        shown.join(" ")
+                    },
+                );
+            }
+            "latency-tracking-info-percentiles" => {
+                let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+                let mut shown = Vec::with_capacity(words.len());
+                for w in words {
+                    let p: f64 = w
+                        .parse()
+                        .ok()
+                        .filter(|p: &f64| !p.is_nan())
+                        .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+                    if !(0.0..=100.0).contains(&p) {
+                        return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
+                    }
+                    // Redis prints "%f" with the trailing zeros trimmed.
+                    let f = format!("{p:.6}");
+                    shown.push(f.trim_end_matches('0').trim_end_matches('.').to_string());
+                }
+                self.values.insert(name, shown.join(" "));
+            }
             "bind" => {
                 if args.is_empty() {
                     return Err("wrong number of arguments".into());
@@ -258,7 +557,11 @@ impl Config {
             }
             "client-output-buffer-limit" => {
                 let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-                if words.is_empty() || !words.len().is_multiple_of(4) {
+                if words.is_empty() {
+                    // As Redis: nothing given, nothing changed.
+                    return Ok(());
+                }
+                if !words.len().is_multiple_of(4) {
                     return Err("Wrong number of arguments in buffer limit configuration.".into());
                 }
                 let mut new = self.cobl;
@@ -295,8 +598,9 @@ impl Config {
         Ok(())
     }
 
-    /// The CONFIG GET value of a directive.
+    /// The CONFIG GET value of a directive (or of an alias' directive).
     pub fn get(&self, name: &str) -> Option<String> {
+        let name = directives::canonical(name);
         if name == "client-output-buffer-limit" {
             let c = &self.cobl;
             return Some(format!(
@@ -337,9 +641,13 @@ impl Config {
         self.str(name) == "yes"
     }
 
-    /// All directive names (CONFIG GET pattern matching).
+    /// All directive names and old aliases (CONFIG GET pattern matching, as Redis lists
+    /// both).
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        DIRECTIVES.iter().map(|d| d.name)
+        DIRECTIVES
+            .iter()
+            .map(|d| d.name)
+            .chain(directives::ALIASES.iter().map(|(a, _)| *a))
     }
 
     /// CONFIG REWRITE: rewrites the file in place, replacing known directives' lines with

@@ -152,7 +152,7 @@ fn command_introspection() {
 
 #[test]
 fn misc_server_commands() {
-    let n = Node::start();
+    let n = Node::start_with(&["--enable-debug-command", "local"]);
     let mut c = n.raw();
     let R::Arr(t) = c.cmd(&["TIME"]) else {
         panic!()
