@@ -12,9 +12,9 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-const SHARDS: usize = 8;
+pub(crate) const SHARDS: usize = 8;
 /// Shards `0..OWNED` each belong to one thread; later threads share the last one.
-const OWNED: usize = SHARDS - 1;
+pub(crate) const OWNED: usize = SHARDS - 1;
 const UNASSIGNED: usize = usize::MAX;
 
 #[repr(align(64))]
@@ -39,8 +39,9 @@ thread_local! {
     static MY_SHARD: Cell<usize> = const { Cell::new(UNASSIGNED) };
 }
 
+/// This thread's shard index (owned below [`OWNED`], shared at it).
 #[inline]
-fn my_shard() -> usize {
+pub(crate) fn my_shard() -> usize {
     MY_SHARD
         .try_with(|c| {
             let v = c.get();

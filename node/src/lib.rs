@@ -12,6 +12,7 @@ pub mod cmd;
 pub mod config;
 pub mod counter;
 pub mod db;
+pub mod latency;
 pub mod notify;
 pub mod persist;
 pub mod pubsub;

@@ -189,7 +189,14 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         }
         "modules" => s.push_str("# Modules\r\n"),
         "errorstats" => s.push_str("# Errorstats\r\n"),
-        "latencystats" => s.push_str("# Latencystats\r\n"),
+        "latencystats" => {
+            let p = srv
+                .config
+                .read()
+                .str("latency-tracking-info-percentiles")
+                .to_string();
+            super::latency::info_section(&p, s);
+        }
         "cluster" => crate::cluster::info_section(srv, s),
         "commandstats" => {
             s.push_str("# Commandstats\r\n");

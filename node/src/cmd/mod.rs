@@ -21,6 +21,7 @@ mod connection;
 mod function;
 mod info;
 mod keys;
+mod latency;
 mod migrate;
 mod persist;
 mod pubsub;
@@ -66,6 +67,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(client::commands());
     v.extend(command::commands());
     v.extend(config_cmd::commands());
+    v.extend(latency::commands());
     v.extend(info::commands());
     v.extend(keys::commands());
     v.extend(strings::commands());
@@ -628,6 +630,17 @@ pub fn record(
     let us = start.elapsed_us();
     cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
     cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
+    if crate::latency::tracking() {
+        cmd.stats.hist.record(us);
+    }
+    crate::latency::add_sample_if_needed(
+        if cmd.has(flags::FAST) {
+            "fast-command"
+        } else {
+            "command"
+        },
+        us / 1000,
+    );
     srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);
     cl.handle.touch_cmd(cmd.full_name.as_str());
     srv.slowlog.maybe_record(srv, cl, args, us);

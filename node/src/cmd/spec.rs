@@ -124,6 +124,8 @@ pub struct CmdStats {
     pub usec: Counter,
     pub rejected: Counter,
     pub failed: Counter,
+    /// Latency histogram (INFO latencystats, LATENCY HISTOGRAM).
+    pub hist: crate::latency::Histogram,
 }
 
 impl CmdStats {
@@ -132,6 +134,7 @@ impl CmdStats {
         self.usec.store(0, Ordering::Relaxed);
         self.rejected.store(0, Ordering::Relaxed);
         self.failed.store(0, Ordering::Relaxed);
+        self.hist.reset();
     }
 }
 

@@ -33,9 +33,11 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         let s = srv.clone();
         let c = cursor;
         // The sweep takes locks; keep it off the async worker threads' fast path.
+        let began = Instant::now();
         cursor = tokio::task::spawn_blocking(move || sweep(&s, c, budget))
             .await
             .unwrap_or(0);
+        crate::latency::add_sample_if_needed("expire-cycle", began.elapsed().as_millis() as u64);
     }
 }
 

@@ -185,6 +185,10 @@ impl Server {
         self.slowlog_max
             .store(c.uint("slowlog-max-len"), Ordering::Relaxed);
         crate::script::busy::set_threshold(c.int("busy-reply-threshold"));
+        crate::latency::configure(
+            c.bool("latency-tracking"),
+            c.uint("latency-monitor-threshold"),
+        );
         self.out_limit_normal
             .store(c.cobl[0].hard, Ordering::Relaxed);
         self.notify
