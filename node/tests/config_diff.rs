@@ -522,3 +522,50 @@ fn unsupported_directives_are_refused_clearly() {
         assert!(got.contains(want), "{args:?}: {got}");
     }
 }
+
+/// shutdown-on-sigterm / shutdown-on-sigint decide whether a signal's shutdown saves, as in
+/// redis: `save` without save points, `nosave` with them, `default` as configured.
+#[test]
+fn signal_shutdown_settings_match_redis() {
+    let cases: &[(&str, &str, i32)] = &[
+        ("", "default", libc::SIGTERM),
+        ("", "save", libc::SIGTERM),
+        ("3600 1", "nosave", libc::SIGTERM),
+        ("3600 1", "default", libc::SIGTERM),
+        ("", "save now", libc::SIGINT),
+        ("3600 1", "nosave", libc::SIGINT),
+    ];
+    let mut seen = Vec::new();
+    for &(save, flags, sig) in cases {
+        let mut saved = Vec::new();
+        for bin in [proc::REDIS, proc::TESSERA] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let setting = if sig == libc::SIGTERM {
+                "--shutdown-on-sigterm"
+            } else {
+                "--shutdown-on-sigint"
+            };
+            let (mut child, port) =
+                start_in(bin, None, &["--save", save, setting, flags], dir.path())
+                    .unwrap_or_else(|e| panic!("{bin}: {e}"));
+            let mut c = Raw::connect(port);
+            assert_eq!(c.cmd(&["SET", "k", "v"]), R::Simple("OK".into()));
+            // SAFETY: kill(2) on our own child.
+            unsafe {
+                libc::kill(child.id() as i32, sig);
+            }
+            assert!(
+                proc::wait_exit(&mut child, Duration::from_secs(30)).is_some(),
+                "{bin} did not exit"
+            );
+            saved.push(dir.path().join("dump.rdb").exists());
+        }
+        assert_eq!(
+            saved[1], saved[0],
+            "save {save:?}, {flags:?} on signal {sig}: tessera saved {}, redis {}",
+            saved[1], saved[0]
+        );
+        seen.push(saved[0]);
+    }
+    assert!(seen.contains(&true) && seen.contains(&false), "{seen:?}");
+}

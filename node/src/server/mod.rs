@@ -374,14 +374,32 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     tokio::select! {
         _ = srv.shutdown.notified() => {}
-        _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
-        _ = int.recv() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+        _ = term.recv() => {
+            tracing::warn!("Received SIGTERM scheduling shutdown...");
+            signal_shutdown_mode(&srv, "shutdown-on-sigterm");
+        }
+        _ = int.recv() => {
+            tracing::warn!("Received SIGINT scheduling shutdown...");
+            signal_shutdown_mode(&srv, "shutdown-on-sigint");
+        }
     }
     srv.shutting_down.store(true, Ordering::SeqCst);
     srv.clients.kill_all();
     crate::persist::on_shutdown(&srv);
     tracing::warn!("Redis is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// A signal's shutdown follows `shutdown-on-sigterm` / `shutdown-on-sigint` as SHUTDOWN
+/// follows its arguments: `save` saves even without save points, `nosave` never saves
+/// (`now` and `force` change nothing here: no replica wait to skip, and a failed save does
+/// not stop the exit).
+fn signal_shutdown_mode(srv: &Server, setting: &str) {
+    let flags = srv.config.read().str(setting).to_string();
+    let words: Vec<&[u8]> = std::iter::once(&b"shutdown"[..])
+        .chain(flags.split_whitespace().map(str::as_bytes))
+        .collect();
+    crate::persist::note_shutdown_args(srv, &words);
 }
 
 /// Once a second, each event-loop thread hands the memory its connections freed back to
