@@ -5,9 +5,9 @@
 use super::{eq_ic, flags, table, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::resp::Out;
 
-// Declared here rather than in cmd/mod.rs: only COMMAND reads it.
+// Declared here rather than in cmd/mod.rs: COMMAND reads it (and ACL CAT, for the categories).
 #[path = "command_meta.rs"]
-mod command_meta;
+pub(crate) mod command_meta;
 use command_meta::{meta, token_len};
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -57,14 +57,18 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         "    Return a list of all commands in this Redis server.",
         "INFO [<command-name> ...]",
         "    Return details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
         "DOCS [<command-name> ...]",
         "    Return documentation details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
         "GETKEYS <full-command>",
         "    Return the keys from a full Redis command.",
         "GETKEYSANDFLAGS <full-command>",
         "    Return the keys and the access flags from a full Redis command.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     super::help_lines(ctx, &lines)
 }

@@ -31,7 +31,7 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         "REWRITE",
         "    Rewrite the configuration file.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     super::help_lines(ctx, &lines)
 }
@@ -102,6 +102,12 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         })?;
     }
     *ctx.srv.config.write() = copy;
+    if args[2..]
+        .chunks(2)
+        .any(|p| p[0].eq_ignore_ascii_case(b"requirepass"))
+    {
+        crate::cmd::acl::requirepass_set();
+    }
     ctx.srv.refresh_hot();
     ctx.out.ok();
     Ok(())

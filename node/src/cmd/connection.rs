@@ -100,21 +100,30 @@ fn reset(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Checks a password against requirepass (user must be "default").
-fn check_password(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
+/// Checks a password against requirepass (user must be "default"); a failure is entered in
+/// ACL LOG under `command` (the name as the client sent it, as Redis logs it).
+fn check_password(
+    ctx: &Ctx<'_>,
+    command: &str,
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<(), CmdError> {
+    let r = password_matches(ctx, user, pass);
+    if r.is_err() {
+        super::acl::log_auth_failure(ctx, command, user.unwrap_or(b"default"));
+    }
+    r
+}
+
+fn password_matches(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
     let c = ctx.srv.config.read();
     let rp = c.str("requirepass");
-    if let Some(u) = user {
-        if u != b"default" {
-            return Err(CmdError::msg(
-                "WRONGPASS invalid username-password pair or user is disabled.",
-            ));
-        }
-        if rp.is_empty() {
-            return Ok(());
-        }
+    if user.is_some_and(|u| u != b"default") {
+        return Err(CmdError::msg(
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ));
     }
-    if rp.as_bytes() == pass {
+    if super::acl::password_ok(rp, pass) {
         Ok(())
     } else {
         Err(CmdError::msg(
@@ -135,7 +144,7 @@ fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     } else {
         (None, args[1])
     };
-    check_password(ctx, user, pass)?;
+    check_password(ctx, &String::from_utf8_lossy(args[0]), user, pass)?;
     ctx.cl.authenticated = true;
     ctx.out.ok();
     Ok(())
@@ -173,7 +182,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     if let Some((u, p)) = &auth {
-        check_password(ctx, Some(u), p)?;
+        check_password(ctx, &String::from_utf8_lossy(args[0]), Some(u), p)?;
         ctx.cl.authenticated = true;
     }
     if !ctx.cl.authenticated {

@@ -12,6 +12,7 @@
 pub mod ctx;
 pub mod spec;
 
+pub mod acl;
 mod bitmap;
 mod client;
 mod cluster;
@@ -67,6 +68,7 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(client::commands());
     v.extend(command::commands());
     v.extend(config_cmd::commands());
+    v.extend(acl::commands());
     v.extend(latency::commands());
     v.extend(info::commands());
     v.extend(keys::commands());

@@ -47,6 +47,7 @@ pub fn commands() -> Vec<CommandSpec> {
                 s("stats", 2, "loading stale", none, mem_stats),
                 s("doctor", 2, "loading stale", none, mem_doctor),
                 s("purge", 2, "", none, mem_purge),
+                s("malloc-stats", 2, "", none, mem_malloc_stats),
             ]),
         CommandSpec::new("object", -2, "", none, obj_help)
             .group("generic")
@@ -273,12 +274,17 @@ fn mem_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
             "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "DOCTOR",
             "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
             "STATS",
             "    Return information about the memory usage of the server.",
             "USAGE <key> [SAMPLES <count>]",
-            "    Return memory in bytes used by <key> and its value.",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ],
     )
 }
@@ -327,6 +333,30 @@ fn mem_doctor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 }
 
 /// MEMORY PURGE: returns free allocator pages to the OS (Redis asks jemalloc to purge).
+/// MEMORY MALLOC-STATS: the allocator's own report (mimalloc's, where Redis gives
+/// jemalloc's).
+fn mem_malloc_stats(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
+    unsafe extern "C" fn collect(msg: *const std::ffi::c_char, arg: *mut std::ffi::c_void) {
+        // SAFETY: `arg` is the String passed below, alive for the whole print call, and
+        // mimalloc hands a NUL-terminated message.
+        let out = unsafe { &mut *(arg as *mut String) };
+        if !msg.is_null() {
+            out.push_str(&unsafe { std::ffi::CStr::from_ptr(msg) }.to_string_lossy());
+        }
+    }
+    let mut out = String::from("___ Begin mimalloc statistics ___\n");
+    // SAFETY: `collect` matches mimalloc's output callback and only appends to `out`.
+    unsafe {
+        libmimalloc_sys::mi_stats_print_out(
+            Some(collect),
+            &mut out as *mut String as *mut std::ffi::c_void,
+        );
+    }
+    out.push_str("--- End mimalloc statistics ---\n");
+    ctx.out.verbatim(out.as_bytes(), "txt");
+    Ok(())
+}
+
 fn mem_purge(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     crate::alloc::purge(true);
     ctx.out.ok();
@@ -342,14 +372,16 @@ fn obj_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
             "    Return the kind of internal representation used in order to store the value",
             "    associated with a <key>.",
             "FREQ <key>",
-            "    Return the access logarithmic counter of a <key>.",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
             "IDLETIME <key>",
-            "    Return the idle time of a <key>.",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
             "REFCOUNT <key>",
             "    Return the number of references of the value associated with the specified",
             "    <key>.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ],
     )
 }
@@ -421,7 +453,7 @@ fn slow_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
             "RESET",
             "    Reset the slowlog.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ],
     )
 }

@@ -36,7 +36,7 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
         let c = srv.config.read();
         c.bool("protected-mode")
             && !c.bind_explicit
-            && c.str("requirepass").is_empty()
+            && !crate::cmd::acl::requires_auth(c.str("requirepass"))
             && !peer.ip().is_loopback()
     };
     if denied {

@@ -178,8 +178,10 @@ impl Server {
             .store(c.uint("prefetch-batch-max-size"), Ordering::Relaxed);
         self.timeout_secs
             .store(c.uint("timeout"), Ordering::Relaxed);
-        self.has_requirepass
-            .store(!c.str("requirepass").is_empty(), Ordering::Relaxed);
+        self.has_requirepass.store(
+            crate::cmd::acl::requires_auth(c.str("requirepass")),
+            Ordering::Relaxed,
+        );
         self.slowlog_threshold
             .store(c.int("slowlog-log-slower-than"), Ordering::Relaxed);
         self.slowlog_max
