@@ -322,23 +322,40 @@ pub async fn load_keys(
     }
 }
 
-/// Every key:i in range must read back its value; returns the number of bad keys.
+/// Every key:i in range must read back its value; returns the number of bad keys (absent,
+/// wrong, or unreadable). A read that errors (the cluster still settling after a failover:
+/// CLUSTERDOWN, a refused connection to a node that just left) is retried for up to 10 s
+/// before it counts, so that only lost or unreachable data does; the first few bad keys
+/// are printed with what was read.
 pub async fn missing_keys(
     conn: &redis::cluster_async::ClusterConnection,
     range: std::ops::Range<usize>,
 ) -> usize {
-    let bad: Vec<bool> = futures::stream::iter(range)
+    let bad: Vec<Option<String>> = futures::stream::iter(range)
         .map(|i| {
             let mut c = conn.clone();
             async move {
-                let v: redis::RedisResult<Option<String>> = c.get(key(i)).await;
-                !matches!(v, Ok(Some(ref s)) if *s == value(i))
+                let mut last = String::new();
+                for _ in 0..100 {
+                    let v: redis::RedisResult<Option<String>> = c.get(key(i)).await;
+                    match v {
+                        Ok(Some(ref s)) if *s == value(i) => return None,
+                        Ok(other) => return Some(format!("{}: {other:?}", key(i))),
+                        Err(e) => last = format!("{}: {e}", key(i)),
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Some(last)
             }
         })
         .buffer_unordered(64)
         .collect()
         .await;
-    bad.into_iter().filter(|b| *b).count()
+    let bad: Vec<String> = bad.into_iter().flatten().collect();
+    for b in bad.iter().take(5) {
+        eprintln!("bad key {b}");
+    }
+    bad.len()
 }
 
 /// `redis-cli --cluster check`; returns (passed, output).
