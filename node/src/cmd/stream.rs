@@ -71,18 +71,34 @@ pub(super) fn set_rewrite(v: Option<Vec<Bytes>>) {
     REWRITE.with(|r| *r.borrow_mut() = v.map(|v| vec![v]));
 }
 
-/// After XREADGROUP, XCLAIM or XAUTOCLAIM (which start a list of propagated commands):
-/// when the list stayed empty they served, claimed and moved nothing, so, as in Redis,
-/// they count as no change (no WATCH touched, nothing propagated).
-pub(super) fn unchanged_if_nothing_pushed(ctx: &mut Ctx<'_>) {
-    if REWRITE.with(|r| matches!(r.borrow().as_deref(), Some([]))) {
-        ctx.unchanged();
+thread_local! {
+    /// Changes XREADGROUP / XCLAIM / XAUTOCLAIM made, counted as Redis's server.dirty.
+    static CHANGES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` changes of the running XREADGROUP/XCLAIM/XAUTOCLAIM: Redis adds one per
+/// consumer created, per stream served by XREADGROUP, per entry claimed and per pending
+/// entry dropped because its stream entry is gone.
+pub(super) fn add_changes(n: usize) {
+    CHANGES.with(|c| c.set(c.get() + n));
+}
+
+/// After XREADGROUP, XCLAIM or XAUTOCLAIM (which start a list of propagated commands): the
+/// changes counted as Redis counts them; none at all is, as in Redis, no write (no WATCH
+/// touched, nothing propagated). A change with nothing to propagate (a consumer reading
+/// its empty history) still counts.
+pub(super) fn finish_changes(ctx: &mut Ctx<'_>) {
+    match CHANGES.with(|c| c.replace(0)) {
+        0 => ctx.unchanged(),
+        n => ctx.changed_by(n),
     }
 }
 
-/// Starts an empty list of propagated commands ([`push_rewrite`] adds to it).
+/// Starts an empty list of propagated commands ([`push_rewrite`] adds to it) and the
+/// change count.
 pub(super) fn start_rewrites() {
     REWRITE.with(|r| *r.borrow_mut() = Some(Vec::new()));
+    CHANGES.with(|c| c.set(0));
 }
 
 pub(super) fn push_rewrite(v: Vec<Bytes>) {

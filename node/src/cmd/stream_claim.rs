@@ -46,7 +46,9 @@ fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
     }
     if !g.consumers.contains_key(name) {
         super::stream::event("xgroup-createconsumer", key);
+        super::stream::add_changes(1);
     }
+    super::stream::add_changes(1);
     let c = consumer_entry(g, name, now);
     c.seen_time = now;
     c.pending.insert(id);
@@ -59,6 +61,7 @@ fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
 /// its owner, which drops it there too (Redis 7.0).
 fn drop_pending(g: &mut Group, key: &[u8], group: &[u8], id: StreamId) {
     if let Some(p) = g.pel.remove(&id) {
+        super::stream::add_changes(1);
         super::stream::push_xclaim(key, group, id, &p, g.last_id);
         if let Some(c) = g.consumers.get_mut(&p.owner) {
             c.pending.remove(&id);
@@ -91,7 +94,7 @@ fn claimed_reply(out: &mut crate::resp::Out, s: &StreamValue, id: StreamId, just
 fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
     let r = xclaim_run(ctx, args);
-    super::stream::unchanged_if_nothing_pushed(ctx);
+    super::stream::finish_changes(ctx);
     r
 }
 
@@ -216,7 +219,7 @@ fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
     let r = xautoclaim_run(ctx, args);
-    super::stream::unchanged_if_nothing_pushed(ctx);
+    super::stream::finish_changes(ctx);
     r
 }
 

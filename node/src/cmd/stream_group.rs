@@ -64,7 +64,7 @@ fn xread(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
     let r = read_generic(ctx, args, true);
-    super::stream::unchanged_if_nothing_pushed(ctx);
+    super::stream::finish_changes(ctx);
     r
 }
 
@@ -216,6 +216,7 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                 let c = consumer_entry(g, cname, now);
                 c.seen_time = now;
                 served += 1;
+                super::stream::add_changes(1 + created as usize);
                 if !resp3 {
                     body.array(2);
                 }
