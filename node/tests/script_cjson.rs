@@ -212,3 +212,76 @@ fn random_inputs_match_redis() {
             .join("\n")
     );
 }
+
+/// lua-cjson's settings functions, in order on one connection (settings persist from one
+/// script to the next, as in redis's one Lua state): returned values, their effect on
+/// encode/decode, argument errors, and `cjson.new()` tables with settings of their own.
+const SETTINGS: &[&str] = &[
+    "return {cjson.encode_max_depth(), cjson.decode_max_depth(), cjson.encode_number_precision()}",
+    "return {cjson.encode_sparse_array()}",
+    "return {cjson.encode_keep_buffer(), cjson.decode_invalid_numbers()}",
+    "return cjson.encode_invalid_numbers()",
+    "return {cjson._NAME, cjson._VERSION}",
+    "return cjson.encode_max_depth(2)",
+    "return cjson.encode({{1}})",
+    "return cjson.encode({{{1}}})",
+    "return cjson.encode_max_depth(1000)",
+    "return cjson.decode_max_depth(2)",
+    "return cjson.decode('[[1]]')[1][1]",
+    "return cjson.decode('[[[1]]]')",
+    "return cjson.decode('{\"a\":{\"b\":{}}}')",
+    "return cjson.decode_max_depth(1000)",
+    "return cjson.encode({[1] = 1, [20] = 5})",
+    "return {cjson.encode_sparse_array(true)}",
+    "return cjson.encode({[1] = 1, [20] = 5})",
+    "return {cjson.encode_sparse_array(false, 0)}",
+    "return cjson.encode({[1] = 1, [20] = 5})",
+    "return {cjson.encode_sparse_array(false, 3, 5)}",
+    "return cjson.encode({[1] = 1, [7] = 7})",
+    "return cjson.encode({[1] = 1, [4] = 4})",
+    "return {cjson.encode_sparse_array(false, 2, 10)}",
+    "return cjson.encode_number_precision(3)",
+    "return cjson.encode({3.14159, 1/3, 123456})",
+    "return cjson.encode({[2.5] = 1})",
+    "return cjson.encode_number_precision(14)",
+    "return cjson.encode_number_precision(15)",
+    "return cjson.encode_number_precision(0)",
+    "return cjson.encode_max_depth('x')",
+    "return cjson.encode_max_depth('5')",
+    "return cjson.encode_max_depth(1000)",
+    "return cjson.encode_max_depth(1, 2)",
+    "return cjson.encode_invalid_numbers(true)",
+    "return cjson.encode({1/0, -1/0})",
+    "return cjson.encode_invalid_numbers('null')",
+    "return cjson.encode({1/0, 5})",
+    "return cjson.encode_invalid_numbers('x')",
+    "return cjson.encode_invalid_numbers(false)",
+    "return cjson.encode(1/0)",
+    "return cjson.decode_invalid_numbers(false)",
+    "return cjson.decode('NaN')",
+    "return cjson.decode('0x10')",
+    "return cjson.decode('[+1]')",
+    "return cjson.decode('[01]')",
+    "return cjson.decode('[-Infinity]')",
+    "return cjson.decode_invalid_numbers('on')",
+    "return cjson.decode('0x10')",
+    "return cjson.encode_keep_buffer('off')",
+    "return cjson.encode_keep_buffer(true)",
+    "return cjson.encode_keep_buffer(5)",
+    "local c = cjson.new() c.encode_max_depth(1) return {cjson.encode_max_depth(), c.encode_max_depth(), c.encode({1}), (pcall(c.encode, {{1}}))}",
+    "local c = cjson.new() return {c.encode({a = 1}), c._NAME, type(c.null)}",
+];
+
+#[test]
+fn settings_match_redis() {
+    let Some((t, r)) = servers() else { return };
+    let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
+    let mut failures = Vec::new();
+    for script in SETTINGS {
+        let (x, y) = (eval(&mut a, script, &[]), eval(&mut b, script, &[]));
+        if x != y {
+            failures.push(format!("{script}:\n  tessera: {x:?}\n  redis:   {y:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

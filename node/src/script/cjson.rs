@@ -1,4 +1,5 @@
-//! The `cjson` library Redis embeds (lua-cjson 2.1 subset: encode, decode, null).
+//! The `cjson` library Redis embeds (lua-cjson 2.1.0: encode, decode, null, new and the
+//! settings functions, encode_sparse_array ... decode_invalid_numbers).
 //!
 //! Hand-written rather than on serde_json because scripts depend on lua-cjson's exact
 //! behaviour, which a general JSON crate doesn't have: strings are byte strings (invalid
@@ -6,6 +7,9 @@
 //! strtod reads them, nesting is capped at 1000, errors name the token and character
 //! ("Expected comma or array end but found T_END at character 5"), and encoding follows
 //! its array detection, `%.14g` numbers and `\/` escapes.
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
@@ -27,27 +31,77 @@ fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
 }
 
+/// How encode_invalid_numbers is set: refuse, print as C does ("inf", "nan"), or null.
+#[derive(Clone, Copy, PartialEq)]
+enum Invalid {
+    Off,
+    On,
+    Null,
+}
+
+/// One module's settings (lua-cjson keeps them per module table; `cjson.new()` makes a
+/// table with its own).
+#[derive(Clone)]
+struct Cfg {
+    sparse_convert: bool,
+    sparse_ratio: i64,
+    sparse_safe: i64,
+    encode_max_depth: i64,
+    decode_max_depth: i64,
+    precision: i64,
+    keep_buffer: bool,
+    encode_invalid: Invalid,
+    decode_invalid: bool,
+}
+
+impl Default for Cfg {
+    fn default() -> Self {
+        Cfg {
+            sparse_convert: false,
+            sparse_ratio: 2,
+            sparse_safe: 10,
+            encode_max_depth: 1000,
+            decode_max_depth: 1000,
+            precision: 14,
+            keep_buffer: true,
+            encode_invalid: Invalid::Off,
+            decode_invalid: true,
+        }
+    }
+}
+
+type Shared = Rc<RefCell<Cfg>>;
+
 /// The `cjson` table.
 pub fn library(lua: &Lua) -> mlua::Result<Table> {
+    module(lua, Rc::new(RefCell::new(Cfg::default())))
+}
+
+fn module(lua: &Lua, cfg: Shared) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("null", null())?;
+    t.raw_set("_NAME", "cjson")?;
+    t.raw_set("_VERSION", "2.1.0")?;
+    let c = cfg.clone();
     t.raw_set(
         "encode",
-        lua.create_function(|lua, args: MultiValue| {
+        lua.create_function(move |lua, args: MultiValue| {
             if args.len() != 1 {
                 return Err(lua_error(
                     lua,
                     "bad argument #1 to 'encode' (expected 1 argument)",
                 ));
             }
+            let cfg = c.borrow().clone();
             let mut out = Vec::new();
-            encode(lua, &args[0], &mut out, 0)?;
+            encode(lua, &args[0], &mut out, 0, &cfg)?;
             lua.create_string(out)
         })?,
     )?;
+    let c = cfg.clone();
     t.raw_set(
         "decode",
-        lua.create_function(|lua, args: MultiValue| {
+        lua.create_function(move |lua, args: MultiValue| {
             let s = match (args.len(), args.front()) {
                 (1, Some(Value::String(s))) => s.as_bytes().to_vec(),
                 (1, Some(v @ (Value::Number(_) | Value::Integer(_)))) => lua
@@ -71,14 +125,200 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     ))
                 }
             };
-            decode(lua, &s)
+            let cfg = c.borrow().clone();
+            decode(lua, &s, &cfg)
         })?,
+    )?;
+    // The settings functions: each returns the setting(s) after applying its arguments.
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_sparse_array",
+        lua.create_function(move |lua, args: MultiValue| {
+            arg_count(lua, "encode_sparse_array", &args, 3)?;
+            let mut g = c.borrow_mut();
+            if let Some(on) = bool_option(lua, "encode_sparse_array", &args, 0, &["off", "on"])? {
+                g.sparse_convert = on == 1;
+            }
+            if let Some(r) = int_option(lua, "encode_sparse_array", &args, 1, 0, i32::MAX as i64)? {
+                g.sparse_ratio = r;
+            }
+            if let Some(v) = int_option(lua, "encode_sparse_array", &args, 2, 0, i32::MAX as i64)? {
+                g.sparse_safe = v;
+            }
+            Ok((g.sparse_convert, g.sparse_ratio, g.sparse_safe))
+        })?,
+    )?;
+    let int_setting = |name: &'static str,
+                       min: i64,
+                       max: i64,
+                       field: fn(&mut Cfg) -> &mut i64|
+     -> mlua::Result<mlua::Function> {
+        let c = cfg.clone();
+        lua.create_function(move |lua, args: MultiValue| {
+            arg_count(lua, name, &args, 1)?;
+            let mut g = c.borrow_mut();
+            if let Some(v) = int_option(lua, name, &args, 0, min, max)? {
+                *field(&mut g) = v;
+            }
+            Ok(*field(&mut g))
+        })
+    };
+    t.raw_set(
+        "encode_max_depth",
+        int_setting("encode_max_depth", 1, i32::MAX as i64, |c| {
+            &mut c.encode_max_depth
+        })?,
+    )?;
+    t.raw_set(
+        "decode_max_depth",
+        int_setting("decode_max_depth", 1, i32::MAX as i64, |c| {
+            &mut c.decode_max_depth
+        })?,
+    )?;
+    t.raw_set(
+        "encode_number_precision",
+        int_setting("encode_number_precision", 1, 14, |c| &mut c.precision)?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_keep_buffer",
+        lua.create_function(move |lua, args: MultiValue| {
+            arg_count(lua, "encode_keep_buffer", &args, 1)?;
+            let mut g = c.borrow_mut();
+            if let Some(on) = bool_option(lua, "encode_keep_buffer", &args, 0, &["off", "on"])? {
+                g.keep_buffer = on == 1;
+            }
+            Ok(g.keep_buffer)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_invalid_numbers",
+        lua.create_function(move |lua, args: MultiValue| {
+            arg_count(lua, "encode_invalid_numbers", &args, 1)?;
+            let mut g = c.borrow_mut();
+            let opts = ["off", "on", "null"];
+            if let Some(i) = bool_option(lua, "encode_invalid_numbers", &args, 0, &opts)? {
+                g.encode_invalid = [Invalid::Off, Invalid::On, Invalid::Null][i];
+            }
+            Ok(match g.encode_invalid {
+                Invalid::Off => Value::Boolean(false),
+                Invalid::On => Value::Boolean(true),
+                Invalid::Null => Value::String(lua.create_string("null")?),
+            })
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "decode_invalid_numbers",
+        lua.create_function(move |lua, args: MultiValue| {
+            arg_count(lua, "decode_invalid_numbers", &args, 1)?;
+            let mut g = c.borrow_mut();
+            if let Some(on) = bool_option(lua, "decode_invalid_numbers", &args, 0, &["off", "on"])?
+            {
+                g.decode_invalid = on == 1;
+            }
+            Ok(g.decode_invalid)
+        })?,
+    )?;
+    t.raw_set(
+        "new",
+        lua.create_function(|lua, ()| module(lua, Rc::new(RefCell::new(Cfg::default()))))?,
     )?;
     Ok(t)
 }
 
-/// lua-cjson's decoder limit (`decode_max_depth`).
-const MAX_DEPTH: usize = 1000;
+/// lua-cjson's json_verify_arg_count.
+fn arg_count(lua: &Lua, name: &str, args: &MultiValue, max: usize) -> mlua::Result<()> {
+    if args.len() > max {
+        return Err(lua_error(
+            lua,
+            &format!(
+                "bad argument #{} to '{name}' (found too many arguments)",
+                max + 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// lua-cjson's json_integer_option: None when the argument is absent or nil.
+fn int_option(
+    lua: &Lua,
+    name: &str,
+    args: &MultiValue,
+    i: usize,
+    min: i64,
+    max: i64,
+) -> mlua::Result<Option<i64>> {
+    let v = match args.get(i) {
+        None | Some(Value::Nil) => return Ok(None),
+        Some(Value::Integer(n)) => *n,
+        Some(Value::Number(n)) => *n as i64,
+        Some(Value::String(s)) => match std::str::from_utf8(&s.as_bytes())
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+        {
+            Some(n) => n as i64,
+            None => return Err(type_error(lua, name, i, "number", &args[i])),
+        },
+        Some(other) => return Err(type_error(lua, name, i, "number", other)),
+    };
+    if v < min || v > max {
+        return Err(lua_error(
+            lua,
+            &format!(
+                "bad argument #{} to '{name}' (expected integer between {min} and {max})",
+                i + 1
+            ),
+        ));
+    }
+    Ok(Some(v))
+}
+
+/// lua-cjson's json_enum_option: a boolean (true is option 1) or one of `opts` by name;
+/// None when absent or nil.
+fn bool_option(
+    lua: &Lua,
+    name: &str,
+    args: &MultiValue,
+    i: usize,
+    opts: &[&str],
+) -> mlua::Result<Option<usize>> {
+    match args.get(i) {
+        None | Some(Value::Nil) => Ok(None),
+        Some(Value::Boolean(b)) => Ok(Some(*b as usize)),
+        // luaL_checkoption takes numbers as their string form.
+        Some(v @ (Value::String(_) | Value::Integer(_) | Value::Number(_))) => {
+            let s = lua
+                .coerce_string(v.clone())?
+                .map(|s| s.to_string_lossy())
+                .unwrap_or_default();
+            match opts.iter().position(|o| *o == s) {
+                Some(p) => Ok(Some(p)),
+                None => Err(lua_error(
+                    lua,
+                    &format!("bad argument #{} to '{name}' (invalid option '{s}')", i + 1),
+                )),
+            }
+        }
+        Some(other) => Err(type_error(lua, name, i, "string", other)),
+    }
+}
+
+fn type_error(lua: &Lua, name: &str, i: usize, want: &str, got: &Value) -> mlua::Error {
+    let ty = match got {
+        Value::LightUserData(_) => "userdata",
+        v => v.type_name(),
+    };
+    lua_error(
+        lua,
+        &format!(
+            "bad argument #{} to '{name}' ({want} expected, got {ty})",
+            i + 1
+        ),
+    )
+}
 
 /// One token of lua-cjson's tokenizer; `index` is where it starts (0-based).
 enum Tok {
@@ -121,6 +361,9 @@ struct Parser<'a> {
     s: &'a [u8],
     pos: usize,
     depth: usize,
+    max_depth: usize,
+    /// decode_invalid_numbers: Inf, NaN, hex, a leading + or zero read as strtod does.
+    invalid_ok: bool,
 }
 
 /// The byte at `i`, or NUL past the end (lua-cjson reads a NUL-terminated buffer: an
@@ -177,18 +420,17 @@ impl Parser<'_> {
     }
 
     /// Numbers (JSON's, and with lua-cjson's decode_invalid_numbers also what strtod
-    /// takes: Inf, NaN, hex, a leading + or zero), true, false, null.
+    /// takes: Inf, NaN, hex, a leading + or zero), true, false, null; in lua-cjson's order
+    /// and with its errors.
     fn word(&mut self) -> (Tok, usize) {
         let i = self.pos;
         let rest = &self.s[i.min(self.s.len())..];
         let c = at(self.s, i);
-        if c == b'-' || c.is_ascii_digit() || self.invalid_number() {
-            let (v, n) = strtod(rest);
-            if n == 0 {
+        if c == b'-' || c.is_ascii_digit() {
+            if !self.invalid_ok && self.invalid_number() {
                 return (Tok::Error("invalid number"), i);
             }
-            self.pos += n;
-            return (Tok::Num(v), i);
+            return self.number(rest, i);
         }
         for (w, t) in [
             (&b"true"[..], Tok::Bool(true)),
@@ -200,7 +442,19 @@ impl Parser<'_> {
                 return (t, i);
             }
         }
+        if self.invalid_ok && self.invalid_number() {
+            return self.number(rest, i);
+        }
         (Tok::Error("invalid token"), i)
+    }
+
+    fn number(&mut self, rest: &[u8], i: usize) -> (Tok, usize) {
+        let (v, n) = strtod(rest);
+        if n == 0 {
+            return (Tok::Error("invalid number"), i);
+        }
+        self.pos += n;
+        (Tok::Num(v), i)
     }
 
     /// lua-cjson's json_is_invalid_number: a token strtod would read that JSON forbids.
@@ -307,7 +561,7 @@ fn parse_error(lua: &Lua, expected: &str, tok: &(Tok, usize)) -> mlua::Error {
     )
 }
 
-fn decode(lua: &Lua, s: &[u8]) -> mlua::Result<Value> {
+fn decode(lua: &Lua, s: &[u8], cfg: &Cfg) -> mlua::Result<Value> {
     if s.len() >= 2 && (s[0] == 0 || s[1] == 0) {
         return Err(lua_error(
             lua,
@@ -318,6 +572,8 @@ fn decode(lua: &Lua, s: &[u8]) -> mlua::Result<Value> {
         s,
         pos: 0,
         depth: 0,
+        max_depth: cfg.decode_max_depth as usize,
+        invalid_ok: cfg.decode_invalid,
     };
     let first = p.next();
     let v = value(lua, &mut p, first)?;
@@ -342,7 +598,7 @@ fn value(lua: &Lua, p: &mut Parser<'_>, tok: (Tok, usize)) -> mlua::Result<Value
 
 fn descend(lua: &Lua, p: &mut Parser<'_>) -> mlua::Result<()> {
     p.depth += 1;
-    if p.depth > MAX_DEPTH {
+    if p.depth > p.max_depth {
         return Err(lua_error(
             lua,
             &format!(
@@ -410,14 +666,33 @@ fn array(lua: &Lua, p: &mut Parser<'_>) -> mlua::Result<Value> {
     }
 }
 
-fn number(lua: &Lua, n: f64, out: &mut Vec<u8>) -> mlua::Result<()> {
+fn number(lua: &Lua, n: f64, out: &mut Vec<u8>, cfg: &Cfg) -> mlua::Result<()> {
     if !n.is_finite() {
-        return Err(lua_error(
-            lua,
-            "Cannot serialise number: must not be NaN or Inf",
-        ));
+        match cfg.encode_invalid {
+            Invalid::Off => {
+                return Err(lua_error(
+                    lua,
+                    "Cannot serialise number: must not be NaN or Inf",
+                ))
+            }
+            Invalid::Null => {
+                out.extend_from_slice(b"null");
+                return Ok(());
+            }
+            // As C's printf writes them (this lua-cjson has no special case).
+            Invalid::On => {
+                let s = match (n.is_nan(), n.is_sign_negative()) {
+                    (true, true) => "-nan",
+                    (true, false) => "nan",
+                    (false, true) => "-inf",
+                    (false, false) => "inf",
+                };
+                out.extend_from_slice(s.as_bytes());
+                return Ok(());
+            }
+        }
     }
-    out.extend_from_slice(fmt_g(n, 14).as_bytes());
+    out.extend_from_slice(fmt_g(n, cfg.precision as usize).as_bytes());
     Ok(())
 }
 
@@ -442,23 +717,23 @@ fn string(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
+fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> mlua::Result<()> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         // Lua 5.1 numbers are doubles: lua-cjson prints them all with %.14g.
-        Value::Integer(i) => number(lua, *i as f64, out)?,
-        Value::Number(n) => number(lua, *n, out)?,
+        Value::Integer(i) => number(lua, *i as f64, out, cfg)?,
+        Value::Number(n) => number(lua, *n, out, cfg)?,
         Value::String(s) => string(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth >= 1000 {
+            if depth as i64 >= cfg.encode_max_depth {
                 return Err(lua_error(
                     lua,
                     &format!("Cannot serialise, excessive nesting ({})", depth + 1),
                 ));
             }
-            table(lua, t, out, depth + 1)?
+            table(lua, t, out, depth + 1, cfg)?
         }
         other => {
             return Err(lua_error(
@@ -470,7 +745,7 @@ fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize) -> mlua::Result
     Ok(())
 }
 
-fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
+fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> mlua::Result<()> {
     let mut pairs: Vec<(Value, Value)> = Vec::new();
     for p in t.clone().pairs::<Value, Value>() {
         pairs.push(p?);
@@ -491,20 +766,24 @@ fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize) -> mlua::Result<
                 false
             }
         });
-    if is_array {
-        if max > 10 && max > pairs.len() * 2 {
-            return Err(lua_error(
-                lua,
-                "Cannot serialise table: excessively sparse array",
-            ));
-        }
+    // Excessively sparse (encode_sparse_array): an error, or an object if converting.
+    let sparse = cfg.sparse_ratio > 0
+        && max as i64 > pairs.len() as i64 * cfg.sparse_ratio
+        && max as i64 > cfg.sparse_safe;
+    if is_array && sparse && !cfg.sparse_convert {
+        return Err(lua_error(
+            lua,
+            "Cannot serialise table: excessively sparse array",
+        ));
+    }
+    if is_array && !sparse {
         out.push(b'[');
         for i in 1..=max {
             if i > 1 {
                 out.push(b',');
             }
             let v: Value = t.raw_get(i)?;
-            encode(lua, &v, out, depth)?;
+            encode(lua, &v, out, depth, cfg)?;
         }
         out.push(b']');
         return Ok(());
@@ -516,8 +795,8 @@ fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize) -> mlua::Result<
         }
         match k {
             Value::String(s) => string(&s.as_bytes(), out),
-            Value::Integer(n) => string(fmt_g(*n as f64, 14).as_bytes(), out),
-            Value::Number(n) => string(fmt_g(*n, 14).as_bytes(), out),
+            Value::Integer(n) => string(fmt_g(*n as f64, cfg.precision as usize).as_bytes(), out),
+            Value::Number(n) => string(fmt_g(*n, cfg.precision as usize).as_bytes(), out),
             other => {
                 return Err(lua_error(
                     lua,
@@ -529,7 +808,7 @@ fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize) -> mlua::Result<
             }
         }
         out.push(b':');
-        encode(lua, v, out, depth)?;
+        encode(lua, v, out, depth, cfg)?;
     }
     out.push(b'}');
     Ok(())
