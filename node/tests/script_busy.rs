@@ -270,6 +270,39 @@ fn unkillable_and_shutdown_nosave_match_redis() {
     }
 }
 
+/// Connections handed to the I/O thread together with the script's caller (picked up in
+/// the same turn, so not yet served once when the script starts) all get BUSY: the I/O
+/// thread is held in DEBUG SLEEP while the caller and the others connect.
+#[test]
+fn connections_racing_the_script_start_get_busy() {
+    for _ in 0..3 {
+        let srv = start(
+            Target::Tessera { workers: 1 },
+            &["--enable-debug-command", "yes"],
+        );
+        let port = srv.port;
+        let mut sleeper = conn(port, 30);
+        sleeper.send(&common::encode(&[b"DEBUG".as_slice(), b"SLEEP", b"1"]));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let caller = run_script(port, LOOP);
+        let mut racers: Vec<Raw> = (0..12).map(|_| conn(port, 30)).collect();
+        assert_eq!(sleeper.read(), R::Simple("OK".into()));
+        wait_busy(port);
+        for (i, r) in racers.iter_mut().enumerate() {
+            assert_eq!(
+                try_cmd(r, &["PING"]),
+                Some(R::Err(BUSY_TEXT.into())),
+                "connection {i}"
+            );
+        }
+        assert_eq!(cli(port, &["SCRIPT", "KILL"]), "OK");
+        assert!(matches!(caller.join().expect("caller"), R::Err(e) if e.contains("Script killed")));
+        for r in &mut racers {
+            assert_eq!(r.cmd(&["PING"]), R::Simple("PONG".into()));
+        }
+    }
+}
+
 /// A connection opened before the script, on the script's own I/O thread (one thread):
 /// QUIT is answered and closes it; AUTH, HELLO and the like need the connection's own
 /// state and wait for the script's end, then run in order with what followed them.

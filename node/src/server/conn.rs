@@ -19,18 +19,28 @@ use crate::resp::{recycle_view, Limits, Out, Parser};
 
 const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
-/// Serves one client until it quits, is killed, or sends a protocol error.
-pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
+/// A new connection, admitted or not (see [`admit`]).
+pub enum Admission {
+    /// Refused with this reply (maxclients, protected mode); then closed.
+    Refused(&'static [u8]),
+    Admitted {
+        handle: Arc<ClientHandle>,
+        rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+        reg: super::busy_io::Registration,
+    },
+}
+
+/// Admits a connection where its I/O thread picks it up, before its task first runs:
+/// a script may start on this thread before then, and its hook must already know the
+/// connection to answer it (crate::server::busy_io).
+pub fn admit(srv: &Arc<Server>, sock: &TcpStream, peer: SocketAddr) -> Admission {
     let _ = sock.set_nodelay(true);
     let maxclients = srv.maxclients.load(Ordering::Relaxed) as usize;
     if srv.clients.len() >= maxclients {
         srv.stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
-        let _ = sock
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
-        return;
+        return Admission::Refused(b"-ERR max number of clients reached\r\n");
     }
     let denied = {
         let c = srv.config.read();
@@ -40,15 +50,29 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
             && !peer.ip().is_loopback()
     };
     if denied {
-        let _ = sock.write_all(DENIED.as_bytes()).await;
-        return;
+        return Admission::Refused(DENIED.as_bytes());
     }
     let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let id = srv.clients.next_id();
-    let (handle, mut rx) = ClientHandle::new(id, peer.to_string(), laddr);
+    let (handle, rx) = ClientHandle::new(id, peer.to_string(), laddr);
     srv.clients.add(handle.clone());
+    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
+    // Nothing read yet and a fresh client state: answerable while parked.
+    reg.share.park(!srv.requires_auth());
+    Admission::Admitted { handle, rx, reg }
+}
+
+/// Serves one client until it quits, is killed, or sends a protocol error.
+pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission) {
+    let (handle, mut rx, reg) = match admission {
+        Admission::Refused(reply) => {
+            let _ = sock.write_all(reply).await;
+            return;
+        }
+        Admission::Admitted { handle, rx, reg } => (handle, rx, reg),
+    };
+    let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
-    let reg = super::busy_io::register(&srv, handle.clone(), sock.as_raw_fd());
     let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
     drop(reg);
     if let Err(e) = res {

@@ -583,7 +583,8 @@ async fn serve_handoffs(srv: Arc<Server>, rx: Handoff) {
             };
             match tokio::net::TcpStream::from_std(std) {
                 Ok(s) => {
-                    tokio::spawn(conn::handle(srv.clone(), s, peer));
+                    let admission = conn::admit(&srv, &s, peer);
+                    tokio::spawn(conn::handle(srv.clone(), s, admission));
                 }
                 Err(e) => tracing::warn!(error = %e, "handing off a connection failed"),
             }
