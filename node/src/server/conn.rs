@@ -19,58 +19,60 @@ use crate::resp::{recycle_view, Limits, Out, Parser};
 
 const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
-/// A new connection, admitted or not (see [`admit`]).
-pub enum Admission {
-    /// Refused with this reply (maxclients, protected mode); then closed.
-    Refused(&'static [u8]),
-    Admitted {
-        handle: Arc<ClientHandle>,
-        rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
-        reg: super::busy_io::Registration,
-    },
+/// A connection as its I/O thread picked it up (see [`admit`]).
+pub struct Admission {
+    handle: Arc<ClientHandle>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+    reg: super::busy_io::Registration,
 }
 
-/// Admits a connection where its I/O thread picks it up, before its task first runs:
+/// Registers a connection where its I/O thread picks it up, before its task first runs:
 /// a script may start on this thread before then, and its hook must already know the
-/// connection to answer it (crate::server::busy_io).
+/// connection to answer it (crate::server::busy_io). maxclients and protected mode are
+/// checked when the task runs, as before (the count of clients then is the one that
+/// matters; a client closing meanwhile has been removed).
 pub fn admit(srv: &Arc<Server>, sock: &TcpStream, peer: SocketAddr) -> Admission {
     let _ = sock.set_nodelay(true);
+    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let id = srv.clients.next_id();
+    let (handle, rx) = ClientHandle::new(id, peer.to_string(), laddr);
+    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
+    // Nothing read yet and a fresh client state: answerable while parked.
+    reg.share.park(!srv.requires_auth());
+    Admission { handle, rx, reg }
+}
+
+/// Serves one client until it quits, is killed, or sends a protocol error.
+pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission) {
+    let Admission {
+        handle,
+        mut rx,
+        reg,
+    } = admission;
     let maxclients = srv.maxclients.load(Ordering::Relaxed) as usize;
     if srv.clients.len() >= maxclients {
+        drop(reg);
         srv.stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
-        return Admission::Refused(b"-ERR max number of clients reached\r\n");
+        let _ = sock
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
     }
     let denied = {
         let c = srv.config.read();
         c.bool("protected-mode")
             && !c.bind_explicit
             && !crate::cmd::acl::requires_auth(c.str("requirepass"))
-            && !peer.ip().is_loopback()
+            && !peer_is_loopback(&handle)
     };
     if denied {
-        return Admission::Refused(DENIED.as_bytes());
+        drop(reg);
+        let _ = sock.write_all(DENIED.as_bytes()).await;
+        return;
     }
-    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let id = srv.clients.next_id();
-    let (handle, rx) = ClientHandle::new(id, peer.to_string(), laddr);
     srv.clients.add(handle.clone());
-    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
-    // Nothing read yet and a fresh client state: answerable while parked.
-    reg.share.park(!srv.requires_auth());
-    Admission::Admitted { handle, rx, reg }
-}
-
-/// Serves one client until it quits, is killed, or sends a protocol error.
-pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission) {
-    let (handle, mut rx, reg) = match admission {
-        Admission::Refused(reply) => {
-            let _ = sock.write_all(reply).await;
-            return;
-        }
-        Admission::Admitted { handle, rx, reg } => (handle, rx, reg),
-    };
     let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
     let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
@@ -387,4 +389,11 @@ async fn wait_blocked(
             }
         }
     }
+}
+
+/// Whether the client connected from a loopback address (protected mode lets those in).
+fn peer_is_loopback(h: &ClientHandle) -> bool {
+    h.addr
+        .parse::<SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback())
 }
