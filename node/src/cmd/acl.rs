@@ -141,6 +141,14 @@ pub fn requirepass_set() {
     *USER.lock() = None;
 }
 
+/// Redis's subcommand syntax error for ACL.
+fn syntax_error(args: &[&[u8]]) -> CmdError {
+    CmdError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+        String::from_utf8_lossy(args[1])
+    ))
+}
+
 const NO_ACL_FILE: &str = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.";
 
 fn whoami(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
@@ -222,10 +230,7 @@ fn getuser(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn cat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
-            String::from_utf8_lossy(args[1])
-        )));
+        return Err(syntax_error(args));
     }
     let Some(want) = args.get(2) else {
         ctx.out.array(CATEGORIES.len());
@@ -440,10 +445,7 @@ pub fn log_auth_failure(ctx: &Ctx<'_>, command: &str, username: &[u8]) {
 
 fn log(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
-            String::from_utf8_lossy(args[1])
-        )));
+        return Err(syntax_error(args));
     }
     let count = match args.get(2) {
         None => 10,

@@ -141,6 +141,14 @@ fn valid_title_template(t: &str) -> bool {
     !out.trim_matches(' ').is_empty()
 }
 
+/// Redis's error for a value outside an enum's options.
+fn one_of(opts: &[&str]) -> String {
+    format!(
+        "argument(s) must be one of the following: {}",
+        opts.join(", ")
+    )
+}
+
 fn parse_bool(s: &str) -> Option<bool> {
     match s.to_ascii_lowercase().as_str() {
         "yes" => Some(true),
@@ -364,10 +372,7 @@ impl Config {
             Kind::Enum(opts) => {
                 let l = args[0].to_ascii_lowercase();
                 if !opts.contains(&l.as_str()) {
-                    return Err(format!(
-                        "argument(s) must be one of the following: {}",
-                        opts.join(", ")
-                    ));
+                    return Err(one_of(opts));
                 }
                 l
             }
@@ -486,18 +491,13 @@ impl Config {
                     .collect();
                 let mut set = [false; 5];
                 if words.is_empty() {
-                    return Err(format!(
-                        "argument(s) must be one of the following: {}",
-                        FLAGS.join(", ")
-                    ));
+                    return Err(one_of(&FLAGS));
                 }
                 for w in &words {
-                    let i = FLAGS.iter().position(|f| f == w).ok_or_else(|| {
-                        format!(
-                            "argument(s) must be one of the following: {}",
-                            FLAGS.join(", ")
-                        )
-                    })?;
+                    let i = FLAGS
+                        .iter()
+                        .position(|f| f == w)
+                        .ok_or_else(|| one_of(&FLAGS))?;
                     set[i] = true;
                 }
                 if set[1] && set[2] {

@@ -234,12 +234,7 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
         if w != out.buf.len() as isize {
             // Not expected into an empty send queue; the replies can't be sent in order
             // any more, so the connection ends rather than desynchronise.
-            tracing::warn!(
-                id = share.handle.id,
-                "could not answer a client during a busy script; closing it"
-            );
-            close(share);
-            return;
+            return abandon(share, "could not answer a client during a busy script");
         }
         srv.stats
             .net_output_bytes
@@ -250,12 +245,7 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
     // SAFETY: `sink` is valid for `used` bytes, which the peek showed are queued.
     let r = unsafe { libc::recv(share.fd, sink.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT) };
     if r != used as isize {
-        tracing::warn!(
-            id = share.handle.id,
-            "client input changed under a busy script; closing it"
-        );
-        close(share);
-        return;
+        return abandon(share, "client input changed under a busy script");
     }
     srv.stats
         .net_input_bytes
@@ -267,6 +257,12 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
     if quit {
         close(share);
     }
+}
+
+/// Closes a connection whose stream can no longer be kept in order, saying why.
+fn abandon(share: &Share, why: &str) {
+    tracing::warn!(id = share.handle.id, "{why}; closing it");
+    close(share);
 }
 
 /// Ends a connection from here: its task reads EOF when it runs again and cleans up.

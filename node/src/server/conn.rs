@@ -21,6 +21,7 @@ const DENIED: &str = "-DENIED Redis is running in protected mode because protect
 
 /// A connection as its I/O thread picked it up (see [`admit`]).
 pub struct Admission {
+    peer: SocketAddr,
     handle: Arc<ClientHandle>,
     rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     reg: super::busy_io::Registration,
@@ -39,12 +40,18 @@ pub fn admit(srv: &Arc<Server>, sock: &TcpStream, peer: SocketAddr) -> Admission
     let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
     // Nothing read yet and a fresh client state: answerable while parked.
     reg.share.park(!srv.requires_auth());
-    Admission { handle, rx, reg }
+    Admission {
+        peer,
+        handle,
+        rx,
+        reg,
+    }
 }
 
 /// Serves one client until it quits, is killed, or sends a protocol error.
 pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission) {
     let Admission {
+        peer,
         handle,
         mut rx,
         reg,
@@ -65,7 +72,7 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission)
         c.bool("protected-mode")
             && !c.bind_explicit
             && !crate::cmd::acl::requires_auth(c.str("requirepass"))
-            && !peer_is_loopback(&handle)
+            && !peer.ip().is_loopback()
     };
     if denied {
         drop(reg);
@@ -389,11 +396,4 @@ async fn wait_blocked(
             }
         }
     }
-}
-
-/// Whether the client connected from a loopback address (protected mode lets those in).
-fn peer_is_loopback(h: &ClientHandle) -> bool {
-    h.addr
-        .parse::<SocketAddr>()
-        .is_ok_and(|a| a.ip().is_loopback())
 }
