@@ -22,6 +22,7 @@ const PORTS: Ports = Ports {
 /// Directives only tessera has (documented in the README).
 const TESSERA_ONLY: &[&str] = &[
     "worker-threads",
+    "busy-poll-usec",
     "prefetch-batch-max-size",
     "locale-collate",
 ];

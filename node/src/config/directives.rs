@@ -301,6 +301,16 @@ pub static DIRECTIVES: &[Directive] = &[
     im("io-threads", Kind::Int { min: 1, max: 128 }, "1"),
     // tessera-node only: I/O threads, each with its own event loop (0 = half the cores).
     im("worker-threads", Kind::Int { min: 0, max: 1024 }, "0"),
+    // tessera-node only: how long an I/O thread keeps polling after a request instead of
+    // sleeping, while requests come that fast (server::spin; 0 = never).
+    d(
+        "busy-poll-usec",
+        Kind::Int {
+            min: 0,
+            max: 1_000_000,
+        },
+        "50",
+    ),
     im("io-threads-do-reads", Kind::Bool, "no"),
     // Valkey 8.1's: how many pipelined requests' keys are prefetched ahead (0 = off).
     d(

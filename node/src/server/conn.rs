@@ -154,6 +154,7 @@ async fn serve(
                 if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
+                super::spin::activity();
                 srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);

@@ -6,6 +6,7 @@ pub mod conn;
 pub mod evict;
 pub mod expire;
 pub mod prefetch;
+pub mod spin;
 pub mod stats;
 
 use std::net::SocketAddr;
@@ -187,6 +188,7 @@ impl Server {
         self.slowlog_max
             .store(c.uint("slowlog-max-len"), Ordering::Relaxed);
         crate::script::busy::set_threshold(c.int("busy-reply-threshold"));
+        spin::set_window_us(c.uint("busy-poll-usec"));
         crate::latency::configure(
             c.bool("latency-tracking"),
             c.uint("latency-monitor-threshold"),
@@ -476,6 +478,7 @@ impl Workers {
                 .unwrap_or(1),
             n => n,
         };
+        spin::allow_for_threads(n);
         let mut handoffs: Vec<Handoff> = (0..n).filter_map(|i| spawn_worker(srv, i)).collect();
         if handoffs.is_empty() {
             // No thread could be started: serve from the calling runtime.
@@ -561,6 +564,7 @@ fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
             };
             rt.block_on(async move {
                 tokio::spawn(purge_loop());
+                tokio::spawn(spin::run());
                 serve_handoffs(srv, rx).await;
             });
         });

@@ -1,0 +1,162 @@
+//! `busy-poll-usec` (server::spin): an I/O thread keeps polling between requests that come
+//! fast, never longer than the window past the last one, and no request is lost or
+//! reordered while it does.
+
+mod common;
+
+use common::proc::{self, Launch, Ports, Server};
+use common::{Raw, R};
+use std::time::{Duration, Instant};
+
+/// This suite's port range (helper BPOLL).
+const PORTS: Ports = Ports {
+    lo: 35500,
+    hi: 35999,
+    bus: false,
+};
+
+fn start(args: &[&str]) -> Server {
+    Launch::new(proc::TESSERA, PORTS)
+        .args(&["--save", "", "--worker-threads", "1"])
+        .args(args)
+        .start()
+}
+
+/// The process's CPU time (user + system, all threads) from /proc.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let ticks: u64 = f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+/// CPU the node spends over `span` while nobody sends it anything.
+fn idle_cpu(srv: &Server, span: Duration) -> Duration {
+    let c0 = cpu_time(srv.pid());
+    std::thread::sleep(span);
+    cpu_time(srv.pid()) - c0
+}
+
+/// Requests in quick succession from several connections (gaps of a few microseconds, far
+/// inside the window): each connection INCRs its own counter and checks every reply is the
+/// next number, so a request lost, doubled or answered out of order fails here.
+fn fast_traffic(port: u16, tag: &str, conns: usize, per_conn: usize) {
+    let threads: Vec<_> = (0..conns)
+        .map(|c| {
+            let key = format!("bp:{tag}:{c}");
+            std::thread::spawn(move || {
+                let mut r = Raw::connect(port);
+                for i in 1..=per_conn {
+                    assert_eq!(r.cmd(&["INCR", &key]), R::Int(i as i64), "conn {c}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("traffic thread");
+    }
+}
+
+/// Polling is possible here: the node needs a CPU beside its one I/O thread.
+fn can_poll() -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+}
+
+#[test]
+fn directive_reads_sets_and_refuses_bad_values() {
+    let srv = start(&[]);
+    let mut c = Raw::connect(srv.port);
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "busy-poll-usec"]),
+        R::Arr(vec![R::Bulk("busy-poll-usec".into()), R::Bulk("50".into())])
+    );
+    assert_eq!(c.cmd(&["CONFIG", "SET", "busy-poll-usec", "0"]).s(), "OK");
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "busy-poll-usec"]),
+        R::Arr(vec![R::Bulk("busy-poll-usec".into()), R::Bulk("0".into())])
+    );
+    for bad in ["-1", "1000001", "fast", ""] {
+        let r = c.cmd(&["CONFIG", "SET", "busy-poll-usec", bad]);
+        assert!(
+            matches!(&r, R::Err(e) if e.contains("busy-poll-usec")),
+            "{bad:?}: {r:?}"
+        );
+    }
+    // A bad value at startup stops the node, naming the directive.
+    let out = std::process::Command::new(proc::TESSERA)
+        .args(["--port", "0", "--busy-poll-usec", "soon"])
+        .output()
+        .expect("run tessera-node");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("busy-poll-usec"), "{err}");
+}
+
+#[test]
+fn polling_ends_a_window_after_the_last_request() {
+    let srv = start(&[]);
+    fast_traffic(srv.port, "t1", 8, 3000);
+    // The default window is 50 us: a second later the node sleeps like any idle server
+    // (a polling thread would show about a second of CPU here).
+    let used = idle_cpu(&srv, Duration::from_secs(1));
+    assert!(
+        used < Duration::from_millis(150),
+        "idle node used {used:?} of CPU in 1 s"
+    );
+}
+
+#[test]
+fn a_long_window_polls_then_stops() {
+    // One second of window: right after the traffic the thread keeps polling (it would
+    // sleep without the directive), and after the window it sleeps.
+    let srv = start(&["--busy-poll-usec", "1000000"]);
+    fast_traffic(srv.port, "t2", 4, 2000);
+    let t0 = Instant::now();
+    let polling = idle_cpu(&srv, Duration::from_millis(500));
+    if can_poll() {
+        // Half a second of polling on a machine that may be running other tests: at least
+        // a fifth of it on the CPU.
+        assert!(
+            polling >= Duration::from_millis(100),
+            "the I/O thread did not poll after the traffic: {polling:?} of CPU in 500 ms"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(1200).saturating_sub(t0.elapsed()));
+    let after = idle_cpu(&srv, Duration::from_millis(700));
+    assert!(
+        after < Duration::from_millis(150),
+        "still polling: {after:?} in 700 ms"
+    );
+    // Turned off at run time: the same traffic leaves no polling behind.
+    let mut c = Raw::connect(srv.port);
+    assert_eq!(c.cmd(&["CONFIG", "SET", "busy-poll-usec", "0"]).s(), "OK");
+    drop(c);
+    fast_traffic(srv.port, "t3", 4, 2000);
+    let off = idle_cpu(&srv, Duration::from_millis(500));
+    assert!(
+        off < Duration::from_millis(100),
+        "polling while off: {off:?} in 500 ms"
+    );
+}
+
+#[test]
+fn as_many_io_threads_as_cpus_never_poll() {
+    // Every CPU has an I/O thread: polling would take the CPU the clients and the node's
+    // other threads need, so it stays off whatever the window.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let srv = Launch::new(proc::TESSERA, PORTS)
+        .args(&["--save", "", "--busy-poll-usec", "1000000"])
+        .args(&["--worker-threads", &cpus.to_string()])
+        .start();
+    fast_traffic(srv.port, "t4", 4, 2000);
+    let used = idle_cpu(&srv, Duration::from_millis(500));
+    assert!(
+        used < Duration::from_millis(100),
+        "polled: {used:?} in 500 ms"
+    );
+}
