@@ -8,7 +8,7 @@
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
 # BENCH_BIG (elements of the big collections), BENCH_REPS (runs per test and server; the
-# table shows the median, default 3).
+# table shows the median, default 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -16,7 +16,7 @@ export PATH="$ROOT/.tools/bin:$PATH"
 N1=${BENCH_N1:-300000}
 N16=${BENCH_N16:-1000000}
 KEYS=${BENCH_KEYS:-1000000}
-REPS=${BENCH_REPS:-3}
+REPS=${BENCH_REPS:-5}
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD_START=$(loadavg)
 TESTS="set,get,incr,lpush,lpop,sadd,hset,zadd,mset"
