@@ -231,6 +231,13 @@ impl Pack {
     /// Replaces the payload of the entry at `off`.
     pub fn replace_at(&mut self, off: usize, data: &[u8]) {
         let (_, end) = self.entry(off);
+        // Same payload length, same header and trailer: overwrite the payload in place
+        // (HSET of a same-sized value, the common overwrite), no re-encoding.
+        if end - off == entry_size(data.len()) {
+            let d = off + varint_len(data.len());
+            self.buf[d..d + data.len()].copy_from_slice(data);
+            return;
+        }
         let mut enc = ThinBuf::with_capacity(entry_size(data.len()));
         encode_entry(&mut enc, data);
         let new_len = self.buf.len() - (end - off) + enc.len();
@@ -405,7 +412,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn pack_matches_vecdeque(ops in proptest::collection::vec((0u8..6, proptest::collection::vec(any::<u8>(), 0..300)), 0..60)) {
+        fn pack_matches_vecdeque(ops in proptest::collection::vec((0u8..7, proptest::collection::vec(any::<u8>(), 0..300)), 0..60)) {
             let mut p = Pack::new();
             let mut m: std::collections::VecDeque<Vec<u8>> = Default::default();
             for (op, data) in ops {
@@ -419,6 +426,15 @@ mod tests {
                         let off = p.offset_of(i).unwrap();
                         p.replace_at(off, &data);
                         m[i] = data;
+                    },
+                    // A payload of the old one's length (overwritten in place).
+                    5 => if !m.is_empty() {
+                        let i = data.len() % m.len();
+                        let mut same = data.clone();
+                        same.resize(m[i].len(), b'#');
+                        let off = p.offset_of(i).unwrap();
+                        p.replace_at(off, &same);
+                        m[i] = same;
                     },
                     _ => if !m.is_empty() {
                         let i = data.len() % m.len();
