@@ -1,6 +1,8 @@
-//! `busy-poll-usec` (server::spin): an I/O thread keeps polling between requests that come
-//! fast, never longer than the window past the last one, and no request is lost or
-//! reordered while it does.
+//! How an I/O thread schedules its connections. `busy-poll-usec` (server::spin): the thread
+//! keeps polling between requests that come fast, never longer than the window past the
+//! last one, and no request is lost or reordered while it does. Replies held for the end of
+//! the event-loop tick (server::conn `end_of_tick`) go out once a script that started in
+//! the same tick is busy.
 
 mod common;
 
@@ -159,4 +161,46 @@ fn as_many_io_threads_as_cpus_never_poll() {
         used < Duration::from_millis(100),
         "polled: {used:?} in 500 ms"
     );
+}
+
+#[test]
+fn replies_held_for_the_tick_go_out_before_a_busy_script() {
+    use std::io::{Read, Write};
+    // One I/O thread: the two connections share its ticks. Sent back to back, both
+    // requests are usually read in the same tick, the PING first; its reply must not wait
+    // for the end of the script that runs right after it: Redis sends it once the script
+    // is past busy-reply-threshold (100 ms here), and so must the node.
+    let srv = start(&["--busy-reply-threshold", "100"]);
+    let mut admin = Raw::connect(srv.port);
+    for round in 0..10 {
+        let mut a = std::net::TcpStream::connect(("127.0.0.1", srv.port)).expect("connect");
+        let mut b = std::net::TcpStream::connect(("127.0.0.1", srv.port)).expect("connect");
+        a.set_read_timeout(Some(Duration::from_secs(3)))
+            .expect("timeout");
+        a.write_all(b"*1\r\n$4\r\nPING\r\n").expect("send PING");
+        b.write_all(b"*3\r\n$4\r\nEVAL\r\n$17\r\nwhile true do end\r\n$1\r\n0\r\n")
+            .expect("send EVAL");
+        let mut got = [0u8; 7];
+        let read = a.read_exact(&mut got);
+        // End the script (SCRIPT KILL answers NOTBUSY until it is past the threshold).
+        let mut killed = false;
+        for _ in 0..100 {
+            let r = admin.cmd(&["SCRIPT", "KILL"]);
+            if r.s() == "OK" {
+                killed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(killed, "round {round}: the script could not be killed");
+        read.unwrap_or_else(|e| panic!("round {round}: no PING reply during the script: {e}"));
+        assert_eq!(&got, b"+PONG\r\n", "round {round}");
+        let mut err = String::new();
+        let mut br = std::io::BufReader::new(b);
+        std::io::BufRead::read_line(&mut br, &mut err).expect("EVAL reply");
+        assert!(
+            err.starts_with("-ERR Script killed"),
+            "round {round}: {err}"
+        );
+    }
 }

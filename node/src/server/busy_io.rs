@@ -120,6 +120,8 @@ pub fn serve_stuck_thread() {
     let Some(srv) = SERVER.with(|s| s.borrow().clone()) else {
         return;
     };
+    // Replies computed in the tick the script started in, before it.
+    super::conn::send_held(&srv);
     // Collected first: the dispatcher runs below, and nothing may hold the table then.
     let idle: Vec<Arc<Share>> = CONNS.with(|c| {
         c.borrow()
