@@ -44,6 +44,15 @@ fn idle_cpu(srv: &Server, span: Duration) -> Duration {
     cpu_time(srv.pid()) - c0
 }
 
+/// Asserts the node spends under `max` of CPU over `span` with nobody sending anything.
+fn assert_sleeps(srv: &Server, span: Duration, max: Duration, when: &str) {
+    let used = idle_cpu(srv, span);
+    assert!(
+        used < max,
+        "{when}: the node used {used:?} of CPU in {span:?}"
+    );
+}
+
 /// Requests in quick succession from several connections (gaps of a few microseconds, far
 /// inside the window): each connection INCRs its own counter and checks every reply is the
 /// next number, so a request lost, doubled or answered out of order fails here.
@@ -105,10 +114,11 @@ fn polling_ends_a_window_after_the_last_request() {
     fast_traffic(srv.port, "t1", 8, 3000);
     // The default window is 50 us: a second later the node sleeps like any idle server
     // (a polling thread would show about a second of CPU here).
-    let used = idle_cpu(&srv, Duration::from_secs(1));
-    assert!(
-        used < Duration::from_millis(150),
-        "idle node used {used:?} of CPU in 1 s"
+    assert_sleeps(
+        &srv,
+        Duration::from_secs(1),
+        Duration::from_millis(150),
+        "idle",
     );
 }
 
@@ -129,21 +139,15 @@ fn a_long_window_polls_then_stops() {
         );
     }
     std::thread::sleep(Duration::from_millis(1200).saturating_sub(t0.elapsed()));
-    let after = idle_cpu(&srv, Duration::from_millis(700));
-    assert!(
-        after < Duration::from_millis(150),
-        "still polling: {after:?} in 700 ms"
-    );
+    let (span, max) = (Duration::from_millis(700), Duration::from_millis(150));
+    assert_sleeps(&srv, span, max, "past the window");
     // Turned off at run time: the same traffic leaves no polling behind.
     let mut c = Raw::connect(srv.port);
     assert_eq!(c.cmd(&["CONFIG", "SET", "busy-poll-usec", "0"]).s(), "OK");
     drop(c);
     fast_traffic(srv.port, "t3", 4, 2000);
-    let off = idle_cpu(&srv, Duration::from_millis(500));
-    assert!(
-        off < Duration::from_millis(100),
-        "polling while off: {off:?} in 500 ms"
-    );
+    let (span, max) = (Duration::from_millis(500), Duration::from_millis(100));
+    assert_sleeps(&srv, span, max, "polling off");
 }
 
 #[test]
@@ -156,11 +160,8 @@ fn as_many_io_threads_as_cpus_never_poll() {
         .args(&["--worker-threads", &cpus.to_string()])
         .start();
     fast_traffic(srv.port, "t4", 4, 2000);
-    let used = idle_cpu(&srv, Duration::from_millis(500));
-    assert!(
-        used < Duration::from_millis(100),
-        "polled: {used:?} in 500 ms"
-    );
+    let (span, max) = (Duration::from_millis(500), Duration::from_millis(100));
+    assert_sleeps(&srv, span, max, "no CPU to spare");
 }
 
 #[test]
