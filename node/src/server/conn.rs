@@ -199,7 +199,9 @@ async fn end_of_tick(id: u64, fd: RawFd, out: &mut Out) {
         fn drop(&mut self) {
             let _ = HELD.try_with(|h| {
                 let mut h = h.borrow_mut();
-                if let Some(i) = h.iter().position(|e| e.0 == self.id) {
+                // From the end: tokio resumes deferred tasks last in, first out, so the
+                // entry is usually the last one (no quadratic search with many clients).
+                if let Some(i) = h.iter().rposition(|e| e.0 == self.id) {
                     self.out.buf = h.swap_remove(i).2;
                 }
             });

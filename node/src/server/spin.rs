@@ -20,11 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// `busy-poll-usec`, kept in sync by `Server::refresh_hot` (0 = never poll).
-static WINDOW_US: AtomicU64 = AtomicU64::new(DEFAULT_US);
-
-/// The directive's default.
-pub const DEFAULT_US: u64 = 50;
+/// `busy-poll-usec`, kept in sync by `Server::refresh_hot` (0 = never poll); the default
+/// is the directive's, set before any I/O thread starts.
+static WINDOW_US: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the node has a whole CPU for each polling thread beside one for everything else
 /// ([`allow_for_threads`]).
@@ -122,6 +120,10 @@ impl GapAverage {
 
 /// Runs on each I/O thread's runtime for the life of the thread.
 pub async fn run() {
+    if !CPUS_ALLOW.load(Ordering::Relaxed) {
+        // Decided once at startup: no setting can turn polling on here.
+        return;
+    }
     let mut window = current_window().unwrap_or_default();
     let mut gaps = GapAverage::idle(window);
     // When this thread's connections last read something.
