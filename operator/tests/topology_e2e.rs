@@ -524,9 +524,18 @@ async fn replaced_master_pod_rejoins_as_replica() {
         n
     };
     let on_master = dbsize(nodes[0].conn().await).await;
+    // The replica may still be loading a resync's dataset (CI once saw it at 0 keys right
+    // after WAIT): give it a few seconds to hold what the master holds.
+    let mut on_replica = dbsize(nodes[1].conn().await).await;
+    for _ in 0..100 {
+        if on_replica == on_master {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        on_replica = dbsize(nodes[1].conn().await).await;
+    }
     assert_eq!(
-        dbsize(nodes[1].conn().await).await,
-        on_master,
+        on_replica, on_master,
         "replica and master hold different key counts before the master goes"
     );
     let fresh = start_nodes(REDIS, tmp.path(), 1, &[]).await;
