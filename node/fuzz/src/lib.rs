@@ -11,12 +11,14 @@ mod aof;
 mod cluster;
 mod config;
 mod rdb;
+mod repl;
 mod resp;
 
 pub use aof::{aof_incr, aof_manifest};
 pub use cluster::{bus_msg, bus_state, nodes_conf};
 pub use config::{config_file, config_set};
 pub use rdb::{hll, rdb_file, rdb_payload};
+pub use repl::repl_stream;
 pub use resp::request_parser;
 
 /// Every target by name (the names of the cargo-fuzz binaries and of the corpus folders).
@@ -30,6 +32,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("nodes_conf", nodes_conf),
     ("bus_msg", bus_msg),
     ("bus_state", bus_state),
+    ("repl_stream", repl_stream),
     ("config_file", config_file),
     ("config_set", config_set),
 ];
