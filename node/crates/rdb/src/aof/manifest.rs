@@ -42,72 +42,147 @@ pub struct AofManifest {
     pub history: Vec<AofFileInfo>,
 }
 
-/// A manifest that cannot be used, with the 1-based line number.
+/// A manifest that cannot be used. `Display` is what redis-server 7.0 logs before exiting
+/// (its `aofLoadManifestFromFile`), so an operator sees the same report from either server.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("invalid AOF manifest at line {line}: {reason}")]
-    Invalid { line: usize, reason: String },
-    #[error("AOF manifest has no base and no incremental file")]
+    #[error("\n*** FATAL AOF MANIFEST FILE ERROR ***\nReading the manifest file, at line {line}\n>>> '{text}'\n{fault}")]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// The offending line (trimmed, cut to [`MAX_LINE`] bytes).
+        text: String,
+        fault: ManifestFault,
+    },
+    #[error("Found an empty AOF manifest")]
     Empty,
 }
 
-const MAX_LINE: usize = 1024;
+impl ManifestError {
+    /// What is wrong, without the position.
+    pub fn fault(&self) -> Option<ManifestFault> {
+        match self {
+            ManifestError::Line { fault, .. } => Some(*fault),
+            ManifestError::Empty => None,
+        }
+    }
+}
+
+/// Why one manifest line was refused. The first six are redis's own messages; the last
+/// two are checks redis lacks (a name listed twice would be loaded twice, and deleted while
+/// still listed once a rewrite retires the other entry; a sequence number past `i64` has
+/// no successor for the next file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestFault {
+    #[error("The AOF manifest file contains too long line")]
+    TooLong,
+    #[error("Invalid AOF manifest file format")]
+    Format,
+    #[error("File can't be a path, just a filename")]
+    NotBaseName,
+    #[error("Found duplicate base file information")]
+    DuplicateBase,
+    #[error("Found a non-monotonic sequence number")]
+    NonMonotonic,
+    #[error("Unknown AOF file type")]
+    UnknownType,
+    #[error("Found duplicate file name")]
+    DuplicateName,
+    #[error("The sequence number is out of range")]
+    SeqRange,
+}
+
+/// Longest manifest line, newline excluded (redis's AOF_ANNOTATION_LINE_MAX_LEN, which
+/// counts the newline: one byte more lenient than redis).
+pub const MAX_LINE: usize = 1024;
+
+/// Highest sequence number accepted: redis keeps them in a `long long`, and the node must
+/// always be able to number the next file (`seq + 1`).
+pub const MAX_SEQ: u64 = i64::MAX as u64 - 1;
+
+/// Whether `name` can name a file inside the AOF directory and nothing else: no path
+/// separator (redis's `pathIsBaseName` refuses `/` and `\`), and, beyond redis, not empty,
+/// not `.` or `..`, no NUL byte.
+pub fn is_base_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.bytes().any(|b| b == b'/' || b == b'\\' || b == 0)
+}
 
 impl AofManifest {
     /// Parses a manifest the way Redis 7.0 does (comments with `#`, key/value pairs in any
-    /// order, unknown keys ignored).
+    /// order with keys case-insensitive, unknown keys ignored, the type being the value's
+    /// first byte), and refuses anything that could make the node read, append to or delete
+    /// a file outside the AOF directory. Pure: a fuzz target drives it.
     pub fn parse(text: &str) -> Result<Self, ManifestError> {
         let mut m = AofManifest::default();
+        let mut names: std::collections::HashSet<String> = std::collections::HashSet::new();
         for (i, raw) in text.lines().enumerate() {
             let line_no = i + 1;
-            let bad = |reason: &str| ManifestError::Invalid {
+            let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
+            let bad = |fault: ManifestFault| ManifestError::Line {
                 line: line_no,
-                reason: reason.to_string(),
+                text: cut(line, MAX_LINE).to_string(),
+                fault,
             };
             if raw.len() > MAX_LINE {
-                return Err(bad("line too long"));
+                return Err(bad(ManifestFault::TooLong));
             }
-            let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let args = split_args(line).ok_or_else(|| bad("unbalanced quotes"))?;
+            let args = split_args(line).ok_or_else(|| bad(ManifestFault::Format))?;
             if args.len() < 6 || args.len() % 2 != 0 {
-                return Err(bad("expected key/value pairs: file, seq, type"));
+                return Err(bad(ManifestFault::Format));
             }
             let (mut name, mut seq, mut kind) = (None, None, None);
-            for kv in args.chunks(2) {
-                match kv[0].as_str() {
-                    "file" => name = Some(kv[1].clone()),
-                    "seq" => {
-                        seq = Some(kv[1].parse::<u64>().map_err(|_| bad("bad seq"))?);
+            for kv in args.chunks_exact(2) {
+                let (key, value) = (&kv[0], &kv[1]);
+                if key.eq_ignore_ascii_case("file") {
+                    if !is_base_name(value) {
+                        return Err(bad(ManifestFault::NotBaseName));
                     }
-                    "type" => {
-                        kind = Some(match kv[1].as_str() {
-                            "b" => AofFileKind::Base,
-                            "h" => AofFileKind::History,
-                            "i" => AofFileKind::Incr,
-                            _ => return Err(bad("unknown file type")),
-                        })
+                    name = Some(value.clone());
+                } else if key.eq_ignore_ascii_case("seq") {
+                    let n = value
+                        .parse::<u64>()
+                        .map_err(|_| bad(ManifestFault::Format))?;
+                    if n == 0 {
+                        return Err(bad(ManifestFault::Format));
                     }
-                    _ => {}
+                    if n > MAX_SEQ {
+                        return Err(bad(ManifestFault::SeqRange));
+                    }
+                    seq = Some(n);
+                } else if key.eq_ignore_ascii_case("type") {
+                    kind = Some(match value.as_bytes().first() {
+                        Some(b'b') => AofFileKind::Base,
+                        Some(b'h') => AofFileKind::History,
+                        Some(b'i') => AofFileKind::Incr,
+                        Some(_) => return Err(bad(ManifestFault::UnknownType)),
+                        None => return Err(bad(ManifestFault::Format)),
+                    })
                 }
             }
             let (Some(name), Some(seq), Some(kind)) = (name, seq, kind) else {
-                return Err(bad("missing file, seq or type"));
+                return Err(bad(ManifestFault::Format));
             };
+            if !names.insert(name.clone()) {
+                return Err(bad(ManifestFault::DuplicateName));
+            }
             let info = AofFileInfo { name, seq, kind };
             match kind {
                 AofFileKind::Base => {
                     if m.base.is_some() {
-                        return Err(bad("duplicate base file"));
+                        return Err(bad(ManifestFault::DuplicateBase));
                     }
                     m.base = Some(info);
                 }
                 AofFileKind::History => m.history.push(info),
                 AofFileKind::Incr => {
                     if m.incr.last().is_some_and(|l| l.seq >= seq) {
-                        return Err(bad("incremental files out of sequence order"));
+                        return Err(bad(ManifestFault::NonMonotonic));
                     }
                     m.incr.push(info);
                 }
@@ -159,6 +234,15 @@ impl fmt::Display for AofManifest {
         }
         Ok(())
     }
+}
+
+/// The first `max` bytes of `s` at most, cut on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// Quotes a file name the way Redis's sdscatrepr does, when it has spaces or odd bytes.
@@ -297,5 +381,91 @@ mod tests {
             AofManifest::parse("# only\n"),
             Err(ManifestError::Empty)
         ));
+    }
+
+    fn fault(text: &str) -> Option<ManifestFault> {
+        AofManifest::parse(text).err().and_then(|e| e.fault())
+    }
+
+    #[test]
+    fn file_names_must_be_bare() {
+        for name in [
+            "../victim",
+            "/tmp/x/victim",
+            "a/b",
+            "a\\\\b",
+            "\"..\"",
+            "\".\"",
+            "\"\"",
+            "\"a\\x00b\"",
+            "\"..\\x2fvictim\"",
+        ] {
+            let text = format!("file {name} seq 1 type b\n");
+            assert_eq!(fault(&text), Some(ManifestFault::NotBaseName), "{text}");
+        }
+        let e = AofManifest::parse("# c\nfile ../victim seq 1 type b\n").expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "\n*** FATAL AOF MANIFEST FILE ERROR ***\nReading the manifest file, at line 2\n\
+             >>> 'file ../victim seq 1 type b'\nFile can't be a path, just a filename"
+        );
+        assert!(is_base_name("appendonly.aof.1.base.rdb"));
+        assert!(is_base_name("my file..x"));
+    }
+
+    #[test]
+    fn redis_faults() {
+        assert_eq!(fault("file a seq 1\n"), Some(ManifestFault::Format));
+        assert_eq!(fault("file a seq 0 type b\n"), Some(ManifestFault::Format));
+        assert_eq!(
+            fault("file a seq 1 type \"\"\n"),
+            Some(ManifestFault::Format)
+        );
+        assert_eq!(
+            fault("file a seq 1 type x\n"),
+            Some(ManifestFault::UnknownType)
+        );
+        assert_eq!(
+            fault("file a seq 1 type b\nfile c seq 2 type b\n"),
+            Some(ManifestFault::DuplicateBase)
+        );
+        assert_eq!(
+            fault("file a seq 2 type i\nfile c seq 2 type i\n"),
+            Some(ManifestFault::NonMonotonic)
+        );
+        let long = format!("file {} seq 1 type b\n", "a".repeat(MAX_LINE));
+        assert_eq!(fault(&long), Some(ManifestFault::TooLong));
+        // Keys are case-insensitive, unknown keys ignored, the type is its first byte.
+        let m = AofManifest::parse("FILE a SEQ 3 Type base future x\n").expect("valid");
+        assert_eq!(m.base.map(|b| (b.name, b.seq)), Some(("a".into(), 3)));
+    }
+
+    #[test]
+    fn names_and_sequence_numbers_the_node_could_not_use() {
+        assert_eq!(
+            fault("file a seq 1 type b\nfile a seq 2 type i\n"),
+            Some(ManifestFault::DuplicateName)
+        );
+        assert_eq!(
+            fault("file a seq 1 type h\nfile a seq 2 type i\n"),
+            Some(ManifestFault::DuplicateName)
+        );
+        for seq in [
+            u64::MAX.to_string(),
+            (i64::MAX as u64).to_string(),
+            "99999999999999999999999".into(),
+        ] {
+            let text = format!("file a seq {seq} type i\n");
+            let f = fault(&text);
+            assert!(
+                matches!(f, Some(ManifestFault::SeqRange | ManifestFault::Format)),
+                "{text}: {f:?}"
+            );
+        }
+        let top = format!("file a seq {MAX_SEQ} type i\n");
+        assert_eq!(
+            AofManifest::parse(&top).expect("valid").incr[0].seq,
+            MAX_SEQ
+        );
     }
 }

@@ -4,7 +4,10 @@
 mod manifest;
 mod resp;
 
-pub use manifest::{AofFileInfo, AofFileKind, AofManifest, ManifestError};
+pub use manifest::{
+    is_base_name, AofFileInfo, AofFileKind, AofManifest, ManifestError, ManifestFault, MAX_LINE,
+    MAX_SEQ,
+};
 pub use resp::{
     encode_command, encode_timestamp_annotation, has_rdb_preamble, AofCommandReader, AofReadError,
 };
