@@ -400,6 +400,24 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         out.error(&e);
         return Outcome::Done;
     }
+    // A disk that cannot persist refuses writes, PING, and an EXEC with queued writes, as
+    // redis's MISCONF (crate::persist::writes_denied: two atomic loads when all is well).
+    if let Some(e) = crate::persist::writes_denied(srv, cl) {
+        if cmd.has(flags::WRITE) || cmd.name == "ping" {
+            if cl.multi.is_some() {
+                cl.multi_error = true;
+            }
+            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            out.error(&e.to_string());
+            return Outcome::Done;
+        }
+        if cmd.name == "exec" && queues_a_write(cl) {
+            transaction::end_multi(srv, cl);
+            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            out.error(&format!("EXECABORT Transaction discarded because of: {e}"));
+            return Outcome::Done;
+        }
+    }
     // Read-only replica, stale-data and min-replicas checks (crate::repl::deny).
     if let Some(e) = crate::repl::deny(srv, cl, cmd) {
         if cl.multi.is_some() {
@@ -557,6 +575,17 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
         });
     }
     false
+}
+
+/// Whether the client's MULTI queue holds a write command (its EXEC is then a write).
+fn queues_a_write(cl: &ClientState) -> bool {
+    let t = table();
+    cl.multi.as_ref().is_some_and(|q| {
+        q.iter().any(|a| {
+            t.resolve(&arg_view(a))
+                .is_ok_and(|c| c.has(flags::WRITE))
+        })
+    })
 }
 
 /// Runs a handler with locks already held (by `execute` or EXEC): writes the reply or

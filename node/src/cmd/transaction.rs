@@ -296,7 +296,7 @@ fn exec_placeholder(_: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Err(CmdError::msg("ERR EXEC without MULTI"))
 }
 
-fn end_multi(srv: &Server, cl: &mut ClientState) {
+pub(crate) fn end_multi(srv: &Server, cl: &mut ClientState) {
     cl.multi = None;
     cl.multi_error = false;
     cl.handle.in_multi.store(false, Ordering::Relaxed);

@@ -18,14 +18,14 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 use tessera_rdb::aof::{
     encode_command, has_rdb_preamble, AofCommandReader, AofFileInfo, AofFileKind, AofManifest,
-    AofReadError,
+    AofReadError, MAX_SEQ,
 };
 
 use super::propagate::{Write, WriteSubscriber};
@@ -45,10 +45,34 @@ struct IncrFile {
     file: File,
     seq: u64,
     db: Option<usize>,
+    /// Bytes known to be in the file: a failed write is cut back to this length.
+    len: u64,
+    /// Encoded commands not written yet because a write failed (redis's `aof_buf` after an
+    /// error): written, in order, before anything else once the file accepts writes again.
+    pending: Vec<u8>,
+}
+
+/// A write to an incr file that did not go through.
+struct WriteFailure {
+    errno: i32,
+    error: std::io::Error,
 }
 
 impl IncrFile {
-    fn append(&mut self, scratch: &mut Vec<u8>, w: &Write<'_>) -> std::io::Result<usize> {
+    fn new(file: File, seq: u64) -> IncrFile {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        IncrFile {
+            file,
+            seq,
+            db: None,
+            len,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Encodes `w` (after a SELECT when its database differs from the previous command's)
+    /// and writes it, behind any pending bytes. Returns the bytes that reached the file.
+    fn append(&mut self, scratch: &mut Vec<u8>, w: &Write<'_>) -> Result<u64, WriteFailure> {
         scratch.clear();
         if self.db != Some(w.db) {
             let db = itoa::Buffer::new().format(w.db).to_string();
@@ -56,8 +80,91 @@ impl IncrFile {
             self.db = Some(w.db);
         }
         encode_command(scratch, w.args);
-        self.file.write_all(scratch)?;
-        Ok(scratch.len())
+        if self.pending.is_empty() {
+            let (n, res) = write_some(&mut self.file, scratch);
+            match res {
+                Ok(()) => {
+                    self.len += n as u64;
+                    Ok(n as u64)
+                }
+                Err(error) => {
+                    let kept = self.undo_partial(n);
+                    self.pending.extend_from_slice(&scratch[kept..]);
+                    Err(failure(error))
+                }
+            }
+        } else {
+            self.pending.extend_from_slice(scratch);
+            self.flush_pending()
+        }
+    }
+
+    /// Writes the pending bytes. Ok with the bytes written (0 when none were pending).
+    fn flush_pending(&mut self) -> Result<u64, WriteFailure> {
+        if self.pending.is_empty() {
+            return Ok(0);
+        }
+        let (n, res) = write_some(&mut self.file, &self.pending);
+        match res {
+            Ok(()) => {
+                self.len += n as u64;
+                self.pending.clear();
+                Ok(n as u64)
+            }
+            Err(error) => {
+                let kept = self.undo_partial(n);
+                self.pending.drain(..kept);
+                Err(failure(error))
+            }
+        }
+    }
+
+    /// After a write that stopped after `n` bytes: cuts the file back to its last complete
+    /// command, as redis does, so the next attempt appends whole commands. When the cut
+    /// fails, the `n` bytes stay (they are the start of the pending command) and are
+    /// returned so the caller drops them from what it retries.
+    fn undo_partial(&mut self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        match self.file.set_len(self.len) {
+            Ok(()) => 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "Could not remove short write from the append-only file; keeping it");
+                self.len += n as u64;
+                n
+            }
+        }
+    }
+}
+
+/// Writes as much of `buf` as the file takes: (bytes written, whether all were).
+fn write_some(f: &mut File, buf: &[u8]) -> (usize, std::io::Result<()>) {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.write(&buf[done..]) {
+            Ok(0) => return (done, Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
+}
+
+fn failure(error: std::io::Error) -> WriteFailure {
+    // A write that took nothing without an OS error (WriteZero) is a full disk to redis.
+    let errno = error.raw_os_error().unwrap_or(libc::ENOSPC);
+    WriteFailure { errno, error }
+}
+
+/// `strerror(errno)`: the text redis puts in its MISCONF reply, without Rust's
+/// " (os error N)" suffix.
+pub fn strerror(errno: i32) -> String {
+    let s = std::io::Error::from_raw_os_error(errno).to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
     }
 }
 
@@ -70,7 +177,34 @@ struct Files {
     old: Option<IncrFile>,
     /// While a rewrite runs: stripes already copied into the new base.
     copied: Vec<bool>,
+    /// Incr files no longer current (a failed rewrite's old one) with pending bytes: kept
+    /// until the retry writes them.
+    stale: Vec<IncrFile>,
     scratch: Vec<u8>,
+}
+
+impl Files {
+    /// Retries every pending write; true when nothing is pending any more.
+    fn flush_all(&mut self, a: &AofState) -> bool {
+        let mut clear = true;
+        for f in std::iter::once(&mut self.incr)
+            .chain(self.old.iter_mut())
+            .chain(self.stale.iter_mut())
+        {
+            match f.flush_pending() {
+                Ok(n) => a.count_written(n),
+                Err(e) => {
+                    a.write_errno.store(e.errno, Ordering::Relaxed);
+                    clear = false;
+                }
+            }
+        }
+        self.stale.retain(|f| {
+            // Written at last: on disk before it is forgotten.
+            !f.pending.is_empty() || f.file.sync_data().is_err()
+        });
+        clear
+    }
 }
 
 /// AOF state and statistics (INFO persistence).
@@ -91,7 +225,12 @@ pub struct AofState {
     pub last_rewrite_ok: AtomicBool,
     pub last_rewrite_time_sec: AtomicI64,
     pub rewrites: AtomicU64,
-    pub last_write_ok: AtomicBool,
+    /// errno of the write that left bytes pending (0: writes go through). While set, write
+    /// commands are refused (redis's aof_last_write_status).
+    write_errno: AtomicI32,
+    /// errno of the last failed fsync (0 after one succeeds): writes are refused too
+    /// (redis's aof_bio_fsync_status).
+    fsync_errno: AtomicI32,
     pub current_size: AtomicU64,
     pub base_size: AtomicU64,
 }
@@ -111,7 +250,8 @@ impl Default for AofState {
             last_rewrite_ok: AtomicBool::new(true),
             last_rewrite_time_sec: AtomicI64::new(-1),
             rewrites: AtomicU64::new(0),
-            last_write_ok: AtomicBool::new(true),
+            write_errno: AtomicI32::new(0),
+            fsync_errno: AtomicI32::new(0),
             current_size: AtomicU64::new(0),
             base_size: AtomicU64::new(0),
         }
@@ -129,7 +269,37 @@ impl AofState {
         self.on.load(Ordering::Relaxed)
     }
 
+    /// INFO's aof_last_write_status: neither a write nor the last fsync failed.
+    pub fn last_write_ok(&self) -> bool {
+        self.error_errno() == 0
+    }
+
+    /// The errno that makes the AOF refuse writes (a pending write's first, then a failed
+    /// fsync's), 0 when it takes them. Two relaxed loads: checked before every write command.
+    #[inline]
+    pub fn error_errno(&self) -> i32 {
+        match self.write_errno.load(Ordering::Relaxed) {
+            0 => self.fsync_errno.load(Ordering::Relaxed),
+            e => e,
+        }
+    }
+
+    fn count_written(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mark = self.written.fetch_add(n, Ordering::AcqRel) + n;
+        self.current_size.fetch_add(n, Ordering::Relaxed);
+        PENDING.with(|p| p.set(mark));
+    }
+
+    fn policy(&self) -> Fsync {
+        *self.fsync.lock()
+    }
+
     /// fsyncs every byte appended so far, unless another thread already did (group commit).
+    /// With `appendfsync always` a failed fsync ends the process, as in redis: the replies
+    /// waiting for it must never be sent, and the data cannot be rolled back.
     pub fn sync_upto(&self, mark: u64) {
         let mut synced = self.synced.lock();
         if *synced >= mark {
@@ -146,19 +316,47 @@ impl AofState {
                 None => Vec::new(),
             }
         };
-        let mut ok = true;
+        let mut failed = None;
         for f in fds {
             if let Err(e) = f.sync_data() {
-                tracing::warn!(error = %e, "AOF fsync failed");
-                ok = false;
+                failed = Some(e);
             }
         }
-        self.last_write_ok.store(ok, Ordering::Relaxed);
-        // A failed fsync is reported (aof_last_write_status:err) rather than holding every
-        // client forever.
-        *synced = target;
-        self.synced_tx.send_replace(target);
-        if ok {}
+        match failed {
+            Some(e) => {
+                if self.policy() == Fsync::Always {
+                    let msg = format!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {}. Exiting...", strerror(e.raw_os_error().unwrap_or(libc::EIO)));
+                    tracing::error!("{msg}");
+                    std::process::exit(1);
+                }
+                tracing::warn!(error = %e, "Error trying to fsync the append-only file");
+                self.fsync_errno
+                    .store(e.raw_os_error().unwrap_or(libc::EIO), Ordering::Relaxed);
+                // Not synced: the next second tries again.
+            }
+            None => {
+                if self.fsync_errno.swap(0, Ordering::Relaxed) != 0 {
+                    tracing::warn!("AOF fsync error looks solved, Redis can write again.");
+                }
+                *synced = target;
+                self.synced_tx.send_replace(target);
+            }
+        }
+    }
+
+    /// Once a second (redis's serverCron): writes what a failed write left pending.
+    fn retry_pending(&self) {
+        if self.write_errno.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut g = self.files.lock();
+        let Some(f) = g.as_mut() else {
+            return;
+        };
+        if f.flush_all(self) {
+            self.write_errno.store(0, Ordering::Relaxed);
+            tracing::warn!("AOF write error looks solved, Redis can write again.");
+        }
     }
 }
 
@@ -171,7 +369,9 @@ impl WriteSubscriber for AofState {
         // Mid-rewrite, a write on stripes not copied yet belongs with the old incr file.
         let to_old = f.old.is_some()
             && !w.stripes.is_empty()
-            && w.stripes.iter().all(|&s| !f.copied[s as usize]);
+            && w.stripes
+                .iter()
+                .all(|&s| !f.copied.get(s as usize).copied().unwrap_or(false));
         let Files {
             incr, old, scratch, ..
         } = f;
@@ -180,14 +380,18 @@ impl WriteSubscriber for AofState {
             _ => incr,
         };
         match target.append(scratch, w) {
-            Ok(n) => {
-                let mark = self.written.fetch_add(n as u64, Ordering::AcqRel) + n as u64;
-                self.current_size.fetch_add(n as u64, Ordering::Relaxed);
-                PENDING.with(|p| p.set(mark));
-            }
+            Ok(n) => self.count_written(n),
             Err(e) => {
-                self.last_write_ok.store(false, Ordering::Relaxed);
-                tracing::error!(error = %e, "writing to the AOF failed");
+                if self.policy() == Fsync::Always {
+                    // The command ran and its reply is waiting for this write: redis
+                    // exits rather than acknowledge (or let anyone read) what is not on disk.
+                    tracing::error!(error = %e.error, "Error writing to the AOF file");
+                    tracing::error!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+                    std::process::exit(1);
+                }
+                if self.write_errno.swap(e.errno, Ordering::Relaxed) == 0 {
+                    tracing::warn!(error = %e.error, "Error writing to the AOF file");
+                }
             }
         }
     }
@@ -303,6 +507,11 @@ fn load_file(
 ) -> Result<u64, PersistError> {
     let name = path.display().to_string();
     let mut f = File::open(path).map_err(io_err(path))?;
+    // An empty file has nothing to replay; judged by its size, as redis does, so that a
+    // device standing in for it (a symlink to /dev/full) is not read.
+    if f.metadata().map_err(io_err(path))?.len() == 0 {
+        return Ok(0);
+    }
     let mut head = [0u8; 5];
     let n = f.read(&mut head).map_err(io_err(path))?;
     f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
@@ -405,10 +614,13 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
         return create_fresh(srv, dir, prefix);
     }
     let text = std::fs::read_to_string(&mpath).map_err(io_err(&mpath))?;
-    let mut manifest = AofManifest::parse(&text).map_err(|e| PersistError::AofCorrupt {
-        path: mpath.display().to_string(),
-        offset: 0,
-        reason: e.to_string(),
+    let mut manifest = AofManifest::parse(&text).map_err(|source| {
+        // The node's log gets redis's report too (the error itself goes to stderr).
+        tracing::error!("{source}");
+        PersistError::AofManifest {
+            path: mpath.display().to_string(),
+            source,
+        }
     })?;
     let order: Vec<AofFileInfo> = manifest.load_order().cloned().collect();
     let mut rp = Replayer::new();
@@ -440,13 +652,9 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
     srv.persist.aof.current_size.store(total, Ordering::Relaxed);
     // Append to the last incr file, or start one.
     let incr = match manifest.incr.last().cloned() {
-        Some(fi) => IncrFile {
-            file: open_append(&dir.join(&fi.name))?,
-            seq: fi.seq,
-            db: None,
-        },
+        Some(fi) => IncrFile::new(open_append(&dir.join(&fi.name))?, fi.seq),
         None => {
-            let seq = 1 + manifest.base.as_ref().map(|b| b.seq).unwrap_or(0);
+            let seq = next_seq(manifest.base.as_ref().map(|b| b.seq).unwrap_or(0))?;
             let name = AofManifest::incr_name(&prefix, seq);
             let file = open_append(&dir.join(&name))?;
             manifest.incr.push(AofFileInfo {
@@ -455,11 +663,7 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
                 kind: AofFileKind::Incr,
             });
             write_manifest(&dir, &prefix, &manifest)?;
-            IncrFile {
-                file,
-                seq,
-                db: None,
-            }
+            IncrFile::new(file, seq)
         }
     };
     install(srv, dir, prefix, manifest, incr);
@@ -475,6 +679,7 @@ fn install(srv: &Arc<Server>, dir: PathBuf, prefix: String, manifest: AofManifes
         incr,
         old: None,
         copied: Vec::new(),
+        stale: Vec::new(),
         scratch: Vec::with_capacity(4096),
     });
     a.on.store(true, Ordering::Release);
@@ -543,17 +748,7 @@ fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), P
     write_manifest(&dir, &prefix, &manifest)?;
     srv.persist.aof.base_size.store(size, Ordering::Relaxed);
     srv.persist.aof.current_size.store(size, Ordering::Relaxed);
-    install(
-        srv,
-        dir,
-        prefix,
-        manifest,
-        IncrFile {
-            file,
-            seq: 1,
-            db: None,
-        },
-    );
+    install(srv, dir, prefix, manifest, IncrFile::new(file, 1));
     Ok(())
 }
 
@@ -600,6 +795,29 @@ pub fn bgrewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The sequence number after `seq`, within what the manifest parser accepts.
+fn next_seq(seq: u64) -> Result<u64, PersistError> {
+    seq.checked_add(1)
+        .filter(|&n| n <= MAX_SEQ)
+        .ok_or_else(|| PersistError::Io {
+            path: "appendonly manifest".into(),
+            source: std::io::Error::other("AOF file sequence numbers exhausted"),
+        })
+}
+
+/// After a failed rewrite the old incr file stays in the manifest: whatever a failed write
+/// left pending for it must still reach it (the cron retries), else it is synced now.
+fn keep_old(f: &mut Files, old: Option<IncrFile>) {
+    let Some(old) = old else {
+        return;
+    };
+    if old.pending.is_empty() {
+        let _ = old.file.sync_data();
+    } else {
+        f.stale.push(old);
+    }
+}
+
 fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
     let a = &srv.persist.aof;
     // 1. Open the next incr file and list it in the manifest.
@@ -608,7 +826,8 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         let Some(f) = g.as_mut() else {
             return Ok(());
         };
-        let seq = f.incr.seq + 1;
+        let seq = next_seq(f.incr.seq)?;
+        let base_seq = next_seq(f.manifest.base.as_ref().map(|b| b.seq).unwrap_or(0))?;
         let name = AofManifest::incr_name(&f.prefix, seq);
         let file = open_append(&f.dir.join(&name))?;
         let mut m = f.manifest.clone();
@@ -619,17 +838,9 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         });
         write_manifest(&f.dir, &f.prefix, &m)?;
         f.manifest = m;
-        let old = std::mem::replace(
-            &mut f.incr,
-            IncrFile {
-                file,
-                seq,
-                db: None,
-            },
-        );
+        let old = std::mem::replace(&mut f.incr, IncrFile::new(file, seq));
         f.old = Some(old);
         f.copied = vec![false; STRIPES];
-        let base_seq = f.manifest.base.as_ref().map(|b| b.seq).unwrap_or(0) + 1;
         (f.dir.clone(), f.prefix.clone(), seq, base_seq)
     };
     // 2. Write the new base, marking each stripe copied while its lock is held.
@@ -650,11 +861,15 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         return Ok(());
     };
     // Whatever happens now, the old incr file stops receiving writes.
-    if let Some(old) = f.old.take() {
-        let _ = old.file.sync_data();
-    }
+    let old = f.old.take();
     f.copied = Vec::new();
-    let size = r?;
+    let size = match r {
+        Ok(size) => size,
+        Err(e) => {
+            keep_old(f, old);
+            return Err(e);
+        }
+    };
     // 3. Install: new base + the new incr file; older files become history and are removed.
     let mut m = AofManifest {
         base: Some(AofFileInfo {
@@ -678,7 +893,12 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         .filter(|i| !(i.kind == AofFileKind::Incr && i.seq >= new_seq))
         .map(|i| i.name.clone())
         .collect();
-    write_manifest(&dir, &prefix, &m)?;
+    if let Err(e) = write_manifest(&dir, &prefix, &m) {
+        keep_old(f, old);
+        return Err(e);
+    }
+    // The new base holds what the old incr file (and anything still pending for it) held.
+    drop(old);
     for n in obsolete {
         let _ = std::fs::remove_file(dir.join(n));
     }
@@ -700,6 +920,7 @@ pub fn cron(srv: &Arc<Server>) {
     }
     // CONFIG SET appendfsync takes effect within a second.
     *a.fsync.lock() = parse_fsync(srv.config.read().str("appendfsync"));
+    a.retry_pending();
     if a.rewrite_in_progress.load(Ordering::Relaxed) {
         return;
     }

@@ -37,6 +37,11 @@ pub enum PersistError {
     },
     #[error("Unexpected end of file reading the append only file {path} at offset {offset}; set aof-load-truncated yes to load what is valid")]
     AofTruncated { path: String, offset: u64 },
+    #[error("{source}\n(in {path})")]
+    AofManifest {
+        path: String,
+        source: tessera_rdb::aof::ManifestError,
+    },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -44,6 +49,47 @@ pub enum PersistError {
     },
     #[error("Background save already in progress")]
     InProgress,
+}
+
+/// Why write commands are refused: the disk cannot take them (redis's
+/// `writeCommandsDeniedByDiskError`). `Display` is redis's MISCONF reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiskError {
+    #[error("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.")]
+    Rdb,
+    #[error("MISCONF Errors writing to the AOF file: {}", aof::strerror(*.0))]
+    Aof(i32),
+}
+
+/// Whether a write from `cl` must be refused now, and why: after a failed background save
+/// (with stop-writes-on-bgsave-error and save points), or while the AOF cannot be written
+/// or fsynced. The master's stream and the AOF replay are never refused (a replica applies
+/// what its master sent; redis would rather panic, unless replica-ignore-disk-write-errors).
+/// Two relaxed loads when the disk is fine.
+pub fn writes_denied(srv: &Server, cl: &crate::server::ClientState) -> Option<DiskError> {
+    let p = &srv.persist;
+    let rdb_failed = !p.last_bgsave_ok.load(Ordering::Relaxed);
+    let aof_errno = if p.aof.enabled() {
+        p.aof.error_errno()
+    } else {
+        0
+    };
+    if !rdb_failed && aof_errno == 0 {
+        return None;
+    }
+    let from_master = crate::repl::from_master()
+        || (cl.id != 0 && cl.id == srv.repl.master_client.load(Ordering::Relaxed));
+    if cl.internal || from_master {
+        return None;
+    }
+    // Read by name only on this rare path (the config has no typed field for it).
+    if rdb_failed
+        && srv.config.read().bool("stop-writes-on-bgsave-error")
+        && !save_points(srv).is_empty()
+    {
+        return Some(DiskError::Rdb);
+    }
+    (aof_errno != 0).then_some(DiskError::Aof(aof_errno))
 }
 
 /// How a SHUTDOWN asked to treat the dataset.
@@ -189,10 +235,13 @@ fn finish_save(
         }
         Err(_) => srv.persist.last_failed_save.store(now, Ordering::Relaxed),
     }
-    if background {
+    // A failed SAVE leaves the status alone, a good one clears it (as redis's rdbSave).
+    if background || r.is_ok() {
         srv.persist
             .last_bgsave_ok
             .store(r.is_ok(), Ordering::Relaxed);
+    }
+    if background {
         srv.persist
             .last_bgsave_time_sec
             .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
@@ -246,6 +295,7 @@ pub fn start(srv: &Arc<Server>) {
 
 /// Loads the dataset at start: the AOF when `appendonly yes` and it exists, else dump.rdb.
 pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
+    ignore_sigxfsz();
     srv.persist.loading.store(true, Ordering::Relaxed);
     let started = Instant::now();
     let r = if srv.config.read().bool("appendonly") {
@@ -270,6 +320,18 @@ pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
         );
     }
     r
+}
+
+/// Past a file-size limit (RLIMIT_FSIZE) a write raises SIGXFSZ, which kills the process.
+/// redis saves in a forked child, so only the child dies there; this node saves and appends
+/// in its own threads, so it ignores the signal and handles the write's EFBIG like any
+/// other write error (a failed save, MISCONF for AOF writes).
+fn ignore_sigxfsz() {
+    // SAFETY: installs the SIG_IGN disposition, no handler code runs; called at start.
+    let prev = unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    if prev == libc::SIG_ERR {
+        tracing::warn!("could not ignore SIGXFSZ: a file-size limit would end the process");
+    }
 }
 
 /// Records SHUTDOWN's NOSAVE / SAVE argument for [`on_shutdown`].
@@ -335,7 +397,7 @@ pub fn info(srv: &Server) -> String {
         a.last_rewrite_time_sec.load(Ordering::Relaxed),
         ok(a.last_rewrite_ok.load(Ordering::Relaxed)),
         a.rewrites.load(Ordering::Relaxed),
-        ok(a.last_write_ok.load(Ordering::Relaxed)),
+        ok(a.last_write_ok()),
         a.current_size.load(Ordering::Relaxed),
         a.base_size.load(Ordering::Relaxed),
     )

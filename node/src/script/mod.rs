@@ -597,6 +597,10 @@ fn call_command(
         if let Some(e) = crate::repl::deny(ctx.srv, ctx.cl, cmd) {
             return fail(e);
         }
+        // MISCONF while the disk cannot persist (redis's scriptVerifyWriteCommandAllow).
+        if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
+            return fail(&e.to_string());
+        }
     }
     if let Some(e) = cluster::check_local(ctx, cmd, &argv) {
         return fail(e);
