@@ -30,6 +30,10 @@ use crate::Host;
 pub enum BusError {
     #[error(transparent)]
     Config(#[from] NodesConfError),
+    /// Peers drop messages with an address that is not an IP literal, and nodes.conf
+    /// would not load again.
+    #[error("cluster-announce-ip '{0}' is not an IP address")]
+    AnnounceIp(String),
     #[error("cannot listen on cluster bus {addr}: {source}")]
     Bind {
         addr: String,
@@ -80,6 +84,11 @@ impl ClusterNode {
         config: ClusterConfig,
         host: Arc<dyn Host>,
     ) -> Result<ClusterNode, BusError> {
+        if let Some(ip) = config.announce_ip.as_deref() {
+            if !crate::validate::is_addr(ip) {
+                return Err(BusError::AnnounceIp(ip.to_string()));
+            }
+        }
         let now = now_ms();
         let seed = rand::random::<u64>();
         let path = config.config_file.clone();
@@ -176,6 +185,11 @@ impl ClusterNode {
     pub fn route_slow(&self, q: &RouteQuery, exists: impl Fn(&[u8]) -> bool) -> Route {
         let st = self.shared.state.lock();
         crate::routing::route(&st, q, exists)
+    }
+
+    /// The bus message and link counters (CLUSTER INFO, INFO cluster).
+    pub fn stats(&self) -> crate::state::Stats {
+        self.shared.state.lock().stats.clone()
     }
 
     /// nodes.conf writes and fsyncs so far (group commit makes them far fewer than changes).
@@ -399,13 +413,13 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         let _ = sock.set_nodelay(true);
-        let (link, queued) = {
-            let mut st = shared.state.lock();
+        // Through `locked`: accepting may close the oldest unidentified link.
+        let (link, queued) = locked(&shared, |st| {
             let link = st.link_accepted(now_ms());
-            (link, queued_of(&st, link))
-        };
+            (link, queued_of(st, link))
+        });
         debug!(%peer, link, "inbound bus link");
-        start_link_io(&shared, link, sock, queued);
+        start_link_io(&shared, link, sock, queued, true);
     }
 }
 
@@ -438,7 +452,7 @@ async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, time
             let _ = sock.set_nodelay(true);
             locked(&shared, |st| {
                 if st.links.contains_key(&link) {
-                    start_link_io(&shared, link, sock, queued_of(st, link));
+                    start_link_io(&shared, link, sock, queued_of(st, link), false);
                     st.link_connected(link, now_ms());
                 }
             });
@@ -458,7 +472,13 @@ fn queued_of(st: &ClusterState, link: LinkId) -> Arc<AtomicU64> {
         .unwrap_or_default()
 }
 
-fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream, queued: Arc<AtomicU64>) {
+fn start_link_io(
+    shared: &Arc<Shared>,
+    link: LinkId,
+    sock: TcpStream,
+    queued: Arc<AtomicU64>,
+    inbound: bool,
+) {
     let peer_ip = sock
         .peer_addr()
         .map(|a| a.ip().to_string())
@@ -480,7 +500,7 @@ fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream, queued: Ar
     });
     let s = shared.clone();
     let reader = tokio::spawn(async move {
-        let why = read_loop(&s, link, &mut rd, &peer_ip, &local_ip).await;
+        let why = read_loop(&s, link, &mut rd, &peer_ip, &local_ip, inbound).await;
         debug!(link, why, "bus link closed");
         close_io(&s, link);
         locked(&s, |st| st.link_closed(link, now_ms()));
@@ -496,15 +516,19 @@ fn start_link_io(shared: &Arc<Shared>, link: LinkId, sock: TcpStream, queued: Ar
 }
 
 /// Reads frames until EOF or a protocol violation. Memory grows only with bytes actually
-/// received, never with what a header claims.
+/// received, never with what a header claims, and an inbound link not yet bound to a known
+/// node may not declare a frame over [`msg::MAX_UNIDENTIFIED_MSG_LEN`] (timeouts are the
+/// cron's: `ClusterState::close_stale_inbound_links`).
 async fn read_loop(
     shared: &Arc<Shared>,
     link: LinkId,
     rd: &mut tokio::net::tcp::OwnedReadHalf,
     peer_ip: &str,
     local_ip: &str,
+    inbound: bool,
 ) -> String {
     let mut buf = BytesMut::with_capacity(msg::HEADER_LEN * 2);
+    let mut identified = !inbound;
     loop {
         while buf.len() < 8 {
             match rd.read_buf(&mut buf).await {
@@ -514,6 +538,9 @@ async fn read_loop(
             }
         }
         let totlen = match msg::frame_len(&buf[..8]) {
+            Ok(t) if !identified && t > msg::MAX_UNIDENTIFIED_MSG_LEN => {
+                return format!("frame of {t} bytes on an unidentified link");
+            }
             Ok(t) => t,
             Err(e) => return format!("bad frame: {e}"),
         };
@@ -532,14 +559,15 @@ async fn read_loop(
             Err(e) => return format!("bad message: {e}"),
         };
         let known = locked_lazy(shared, |st| {
-            let known = st.links.contains_key(&link);
-            if known {
-                st.process(link, m, peer_ip, local_ip, now_ms());
+            if !st.links.contains_key(&link) {
+                return None;
             }
-            known
+            st.process(link, m, peer_ip, local_ip, now_ms());
+            Some(st.links.get(&link).is_some_and(|l| l.node.is_some()))
         });
-        if !known {
-            return "link dropped by state".into();
+        match known {
+            None => return "link dropped by state".into(),
+            Some(bound) => identified |= bound,
         }
     }
 }

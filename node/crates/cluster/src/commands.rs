@@ -425,7 +425,8 @@ pub fn bump_epoch(st: &mut ClusterState) -> (bool, u64) {
         .max(st.current_epoch);
     let mine = st.me().config_epoch;
     if mine == 0 || mine != max {
-        st.current_epoch += 1;
+        // Peers may have announced u64::MAX: saturate rather than wrap.
+        st.current_epoch = st.current_epoch.saturating_add(1);
         let e = st.current_epoch;
         st.me_mut().config_epoch = e;
         st.todo_save = true;

@@ -324,6 +324,7 @@ impl ClusterState {
                 update = true;
             }
         }
+        self.close_stale_inbound_links(now);
         self.manual_failover_cron(now);
         if self.me().is_replica() {
             self.handle_replica_failover(now);

@@ -125,7 +125,8 @@ impl ClusterState {
             return;
         }
         if !self.election.auth_sent {
-            self.current_epoch += 1;
+            // A peer may have announced u64::MAX: saturate rather than wrap.
+            self.current_epoch = self.current_epoch.saturating_add(1);
             self.election.auth_epoch = self.current_epoch;
             self.election.auth_sent = true;
             info!(epoch = self.current_epoch, "starting failover election");

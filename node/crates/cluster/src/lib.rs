@@ -29,6 +29,7 @@ pub mod route_table;
 pub mod routing;
 mod save;
 pub mod state;
+pub mod validate;
 
 pub use bus::{BusError, ClusterNode};
 pub use config::{ClusterConfig, EndpointType};

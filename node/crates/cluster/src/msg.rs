@@ -17,6 +17,10 @@ pub const SLOTS_BYTES: usize = 2048;
 pub const SLOTS: usize = 16384;
 /// Largest message we accept; bigger ones can only be a broken or hostile peer.
 pub const MAX_MSG_LEN: usize = 64 * 1024 * 1024;
+/// Largest message accepted on an inbound link not yet bound to a known node. A peer's first
+/// messages are MEET/PING (about 100 KB of gossip in a 1000-node cluster), so this bounds what
+/// an unauthenticated connection can make us buffer.
+pub const MAX_UNIDENTIFIED_MSG_LEN: usize = 1024 * 1024;
 const IP_LEN: usize = 46;
 
 pub const TYPE_PING: u16 = 0;
@@ -77,6 +81,10 @@ pub enum MsgError {
     BadExtension,
     #[error("unknown message type {0}")]
     UnknownType(u16),
+    /// A well-framed message with a field that fails validation (see [`Message::validate`]):
+    /// the message is dropped, the link kept.
+    #[error("invalid {0}")]
+    BadField(&'static str),
 }
 
 /// The fixed header fields.
@@ -187,6 +195,71 @@ pub struct Message {
     pub body: Body,
 }
 
+impl Message {
+    /// Checks every name and string a peer sent before any of it reaches the node table
+    /// (and so nodes.conf and CLUSTER NODES): node names as Redis's verifyClusterNodeId,
+    /// addresses as IP literals (rewritten in canonical form), hostnames as
+    /// cluster-announce-hostname, shard ids as 40 hex, human node names printable.
+    pub fn validate(&mut self) -> Result<(), MsgError> {
+        use crate::validate::{is_hostname, is_human_nodename, is_node_name, is_shard_id};
+        let h = &mut self.header;
+        if !is_node_name(&h.sender) {
+            return Err(MsgError::BadField("sender name"));
+        }
+        if h.slaveof != [0; NAME_LEN] && !is_node_name(&h.slaveof) {
+            return Err(MsgError::BadField("master name"));
+        }
+        h.myip = addr(&h.myip, "sender ip")?;
+        match &mut self.body {
+            Body::Gossip { entries, exts } => {
+                for g in entries.iter_mut() {
+                    if !is_node_name(&g.name) {
+                        return Err(MsgError::BadField("gossip node name"));
+                    }
+                    g.ip = addr(&g.ip, "gossip ip")?;
+                }
+                for e in exts.iter() {
+                    let ok = match e {
+                        Ext::Hostname(v) => is_hostname(v),
+                        Ext::HumanNodename(v) => is_human_nodename(v),
+                        Ext::ForgottenNode { name, .. } => is_node_name(name),
+                        Ext::ShardId(id) => is_shard_id(id),
+                        Ext::Unknown { .. } => true,
+                    };
+                    if !ok {
+                        return Err(MsgError::BadField(ext_field(e)));
+                    }
+                }
+            }
+            Body::Fail { name } | Body::Update { name, .. } => {
+                if !is_node_name(name) {
+                    return Err(MsgError::BadField("node name"));
+                }
+            }
+            Body::Publish { .. } | Body::Empty | Body::Raw(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// An address field: empty (unknown) or an IP literal, returned in canonical text.
+fn addr(ip: &str, field: &'static str) -> Result<String, MsgError> {
+    if ip.is_empty() {
+        return Ok(String::new());
+    }
+    crate::validate::canonical_ip(ip).ok_or(MsgError::BadField(field))
+}
+
+fn ext_field(e: &Ext) -> &'static str {
+    match e {
+        Ext::Hostname(_) => "hostname extension",
+        Ext::HumanNodename(_) => "human nodename extension",
+        Ext::ForgottenNode { .. } => "forgotten node extension",
+        Ext::ShardId(_) => "shard id extension",
+        Ext::Unknown { .. } => "extension",
+    }
+}
+
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
@@ -284,7 +357,11 @@ pub fn decode(b: &[u8]) -> Result<Message, MsgError> {
     };
     let body = match ty {
         TYPE_PING | TYPE_PONG | TYPE_MEET => {
-            let gossip_end = HEADER_LEN + GOSSIP_LEN * count;
+            // count <= 65535, but the arithmetic is checked all the same.
+            let gossip_end = GOSSIP_LEN
+                .checked_mul(count)
+                .and_then(|g| g.checked_add(HEADER_LEN))
+                .ok_or(MsgError::BadTotlen(totlen))?;
             if gossip_end > totlen {
                 return Err(mismatch(gossip_end));
             }
@@ -306,12 +383,14 @@ pub fn decode(b: &[u8]) -> Result<Message, MsgError> {
             let mut at = gossip_end;
             if header.mflags[0] & MFLAG0_EXT_DATA != 0 {
                 for _ in 0..n_ext {
-                    if totlen - at < 8 {
+                    // Bytes left after `at` (at <= totlen holds; checked anyway).
+                    let left = totlen.checked_sub(at).ok_or(MsgError::BadExtension)?;
+                    if left < 8 {
                         return Err(MsgError::BadExtension);
                     }
                     let len = be32(b, at) as usize;
                     let ety = be16(b, at + 4);
-                    if len < 8 || !len.is_multiple_of(8) || len > totlen - at {
+                    if len < 8 || !len.is_multiple_of(8) || len > left {
                         return Err(MsgError::BadExtension);
                     }
                     let payload = &b[at + 8..at + len];
@@ -351,7 +430,10 @@ pub fn decode(b: &[u8]) -> Result<Message, MsgError> {
             }
             let cl = be32(b, HEADER_LEN) as usize;
             let ml = be32(b, HEADER_LEN + 4) as usize;
-            let want = (HEADER_LEN + 8).saturating_add(cl).saturating_add(ml);
+            let want = (HEADER_LEN + 8)
+                .checked_add(cl)
+                .and_then(|w| w.checked_add(ml))
+                .ok_or(MsgError::BadTotlen(totlen))?;
             if totlen != want {
                 return Err(mismatch(want));
             }

@@ -9,6 +9,7 @@ use thiserror::Error;
 use crate::config::ClusterConfig;
 use crate::msg::{Name, SLOTS};
 use crate::state::*;
+use crate::validate::{is_addr, is_hostname, is_node_name};
 
 /// Why nodes.conf could not be loaded or saved.
 #[derive(Debug, Error)]
@@ -249,9 +250,10 @@ pub fn parse(
         if argv.len() < 8 {
             return Err(corrupt("fewer than 8 fields"));
         }
-        let name = parse_name(argv[0].as_bytes())
-            .filter(|n| n.iter().all(|c| c.is_ascii_alphanumeric()))
-            .ok_or_else(|| corrupt("bad node name"))?;
+        // Every field is checked as a peer's would be: what loads is what the node could
+        // have learned, and writes back as lines that load again.
+        let node_name = |s: &str| parse_name(s.as_bytes()).filter(|n| is_node_name(n));
+        let name = node_name(argv[0]).ok_or_else(|| corrupt("bad node name"))?;
         // Address: ip:port@cport[,hostname]
         let (addr, hostname) = match argv[1].split_once(',') {
             Some((a, h)) => (a, h),
@@ -268,6 +270,12 @@ pub fn parse(
             .rsplit_once(':')
             .ok_or_else(|| corrupt("bad address"))?;
         let port: u16 = port.parse().map_err(|_| corrupt("bad port"))?;
+        if !is_addr(ip) {
+            return Err(corrupt("bad ip address"));
+        }
+        if !is_hostname(hostname.as_bytes()) {
+            return Err(corrupt("bad hostname"));
+        }
         let mut flags = 0u16;
         for f in argv[2].split(',') {
             flags |= match f {
@@ -286,7 +294,7 @@ pub fn parse(
         let master = if argv[3] == "-" {
             None
         } else {
-            Some(parse_name(argv[3].as_bytes()).ok_or_else(|| corrupt("bad master name"))?)
+            Some(node_name(argv[3]).ok_or_else(|| corrupt("bad master name"))?)
         };
         let ping: u64 = argv[4].parse().map_err(|_| corrupt("bad ping-sent"))?;
         let pong: u64 = argv[5].parse().map_err(|_| corrupt("bad pong-received"))?;
@@ -328,8 +336,8 @@ pub fn parse(
                     .ok()
                     .filter(|s| *s < SLOTS)
                     .ok_or_else(|| corrupt("bad slot"))?;
-                let other = parse_name(other.as_bytes())
-                    .ok_or_else(|| corrupt("bad node name in open slot"))?;
+                let other =
+                    node_name(other).ok_or_else(|| corrupt("bad node name in open slot"))?;
                 get_or_create(&mut st, other, now);
                 if dir {
                     st.migrating.set(slot, Some(other));

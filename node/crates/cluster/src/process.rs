@@ -80,17 +80,84 @@ impl ClusterState {
         over.len()
     }
 
-    /// A peer connected to our bus port.
+    /// A peer connected to our bus port. Anyone can connect, so inbound links not yet bound
+    /// to a known node are bounded: at [`MAX_PENDING_INBOUND_LINKS`] the oldest is closed.
     pub fn link_accepted(&mut self, now: u64) -> LinkId {
+        let pending = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.inbound && l.node.is_none());
+        let (count, oldest) = pending.fold((0usize, None::<(u64, LinkId)>), |(n, o), (id, l)| {
+            let key = (l.ctime, *id);
+            (n + 1, Some(o.map_or(key, |o| o.min(key))))
+        });
+        if count >= MAX_PENDING_INBOUND_LINKS {
+            if let Some((_, old)) = oldest {
+                debug!(
+                    link = old,
+                    "too many unidentified bus links: closing the oldest"
+                );
+                self.drop_inbound_link(old, now);
+            }
+        }
         self.alloc_link(None, true, now)
+    }
+
+    /// Closes an inbound link for the link-hygiene rules (counted in CLUSTER INFO).
+    fn drop_inbound_link(&mut self, link: LinkId, now: u64) {
+        self.link_closed(link, now);
+        self.out.push(Out::Close { link });
+        self.stats.links_timed_out += 1;
+    }
+
+    /// Closes inbound links that are of no use (clusterCron): one not bound to a known node
+    /// after the handshake timeout (max(node timeout, 1 s): it sent nothing, stalled inside
+    /// a frame, or never named a node we know), or a bound one that has carried no valid
+    /// message for twice that (a live peer pings at least every node timeout / 2).
+    pub(crate) fn close_stale_inbound_links(&mut self, now: u64) {
+        let handshake = self.config.node_timeout_ms.max(1000);
+        let idle = handshake.saturating_mul(2);
+        let stale: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| {
+                l.inbound
+                    && match l.node {
+                        None => now.saturating_sub(l.ctime) > handshake,
+                        Some(_) => now.saturating_sub(l.last_rx.max(l.ctime)) > idle,
+                    }
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for l in stale {
+            debug!(link = l, "closing an unidentified or idle inbound bus link");
+            self.drop_inbound_link(l, now);
+        }
     }
 
     /// Handles one decoded message that arrived on `link`. `peer_ip` is the socket's peer
     /// address, `local_ip` our side of it (how a MEET teaches us our own address).
-    pub fn process(&mut self, link: LinkId, m: Message, peer_ip: &str, local_ip: &str, now: u64) {
-        let Some(linfo) = self.links.get(&link).cloned() else {
+    /// A message with a field that fails [`Message::validate`] is dropped and counted.
+    pub fn process(
+        &mut self,
+        link: LinkId,
+        mut m: Message,
+        peer_ip: &str,
+        local_ip: &str,
+        now: u64,
+    ) {
+        if !self.links.contains_key(&link) {
+            return;
+        }
+        if let Err(e) = m.validate() {
+            self.note_rejected(peer_ip, &e, now);
+            return;
+        }
+        let Some(linfo) = self.links.get_mut(&link) else {
             return;
         };
+        linfo.last_rx = now;
+        let linfo = linfo.clone();
         let h = &m.header;
         let ty = h.ty;
         if let Some(c) = self.stats.received.get_mut(ty as usize) {
@@ -548,7 +615,8 @@ impl ClusterState {
         if sender <= &self.myself {
             return;
         }
-        self.current_epoch += 1;
+        // A peer may have announced u64::MAX: saturate rather than wrap.
+        self.current_epoch = self.current_epoch.saturating_add(1);
         let e = self.current_epoch;
         self.me_mut().config_epoch = e;
         self.todo_save = true;
@@ -618,12 +686,9 @@ impl ClusterState {
         let mut human = None;
         for e in exts {
             match e {
-                // A hostname goes verbatim into CLUSTER NODES and nodes.conf: refuse anything
-                // that would break those line formats.
-                Ext::Hostname(h) if h.iter().all(|c| c.is_ascii_graphic() && *c != b',') => {
-                    hostname = Some(String::from_utf8_lossy(h).into_owned())
-                }
-                Ext::Hostname(_) => {}
+                // Checked by Message::validate (it goes verbatim into CLUSTER NODES and
+                // nodes.conf).
+                Ext::Hostname(h) => hostname = Some(String::from_utf8_lossy(h).into_owned()),
                 Ext::HumanNodename(h) => human = Some(String::from_utf8_lossy(h).into_owned()),
                 Ext::ShardId(id) => {
                     if let Some(n) = self.nodes.get_mut(sender) {
@@ -737,7 +802,7 @@ fn announced_or_peer(myip: &str, peer_ip: &str) -> String {
     }
 }
 
-/// Names we accept must be printable (we print them in CLUSTER NODES).
+/// Names we accept must be node ids (we print them in CLUSTER NODES and nodes.conf).
 fn msg_name_invalid(n: &Name) -> bool {
-    !n.iter().all(|c| c.is_ascii_alphanumeric())
+    !crate::validate::is_node_name(n)
 }

@@ -24,6 +24,11 @@ pub type LinkId = u64;
 pub const BLACKLIST_TTL_MS: u64 = 60_000;
 /// A master waits this long after start before declaring the cluster OK.
 pub const WRITABLE_DELAY_MS: u64 = 2000;
+/// Most inbound links not yet bound to a known node (a peer's first PING binds its link at
+/// once; anyone can connect): past it the oldest such link is closed.
+pub const MAX_PENDING_INBOUND_LINKS: usize = 128;
+/// Rejected bus messages are logged at most once per this many ms (with a count).
+const REJECT_LOG_INTERVAL_MS: u64 = 1000;
 
 /// A failure report: which master said the node is failing, and when.
 #[derive(Clone, Debug)]
@@ -145,6 +150,8 @@ pub struct LinkInfo {
     pub node: Option<Name>,
     pub inbound: bool,
     pub ctime: u64,
+    /// When (ms) the last valid message arrived on it; 0 = none yet.
+    pub last_rx: u64,
     /// Bytes queued for sending and not yet written to the socket (kept by the bus; shown
     /// by CLUSTER LINKS, checked against cluster-link-sendbuf-limit).
     pub send_queued: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -257,6 +264,16 @@ pub struct Stats {
     pub received: [u64; 11],
     /// Links freed for going over cluster-link-sendbuf-limit.
     pub links_buffer_limit_exceeded: u64,
+    /// Messages dropped because a field failed validation (INFO `cluster_bus_messages_rejected`,
+    /// a tessera addition: CLUSTER INFO stays byte for byte Redis 7.0's).
+    pub messages_rejected: u64,
+    /// Inbound links closed for never identifying themselves, stalling or idling, or to keep
+    /// the unidentified ones under [`MAX_PENDING_INBOUND_LINKS`] (INFO
+    /// `cluster_bus_links_timed_out`, a tessera addition).
+    pub links_timed_out: u64,
+    /// Rejections not yet logged, and when the last log line was written.
+    pub(crate) rejects_unlogged: u64,
+    pub(crate) reject_logged_at: u64,
 }
 
 /// The whole cluster view of one node.
@@ -387,6 +404,7 @@ impl ClusterState {
                 node,
                 inbound,
                 ctime: now,
+                last_rx: 0,
                 send_queued: Default::default(),
             },
         );
@@ -681,6 +699,23 @@ impl ClusterState {
                 return;
             }
             self.state_ok = new_ok;
+        }
+    }
+
+    /// Counts a message dropped for an invalid field; logs at most once a second (a hostile
+    /// peer must not flood the log), with how many were dropped since the last line.
+    pub(crate) fn note_rejected(&mut self, peer_ip: &str, err: &msg::MsgError, now: u64) {
+        self.stats.messages_rejected += 1;
+        self.stats.rejects_unlogged += 1;
+        if now.saturating_sub(self.stats.reject_logged_at) >= REJECT_LOG_INTERVAL_MS {
+            tracing::warn!(
+                peer = peer_ip,
+                error = %err,
+                dropped = self.stats.rejects_unlogged,
+                "dropped cluster bus message(s) with an invalid field"
+            );
+            self.stats.rejects_unlogged = 0;
+            self.stats.reject_logged_at = now;
         }
     }
 
