@@ -353,6 +353,13 @@ pub fn call(
             "OOM command not allowed when used memory > 'maxmemory'.",
         ));
     }
+    // FCALL (or FCALL_RO) of a function without no-writes is a write command: MISCONF
+    // while the disk cannot persist.
+    if !no_writes {
+        if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
+            return Err(CmdError::msg(e.to_string()));
+        }
+    }
     if !no_writes
         && !from_master
         && repl.is_replica()

@@ -325,6 +325,13 @@ pub fn run(
                 }
             }
         };
+        // A script that declares writes (a shebang without no-writes) is refused up front
+        // while the disk cannot persist: redis flags such an EVAL (or EVAL_RO) a write.
+        if sflags.shebang && !sflags.no_writes {
+            if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
+                return Err(CmdError::msg(e.to_string()));
+            }
+        }
         if sflags.no_cluster && ctx.srv.cluster.get().is_some() {
             return Err(CmdError::msg(
                 "ERR Can not run script on cluster, 'no-cluster' flag is set.",

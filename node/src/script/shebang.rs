@@ -9,6 +9,8 @@ pub struct ScriptFlags {
     pub no_writes: bool,
     /// `no-cluster`: refused in cluster mode.
     pub no_cluster: bool,
+    /// The script has a shebang: without `no-writes` it is a write command as a whole.
+    pub shebang: bool,
 }
 
 const KNOWN: &[&str] = &[
@@ -36,7 +38,10 @@ pub fn parse(body: &[u8]) -> Result<(ScriptFlags, Option<Vec<u8>>), CmdError> {
             "ERR Unexpected engine in script shebang: {engine}"
         )));
     }
-    let mut f = ScriptFlags::default();
+    let mut f = ScriptFlags {
+        shebang: true,
+        ..ScriptFlags::default()
+    };
     for p in parts {
         let Some(list) = p.strip_prefix("flags=") else {
             return Err(CmdError::msg(format!(

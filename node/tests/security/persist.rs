@@ -118,6 +118,10 @@ fn failed_bgsave_refuses_writes_until_a_save_succeeds() {
         let mut c = Raw::connect(srv.port);
         let big = noise(100_000);
         assert_eq!(set_bytes(&mut c, "big", &big), ok(), "{bin}");
+        let lib = "#!lua name=l\nredis.register_function('w', function() return 1 end)\n\
+                   redis.register_function{function_name='r', callback=function() return 2 end, \
+                   flags={'no-writes'}}";
+        assert_eq!(c.cmd(&["FUNCTION", "LOAD", lib]), R::Bulk(b"l".to_vec()));
         set_fsize(srv.pid(), "20000");
         assert_eq!(
             c.cmd(&["BGSAVE"]),
@@ -131,6 +135,19 @@ fn failed_bgsave_refuses_writes_until_a_save_succeeds() {
         assert!(alive(&mut srv), "{bin} died of the file-size limit");
         assert_writes_refused(bin, &mut c, BGSAVE_MISCONF, "big");
         assert_eq!(c.cmd(&["STRLEN", "big"]), R::Int(100_000), "{bin}");
+        // Scripts and functions that declare writes are refused before they run.
+        for (call, reply) in [
+            (["FCALL", "w", "0"], err(BGSAVE_MISCONF)),
+            (["FCALL_RO", "w", "0"], err(BGSAVE_MISCONF)),
+            (["FCALL", "r", "0"], R::Int(2)),
+            (["FCALL_RO", "r", "0"], R::Int(2)),
+            (["EVAL", "#!lua\nreturn 1", "0"], err(BGSAVE_MISCONF)),
+            (["EVAL_RO", "#!lua\nreturn 1", "0"], err(BGSAVE_MISCONF)),
+            (["EVAL", "#!lua flags=no-writes\nreturn 1", "0"], R::Int(1)),
+            (["EVAL_RO", "return 1", "0"], R::Int(1)),
+        ] {
+            assert_eq!(c.cmd(&call), reply, "{bin}: {call:?}");
+        }
         // Only with stop-writes-on-bgsave-error and save points configured.
         for (name, off, on) in [
             ("stop-writes-on-bgsave-error", "no", "yes"),
