@@ -30,10 +30,10 @@ pub fn is_hostname(h: &[u8]) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
 }
 
-/// A human node name: printable ASCII (no control characters, nothing non-ASCII). We only
-/// keep it, but it must still be safe to log.
+/// A human node name (Valkey's extension): no control characters. We only keep it (it is in
+/// no file or reply), and Valkey itself allows non-ASCII names, so this is deliberately lax.
 pub fn is_human_nodename(h: &[u8]) -> bool {
-    h.len() <= MAX_HUMAN_NODENAME_LEN && h.iter().all(|c| (0x20..0x7f).contains(c))
+    h.len() <= MAX_HUMAN_NODENAME_LEN && h.iter().all(|c| *c >= 0x20 && *c != 0x7f)
 }
 
 /// `s` as an IPv4 or IPv6 literal in canonical text; None if it is anything else.
@@ -71,7 +71,8 @@ mod tests {
         assert!(!is_hostname(&[b'a'; MAX_HOSTNAME_LEN + 1]));
         assert!(is_human_nodename(b"my node #1"));
         assert!(!is_human_nodename(b"a\nb"));
-        assert!(!is_human_nodename("é".as_bytes()));
+        assert!(is_human_nodename("é".as_bytes()));
+        assert!(!is_human_nodename(b"a\x7fb"));
         assert_eq!(canonical_ip("10.0.0.1").as_deref(), Some("10.0.0.1"));
         assert_eq!(canonical_ip("0:0::1").as_deref(), Some("::1"));
         for bad in [

@@ -11,11 +11,24 @@ const NT: u64 = 2000;
 
 #[test]
 fn mixed_cluster_forms_agrees_on_slots_and_detects_failures() {
-    let ours = TestNode::start(NT);
+    // Hostnames on our node and on valkey: ping extensions flow (valkey adds its shard id
+    // and human node name once it sees we send extensions), and must all pass validation.
+    let ours = TestNode::start_custom(NT, |c| {
+        c.announce_hostname = Some("tessera-a.example".into());
+    });
     let r1 = ServerProc::start(REDIS, NT);
     let r2 = ServerProc::start(REDIS, NT);
     let mut r3 = ServerProc::start(REDIS, NT);
-    let v1 = ServerProc::start(VALKEY, NT);
+    let v1 = ServerProc::start_args(
+        VALKEY,
+        NT,
+        &[
+            "--cluster-announce-hostname",
+            "valkey-v1.example",
+            "--cluster-announce-human-nodename",
+            "valkey-v1",
+        ],
+    );
 
     // Our node MEETs r1; r1 MEETs the rest: everyone must learn everyone through gossip.
     assert_eq!(
@@ -62,6 +75,28 @@ fn mixed_cluster_forms_agrees_on_slots_and_detects_failures() {
         },
     );
     println!("slot views agree after {took:?}");
+    wait_for(Duration::from_secs(30), "valkey's hostname learned", || {
+        ours.nodes().contains(",valkey-v1.example ")
+    });
+    let v1_id = ids[4].as_bytes().to_vec();
+    wait_for(
+        Duration::from_secs(30),
+        "valkey's human node name and shard id extensions",
+        || {
+            ours.node().with_state(|st| {
+                st.nodes.values().any(|n| {
+                    n.name[..] == v1_id[..]
+                        && n.human_nodename == "valkey-v1"
+                        && n.shard_id != [b'0'; 40]
+                })
+            })
+        },
+    );
+    assert_eq!(
+        ours.node().stats().messages_rejected,
+        0,
+        "a stock node's message failed validation"
+    );
     wait_for(
         Duration::from_secs(30),
         "cluster_state:ok everywhere",
