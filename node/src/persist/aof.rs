@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use tessera_rdb::aof::{
-    encode_command, has_rdb_preamble, AofCommandReader, AofFileInfo, AofFileKind, AofManifest,
-    AofReadError, MAX_SEQ,
+    encode_command, has_rdb_preamble, is_base_name, AofCommandReader, AofFileInfo, AofFileKind,
+    AofManifest, AofReadError, MAX_SEQ,
 };
 
 use super::propagate::{Write, WriteSubscriber};
@@ -595,14 +595,28 @@ fn file_len(p: &Path) -> u64 {
 /// At start with `appendonly yes`: loads the AOF if one exists (else dump.rdb), then opens
 /// the AOF for appending (creating it with a base of the loaded data when new).
 pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
-    let (dir, prefix, fsync) = {
+    let (dir, dirname, prefix, fsync) = {
         let c = srv.config.read();
         (
-            PathBuf::from(c.str("dir")).join(c.str("appenddirname")),
+            PathBuf::from(c.str("dir")),
+            c.str("appenddirname").to_string(),
             c.str("appendfilename").to_string(),
             parse_fsync(c.str("appendfsync")),
         )
     };
+    // Every AOF file is named after these: bare names only, or the files land (and
+    // rewrites delete) outside the AOF directory. redis checks them when reading its config.
+    if !is_base_name(&prefix) {
+        return Err(PersistError::BadName(
+            "appendfilename can't be a path, just a filename",
+        ));
+    }
+    if !is_base_name(&dirname) {
+        return Err(PersistError::BadName(
+            "appenddirname can't be a path, just a dirname",
+        ));
+    }
+    let dir = dir.join(dirname);
     *srv.persist.aof.fsync.lock() = fsync;
     let mpath = dir.join(AofManifest::manifest_name(&prefix));
     if !mpath.exists() {

@@ -47,6 +47,9 @@ pub enum PersistError {
         path: String,
         source: std::io::Error,
     },
+    /// A config name that would put files outside their directory.
+    #[error("{0}")]
+    BadName(&'static str),
     #[error("Background save already in progress")]
     InProgress,
 }

@@ -390,3 +390,50 @@ fn aof_manifest_naming_a_path_is_refused() {
         }
     }
 }
+
+#[test]
+fn aof_names_from_the_config_must_be_bare() {
+    for (directive, message) in [
+        (
+            "--appendfilename",
+            "appendfilename can't be a path, just a filename",
+        ),
+        (
+            "--appenddirname",
+            "appenddirname can't be a path, just a dirname",
+        ),
+    ] {
+        for bin in BINS {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let data = dir.path().join("data");
+            std::fs::create_dir(&data).expect("mkdir");
+            let ip = "127.0.0.1";
+            let mut child = Launch::new(bin, PORTS)
+                .args(&["--save", "", "--appendonly", "yes", directive, "../x"])
+                .command(ip, PORTS.free(ip), &data)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let st = proc::wait_exit(&mut child, Duration::from_secs(20));
+            if st.is_none() {
+                proc::kill(&mut child);
+            }
+            let out = child.wait_with_output().expect("output");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(
+                st.is_some_and(|s| !s.success()),
+                "{bin} {directive}: started"
+            );
+            assert!(text.contains(message), "{bin} {directive}: output:\n{text}");
+            let outside: Vec<_> = std::fs::read_dir(dir.path())
+                .expect("read dir")
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name())
+                .filter(|n| n != "data")
+                .collect();
+            assert!(outside.is_empty(), "{bin} {directive}: wrote {outside:?}");
+        }
+    }
+}
