@@ -111,10 +111,22 @@ impl Parser {
         self.expected = None;
         self.pos = 0;
         self.spans.clear();
+        // A look-ahead parser reset after a huge partial request keeps no huge table.
+        if self.spans.capacity() > 4096 {
+            self.spans.shrink_to(64);
+        }
         self.pending_bulk = None;
         self.is_inline = false;
         self.inline.clear();
         self.complete = false;
+    }
+
+    /// Bytes the parser holds for the request in progress (its argument table, inline
+    /// words): counted with the query buffer against client-query-buffer-limit, since a
+    /// multibulk of many empty arguments costs more here than in the buffer.
+    pub fn mem(&self) -> usize {
+        self.spans.capacity() * std::mem::size_of::<(usize, usize)>()
+            + self.inline.iter().map(|w| w.capacity()).sum::<usize>()
     }
 
     /// True when no partial request is buffered.
@@ -483,6 +495,23 @@ mod tests {
         let mut view = Vec::new();
         p.args(&buf[n..], &mut view);
         assert_eq!(view, vec![&b"PING"[..]]);
+    }
+
+    #[test]
+    fn partial_request_memory_is_reported() {
+        let mut p = Parser::new();
+        let mut buf = b"*2147483647\r\n".to_vec();
+        for _ in 0..10_000 {
+            buf.extend_from_slice(b"$0\r\n\r\n");
+        }
+        assert_eq!(p.parse(&buf, Limits::default()), Ok(None));
+        assert!(p.mem() >= 10_000 * 16, "{}", p.mem());
+        p.reset();
+        assert!(
+            p.mem() <= 64 * 16,
+            "reset gives the table back: {}",
+            p.mem()
+        );
     }
 
     #[test]

@@ -308,6 +308,19 @@ impl ClientRegistry {
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Adds a connection unless `max` clients are already registered (maxclients): the
+    /// check and the insertion are one step, so I/O threads admitting at once can't both
+    /// take the last slot.
+    pub fn try_add(&self, h: Arc<ClientHandle>, max: usize) -> bool {
+        let mut map = self.map.lock();
+        if map.len() >= max {
+            return false;
+        }
+        map.insert(h.id, h);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
     pub fn remove(&self, id: u64) {
         if self.map.lock().remove(&id).is_some() {
             self.count.fetch_sub(1, Ordering::Relaxed);

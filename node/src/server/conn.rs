@@ -18,69 +18,83 @@ use super::{now_ms, Server};
 use crate::cmd::{self, Outcome};
 use crate::resp::{recycle_view, Limits, Out, Parser};
 
-const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
-/// A connection as its I/O thread picked it up (see [`admit`]).
+/// A connection as its I/O thread admitted it (see [`admit`]).
 pub struct Admission {
-    peer: SocketAddr,
     handle: Arc<ClientHandle>,
     rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     reg: super::busy_io::Registration,
 }
 
-/// Registers a connection where its I/O thread picks it up, before its task first runs:
-/// a script may start on this thread before then, and its hook must already know the
-/// connection to answer it (crate::server::busy_io). maxclients and protected mode are
-/// checked when the task runs, as before (the count of clients then is the one that
-/// matters; a client closing meanwhile has been removed).
-pub fn admit(srv: &Arc<Server>, sock: &TcpStream, peer: SocketAddr) -> Admission {
+/// Admits a connection where its I/O thread picks it up, before its task first runs: a
+/// script may start on this thread before then, and its hook must already know the
+/// connection to answer it (crate::server::busy_io). So maxclients and protected mode are
+/// checked here, before the connection is counted and registered with the hook, or the
+/// hook could serve a connection that should have been refused (SHUTDOWN from a client
+/// over maxclients). A refused connection gets redis's error and is closed; None then.
+///
+/// The caller lets the thread's closing connections run first (see
+/// `super::serve_handoffs`): a client that has just closed must not count any more.
+pub fn admit(
+    srv: &Arc<Server>,
+    sock: std::net::TcpStream,
+    peer: SocketAddr,
+) -> Option<(TcpStream, Admission)> {
+    if protected_denies(&srv.config.read(), peer.ip()) {
+        srv.stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        refuse(sock, DENIED.as_bytes());
+        return None;
+    }
     let _ = sock.set_nodelay(true);
     let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let id = srv.clients.next_id();
     let (handle, rx) = ClientHandle::new(id, peer.to_string(), laddr);
+    let maxclients = srv.maxclients.load(Ordering::Relaxed) as usize;
+    if !srv.clients.try_add(handle.clone(), maxclients) {
+        srv.stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        refuse(sock, b"-ERR max number of clients reached\r\n");
+        return None;
+    }
+    let sock = match TcpStream::from_std(sock) {
+        Ok(s) => s,
+        Err(e) => {
+            srv.clients.remove(id);
+            tracing::warn!(error = %e, "handing off a connection failed");
+            return None;
+        }
+    };
     let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
     // Nothing read yet and a fresh client state: answerable while parked.
     reg.share.park(!srv.requires_auth());
-    Admission {
-        peer,
-        handle,
-        rx,
-        reg,
+    Some((sock, Admission { handle, rx, reg }))
+}
+
+/// Sends a refused connection its error and closes it. Written at once, on the
+/// non-blocking socket (a fresh socket takes it whole): a script starting on this thread
+/// right after must not hold the answer back.
+fn refuse(sock: std::net::TcpStream, msg: &'static [u8]) {
+    let sent = std::io::Write::write(&mut &sock, msg).unwrap_or(0);
+    if let Some(rest) = msg.get(sent..).filter(|r| !r.is_empty()) {
+        if let Ok(mut sock) = TcpStream::from_std(sock) {
+            tokio::spawn(async move {
+                let _ = sock.write_all(rest).await;
+            });
+        }
     }
 }
 
-/// Serves one client until it quits, is killed, or sends a protocol error.
+/// Serves one admitted client until it quits, is killed, or sends a protocol error.
 pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission) {
     let Admission {
-        peer,
         handle,
         mut rx,
         reg,
     } = admission;
-    let maxclients = srv.maxclients.load(Ordering::Relaxed) as usize;
-    if srv.clients.len() >= maxclients {
-        drop(reg);
-        srv.stats
-            .rejected_connections
-            .fetch_add(1, Ordering::Relaxed);
-        let _ = sock
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
-        return;
-    }
-    let denied = {
-        let c = srv.config.read();
-        c.bool("protected-mode")
-            && !c.bind_explicit
-            && !crate::cmd::acl::requires_auth(c.str("requirepass"))
-            && !peer.ip().is_loopback()
-    };
-    if denied {
-        drop(reg);
-        let _ = sock.write_all(DENIED.as_bytes()).await;
-        return;
-    }
-    srv.clients.add(handle.clone());
     let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
     let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
@@ -98,6 +112,36 @@ fn cleanup(srv: &Server, cl: &mut ClientState) {
     srv.watch.unwatch(cl);
     srv.monitors.remove(cl.id);
     crate::tracking::disable(cl);
+}
+
+/// Whether protected mode refuses a client from `peer`: as Redis 7.0's
+/// clientAcceptHandler, when protected-mode is on and the default user has no password,
+/// every client not on loopback, whatever `bind` says (Redis 6 skipped the check when bind
+/// was set; 7.0 does not). Loopback is all of 127.0.0.0/8 and ::1 (Redis compares the
+/// strings "127.0.0.1" and "::1"; our tests and local pods use other 127.x addresses).
+fn protected_denies(c: &crate::config::Config, peer: std::net::IpAddr) -> bool {
+    c.bool("protected-mode")
+        && !crate::cmd::acl::requires_auth(c.str("requirepass"))
+        && !peer.is_loopback()
+}
+
+/// client-query-buffer-limit, checked after every read as Redis's readQueryFromClient does:
+/// true (logged) when the unprocessed input plus what the parser holds for the request in
+/// progress (`parsed`: its argument table) passes the limit, and the client must close.
+/// Counting the table keeps `*<huge>` followed by millions of empty arguments bounded too.
+fn over_query_limit(srv: &Server, cl: &ClientState, inbuf: &[u8], parsed: usize) -> bool {
+    let limit = srv.query_buf_limit.load(Ordering::Relaxed);
+    let used = inbuf.len().saturating_add(parsed) as u64;
+    if used <= limit {
+        return false;
+    }
+    let mut head = String::new();
+    super::stats::repr(&mut head, inbuf.get(..64).unwrap_or(inbuf));
+    tracing::warn!(
+        "Closing client that reached max query buffer length: {} (qbuf initial bytes: {head})",
+        cl.handle.info_line(srv)
+    );
+    true
 }
 
 async fn serve(
@@ -157,6 +201,9 @@ async fn serve(
                 }
                 super::spin::activity();
                 srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                if over_query_limit(srv, cl, &inbuf, rd.parser.mem()) {
+                    return Ok(());
+                }
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
@@ -461,10 +508,63 @@ async fn wait_blocked(
                     }
                     return Ok(false);
                 }
+                // Redis reads a blocked client's input and applies the limit to it too.
+                if over_query_limit(srv, cl, inbuf, 0) {
+                    if !srv.blocking.cancel(w.id) {
+                        let _ = (&mut w.rx).await;
+                    }
+                    return Ok(false);
+                }
                 if inbuf.capacity() - inbuf.len() < 1024 {
                     inbuf.reserve(16 * 1024);
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(directives: &[(&str, &str)]) -> crate::config::Config {
+        let cli: Vec<(String, Vec<String>)> = directives
+            .iter()
+            .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+            .collect();
+        crate::config::Config::load(None, &cli).expect("config")
+    }
+
+    /// Redis 7.0 applies protected mode whenever it is on and the default user has no
+    /// password, to every client not on loopback, whatever `bind` says. (Unit-tested: the
+    /// integration tests may only use 127.0.0.0/8, all loopback.)
+    #[test]
+    fn protected_mode_ignores_bind() {
+        let outside: std::net::IpAddr = "192.0.2.9".parse().unwrap();
+        let outside6: std::net::IpAddr = "fd00::9".parse().unwrap();
+        let local: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let local6: std::net::IpAddr = "::1".parse().unwrap();
+        for bind in [None, Some("192.0.2.2"), Some("* -::*"), Some("0.0.0.0")] {
+            let mut d = vec![];
+            if let Some(b) = bind {
+                d.push(("bind", b));
+            }
+            let c = config(&d);
+            assert!(protected_denies(&c, outside), "bind {bind:?}");
+            assert!(protected_denies(&c, outside6), "bind {bind:?}");
+            assert!(!protected_denies(&c, local), "bind {bind:?}");
+            assert!(!protected_denies(&c, local6), "bind {bind:?}");
+            d.push(("protected-mode", "no"));
+            assert!(
+                !protected_denies(&config(&d), outside),
+                "bind {bind:?}, off"
+            );
+            d.pop();
+            d.push(("requirepass", "pw"));
+            assert!(
+                !protected_denies(&config(&d), outside),
+                "bind {bind:?}, password"
+            );
         }
     }
 }

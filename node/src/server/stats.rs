@@ -158,19 +158,8 @@ impl Monitors {
             cl.handle.addr
         );
         for a in args {
-            line.push_str(" \"");
-            for &c in a.iter() {
-                match c {
-                    b'\\' => line.push_str("\\\\"),
-                    b'"' => line.push_str("\\\""),
-                    b'\n' => line.push_str("\\n"),
-                    b'\r' => line.push_str("\\r"),
-                    b'\t' => line.push_str("\\t"),
-                    0x20..=0x7e => line.push(c as char),
-                    _ => line.push_str(&format!("\\x{c:02x}")),
-                }
-            }
-            line.push('"');
+            line.push(' ');
+            repr(&mut line, a);
         }
         line.push_str("\r\n");
         let msg = Bytes::from(line);
@@ -286,6 +275,23 @@ impl CmdTimer {
             _ => (epoch().elapsed().as_nanos() as u64).saturating_sub(self.0) / 1000,
         }
     }
+}
+
+/// Appends `bytes` quoted and escaped as Redis's sdscatrepr does (MONITOR, log lines).
+pub fn repr(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    for &c in bytes {
+        match c {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x20..=0x7e => out.push(c as char),
+            _ => out.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
