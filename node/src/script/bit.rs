@@ -71,11 +71,13 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                 None | Some(Value::Nil) => 8,
                 Some(_) => arg(lua, &a, 1)?,
             };
+            // LuaBitOp negated INT32_MIN into a negative width and wrote past its
+            // buffer (CVE-2024-31449); Redis's fix takes it as INT32_MIN + 1.
             let upper = n < 0;
             if upper {
-                n = -n;
+                n = n.saturating_neg();
             }
-            let n = n.clamp(1, 8) as usize;
+            let n = n.clamp(0, 8) as usize;
             let s = if upper {
                 format!("{x:08X}")
             } else {

@@ -572,7 +572,7 @@ fn decode(lua: &Lua, s: &[u8], cfg: &Cfg) -> mlua::Result<Value> {
         s,
         pos: 0,
         depth: 0,
-        max_depth: cfg.decode_max_depth as usize,
+        max_depth: cfg.decode_max_depth.min(MAX_NESTING) as usize,
         invalid_ok: cfg.decode_invalid,
     };
     let first = p.next();
@@ -717,6 +717,12 @@ fn string(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// Nesting the encoder and the decoder follow at most, whatever `*_max_depth` says: each
+/// level holds a reference of the binding's (about 8,000 in all) and a frame of Rust
+/// stack. lua-cjson's own bound is Lua's stack (about 8,000 levels); past this one the
+/// same "excessive nesting" / "too many nested data structures" errors are raised.
+const MAX_NESTING: i64 = 1000;
+
 fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> mlua::Result<()> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
@@ -727,7 +733,7 @@ fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> m
         Value::Number(n) => number(lua, *n, out, cfg)?,
         Value::String(s) => string(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth as i64 >= cfg.encode_max_depth {
+            if depth as i64 >= cfg.encode_max_depth.min(MAX_NESTING) {
                 return Err(lua_error(
                     lua,
                     &format!("Cannot serialise, excessive nesting ({})", depth + 1),
@@ -746,29 +752,34 @@ fn encode(lua: &Lua, v: &Value, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> m
 }
 
 fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> mlua::Result<()> {
-    let mut pairs: Vec<(Value, Value)> = Vec::new();
-    for p in t.clone().pairs::<Value, Value>() {
-        pairs.push(p?);
-    }
+    // Two passes over the pairs, none kept: each key and value holds a slot of the
+    // binding's reference stack (about 8,000) while held, fewer than a big table's pairs.
     // lua-cjson: an array when every key is a positive integer, not excessively sparse.
     let mut max = 0usize;
-    let is_array = !pairs.is_empty()
-        && pairs.iter().all(|(k, _)| {
-            let n = match k {
-                Value::Integer(i) => *i as f64,
-                Value::Number(n) => *n,
-                _ => return false,
-            };
-            if n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 {
-                max = max.max(n as usize);
-                true
-            } else {
-                false
+    let mut count = 0usize;
+    let mut is_array = true;
+    for p in t.clone().pairs::<Value, Value>() {
+        let (k, _) = p?;
+        count += 1;
+        let n = match k {
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => {
+                is_array = false;
+                continue;
             }
-        });
+        };
+        if n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 {
+            max = max.max(n as usize);
+        } else {
+            is_array = false;
+        }
+    }
+    let is_array = is_array && count > 0;
+    let pairs = || t.pairs::<Value, Value>();
     // Excessively sparse (encode_sparse_array): an error, or an object if converting.
     let sparse = cfg.sparse_ratio > 0
-        && max as i64 > pairs.len() as i64 * cfg.sparse_ratio
+        && max as i64 > count as i64 * cfg.sparse_ratio
         && max as i64 > cfg.sparse_safe;
     if is_array && sparse && !cfg.sparse_convert {
         return Err(lua_error(
@@ -789,14 +800,15 @@ fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> ml
         return Ok(());
     }
     out.push(b'{');
-    for (i, (k, v)) in pairs.iter().enumerate() {
+    for (i, p) in pairs().enumerate() {
+        let (k, v) = p?;
         if i > 0 {
             out.push(b',');
         }
         match k {
             Value::String(s) => string(&s.as_bytes(), out),
-            Value::Integer(n) => string(fmt_g(*n as f64, cfg.precision as usize).as_bytes(), out),
-            Value::Number(n) => string(fmt_g(*n, cfg.precision as usize).as_bytes(), out),
+            Value::Integer(n) => string(fmt_g(n as f64, cfg.precision as usize).as_bytes(), out),
+            Value::Number(n) => string(fmt_g(n, cfg.precision as usize).as_bytes(), out),
             other => {
                 return Err(lua_error(
                     lua,
@@ -808,7 +820,7 @@ fn table(lua: &Lua, t: &Table, out: &mut Vec<u8>, depth: usize, cfg: &Cfg) -> ml
             }
         }
         out.push(b':');
-        encode(lua, v, out, depth, cfg)?;
+        encode(lua, &v, out, depth, cfg)?;
     }
     out.push(b'}');
     Ok(())

@@ -36,7 +36,35 @@ fn num(b: &[u8]) -> Option<i64> {
 /// nil bulk / nil array -> false, status -> {ok=...}, error -> {err=...} (nested) or
 /// [`Parsed::Err`] (top level), array -> table.
 pub fn parse_reply(lua: &Lua, r: &[u8], pos: &mut usize, top: bool) -> mlua::Result<Parsed> {
+    parse_nested(lua, r, pos, top, 0)
+}
+
+/// Nesting [`parse_reply`] follows at most (command replies nest a few levels; the bound
+/// keeps arbitrary input, as the fuzz target feeds, off the end of the stack).
+const MAX_PARSE_DEPTH: usize = 1000;
+
+/// `n` bytes at `*pos` and the CRLF after them, or None past the end.
+fn payload<'b>(r: &'b [u8], pos: &mut usize, n: i64) -> Option<&'b [u8]> {
+    let n = usize::try_from(n).ok()?;
+    let end = pos.checked_add(n)?;
+    let s = r.get(*pos..end)?;
+    *pos = end.checked_add(2)?;
+    Some(s)
+}
+
+fn parse_nested(
+    lua: &Lua,
+    r: &[u8],
+    pos: &mut usize,
+    top: bool,
+    depth: usize,
+) -> mlua::Result<Parsed> {
     let bad = || mlua::Error::RuntimeError("ERR malformed reply from command".into());
+    if depth > MAX_PARSE_DEPTH {
+        return Err(bad());
+    }
+    let parse_reply =
+        |lua: &Lua, r: &[u8], pos: &mut usize, top: bool| parse_nested(lua, r, pos, top, depth + 1);
     let kind = *r.get(*pos).ok_or_else(bad)?;
     *pos += 1;
     let l = line(r, pos).ok_or_else(bad)?;
@@ -61,8 +89,7 @@ pub fn parse_reply(lua: &Lua, r: &[u8], pos: &mut usize, top: bool) -> mlua::Res
             if n < 0 {
                 Value::Boolean(false)
             } else {
-                let s = r.get(*pos..*pos + n as usize).ok_or_else(bad)?;
-                *pos += n as usize + 2;
+                let s = payload(r, pos, n).ok_or_else(bad)?;
                 Value::String(lua.create_string(s)?)
             }
         }
@@ -71,7 +98,9 @@ pub fn parse_reply(lua: &Lua, r: &[u8], pos: &mut usize, top: bool) -> mlua::Res
             if n < 0 {
                 Value::Boolean(false)
             } else {
-                let t = lua.create_table_with_capacity(n as usize, 0)?;
+                // Every element takes at least 3 bytes: a count beyond that is a lie.
+                let room = r.len().saturating_sub(*pos) / 3;
+                let t = lua.create_table_with_capacity((n as usize).min(room), 0)?;
                 for i in 0..n {
                     match parse_reply(lua, r, pos, false)? {
                         Parsed::Val(v) => t.raw_set(i + 1, v)?,
@@ -104,9 +133,8 @@ pub fn parse_reply(lua: &Lua, r: &[u8], pos: &mut usize, top: bool) -> mlua::Res
             Value::Table(t)
         }
         b'=' => {
-            let n = num(l).ok_or_else(bad)? as usize;
-            let s = r.get(*pos..*pos + n).ok_or_else(bad)?;
-            *pos += n + 2;
+            let n = num(l).ok_or_else(bad)?;
+            let s = payload(r, pos, n).ok_or_else(bad)?;
             let (fmt, text) = if s.len() >= 4 {
                 s.split_at(4)
             } else {
@@ -185,15 +213,35 @@ fn write_nested(out: &mut Out, v: &Value, depth: usize) {
     }
 }
 
+/// A line-type reply's text with CR and LF replaced by spaces, as Redis does for status
+/// and error replies: a script can't end the line early and write replies of its own.
+fn one_line(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).replace(['\r', '\n'], " ")
+}
+
+/// A verbatim string's format as Redis writes it: exactly 3 bytes, cut or padded with
+/// spaces (a longer one would break the length the reply declares).
+fn verbatim_format(f: &[u8]) -> String {
+    let mut fmt: Vec<u8> = f.iter().copied().take(3).collect();
+    fmt.resize(3, b' ');
+    // Inside a length-prefixed payload any byte is safe; non-UTF-8 ones become '?'.
+    fmt.iter()
+        .map(|&c| if c.is_ascii() { c as char } else { '?' })
+        .collect()
+}
+
 fn write_table(out: &mut Out, t: &Table, depth: usize) {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        let msg = String::from_utf8_lossy(&e.as_bytes()).into_owned();
-        out.error(&msg);
+        // Redis trims line breaks at both ends of an error, then maps the inner ones.
+        let b = e.as_bytes();
+        let crlf = |c: &u8| *c == b'\r' || *c == b'\n';
+        let start = b.iter().position(|c| !crlf(c)).unwrap_or(b.len());
+        let end = b.iter().rposition(|c| !crlf(c)).map_or(start, |i| i + 1);
+        out.error(&one_line(b.get(start..end).unwrap_or_default()));
         return;
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        let msg = String::from_utf8_lossy(&s.as_bytes()).into_owned();
-        out.simple(&msg);
+        out.simple(&one_line(&s.as_bytes()));
         return;
     }
     if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
@@ -205,26 +253,26 @@ fn write_table(out: &mut Out, t: &Table, depth: usize) {
         return;
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-        out.big_number(&String::from_utf8_lossy(&s.as_bytes()));
+        // Redis 7.0 writes these bytes as they are; a line break would let the script
+        // write replies of its own, so it gets the status line's treatment.
+        out.big_number(&one_line(&s.as_bytes()));
         return;
     }
+    // Aggregates are counted first and then written element by element: each element's
+    // Lua reference is dropped before the next is taken (the binding's reference stack
+    // holds about 8,000, fewer than the elements of a big reply).
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
-        let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().filter_map(|p| p.ok()).collect();
-        out.map(pairs.len());
-        for (k, v) in &pairs {
-            write_nested(out, k, depth + 1);
-            write_nested(out, v, depth + 1);
+        out.map(m.pairs::<Value, Value>().filter(|p| p.is_ok()).count());
+        for (k, v) in m.pairs::<Value, Value>().filter_map(|p| p.ok()) {
+            write_nested(out, &k, depth + 1);
+            write_nested(out, &v, depth + 1);
         }
         return;
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("set") {
-        let keys: Vec<Value> = m
-            .pairs::<Value, Value>()
-            .filter_map(|p| p.ok().map(|(k, _)| k))
-            .collect();
-        out.set(keys.len());
-        for k in &keys {
-            write_nested(out, k, depth + 1);
+        out.set(m.pairs::<Value, Value>().filter(|p| p.is_ok()).count());
+        for (k, _) in m.pairs::<Value, Value>().filter_map(|p| p.ok()) {
+            write_nested(out, &k, depth + 1);
         }
         return;
     }
@@ -232,21 +280,48 @@ fn write_table(out: &mut Out, t: &Table, depth: usize) {
         if let (Ok(Value::String(f)), Ok(Value::String(s))) =
             (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
         {
-            out.verbatim(&s.as_bytes(), &String::from_utf8_lossy(&f.as_bytes()));
+            out.verbatim(&s.as_bytes(), &verbatim_format(&f.as_bytes()));
             return;
         }
     }
-    let mut items = Vec::new();
-    for i in 1.. {
+    // Up to the first nil, as Redis.
+    let mut n = 0usize;
+    while matches!(t.raw_get::<Value>(n + 1), Ok(v) if !v.is_nil()) {
+        n += 1;
+    }
+    out.array(n);
+    for i in 1..=n {
         match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(v),
+            Ok(v) => write_nested(out, &v, depth + 1),
+            Err(_) => out.null(),
         }
     }
-    out.array(items.len());
-    for v in &items {
-        write_nested(out, v, depth + 1);
+}
+
+/// Fuzzing entry point for the Lua value conversions (issue 15), without a connection:
+/// `data` is read as one command reply (RESP2, plus the RESP3 types a script sees after
+/// `redis.setresp(3)`) into the Lua value `redis.call` would hand a script; that value is
+/// then written back as a script's reply, in RESP2 and in RESP3, and the RESP2 bytes are
+/// parsed once more. Returns the two encodings, or None when `data` does not start with
+/// one well-formed reply (an error reply included). Drive it with any bytes and one
+/// `mlua::Lua::new()` (reusable across inputs); it must neither panic nor overflow the
+/// stack, whatever the input.
+pub fn fuzz_roundtrip(lua: &Lua, data: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut pos = 0;
+    let v = match parse_reply(lua, data, &mut pos, true).ok()? {
+        Parsed::Val(v) => v,
+        Parsed::Err(_) => return None,
+    };
+    let mut encoded = [Vec::new(), Vec::new()];
+    for (resp3, bytes) in [false, true].into_iter().zip(encoded.iter_mut()) {
+        let mut out = Out::new(resp3);
+        write_value(&mut out, &v);
+        *bytes = out.buf.to_vec();
     }
+    let mut pos = 0;
+    let _ = parse_reply(lua, &encoded[0], &mut pos, true);
+    let [resp2, resp3] = encoded;
+    Some((resp2, resp3))
 }
 
 #[cfg(test)]

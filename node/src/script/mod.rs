@@ -189,6 +189,7 @@ fn new_engine() -> mlua::Result<Engine> {
                     format!("ERR {m}")
                 }
             }
+            Value::Nil => "ERR nil".to_string(),
             other => format!("ERR {other:?}"),
         };
         let t = lua.create_table()?;
@@ -198,33 +199,46 @@ fn new_engine() -> mlua::Result<Engine> {
     })?;
     // redis.call / redis.pcall are made once: they find the running script's context in
     // CURRENT. (Creating them per run in a Lua scope cost about a fifth of an EVALSHA.)
+    // Each comes in two forms behind one C dispatcher (see `by_arg_count`): arguments as
+    // the binding's values, or, past MAX_ARGS, packed in one table.
+    fn raise(m: String) -> mlua::Result<Value> {
+        LAST_CALL_ERR.with(|l| *l.borrow_mut() = Some(m.clone()));
+        Err(mlua::Error::RuntimeError(m))
+    }
+    fn as_table(lua: &Lua, m: String) -> mlua::Result<Value> {
+        let t = lua.create_table()?;
+        t.raw_set("err", m)?;
+        Ok(Value::Table(t))
+    }
+    fn no_script() -> mlua::Result<Value> {
+        Err(mlua::Error::RuntimeError(NO_SCRIPT.into()))
+    }
     let call = lua.create_function(|lua, args: MultiValue| {
-        match with_current(|c, ro| call_command(lua, c, args, ro)) {
-            Some(r) => match r? {
-                Ok(v) => Ok(v),
-                Err(m) => {
-                    LAST_CALL_ERR.with(|l| *l.borrow_mut() = Some(m.clone()));
-                    Err(mlua::Error::RuntimeError(m))
-                }
-            },
-            None => Err(mlua::Error::RuntimeError(NO_SCRIPT.into())),
+        match with_current(|c, ro| call_values(lua, c, &args, ro)) {
+            Some(r) => r?.or_else(raise),
+            None => no_script(),
+        }
+    })?;
+    let call_many = lua.create_function(|lua, args: Table| {
+        match with_current(|c, ro| call_packed(lua, c, &args, ro)) {
+            Some(r) => r?.or_else(raise),
+            None => no_script(),
         }
     })?;
     let pcall = lua.create_function(|lua, args: MultiValue| {
-        match with_current(|c, ro| call_command(lua, c, args, ro)) {
-            Some(r) => match r? {
-                Ok(v) => Ok(v),
-                Err(m) => {
-                    let t = lua.create_table()?;
-                    t.raw_set("err", m)?;
-                    Ok(Value::Table(t))
-                }
-            },
-            None => Err(mlua::Error::RuntimeError(NO_SCRIPT.into())),
+        match with_current(|c, ro| call_values(lua, c, &args, ro)) {
+            Some(r) => r?.or_else(|m| as_table(lua, m)),
+            None => no_script(),
         }
     })?;
-    redis.raw_set("call", call)?;
-    redis.raw_set("pcall", pcall)?;
+    let pcall_many = lua.create_function(|lua, args: Table| {
+        match with_current(|c, ro| call_packed(lua, c, &args, ro)) {
+            Some(r) => r?.or_else(|m| as_table(lua, m)),
+            None => no_script(),
+        }
+    })?;
+    redis.raw_set("call", by_arg_count(&lua, call, call_many)?)?;
+    redis.raw_set("pcall", by_arg_count(&lua, pcall, pcall_many)?)?;
     // SAFETY: run_call follows the lua_CFunction protocol (see its doc).
     let runner = unsafe { lua.create_c_function(run_call)? };
     Ok(Engine {
@@ -235,6 +249,80 @@ fn new_engine() -> mlua::Result<Engine> {
         runner,
         compiled: RefCell::new((0, hashbrown::HashMap::new())),
     })
+}
+
+/// Arguments a Rust function of the sandbox takes as the binding's values at most. Each
+/// string, table or function argument takes a slot of the binding's reference stack,
+/// which holds about 8,000 (beyond, mlua panics); Lua allows a call nearly 8,000.
+pub(crate) const MAX_ARGS: std::ffi::c_int = 1000;
+
+/// A function calling `few` with its arguments when there are at most [`MAX_ARGS`], else
+/// `many` with them packed in one table (redis.call takes as many as Lua passes, as in
+/// Redis: `redis.call('lpush', k, unpack(t))` with 7,999 values).
+fn by_arg_count(lua: &Lua, few: Function, many: Function) -> mlua::Result<Function> {
+    // SAFETY: `dispatch_by_count` follows the lua_CFunction protocol; the closure is
+    // made inside mlua's protected call with its two upvalues on the stack.
+    unsafe {
+        lua.exec_raw::<Function>((few, many), |l| {
+            mlua::ffi::lua_pushcclosure(l, dispatch_by_count, 2);
+        })
+    }
+}
+
+/// A function raising "too many arguments" past [`MAX_ARGS`] arguments, else calling `f`.
+pub(crate) fn bounded_args(lua: &Lua, f: Function) -> mlua::Result<Function> {
+    // SAFETY: as in `by_arg_count`.
+    unsafe {
+        lua.exec_raw::<Function>(f, |l| {
+            mlua::ffi::lua_pushcclosure(l, dispatch_bounded, 1);
+        })
+    }
+}
+
+/// Upvalue 1 with the arguments (at most [`MAX_ARGS`]), else upvalue 2 with them in one
+/// table.
+///
+/// # Safety
+/// A lua_CFunction with two function upvalues; errors longjmp across it (nothing here
+/// needs Drop).
+unsafe extern "C-unwind" fn dispatch_by_count(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(l);
+    // A C function has LUA_MINSTACK (20) free slots past its arguments: 3 are used here
+    // (no lua_checkstack, which fails once the arguments fill Lua's 8,000 slots).
+    if n <= MAX_ARGS {
+        ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
+        ffi::lua_insert(l, 1);
+        ffi::lua_call(l, n, ffi::LUA_MULTRET);
+        return ffi::lua_gettop(l);
+    }
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(2));
+    ffi::lua_createtable(l, n, 1);
+    for i in 1..=n {
+        ffi::lua_pushvalue(l, i);
+        ffi::lua_rawseti_(l, -2, i);
+    }
+    // The count, as nils among the arguments leave holes.
+    ffi::lua_pushinteger(l, ffi::lua_Integer::from(n));
+    ffi::lua_setfield(l, -2, c"n".as_ptr());
+    ffi::lua_call(l, 1, ffi::LUA_MULTRET);
+    ffi::lua_gettop(l) - n
+}
+
+/// Upvalue 1 with the arguments, or "too many arguments" past [`MAX_ARGS`].
+///
+/// # Safety
+/// As [`dispatch_by_count`], with one upvalue.
+unsafe extern "C-unwind" fn dispatch_bounded(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(l);
+    if n > MAX_ARGS {
+        return ffi::luaL_error(l, c"too many arguments".as_ptr());
+    }
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(l, 1);
+    ffi::lua_call(l, n, ffi::LUA_MULTRET);
+    ffi::lua_gettop(l)
 }
 
 /// The message of the error a Rust callback raised (without mlua's wrapping/traceback).
@@ -254,8 +342,19 @@ pub fn compile_check(body: &[u8]) -> Result<(), CmdError> {
 
 fn compile(lua: &Lua, body: &[u8]) -> Result<(Function, shebang::ScriptFlags), CmdError> {
     let (flags, src) = shebang::parse(body)?;
-    lua.load(src.as_deref().unwrap_or(body))
+    let src = src.as_deref().unwrap_or(body);
+    // Text only (issue 15): a body starting with the bytecode mark is parsed as text, as
+    // Redis does, and fails on its first byte with Redis's error (see sandbox::load_text).
+    let spaced;
+    let src = if src.first() == Some(&0x1b) {
+        spaced = [b" ", src].concat();
+        spaced.as_slice()
+    } else {
+        src
+    };
+    lua.load(src)
         .set_name("@user_script")
+        .set_mode(mlua::ChunkMode::Text)
         .into_function()
         .map(|f| (f, flags))
         .map_err(|e| {
@@ -549,38 +648,74 @@ impl ArgBuf<'_> {
     }
 }
 
+const BAD_ARG: &str = "ERR Lua redis lib command arguments must be strings or integers";
+
+/// One `redis.call` argument: a string borrowed from Lua, a number as Redis formats it;
+/// None for any other type.
+fn arg_buf<'a>(lua: &Lua, a: &'a Value) -> mlua::Result<Option<ArgBuf<'a>>> {
+    Ok(Some(match a {
+        Value::String(s) => ArgBuf::Lua(s.as_bytes()),
+        // Redis formats numeric arguments with "%.17g" (not Lua's "%.14g").
+        Value::Number(n) if n.is_finite() => {
+            ArgBuf::Owned(crate::resp::writer::fmt_g(*n, 17).into())
+        }
+        // Lua 5.1 numbers are doubles (mlua shows integral ones as Integer).
+        Value::Integer(i) => ArgBuf::Owned(crate::resp::writer::fmt_g(*i as f64, 17).into()),
+        Value::Number(_) => match lua.coerce_string(a.clone())? {
+            Some(s) => ArgBuf::Owned(s.as_bytes().to_vec()),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    }))
+}
+
+/// `redis.call` with its arguments as the binding's values. Strings are borrowed from Lua
+/// (alive in `args` for the whole call), numbers formatted: no copy per argument.
+fn call_values(
+    lua: &Lua,
+    ctx: &mut Ctx<'_>,
+    args: &MultiValue,
+    read_only: bool,
+) -> mlua::Result<Result<Value, String>> {
+    let mut bufs: smallvec::SmallVec<[ArgBuf<'_>; 8]> = smallvec::SmallVec::new();
+    for a in args.iter() {
+        match arg_buf(lua, a)? {
+            Some(b) => bufs.push(b),
+            None => return Ok(Err(BAD_ARG.to_string())),
+        }
+    }
+    call_command(lua, ctx, &bufs, read_only)
+}
+
+/// `redis.call` with more than [`MAX_ARGS`] arguments, packed in `args`: each is copied
+/// and its Lua reference dropped before the next is read.
+fn call_packed(
+    lua: &Lua,
+    ctx: &mut Ctx<'_>,
+    args: &Table,
+    read_only: bool,
+) -> mlua::Result<Result<Value, String>> {
+    let n: usize = args.raw_get("n")?;
+    let mut bufs: Vec<ArgBuf<'_>> = Vec::with_capacity(n);
+    for i in 1..=n {
+        let v: Value = args.raw_get(i)?;
+        match arg_buf(lua, &v)? {
+            Some(b) => bufs.push(ArgBuf::Owned(b.bytes().to_vec())),
+            None => return Ok(Err(BAD_ARG.to_string())),
+        }
+    }
+    call_command(lua, ctx, &bufs, read_only)
+}
+
 fn call_command(
     lua: &Lua,
     ctx: &mut Ctx<'_>,
-    args: MultiValue,
+    bufs: &[ArgBuf<'_>],
     read_only: bool,
 ) -> mlua::Result<Result<Value, String>> {
     let fail = |m: &str| -> mlua::Result<Result<Value, String>> { Ok(Err(m.to_string())) };
-    if args.is_empty() {
+    if bufs.is_empty() {
         return fail("ERR Please specify at least one argument for this redis lib call");
-    }
-    // Strings are borrowed from Lua (alive in `args` for the whole call), numbers
-    // formatted: no copy per argument.
-    let mut bufs: smallvec::SmallVec<[ArgBuf<'_>; 8]> = smallvec::SmallVec::new();
-    for a in args.iter() {
-        match a {
-            Value::String(s) => bufs.push(ArgBuf::Lua(s.as_bytes())),
-            // Redis formats numeric arguments with "%.17g" (not Lua's "%.14g").
-            Value::Number(n) if n.is_finite() => {
-                bufs.push(ArgBuf::Owned(crate::resp::writer::fmt_g(*n, 17).into()))
-            }
-            // Lua 5.1 numbers are doubles (mlua shows integral ones as Integer).
-            Value::Integer(i) => bufs.push(ArgBuf::Owned(
-                crate::resp::writer::fmt_g(*i as f64, 17).into(),
-            )),
-            Value::Number(_) => match lua.coerce_string(a.clone())? {
-                Some(s) => bufs.push(ArgBuf::Owned(s.as_bytes().to_vec())),
-                None => {
-                    return fail("ERR Lua redis lib command arguments must be strings or integers")
-                }
-            },
-            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
-        }
     }
     let argv: smallvec::SmallVec<[&[u8]; 8]> = bufs.iter().map(|b| b.bytes()).collect();
     let Some(cmd) = table().get(argv[0]) else {

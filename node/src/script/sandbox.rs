@@ -1,6 +1,13 @@
 //! The scripting sandbox Redis 7.0 gives a script: base/table/string/math libraries without
 //! file or module access, a `redis` library, and read-only globals and library tables
 //! (Redis patches Lua for read-only tables; plain Lua 5.1 gets proxies with `__newindex`).
+//!
+//! Hardening as Redis 7.0.15 with its 2025 security fixes (issue 15): every library table,
+//! `coroutine` included, is a read-only proxy, and so is every metatable a script can reach
+//! (the string metatable, the globals'); chunks load as text only (`loadstring`, `load`,
+//! EVAL, FUNCTION LOAD: bytecode is unverified and reads and writes memory); `unpack`
+//! counts its range in 64 bits (CVE-2025-46817). `string.dump` stays, as in Redis: what it
+//! makes can no longer be loaded.
 
 use mlua::{Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
@@ -18,6 +25,10 @@ local function fix(ok, ...)
       -- A library's (cmsgpack, struct, cjson) error: its message, as a C library raises it.
       local m = string.match(tostring(e), '^runtime error: (.-)\nstack traceback:')
       e = m or lasterr() or tostring(e)
+    elseif type(e) == 'table' then
+      -- Redis 7.0's pcall answers an error table's `err` field.
+      local m = e.err
+      if type(m) == 'string' or type(m) == 'number' then e = m end
     end
     return false, e
   end
@@ -49,9 +60,15 @@ local function protect(t)
   protected[p] = t
   return p
 end
-for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit', 'cmsgpack', 'struct'}) do
+for _, name in ipairs({'redis', 'string', 'table', 'math', 'cjson', 'bit', 'cmsgpack', 'struct', 'coroutine'}) do
   real[name] = protect(real[name])
 end
+-- The string metatable is shared by every script: method calls go through the read-only
+-- `string`, and getmetatable('') shows a read-only view of it (CVE-2025-46818). Redis
+-- 7.0.15 answers the same: the table is there, every write fails.
+local smt = getmetatable('')
+smt.__index = real.string
+smt.__metatable = protect(smt)
 -- A script's globals: reads fall through to `real` (a table __index, so a found global
 -- costs no function call), whose own __index raises Redis's error for a missing one;
 -- writes are refused. getmetatable(_G) shows a look-alike that doesn't lead to `real`.
@@ -62,22 +79,13 @@ setmetatable(real, {__index = missing})
 local env = setmetatable({}, {
   __index = real,
   __newindex = ro,
-  __metatable = {__index = missing, __newindex = ro},
+  __metatable = protect({__index = missing, __newindex = ro}),
 })
 protected[env] = real
 real._G = env
-local rawset0 = rawset
-real.rawset = function(t, k, v)
-  if protected[t] then error('Attempt to modify a readonly table', 0) end
-  return rawset0(t, k, v)
-end
-local setmetatable0 = setmetatable
-real.setmetatable = function(t, mt)
-  if protected[t] then error('Attempt to modify a readonly table', 0) end
-  return setmetatable0(t, mt)
-end
 -- pairs, next and rawget see through the proxies (Redis's read-only tables are real
--- tables): C functions set up by `build`, which finds the proxies here.
+-- tables), rawset and setmetatable refuse them: C functions set up by `build`, which
+-- finds the proxies here.
 return env, protected
 "#;
 
@@ -147,6 +155,21 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     g.raw_set("bit", super::bit::library(&lua)?)?;
     g.raw_set("cmsgpack", super::cmsgpack::library(&lua)?)?;
     g.raw_set("struct", super::structlib::library(&lua)?)?;
+    // Every Rust function of the libraries takes its arguments as the binding's values:
+    // bounded so a script's `f(unpack(t))` can't exhaust the reference stack.
+    for lib in ["redis", "cjson", "bit", "cmsgpack", "struct"] {
+        let t: Table = g.raw_get(lib)?;
+        let funcs: Vec<(Value, mlua::Function)> = t
+            .pairs::<Value, Value>()
+            .filter_map(|p| match p {
+                Ok((k, Value::Function(f))) => Some((k, f)),
+                _ => None,
+            })
+            .collect();
+        for (k, f) in funcs {
+            t.raw_set(k, super::bounded_args(&lua, f)?)?;
+        }
+    }
     let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
     let (env, protected): (Table, Table) = lua
         .load(SEAL)
@@ -163,6 +186,25 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     g.raw_set("rawget", unsafe {
         lua.create_c_function(see_through_rawget)?
     })?;
+    // SAFETY: these follow the lua_CFunction protocol (see their docs).
+    g.raw_set("getmetatable", unsafe {
+        lua.create_c_function(guarded_getmetatable)?
+    })?;
+    g.raw_set("loadstring", unsafe {
+        lua.create_c_function(text_loadstring)?
+    })?;
+    g.raw_set("load", unsafe { lua.create_c_function(text_load)? })?;
+    g.raw_set("unpack", unsafe { lua.create_c_function(checked_unpack)? })?;
+    g.raw_set("rawset", unsafe { lua.create_c_function(guarded_rawset)? })?;
+    g.raw_set("setmetatable", unsafe {
+        lua.create_c_function(guarded_setmetatable)?
+    })?;
+    // The names chunks compile under stay interned: the parser's copy of its chunk name is
+    // then never a fresh, unanchored string the collector could free mid-parse (the
+    // CVE-2025-49844 class; the vendored Lua 5.1 parser does not anchor it).
+    for name in ["@user_script", "@user_function", "=(load)"] {
+        lua.set_named_registry_value(&format!("tessera.chunkname.{name}"), name)?;
+    }
     lua.set_globals(env)?;
     Ok((lua, g, redis))
 }
@@ -243,6 +285,253 @@ unsafe extern "C-unwind" fn see_through_rawget(l: *mut mlua::ffi::lua_State) -> 
     unproxy(l);
     ffi::lua_rawget(l, 1);
     1
+}
+
+/// `getmetatable`: a value's `__metatable` field if it has one (the string metatable and
+/// the globals' show read-only views), nil for a read-only proxy (as Redis, whose
+/// read-only tables have none), else the metatable.
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn guarded_getmetatable(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::luaL_checkany(l, 1);
+    ffi::lua_settop(l, 1);
+    if ffi::lua_getmetatable(l, 1) == 0 {
+        ffi::lua_pushnil(l);
+        return 1;
+    }
+    // [v, mt]
+    ffi::lua_pushlstring(l, c"__metatable".as_ptr(), 11);
+    ffi::lua_rawget(l, 2);
+    if ffi::lua_type(l, -1) != ffi::LUA_TNIL {
+        return 1;
+    }
+    ffi::lua_settop(l, 2);
+    if ffi::lua_type(l, 1) == ffi::LUA_TTABLE {
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, PROTECTED.as_ptr());
+        ffi::lua_pushvalue(l, 1);
+        ffi::lua_rawget(l, -2);
+        if ffi::lua_type(l, -1) != ffi::LUA_TNIL {
+            ffi::lua_pushnil(l);
+            return 1;
+        }
+        ffi::lua_settop(l, 2);
+    }
+    1
+}
+
+/// True when the table at index 1 is a read-only proxy.
+///
+/// # Safety
+/// `l` is in a C function with index 1 a table and 2 free stack slots.
+unsafe fn is_proxy(l: *mut mlua::ffi::lua_State) -> bool {
+    use mlua::ffi;
+    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, PROTECTED.as_ptr());
+    ffi::lua_pushvalue(l, 1);
+    ffi::lua_rawget(l, -2);
+    let found = ffi::lua_type(l, -1) != ffi::LUA_TNIL;
+    ffi::lua_pop(l, 2);
+    found
+}
+
+/// Raises Redis's read-only error (no position, as Redis's patched Lua raises it).
+///
+/// # Safety
+/// As [`see_through_next`]; does not return.
+unsafe fn readonly_error(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::lua_pushstring(l, c"Attempt to modify a readonly table".as_ptr());
+    ffi::lua_error(l)
+}
+
+/// `rawset`, refusing the read-only proxies; Lua 5.1's checks and messages otherwise.
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn guarded_rawset(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    ffi::luaL_checkany(l, 2);
+    ffi::luaL_checkany(l, 3);
+    ffi::lua_settop(l, 3);
+    if is_proxy(l) {
+        return readonly_error(l);
+    }
+    ffi::lua_rawset(l, 1);
+    1
+}
+
+/// `setmetatable`, refusing the read-only proxies; Lua 5.1's checks and messages otherwise.
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn guarded_setmetatable(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let t = ffi::lua_type(l, 2);
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    if t != ffi::LUA_TNIL && t != ffi::LUA_TTABLE {
+        return ffi::luaL_argerror(l, 2, c"nil or table expected".as_ptr());
+    }
+    ffi::lua_settop(l, 2);
+    if is_proxy(l) {
+        return readonly_error(l);
+    }
+    if ffi::luaL_getmetafield(l, 1, c"__metatable".as_ptr()) != 0 {
+        return ffi::luaL_error(l, c"cannot change a protected metatable".as_ptr());
+    }
+    ffi::lua_setmetatable(l, 1);
+    1
+}
+
+/// The signature byte that starts a precompiled chunk (LUA_SIGNATURE[0]).
+const BYTECODE_MARK: u8 = 0x1b;
+
+/// Compiles the string at `src` as text under `name` and leaves the function or the error
+/// message on top; returns the status. A chunk starting with the bytecode mark is parsed
+/// as text too, as Redis's patched parser does (it never undumps): Lua's lexer then fails
+/// on the first byte with Redis's very error, "unexpected symbol near 'char(27)'". A
+/// leading space makes that happen without changing the error's line or chunk name; text
+/// mode ("t") refuses a binary chunk should one still get through.
+///
+/// # Safety
+/// `l` is in a C function with `src` a string at an absolute index and 3 free slots.
+unsafe fn load_text(
+    l: *mut mlua::ffi::lua_State,
+    src: std::ffi::c_int,
+    name: *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    use mlua::ffi;
+    let mut len = 0usize;
+    let s = ffi::lua_tolstring(l, src, &mut len);
+    if len > 0 && *s as u8 == BYTECODE_MARK {
+        ffi::lua_pushlstring(l, c" ".as_ptr(), 1);
+        ffi::lua_pushvalue(l, src);
+        ffi::lua_concat(l, 2);
+        let mut n = 0usize;
+        let spaced = ffi::lua_tolstring(l, -1, &mut n);
+        let status = ffi::luaL_loadbufferx(l, spaced, n, name, c"t".as_ptr());
+        ffi::lua_remove(l, -2);
+        status
+    } else {
+        ffi::luaL_loadbufferx(l, s, len, name, c"t".as_ptr())
+    }
+}
+
+/// Lua 5.1's `load_aux`: the function, or nil and the message.
+///
+/// # Safety
+/// As [`load_text`], right after it.
+unsafe fn load_result(l: *mut mlua::ffi::lua_State, status: std::ffi::c_int) -> std::ffi::c_int {
+    use mlua::ffi;
+    if status == 0 {
+        1
+    } else {
+        ffi::lua_pushnil(l);
+        ffi::lua_insert(l, -2);
+        2
+    }
+}
+
+/// `loadstring(s [, name])`, text only (see [`load_text`]); Lua 5.1's arguments and replies.
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn text_loadstring(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let mut len = 0usize;
+    let s = ffi::luaL_checklstring(l, 1, &mut len);
+    let name = ffi::luaL_optstring(l, 2, s);
+    ffi::lua_settop(l, 2);
+    // The name as a Lua string on the stack: the parser's copy is this (interned) one.
+    ffi::lua_pushstring(l, name);
+    let status = load_text(l, 1, name);
+    load_result(l, status)
+}
+
+/// `load(reader [, name])`: the reader's pieces are collected first (a nil or empty piece
+/// ends them), then compiled as text (see [`load_text`]). No script code runs while the
+/// parser works (Lua 5.1 calls the reader from inside it, which let a reader run the
+/// collector mid-parse: CVE-2025-49844). A failing reader or a piece that is not a string
+/// gives nil and the message, as Lua 5.1's protected parser does.
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn text_load(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let name = ffi::luaL_optstring(l, 2, c"=(load)".as_ptr());
+    ffi::luaL_checktype(l, 1, ffi::LUA_TFUNCTION);
+    ffi::lua_settop(l, 2);
+    ffi::lua_pushstring(l, name);
+    let name = ffi::lua_tolstring(l, 3, std::ptr::null_mut());
+    // Pieces from index 4 on, joined every 16 so the stack stays small.
+    let mut pieces: std::ffi::c_int = 0;
+    loop {
+        ffi::luaL_checkstack(l, 3, c"too many nested functions".as_ptr());
+        ffi::lua_pushvalue(l, 1);
+        if ffi::lua_pcall(l, 0, 1, 0) != 0 {
+            return load_result(l, 1);
+        }
+        if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+            ffi::lua_pop(l, 1);
+            break;
+        }
+        if ffi::lua_isstring(l, -1) == 0 {
+            ffi::lua_pop(l, 1);
+            ffi::lua_pushstring(l, c"reader function must return a string".as_ptr());
+            return load_result(l, 1);
+        }
+        if ffi::lua_objlen(l, -1) == 0 {
+            ffi::lua_pop(l, 1);
+            break;
+        }
+        pieces += 1;
+        if pieces == 16 {
+            ffi::lua_concat(l, pieces);
+            pieces = 1;
+        }
+    }
+    match pieces {
+        0 => {
+            ffi::lua_pushlstring(l, c"".as_ptr(), 0);
+        }
+        1 => {}
+        n => ffi::lua_concat(l, n),
+    }
+    let status = load_text(l, 4, name);
+    load_result(l, status)
+}
+
+/// `unpack(t [, i [, j]])` with the element count in 64 bits: Lua 5.1 computes it as
+/// `j - i + 1` in an int, which overflows for ranges such as (0, 2^31-1) and then pushes
+/// past the stack (CVE-2025-46817). Redis's fixed reply: "too many results to unpack".
+///
+/// # Safety
+/// As [`see_through_next`].
+unsafe extern "C-unwind" fn checked_unpack(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    use std::ffi::c_int;
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    // luaL_optint / luaL_checkint: an int, truncated as C's cast does.
+    let i = ffi::luaL_optinteger(l, 2, 1) as c_int;
+    let e = if ffi::lua_isnoneornil(l, 3) != 0 {
+        c_int::try_from(ffi::lua_objlen(l, 1)).unwrap_or(c_int::MAX)
+    } else {
+        ffi::luaL_checkinteger(l, 3) as c_int
+    };
+    if i > e {
+        return 0;
+    }
+    let n = i64::from(e) - i64::from(i) + 1;
+    let fits = c_int::try_from(n).ok().filter(|&n| n < c_int::MAX);
+    let Some(n) = fits.filter(|&n| ffi::lua_checkstack(l, n) != 0) else {
+        return ffi::luaL_error(l, c"too many results to unpack".as_ptr());
+    };
+    // Every k lies in [i, e], so it is an int.
+    for k in i64::from(i)..=i64::from(e) {
+        ffi::lua_rawgeti_(l, 1, k as c_int);
+    }
+    n
 }
 
 /// `redis.acl_check_cmd(command, args...)`: whether the script's user may run the command.
