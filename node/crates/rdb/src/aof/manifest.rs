@@ -34,6 +34,18 @@ pub struct AofFileInfo {
     pub kind: AofFileKind,
 }
 
+impl AofFileInfo {
+    /// The manifest line for this file, as redis writes it (without the newline).
+    pub fn line(&self) -> String {
+        format!(
+            "file {} seq {} type {}",
+            repr_if_needed(&self.name),
+            self.seq,
+            self.kind.code()
+        )
+    }
+}
+
 /// The parsed manifest: at most one base, then incremental files in sequence order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AofManifest {
@@ -172,6 +184,11 @@ impl AofManifest {
                 return Err(bad(ManifestFault::DuplicateName));
             }
             let info = AofFileInfo { name, seq, kind };
+            // The node writes this entry back on its next rewrite: it must load then too
+            // (quoting can make a name longer than it was read).
+            if info.line().len() > MAX_LINE {
+                return Err(bad(ManifestFault::TooLong));
+            }
             match kind {
                 AofFileKind::Base => {
                     if m.base.is_some() {
@@ -224,13 +241,7 @@ impl fmt::Display for AofManifest {
             .chain(self.history.iter())
             .chain(self.incr.iter());
         for i in all {
-            writeln!(
-                f,
-                "file {} seq {} type {}",
-                repr_if_needed(&i.name),
-                i.seq,
-                i.kind.code()
-            )?;
+            writeln!(f, "{}", i.line())?;
         }
         Ok(())
     }
@@ -467,5 +478,28 @@ mod tests {
             AofManifest::parse(&top).expect("valid").incr[0].seq,
             MAX_SEQ
         );
+    }
+
+    #[test]
+    fn what_the_node_writes_back_loads() {
+        // 300 bytes read as 300 replacement characters, each written back as 12 bytes.
+        let wide = format!("file '{}' seq 1 type b\n", "\u{e9}".repeat(150));
+        assert_eq!(fault(&wide), Some(ManifestFault::TooLong));
+        let raw = [&b"file '"[..], &[0xff; 300][..], &b"' seq 1 type b\n"[..]].concat();
+        let text = String::from_utf8_lossy(&raw);
+        assert_eq!(fault(&text), Some(ManifestFault::TooLong));
+        for name in [
+            "'a b'",
+            "\"q\\\"x\"",
+            "'\u{e9}'",
+            "#x",
+            "\"\\xff\"",
+            "'tab\there'",
+        ] {
+            let text = format!("file {name} seq 7 type i\nfile +b seq +3 type b\n");
+            let m = AofManifest::parse(&text).expect(&text);
+            let again = AofManifest::parse(&m.to_string()).expect("written form loads");
+            assert_eq!(again, m, "{text}");
+        }
     }
 }
