@@ -221,7 +221,8 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
                 Some(c) => parse_i64(c).ok_or_else(|| {
                     Reply::err(format!("ERR Invalid TCP bus port specified: {}", lossy(c)))
                 })?,
-                None => port + 10000,
+                // Out of range either way; no overflow on a huge port.
+                None => port.saturating_add(10000),
             };
             if !start_handshake(st, &lossy(args[1]), port, cport, now) {
                 return Err(Reply::err(format!(

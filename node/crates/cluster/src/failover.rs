@@ -55,8 +55,8 @@ impl ClusterState {
     #[instrument(skip(self), level = "debug")]
     pub fn handle_replica_failover(&mut self, now: u64) {
         let nt = self.config.node_timeout_ms;
-        let auth_timeout = (nt * 2).max(2000);
-        let auth_retry = auth_timeout * 2;
+        let auth_timeout = nt.saturating_mul(2).max(2000);
+        let auth_retry = auth_timeout.saturating_mul(2);
         let me = self.me();
         let Some(master) = me.master.and_then(|m| self.nodes.get(&m)) else {
             return;
@@ -83,7 +83,12 @@ impl ClusterState {
         let factor = self.config.replica_validity_factor;
         if !manual
             && factor != 0
-            && data_age > self.config.repl_ping_replica_period_s * 1000 + nt * factor
+            && data_age
+                > self
+                    .config
+                    .repl_ping_replica_period_s
+                    .saturating_mul(1000)
+                    .saturating_add(nt.saturating_mul(factor))
         {
             return;
         }

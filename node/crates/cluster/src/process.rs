@@ -516,7 +516,10 @@ impl ClusterState {
         let Some(n) = self.nodes.get_mut(name) else {
             return;
         };
-        if n.is_replica() || n.numslots == 0 || now.saturating_sub(n.fail_time) > nt * 2 {
+        if n.is_replica()
+            || n.numslots == 0
+            || now.saturating_sub(n.fail_time) > nt.saturating_mul(2)
+        {
             info!(node = name_str(name), "clearing FAIL state");
             n.flags &= !FLAG_FAIL;
             self.todo_save = true;
@@ -768,7 +771,7 @@ impl ClusterState {
         if req.is_master() || (!master.failed() && !force) {
             return;
         }
-        if now.saturating_sub(master.voted_time) < self.config.node_timeout_ms * 2 {
+        if now.saturating_sub(master.voted_time) < self.config.node_timeout_ms.saturating_mul(2) {
             return;
         }
         let mut newer_owner = false;

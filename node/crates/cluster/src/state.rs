@@ -643,7 +643,7 @@ impl ClusterState {
     }
     /// Valid (younger than 2·NT) failure reports for a node, expiring old ones.
     pub fn failure_reports(&mut self, name: &Name, now: u64) -> usize {
-        let validity = self.config.node_timeout_ms * 2;
+        let validity = self.config.node_timeout_ms.saturating_mul(2);
         let Some(n) = self.nodes.get_mut(name) else {
             return 0;
         };

@@ -368,3 +368,20 @@ fn nodes_conf_refuses_lines_a_peer_could_not_have_taught() {
     );
     assert!(nodes_conf::parse(&text, "nodes.conf", config(), T0, 1).is_ok());
 }
+
+#[test]
+fn cluster_meet_with_a_huge_port_is_an_error() {
+    let mut st = ClusterState::new(config(), T0, 1);
+    for args in [
+        &[&b"meet"[..], b"127.0.0.1", b"9223372036854775807"][..],
+        &[b"meet", b"127.0.0.1", b"7000", b"9223372036854775807"],
+        &[b"meet", b"10.9.9.9\ngarbage", b"7000"],
+    ] {
+        let r = commands::execute(&mut st, &tessera_cluster::NullHost, args, T0);
+        assert!(
+            matches!(&r, tessera_cluster::Reply::Error(e) if e.contains("Invalid")),
+            "{args:?}: {r:?}"
+        );
+    }
+    assert_eq!(st.nodes.len(), 1);
+}
