@@ -112,18 +112,25 @@ impl ClusterState {
 
     /// Closes inbound links that are of no use (clusterCron): one not bound to a known node
     /// after the handshake timeout (max(node timeout, 1 s): it sent nothing, stalled inside
-    /// a frame, or never named a node we know), or a bound one that has carried no valid
-    /// message for twice that (a live peer pings at least every node timeout / 2).
+    /// a frame, or never named a node we know) or once it leaves more than
+    /// [`msg::MAX_UNIDENTIFIED_MSG_LEN`] of our replies unread, or a bound one that has
+    /// carried no valid message for twice the handshake timeout (a live peer pings at least
+    /// every node timeout / 2).
     pub(crate) fn close_stale_inbound_links(&mut self, now: u64) {
         let handshake = self.config.node_timeout_ms.max(1000);
         let idle = handshake.saturating_mul(2);
+        let unread_max = msg::MAX_UNIDENTIFIED_MSG_LEN as u64;
         let stale: Vec<LinkId> = self
             .links
             .iter()
             .filter(|(_, l)| {
                 l.inbound
                     && match l.node {
-                        None => now.saturating_sub(l.ctime) > handshake,
+                        None => {
+                            now.saturating_sub(l.ctime) > handshake
+                                || l.send_queued.load(std::sync::atomic::Ordering::Relaxed)
+                                    > unread_max
+                        }
                         Some(_) => now.saturating_sub(l.last_rx.max(l.ctime)) > idle,
                     }
             })

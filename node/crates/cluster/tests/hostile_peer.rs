@@ -385,3 +385,18 @@ fn cluster_meet_with_a_huge_port_is_an_error() {
     }
     assert_eq!(st.nodes.len(), 1);
 }
+
+#[test]
+fn an_unidentified_link_that_leaves_replies_unread_is_closed() {
+    let mut st = ClusterState::new(config(), T0, 1);
+    let reader = st.link_accepted(T0);
+    let hoarder = st.link_accepted(T0);
+    st.links[&hoarder].send_queued.store(
+        msg::MAX_UNIDENTIFIED_MSG_LEN as u64 + 1,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    st.cron(T0 + 100);
+    assert!(!st.links.contains_key(&hoarder));
+    assert!(st.links.contains_key(&reader));
+    assert!(matches!(st.out[..], [Out::Close { link }] if link == hoarder));
+}
