@@ -88,7 +88,7 @@ pub enum DecodeError {
     BadPsync(String),
     #[error("MASTER aborted replication with an error: '{0}'")]
     Aborted(String),
-    #[error("bad protocol from MASTER, the first byte is not '$' (we received '{0}')")]
+    #[error("bad RDB payload header from MASTER: '{0}'")]
     BadPayloadHeader(String),
     #[error("bad $EOF: mark of {0} bytes (a mark is {ID_LEN} bytes)")]
     BadEofMark(usize),

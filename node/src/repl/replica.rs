@@ -4,18 +4,26 @@
 //! offset, kept in our own backlog byte for byte (so our replicas, and the replicas of our
 //! old master after a promotion, can continue from us), acknowledged every second and on
 //! REPLCONF GETACK. Reconnects with back-off, trying a partial resync first.
+//!
+//! The master is untrusted (REPLICAOF can name any host): its bytes are decoded by the
+//! bounded, I/O-free [`Decoder`], the RDB is streamed to a temp file in the node's dir as
+//! Redis does (never reserved from its declared length), and any malformed reply drops the
+//! link with a logged error; [`run`] then retries.
 
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::backlog::{encode, Backlog};
+use super::decoder::{quote, DecodeError, Decoder, Event, RdbLen, StreamLimits};
 use crate::cmd::{self, eq_ic, Outcome};
-use crate::resp::{recycle_view, Limits, Out, Parser};
+use crate::resp::{recycle_view, Out};
 use crate::server::{now_ms, ClientHandle, ClientState, Server};
 
 /// Why a link attempt ended.
@@ -29,6 +37,13 @@ pub enum LinkError {
     Master(String),
     #[error("protocol error from master: {0}")]
     Proto(String),
+    #[error("protocol error from master: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("writing the RDB from master to {path}: {source}")]
+    TempFile {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("loading the RDB from master failed: {0}")]
     Load(String),
     #[error("link closed by CLIENT KILL")]
@@ -78,19 +93,27 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// A buffered reader over the master socket.
+/// The master socket and the decoder of what it sends.
 struct Conn {
     sock: TcpStream,
-    rd: BytesMut,
+    dec: Decoder,
     timeout: Duration,
+}
+
+/// The master's answer to PSYNC.
+enum Psync {
+    Full {
+        replid: String,
+        offset: u64,
+    },
+    Continue(Option<String>),
+    /// An error reply (escaped for the log).
+    Refused(String),
 }
 
 impl Conn {
     async fn fill(&mut self) -> Result<(), LinkError> {
-        if self.rd.capacity() - self.rd.len() < 16 * 1024 {
-            self.rd.reserve(64 * 1024);
-        }
-        let n = tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.rd))
+        let n = tokio::time::timeout(self.timeout, self.sock.read_buf(self.dec.read_space()))
             .await
             .map_err(|_| LinkError::Timeout)??;
         if n == 0 {
@@ -99,19 +122,43 @@ impl Conn {
         Ok(())
     }
 
-    /// One reply line without CRLF; lone newlines (keep-alives) are skipped.
-    async fn line(&mut self) -> Result<String, LinkError> {
+    /// The reply to a handshake command as its line: `+text` or `-text` (escaped).
+    async fn reply(&mut self) -> Result<String, LinkError> {
         loop {
-            while self.rd.first() == Some(&b'\n') {
-                let _ = self.rd.split_to(1);
+            let mut none = Vec::new();
+            match self.dec.next(&mut none)? {
+                Some(Event::Reply { ok, text }) => {
+                    return Ok(format!(
+                        "{}{}",
+                        if ok { '+' } else { '-' },
+                        quote(text.as_bytes())
+                    ))
+                }
+                Some(ev) => return Err(unexpected(&ev)),
+                None => {}
             }
-            if let Some(p) = memchr::memchr(b'\n', &self.rd) {
-                let l = self.rd.split_to(p + 1);
-                let s = String::from_utf8_lossy(&l[..p]);
-                return Ok(s.trim_end_matches('\r').to_string());
-            }
-            if self.rd.len() > 64 * 1024 {
-                return Err(LinkError::Proto("reply line too long".into()));
+            self.fill().await?;
+        }
+    }
+
+    async fn psync_reply(&mut self) -> Result<Psync, LinkError> {
+        loop {
+            let mut none = Vec::new();
+            match self.dec.next(&mut none)? {
+                Some(Event::FullResync { replid, offset }) => {
+                    return Ok(Psync::Full {
+                        replid: replid.to_string(),
+                        offset,
+                    })
+                }
+                Some(Event::Continue { replid }) => {
+                    return Ok(Psync::Continue(replid.map(str::to_string)))
+                }
+                Some(Event::Reply { ok: false, text }) => {
+                    return Ok(Psync::Refused(format!("-{}", quote(text.as_bytes()))))
+                }
+                Some(ev) => return Err(unexpected(&ev)),
+                None => {}
             }
             self.fill().await?;
         }
@@ -124,12 +171,21 @@ impl Conn {
 
     async fn cmd(&mut self, args: &[&[u8]]) -> Result<String, LinkError> {
         self.send(args).await?;
-        self.line().await
+        self.reply().await
     }
 }
 
+/// An event the decoder produced in a phase that does not expect it (it cannot: each
+/// phase yields its own events), reported rather than trusted.
+fn unexpected(ev: &Event<'_>) -> LinkError {
+    LinkError::Proto(format!(
+        "unexpected {}",
+        quote(format!("{ev:?}").as_bytes())
+    ))
+}
+
 async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(), LinkError> {
-    let (timeout, auth, user, announce_ip, announce_port) = {
+    let (timeout, auth, user, announce_ip, announce_port, limits, dir) = {
         let c = srv.config.read();
         (
             Duration::from_secs(c.uint("repl-timeout").max(1)),
@@ -137,6 +193,11 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
             c.str("masteruser").to_string(),
             c.str("replica-announce-ip").to_string(),
             c.uint("replica-announce-port"),
+            StreamLimits::new(
+                srv.proto_max_bulk_len.load(Ordering::Relaxed),
+                c.uint("client-query-buffer-limit"),
+            ),
+            PathBuf::from(c.str("dir")),
         )
     };
     let sock = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
@@ -156,7 +217,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     let _reg = Registered(srv, id);
     let mut c = Conn {
         sock,
-        rd: BytesMut::with_capacity(64 * 1024),
+        dec: Decoder::new(limits),
         timeout,
     };
     let stale = || srv.repl.generation.load(Ordering::Acquire) != gen;
@@ -204,49 +265,51 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         )
     };
     let next = (offset + 1).to_string();
-    let r = if fresh {
-        c.cmd(&[b"PSYNC", b"?", b"-1"]).await?
+    if fresh {
+        c.send(&[b"PSYNC", b"?", b"-1"]).await?;
     } else {
-        c.cmd(&[b"PSYNC", replid.as_bytes(), next.as_bytes()])
-            .await?
-    };
+        c.send(&[b"PSYNC", replid.as_bytes(), next.as_bytes()])
+            .await?;
+    }
+    c.dec.expect_psync();
+    let r = c.psync_reply().await?;
     if stale() {
         return Err(LinkError::Stale);
     }
-    if let Some(rest) = r.strip_prefix("+FULLRESYNC") {
-        let mut w = rest.split_whitespace();
-        let (Some(id), Some(off)) = (w.next(), w.next().and_then(|o| o.parse::<u64>().ok())) else {
-            return Err(LinkError::Proto(format!("bad FULLRESYNC reply: {r}")));
-        };
-        let id = id.to_string();
-        tracing::info!(replid = %id, offset = off, "Full resync from master");
-        srv.repl.sync_in_progress.store(true, Ordering::Release);
-        let payload = read_payload(&mut c).await?;
-        if stale() {
-            return Err(LinkError::Stale);
+    match r {
+        Psync::Full {
+            replid: id,
+            offset: off,
+        } => {
+            tracing::info!(replid = %id, offset = off, "Full resync from master");
+            srv.repl.sync_in_progress.store(true, Ordering::Release);
+            let rdb = receive_rdb(&mut c, &dir).await?;
+            if stale() {
+                return Err(LinkError::Stale);
+            }
+            load(srv, rdb, id, off, gen).await?;
+            srv.repl.sync_in_progress.store(false, Ordering::Release);
         }
-        load(srv, payload, id, off, gen).await?;
-        srv.repl.sync_in_progress.store(false, Ordering::Release);
-    } else if let Some(rest) = r.strip_prefix("+CONTINUE") {
-        let new = rest.trim();
-        let _apply = srv.repl.apply_lock.lock();
-        if stale() {
-            return Err(LinkError::Stale);
+        Psync::Continue(new) => {
+            let new = new.unwrap_or_default();
+            let _apply = srv.repl.apply_lock.lock();
+            if stale() {
+                return Err(LinkError::Stale);
+            }
+            let mut sh = srv.repl.shared.lock();
+            if !new.is_empty() && !new.eq_ignore_ascii_case(&sh.replid) {
+                sh.replid2 = std::mem::replace(&mut sh.replid, new.to_string());
+                sh.second_offset = sh.offset as i64 + 1;
+                drop(sh);
+                // Our replicas follow the new history: they reconnect and continue.
+                super::master::disconnect_replicas(srv);
+                sh = srv.repl.shared.lock();
+            }
+            let size = srv.config.read().uint("repl-backlog-size") as usize;
+            sh.ensure_backlog(size);
+            tracing::info!(replid = %sh.replid, offset = sh.offset, "Successful partial resynchronization with master.");
         }
-        let mut sh = srv.repl.shared.lock();
-        if !new.is_empty() && !new.eq_ignore_ascii_case(&sh.replid) {
-            sh.replid2 = std::mem::replace(&mut sh.replid, new.to_string());
-            sh.second_offset = sh.offset as i64 + 1;
-            drop(sh);
-            // Our replicas follow the new history: they reconnect and continue.
-            super::master::disconnect_replicas(srv);
-            sh = srv.repl.shared.lock();
-        }
-        let size = srv.config.read().uint("repl-backlog-size") as usize;
-        sh.ensure_backlog(size);
-        tracing::info!(replid = %sh.replid, offset = sh.offset, "Successful partial resynchronization with master.");
-    } else {
-        return Err(LinkError::Master(r));
+        Psync::Refused(r) => return Err(LinkError::Master(r)),
     }
     let off = srv.repl.shared.lock().offset;
     c.send(&[b"REPLCONF", b"ACK", off.to_string().as_bytes()])
@@ -264,46 +327,94 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     stream(srv, &mut c, &handle, gen).await
 }
 
-/// Reads the RDB payload after +FULLRESYNC.
-async fn read_payload(c: &mut Conn) -> Result<Vec<u8>, LinkError> {
-    let head = c.line().await?;
-    if head.starts_with('-') {
-        return Err(LinkError::Master(head));
+/// The RDB from the master, on disk while it arrives (as Redis: `temp-<unixtime>.<pid>.rdb`
+/// in the node's dir); removed when dropped, loaded or not.
+struct TempRdb {
+    path: PathBuf,
+    file: std::fs::File,
+    len: u64,
+}
+
+impl TempRdb {
+    fn create(dir: &Path) -> Result<Self, LinkError> {
+        let path = dir.join(format!(
+            "temp-{}.{}.rdb",
+            now_ms() / 1000,
+            std::process::id()
+        ));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| TempRdb::error(&path, e))?;
+        Ok(TempRdb { path, file, len: 0 })
     }
-    let Some(spec) = head.strip_prefix('$') else {
-        return Err(LinkError::Proto(format!("bad bulk payload header: {head}")));
-    };
-    if let Some(mark) = spec.strip_prefix("EOF:") {
-        let mark = mark.as_bytes().to_vec();
-        if mark.len() != 40 {
-            return Err(LinkError::Proto("bad EOF mark".into()));
+
+    fn error(path: &Path, source: std::io::Error) -> LinkError {
+        LinkError::TempFile {
+            path: path.display().to_string(),
+            source,
         }
-        let mut searched = 0usize;
+    }
+
+    fn write(&mut self, data: &[u8]) -> Result<(), LinkError> {
+        self.file
+            .write_all(data)
+            .map_err(|e| TempRdb::error(&self.path, e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+}
+
+impl Drop for TempRdb {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!(path = %self.path.display(), error = %e, "removing the temp RDB from master");
+        }
+    }
+}
+
+/// Receives the RDB payload after +FULLRESYNC into a temp file: memory stays at one read
+/// buffer whatever length the master declares.
+async fn receive_rdb(c: &mut Conn, dir: &Path) -> Result<TempRdb, LinkError> {
+    let mut tmp: Option<TempRdb> = None;
+    loop {
         loop {
-            if let Some(p) = memchr::memmem::find(&c.rd[searched..], &mark) {
-                let end = searched + p;
-                let payload = c.rd.split_to(end).to_vec();
-                let _ = c.rd.split_to(40);
-                return Ok(payload);
+            let mut none = Vec::new();
+            match c.dec.next(&mut none)? {
+                Some(Event::RdbStart(len)) if tmp.is_none() => {
+                    match len {
+                        RdbLen::Sized(n) => tracing::info!(
+                            bytes = n,
+                            "MASTER <-> REPLICA sync: receiving the RDB to disk"
+                        ),
+                        RdbLen::Eof => tracing::info!(
+                            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+                        ),
+                    }
+                    tmp = Some(TempRdb::create(dir)?);
+                }
+                Some(Event::RdbData(d)) => match tmp.as_mut() {
+                    Some(t) => t.write(d)?,
+                    None => return Err(LinkError::Proto("RDB bytes before its header".into())),
+                },
+                Some(Event::RdbEnd) => {
+                    return tmp.ok_or_else(|| LinkError::Proto("RDB end before its header".into()))
+                }
+                Some(ev) => return Err(unexpected(&ev)),
+                None => break,
             }
-            searched = c.rd.len().saturating_sub(40);
-            c.fill().await?;
         }
-    }
-    let len: usize = spec
-        .parse()
-        .map_err(|_| LinkError::Proto(format!("bad payload length: {head}")))?;
-    while c.rd.len() < len {
-        c.rd.reserve(len - c.rd.len());
         c.fill().await?;
     }
-    Ok(c.rd.split_to(len).to_vec())
 }
 
 /// Replaces the dataset with the RDB and adopts the master's history at `offset`.
 async fn load(
     srv: &Arc<Server>,
-    payload: Vec<u8>,
+    mut rdb: TempRdb,
     replid: String,
     offset: u64,
     gen: u64,
@@ -327,18 +438,26 @@ async fn load(
         // Like FLUSHALL: tracking clients drop their whole cache (a null invalidation).
         crate::tracking::on_flush(&srv2);
         // A replica keeps keys whose TTL passed: its master's DEL removes them.
-        let r = crate::persist::snapshot::load_rdb_stream(
-            &srv2,
-            std::io::Cursor::new(payload),
-            "master payload",
-            true,
-        );
+        let r = rdb
+            .file
+            .rewind()
+            .map_err(|e| TempRdb::error(&rdb.path, e).to_string())
+            .and_then(|()| {
+                crate::persist::snapshot::load_rdb_stream(
+                    &srv2,
+                    std::io::BufReader::with_capacity(64 * 1024, &rdb.file),
+                    "master payload",
+                    true,
+                )
+                .map_err(|e| e.to_string())
+            });
         srv2.persist.loading.store(false, Ordering::Relaxed);
+        tracing::debug!(bytes = rdb.len, "RDB from master loaded");
         r.map(|(n, _, _)| n)
     })
     .await
     .map_err(|e| LinkError::Load(e.to_string()))?
-    .map_err(|e| LinkError::Load(e.to_string()))?;
+    .map_err(LinkError::Load)?;
     tracing::info!(
         keys = n,
         secs = started.elapsed().as_secs_f64(),
@@ -381,33 +500,19 @@ async fn stream(
     // A partial resync continues in the database the stream had selected.
     cl.db = srv.repl.master_db.load(Ordering::Relaxed);
     let mut out = Out::new(false);
-    let mut parser = Parser::new();
     // The argument view's allocation, reused by every command of the stream.
     let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
-    let mut pending = 0usize;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // Bytes that arrived with the handshake replies are applied first.
-        if let Some(ack) = apply(
-            srv,
-            gen,
-            &mut cl,
-            &mut out,
-            &mut parser,
-            &mut c.rd,
-            &mut args,
-            &mut pending,
-        )? {
+        if let Some(ack) = apply(srv, gen, &mut cl, &mut out, &mut c.dec, &mut args)? {
             c.sock.write_all(&ack).await?;
-        }
-        if c.rd.capacity() - c.rd.len() < 16 * 1024 {
-            c.rd.reserve(64 * 1024);
         }
         tokio::select! {
             biased;
             _ = handle.kill.notified() => return Err(LinkError::Killed),
-            n = c.sock.read_buf(&mut c.rd) => {
+            n = c.sock.read_buf(c.dec.read_space()) => {
                 if n? == 0 {
                     return Err(LinkError::Proto("connection closed by master".into()));
                 }
@@ -429,36 +534,29 @@ async fn stream(
     }
 }
 
-/// Applies every complete command in `rd`. Returns REPLCONF ACK replies to send (GETACK).
-#[allow(clippy::too_many_arguments)]
+/// Applies every complete command the decoder holds. Returns REPLCONF ACK replies to send
+/// (GETACK).
 fn apply(
     srv: &Arc<Server>,
     gen: u64,
     cl: &mut ClientState,
     out: &mut Out,
-    parser: &mut Parser,
-    rd: &mut BytesMut,
+    dec: &mut Decoder,
     store: &mut Vec<&'static [u8]>,
-    pending: &mut usize,
 ) -> Result<Option<Vec<u8>>, LinkError> {
     let mut acks: Option<Vec<u8>> = None;
     loop {
-        let lim = Limits {
-            max_bulk: i64::MAX,
-            authenticated: true,
-        };
-        let done = parser
-            .parse(rd, lim)
-            .map_err(|e| LinkError::Proto(e.to_string()))?;
-        let Some(len) = done else {
-            return Ok(acks);
-        };
-        *pending += len;
-        let n = std::mem::take(pending);
-        // The arguments borrow `rd` until the command is applied and logged; then its bytes
-        // are dropped.
+        // The arguments borrow the decoder's buffer until the command is applied and
+        // logged; the next call drops its bytes.
         let mut args = recycle_view(std::mem::take(store));
-        parser.args(rd, &mut args);
+        let n = match dec.next(&mut args)? {
+            Some(Event::Command { len }) => len,
+            None => {
+                *store = recycle_view(args);
+                return Ok(acks);
+            }
+            Some(ev) => return Err(unexpected(&ev)),
+        };
         // One command at a time against REPLICAOF: after a promotion nothing more of the
         // old master's stream is applied or counted.
         let _apply = srv.repl.apply_lock.lock();
@@ -467,7 +565,6 @@ fn apply(
         }
         if args.is_empty() {
             *store = recycle_view(args);
-            rd.advance(len);
             srv.repl.shared.lock().push(Bytes::from(vec![b'\n'; n]));
             continue;
         }
@@ -483,7 +580,6 @@ fn apply(
         // canonical multibulk form, which is what `encode` produces).
         let raw = encode(&args);
         *store = recycle_view(args);
-        rd.advance(len);
         if raw.len() != n {
             tracing::debug!(
                 read = n,
