@@ -26,10 +26,15 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(&[])
+}
+
+fn setup_with(extra: &[&str]) -> Setup {
     let master = TcpListener::bind("127.0.0.1:0").expect("bind fake master");
     let port = master.local_addr().expect("addr").port();
     let node = Launch::new(proc::TESSERA, PORTS)
         .args(&["--save", ""])
+        .args(extra)
         .logfile()
         .start();
     let mut c = Raw::connect(node.port);
@@ -364,4 +369,31 @@ fn bad_command_stream_drops_the_link() {
     case(b"+PONG\r\n", &synced(), b"SET a b\r\n", "inline");
     case(b"+PONG\r\n", &synced(), b"*1\r\n:1\r\n", "expected '$'");
     case(b"+PONG\r\n", b"+CONTINUE\r\n", b"*x\r\n", "multibulk");
+}
+
+#[test]
+fn one_command_of_the_stream_is_bounded() {
+    // One command may hold client-query-buffer-limit + proto-max-bulk-len (2 MiB here): a
+    // count that fits it, then more elements than fit, drops the link once 2 MiB arrived
+    // instead of buffering whatever the master sends.
+    let mut st = setup_with(&[
+        "--client-query-buffer-limit",
+        "1mb",
+        "--proto-max-bulk-len",
+        "1mb",
+    ]);
+    let before = rss_kb(st.node.pid());
+    let mut s = handshake(&st.master, b"+PONG\r\n", &synced());
+    send(&mut s, b"*300000\r\n");
+    let element = b"$10\r\n0123456789\r\n".repeat(1000);
+    // 299,000 of the 300,000 elements (5 MiB): the command never completes.
+    for _ in 0..299 {
+        if s.write_all(&element).is_err() {
+            break;
+        }
+    }
+    assert!(dropped(&mut s), "the replica kept buffering one command");
+    let grew = rss_kb(st.node.pid()).saturating_sub(before);
+    assert!(grew < 64 * 1024, "RSS grew by {grew} kB");
+    assert_survived(&mut st, "over the bound");
 }
