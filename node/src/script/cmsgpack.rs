@@ -126,8 +126,7 @@ fn opt_int(
 /// stack slots, but mlua holds each Rust-side string or table in an auxiliary stack of as
 /// many slots, and running out of it panics; past this, the function raises the stack
 /// error instead. (Numbers, booleans and nil take no slot.)
-/// (5000 leaves room for what the engine itself holds: up to 1,000 compiled scripts.)
-const MAX_RETURN: usize = 5000;
+const MAX_RETURN: usize = 7000;
 
 /// Values a library function returns, kept in a Lua table while they are collected (so
 /// they hold no slot of mlua's auxiliary stack until they are returned).

@@ -269,16 +269,6 @@ fn by_arg_count(lua: &Lua, few: Function, many: Function) -> mlua::Result<Functi
     }
 }
 
-/// A function raising "too many arguments" past [`MAX_ARGS`] arguments, else calling `f`.
-pub(crate) fn bounded_args(lua: &Lua, f: Function) -> mlua::Result<Function> {
-    // SAFETY: as in `by_arg_count`.
-    unsafe {
-        lua.exec_raw::<Function>(f, |l| {
-            mlua::ffi::lua_pushcclosure(l, dispatch_bounded, 1);
-        })
-    }
-}
-
 /// Upvalue 1 with the arguments (at most [`MAX_ARGS`]), else upvalue 2 with them in one
 /// table.
 ///
@@ -307,22 +297,6 @@ unsafe extern "C-unwind" fn dispatch_by_count(l: *mut mlua::ffi::lua_State) -> s
     ffi::lua_setfield(l, -2, c"n".as_ptr());
     ffi::lua_call(l, 1, ffi::LUA_MULTRET);
     ffi::lua_gettop(l) - n
-}
-
-/// Upvalue 1 with the arguments, or "too many arguments" past [`MAX_ARGS`].
-///
-/// # Safety
-/// As [`dispatch_by_count`], with one upvalue.
-unsafe extern "C-unwind" fn dispatch_bounded(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
-    use mlua::ffi;
-    let n = ffi::lua_gettop(l);
-    if n > MAX_ARGS {
-        return ffi::luaL_error(l, c"too many arguments".as_ptr());
-    }
-    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
-    ffi::lua_insert(l, 1);
-    ffi::lua_call(l, n, ffi::LUA_MULTRET);
-    ffi::lua_gettop(l)
 }
 
 /// The message of the error a Rust callback raised (without mlua's wrapping/traceback).

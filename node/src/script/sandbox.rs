@@ -155,21 +155,6 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     g.raw_set("bit", super::bit::library(&lua)?)?;
     g.raw_set("cmsgpack", super::cmsgpack::library(&lua)?)?;
     g.raw_set("struct", super::structlib::library(&lua)?)?;
-    // Every Rust function of the libraries takes its arguments as the binding's values:
-    // bounded so a script's `f(unpack(t))` can't exhaust the reference stack.
-    for lib in ["redis", "cjson", "bit", "cmsgpack", "struct"] {
-        let t: Table = g.raw_get(lib)?;
-        let funcs: Vec<(Value, mlua::Function)> = t
-            .pairs::<Value, Value>()
-            .filter_map(|p| match p {
-                Ok((k, Value::Function(f))) => Some((k, f)),
-                _ => None,
-            })
-            .collect();
-        for (k, f) in funcs {
-            t.raw_set(k, super::bounded_args(&lua, f)?)?;
-        }
-    }
     let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
     let (env, protected): (Table, Table) = lua
         .load(SEAL)

@@ -673,7 +673,7 @@ fn cve_2018_11218_cmsgpack_stack() {
         "return {pcall(cmsgpack.unpack, string.rep('\\129\\0', 100000) .. '\\0')}",
         "local t = {} local c = t for i = 1, 10000 do c[1] = {} c = c[1] end return #cmsgpack.pack(t)",
         "local s = string.rep(cmsgpack.pack('ab'), 10000) return {pcall(cmsgpack.unpack, s)}",
-        // Redis returns up to ~7,990 values; we return up to 5,000 (see cmsgpack's MAX_RETURN).
+        // Redis returns up to ~7,990 values; we return up to 7,000 (see cmsgpack's MAX_RETURN).
         "local s = string.rep(cmsgpack.pack('ab'), 4000) return select('#', cmsgpack.unpack(s))",
         "return {pcall(cmsgpack.unpack, '\\221\\255\\255\\255\\255')}",
         "return {pcall(cmsgpack.unpack, '\\223\\255\\255\\255\\255')}",
@@ -869,7 +869,6 @@ fn binding_limits_body() {
         "local t = {} local m = {} for i = 1, 50000 do m['k' .. i] = 'v' .. i end t.map = m redis.setresp(3) return t",
         "local a = {} a[1] = a return a",
         "local t = {} local c = t for i = 1, 100000 do c[1] = {} c = c[1] end return t",
-        "return string.rep('x', 1e9, ',')",
         "local t = {} for i = 1, 7990 do t[i] = 'x' end return unpack(t)",
     ];
     for s in scripts {
