@@ -130,10 +130,28 @@ pub fn requires_auth(requirepass: &str) -> bool {
     !current(requirepass).nopass
 }
 
-/// Whether `pass` logs in as the default user.
+/// Whether `pass` logs in as the default user. Compared as Redis 7.0 does, in time that
+/// does not depend on where the two differ: SHA-256 digests of both, compared in full (a
+/// byte-wise `==` stops at the first difference, a timing oracle for the password).
 pub fn password_ok(requirepass: &str, pass: &[u8]) -> bool {
     let u = current(requirepass);
-    u.nopass || u.passwords.iter().any(|p| p.as_bytes() == pass)
+    if u.nopass {
+        return true;
+    }
+    let given = Sha256::digest(pass);
+    // Every password is compared (no early exit on a match either).
+    u.passwords.iter().fold(false, |ok, p| {
+        digests_equal(&Sha256::digest(p.as_bytes()), &given) | ok
+    })
+}
+
+/// Constant-time equality of two digests: all bytes are always looked at.
+fn digests_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 /// CONFIG SET requirepass: the default user has that one password again.
@@ -480,4 +498,21 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.out.bulk(e.client_info.as_bytes());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_check_compares_digests() {
+        assert!(password_ok("s3cret", b"s3cret"));
+        for wrong in [&b"s3creX"[..], b"S3cret", b"s3c", b"s3cret-and-more", b""] {
+            assert!(!password_ok("s3cret", wrong), "{wrong:?}");
+        }
+        assert!(password_ok("", b"anything"), "nopass");
+        assert!(digests_equal(b"abc", b"abc"));
+        assert!(!digests_equal(b"abc", b"abd"));
+        assert!(!digests_equal(b"abc", b"ab"));
+    }
 }

@@ -119,7 +119,7 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let srv = ctx.srv;
     let access = match (srv.lfu_enabled(), freq, idle) {
         (true, Some(f), _) => (crate::server::evict::lfu_new(now) & !0xff) | f as u32,
-        (false, _, Some(i)) => srv.access_clock(now.saturating_sub(i as u64 * 1000)),
+        (false, _, Some(i)) => idle_access(srv.access_clock(now), i),
         _ => srv.new_access(now),
     };
     e.set_access(access);
@@ -128,6 +128,16 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.ks.signal_ready(key);
     ctx.out.ok();
     Ok(())
+}
+
+/// The LRU word of a key restored with IDLETIME `idle_secs` (≥ 0, the peer's number),
+/// counted back in the wrapping LRU clock (so an idle time longer than the uptime is kept,
+/// as Redis keeps it). More than the clock can tell apart becomes half a clock ago, Redis's
+/// choice when the idle time underflows its clock; no multiplication can overflow.
+fn idle_access(clock: u32, idle_secs: i64) -> u32 {
+    let mask = crate::db::value::ACCESS_MASK;
+    let idle = u32::try_from(idle_secs).map_or(mask / 2, |i| i.min(mask / 2));
+    clock.wrapping_sub(idle) & mask
 }
 
 /// Parsed MIGRATE arguments.

@@ -349,7 +349,8 @@ fn serve_new(
         };
         if id > g.last_id {
             if g.entries_read != -1 && !tomb {
-                g.entries_read += 1;
+                // A restored counter may sit at the maximum: wrap as Redis does.
+                g.entries_read = g.entries_read.wrapping_add(1);
             } else if added > 0 {
                 g.entries_read = est;
             }

@@ -185,11 +185,12 @@ fn lag(s: &StreamValue, g: &Group) -> Option<i64> {
         return Some(0);
     }
     if g.entries_read != -1 && !s.has_tombstones_from(g.last_id) {
-        return Some(s.entries_added as i64 - g.entries_read);
+        // Both counters may come from RESTORE: wrap as Redis's long long arithmetic does.
+        return Some((s.entries_added as i64).wrapping_sub(g.entries_read));
     }
     match s.estimate_distance(g.last_id) {
         -1 => None,
-        read => Some(s.entries_added as i64 - read),
+        read => Some((s.entries_added as i64).wrapping_sub(read)),
     }
 }
 

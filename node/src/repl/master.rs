@@ -198,7 +198,10 @@ pub fn start_cron(srv: &Arc<Server>) {
                     })
                     .count();
                 srv.repl.good_replicas.store(good, Ordering::Relaxed);
-                if !srv.repl.is_replica() && !sh.replicas.is_empty() && now - last_ping >= period {
+                if !srv.repl.is_replica()
+                    && !sh.replicas.is_empty()
+                    && now.saturating_sub(last_ping) >= period
+                {
                     last_ping = now;
                     sh.push(encode(&[b"PING"]));
                 }

@@ -130,7 +130,7 @@ impl ClientHandle {
             let since = self.soft_since.load(Ordering::Relaxed);
             if since == 0 {
                 self.soft_since.store(now, Ordering::Relaxed);
-            } else if now - since >= limit.soft_secs * 1000 {
+            } else if now.saturating_sub(since) >= limit.soft_secs.saturating_mul(1000) {
                 self.kill();
                 return false;
             }
@@ -367,5 +367,26 @@ pub async fn timeout_loop(srv: Arc<Server>) {
                 c.kill();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wall clock stepping back (NTP, a VM restore) must not underflow the time a
+    /// client has been over its soft output limit: no panic, no spurious kill.
+    #[test]
+    fn soft_limit_survives_a_clock_step_back() {
+        let (h, _rx) = ClientHandle::new(1, String::new(), String::new());
+        let limit = crate::config::BufLimit {
+            hard: 0,
+            soft: 1,
+            soft_secs: 60,
+        };
+        // Over the soft limit since "an hour from now": the clock went back an hour.
+        h.soft_since.store(now_ms() + 3_600_000, Ordering::Relaxed);
+        assert!(h.send(Bytes::from_static(b"hello"), limit));
+        assert!(!h.killed.load(Ordering::Relaxed));
     }
 }

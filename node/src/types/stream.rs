@@ -130,9 +130,14 @@ impl StreamValue {
         let zero = StreamId::default();
         if self.max_deleted_id == zero || self.max_deleted_id < self.first_id {
             if id < self.first_id {
-                return (self.entries_added - self.len() as u64) as i64;
+                // Counters come from RESTORE too (entries_added < length is loaded, as
+                // by Redis): wrap as Redis's unsigned arithmetic does, never panic.
+                return self.entries_added.wrapping_sub(self.len() as u64) as i64;
             } else if id == self.first_id {
-                return (self.entries_added - self.len() as u64 + 1) as i64;
+                return self
+                    .entries_added
+                    .wrapping_sub(self.len() as u64)
+                    .wrapping_add(1) as i64;
             }
         }
         -1
@@ -158,7 +163,8 @@ impl StreamValue {
         }
         self.entries.push(id, p);
         self.last_id = id;
-        self.entries_added += 1;
+        // Wraps as Redis's uint64_t does (a restored counter may sit at the maximum).
+        self.entries_added = self.entries_added.wrapping_add(1);
     }
 
     /// Deletes one entry; true if it existed.

@@ -343,3 +343,211 @@ fn auth_answers_match_redis() {
     let want = run(REDIS);
     assert_eq!(run(TESSERA), want);
 }
+
+/// A reply rendered for comparison (RESP2), or the connection's fate.
+fn show(c: &mut crate::common::Raw, args: &[&[u8]]) -> String {
+    c.send(&encode(args));
+    c.read().s()
+}
+
+/// A DUMP payload of a two-entry stream with two groups, taken from redis-server, with its
+/// metadata rewritten by `edit` (what an attacker controls in RESTORE).
+fn crafted_stream(redis_port: u16, edit: impl Fn(&mut tessera_rdb::RdbStream)) -> Vec<u8> {
+    let mut c = crate::common::Raw::connect(redis_port);
+    c.cmd(&["DEL", "src"]);
+    c.cmd(&["XADD", "src", "1-1", "a", "1"]);
+    c.cmd(&["XADD", "src", "2-1", "b", "2"]);
+    c.cmd(&["XGROUP", "CREATE", "src", "g0", "0"]);
+    c.cmd(&["XGROUP", "CREATE", "src", "gend", "$"]);
+    c.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g0",
+        "alice",
+        "COUNT",
+        "1",
+        "STREAMS",
+        "src",
+        ">",
+    ]);
+    let crate::common::R::Bulk(payload) = c.cmd(&["DUMP", "src"]) else {
+        panic!("DUMP");
+    };
+    let mut v = tessera_rdb::restore_value(&payload).expect("redis's payload");
+    let tessera_rdb::RdbValue::Stream(s) = &mut v else {
+        panic!("not a stream");
+    };
+    edit(s);
+    tessera_rdb::dump_value(&v)
+}
+
+/// Stream metadata from RESTORE is the peer's: entries_added below the length, a
+/// max_deleted_entry_id above the last ID, or counters near 2^64 must not make the node's
+/// lag / entries-read arithmetic overflow (a panic, or a wrapped lie). Redis 7.0.15 loads
+/// such payloads (its rdbLoad checks neither); the replies of RESTORE and of everything
+/// that reads the counters are compared with redis-server's.
+#[test]
+fn restored_stream_counters_match_redis() {
+    let redis = start(REDIS, &[]);
+    let node = start(TESSERA, &[]);
+    let max_id = tessera_rdb::StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "added 0",
+            crafted_stream(redis.port, |s| s.entries_added = 0),
+        ),
+        (
+            "added 1 < len 2",
+            crafted_stream(redis.port, |s| s.entries_added = 1),
+        ),
+        (
+            "added max",
+            crafted_stream(redis.port, |s| s.entries_added = u64::MAX),
+        ),
+        (
+            "max deleted above last",
+            crafted_stream(redis.port, |s| {
+                s.max_deleted_id = tessera_rdb::StreamId { ms: 99, seq: 0 }
+            }),
+        ),
+        (
+            "first id above last",
+            crafted_stream(redis.port, |s| s.first_id = max_id),
+        ),
+        (
+            "group read max",
+            crafted_stream(redis.port, |s| {
+                for g in &mut s.groups {
+                    g.entries_read = i64::MAX;
+                }
+            }),
+        ),
+        (
+            "group read min",
+            crafted_stream(redis.port, |s| {
+                for g in &mut s.groups {
+                    g.entries_read = i64::MIN + 1;
+                }
+                s.entries_added = u64::MAX / 2;
+            }),
+        ),
+    ];
+    let run = |port: u16| {
+        let mut c = crate::common::Raw::connect(port);
+        let mut seen = Vec::new();
+        for (name, payload) in &cases {
+            c.cmd(&["DEL", "s"]);
+            let mut one = vec![name.to_string()];
+            one.push(show(&mut c, &[b"RESTORE", b"s", b"0", payload]));
+            one.push(show(&mut c, &[b"XINFO", b"GROUPS", b"s"]));
+            one.push(show(&mut c, &[b"XINFO", b"STREAM", b"s"]).replace("\n", " "));
+            one.push(
+                show(&mut c, &[b"XADD", b"s", b"*", b"f", b"v"])
+                    .len()
+                    .to_string(),
+            );
+            one.push(show(&mut c, &[b"XINFO", b"GROUPS", b"s"]));
+            one.push(show(&mut c, &[b"XDEL", b"s", b"1-1"]));
+            one.push(show(&mut c, &[b"XINFO", b"GROUPS", b"s"]));
+            one.push(show(&mut c, &[b"PING"]));
+            seen.push(one);
+        }
+        seen
+    };
+    let want = run(redis.port);
+    let got = run(node.port);
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w);
+    }
+}
+
+/// RESTORE's TTL, ABSTTL, IDLETIME and FREQ with negative, huge and boundary values:
+/// replies as redis-server's, and the node keeps running (no overflow on the way).
+#[test]
+fn restore_numbers_match_redis() {
+    let redis = start(REDIS, &[]);
+    let mut r = crate::common::Raw::connect(redis.port);
+    r.cmd(&["SET", "src", "v"]);
+    let crate::common::R::Bulk(payload) = r.cmd(&["DUMP", "src"]) else {
+        panic!("DUMP");
+    };
+    let max = i64::MAX.to_string();
+    let min = i64::MIN.to_string();
+    let tries: Vec<Vec<&str>> = vec![
+        vec!["-1"],
+        vec![&min],
+        vec!["0", "IDLETIME", &max],
+        vec!["0", "IDLETIME", "-1"],
+        vec!["0", "IDLETIME", "9223372036854775"],
+        vec!["0", "IDLETIME", "9223372036854776"],
+        vec!["0", "FREQ", "256"],
+        vec!["0", "FREQ", "-1"],
+        vec!["0", "FREQ", &max],
+        vec!["1000", "ABSTTL"],
+        vec!["-5", "ABSTTL"],
+        vec!["99999999999999", "IDLETIME", "5"],
+    ];
+    let run = |port: u16, policy: &str| {
+        let mut c = crate::common::Raw::connect(port);
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        tries
+            .iter()
+            .map(|t| {
+                c.cmd(&["DEL", "k"]);
+                let mut args: Vec<&[u8]> = vec![b"RESTORE", b"k"];
+                args.push(t[0].as_bytes());
+                args.push(&payload);
+                args.extend(t[1..].iter().map(|a| a.as_bytes()));
+                args.push(b"REPLACE");
+                let reply = show(&mut c, &args);
+                let exists = show(&mut c, &[b"EXISTS", b"k"]);
+                format!(
+                    "{t:?} -> {reply}, exists {exists}, then {}",
+                    show(&mut c, &[b"PING"])
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    for policy in ["noeviction", "allkeys-lfu"] {
+        let want = run(redis.port, policy);
+        let node = start(TESSERA, &[]);
+        assert_eq!(run(node.port, policy), want, "{policy}");
+    }
+    // The idle time a key is restored with is what OBJECT IDLETIME reports, also when it
+    // is longer than the node has been up; a huge one reads as very idle, as in redis
+    // (~97 days there: half its LRU clock; half of ours is ~24 days).
+    let node = start(TESSERA, &[]);
+    for port in [redis.port, node.port] {
+        let mut c = crate::common::Raw::connect(port);
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        let idle = |c: &mut crate::common::Raw, secs: &str| {
+            c.cmd(&["DEL", "k"]);
+            let r = show(
+                c,
+                &[
+                    b"RESTORE",
+                    b"k",
+                    b"0",
+                    &payload,
+                    b"IDLETIME",
+                    secs.as_bytes(),
+                ],
+            );
+            assert_eq!(r, "OK");
+            match c.cmd(&["OBJECT", "IDLETIME", "k"]) {
+                crate::common::R::Int(n) => n,
+                other => panic!("OBJECT IDLETIME: {other:?}"),
+            }
+        };
+        let n = idle(&mut c, "100");
+        assert!(
+            (100..=102).contains(&n),
+            "port {port}: IDLETIME 100 read back as {n}"
+        );
+        let n = idle(&mut c, &max);
+        assert!(n >= 1_000_000, "port {port}: IDLETIME max read back as {n}");
+    }
+}
