@@ -336,20 +336,30 @@ struct TempRdb {
 }
 
 impl TempRdb {
+    /// A file of our own: a name taken by an earlier sync still loading (a REPLICAOF in
+    /// the same second) gets a numbered suffix instead of being truncated under it.
     fn create(dir: &Path) -> Result<Self, LinkError> {
-        let path = dir.join(format!(
-            "temp-{}.{}.rdb",
-            now_ms() / 1000,
-            std::process::id()
-        ));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|e| TempRdb::error(&path, e))?;
-        Ok(TempRdb { path, file, len: 0 })
+        let base = format!("temp-{}.{}", now_ms() / 1000, std::process::id());
+        let mut attempt = 0u32;
+        loop {
+            let name = match attempt {
+                0 => format!("{base}.rdb"),
+                n => format!("{base}.{n}.rdb"),
+            };
+            let path = dir.join(name);
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(file) => return Ok(TempRdb { path, file, len: 0 }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(TempRdb::error(&path, e)),
+            }
+        }
     }
 
     fn error(path: &Path, source: std::io::Error) -> LinkError {
