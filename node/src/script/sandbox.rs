@@ -155,6 +155,9 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     g.raw_set("bit", super::bit::library(&lua)?)?;
     g.raw_set("cmsgpack", super::cmsgpack::library(&lua)?)?;
     g.raw_set("struct", super::structlib::library(&lua)?)?;
+    // SAFETY: follows the lua_CFunction protocol (see `stacked_pcall`). Set before SEAL,
+    // which wraps it as the scripts' `pcall`.
+    g.raw_set("pcall", unsafe { lua.create_c_function(stacked_pcall)? })?;
     let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
     let (env, protected): (Table, Table) = lua
         .load(SEAL)
@@ -485,6 +488,25 @@ unsafe extern "C-unwind" fn text_load(l: *mut mlua::ffi::lua_State) -> std::ffi:
     }
     let status = load_text(l, 4, name);
     load_result(l, status)
+}
+
+/// Lua 5.1's `pcall` with room made for its status flag. The stock one pushes the flag
+/// after a multiple-results call has filled the frame to its top (pcall nested until the C
+/// stack overflows): a push past the frame's top, one slot past what the call reserved
+/// (an assertion in checked builds). Redis runs the stock one; the room costs one check.
+///
+/// # Safety
+/// Called by Lua as a lua_CFunction.
+unsafe extern "C-unwind" fn stacked_pcall(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::luaL_checkany(l, 1);
+    let status = ffi::lua_pcall(l, ffi::lua_gettop(l) - 1, ffi::LUA_MULTRET, 0);
+    if ffi::lua_checkstack(l, 1) == 0 {
+        return ffi::luaL_error(l, c"stack overflow (pcall results)".as_ptr());
+    }
+    ffi::lua_pushboolean(l, std::ffi::c_int::from(status == 0));
+    ffi::lua_insert(l, 1);
+    ffi::lua_gettop(l)
 }
 
 /// `unpack(t [, i [, j]])` with the element count in 64 bits: Lua 5.1 computes it as

@@ -863,6 +863,10 @@ fn binding_limits_body() {
         "local function f(n) return f(n + 1) + 1 end return f(1)",
         "local function f(n) return redis.pcall('eval', 'return 1', 0), f(n + 1) end return f(1)",
         "local function f() return coroutine.wrap(f)() end return f()",
+        // pcall nested until the C stack overflows: each level returns one more value, so
+        // the stock pcall pushes its flag past a full frame (an assertion in checked builds).
+        "local function f(n) return pcall(f, n + 1) end local t = {f(1)} return #t",
+        "local function f(n) return pcall(f, n + 1) end return {f(1)}",
         // Huge and self-referencing returns.
         "local t = {} for i = 1, 200000 do t[i] = 'v' .. i end return t",
         "local t = {} for i = 1, 50000 do t[i] = {i, 'x', {ok = 'y'}} end return t",
