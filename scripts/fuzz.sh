@@ -51,25 +51,35 @@ fi
 echo "fuzz: instrumented build took $((SECONDS - start)) s"
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
+# The binaries are run directly (not through `cargo fuzz run`, which would rebuild first if
+# a source changed meanwhile). ASAN_OPTIONS as cargo-fuzz sets them.
+bin_dir=$target_dir/x86_64-unknown-linux-gnu/release
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_odr_violation=0}
 failed=()
 for t in "${targets[@]}"; do
     work=$target_dir/corpus/$t
     artifacts=$target_dir/artifacts/$t
+    log=$target_dir/$t.log
     mkdir -p "$work" "$artifacts"
     echo "fuzz: $t for ${seconds} s"
     # The first corpus folder receives new inputs; the committed seeds are only read.
-    if ! cargo fuzz run "${flags[@]}" "$t" "$work" "$fuzz_dir/corpus/$t" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-        -artifact_prefix="$artifacts/" -print_final_stats=1 2>"$target_dir/$t.log"; then
-        tail -n 60 "$target_dir/$t.log" >&2
+    if "$bin_dir/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$artifacts/" -print_final_stats=1 \
+        "$work" "$fuzz_dir/corpus/$t" >"$log" 2>&1; then
+        grep -E "stat::number_of_executed_units|stat::new_units_added" "$log" \
+            | sed "s/^/fuzz: $t /" || true
+    else
+        tail -n 60 "$log" >&2
         repro=$(ls -t "$artifacts" 2>/dev/null | head -n 1)
         echo "fuzz: $t FAILED; reproducer: $artifacts/$repro" >&2
-        echo "fuzz:   replay: scripts/fuzz.sh is not needed, run" >&2
-        echo "fuzz:   cargo fuzz run ${flags[*]} $t $artifacts/$repro" >&2
+        if [ -n "$repro" ] && [ "$(stat -c %s "$artifacts/$repro")" -le 65536 ]; then
+            # CI machines are thrown away: the bytes themselves, to rebuild the file.
+            echo "fuzz: reproducer bytes (base64 -d to restore):" >&2
+            base64 -w 100 "$artifacts/$repro" >&2
+        fi
+        echo "fuzz: replay with: $bin_dir/$t $artifacts/$repro" >&2
+        echo "fuzz: then add it to $fuzz_dir/corpus/$t/ (cargo test replays it)" >&2
         failed+=("$t: $artifacts/$repro")
-    else
-        grep -E "stat::number_of_executed_units|stat::new_units_added" "$target_dir/$t.log" \
-            | sed "s/^/fuzz: $t /" || true
     fi
 done
 echo "fuzz: total $((SECONDS - start)) s"
