@@ -54,8 +54,9 @@ demo-down:
 image:
 	bash scripts/image.sh
 
+## Every fuzz target (or FUZZ_TARGETS="a b") for FUZZ_SECONDS each (default 60); see scripts/fuzz.sh.
 fuzz:
-	bash scripts/fuzz.sh
+	bash scripts/fuzz.sh $(FUZZ_TARGETS)
 
 bench: bench-node bench-bus bench-persist bench-reshard
 
