@@ -25,6 +25,20 @@ pub struct Admission {
     handle: Arc<ClientHandle>,
     rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     reg: super::busy_io::Registration,
+    counted: Counted,
+}
+
+/// A client's place in the registry (and under maxclients), given back when dropped: also
+/// when its task panics or never runs, so a lost task cannot leak a slot.
+struct Counted {
+    srv: Arc<Server>,
+    id: u64,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.srv.clients.remove(self.id);
+    }
 }
 
 /// Admits a connection where its I/O thread picks it up, before its task first runs: a
@@ -60,10 +74,13 @@ pub fn admit(
         refuse(sock, b"-ERR max number of clients reached\r\n");
         return None;
     }
+    let counted = Counted {
+        srv: srv.clone(),
+        id,
+    };
     let sock = match TcpStream::from_std(sock) {
         Ok(s) => s,
         Err(e) => {
-            srv.clients.remove(id);
             tracing::warn!(error = %e, "handing off a connection failed");
             return None;
         }
@@ -71,7 +88,15 @@ pub fn admit(
     let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
     // Nothing read yet and a fresh client state: answerable while parked.
     reg.share.park(!srv.requires_auth());
-    Some((sock, Admission { handle, rx, reg }))
+    Some((
+        sock,
+        Admission {
+            handle,
+            rx,
+            reg,
+            counted,
+        },
+    ))
 }
 
 /// Sends a refused connection its error and closes it. Written at once, on the
@@ -94,6 +119,7 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission)
         handle,
         mut rx,
         reg,
+        counted,
     } = admission;
     let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
@@ -103,7 +129,7 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission)
         tracing::debug!(id, error = %e, "connection ended");
     }
     cleanup(&srv, &mut cl);
-    srv.clients.remove(id);
+    drop(counted);
 }
 
 /// Drops subscriptions, watches and monitor registration of a closing client.
