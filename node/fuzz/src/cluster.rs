@@ -71,7 +71,12 @@ pub fn bus_msg(data: &[u8]) {
 }
 
 /// Names the fuzzed messages talk about: a few fixed peers (and, at run time, ourselves).
-const PEERS: [Name; 4] = [[b'a'; NAME_LEN], [b'b'; NAME_LEN], [b'c'; NAME_LEN], [b'd'; NAME_LEN]];
+const PEERS: [Name; 4] = [
+    [b'a'; NAME_LEN],
+    [b'b'; NAME_LEN],
+    [b'c'; NAME_LEN],
+    [b'd'; NAME_LEN],
+];
 
 /// Addresses a hostile peer might announce (and a slot for arbitrary bytes).
 const IPS: [&str; 8] = [
@@ -97,7 +102,10 @@ fn ip(inp: &mut Input<'_>) -> String {
     let i = inp.u8() as usize % (IPS.len() + 1);
     match IPS.get(i) {
         Some(s) => s.to_string(),
-        None => String::from_utf8_lossy(inp.short()).chars().take(45).collect(),
+        None => String::from_utf8_lossy(inp.short())
+            .chars()
+            .take(45)
+            .collect(),
     }
 }
 
@@ -198,8 +206,19 @@ fn command(inp: &mut Input<'_>, myself: &Name) -> Vec<Vec<u8>> {
         11 => vec![word("forget"), peer],
         12 => vec![word("replicate"), peer],
         13 => vec![word("count-failure-reports"), peer],
-        14 => vec![word("failover"), word(if inp.u8() & 1 == 0 { "force" } else { "takeover" })],
-        _ => vec![word(if inp.u8() & 1 == 0 { "reset" } else { "bumpepoch" })],
+        14 => vec![
+            word("failover"),
+            word(if inp.u8() & 1 == 0 {
+                "force"
+            } else {
+                "takeover"
+            }),
+        ],
+        _ => vec![word(if inp.u8() & 1 == 0 {
+            "reset"
+        } else {
+            "bumpepoch"
+        })],
     }
 }
 

@@ -101,7 +101,11 @@ pub fn config_set(data: &[u8]) {
         if let Err(e) = again.set_directive(name, &vals) {
             panic!("CONFIG SET {name} of its own CONFIG GET value {shown:?} failed: {e}");
         }
-        assert_eq!(again.get(name), Some(shown), "CONFIG SET {name} of its CONFIG GET value");
+        assert_eq!(
+            again.get(name),
+            Some(shown),
+            "CONFIG SET {name} of its CONFIG GET value"
+        );
     }
     check_rewrite(&c);
 }

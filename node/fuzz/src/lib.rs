@@ -10,6 +10,7 @@
 mod aof;
 mod cluster;
 mod config;
+mod lua;
 mod rdb;
 mod repl;
 mod resp;
@@ -17,6 +18,7 @@ mod resp;
 pub use aof::{aof_incr, aof_manifest};
 pub use cluster::{bus_msg, bus_state, nodes_conf};
 pub use config::{config_file, config_set};
+pub use lua::lua_convert;
 pub use rdb::{hll, rdb_file, rdb_payload};
 pub use repl::repl_stream;
 pub use resp::request_parser;
@@ -35,6 +37,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("repl_stream", repl_stream),
     ("config_file", config_file),
     ("config_set", config_set),
+    ("lua_convert", lua_convert),
 ];
 
 /// Reads fuzz input as a sequence of small choices; runs out gracefully (zeros).
