@@ -23,8 +23,11 @@ pub use rdb::{hll, rdb_file, rdb_payload};
 pub use repl::repl_stream;
 pub use resp::request_parser;
 
+/// A target's body.
+pub type Target = fn(&[u8]);
+
 /// Every target by name (the names of the cargo-fuzz binaries and of the corpus folders).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("request_parser", request_parser),
     ("rdb_payload", rdb_payload),
     ("rdb_file", rdb_file),
