@@ -818,8 +818,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.conf");
         std::fs::write(&path, "").unwrap();
-        let mut c = Config::default();
-        c.file = Some(path.clone());
+        let mut c = Config {
+            file: Some(path.clone()),
+            ..Config::default()
+        };
         c.set_directive("ignore-warnings", &["A\0\0-BUG".into()])
             .unwrap();
         c.set_directive("masterauth", &["a\x0bb\x0cc\rd\te\\f\"g'h\x7f".into()])
