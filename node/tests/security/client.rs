@@ -190,9 +190,9 @@ fn blocked_client_input_is_limited_like_redis() {
             .expect("blpop");
         std::thread::sleep(Duration::from_millis(200));
         // Complete pipelined requests, buffered behind the blocked one.
-        let sent = flood(&mut s, &encode(&[b"SET", b"k", b"0123456789"]), 8 << 20);
+        let sent = flood(&mut s, &encode(&[b"SET", b"k", b"0123456789"]), 64 << 20);
         let r = drain_until_closed(&mut s);
-        (sent < 8 << 20, r, log_has(&srv, QBUF_LOG), ping(&srv))
+        (sent < 64 << 20, r, log_has(&srv, QBUF_LOG), ping(&srv))
     };
     let want = run(REDIS);
     assert!(want.0, "redis closes the blocked flooder: {want:?}");
