@@ -126,6 +126,9 @@ fn minimal_children() {
     assert!(conf.contains("cluster-enabled yes\n"));
     assert!(conf.contains("cluster-config-file nodes.conf\n"));
     assert!(conf.contains("cluster-node-timeout 15000\n"));
+    // Peers and clients come from other pod IPs: protected mode (which since Redis 7
+    // ignores `bind`) would refuse them while no password is set.
+    assert!(conf.contains("\nprotected-mode no\n"));
     assert!(conf.contains("appendonly no\n"));
     assert!(
         !conf.lines().any(|l| l
