@@ -115,6 +115,14 @@ impl tessera_cluster::Host for KeyspaceHost {
         }
     }
 
+    /// Whom the replica link follows (REPLICAOF is refused in cluster mode, so only the
+    /// cluster sets it); the cluster cron re-points it when it is not our master's address.
+    fn replication_master(&self) -> Option<Option<(String, u16)>> {
+        let s = self.srv.upgrade()?;
+        let m = s.repl.master.lock();
+        Some(m.as_ref().map(|t| (t.host.clone(), t.port)))
+    }
+
     /// CLUSTER FAILOVER on our replica: pause client writes, wait for the writes already
     /// running to finish (every stripe locked once), and return the final replication
     /// offset, which the PAUSED pings announce to the replica.

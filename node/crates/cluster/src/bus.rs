@@ -129,8 +129,12 @@ impl ClusterNode {
                 tick.tick().await;
                 let mut live = s3.state.lock().config.clone();
                 s3.host.refresh_config(&mut live);
+                let replicating = s3.host.replication_master();
                 locked(&s3, |st| {
                     st.config.apply_runtime(&live);
+                    if let Some(target) = replicating {
+                        st.note_replication_target(target);
+                    }
                     st.cron(now_ms());
                     st.free_links_over_sendbuf_limit(now_ms());
                 });

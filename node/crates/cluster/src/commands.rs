@@ -443,7 +443,7 @@ pub fn reset(st: &mut ClusterState, hard: bool) {
     if st.me().is_replica() {
         let me = st.myself;
         st.set_node_as_master(&me);
-        st.out.push(Out::SetMaster { ip: None });
+        st.set_replication(None);
         st.out.push(Out::FlushAll);
     }
     for s in 0..SLOTS {

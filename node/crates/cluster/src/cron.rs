@@ -327,6 +327,7 @@ impl ClusterState {
         self.close_stale_inbound_links(now);
         self.manual_failover_cron(now);
         if self.me().is_replica() {
+            self.repair_replication(now);
             self.handle_replica_failover(now);
             self.handle_replica_migration(now);
         }

@@ -177,7 +177,7 @@ impl ClusterState {
         let Some(old) = self.me().master else { return };
         let me = self.myself;
         self.set_node_as_master(&me);
-        self.out.push(Out::SetMaster { ip: None });
+        self.set_replication(None);
         for j in 0..SLOTS {
             if self.slots[j] == Some(old) {
                 self.del_slot(j);

@@ -13,7 +13,9 @@
 //!   locks;
 //! - PUBLISH / SPUBLISH: deliver locally, then `node.with_state(|st| st.publish(ch, msg, shard))`;
 //!   messages from peers arrive through [`Host::publish_local`];
-//! - replication: [`Host::set_replication_master`] says whom to replicate; the node keeps
+//! - replication: [`Host::set_replication_master`] says whom to replicate (again whenever the
+//!   master's address changes, and from the cron while [`Host::replication_master`] reports
+//!   another target, as at load from nodes.conf); the node keeps
 //!   `st.me_mut().repl_offset` and `st.repl_last_io` current so elections rank replicas.
 
 pub mod bus;
@@ -24,6 +26,7 @@ pub mod failover;
 pub mod msg;
 pub mod nodes_conf;
 mod process;
+mod replication;
 pub mod reply;
 pub mod route_table;
 pub mod routing;
@@ -58,6 +61,14 @@ pub trait Host: Send + Sync + 'static {
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool);
     /// Replication target changed; `None` means this node is a master now.
     fn set_replication_master(&self, _master: Option<(String, u16)>) {}
+    /// Where replication points now: `Some(None)` not replicating, `Some(Some(addr))`
+    /// following `addr`; `None` (the default) for a host that keeps no such state, the
+    /// cron then trusts what it last asked. Polled by the cron every 100 ms outside the
+    /// state lock, so a replica whose replication drifted from its master's address is
+    /// re-pointed.
+    fn replication_master(&self) -> Option<Option<(String, u16)>> {
+        None
+    }
     /// Pause client writes until `until_ms` (Unix ms; 0 resumes): a master in a manual
     /// failover. Returns, once the writes already running have finished, the replication
     /// offset they stopped at (None: the cluster state's `repl_offset` is current).

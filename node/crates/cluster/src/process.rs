@@ -507,12 +507,7 @@ impl ClusterState {
         n.pport = h.pport;
         n.flags &= !FLAG_NOADDR;
         self.free_link_of(name);
-        if self.me().master.as_ref() == Some(name) {
-            let n = &self.nodes[name];
-            self.out.push(Out::SetMaster {
-                ip: Some((n.ip.clone(), n.port)),
-            });
-        }
+        self.repoint_if_my_master(name);
         self.todo_save = true;
         self.todo_update_state = true;
         true
@@ -614,9 +609,7 @@ impl ClusterState {
         n.flags |= FLAG_SLAVE;
         n.master = Some(master);
         self.note_replica_added(&master);
-        self.out.push(Out::SetMaster {
-            ip: Some((ip, port)),
-        });
+        self.set_replication(Some((ip, port)));
         self.todo_save = true;
         self.todo_update_state = true;
     }
@@ -670,6 +663,9 @@ impl ClusterState {
                     n.flags &= !FLAG_NOADDR;
                     let name = g.name;
                     self.free_link_of(&name);
+                    // Redis 7.0 leaves this to a link that may never report a change.
+                    self.repoint_if_my_master(&name);
+                    self.todo_save = true;
                 }
             } else if sender.is_some()
                 && flags & FLAG_NOADDR == 0

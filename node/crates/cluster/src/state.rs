@@ -323,6 +323,14 @@ pub struct ClusterState {
     pub mf: crate::failover::ManualFailover,
     /// Last time (ms) a replica heard from its master; set by the replication side.
     pub repl_last_io: u64,
+    /// Where the host's replication points as far as we know: what we last asked of it
+    /// (`Out::SetMaster`), corrected each cron tick by what the host reports
+    /// (`Host::replication_master`). The cron re-points a replica whose target is not its
+    /// master's current address (see `replication.rs`).
+    pub repl_target: Option<(String, u16)>,
+    /// Earliest time (ms) the cron asks again for a re-point (a host that did not take the
+    /// last one is not asked every tick).
+    pub(crate) repl_repair_after: u64,
 }
 
 impl ClusterState {
@@ -364,6 +372,8 @@ impl ClusterState {
             election: Default::default(),
             mf: Default::default(),
             repl_last_io: 0,
+            repl_target: None,
+            repl_repair_after: 0,
         };
         let mut me = Node::new(myself, FLAG_MYSELF | FLAG_MASTER, now);
         st.fill_myself_addr(&mut me);

@@ -1,0 +1,337 @@
+//! Issue 16: a cluster replica always re-points replication at its master's address.
+//!
+//! A 1-master + 1-replica cluster (nodes.conf in each node's dir) is killed, then the master
+//! comes back on another address (127.0.0.2, another port), as a rescheduled pod does. The
+//! replica must start replicating at load (to the address its nodes.conf knows) and move to
+//! the master's new address as soon as the bus tells it, so that its link comes up, the master
+//! counts it, and writes reach it. Every scenario runs against tessera-node and against
+//! redis-server 7.0, which behaves this way (clusterCron and nodeUpdateAddressIfNeeded).
+//!
+//! Processes on loopback ports 36000-36499 (bus ports +10000), killed on drop.
+
+#[path = "common/proc.rs"]
+mod proc;
+
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
+
+use proc::{answers_ping, info_value, kill, wait_for, Launch, Ports, REDIS, TESSERA};
+
+const PORTS: Ports = Ports {
+    lo: 36000,
+    hi: 36499,
+    bus: true,
+};
+
+/// The master's address after its "reschedule".
+const NEW_IP: &str = "127.0.0.2";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A cluster node in a data directory that outlives it (its nodes.conf, RDB and AOF).
+struct Node {
+    child: Child,
+    bin: &'static str,
+    ip: String,
+    port: u16,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        kill(&mut self.child);
+    }
+}
+
+fn launch(bin: &'static str, ip: &str, dir: &Path, appendonly: bool) -> Launch {
+    Launch::new(bin, PORTS)
+        .ip(ip)
+        .dir(dir)
+        .args(&[
+            "--save",
+            "",
+            "--appendonly",
+            if appendonly { "yes" } else { "no" },
+            // An acknowledged write is on disk before a kill -9 (with everysec, redis-server
+            // may postpone the write while a background fsync runs, and lose it).
+            "--appendfsync",
+            "always",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "2000",
+            // As the operator starts its pods: the node announces the address it binds.
+            "--cluster-announce-ip",
+            ip,
+        ])
+        .logfile()
+}
+
+impl Node {
+    /// Starts `bin` on a free port of `ip` over `dir`.
+    fn start(bin: &'static str, ip: &str, dir: &Path, appendonly: bool) -> Node {
+        let (child, port) = launch(bin, ip, dir, appendonly).spawn_ready(ip, dir);
+        Node {
+            child,
+            bin,
+            ip: ip.to_string(),
+            port,
+        }
+    }
+
+    /// Starts `bin` again on exactly `ip:port` (a pod that kept its address).
+    fn start_at(bin: &'static str, ip: &str, port: u16, dir: &Path, appendonly: bool) -> Node {
+        let mut child = launch(bin, ip, dir, appendonly)
+            .command(ip, port, dir)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {bin}: {e}"));
+        let mut alive = true;
+        wait_for(WAIT, &format!("{bin} serving on {ip}:{port}"), || {
+            if let Ok(Some(_)) = child.try_wait() {
+                alive = false;
+                return true;
+            }
+            answers_ping(ip, port)
+        });
+        if !alive {
+            panic!(
+                "{bin} exited restarting on {ip}:{port}\n{}",
+                proc::log_tail(&dir.join("log"), 20)
+            );
+        }
+        Node {
+            child,
+            bin,
+            ip: ip.to_string(),
+            port,
+        }
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://{}:{}/", self.ip, self.port))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .unwrap_or_else(|e| panic!("connect to {}:{}: {e}", self.ip, self.port))
+    }
+
+    fn query(&self, args: &[&str]) -> redis::Value {
+        let mut c = self.conn();
+        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut c)
+            .unwrap_or_else(|e| panic!("{args:?} on {}: {e}", self.port))
+    }
+
+    fn text(&self, args: &[&str]) -> String {
+        match self.query(args) {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            redis::Value::SimpleString(s) | redis::Value::VerbatimString { text: s, .. } => s,
+            redis::Value::Okay => "OK".into(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn info(&self, section: &str, field: &str) -> String {
+        info_value(&self.text(&["INFO", section]), field).unwrap_or_default()
+    }
+
+    fn myid(&self) -> String {
+        self.text(&["CLUSTER", "MYID"]).trim().to_string()
+    }
+
+    /// GET through READONLY (a replica in cluster mode answers MOVED otherwise).
+    fn get(&self, key: &str) -> Option<String> {
+        let mut c = self.conn();
+        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+        redis::cmd("READONLY").query::<()>(&mut c).ok()?;
+        redis::cmd("GET").arg(key).query(&mut c).ok()?
+    }
+
+    fn set(&self, key: &str, val: &str) {
+        assert_eq!(
+            self.text(&["SET", key, val]),
+            "OK",
+            "SET {key} on the master"
+        );
+    }
+
+    /// The replica's view of replication, for failure messages.
+    fn repl_view(&self) -> String {
+        ["role", "master_host", "master_port", "master_link_status"]
+            .iter()
+            .map(|f| format!("{f}={} ", self.info("replication", f)))
+            .collect()
+    }
+}
+
+/// Forms the cluster: `m` owns every slot, `r` replicates it; waits for the link and for
+/// both nodes.conf files to record the roles.
+fn form(m: &Node, r: &Node, mdir: &Path, rdir: &Path) {
+    assert_eq!(
+        m.text(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]),
+        "OK",
+        "ADDSLOTSRANGE"
+    );
+    let rport = r.port.to_string();
+    assert_eq!(m.text(&["CLUSTER", "MEET", &r.ip, &rport]), "OK", "MEET");
+    let mid = m.myid();
+    wait_for(WAIT, "the replica to know the master", || {
+        r.text(&["CLUSTER", "NODES"])
+            .lines()
+            .any(|l| l.starts_with(&mid) && !l.contains("handshake"))
+    });
+    assert_eq!(r.text(&["CLUSTER", "REPLICATE", &mid]), "OK", "REPLICATE");
+    wait_linked(m, r);
+    let rid = r.myid();
+    wait_for(WAIT, "nodes.conf to record the replica on both", || {
+        let conf = |d: &Path| std::fs::read_to_string(d.join("nodes.conf")).unwrap_or_default();
+        let has = |c: &str, id: &str, flags: &str| {
+            c.lines()
+                .any(|l| l.starts_with(id) && l.contains(flags) && l.contains(&mid))
+        };
+        has(&conf(rdir), &rid, "myself,slave") && has(&conf(mdir), &rid, "slave")
+    });
+}
+
+/// Waits until `r` replicates `m` at `m`'s current address with its link up, `m` counts one
+/// replica, and a fresh write on `m` reaches `r`.
+fn wait_linked(m: &Node, r: &Node) {
+    let port = m.port.to_string();
+    let linked = || {
+        r.info("replication", "master_link_status") == "up"
+            && r.info("replication", "master_host") == m.ip
+            && r.info("replication", "master_port") == port
+            && m.info("replication", "connected_slaves") == "1"
+    };
+    let start = std::time::Instant::now();
+    while !linked() {
+        if start.elapsed() > WAIT {
+            panic!(
+                "{}: replica not linked to the master at {}:{} after {WAIT:?}: replica {}/ master connected_slaves={}",
+                r.bin,
+                m.ip,
+                m.port,
+                r.repl_view(),
+                m.info("replication", "connected_slaves"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for(WAIT, "cluster_state:ok on both", || {
+        [m, r].iter().all(|n| {
+            info_value(&n.text(&["CLUSTER", "INFO"]), "cluster_state").as_deref() == Some("ok")
+        })
+    });
+    let key = format!("probe-{}", m.port);
+    m.set(&key, "1");
+    wait_for(WAIT, "a write on the master to reach the replica", || {
+        r.get(&key).as_deref() == Some("1")
+    });
+}
+
+/// Kills both nodes; restarts the replica on its own address from nodes.conf (it must start
+/// replicating at once, to the address it knows), then the master on a new address.
+fn both_restarted(bin: &'static str, appendonly: bool) {
+    let (mdir, rdir) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let m = Node::start(bin, "127.0.0.1", mdir.path(), appendonly);
+    let r = Node::start(bin, "127.0.0.1", rdir.path(), appendonly);
+    form(&m, &r, mdir.path(), rdir.path());
+    m.set("before", "kept");
+    wait_for(WAIT, "the first write on the replica", || {
+        r.get("before").as_deref() == Some("kept")
+    });
+    let (old_master_port, replica_port) = (m.port, r.port);
+    drop(m);
+    drop(r);
+
+    let r = Node::start_at(bin, "127.0.0.1", replica_port, rdir.path(), appendonly);
+    let old = old_master_port.to_string();
+    let start = std::time::Instant::now();
+    while !(r.info("replication", "role") == "slave"
+        && r.info("replication", "master_host") == "127.0.0.1"
+        && r.info("replication", "master_port") == old)
+    {
+        if start.elapsed() > Duration::from_secs(10) {
+            panic!(
+                "{bin}: a replica loaded from nodes.conf does not replicate its master's last known address 127.0.0.1:{old}: {}",
+                r.repl_view()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let m = Node::start(bin, NEW_IP, mdir.path(), appendonly);
+    wait_linked(&m, &r);
+    m.set("after", "moved");
+    wait_for(WAIT, "a write after the move to reach the replica", || {
+        r.get("after").as_deref() == Some("moved")
+    });
+    if appendonly {
+        assert_eq!(
+            m.get("before").as_deref(),
+            Some("kept"),
+            "{bin}: AOF lost a write; master {:?} {}, replica {}",
+            redis::cmd("GET")
+                .arg("before")
+                .query::<redis::Value>(&mut m.conn()),
+            m.text(&["INFO", "replication"]),
+            r.text(&["INFO", "replication"]),
+        );
+        assert_eq!(
+            r.get("before").as_deref(),
+            Some("kept"),
+            "{bin}: replica lost a write"
+        );
+    }
+}
+
+/// Only the master is rescheduled (new address); the replica keeps running.
+fn master_moved(bin: &'static str) {
+    let (mdir, rdir) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let m = Node::start(bin, "127.0.0.1", mdir.path(), false);
+    let r = Node::start(bin, "127.0.0.1", rdir.path(), false);
+    form(&m, &r, mdir.path(), rdir.path());
+    drop(m);
+    wait_for(WAIT, "the replica to see its link down", || {
+        r.info("replication", "master_link_status") == "down"
+    });
+    let m = Node::start(bin, NEW_IP, mdir.path(), false);
+    wait_linked(&m, &r);
+}
+
+#[test]
+fn tessera_replica_restarted_follows_its_master_to_a_new_address() {
+    both_restarted(TESSERA, false);
+}
+
+#[test]
+fn redis_replica_restarted_follows_its_master_to_a_new_address() {
+    both_restarted(REDIS, false);
+}
+
+#[test]
+fn tessera_replica_restarted_follows_its_master_to_a_new_address_with_aof() {
+    both_restarted(TESSERA, true);
+}
+
+#[test]
+fn redis_replica_restarted_follows_its_master_to_a_new_address_with_aof() {
+    both_restarted(REDIS, true);
+}
+
+#[test]
+fn tessera_running_replica_follows_its_master_to_a_new_address() {
+    master_moved(TESSERA);
+}
+
+#[test]
+fn redis_running_replica_follows_its_master_to_a_new_address() {
+    master_moved(REDIS);
+}
