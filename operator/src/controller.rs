@@ -732,6 +732,14 @@ async fn events_for(
         publish(ctx, rc, type_, &reason, "Reconcile", note).await;
     }
     if let TopologyOutcome::Report(r) = topology {
+        for repair in &r.repairs {
+            let reason = if repair.starts_with("reset ") {
+                "NodeReset"
+            } else {
+                "ReplicationRepaired"
+            };
+            publish(ctx, rc, EventType::Normal, reason, "Repair", repair.clone()).await;
+        }
         if !r.actions.is_empty() {
             let mut note = r
                 .actions

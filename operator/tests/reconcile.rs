@@ -99,6 +99,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
         stuck: vec![],
         actions: vec![],
         failing_pods: vec![],
+        repairs: vec![],
     }
 }
 

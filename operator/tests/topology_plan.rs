@@ -231,6 +231,20 @@ impl Model {
 
     fn apply(&mut self, step: &Step) {
         match step {
+            Step::Reset { node, flush, .. } => {
+                let i = self.pod_node(&node.pod);
+                assert!(self.nodes[i].slots.is_empty(), "reset a slot holder");
+                let keys: u64 = self.nodes[i].keys.values().sum();
+                if self.nodes[i].replica_of.is_none() {
+                    assert!(*flush || keys == 0, "reset a master with keys, no flush");
+                }
+                // CLUSTER RESET HARD: a new node id on the same pod, knowing nobody.
+                let id = self.id();
+                let pod = self.nodes[i].pod;
+                self.nodes[i].pod = None;
+                self.nodes[i].alive = false;
+                self.nodes.push(MNode::new(id, pod));
+            }
             Step::SetConfigEpoch { node, epoch } => {
                 let i = self.pod_node(&node.pod);
                 assert!(
@@ -333,6 +347,9 @@ struct Scenario {
     replaced: u8,
     removed: bool,
     key_seed: u64,
+    /// Pods of shards past `cur` come back on kept volumes (scale in, then out): 1 = as
+    /// masters knowing the cluster, 2 = as replicas of shard 0's master.
+    rejoin: u8,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -347,6 +364,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         0u8..3,
         any::<bool>(),
         1u64..7,
+        0u8..3,
     )
         .prop_map(
             |(
@@ -360,6 +378,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 replaced,
                 removed,
                 key_seed,
+                rejoin,
             )| {
                 Scenario {
                     cur,
@@ -372,6 +391,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                     replaced,
                     removed,
                     key_seed,
+                    rejoin,
                 }
             },
         )
@@ -444,6 +464,20 @@ fn build(sc: &Scenario) -> Model {
         let (ida, idb) = (m.nodes[a].id.clone(), m.nodes[b].id.clone());
         m.nodes[a].migrating.insert(0, idb);
         m.nodes[b].importing.insert(0, ida);
+    }
+    if sc.rejoin > 0 && shards > sc.cur {
+        // Old nodes of the shards about to be added, back from kept volumes.
+        let first = cur * g;
+        for i in first..m.nodes.len() {
+            m.nodes[i].knows = ids.iter().cloned().collect();
+            if sc.rejoin == 2 {
+                m.nodes[i].replica_of = Some(ids[0].clone());
+                let me = m.nodes[i].id.clone();
+                for k in 0..cur * g {
+                    m.nodes[k].knows.insert(me.clone());
+                }
+            }
+        }
     }
     if sc.removed {
         // A node removed earlier (no slots), dead, still known to everyone.

@@ -13,6 +13,7 @@ use tracing::{debug, info, instrument, warn};
 
 use super::conn::{cluster, connect, NodeConn};
 use super::migrate::{move_keys, set_node};
+use super::nodes::parse_cluster_nodes;
 use super::plan::{NodeRef, Step};
 use super::snapshot::Snapshot;
 use super::{EngineOptions, TopologyError};
@@ -21,6 +22,8 @@ use super::{EngineOptions, TopologyError};
 #[derive(Debug, Default, Clone)]
 pub struct Outcome {
     pub actions: Vec<String>,
+    /// The actions that repaired a node (see `Step::is_repair`).
+    pub repairs: Vec<String>,
     pub errors: Vec<String>,
     pub slots_moved: u32,
 }
@@ -106,6 +109,9 @@ pub async fn execute(steps: &[Step], snap: &Snapshot, opts: &EngineOptions) -> O
         match run_step(step, &small, &big, &all_masters, opts).await {
             Ok(()) => {
                 info!(action = %desc, "done");
+                if step.is_repair() {
+                    out.repairs.push(desc.clone());
+                }
                 out.actions.push(desc);
             }
             Err(e) => {
@@ -125,6 +131,7 @@ async fn run_step(
     opts: &EngineOptions,
 ) -> Result<(), TopologyError> {
     match step {
+        Step::Reset { node, flush, .. } => reset_node(node, *flush, small).await,
         Step::SetConfigEpoch { node, epoch } => {
             let mut c = small.get(node).await?;
             // Refused once the node knows others or has an epoch: then the nodes' own
@@ -195,6 +202,26 @@ async fn run_step(
         }
         Step::MigrateSlots { .. } => Ok(()), // handled in batches by `execute`
     }
+}
+
+/// FLUSHALL (when asked, on a master) then CLUSTER RESET HARD, after checking again that the
+/// node is the one planned (a second try finds a new id: already done) and holds no slots.
+async fn reset_node(node: &NodeRef, flush: bool, pool: &Pool) -> Result<(), TopologyError> {
+    let mut c = pool.get(node).await?;
+    let now = parse_cluster_nodes(&c.text(&cluster("NODES")).await?)?;
+    if now.myself.id != node.id {
+        return Ok(());
+    }
+    if now.myself.slot_count() > 0 {
+        return Err(TopologyError::Invalid(format!(
+            "{} holds slots now; not resetting it",
+            node.pod
+        )));
+    }
+    if flush && now.myself.master {
+        c.run::<()>(&redis::cmd("FLUSHALL")).await?;
+    }
+    c.run::<()>(cluster("RESET").arg("HARD")).await
 }
 
 /// The nodes involved in fixing one open slot.

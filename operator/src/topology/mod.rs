@@ -100,6 +100,10 @@ pub struct TopologyReport {
     /// while this is not empty).
     #[serde(default)]
     pub failing_pods: Vec<String>,
+    /// Repairs done this pass (a node reset, a replication link re-pointed), also in
+    /// `actions`: each gets an Event of its own.
+    #[serde(default)]
+    pub repairs: Vec<String>,
 }
 
 /// One shard as observed.
@@ -213,6 +217,7 @@ pub async fn reconcile(
     }
     let outcome = execute::execute(&planned.steps, &snap, opts).await;
     report.actions = outcome.actions;
+    report.repairs = outcome.repairs;
     report.stuck.extend(outcome.errors);
     report.converged = false;
     if let Some(p) = report.progress.as_mut() {

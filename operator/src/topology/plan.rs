@@ -1,7 +1,8 @@
 //! Plan (pure, no I/O): the next steps that move the observed cluster toward the desired one.
 //!
-//! Order of a plan: SetConfigEpoch, AssignSlots, Meet, Forget, Replicate, FixOpenSlot,
-//! AssignUnassigned, MigrateSlots. While any pod is unreachable or any pod's node is PFAIL/FAIL
+//! Order of a plan: Reset, SetConfigEpoch, AssignSlots, Meet, Forget, Replicate, FixOpenSlot,
+//! AssignUnassigned, MigrateSlots. A pod being reset takes no part in the rest of the plan
+//! (its node id is about to change); slot work waits for the next pass. While any pod is unreachable or any pod's node is PFAIL/FAIL
 //! in some view, only healing steps (Meet, Forget, Replicate) are planned. Slot work waits
 //! until every pod knows every other pod, so a migration never targets an unknown node.
 
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::Snapshot;
 use super::Desired;
 
+mod reset;
 mod slots;
 
 /// A node the executor will talk to.
@@ -26,6 +28,13 @@ pub struct NodeRef {
 /// One idempotent action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Step {
+    /// Wipe a slotless node back to a fresh one (FLUSHALL when `flush`, then CLUSTER RESET
+    /// HARD: new node id, no peers) so it can be met and attached anew; see `plan/reset.rs`.
+    Reset {
+        node: NodeRef,
+        flush: bool,
+        reason: String,
+    },
     /// Give a fresh master a distinct config epoch (only valid before it knows other nodes).
     SetConfigEpoch { node: NodeRef, epoch: u64 },
     /// Fresh cluster: give a master its contiguous share.
@@ -67,9 +76,23 @@ pub enum Step {
 }
 
 impl Step {
+    /// A repair of one node's state (not a step of forming or resharding): an Event each.
+    pub fn is_repair(&self) -> bool {
+        matches!(self, Step::Reset { .. })
+    }
+
     /// One human line describing the step (for logs, Events and the CLI).
     pub fn describe(&self) -> String {
         match self {
+            Step::Reset {
+                node,
+                flush,
+                reason,
+            } => format!(
+                "reset {} (CLUSTER RESET HARD{}): {reason}",
+                node.pod,
+                if *flush { " after FLUSHALL" } else { "" }
+            ),
             Step::SetConfigEpoch { node, epoch } => {
                 format!("set config epoch {epoch} on {}", node.pod)
             }
@@ -166,6 +189,32 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
         .filter(|p| !p.reachable || p.myself.is_none())
         .map(|p| p.endpoint.pod.as_str())
         .collect();
+    let owners = snap.slot_owners();
+    let resets = reset::resets(
+        desired,
+        snap,
+        &reach,
+        unreachable.is_empty(),
+        &owners,
+        &mut out.stuck,
+    );
+    let mut reset_steps = Vec::new();
+    for r in &resets {
+        if let Some(node) = node_ref(snap, r.pod) {
+            reset_steps.push(Step::Reset {
+                node,
+                flush: r.flush,
+                reason: r.reason.clone(),
+            });
+        }
+    }
+    // The rest of the plan ignores pods being reset. Slot holders come first, so a newcomer
+    // is met by a slot holder and is at once known to the cluster proper.
+    let mut reach: Vec<usize> = reach
+        .into_iter()
+        .filter(|i| !resets.iter().any(|r| r.pod == *i))
+        .collect();
+    reach.sort_by_key(|&i| !(snap.pods[i].is_master() && snap.pods[i].own_slot_count() > 0));
     for pod in &unreachable {
         out.stuck.push(format!("pod {pod} is unreachable"));
     }
@@ -182,7 +231,6 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
         }
     }
     let pod_ids = snap.pod_ids();
-    let owners = snap.slot_owners();
     let owns_slots: BTreeSet<&str> = owners.iter().flatten().map(|c| c.id.as_str()).collect();
 
     // Failure flags on any pod's node, as seen by any reachable pod.
@@ -291,6 +339,14 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
 
     // Shard masters and replicas.
     let masters = slots::shard_masters(desired, snap, &reach, &owners, &mut out.stuck);
+    // A shard whose pod is being reset gets its master from that pod next pass.
+    for r in &resets {
+        let line = format!(
+            "shard {}: no pod is a master",
+            snap.pods[r.pod].endpoint.shard
+        );
+        out.stuck.retain(|s| *s != line);
+    }
     out.shard_masters = masters.clone();
     let mut replicate_steps = Vec::new();
     for (&shard, &m) in masters.iter().filter(|(s, _)| **s < desired.shards) {
@@ -333,10 +389,12 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     }
 
     let topology_ready = !degraded
+        && reset_steps.is_empty()
         && meets.is_empty()
         && gossip_pending == 0
         && !handshaking
         && forget_steps.is_empty();
+    out.steps.extend(reset_steps);
     out.steps.extend(head);
     out.steps.extend(meet_steps);
     out.steps.extend(forget_steps);

@@ -125,6 +125,7 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
         stuck,
         actions: Vec::new(),
         failing_pods: failing_pods(snap),
+        repairs: Vec::new(),
     }
 }
 

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -297,11 +297,39 @@ pub async fn cluster_conn_auth(
         .expect("cluster connection")
 }
 
-/// Writes keys in the background; every acknowledged write must be readable afterwards.
+/// Writes keys in the background; every acknowledged write must be readable afterwards, and
+/// every write that failed (an error or no reply within 10 s) is counted, never dropped.
 pub struct DataChecker {
     pub acked: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Writes that got an error or no reply: not acknowledged, so not checked, but reported.
+    pub failed: Arc<AtomicU64>,
+    /// The first few failure messages, for the report.
+    pub failures: Arc<Mutex<Vec<String>>>,
     pub stop: Arc<AtomicBool>,
     pub handle: tokio::task::JoinHandle<()>,
+}
+
+/// What a [`DataChecker`] saw: acknowledged writes (all verified present) and failed ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteTally {
+    pub acked: usize,
+    pub failed: u64,
+    /// Up to 5 failure messages.
+    pub failures: Vec<String>,
+}
+
+impl std::fmt::Display for WriteTally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} acknowledged writes, 0 lost, {} failed",
+            self.acked, self.failed
+        )?;
+        if !self.failures.is_empty() {
+            write!(f, " (e.g. {:?})", self.failures)?;
+        }
+        Ok(())
+    }
 }
 
 impl DataChecker {
@@ -319,7 +347,10 @@ impl DataChecker {
                 .expect("preload SET");
             acked.lock().expect("lock").insert(k, v);
         }
+        let failed = Arc::new(AtomicU64::new(0));
+        let failures = Arc::new(Mutex::new(Vec::new()));
         let (a, s, p) = (acked.clone(), stop.clone(), prefix.to_string());
+        let (fc, fm) = (failed.clone(), failures.clone());
         let handle = tokio::spawn(async move {
             let mut i = preload;
             while !s.load(Ordering::SeqCst) && i < preload + 50_000 {
@@ -332,8 +363,17 @@ impl DataChecker {
                 .unwrap_or_else(|_| {
                     Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout")))
                 });
-                if r.is_ok() {
-                    a.lock().expect("lock").insert(k, v);
+                match r {
+                    Ok(()) => {
+                        a.lock().expect("lock").insert(k, v);
+                    }
+                    Err(e) => {
+                        fc.fetch_add(1, Ordering::SeqCst);
+                        let mut m = fm.lock().expect("lock");
+                        if m.len() < 5 {
+                            m.push(format!("SET {k}: {e}"));
+                        }
+                    }
                 }
                 i += 1;
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -341,13 +381,16 @@ impl DataChecker {
         });
         DataChecker {
             acked,
+            failed,
+            failures,
             stop,
             handle,
         }
     }
 
-    /// Stops writing and checks every acknowledged key; returns how many were checked.
-    pub async fn verify(self, ips: &[String]) -> usize {
+    /// Stops writing and checks every acknowledged key (none may be lost); returns the tally
+    /// of acknowledged and failed writes.
+    pub async fn verify(self, ips: &[String]) -> WriteTally {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.handle.await;
         let acked = self.acked.lock().expect("lock").clone();
@@ -370,7 +413,11 @@ impl DataChecker {
             acked.len(),
             &lost[..lost.len().min(5)]
         );
-        acked.len()
+        WriteTally {
+            acked: acked.len(),
+            failed: self.failed.load(Ordering::SeqCst),
+            failures: self.failures.lock().expect("lock").clone(),
+        }
     }
 }
 
@@ -400,4 +447,112 @@ pub async fn node_ids(ips: &[String]) -> Vec<String> {
     }
     ids.sort();
     ids
+}
+
+/// Every replica has finished its sync and every master's replicas are at its offset.
+/// (redis-server needs a completed initial sync before a replica may ever fail over, and the
+/// operator may report Ready before that; see the report.)
+pub async fn replication_in_sync(client: &Client, name: &str) -> Result<(), String> {
+    for ip in pod_ips(client, name).await {
+        let mut c = node(&ip).await?;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let field = |k: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}:")))
+                .map(|v| v.trim().to_string())
+        };
+        if field("role").as_deref() == Some("slave") {
+            if field("master_link_status").as_deref() != Some("up") {
+                return Err(format!("{ip}: replica link not up"));
+            }
+        } else {
+            let offset = field("master_repl_offset").unwrap_or_default();
+            for l in info
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("offset="))
+            {
+                let o = l
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix("offset="))
+                    .unwrap_or("");
+                if o != offset {
+                    return Err(format!("{ip}: replica {l} behind master offset {offset}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stronger than [`replication_in_sync`]: exactly `shards` masters own slots, each with
+/// `replicas` online replicas at its `master_repl_offset`, and every other pod is a replica
+/// (by INFO and by its own CLUSTER NODES line) whose link is up. Call with writes stopped.
+pub async fn replicas_linked(
+    client: &Client,
+    name: &str,
+    shards: usize,
+    replicas: usize,
+) -> Result<(), String> {
+    let mut masters = 0;
+    for ip in pod_ips(client, name).await {
+        let mut c = node(&ip).await?;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let nodes = cluster_nodes(&ip).await?;
+        let me = nodes
+            .lines()
+            .find(|l| l.contains("myself"))
+            .ok_or_else(|| format!("{ip}: no myself line"))?;
+        let listed_replica = me.split_whitespace().nth(3).is_some_and(|m| m != "-");
+        let owns_slots = me.split_whitespace().nth(8).is_some();
+        let field = |k: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}:")))
+                .map(|v| v.trim().to_string())
+        };
+        if owns_slots && !listed_replica {
+            masters += 1;
+            let offset = field("master_repl_offset").unwrap_or_default();
+            let links: Vec<&str> = info
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("offset="))
+                .collect();
+            if links.len() != replicas {
+                return Err(format!(
+                    "{ip}: master has {} replicas linked, want {replicas}",
+                    links.len()
+                ));
+            }
+            for l in links {
+                let o = l
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix("offset="))
+                    .unwrap_or("");
+                if o != offset || !l.contains("state=online") {
+                    return Err(format!("{ip}: replica {l} not at master offset {offset}"));
+                }
+            }
+        } else {
+            if !listed_replica || field("role").as_deref() != Some("slave") {
+                return Err(format!(
+                    "{ip}: neither a slot owner nor a replica (role {:?}): {me}",
+                    field("role")
+                ));
+            }
+            if field("master_link_status").as_deref() != Some("up") {
+                return Err(format!("{ip}: replica link not up"));
+            }
+        }
+    }
+    if masters != shards {
+        return Err(format!("{masters} masters own slots, want {shards}"));
+    }
+    Ok(())
 }
