@@ -365,7 +365,14 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
-    info!(phase = new_status.phase.as_str(), ready = %new_status.ready_text, slots = new_status.slots_assigned, "reconciled");
+    // The phase's reason and message too: why a cluster is not Ready is what a log is read for.
+    let why = new_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| format!("{}: {}", c.reason, c.message))
+        .unwrap_or_default();
+    info!(phase = new_status.phase.as_str(), ready = %new_status.ready_text, slots = new_status.slots_assigned, %why, "reconciled");
     Ok(match new_status.phase {
         Phase::Ready => Action::requeue(ctx.requeue_ready),
         Phase::Failed => Action::requeue(ctx.requeue_ready),

@@ -705,3 +705,34 @@ async fn stale_replica_is_deleted_then_the_restart_waits_for_it() {
     h.reconcile().await;
     assert!(!h.api.calls().iter().any(|c| c.method == "DELETE"));
 }
+
+/// Each repair the engine did (a node reset, a replication link re-pointed) gets an Event of
+/// its own, besides the Topology summary.
+#[tokio::test]
+async fn each_repair_gets_its_own_event() {
+    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    let mut r = report(3, &[]);
+    r.converged = false;
+    r.repairs = vec![
+        "reset demo-2-0 (CLUSTER RESET HARD): its node is unknown to the cluster".into(),
+        "repair replication of demo-0-1 to its master demo-0-0: replication is off".into(),
+    ];
+    r.actions = r.repairs.clone();
+    *h.engine.next.lock().unwrap() = Some(r);
+    h.reconcile().await;
+    let events = h.events();
+    assert!(
+        events.contains(&("Normal".into(), "NodeReset".into())),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&("Normal".into(), "ReplicationRepaired".into())),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&("Normal".into(), "Topology".into())),
+        "{events:?}"
+    );
+}

@@ -231,6 +231,9 @@ impl Model {
 
     fn apply(&mut self, step: &Step) {
         match step {
+            Step::RepairReplication { .. } => {
+                panic!("the model reports no INFO replication: nothing to repair")
+            }
             Step::Reset { node, flush, .. } => {
                 let i = self.pod_node(&node.pod);
                 assert!(self.nodes[i].slots.is_empty(), "reset a slot holder");

@@ -181,7 +181,10 @@ async fn run_step(
                 .collect::<Result<Vec<()>, _>>()
                 .map(|_| ())
         }
-        Step::Replicate { node, master_id } => {
+        Step::Replicate { node, master_id }
+        | Step::RepairReplication {
+            node, master_id, ..
+        } => {
             let mut c = small.get(node).await?;
             c.run::<()>(cluster("REPLICATE").arg(master_id)).await
         }

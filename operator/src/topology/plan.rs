@@ -1,9 +1,10 @@
 //! Plan (pure, no I/O): the next steps that move the observed cluster toward the desired one.
 //!
-//! Order of a plan: Reset, SetConfigEpoch, AssignSlots, Meet, Forget, Replicate, FixOpenSlot,
-//! AssignUnassigned, MigrateSlots. A pod being reset takes no part in the rest of the plan
-//! (its node id is about to change); slot work waits for the next pass. While any pod is unreachable or any pod's node is PFAIL/FAIL
-//! in some view, only healing steps (Meet, Forget, Replicate) are planned. Slot work waits
+//! Order of a plan: Reset, SetConfigEpoch, AssignSlots, Meet, Forget, Replicate and
+//! RepairReplication, FixOpenSlot, AssignUnassigned, MigrateSlots. A pod being reset takes no
+//! part in the rest of the plan (its node id is about to change); slot work waits for the next
+//! pass. While any pod is unreachable or any pod's node is PFAIL/FAIL in some view, only
+//! healing steps (Meet, Forget, Replicate, RepairReplication) are planned. Slot work waits
 //! until every pod knows every other pod, so a migration never targets an unknown node.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +14,11 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::Snapshot;
 use super::Desired;
 
+mod repair;
 mod reset;
 mod slots;
+
+pub use repair::LINK_DOWN_GRACE_SECS;
 
 /// A node the executor will talk to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +56,14 @@ pub enum Step {
     Forget { id: String, on: Vec<NodeRef> },
     /// `node` becomes a replica of `master_id`.
     Replicate { node: NodeRef, master_id: String },
+    /// `node`, already `master_id`'s replica in the cluster, gets CLUSTER REPLICATE again
+    /// because its replication does not run toward the master; see `plan/repair.rs`.
+    RepairReplication {
+        node: NodeRef,
+        master_id: String,
+        master_pod: String,
+        reason: String,
+    },
     /// Close an open slot: move keys from `sources` to `owner`, then make `owner` the owner
     /// everywhere (which clears MIGRATING/IMPORTING on `open_on`).
     FixOpenSlot {
@@ -78,7 +90,7 @@ pub enum Step {
 impl Step {
     /// A repair of one node's state (not a step of forming or resharding): an Event each.
     pub fn is_repair(&self) -> bool {
-        matches!(self, Step::Reset { .. })
+        matches!(self, Step::Reset { .. } | Step::RepairReplication { .. })
     }
 
     /// One human line describing the step (for logs, Events and the CLI).
@@ -107,6 +119,15 @@ impl Step {
             Step::Replicate { node, master_id } => {
                 format!("make {} a replica of {master_id}", node.pod)
             }
+            Step::RepairReplication {
+                node,
+                master_pod,
+                reason,
+                ..
+            } => format!(
+                "repair replication of {} to its master {master_pod}: {reason}",
+                node.pod
+            ),
             Step::FixOpenSlot {
                 slot,
                 owner,
@@ -375,6 +396,8 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
             }
         }
     }
+
+    replicate_steps.extend(repair::repairs(snap, &reach));
 
     // Fresh cluster: epochs and contiguous slot ranges go in before the first MEET.
     let fresh = owners.iter().all(Option::is_none) && snap.open_slots().is_empty();

@@ -4,8 +4,7 @@ use std::collections::BTreeSet;
 
 use super::nodes::to_ranges;
 use super::plan::Planned;
-use super::snapshot::PodState;
-use super::snapshot::Snapshot;
+use super::snapshot::{PodState, ReplicaLink, ReplicationInfo, Snapshot};
 use super::{Desired, Progress, ReplicaSync, ShardView, TopologyReport};
 
 /// True for the `stuck` line about replicas still syncing ("waiting for N replicas to sync:
@@ -14,19 +13,56 @@ pub fn is_sync_wait(line: &str) -> bool {
     line.starts_with("waiting for ") && line.contains(" replicas to sync")
 }
 
-/// The replication link of replica pod `p`, given its master's offset when known.
-fn replica_sync(p: &PodState, master_offset: Option<u64>) -> ReplicaSync {
+/// The replication link of replica pod `p` against its master's INFO replication (`master`).
+/// In sync means: the replica's link is up after its first sync ([`ReplicationInfo::
+/// replica_in_sync`]), its offset trails the master's `master_repl_offset` by at most
+/// [`ReplicationInfo::MAX_IN_SYNC_LAG_BYTES`], and the master lists it as an online replica
+/// (`listed`). A link state alone is not enough: a node may say it is up while its master has
+/// no replica, or trail far behind.
+fn replica_sync(p: &PodState, master: Option<&ReplicationInfo>, listed: bool) -> ReplicaSync {
     let r = p.replication.as_ref();
+    let lag_bytes = master
+        .and_then(|m| m.master_repl_offset)
+        .zip(r.and_then(|r| r.slave_repl_offset))
+        .map(|(m, s)| m.saturating_sub(s));
     ReplicaSync {
         pod: p.endpoint.pod.clone(),
-        in_sync: r.is_some_and(|r| r.replica_in_sync()),
+        in_sync: r.is_some_and(|r| r.replica_in_sync())
+            && listed
+            && lag_bytes.is_some_and(|l| l <= ReplicationInfo::MAX_IN_SYNC_LAG_BYTES),
         link_status: r.and_then(|r| r.master_link_status.clone()),
         sync_in_progress: r.is_some_and(|r| r.master_sync_in_progress),
         last_io_seconds_ago: r.and_then(|r| r.master_last_io_seconds_ago),
-        lag_bytes: master_offset
-            .zip(r.and_then(|r| r.slave_repl_offset))
-            .map(|(m, s)| m.saturating_sub(s)),
+        lag_bytes,
     }
+}
+
+/// Which of `replicas` their master lists as online replicas. A line matches a pod by
+/// address; lines whose address is no pod's (a replica connecting from another source
+/// address, as on loopback) vouch, by count, for the replicas no line matched.
+fn listed_by_master(replicas: &[&PodState], master: Option<&ReplicationInfo>) -> Vec<bool> {
+    let Some(m) = master else {
+        return vec![false; replicas.len()];
+    };
+    let online: Vec<&ReplicaLink> = m.links.iter().filter(|l| l.state == "online").collect();
+    let exact = |p: &PodState| {
+        online
+            .iter()
+            .any(|l| l.ip == p.endpoint.host && l.port == p.endpoint.port)
+    };
+    let spare = online
+        .iter()
+        .filter(|l| {
+            !replicas
+                .iter()
+                .any(|p| l.ip == p.endpoint.host && l.port == p.endpoint.port)
+        })
+        .count();
+    let unmatched = replicas.iter().filter(|p| !exact(p)).count();
+    replicas
+        .iter()
+        .map(|p| exact(p) || unmatched <= spare)
+        .collect()
 }
 
 /// Build the report of a pass from what was observed and planned (before executing).
@@ -72,14 +108,17 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
                         .map(|(s, _)| s as u16),
                 )
             });
-            let master_offset = m
-                .and_then(|i| snap.pods[i].replication.as_ref())
-                .and_then(|r| r.master_repl_offset);
-            let (replicas, replica_sync) = snap
+            let master_info = m.and_then(|i| snap.pods[i].replication.as_ref());
+            let following: Vec<&PodState> = snap
                 .pods
                 .iter()
                 .filter(|p| master_id.is_some() && p.replica_of() == master_id.as_deref())
-                .map(|p| (p.endpoint.pod.clone(), replica_sync(p, master_offset)))
+                .collect();
+            let listed = listed_by_master(&following, master_info);
+            let (replicas, replica_sync) = following
+                .iter()
+                .zip(listed)
+                .map(|(p, l)| (p.endpoint.pod.clone(), replica_sync(p, master_info, l)))
                 .unzip();
             let master_agreed = master_id
                 .as_deref()

@@ -42,6 +42,56 @@ pub struct ReplicationInfo {
     pub master_last_io_seconds_ago: Option<i64>,
     pub slave_repl_offset: Option<u64>,
     pub master_repl_offset: Option<u64>,
+    /// Where a replica's replication points (`master_host`/`master_port`).
+    #[serde(default)]
+    pub master_host: Option<String>,
+    #[serde(default)]
+    pub master_port: Option<u16>,
+    /// Seconds the link has been down; `None` when up or never up since it was pointed.
+    #[serde(default)]
+    pub master_link_down_since_seconds: Option<u64>,
+    /// A master's replicas as it lists them (`slaveN:ip=..,port=..,state=..,offset=..`).
+    #[serde(default)]
+    pub links: Vec<ReplicaLink>,
+}
+
+/// One `slaveN:` line of a master's INFO replication.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaLink {
+    pub ip: String,
+    pub port: u16,
+    /// `online` once the replica streams; `wait_bgsave`/`send_bulk` while it syncs.
+    pub state: String,
+    /// The replication offset the replica acknowledged.
+    pub offset: u64,
+}
+
+impl ReplicaLink {
+    /// Parses the value of a `slaveN:` line; `None` when a field is missing or malformed.
+    pub fn parse(v: &str) -> Option<Self> {
+        let mut out = ReplicaLink::default();
+        let (mut ip, mut port, mut offset) = (false, false, false);
+        for kv in v.trim().split(',') {
+            let (k, v) = kv.split_once('=')?;
+            match k {
+                "ip" => {
+                    out.ip = v.to_string();
+                    ip = true;
+                }
+                "port" => {
+                    out.port = v.parse().ok()?;
+                    port = true;
+                }
+                "state" => out.state = v.to_string(),
+                "offset" => {
+                    out.offset = v.parse().ok()?;
+                    offset = true;
+                }
+                _ => {}
+            }
+        }
+        (ip && port && offset).then_some(out)
+    }
 }
 
 impl ReplicationInfo {
@@ -61,8 +111,19 @@ impl ReplicationInfo {
             master_last_io_seconds_ago: num("master_last_io_seconds_ago"),
             slave_repl_offset: offset("slave_repl_offset"),
             master_repl_offset: offset("master_repl_offset"),
+            master_host: get("master_host").filter(|h| !h.is_empty()),
+            master_port: num("master_port").and_then(|p| u16::try_from(p).ok()),
+            master_link_down_since_seconds: offset("master_link_down_since_seconds"),
+            links: (0..)
+                .map_while(|i| info.get(&format!("slave{i}")))
+                .filter_map(|v| ReplicaLink::parse(v))
+                .collect(),
         }
     }
+
+    /// Replication offset bytes the replica's may trail its master's and still count as in
+    /// sync: the two are read a moment apart, and a replica acknowledges once a second.
+    pub const MAX_IN_SYNC_LAG_BYTES: u64 = 1 << 20;
 
     /// True when this node is a replica whose first sync completed and whose link is up: the
     /// state in which redis-server lets a replica fail over. Byte lag is not part of it: under

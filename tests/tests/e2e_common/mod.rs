@@ -78,15 +78,16 @@ pub struct Env {
     _dir: KeepOnPanic,
 }
 
-/// Deletes the test's directory, unless the test panicked: then it is kept for its logs.
+/// Deletes the test's directory, unless the test panicked (or `TESSERA_E2E_KEEP` is set in
+/// the environment): then it is kept for its logs.
 pub struct KeepOnPanic(Option<tempfile::TempDir>);
 
 impl Drop for KeepOnPanic {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("TESSERA_E2E_KEEP").is_some() {
             if let Some(d) = self.0.take() {
                 eprintln!(
-                    "test failed: box state, pod logs and operator.log kept in {}",
+                    "box state, pod logs and operator.log kept in {}",
                     d.keep().display()
                 );
             }
@@ -281,20 +282,31 @@ pub async fn cluster_conn_auth(
     ips: &[String],
     password: Option<&str>,
 ) -> redis::cluster_async::ClusterConnection {
+    try_cluster_conn(ips, password)
+        .await
+        .expect("cluster connection")
+}
+
+/// [`cluster_conn_auth`] that reports failure instead of panicking.
+pub async fn try_cluster_conn(
+    ips: &[String],
+    password: Option<&str>,
+) -> Result<redis::cluster_async::ClusterConnection, String> {
     let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
     let nodes: Vec<String> = ips
         .iter()
         .map(|ip| format!("redis://{auth}{ip}:6379/"))
         .collect();
-    redis::cluster::ClusterClient::builder(nodes)
+    let client = redis::cluster::ClusterClient::builder(nodes)
         .retries(6)
         .connection_timeout(Duration::from_secs(3))
         .response_timeout(Duration::from_secs(5))
         .build()
-        .expect("cluster client")
-        .get_async_connection()
+        .map_err(|e| e.to_string())?;
+    tokio::time::timeout(Duration::from_secs(15), client.get_async_connection())
         .await
-        .expect("cluster connection")
+        .map_err(|_| "cluster connection timed out".to_string())?
+        .map_err(|e| e.to_string())
 }
 
 /// Writes keys in the background; every acknowledged write must be readable afterwards, and
@@ -334,6 +346,34 @@ impl std::fmt::Display for WriteTally {
 
 impl DataChecker {
     pub async fn start(ips: &[String], prefix: &str, preload: usize) -> DataChecker {
+        Self::start_with(ips, None, prefix, preload).await
+    }
+
+    /// Like [`DataChecker::start`], but the writer follows the pods of cluster `name`: after
+    /// a failed write it reconnects (at most once a second) to the pods' current addresses,
+    /// as a client behind a Service would. Needed when every pod may be replaced at once.
+    pub async fn start_following(
+        client: &Client,
+        name: &str,
+        prefix: &str,
+        preload: usize,
+    ) -> DataChecker {
+        let ips = pod_ips(client, name).await;
+        Self::start_with(
+            &ips,
+            Some((client.clone(), name.to_string())),
+            prefix,
+            preload,
+        )
+        .await
+    }
+
+    async fn start_with(
+        ips: &[String],
+        follow: Option<(Client, String)>,
+        prefix: &str,
+        preload: usize,
+    ) -> DataChecker {
         let acked = Arc::new(Mutex::new(BTreeMap::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let mut conn = cluster_conn(ips).await;
@@ -353,6 +393,7 @@ impl DataChecker {
         let (fc, fm) = (failed.clone(), failures.clone());
         let handle = tokio::spawn(async move {
             let mut i = preload;
+            let mut reconnected = std::time::Instant::now();
             while !s.load(Ordering::SeqCst) && i < preload + 50_000 {
                 let (k, v) = (format!("{p}:{i}"), format!("v{i}"));
                 let r: Result<(), _> = tokio::time::timeout(
@@ -369,9 +410,20 @@ impl DataChecker {
                     }
                     Err(e) => {
                         fc.fetch_add(1, Ordering::SeqCst);
-                        let mut m = fm.lock().expect("lock");
-                        if m.len() < 5 {
-                            m.push(format!("SET {k}: {e}"));
+                        {
+                            let mut m = fm.lock().expect("lock");
+                            if m.len() < 5 {
+                                m.push(format!("SET {k}: {e}"));
+                            }
+                        }
+                        if let Some((client, name)) = &follow {
+                            if reconnected.elapsed() >= Duration::from_secs(1) {
+                                reconnected = std::time::Instant::now();
+                                let ips = pod_ips(client, name).await;
+                                if let Ok(c) = try_cluster_conn(&ips, None).await {
+                                    conn = c;
+                                }
+                            }
                         }
                     }
                 }
