@@ -28,7 +28,17 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::msg(DISABLED));
     };
     let a: Vec<&[u8]> = args[1..].iter().map(|b| &b[..]).collect();
-    let r = if ctx.in_exec {
+    let r = if crate::repl::from_master()
+        && a.first()
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"failover"))
+    {
+        // Our master is shutting down and names the replica that takes over (valkey 9).
+        let now = crate::server::now_ms();
+        match node.with_state(|st| st.failover_from_master(&a, now)) {
+            Ok(()) => tessera_cluster::Reply::Ok,
+            Err(e) => tessera_cluster::Reply::err(e),
+        }
+    } else if ctx.in_exec {
         // Inside EXEC this thread may hold stripe locks already: read the keyspace through
         // the held locks instead of letting the cluster crate lock stripes again.
         let facts = ExecFacts::gather(ctx, &a);

@@ -203,10 +203,17 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             || eq_ic(a, "save")
             || eq_ic(a, "now")
             || eq_ic(a, "force")
-            || eq_ic(a, "abort"))
+            || eq_ic(a, "abort")
+            || eq_ic(a, "failover"))
         {
             return Err(CmdError::Syntax);
         }
+    }
+    // valkey 9's FAILOVER modifier (persist::shutdown).
+    if args[1..].iter().any(|a| eq_ic(a, "failover")) && !crate::cluster::enabled(ctx.srv) {
+        return Err(CmdError::msg(
+            "ERR SHUTDOWN FAILOVER is only supported in cluster mode.",
+        ));
     }
     if args[1..].iter().any(|a| eq_ic(a, "abort")) {
         return Err(CmdError::msg("ERR No shutdown in progress."));

@@ -483,21 +483,22 @@ impl Config {
                 self.values.insert(name, vals.join(" "));
             }
             "shutdown-on-sigint" | "shutdown-on-sigterm" => {
-                const FLAGS: [&str; 5] = ["default", "save", "nosave", "now", "force"];
+                // `failover` is valkey 9's (persist::shutdown); the error lists Redis 7.0's.
+                const FLAGS: [&str; 6] = ["default", "save", "nosave", "now", "force", "failover"];
                 let words: Vec<String> = args
                     .iter()
                     .flat_map(|a| a.split_whitespace())
                     .map(|w| w.to_ascii_lowercase())
                     .collect();
-                let mut set = [false; 5];
+                let mut set = [false; 6];
                 if words.is_empty() {
-                    return Err(one_of(&FLAGS));
+                    return Err(one_of(&FLAGS[..5]));
                 }
                 for w in &words {
                     let i = FLAGS
                         .iter()
                         .position(|f| f == w)
-                        .ok_or_else(|| one_of(&FLAGS))?;
+                        .ok_or_else(|| one_of(&FLAGS[..5]))?;
                     set[i] = true;
                 }
                 if set[1] && set[2] {
@@ -505,7 +506,7 @@ impl Config {
                         "shutdown options SAVE and NOSAVE can't be used simultaneously".into(),
                     );
                 }
-                let shown: Vec<&str> = (1..5).filter(|&i| set[i]).map(|i| FLAGS[i]).collect();
+                let shown: Vec<&str> = (1..6).filter(|&i| set[i]).map(|i| FLAGS[i]).collect();
                 self.values.insert(
                     name,
                     if shown.is_empty() {

@@ -9,6 +9,7 @@
 pub mod aof;
 mod aof_base;
 pub mod propagate;
+pub mod shutdown;
 pub mod snapshot;
 
 use std::path::PathBuf;
@@ -115,6 +116,11 @@ pub struct Persist {
     /// the flush sees it change, and answers -LOADING instead of a half-loaded result.
     pub load_epoch: AtomicU64,
     pub shutdown_mode: AtomicU8,
+    /// SHUTDOWN NOW (or `now` in shutdown-on-sigterm/sigint): no wait for replicas.
+    pub shutdown_now: AtomicBool,
+    /// SHUTDOWN FAILOVER (or `failover` in shutdown-on-sigterm/sigint, valkey 9): a cluster
+    /// master hands its slots to an in-sync replica before exiting ([`shutdown`]).
+    pub shutdown_failover: AtomicBool,
     /// Unix seconds of the last save attempt that failed (save points retry after 5 s).
     pub last_failed_save: AtomicU64,
     pub aof: aof::AofState,
@@ -133,6 +139,8 @@ impl Default for Persist {
             loading: AtomicBool::new(false),
             load_epoch: AtomicU64::new(0),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
+            shutdown_now: AtomicBool::new(false),
+            shutdown_failover: AtomicBool::new(false),
             last_failed_save: AtomicU64::new(0),
             aof: aof::AofState::default(),
             prop: propagate::Propagator::default(),
@@ -337,16 +345,23 @@ fn ignore_sigxfsz() {
     }
 }
 
-/// Records SHUTDOWN's NOSAVE / SAVE argument for [`on_shutdown`].
+/// Records SHUTDOWN's NOSAVE / SAVE argument for [`on_shutdown`], and its NOW / FAILOVER
+/// modifiers for [`shutdown::before_exit`].
 pub fn note_shutdown_args(srv: &Server, args: &[&[u8]]) {
-    let mode = if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
+    let words = args.get(1..).unwrap_or_default();
+    let has = |w: &[u8]| words.iter().any(|a| a.eq_ignore_ascii_case(w));
+    let mode = if has(b"nosave") {
         SHUTDOWN_NOSAVE
-    } else if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"save")) {
+    } else if has(b"save") {
         SHUTDOWN_SAVE
     } else {
         SHUTDOWN_DEFAULT
     };
-    srv.persist.shutdown_mode.store(mode, Ordering::Relaxed);
+    let p = &srv.persist;
+    p.shutdown_mode.store(mode, Ordering::Relaxed);
+    p.shutdown_now.store(has(b"now"), Ordering::Relaxed);
+    p.shutdown_failover
+        .store(has(b"failover"), Ordering::Relaxed);
 }
 
 /// At shutdown: flush and fsync the AOF, then save dump.rdb if save points are configured

@@ -392,6 +392,8 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
             signal_shutdown_mode(&srv, "shutdown-on-sigint");
         }
     }
+    // shutdown-timeout's wait for replicas and the shutdown failover, with writes paused.
+    crate::persist::shutdown::before_exit(&srv).await;
     srv.shutting_down.store(true, Ordering::SeqCst);
     srv.clients.kill_all();
     crate::persist::on_shutdown(&srv);
@@ -400,9 +402,9 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
 }
 
 /// A signal's shutdown follows `shutdown-on-sigterm` / `shutdown-on-sigint` as SHUTDOWN
-/// follows its arguments: `save` saves even without save points, `nosave` never saves
-/// (`now` and `force` change nothing here: no replica wait to skip, and a failed save does
-/// not stop the exit).
+/// follows its arguments: `save` saves even without save points, `nosave` never saves,
+/// `now` skips the wait for replicas, `failover` hands a cluster master's slots to a replica
+/// (persist::shutdown); `force` changes nothing (a failed save does not stop the exit).
 fn signal_shutdown_mode(srv: &Server, setting: &str) {
     let flags = srv.config.read().str(setting).to_string();
     let words: Vec<&[u8]> = std::iter::once(&b"shutdown"[..])

@@ -415,3 +415,75 @@ impl ClusterState {
         }
     }
 }
+
+/// One of our replicas, as a shutdown failover chooses among them: its replication
+/// connection is matched to its node by client address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaNode {
+    pub name: Name,
+    pub ip: String,
+    pub port: u16,
+}
+
+impl ClusterState {
+    /// The replicas a master shutting down may hand its slots to (valkey 9's
+    /// `SHUTDOWN FAILOVER`); None unless we are a master serving slots.
+    pub fn shutdown_failover_replicas(&self) -> Option<Vec<ReplicaNode>> {
+        let me = self.me();
+        if !me.is_master() || me.numslots == 0 {
+            return None;
+        }
+        Some(
+            self.nodes
+                .values()
+                .filter(|n| n.is_replica() && n.master == Some(self.myself) && !n.failed())
+                .map(|n| ReplicaNode {
+                    name: n.name,
+                    ip: n.ip.clone(),
+                    port: n.port,
+                })
+                .collect(),
+        )
+    }
+
+    /// A shutdown failover is over: `replica` is a master now, or we are no longer one
+    /// (it claimed our slots with a newer epoch).
+    pub fn shutdown_failover_done(&self, replica: &Name) -> bool {
+        !self.me().is_master() || self.nodes.get(replica).is_some_and(|n| n.is_master())
+    }
+
+    /// `CLUSTER FAILOVER [FORCE|TAKEOVER] [REPLICAID <id>]` as it arrives in our master's
+    /// replication stream (args exclude the word CLUSTER): a valkey 9 master (or ours) that
+    /// is shutting down names the in-sync replica that is to take over at once, instead of
+    /// after cluster-node-timeout. Other replicas ignore it. Clients may not send REPLICAID
+    /// (valkey answers them a syntax error too).
+    pub fn failover_from_master(&mut self, args: &[&[u8]], now: u64) -> Result<(), &'static str> {
+        let (mut force, mut takeover, mut replica) = (false, false, None);
+        let mut it = args.iter().skip(1);
+        while let Some(a) = it.next() {
+            if a.eq_ignore_ascii_case(b"force") {
+                force = true;
+            } else if a.eq_ignore_ascii_case(b"takeover") {
+                takeover = true;
+            } else if a.eq_ignore_ascii_case(b"replicaid") {
+                replica = Some(it.next().ok_or("ERR syntax error")?);
+            } else {
+                return Err("ERR syntax error");
+            }
+        }
+        if force && takeover {
+            return Err("ERR syntax error");
+        }
+        if let Some(id) = replica {
+            if *id != self.myself.as_slice() {
+                return Ok(());
+            }
+        }
+        self.start_manual_failover(force, takeover, now)?;
+        info!(force, takeover, "Forced failover primary request accepted");
+        if self.mf.can_start {
+            self.handle_replica_failover(now);
+        }
+        Ok(())
+    }
+}
