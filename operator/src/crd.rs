@@ -89,8 +89,8 @@ pub const OPERATOR_OWNED_DIRECTIVES: &[&str] = &[
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",
-        "message": "spec.storage is immutable: volume claim templates of a StatefulSet cannot change"
+        "rule": "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || (self.storage.size == oldSelf.storage.size && has(self.storage.storageClassName) == has(oldSelf.storage.storageClassName) && (!has(self.storage.storageClassName) || self.storage.storageClassName == oldSelf.storage.storageClassName)))",
+        "message": "spec.storage is immutable but for reclaimPolicy: volume claim templates of a StatefulSet cannot change"
     }
 ]))]
 pub struct RedisClusterSpec {
@@ -182,6 +182,31 @@ pub struct StorageSpec {
     /// StorageClass; absent means the cluster default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
+    /// What becomes of a node's claim once its pod is gone for good, as the StatefulSets'
+    /// persistentVolumeClaimRetentionPolicy (whenScaled and whenDeleted). `Retain` (the
+    /// Kubernetes default when absent): claims outlive a scale-in and the resource; a shard
+    /// added back reuses them (the operator resets the old node identities on them).
+    /// `Delete`: a drained shard's claims go with its StatefulSet, a removed replica's with
+    /// its pod, and every claim with the resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_policy: Option<ReclaimPolicy>,
+}
+
+/// Retention of a node's PersistentVolumeClaim (see [`StorageSpec::reclaim_policy`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ReclaimPolicy {
+    Retain,
+    Delete,
+}
+
+impl ReclaimPolicy {
+    /// The string a StatefulSet's retention policy takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReclaimPolicy::Retain => "Retain",
+            ReclaimPolicy::Delete => "Delete",
+        }
+    }
 }
 
 /// Where the node password lives.

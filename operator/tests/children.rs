@@ -220,3 +220,38 @@ fn missing_uid_is_an_error() {
     rc.metadata.uid = None;
     assert!(children::build(&rc).is_err());
 }
+
+#[test]
+fn reclaim_policy_maps_to_the_retention_policy() {
+    use tessera_operator::crd::ReclaimPolicy;
+    let mut rc = load("production");
+    let sts = json(&children::build(&rc).unwrap().stateful_sets[0]);
+    assert!(
+        sts["spec"]["persistentVolumeClaimRetentionPolicy"].is_null(),
+        "absent: the Kubernetes default (Retain)"
+    );
+    for (policy, want) in [
+        (ReclaimPolicy::Delete, "Delete"),
+        (ReclaimPolicy::Retain, "Retain"),
+    ] {
+        rc.spec.storage.as_mut().unwrap().reclaim_policy = Some(policy);
+        for s in children::build(&rc).unwrap().stateful_sets {
+            let p = &json(&s)["spec"]["persistentVolumeClaimRetentionPolicy"];
+            assert_eq!(p["whenDeleted"], want, "{p}");
+            assert_eq!(p["whenScaled"], want, "{p}");
+        }
+    }
+    let rc: RedisCluster = serde_yaml::from_str(
+        &std::fs::read_to_string(fixtures().join("production.yaml"))
+            .unwrap()
+            .replace(
+                "    storageClassName: fast-ssd\n",
+                "    storageClassName: fast-ssd\n    reclaimPolicy: Delete\n",
+            ),
+    )
+    .unwrap();
+    assert_eq!(
+        rc.spec.storage.unwrap().reclaim_policy,
+        Some(ReclaimPolicy::Delete)
+    );
+}

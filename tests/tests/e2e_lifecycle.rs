@@ -18,7 +18,15 @@ const READY_WITHIN: Duration = Duration::from_secs(180);
 /// Scale 3 -> 2 -> 3 with `storage`: the recreated shard's pods come back on the PVCs of the
 /// drained shard, with node identities the cluster forgot (or that follow another shard's
 /// master). The operator resets them and the shard gets a master and slots again.
-async fn scale_in_then_out_with_storage(ip_base: &str, name: &str, storage: &str) {
+/// `delete`: reclaimPolicy Delete, so the drained shard's claims are deleted with its
+/// StatefulSet and it comes back on fresh volumes (nothing to reset); else they are retained
+/// and its old node identities must be reset.
+async fn scale_in_then_out_with_storage(ip_base: &str, name: &str, delete: bool) {
+    let storage = if delete {
+        "    size: 1Gi\n    reclaimPolicy: Delete\n"
+    } else {
+        "    size: 1Gi\n"
+    };
     let mut env = Env::start(ip_base, true).await;
     let extra = format!("  nodeTimeoutMs: 2000\n  storage:\n{storage}");
     env.apply(&manifest(name, 3, 1, &extra)).await;
@@ -31,6 +39,36 @@ async fn scale_in_then_out_with_storage(ip_base: &str, name: &str, storage: &str
     env.kubectl.ok(&["scale", &rcl, "--replicas=2"]).await;
     env.wait_ready(name, 2, 4, READY_WITHIN).await;
     let to_two = t0.elapsed();
+    // The drained shard's claims: deleted with its StatefulSet, or kept.
+    let client = env.client.clone();
+    let claims = |client: kube::Client| async move {
+        let api: kube::Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            kube::Api::default_namespaced(client);
+        api.list(&Default::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter_map(|c| c.metadata.name)
+                    .filter(|n| n.starts_with(&format!("data-{name}-2-")))
+                    .count()
+            })
+            .map_err(|e| e.to_string())
+    };
+    let want = if delete { 0 } else { 2 };
+    let r = wait_for("shard 2's claims", READY_WITHIN, || {
+        let c = claims(client.clone());
+        async move {
+            match c.await? {
+                n if n == want => Ok(()),
+                n => Err(format!("{n} claims of shard 2, want {want}")),
+            }
+        }
+    })
+    .await;
+    if let Err(e) = r {
+        panic!("{e}\n{}", env.operator_state());
+    }
 
     let t1 = Instant::now();
     env.kubectl.ok(&["scale", &rcl, "--replicas=3"]).await;
@@ -46,12 +84,13 @@ async fn scale_in_then_out_with_storage(ip_base: &str, name: &str, storage: &str
     if let Err(e) = r {
         panic!("{e}\n{}", env.operator_state());
     }
-    // The recreated shard's pods came back with their old identities and were reset.
+    // On kept claims the recreated shard's pods came back with their old identities and were
+    // reset; on fresh ones there was nothing to reset.
     let events = env
         .kubectl
         .ok(&["get", "events", "--field-selector", "reason=NodeReset"])
         .await;
-    assert!(events.contains(&format!("{name}-2-")), "{events}");
+    assert_eq!(events.contains(&format!("{name}-2-")), !delete, "{events}");
     let ips = pod_ips(&env.client, name).await;
     let tally = checker.verify(&ips).await;
     eprintln!("scale 3->2 Ready after {to_two:?}, 2->3 Ready after {to_three:?}; {tally}");
@@ -62,11 +101,48 @@ async fn scale_in_then_out_with_storage(ip_base: &str, name: &str, storage: &str
 
 #[test]
 fn scale_in_then_out_with_storage_retained() {
-    serial(scale_in_then_out_with_storage(
-        "127.0.19.1",
-        "pv",
-        "    size: 1Gi\n",
-    ));
+    serial(scale_in_then_out_with_storage("127.0.19.1", "pv", false));
+}
+
+#[test]
+fn scale_in_then_out_with_storage_deleted() {
+    serial(scale_in_then_out_with_storage("127.0.21.1", "pvd", true));
+}
+
+/// spec.storage cannot change (volume claim templates are immutable) except its
+/// reclaimPolicy, which the StatefulSets take over.
+#[test]
+fn storage_is_immutable_but_for_reclaim_policy() {
+    serial(async {
+        let env = Env::start("127.0.22.1", false).await;
+        env.apply(&manifest("imm", 1, 0, "  storage:\n    size: 1Gi\n"))
+            .await;
+        let patch = |p: &'static str| {
+            let k = &env.kubectl;
+            async move {
+                k.run_with(
+                    &["patch", "rcl", "imm", "--type=merge", "-p", p],
+                    None,
+                    Duration::from_secs(60),
+                )
+                .await
+            }
+        };
+        let r = patch(r#"{"spec":{"storage":{"reclaimPolicy":"Delete"}}}"#).await;
+        assert!(r.ok, "reclaimPolicy may change: {}", r.stderr);
+        let r = patch(r#"{"spec":{"storage":{"size":"2Gi"}}}"#).await;
+        assert!(!r.ok, "size may not change");
+        assert!(
+            r.stderr.contains("spec.storage is immutable"),
+            "{}",
+            r.stderr
+        );
+        let r = patch(r#"{"spec":{"storage":{"storageClassName":"fast"}}}"#).await;
+        assert!(!r.ok, "storageClassName may not change");
+        let r = patch(r#"{"spec":{"storage":{"reclaimPolicy":"Sometimes"}}}"#).await;
+        assert!(!r.ok, "an unknown policy is refused");
+        env.stop().await;
+    });
 }
 
 /// Every pod of a 3x1 cluster with storage (appendonly) deleted at once: all come back on

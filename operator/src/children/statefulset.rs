@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
+};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
     EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
@@ -133,6 +136,14 @@ pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<Statefu
                 spec: Some(pod_spec),
             },
             volume_claim_templates: claim_templates,
+            persistent_volume_claim_retention_policy: spec
+                .storage
+                .as_ref()
+                .and_then(|s| s.reclaim_policy)
+                .map(|p| StatefulSetPersistentVolumeClaimRetentionPolicy {
+                    when_deleted: Some(p.as_str().into()),
+                    when_scaled: Some(p.as_str().into()),
+                }),
             ..StatefulSetSpec::default()
         }),
         status: None,

@@ -2,7 +2,7 @@
 //! PersistentVolumeClaims as directories under the box's state dir that outlive the pod,
 //! emptyDir (and anything unsupported) as a per-pod directory.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
@@ -14,6 +14,28 @@ use crate::kiab::expand::MountRewriter;
 /// Host directory that backs a PVC: stable across pods, so data survives pod deletion.
 pub fn pvc_dir(state_dir: &Path, namespace: &str, claim: &str) -> PathBuf {
     state_dir.join("pvc").join(namespace).join(claim)
+}
+
+/// The directory of a claim belongs to one PVC object, by uid (recorded in `<claim>.uid`
+/// next to it): a claim deleted and created again under the same name is a new, empty
+/// volume, as a dynamically provisioned volume is (its reclaim policy Delete). A directory
+/// without a record is adopted as it is.
+fn bind_claim_dir(dir: &Path, uid: &str) -> Result<(), KiabError> {
+    let mut record = dir.as_os_str().to_owned();
+    record.push(".uid");
+    let record = PathBuf::from(record);
+    match std::fs::read_to_string(&record) {
+        Ok(old) if old == uid => return Ok(()),
+        Ok(_) => {
+            if dir.exists() {
+                std::fs::remove_dir_all(dir).map_err(|e| KiabError::io(dir, e))?;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(KiabError::io(&record, e)),
+    }
+    mkdir(dir)?;
+    std::fs::write(&record, uid).map_err(|e| KiabError::io(&record, e))
 }
 
 /// The PVC names a pod mounts.
@@ -30,13 +52,14 @@ pub fn claims(pod: &Pod) -> Vec<String> {
 }
 
 /// Creates (or refreshes) every volume of the pod; returns volume name → host path.
-/// `existing_claims` are the PVCs known to exist; a missing one keeps the pod Pending.
+/// `existing_claims` are the PVCs known to exist (name -> uid); a missing one keeps the pod
+/// Pending.
 pub fn prepare(
     pod: &Pod,
     sources: &PodSources,
     pod_dir: &Path,
     state_dir: &Path,
-    existing_claims: &HashSet<String>,
+    existing_claims: &HashMap<String, String>,
 ) -> Result<HashMap<String, PathBuf>, KiabError> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = HashMap::new();
@@ -53,18 +76,18 @@ fn prepare_one(
     sources: &PodSources,
     pod_dir: &Path,
     state_dir: &Path,
-    existing_claims: &HashSet<String>,
+    existing_claims: &HashMap<String, String>,
 ) -> Result<PathBuf, KiabError> {
     let vol_dir = pod_dir.join("volumes").join(&v.name);
     if let Some(c) = &v.persistent_volume_claim {
-        if !existing_claims.contains(&c.claim_name) {
+        let Some(uid) = existing_claims.get(&c.claim_name) else {
             return Err(KiabError::Spec(format!(
                 "persistentvolumeclaim {:?} not found",
                 c.claim_name
             )));
-        }
+        };
         let dir = pvc_dir(state_dir, ns, &c.claim_name);
-        mkdir(&dir)?;
+        bind_claim_dir(&dir, uid)?;
         return Ok(dir);
     }
     if let Some(cm) = &v.config_map {
@@ -235,9 +258,12 @@ mod tests {
             ..Default::default()
         };
         let pod_dir = tmp.path().join("pods/p");
-        let none = HashSet::new();
+        let none = HashMap::new();
         assert!(prepare(&pod, &sources, &pod_dir, tmp.path(), &none).is_err());
-        let claims: HashSet<String> = claims(&pod).into_iter().collect();
+        let claims: HashMap<String, String> = claims(&pod)
+            .into_iter()
+            .map(|c| (c, "uid-1".to_string()))
+            .collect();
         let vols = prepare(&pod, &sources, &pod_dir, tmp.path(), &claims).expect("prepare");
         let conf = std::fs::read_to_string(vols["conf"].join("node.conf")).expect("conf file");
         assert_eq!(conf, "cluster-enabled yes\n");
@@ -248,6 +274,24 @@ mod tests {
         assert_eq!(
             rw.rewrite("/data/nodes.conf"),
             format!("{}/nodes.conf", vols["data"].display())
+        );
+
+        // The same claim object again: same data. A new claim under the same name: empty.
+        std::fs::write(vols["data"].join("nodes.conf"), "old").expect("write");
+        prepare(&pod, &sources, &pod_dir, tmp.path(), &claims).expect("prepare");
+        assert!(
+            vols["data"].join("nodes.conf").exists(),
+            "kept for the same claim"
+        );
+        let renewed: HashMap<String, String> = claims
+            .keys()
+            .map(|c| (c.clone(), "uid-2".to_string()))
+            .collect();
+        prepare(&pod, &sources, &pod_dir, tmp.path(), &renewed).expect("prepare");
+        assert!(vols["data"].is_dir());
+        assert!(
+            !vols["data"].join("nodes.conf").exists(),
+            "a recreated claim is a new volume"
         );
     }
 }
@@ -284,7 +328,7 @@ mod secret_tests {
             &sources,
             &tmp.path().join("pod"),
             tmp.path(),
-            &HashSet::new(),
+            &HashMap::new(),
         )
         .expect("prepare");
         assert_eq!(
@@ -304,7 +348,7 @@ mod secret_tests {
             &PodSources::default(),
             &tmp.path().join("pod2"),
             tmp.path(),
-            &HashSet::new()
+            &HashMap::new()
         )
         .is_err());
     }

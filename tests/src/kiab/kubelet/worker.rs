@@ -1,7 +1,7 @@
 //! The pod worker: one task per pod (by uid) that sets up its address and volumes, runs its
 //! containers, probes them, reports status, and tears everything down on deletion.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -249,10 +249,10 @@ impl PodRt {
         let sources = PodSources::fetch(&self.ctx.client, &self.pod).await?;
         let pvc_api: Api<PersistentVolumeClaim> =
             Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let mut existing = HashSet::new();
+        let mut existing = HashMap::new();
         for c in claims(&self.pod) {
-            if pvc_api.get_opt(&c).await?.is_some() {
-                existing.insert(c);
+            if let Some(pvc) = pvc_api.get_opt(&c).await? {
+                existing.insert(c, pvc.metadata.uid.unwrap_or_default());
             }
         }
         prepare(
