@@ -568,3 +568,60 @@ async fn replaced_master_pod_rejoins_as_replica() {
     }
     assert_eq!(missing, 0);
 }
+
+/// Issue 16 bug 1 against redis-server: 3x1 scaled in to 2 (shard 2 drained, its nodes
+/// stopped and forgotten), then out to 3 again with shard 2's nodes back on their kept
+/// directories (old nodes.conf, new addresses). Their old identities are reset and shard 2
+/// gets a master, its slots and a replica; no key is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_scale_in_then_out_on_kept_dirs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut nodes = form(REDIS, tmp.path()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    let keys = 3000;
+    load_keys(&conn, 0..keys).await;
+    drop(conn);
+
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let all = endpoints(&refs, 2);
+    converge(2, 1, &all, &test_opts(), LIMIT).await;
+    for n in nodes.iter_mut().skip(4) {
+        n.stop();
+    }
+    converge(2, 1, &all[..4], &test_opts(), LIMIT).await;
+
+    for (k, n) in nodes.iter_mut().enumerate().skip(4) {
+        n.restart_on(&format!("127.0.0.{}", 2 + k));
+    }
+    for n in nodes.iter().skip(4) {
+        wait_up(n).await;
+    }
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    let reports = converge(3, 1, &pods, &test_opts(), LIMIT).await;
+    let resets: Vec<&String> = reports
+        .iter()
+        .flat_map(|r| r.repairs.iter())
+        .filter(|a| a.starts_with("reset "))
+        .collect();
+    assert!(!resets.is_empty(), "shard 2's old identities were reset");
+    let last = reports.last().expect("report");
+    for v in last.shards.iter().take(3) {
+        let n: u32 = v
+            .slot_ranges
+            .iter()
+            .map(|(a, b)| u32::from(b - a) + 1)
+            .sum();
+        assert!(
+            (5461..=5462).contains(&n),
+            "shard {} has {n} slots",
+            v.shard
+        );
+        assert_eq!(v.replicas_in_sync(), v.replicas, "{v:?}");
+        assert_eq!(v.replicas.len(), 1, "{v:?}");
+    }
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0);
+    eprintln!("3->2->3 on kept dirs: {resets:?}");
+}
