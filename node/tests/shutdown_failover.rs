@@ -156,9 +156,21 @@ fn cluster_3x1(replica_bin: &'static str) -> Vec<Proc> {
     nodes
 }
 
+/// How shard 0's master is told to stop.
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    Sigterm,
+    /// SHUTDOWN FAILOVER (valkey 9), no directive.
+    ShutdownFailover,
+}
+
 /// SIGTERM shard 0's master while a writer runs; `failover` turns on
 /// `shutdown-on-sigterm failover`. Returns how long the replica took to be master.
 fn sigterm_master(replica_bin: &'static str, failover: bool) -> Duration {
+    stop_master(replica_bin, failover, Stop::Sigterm)
+}
+
+fn stop_master(replica_bin: &'static str, failover: bool, how: Stop) -> Duration {
     let mut nodes = cluster_3x1(replica_bin);
     let m0 = &nodes[0];
     assert_eq!(
@@ -171,7 +183,7 @@ fn sigterm_master(replica_bin: &'static str, failover: bool) -> Duration {
         .trim(),
         "OK"
     );
-    if failover {
+    if failover && how == Stop::Sigterm {
         assert_eq!(
             m0.cli(&["CONFIG", "SET", "shutdown-on-sigterm", "failover"])
                 .trim(),
@@ -198,7 +210,16 @@ fn sigterm_master(replica_bin: &'static str, failover: bool) -> Duration {
 
     let pid = nodes[0].pid();
     let t0 = Instant::now();
-    signal(pid, "-TERM");
+    match how {
+        Stop::Sigterm => signal(pid, "-TERM"),
+        // The connection closes without a reply once the node exits.
+        Stop::ShutdownFailover => {
+            let m0 = nodes[0].addr();
+            std::thread::spawn(move || {
+                let _ = cli_out(&["-u", &format!("redis://{m0}")], &["SHUTDOWN", "FAILOVER"]);
+            });
+        }
+    }
     // When the old master exits and when its replica is master, whichever comes first.
     let (mut exit, mut took) = (None, None);
     while (exit.is_none() || took.is_none()) && t0.elapsed() < Duration::from_secs(40) {
@@ -293,6 +314,11 @@ fn sigterm_with_failover_hands_the_shard_to_its_replica() {
 #[test]
 fn sigterm_with_failover_hands_the_shard_to_a_valkey_replica() {
     sigterm_master(VALKEY, true);
+}
+
+#[test]
+fn shutdown_failover_command_hands_the_shard_over() {
+    stop_master(TESSERA, true, Stop::ShutdownFailover);
 }
 
 #[test]
