@@ -173,6 +173,10 @@ fn scale_out_and_in_loses_no_key() {
         let checked = checker.verify(&ips).await;
         assert!(checked.acked >= 2000, "checked {checked}");
         eprintln!("scale 3→4→2: {checked}");
+        assert_eq!(
+            checked.failed, 0,
+            "scaling promises no failed write: {checked}"
+        );
         env.stop().await;
     });
 }

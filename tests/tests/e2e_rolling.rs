@@ -88,6 +88,10 @@ fn config_change_rolls_every_pod_without_losing_writes() {
 
         let ips = pod_ips(&env.client, "roll").await;
         let checked = checker.verify(&ips).await;
+        assert_eq!(
+            checked.failed, 0,
+            "a rolling restart promises no failed write: {checked}"
+        );
         let check = tokio::process::Command::new("redis-cli")
             .args(["--cluster", "check", &format!("{}:6379", ips[0])])
             .output()
