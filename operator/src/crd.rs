@@ -370,6 +370,10 @@ pub struct ShardStatus {
     /// can fail over. The cluster is not Ready until it equals `replicaPods`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas_in_sync: Vec<String>,
+    /// Bytes the furthest replica trails the master's replication offset
+    /// (`master_repl_offset` minus the replica's `slave_repl_offset`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_lag_bytes: Option<u64>,
     /// Pods still running an older pod template (node.conf, image, resources, auth...).
     /// The operator restarts them one at a time: replicas first, a master only after a
     /// CLUSTER FAILOVER to an in-sync replica (phase Rebalancing, reason RollingRestart).

@@ -172,6 +172,8 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
                 .unwrap_or_default(),
             replica_pods: view.map(|v| v.replicas.clone()).unwrap_or_default(),
             replicas_in_sync: view.map(|v| v.replicas_in_sync()).unwrap_or_default(),
+            replication_lag_bytes: view
+                .and_then(|v| v.replica_sync.iter().filter_map(|r| r.lag_bytes).max()),
             stale_config_pods: sts
                 .map(|s| stale_pods(s, o.pods, shard))
                 .unwrap_or_default(),

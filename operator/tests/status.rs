@@ -62,6 +62,8 @@ struct Expect {
     progress: Option<(u32, u32)>,
     stale_config_pods: Option<BTreeMap<String, Vec<String>>>,
     replicas_in_sync: Option<BTreeMap<String, Vec<String>>>,
+    /// shard -> the largest replica lag in bytes (null: unknown).
+    replication_lag_bytes: Option<BTreeMap<String, Option<u64>>>,
     message_contains: Option<String>,
 }
 
@@ -243,6 +245,19 @@ fn run_case(path: &std::path::Path) -> Result<(), String> {
             check(
                 &format!("shard {shard} replicas in sync"),
                 s.is_some_and(|s| &s.replicas_in_sync == pods),
+                format!("{s:?}"),
+            );
+        }
+    }
+    if let Some(lags) = &e.replication_lag_bytes {
+        for (shard, lag) in lags {
+            let s = st
+                .shard_statuses
+                .iter()
+                .find(|s| s.shard.to_string() == *shard);
+            check(
+                &format!("shard {shard} replication lag"),
+                s.is_some_and(|s| &s.replication_lag_bytes == lag),
                 format!("{s:?}"),
             );
         }
