@@ -255,3 +255,167 @@ fn reclaim_policy_maps_to_the_retention_policy() {
         Some(ReclaimPolicy::Delete)
     );
 }
+
+/// `rc` with another image.
+fn with_image(name: &str, image: &str) -> RedisCluster {
+    let mut rc = load(name);
+    rc.spec.image = Some(image.into());
+    rc
+}
+
+/// The value of `directive` in node.conf (the last one wins, as in the servers).
+fn directive(conf: &str, directive: &str) -> Option<String> {
+    conf.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(k, _)| *k == directive)
+        .map(|(_, v)| v.to_string())
+        .next_back()
+}
+
+#[test]
+fn shutdown_failover_only_on_images_that_accept_it() {
+    for (image, want) in [
+        ("tessera/tessera-node:0.1.0", Some("failover")),
+        ("localhost:5000/tessera-node", Some("failover")),
+        ("valkey/valkey:9.0", Some("failover")),
+        ("valkey/valkey:9", Some("failover")),
+        ("valkey/valkey:10.1-alpine", Some("failover")),
+        ("valkey/valkey:latest", Some("failover")),
+        ("valkey/valkey@sha256:abc", Some("failover")),
+        ("valkey/valkey:8.1", None),
+        ("valkey/valkey:7.2.5-alpine", None),
+        ("redis:7.0", None),
+        ("bitnami/redis:7.2", None),
+    ] {
+        for fixture in ["minimal", "production"] {
+            let conf = children::configmap::node_conf(&with_image(fixture, image));
+            assert_eq!(
+                directive(&conf, "shutdown-on-sigterm").as_deref(),
+                want,
+                "{image} ({fixture}):\n{conf}"
+            );
+        }
+    }
+    // The user's value replaces the operator's (e.g. `nosave` to skip the final save).
+    let mut rc = with_image("production", "tessera/tessera-node:0.1.0");
+    rc.spec
+        .config
+        .insert("shutdown-on-sigterm".into(), "nosave failover".into());
+    let conf = children::configmap::node_conf(&rc);
+    assert_eq!(conf.matches("shutdown-on-sigterm").count(), 1, "{conf}");
+    assert!(conf.contains("shutdown-on-sigterm nosave failover\n"));
+}
+
+/// Seconds between SIGTERM and SIGKILL for `rc`'s pods.
+fn grace(rc: &RedisCluster) -> i64 {
+    let sts = json(&children::build(rc).unwrap().stateful_sets[0]);
+    sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        .as_i64()
+        .unwrap()
+}
+
+#[test]
+fn grace_period_covers_the_shutdown_handover() {
+    // The node waits up to shutdown-timeout (10 s by default) for its replicas, then up to
+    // 3 s for the handover, then saves: the kubelet must not SIGKILL it meanwhile.
+    for fixture in ["minimal", "production"] {
+        let rc = load(fixture);
+        assert!(grace(&rc) >= 10 + 3 + 10, "{fixture}: {}", grace(&rc));
+    }
+    let mut rc = load("production");
+    rc.spec
+        .config
+        .insert("shutdown-timeout".into(), "60".into());
+    assert!(grace(&rc) >= 60 + 3 + 10, "{}", grace(&rc));
+    rc.spec.config.insert("shutdown-timeout".into(), "1".into());
+    assert!(
+        grace(&rc) >= 30,
+        "never below Kubernetes' default: {}",
+        grace(&rc)
+    );
+}
+
+/// A node process started from a generated node.conf; killed on drop, then its directory
+/// (held here) removed.
+struct Server(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free port whose bus port (+10000) is free too.
+fn free_port() -> u16 {
+    for _ in 0..100 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port < 55000 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port pair");
+}
+
+/// Starts `bin` with `rc`'s node.conf and the pod's own arguments (address, port, dir) and
+/// returns `CONFIG GET shutdown-on-sigterm` once it answers.
+fn start_with_generated_conf(bin: &str, rc: &RedisCluster) -> (Server, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("node.conf");
+    std::fs::write(&conf, children::configmap::node_conf(rc)).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let port = free_port();
+    let child = std::process::Command::new(bin)
+        .arg(&conf)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{bin}: {e}"));
+    let mut server = Server(child, dir);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    for _ in 0..100 {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            panic!(
+                "{bin} refused the generated node.conf ({status}):\n{}",
+                children::configmap::node_conf(rc)
+            );
+        }
+        if let Ok(mut c) = client.get_connection_with_timeout(std::time::Duration::from_secs(1)) {
+            let got: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("shutdown-on-sigterm")
+                .query(&mut c)
+                .unwrap();
+            return (server, got.get(1).cloned().unwrap_or_default());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{bin} did not answer within 10 s");
+}
+
+#[test]
+fn every_node_program_accepts_its_generated_conf() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    for (bin, image, want) in [
+        (
+            format!("{root}/target/debug/tessera-node"),
+            "tessera/tessera-node:0.1.0",
+            "failover",
+        ),
+        (
+            format!("{root}/.tools/bin/valkey-server"),
+            "valkey/valkey:9.1",
+            "failover",
+        ),
+        ("/usr/bin/redis-server".to_string(), "redis:7.0", "default"),
+    ] {
+        for fixture in ["minimal", "production"] {
+            let (_server, got) = start_with_generated_conf(&bin, &with_image(fixture, image));
+            assert_eq!(got, want, "{bin} ({fixture})");
+        }
+    }
+}

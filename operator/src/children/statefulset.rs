@@ -109,7 +109,7 @@ pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<Statefu
         priority_class_name: overrides.priority_class_name.clone(),
         enable_service_links: Some(false),
         automount_service_account_token: Some(false),
-        termination_grace_period_seconds: Some(30),
+        termination_grace_period_seconds: Some(termination_grace_seconds(rc)),
         ..PodSpec::default()
     };
 
@@ -160,6 +160,50 @@ pub fn node_command(image: &str) -> &'static str {
     } else {
         "redis-server"
     }
+}
+
+/// Whether the image's node accepts `shutdown-on-sigterm failover` (hand the shard to an in-sync
+/// replica before exiting): tessera-node, and valkey-server from 9.0 (an untagged, `latest` or
+/// digest-only valkey image counts as current). redis-server refuses the value at start.
+pub fn supports_shutdown_failover(image: &str) -> bool {
+    match node_command(image) {
+        "tessera-node" => true,
+        "valkey-server" => image_major_version(image).is_none_or(|major| major >= 9),
+        _ => false,
+    }
+}
+
+/// The leading number of the image tag (`8` in `valkey:8.1-alpine`), if the tag starts with one.
+fn image_major_version(image: &str) -> Option<u32> {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let tag = no_digest
+        .strip_prefix(image_repository(image))?
+        .strip_prefix(':')?;
+    let digits: String = tag.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// `shutdown-timeout` when the node config leaves it alone (Redis 7.0, valkey, tessera-node).
+pub const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS: i64 = 10;
+/// Longest the shutdown handover waits for the chosen replica to hold the slots.
+const HANDOVER_SECONDS: i64 = 3;
+/// Time left after the replica wait and the handover for the final RDB/AOF write and exit.
+const SHUTDOWN_SAVE_MARGIN_SECONDS: i64 = 17;
+/// Kubernetes' default grace period: a short `shutdown-timeout` still leaves time to save.
+const MIN_GRACE_SECONDS: i64 = 30;
+
+/// Pods' terminationGracePeriodSeconds: a SIGTERMed master waits up to `shutdown-timeout` for
+/// its replicas, up to 3 s for the handover, then saves; SIGKILL must not cut that short
+/// (30 s, Kubernetes' default, with the default timeout, and never less).
+pub fn termination_grace_seconds(rc: &RedisCluster) -> i64 {
+    let timeout = rc
+        .spec
+        .config
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("shutdown-timeout"))
+        .and_then(|(_, v)| v.trim().parse::<i64>().ok())
+        .map_or(DEFAULT_SHUTDOWN_TIMEOUT_SECONDS, |t| t.clamp(0, 86_400));
+    (timeout + HANDOVER_SECONDS + SHUTDOWN_SAVE_MARGIN_SECONDS).max(MIN_GRACE_SECONDS)
 }
 
 /// Image reference without tag or digest.
