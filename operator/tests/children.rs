@@ -419,3 +419,25 @@ fn every_node_program_accepts_its_generated_conf() {
         }
     }
 }
+
+#[test]
+fn pdb_never_lets_a_drain_take_a_shards_last_copy() {
+    let mut rc = load("minimal");
+    for (replicas, want) in [(0, 0), (1, 1), (2, 1), (5, 1)] {
+        rc.spec.replicas_per_shard = replicas;
+        let c = children::build(&rc).unwrap();
+        assert_eq!(c.pdbs.len(), 3);
+        for (shard, pdb) in c.pdbs.iter().enumerate() {
+            let pdb = json(pdb);
+            assert_eq!(
+                pdb["spec"]["maxUnavailable"], want,
+                "replicasPerShard {replicas}: {pdb}"
+            );
+            assert!(pdb["spec"]["minAvailable"].is_null(), "{pdb}");
+            assert_eq!(
+                pdb["spec"]["selector"]["matchLabels"]["tessera.rs/shard"],
+                shard.to_string()
+            );
+        }
+    }
+}
