@@ -366,8 +366,10 @@ pub struct ShardStatus {
     pub slot_ranges: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replica_pods: Vec<String>,
-    /// Replica pods whose first sync finished and whose link to the master is up; only these
-    /// can fail over. The cluster is not Ready until it equals `replicaPods`.
+    /// Replica pods whose first sync finished, whose link to the master is up, that the
+    /// master lists as online replicas, and whose replication offset trails the master's by at
+    /// most 1 MiB; only these can fail over. The cluster is not Ready until it equals
+    /// `replicaPods`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas_in_sync: Vec<String>,
     /// Bytes the furthest replica trails the master's replication offset
