@@ -24,7 +24,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
  && install -D -m 0755 target/release/tessera-operator /out/tessera-operator
 
 # The node: a Redis-compatible cluster node. Runs as uid 999 (the operator's pods set the same
-# uid and fsGroup, so /data volumes are writable). No shell: probes are TCP.
+# uid and fsGroup, so /data volumes are writable). No shell: the readiness probe is
+# `tessera-node --ready-probe` (loading, replica link), the others are TCP.
 FROM ${RUNTIME_IMAGE} AS node
 COPY --from=build-node /out/tessera-node /usr/local/bin/tessera-node
 USER 999:999

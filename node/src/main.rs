@@ -2,11 +2,17 @@
 
 use anyhow::Context;
 
+mod ready_probe;
+
 #[global_allocator]
 static ALLOC: tessera_node::alloc::CountingAlloc = tessera_node::alloc::CountingAlloc;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The pod readiness check (the node image has no shell or redis-cli to run one).
+    if args.first().map(String::as_str) == Some("--ready-probe") {
+        std::process::exit(ready_probe::run(args.get(1..).unwrap_or_default()));
+    }
     if args.iter().any(|a| a == "-v" || a == "--version") {
         println!(
             "Redis server v={} (tessera-node {})",

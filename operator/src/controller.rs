@@ -25,7 +25,7 @@ use crate::auth::{self, AuthStep};
 use crate::children::{self, shard_name, LABEL_CLUSTER};
 use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
 use crate::metrics::Metrics;
-use crate::observe::{all_desired_ready, endpoints};
+use crate::observe::{all_desired_ready, all_desired_started, endpoints};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
 use crate::status::{self, shard_of, Observed, TopologyOutcome};
 use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
@@ -423,10 +423,10 @@ async fn topology_step(
         return Ok(TopologyOutcome::NotRun("no pod has an IP yet".into()));
     }
     if !status::was_formed(previous)
-        && !all_desired_ready(pods, spec.shards, spec.replicas_per_shard)
+        && !all_desired_started(pods, spec.shards, spec.replicas_per_shard)
     {
         return Ok(TopologyOutcome::NotRun(format!(
-            "waiting for all {} pods to be ready before forming the cluster",
+            "waiting for all {} pods to start before forming the cluster",
             spec.desired_nodes()
         )));
     }

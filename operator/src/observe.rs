@@ -53,3 +53,25 @@ pub fn all_desired_ready(pods: &[Pod], shards: u32, replicas_per_shard: u32) -> 
         })
     })
 }
+
+/// True when every pod the spec asks for exists, has an IP and has started (its startup probe
+/// passed): enough to form the cluster. Readiness is not asked for: a pod back on a kept volume
+/// as the replica of a master whose address changed is unready (its link is down) until the
+/// cluster is joined up again, which is what forming does.
+pub fn all_desired_started(pods: &[Pod], shards: u32, replicas_per_shard: u32) -> bool {
+    (0..shards).all(|shard| {
+        (0..=replicas_per_shard).all(|ordinal| {
+            pods.iter().any(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && shard_of(&p.metadata) == Some(shard)
+                    && ordinal_of(&p.name_any()) == Some(ordinal)
+                    && p.status.as_ref().is_some_and(|s| {
+                        s.pod_ip.as_ref().is_some_and(|ip| !ip.is_empty())
+                            && s.container_statuses.as_ref().is_some_and(|cs| {
+                                !cs.is_empty() && cs.iter().all(|c| c.started == Some(true))
+                            })
+                    })
+            })
+        })
+    })
+}

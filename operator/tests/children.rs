@@ -102,7 +102,8 @@ fn minimal_children() {
         "status.podIP"
     );
     assert!(
-        node["readinessProbe"]["tcpSocket"]["host"].is_null(),
+        node["livenessProbe"]["tcpSocket"]["host"].is_null()
+            && node["startupProbe"]["tcpSocket"]["host"].is_null(),
         "probes target the pod IP"
     );
     assert_eq!(node["livenessProbe"]["tcpSocket"]["port"], 16379);
@@ -440,4 +441,233 @@ fn pdb_never_lets_a_drain_take_a_shards_last_copy() {
             );
         }
     }
+}
+
+/// The node container of shard 0 of `rc`, as JSON.
+fn node_container(rc: &RedisCluster) -> Value {
+    let sts = json(&children::build(rc).unwrap().stateful_sets[0]);
+    sts["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn readiness_is_an_exec_probe_each_image_can_run() {
+    for (image, program) in [
+        ("tessera/tessera-node:0.1.0", "tessera-node"),
+        ("redis:7.0", "sh"),
+        ("valkey/valkey:9.1", "sh"),
+    ] {
+        for fixture in ["minimal", "production"] {
+            let node = node_container(&with_image(fixture, image));
+            let ready = &node["readinessProbe"];
+            assert!(ready["tcpSocket"].is_null(), "{image}: {ready}");
+            let cmd = strings(&ready["exec"]["command"]);
+            assert_eq!(cmd[0], program, "{image}: {cmd:?}");
+            assert!(
+                !cmd.iter()
+                    .any(|a| a.contains("$(POD_IP)") || a.contains("$(REDIS")),
+                "the kubelet does not expand $(POD_IP) in probes: {cmd:?}"
+            );
+            assert!(ready["timeoutSeconds"].as_i64().unwrap() >= 2, "{ready}");
+            // Loading a big dataset may take minutes: the startup probe (TCP) waits long
+            // enough before liveness and readiness start.
+            let startup = &node["startupProbe"];
+            assert!(startup["tcpSocket"].is_object(), "{startup}");
+            let budget = startup["periodSeconds"].as_i64().unwrap()
+                * startup["failureThreshold"].as_i64().unwrap();
+            assert!(budget >= 600, "{startup}");
+        }
+    }
+    let redis = strings(
+        &node_container(&with_image("minimal", "redis:7.0"))["readinessProbe"]["exec"]["command"],
+    );
+    assert!(redis[2].contains("redis-cli"), "{redis:?}");
+    let valkey = strings(
+        &node_container(&with_image("minimal", "valkey/valkey:8"))["readinessProbe"]["exec"]
+            ["command"],
+    );
+    assert!(valkey[2].contains("valkey-cli"), "{valkey:?}");
+}
+
+/// A plain (non-cluster) server on a free port; killed on drop.
+fn start_plain(bin: &str, extra: &[&str]) -> (Server, u16) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = std::process::Command::new(bin)
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+        ])
+        .args(["--dir"])
+        .arg(dir.path())
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{bin}: {e}"));
+    let server = Server(child, dir);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (server, port);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{bin} did not listen within 10 s");
+}
+
+/// Runs `rc`'s readiness probe command against a node on 127.0.0.1:`port`, with the pod's env
+/// (POD_IP, REDISCLI_AUTH) as the kubelet would; `tessera-node` is the freshly built binary.
+fn probe_ready(rc: &RedisCluster, port: u16, password: Option<&str>) -> bool {
+    let cmd = strings(&node_container(rc)["readinessProbe"]["exec"]["command"]);
+    let cmd: Vec<String> = cmd
+        .iter()
+        .map(|a| a.replace("6379", &port.to_string()))
+        .collect();
+    let program = match cmd[0].as_str() {
+        "tessera-node" => {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/tessera-node").to_string()
+        }
+        other => other.to_string(),
+    };
+    let mut c = std::process::Command::new(program);
+    c.args(&cmd[1..]).env_clear().env("POD_IP", "127.0.0.1");
+    if let Some(path) = std::env::var_os("PATH") {
+        c.env("PATH", path);
+    }
+    if let Some(pw) = password {
+        c.env("REDISCLI_AUTH", pw);
+    }
+    let out = c.output().unwrap();
+    eprintln!(
+        "probe {cmd:?}: {} {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.status.success()
+}
+
+/// Polls the probe until it says `want` (bounded: 30 s; a redis-server replica's first sync
+/// alone waits repl-diskless-sync-delay, 5 s).
+fn probe_until(rc: &RedisCluster, port: u16, password: Option<&str>, want: bool) {
+    for _ in 0..150 {
+        if probe_ready(rc, port, password) == want {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!("readiness probe never said {want} for port {port}");
+}
+
+#[test]
+fn readiness_probe_tells_the_truth() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    for (bin, image) in [
+        (
+            format!("{root}/target/debug/tessera-node"),
+            "tessera/tessera-node:0.1.0",
+        ),
+        ("/usr/bin/redis-server".to_string(), "redis:7.0"),
+        (
+            format!("{root}/.tools/bin/valkey-server"),
+            "valkey/valkey:9.1",
+        ),
+    ] {
+        let rc = with_image("minimal", image);
+        let (_master, master_port) = start_plain(&bin, &[]);
+        probe_until(&rc, master_port, None, true);
+        // A replica of a master that does not answer: not ready.
+        let dead = free_port();
+        let (_lost, lost_port) =
+            start_plain(&bin, &["--replicaof", "127.0.0.1", &dead.to_string()]);
+        probe_until(&rc, lost_port, None, false);
+        // A replica linked to its master: ready.
+        let mp = master_port.to_string();
+        let (_linked, linked_port) = start_plain(&bin, &["--replicaof", "127.0.0.1", &mp]);
+        probe_until(&rc, linked_port, None, true);
+        // Nothing listening: not ready.
+        assert!(!probe_ready(&rc, dead, None), "{image}");
+
+        // With a password: the right one sees the replica's link; a password changed live
+        // (the pod's env is stale) still lets an answering node be ready.
+        let (_auth, auth_port) =
+            start_plain(&bin, &["--requirepass", "s3cret", "--masterauth", "s3cret"]);
+        probe_until(&rc, auth_port, Some("s3cret"), true);
+        probe_until(&rc, auth_port, Some("stale"), true);
+        let ap = auth_port.to_string();
+        let (_lost_auth, lost_auth_port) = start_plain(
+            &bin,
+            &[
+                "--requirepass",
+                "s3cret",
+                "--replicaof",
+                "127.0.0.1",
+                &dead.to_string(),
+            ],
+        );
+        probe_until(&rc, lost_auth_port, Some("s3cret"), false);
+        let (_linked_auth, linked_auth_port) = start_plain(
+            &bin,
+            &[
+                "--requirepass",
+                "s3cret",
+                "--masterauth",
+                "s3cret",
+                "--replicaof",
+                "127.0.0.1",
+                &ap,
+            ],
+        );
+        probe_until(&rc, linked_auth_port, Some("s3cret"), true);
+    }
+}
+
+/// A pod of shard `shard`, ordinal `ordinal`, with the given container `started` and Ready.
+fn pod(shard: u32, ordinal: u32, started: bool, ready: bool) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("demo-{shard}-{ordinal}"),
+                     "labels": {"tessera.rs/cluster": "demo", "tessera.rs/shard": shard.to_string()}},
+        "status": {"podIP": format!("10.0.{shard}.{ordinal}"),
+                   "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                   "containerStatuses": [{"name": "node", "image": "x", "imageID": "", "ready": ready,
+                                          "restartCount": 0, "started": started}]}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn forming_waits_for_started_pods_not_ready_ones() {
+    use tessera_operator::observe::{all_desired_ready, all_desired_started};
+    // Pods back on kept volumes: replicas whose masters moved are unready (link down) until
+    // the operator joins the cluster up again, so forming must not wait for Ready.
+    let pods = vec![
+        pod(0, 0, true, true),
+        pod(0, 1, true, false),
+        pod(1, 0, true, true),
+        pod(1, 1, true, false),
+    ];
+    assert!(!all_desired_ready(&pods, 2, 1));
+    assert!(all_desired_started(&pods, 2, 1));
+    assert!(!all_desired_started(&pods[..3], 2, 1), "a pod missing");
+    let mut not_started = pods.clone();
+    not_started[3] = pod(1, 1, false, false);
+    assert!(!all_desired_started(&not_started, 2, 1));
+    let mut terminating = pods.clone();
+    terminating[0].metadata.deletion_timestamp =
+        serde_json::from_value(serde_json::json!("2026-01-01T00:00:00Z")).unwrap();
+    assert!(!all_desired_started(&terminating, 2, 1));
+    let mut no_ip = pods.clone();
+    no_ip[2].status.as_mut().unwrap().pod_ip = None;
+    assert!(!all_desired_started(&no_ip, 2, 1));
 }

@@ -2,7 +2,8 @@
 //!
 //! Parallel pod management (cluster nodes need no ordered start: the topology engine joins
 //! them), OnDelete updates (a restart of a master is a failover decision, the operator's call),
-//! preferred anti-affinity inside the shard, TCP probes on the pod IP, non-root pods.
+//! preferred anti-affinity inside the shard, probes on the pod IP (readiness: not loading, and a
+//! replica linked to its master), non-root pods.
 
 use std::collections::BTreeMap;
 
@@ -12,10 +13,10 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SeccompProfile, SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector, SecurityContext, TCPSocketAction,
+    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -304,19 +305,25 @@ fn node_container(rc: &RedisCluster) -> Container {
                 ..VolumeMount::default()
             },
         ]),
-        // Startup: loading a big RDB/AOF can take minutes; don't kill the node meanwhile.
+        // Startup: loading a big RDB/AOF can take minutes; don't kill the node meanwhile
+        // (10 min before liveness starts).
         startup_probe: Some(Probe {
             tcp_socket: Some(tcp(CLIENT_PORT)),
             period_seconds: Some(5),
-            failure_threshold: Some(60),
+            failure_threshold: Some(120),
             ..Probe::default()
         }),
-        // Ready = accepting clients on the pod IP. Cluster-level health (slots, state) is the
-        // operator's status, not a pod's: unreadying pods on cluster_state=fail would only
-        // make a bad situation worse.
+        // Ready = serving its data: not loading it, and a replica is linked to its master (a
+        // replica that is not has nothing current to serve, and a drain under the PDB must not
+        // take its master meanwhile). Cluster-level health (slots, state) is the operator's
+        // status, not a pod's: unreadying pods on cluster_state=fail would only make a bad
+        // situation worse. The operator's topology work uses pod IPs, not readiness.
         readiness_probe: Some(Probe {
-            tcp_socket: Some(tcp(CLIENT_PORT)),
+            exec: Some(ExecAction {
+                command: Some(ready_command(&image)),
+            }),
             period_seconds: Some(5),
+            timeout_seconds: Some(4),
             failure_threshold: Some(3),
             ..Probe::default()
         }),
@@ -339,6 +346,38 @@ fn node_container(rc: &RedisCluster) -> Container {
         }),
         ..Container::default()
     }
+}
+
+/// The readiness check for an image's node (see `readiness_probe` above). Exec probes get no
+/// `$(VAR)` expansion from the kubelet for env set from fields, so the address comes from the
+/// environment at run time. tessera-node images have no shell: the binary checks itself
+/// (`--ready-probe`); redis and valkey images run their CLI under `sh`. A node that refuses the
+/// pod's password (changed live since the pod started, see `crate::auth`) counts as ready when
+/// it answers, as with a TCP probe.
+pub fn ready_command(image: &str) -> Vec<String> {
+    let cli = match node_command(image) {
+        "tessera-node" => {
+            return vec![
+                "tessera-node".into(),
+                "--ready-probe".into(),
+                CLIENT_PORT.to_string(),
+            ]
+        }
+        "valkey-server" => {
+            "c=valkey-cli; command -v $c >/dev/null 2>&1 || c=redis-cli\n\
+             if [ -n \"$REDISCLI_AUTH\" ]; then export VALKEYCLI_AUTH=\"$REDISCLI_AUTH\"; fi\n"
+        }
+        _ => "c=redis-cli\n",
+    };
+    let script = format!(
+        "{cli}i=$($c -h \"${{POD_IP:-127.0.0.1}}\" -p {CLIENT_PORT} INFO 2>/dev/null | tr -d '\\r')\n\
+         case \"$i\" in NOAUTH*) exit 0;; esac\n\
+         printf '%s\\n' \"$i\" | grep -qx 'loading:0' || exit 1\n\
+         if printf '%s\\n' \"$i\" | grep -qx 'role:slave'; then\n\
+         \x20 printf '%s\\n' \"$i\" | grep -qx 'master_link_status:up'\n\
+         fi\n"
+    );
+    vec!["sh".into(), "-c".into(), script]
 }
 
 /// Non-root pod defaults; fsGroup makes PVCs writable by the node user.
