@@ -48,7 +48,8 @@ fn exercise(v: RdbValue, limits: &[Limits]) {
 }
 
 /// Equality of two values as a client sees them: set members and hash fields in any order
-/// (a set can change encoding, and with it its order), NaN scores equal to each other.
+/// (a set can change encoding, and with it its order), NaN scores equal to each other, and
+/// streams apart from what RDB 10 cannot hold.
 fn same(a: &RdbValue, b: &RdbValue) -> bool {
     match (a, b) {
         (RdbValue::Set(x), RdbValue::Set(y)) => {
@@ -68,6 +69,20 @@ fn same(a: &RdbValue, b: &RdbValue) -> bool {
                 && x.iter().zip(y).all(|((m1, s1), (m2, s2))| {
                     m1 == m2 && (s1 == s2 || (s1.is_nan() && s2.is_nan()))
                 })
+        }
+        // A consumer's active-time exists only in RDB type 21 (redis 7.2); the node dumps
+        // streams as type 19 (RDB 10), which has no place for it, as redis 7.0.
+        (RdbValue::Stream(x), RdbValue::Stream(y)) => {
+            let strip = |s: &tessera_rdb::RdbStream| {
+                let mut s = s.clone();
+                for g in &mut s.groups {
+                    for c in &mut g.consumers {
+                        c.active_time = None;
+                    }
+                }
+                s
+            };
+            strip(x) == strip(y)
         }
         _ => a == b,
     }
