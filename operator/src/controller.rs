@@ -28,6 +28,7 @@ use crate::metrics::Metrics;
 use crate::observe::{all_desired_ready, all_desired_started, endpoints};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
 use crate::status::{self, shard_of, Observed, TopologyOutcome};
+use crate::topology::shrink::{shrink_blocked, Known};
 use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
 use crate::validate::validate;
 
@@ -261,8 +262,12 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     let sel = ListParams::default().labels(&format!("{LABEL_CLUSTER}={name}"));
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
     let mut stateful_sets = sts_api.list(&sel).await?.items;
+    // StatefulSets that would shrink: applied after the topology step, at their new size
+    // once none of the pods they remove is a master, else at their live size.
+    let mut held = Vec::new();
     if problems.is_empty() {
-        let desired = children::build(rc)?;
+        let mut desired = children::build(rc)?;
+        held = hold_shrinks(&mut desired.stateful_sets, &stateful_sets);
         let applied_sts = apply_children(ctx, &ns, &sel, &desired, &stateful_sets).await?;
         if applied_sts {
             stateful_sets = sts_api.list(&sel).await?.items;
@@ -287,6 +292,39 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     } else {
         topology_step(rc, ctx, &ns, &pods, previous).await?
     };
+
+    // fewer replicas per shard: shrink a StatefulSet once no pod it removes is a master
+    if !held.is_empty() {
+        let known = match &topology {
+            TopologyOutcome::Report(r) => Known::Report(r),
+            TopologyOutcome::NotRun(_) => Known::NotRun,
+            TopologyOutcome::Error(_) => Known::Failed,
+        };
+        let mut shrunk = false;
+        for (shard, have, sts) in &held {
+            let keep = sts
+                .spec
+                .as_ref()
+                .and_then(|s| s.replicas)
+                .and_then(|r| u32::try_from(r).ok())
+                .unwrap_or(0);
+            let obj = match shrink_blocked(known, *shard, keep) {
+                None => sts.clone(),
+                Some(why) => {
+                    info!(%why, "StatefulSet shrink held");
+                    let mut kept = sts.clone();
+                    if let Some(spec) = kept.spec.as_mut() {
+                        spec.replicas = Some(*have);
+                    }
+                    kept
+                }
+            };
+            shrunk |= apply(ctx, &ns, &obj, &stateful_sets).await?;
+        }
+        if shrunk {
+            stateful_sets = sts_api.list(&sel).await?.items;
+        }
+    }
 
     // scale-in: a removed shard's StatefulSet goes only once its slots live elsewhere
     if let TopologyOutcome::Report(report) = &topology {
@@ -657,6 +695,30 @@ async fn apply_children(
     Ok(applied_sts)
 }
 
+/// Takes out of `desired` each StatefulSet smaller than its live one and returns them with
+/// their shard and live size: a shrink removes the highest ordinals, which may run a shard's
+/// master, so they are applied after the topology step (`topology::shrink`), once.
+fn hold_shrinks(
+    desired: &mut Vec<StatefulSet>,
+    live: &[StatefulSet],
+) -> Vec<(u32, i32, StatefulSet)> {
+    let replicas = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let mut held = Vec::new();
+    desired.retain(|sts| {
+        let Some(live) = live.iter().find(|l| l.metadata.name == sts.metadata.name) else {
+            return true;
+        };
+        match shard_of(&sts.metadata) {
+            Some(shard) if replicas(sts) < replicas(live) => {
+                held.push((shard, replicas(live), sts.clone()));
+                false
+            }
+            _ => true,
+        }
+    });
+    held
+}
+
 /// Server-side apply under the operator's field manager (force: the operator owns these),
 /// skipped when the live object (from `live`, found by name) is already up to date. Returns
 /// whether it applied.
@@ -746,6 +808,17 @@ async fn events_for(
                 "ReplicationRepaired"
             };
             publish(ctx, rc, EventType::Normal, reason, "Repair", repair.clone()).await;
+        }
+        for h in &r.handovers {
+            publish(
+                ctx,
+                rc,
+                EventType::Normal,
+                "ScaleInFailover",
+                "Failover",
+                h.clone(),
+            )
+            .await;
         }
         if !r.actions.is_empty() {
             let mut note = r

@@ -100,6 +100,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
         actions: vec![],
         failing_pods: vec![],
         repairs: vec![],
+        handovers: vec![],
     }
 }
 
@@ -173,7 +174,10 @@ impl Harness {
                                      "annotations": annotations},
                         "spec": {"containers": [{"name": "node"}]},
                         "status": {"podIP": format!("127.0.{}.{}", shard + 1, ord + 1),
-                                   "conditions": [{"type": "Ready", "status": "True"}]}
+                                   "conditions": [{"type": "Ready", "status": "True"}],
+                                   "containerStatuses": [{"name": "node", "image": "redis:7.0",
+                                       "imageID": "", "ready": true, "restartCount": 0,
+                                       "started": true}]}
                     }),
                 );
             }
@@ -735,4 +739,55 @@ async fn each_repair_gets_its_own_event() {
         events.contains(&("Normal".into(), "Topology".into())),
         "{events:?}"
     );
+}
+
+/// Lowering replicasPerShard 2 -> 1 while shard 0's master is its highest ordinal: shard 0's
+/// StatefulSet keeps its 3 pods (shrinking would kill the master) until the engine reports
+/// another master; shard 1's, led by ordinal 0, shrinks at once. The engine's failover gets
+/// an Event of its own.
+#[tokio::test]
+async fn lowering_replicas_waits_for_the_master_to_move_off_a_removed_pod() {
+    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 2, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    let mut r = report(2, &[]);
+    r.shards[0].master_pod = Some("demo-0-2".into());
+    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.reconcile().await;
+    assert_eq!(h.api.get(STS, "demo-0").unwrap()["spec"]["replicas"], 3);
+
+    h.set_spec(|s| s["replicasPerShard"] = json!(1));
+    r.converged = false;
+    r.handovers =
+        vec!["fail shard 0 over from demo-0-2 to demo-0-0 (CLUSTER FAILOVER): lowered".into()];
+    r.actions = r.handovers.clone();
+    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.reconcile().await;
+    assert_eq!(
+        h.engine
+            .calls
+            .lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .0
+            .replicas_per_shard,
+        1
+    );
+    assert_eq!(h.api.get(STS, "demo-0").unwrap()["spec"]["replicas"], 3);
+    assert_eq!(h.api.get(STS, "demo-1").unwrap()["spec"]["replicas"], 2);
+    let events = h.events();
+    assert!(
+        events.contains(&("Normal".into(), "ScaleInFailover".into())),
+        "{events:?}"
+    );
+
+    // The failover is done: shard 0 is led by ordinal 0, so its StatefulSet shrinks too.
+    r.shards[0].master_pod = Some("demo-0-0".into());
+    r.handovers.clear();
+    r.actions.clear();
+    *h.engine.next.lock().unwrap() = Some(r);
+    h.reconcile().await;
+    assert_eq!(h.api.get(STS, "demo-0").unwrap()["spec"]["replicas"], 2);
+    assert_eq!(h.api.get(STS, "demo-1").unwrap()["spec"]["replicas"], 2);
 }

@@ -234,6 +234,9 @@ impl Model {
             Step::RepairReplication { .. } => {
                 panic!("the model reports no INFO replication: nothing to repair")
             }
+            Step::Failover { .. } => {
+                panic!("the model reports no INFO replication: no replica to fail over to")
+            }
             Step::Reset { node, flush, .. } => {
                 let i = self.pod_node(&node.pod);
                 assert!(self.nodes[i].slots.is_empty(), "reset a slot holder");

@@ -24,6 +24,8 @@ pub struct Outcome {
     pub actions: Vec<String>,
     /// The actions that repaired a node (see `Step::is_repair`).
     pub repairs: Vec<String>,
+    /// The failovers done before a StatefulSet shrinks (see `Step::Failover`).
+    pub handovers: Vec<String>,
     pub errors: Vec<String>,
     pub slots_moved: u32,
 }
@@ -111,6 +113,9 @@ pub async fn execute(steps: &[Step], snap: &Snapshot, opts: &EngineOptions) -> O
                 info!(action = %desc, "done");
                 if step.is_repair() {
                     out.repairs.push(desc.clone());
+                }
+                if let Step::Failover { .. } = step {
+                    out.handovers.push(desc.clone());
                 }
                 out.actions.push(desc);
             }
@@ -204,7 +209,45 @@ async fn run_step(
             fix_open_slot(*slot, &nodes, big, all_masters, opts).await
         }
         Step::MigrateSlots { .. } => Ok(()), // handled in batches by `execute`
+        Step::Failover { node, master, .. } => failover(node, master, small).await,
     }
+}
+
+/// How long a pass waits for a manual failover to show (redis-server gives up on a manual
+/// failover after 5 s, so a retry next pass never overlaps the previous attempt).
+const FAILOVER_WAIT: Duration = Duration::from_secs(15);
+
+/// CLUSTER FAILOVER (no FORCE: the master pauses writes until `node` has its whole stream,
+/// so nothing acknowledged is lost) on `node`, then wait until it calls itself master.
+/// Idempotent: a node already master is done; one no longer `master`'s replica is left to
+/// the next pass.
+async fn failover(node: &NodeRef, master: &NodeRef, pool: &Pool) -> Result<(), TopologyError> {
+    let mut c = pool.get(node).await?;
+    let now = parse_cluster_nodes(&c.text(&cluster("NODES")).await?)?;
+    if now.myself.id != node.id || now.myself.master {
+        return Ok(());
+    }
+    if now.myself.replica_of.as_deref() != Some(master.id.as_str()) {
+        return Err(TopologyError::Invalid(format!(
+            "{} no longer replicates {}; not failing over",
+            node.pod, master.pod
+        )));
+    }
+    c.run::<()>(&cluster("FAILOVER")).await?;
+    info!(pod = %node.pod, from = %master.pod, "CLUSTER FAILOVER sent");
+    let start = Instant::now();
+    while start.elapsed() < FAILOVER_WAIT {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match c.text(&cluster("NODES")).await {
+            Ok(text) if parse_cluster_nodes(&text)?.myself.master => return Ok(()),
+            Ok(_) => {}
+            Err(e) => warn!(pod = %node.pod, error = %e, "reading CLUSTER NODES after FAILOVER"),
+        }
+    }
+    Err(TopologyError::Timeout(
+        FAILOVER_WAIT,
+        format!("{} did not become master", node.pod),
+    ))
 }
 
 /// FLUSHALL (when asked, on a master) then CLUSTER RESET HARD, after checking again that the

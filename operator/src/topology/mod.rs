@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod observe;
 pub mod plan;
 pub mod report;
+pub mod shrink;
 pub mod snapshot;
 
 use std::time::Duration;
@@ -104,6 +105,10 @@ pub struct TopologyReport {
     /// `actions`: each gets an Event of its own.
     #[serde(default)]
     pub repairs: Vec<String>,
+    /// Shards failed over this pass because `replicasPerShard` dropped and the StatefulSet
+    /// would remove their master's pod (also in `actions`): an Event each.
+    #[serde(default)]
+    pub handovers: Vec<String>,
 }
 
 /// One shard as observed.
@@ -218,6 +223,7 @@ pub async fn reconcile(
     let outcome = execute::execute(&planned.steps, &snap, opts).await;
     report.actions = outcome.actions;
     report.repairs = outcome.repairs;
+    report.handovers = outcome.handovers;
     report.stuck.extend(outcome.errors);
     report.converged = false;
     if let Some(p) = report.progress.as_mut() {

@@ -1,7 +1,9 @@
 //! Plan (pure, no I/O): the next steps that move the observed cluster toward the desired one.
 //!
 //! Order of a plan: Reset, SetConfigEpoch, AssignSlots, Meet, Forget, Replicate and
-//! RepairReplication, FixOpenSlot, AssignUnassigned, MigrateSlots. A pod being reset takes no
+//! RepairReplication, then Failover (handing a shard over before `replicasPerShard` drops, see
+//! `plan/handover.rs`; slot work waits a pass) or FixOpenSlot, AssignUnassigned,
+//! MigrateSlots. A pod being reset takes no
 //! part in the rest of the plan (its node id is about to change); slot work waits for the next
 //! pass. While any pod is unreachable or any pod's node is PFAIL/FAIL in some view, only
 //! healing steps (Meet, Forget, Replicate, RepairReplication) are planned. Slot work waits
@@ -14,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::Snapshot;
 use super::Desired;
 
+mod handover;
 mod repair;
 mod reset;
 mod slots;
@@ -85,6 +88,15 @@ pub enum Step {
         to: NodeRef,
         slots: Vec<u16>,
     },
+    /// CLUSTER FAILOVER (coordinated, no FORCE) on `node`, an in-sync replica of `master`
+    /// that stays, because the StatefulSet is about to remove `master`'s pod; see
+    /// `plan/handover.rs`.
+    Failover {
+        shard: u32,
+        node: NodeRef,
+        master: NodeRef,
+        reason: String,
+    },
 }
 
 impl Step {
@@ -151,6 +163,15 @@ impl Step {
                 fmt_ranges(&super::nodes::to_ranges(slots.iter().copied())),
                 from.pod,
                 to.pod
+            ),
+            Step::Failover {
+                shard,
+                node,
+                master,
+                reason,
+            } => format!(
+                "fail shard {shard} over from {} to {} (CLUSTER FAILOVER): {reason}",
+                master.pod, node.pod
             ),
         }
     }
@@ -424,6 +445,15 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     out.steps.extend(replicate_steps);
     if fresh || !topology_ready {
         return out;
+    }
+    // A shard whose master's pod is about to be removed is handed over first; an open slot
+    // is closed first (its MIGRATING state would not follow the failover).
+    if snap.open_slots().is_empty() {
+        let handovers = handover::handovers(desired, snap, &reach, &masters, &mut out.stuck);
+        if !handovers.is_empty() {
+            out.steps.extend(handovers);
+            return out;
+        }
     }
     slots::slot_steps(desired, snap, &masters, &owners, &mut out);
     out

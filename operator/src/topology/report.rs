@@ -165,6 +165,7 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
         actions: Vec::new(),
         failing_pods: failing_pods(snap),
         repairs: Vec::new(),
+        handovers: Vec::new(),
     }
 }
 
