@@ -86,8 +86,11 @@ pub const REQUIRED: &[Permission] = &[
     // Observed pods (IPs, readiness) feed the topology engine.
     // delete: the rolling restart replaces pods one at a time (OnDelete StatefulSets).
     p("", "pods", &["list", "watch", "delete"], Scope::Watched),
-    // The node password (spec.auth's Secret, watched so a change is applied at once), and
-    // the operator's record of the password the nodes run with (crate::auth).
+    // get: spec.auth's Secret (the node password) and the operator's own record of the
+    // password the nodes run with (`<cluster>-auth-active`, crate::auth); create/patch/delete:
+    // that record only; list/watch: a changed password reaches the nodes at once. RBAC cannot
+    // narrow these by label, nor by name (user-chosen names; `create` ignores resourceNames):
+    // `watchNamespaces` is how an admin confines them (chart README, Permissions).
     p(
         "",
         "secrets",
