@@ -214,3 +214,147 @@ async fn pod_uids_of(client: &kube::Client, name: &str) -> Vec<String> {
         .filter_map(|p| p.metadata.uid)
         .collect()
 }
+
+/// The IP of pod `pod` of cluster `name`.
+async fn ip_of(client: &kube::Client, name: &str, pod: &str) -> Result<String, String> {
+    tessera_tests::kiab::testkit::pods(client, "default", &format!("tessera.rs/cluster={name}"))
+        .await?
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(pod))
+        .and_then(tessera_tests::kiab::testkit::pod_ip)
+        .ok_or_else(|| format!("no pod {pod} with an IP"))
+}
+
+/// Whether the node at `ip` calls itself a master in CLUSTER NODES.
+async fn is_master(ip: &str) -> Result<bool, String> {
+    let nodes = cluster_nodes(ip).await?;
+    let me = nodes
+        .lines()
+        .find(|l| l.contains("myself"))
+        .ok_or_else(|| format!("{ip}: no myself line"))?;
+    Ok(me
+        .split_whitespace()
+        .nth(2)
+        .is_some_and(|f| f.contains("master")))
+}
+
+/// Lower replicasPerShard 2 -> 1 while shard 0's master is its highest ordinal (the pod the
+/// StatefulSet removes), then raise it back to 2, a writer running throughout. Lowering must
+/// fail over (coordinated) to a pod that stays before the StatefulSet shrinks, so no write
+/// fails; the removed nodes are forgotten. Raising attaches the new pods as replicas.
+#[test]
+fn lowering_and_raising_replicas_per_shard() {
+    serial(async {
+        let name = "rps";
+        let mut env = Env::start("127.0.23.1", true).await;
+        env.apply(&manifest(name, 2, 2, "  nodeTimeoutMs: 2000\n"))
+            .await;
+        env.wait_ready(name, 2, 6, WAIT).await;
+        let client = env.client.clone();
+
+        // Roles float: make shard 0's master its highest ordinal.
+        let top = format!("{name}-0-2");
+        let ip = ip_of(&client, name, &top).await.expect("pod -2");
+        let mut c = node(&ip).await.expect("connect");
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query_async(&mut c)
+            .await
+            .expect("CLUSTER FAILOVER");
+        let r = wait_for(
+            &format!("{top} master"),
+            Duration::from_secs(30),
+            || async {
+                match is_master(&ip).await? {
+                    true => Ok(()),
+                    false => Err(format!("{top} is not master yet")),
+                }
+            },
+        )
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
+        let r = wait_for("replicas linked after the failover", READY_WITHIN, || {
+            replicas_linked(&client, name, 2, 2)
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
+        env.wait_ready(name, 2, 6, READY_WITHIN).await;
+
+        // Lower to 1 replica per shard: pods -2 go, one of them shard 0's master.
+        let ips = pod_ips(&client, name).await;
+        let checker = DataChecker::start(&ips, name, 300).await;
+        let t0 = Instant::now();
+        env.kubectl
+            .ok(&[
+                "patch",
+                "rcl",
+                name,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"replicasPerShard":1}}"#,
+            ])
+            .await;
+        env.wait_ready(name, 2, 4, READY_WITHIN).await;
+        let lowered = t0.elapsed();
+        let ips = pod_ips(&client, name).await;
+        let tally_low = checker.verify(&ips).await;
+        let r = wait_for("replicas linked at 2x1", READY_WITHIN, || {
+            replicas_linked(&client, name, 2, 1)
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
+        let events = env
+            .kubectl
+            .ok(&[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=ScaleInFailover",
+            ])
+            .await;
+        assert!(
+            events.contains(&top),
+            "the operator failed over away from {top} before the shrink: {events}"
+        );
+
+        // Raise back to 2: the new pods are attached as replicas.
+        let checker = DataChecker::start(&ips, &format!("{name}up"), 300).await;
+        let t1 = Instant::now();
+        env.kubectl
+            .ok(&[
+                "patch",
+                "rcl",
+                name,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"replicasPerShard":2}}"#,
+            ])
+            .await;
+        env.wait_ready(name, 2, 6, READY_WITHIN).await;
+        let raised = t1.elapsed();
+        let ips = pod_ips(&client, name).await;
+        let tally_high = checker.verify(&ips).await;
+        let r = wait_for("replicas linked at 2x2", READY_WITHIN, || {
+            replicas_linked(&client, name, 2, 2)
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
+        eprintln!(
+            "replicasPerShard 2->1 Ready after {lowered:?}: {tally_low}; 1->2 Ready after {raised:?}: {tally_high}"
+        );
+        assert!(tally_low.acked >= 300 && tally_high.acked >= 300);
+        assert_eq!(
+            tally_low.failed, 0,
+            "lowering fails over first, so no write fails: {tally_low}"
+        );
+        env.stop().await;
+    });
+}
