@@ -625,3 +625,152 @@ async fn redis_scale_in_then_out_on_kept_dirs() {
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
     eprintln!("3->2->3 on kept dirs: {resets:?}");
 }
+
+/// Whether the node calls itself master (ROLE).
+async fn is_master(n: &Node) -> bool {
+    let mut c = n.conn().await;
+    let role: redis::Value = redis::cmd("ROLE").query_async(&mut c).await.expect("ROLE");
+    matches!(&role, redis::Value::Array(v) if matches!(v.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
+}
+
+/// `cluster_known_nodes` of the node.
+async fn known_nodes(n: &Node) -> String {
+    let mut c = n.conn().await;
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query_async(&mut c)
+        .await
+        .expect("CLUSTER INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cluster_known_nodes:"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Issue 16, replicasPerShard lowered then raised, against redis-server: 2 shards of 3 with
+/// shard 0's master on its highest ordinal. Lowering to 1 fails shard 0 over (coordinated)
+/// to its ordinal 0 before anything is removed; the StatefulSets' shrink (ordinals 2
+/// stopped) then only removes replicas, which are forgotten. Raising to 2 attaches fresh
+/// nodes as replicas. A writer runs throughout: no write fails, none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lower_then_raise_replicas_per_shard() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut nodes = start_nodes(REDIS, tmp.path(), 6, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 3);
+    converge(2, 2, &pods, &test_opts(), LIMIT).await;
+
+    // Roles float: make shard 0's master its highest ordinal.
+    let mut c = nodes[2].conn().await;
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query_async(&mut c)
+        .await
+        .expect("CLUSTER FAILOVER");
+    let mut promoted = false;
+    for _ in 0..150 {
+        if is_master(&nodes[2]).await {
+            promoted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(promoted, "{} never became master", pods[2].pod);
+    let reports = converge(2, 2, &pods, &test_opts(), LIMIT).await;
+    let last = reports.last().expect("report");
+    assert_eq!(
+        last.shards[0].master_pod.as_deref(),
+        Some(pods[2].pod.as_str())
+    );
+
+    let conn = cluster_conn(&nodes[0]).await;
+    load_keys(&conn, 0..2000).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let writer = spawn_writer(
+        cluster_conn(&nodes[0]).await,
+        stop.clone(),
+        written.clone(),
+        failed.clone(),
+    );
+
+    // Lower to 1: the engine hands shard 0 to ordinal 0 before the shrink.
+    let reports = converge(2, 1, &pods, &test_opts(), LIMIT).await;
+    let handover = format!("fail shard 0 over from {} to {}", pods[2].pod, pods[0].pod);
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.handovers.iter().any(|h| h.starts_with(&handover))),
+        "no handover: {:?}",
+        reports.iter().map(|r| &r.actions).collect::<Vec<_>>()
+    );
+    let last = reports.last().expect("report");
+    assert_eq!(
+        last.shards[0].master_pod.as_deref(),
+        Some(pods[0].pod.as_str())
+    );
+    assert_eq!(
+        last.shards[1].master_pod.as_deref(),
+        Some(pods[3].pod.as_str())
+    );
+    // The shrink: ordinals 2, replicas now, go; the engine forgets them.
+    drop(nodes.remove(5));
+    drop(nodes.remove(2));
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    converge(2, 1, &pods, &test_opts(), LIMIT).await;
+    for n in &nodes {
+        assert_eq!(
+            known_nodes(n).await,
+            "4",
+            "{} still knows a removed node",
+            n.addr()
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.await.expect("writer");
+    let (w_low, f_low) = (
+        written.load(Ordering::SeqCst),
+        failed.load(Ordering::SeqCst),
+    );
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..2000).await, 0, "keys lost lowering");
+    assert_eq!(
+        check_writer_keys(&conn, w_low).await,
+        0,
+        "writes lost lowering"
+    );
+    assert_eq!(f_low, 0, "writes failed lowering replicasPerShard");
+
+    // Raise to 2: a fresh node per shard at ordinal 2, attached as a replica.
+    let mut fresh = start_nodes(REDIS, tmp.path(), 2, &[]).await;
+    nodes.insert(2, fresh.remove(0));
+    nodes.push(fresh.remove(0));
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 3);
+    stop.store(false, Ordering::SeqCst);
+    failed.store(0, Ordering::SeqCst);
+    let writer = spawn_writer(
+        cluster_conn(&nodes[0]).await,
+        stop.clone(),
+        written.clone(),
+        failed.clone(),
+    );
+    let reports = converge(2, 2, &pods, &test_opts(), LIMIT).await;
+    stop.store(true, Ordering::SeqCst);
+    writer.await.expect("writer");
+    let last = reports.last().expect("report");
+    for (s, v) in last.shards.iter().enumerate() {
+        assert_eq!(v.replicas.len(), 2, "shard {s}: {v:?}");
+        assert_eq!(v.replicas_in_sync(), v.replicas, "shard {s}: {v:?}");
+    }
+    let f_high = failed.load(Ordering::SeqCst);
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..2000).await, 0, "keys lost raising");
+    assert_eq!(f_high, 0, "writes failed raising replicasPerShard");
+    eprintln!("replicasPerShard 2->1: {w_low} writes, {f_low} failed; 1->2: {f_high} failed");
+}
