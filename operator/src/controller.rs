@@ -268,6 +268,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     if problems.is_empty() {
         let mut desired = children::build(rc)?;
         held = hold_shrinks(&mut desired.stateful_sets, &stateful_sets);
+        apply_node_auth(ctx, rc, &ns, &sel).await?;
         let applied_sts = apply_children(ctx, &ns, &sel, &desired, &stateful_sets).await?;
         if applied_sts {
             stateful_sets = sts_api.list(&sel).await?.items;
@@ -717,6 +718,38 @@ fn hold_shrinks(
         }
     });
     held
+}
+
+/// Applies `<cluster>-node-auth` (the password as node config, `children::auth`) from
+/// spec.auth's Secret, before the StatefulSets whose pods mount it; deletes it once spec.auth is
+/// gone. A password Secret that cannot be read is only logged here: the pods wait for their
+/// volume, and the Secret's watch brings the cluster back here when it is fixed.
+async fn apply_node_auth(
+    ctx: &Context,
+    rc: &RedisCluster,
+    ns: &str,
+    sel: &ListParams,
+) -> Result<(), Error> {
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), ns);
+    let name = children::auth::node_auth_secret_name(&rc.name_any());
+    let live = api.list(sel).await?.items;
+    let Some(auth) = &rc.spec.auth else {
+        if live.iter().any(|s| s.name_any() == name) {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        return Ok(());
+    };
+    match read_password(&ctx.client, ns, &auth.secret_name, &auth.key).await {
+        Ok(password) => {
+            apply(ctx, ns, &children::auth::build(rc, &password)?, &live).await?;
+        }
+        Err(e) => warn!(error = %e, "the nodes' password file is not written"),
+    }
+    Ok(())
 }
 
 /// Server-side apply under the operator's field manager (force: the operator owns these),

@@ -88,7 +88,8 @@ pub const REQUIRED: &[Permission] = &[
     p("", "pods", &["list", "watch", "delete"], Scope::Watched),
     // get: spec.auth's Secret (the node password) and the operator's own record of the
     // password the nodes run with (`<cluster>-auth-active`, crate::auth); create/patch/delete:
-    // that record only; list/watch: a changed password reaches the nodes at once. RBAC cannot
+    // that record and `<cluster>-node-auth` (children::auth) only; list/watch: a changed
+    // password reaches the nodes at once, and the live node-auth Secret is found. RBAC cannot
     // narrow these by label, nor by name (user-chosen names; `create` ignores resourceNames):
     // `watchNamespaces` is how an admin confines them (chart README, Permissions).
     p(

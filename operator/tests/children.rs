@@ -163,9 +163,7 @@ fn production_children() {
     assert_eq!(node["resources"]["limits"]["memory"], "2Gi");
     let args = node["args"].to_string();
     assert!(
-        args.contains(
-            "\"--requirepass\",\"$(REDIS_PASSWORD)\",\"--masterauth\",\"$(REDIS_PASSWORD)\""
-        ),
+        args.contains("\"--include\",\"/etc/tessera-auth/auth.conf\""),
         "{args}"
     );
     let env = node["env"].as_array().unwrap();
@@ -670,4 +668,98 @@ fn forming_waits_for_started_pods_not_ready_ones() {
     let mut no_ip = pods.clone();
     no_ip[2].status.as_mut().unwrap().pod_ip = None;
     assert!(!all_desired_started(&no_ip, 2, 1));
+}
+
+#[test]
+fn password_never_on_a_nodes_command_line() {
+    let node = node_container(&load("production"));
+    let args = strings(&node["args"]);
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains("PASSWORD") || a.contains("pass")),
+        "{args:?}"
+    );
+    let at = args
+        .iter()
+        .position(|a| a == "--include")
+        .expect("--include");
+    assert_eq!(args[at + 1], "/etc/tessera-auth/auth.conf");
+    let mount = node["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/etc/tessera-auth")
+        .unwrap()
+        .clone();
+    assert_eq!(mount["readOnly"], true);
+    let sts = json(&children::build(&load("production")).unwrap().stateful_sets[0]);
+    let vol = sts["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap()
+        .clone();
+    assert_eq!(vol["secret"]["secretName"], "cache-node-auth");
+    assert_eq!(vol["secret"]["defaultMode"], 0o440, "{vol}");
+    // redis-cli in the pod (and the readiness probe) still find it in the environment.
+    let env = node["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "REDISCLI_AUTH"));
+    // Without spec.auth: nothing of the kind.
+    let plain = node_container(&load("minimal"));
+    assert!(!strings(&plain["args"]).contains(&"--include".to_string()));
+}
+
+#[test]
+fn node_auth_secret_holds_the_password_as_config() {
+    let rc = load("production");
+    let s = json(&children::auth::build(&rc, "pw").unwrap());
+    assert_eq!(s["metadata"]["name"], "cache-node-auth");
+    assert_eq!(s["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(s["metadata"]["labels"]["tessera.rs/cluster"], "cache");
+    assert_eq!(s["type"], "Opaque");
+    assert_eq!(
+        children::auth::auth_conf("pw"),
+        "requirepass \"pw\"\nmasterauth \"pw\"\n"
+    );
+    // The pod template does not change with the password: a new password restarts no pod.
+    let a = children::build(&rc).unwrap();
+    assert_eq!(a, children::build(&rc).unwrap());
+}
+
+#[test]
+fn every_node_program_reads_the_password_from_the_included_file() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let password = "p@ss w\"o\\rd 'x' #1 é";
+    for bin in [
+        format!("{root}/target/debug/tessera-node"),
+        "/usr/bin/redis-server".to_string(),
+        format!("{root}/.tools/bin/valkey-server"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("auth.conf");
+        std::fs::write(&conf, children::auth::auth_conf(password)).unwrap();
+        let (server, port) = start_plain(&bin, &["--include", conf.to_str().unwrap()]);
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.0.id())).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains("p@ss"),
+            "{bin}: {}",
+            String::from_utf8_lossy(&cmdline)
+        );
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut c = client
+            .get_connection_with_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        let refused: redis::RedisResult<String> = redis::cmd("PING").query(&mut c);
+        assert!(refused.is_err(), "{bin}: no password needed?");
+        let ok: String = redis::cmd("AUTH").arg(password).query(&mut c).unwrap();
+        assert_eq!(ok, "OK", "{bin}");
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("masterauth")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got[1], password, "{bin}");
+    }
 }

@@ -4,6 +4,7 @@
 //! the controller server-side-applies it under one field manager, so what a builder leaves out
 //! is removed from the live object on the next apply.
 
+pub mod auth;
 pub mod configmap;
 pub mod pdb;
 pub mod service;

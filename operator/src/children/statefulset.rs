@@ -15,14 +15,15 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
     EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector, SecurityContext, TCPSocketAction,
-    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
+    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use super::auth::{node_auth_secret_name, AUTH_CONF_KEY, AUTH_DIR};
 use super::configmap::NODE_CONF_KEY;
 use super::{
     child_meta, config_map_name, headless_name, shard_labels, shard_name, shard_selector,
@@ -35,6 +36,8 @@ use crate::crd::RedisCluster;
 pub const NODE_UID: i64 = 999;
 /// Name of the node container.
 pub const NODE_CONTAINER: &str = "node";
+/// Volume with the node auth Secret (`children::auth`).
+const AUTH_VOLUME: &str = "auth";
 /// Env var holding the password when spec.auth is set.
 pub const PASSWORD_ENV: &str = "REDIS_PASSWORD";
 
@@ -57,6 +60,19 @@ pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<Statefu
         }),
         ..Volume::default()
     }];
+    if spec.auth.is_some() {
+        volumes.push(Volume {
+            name: AUTH_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(node_auth_secret_name(&name)),
+                // Owner and fsGroup (the node's group) only.
+                default_mode: Some(0o440),
+                optional: Some(false),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
     let claim_templates = match &spec.storage {
         Some(storage) => Some(vec![PersistentVolumeClaim {
             metadata: ObjectMeta {
@@ -261,10 +277,30 @@ fn node_container(rc: &RedisCluster) -> Container {
             value: Some(format!("$({PASSWORD_ENV})")),
             value_from: None,
         });
-        for flag in ["--requirepass", "--masterauth"] {
-            args.push(flag.into());
-            args.push(format!("$({PASSWORD_ENV})"));
-        }
+        // requirepass/masterauth from a file (see children::auth), never on the command line.
+        args.push("--include".into());
+        args.push(format!("{AUTH_DIR}/{AUTH_CONF_KEY}"));
+    }
+    let mut mounts = vec![
+        VolumeMount {
+            name: "config".into(),
+            mount_path: CONFIG_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "data".into(),
+            mount_path: DATA_DIR.into(),
+            ..VolumeMount::default()
+        },
+    ];
+    if spec.auth.is_some() {
+        mounts.push(VolumeMount {
+            name: AUTH_VOLUME.into(),
+            mount_path: AUTH_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
     }
     let tcp = |port: i32| TCPSocketAction {
         port: IntOrString::Int(port),
@@ -292,19 +328,7 @@ fn node_container(rc: &RedisCluster) -> Container {
             },
         ]),
         resources: spec.resources.clone(),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "config".into(),
-                mount_path: CONFIG_DIR.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: "data".into(),
-                mount_path: DATA_DIR.into(),
-                ..VolumeMount::default()
-            },
-        ]),
+        volume_mounts: Some(mounts),
         // Startup: loading a big RDB/AOF can take minutes; don't kill the node meanwhile
         // (10 min before liveness starts).
         startup_probe: Some(Probe {
