@@ -268,7 +268,28 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     if problems.is_empty() {
         let mut desired = children::build(rc)?;
         held = hold_shrinks(&mut desired.stateful_sets, &stateful_sets);
+        // A held shrink keeps its live claim template: storage grows once it is not held.
+        for (_, _, sts) in held.iter_mut() {
+            crate::storage::keep_live_size(sts, &stateful_sets);
+        }
         apply_node_auth(ctx, rc, &ns, &sel).await?;
+        // spec.storage.size grown: claims patched, StatefulSets recreated (pods orphaned).
+        let notes = crate::storage::converge(
+            client,
+            &ns,
+            &sel,
+            &mut desired.stateful_sets,
+            &mut stateful_sets,
+        )
+        .await?;
+        for n in notes {
+            let type_ = if n.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            publish(ctx, rc, type_, n.reason, "Storage", n.message).await;
+        }
         let applied_sts = apply_children(ctx, &ns, &sel, &desired, &stateful_sets).await?;
         if applied_sts {
             stateful_sets = sts_api.list(&sel).await?.items;

@@ -89,8 +89,12 @@ pub const OPERATOR_OWNED_DIRECTIVES: &[&str] = &[
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || (self.storage.size == oldSelf.storage.size && has(self.storage.storageClassName) == has(oldSelf.storage.storageClassName) && (!has(self.storage.storageClassName) || self.storage.storageClassName == oldSelf.storage.storageClassName)))",
-        "message": "spec.storage is immutable but for reclaimPolicy: volume claim templates of a StatefulSet cannot change"
+        "rule": "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || (has(self.storage.storageClassName) == has(oldSelf.storage.storageClassName) && (!has(self.storage.storageClassName) || self.storage.storageClassName == oldSelf.storage.storageClassName)))",
+        "message": "spec.storage is immutable but for size (grow only) and reclaimPolicy: it cannot be added or removed, nor its storageClassName changed"
+    },
+    {
+        "rule": "!has(self.storage) || !has(oldSelf.storage) || !quantity(self.storage.size).isLessThan(quantity(oldSelf.storage.size))",
+        "message": "spec.storage.size can only grow: a PersistentVolumeClaim cannot shrink"
     }
 ]))]
 pub struct RedisClusterSpec {
@@ -176,8 +180,13 @@ impl PullPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageSpec {
-    /// Requested size, a Kubernetes quantity such as `10Gi`.
+    /// Requested size, a Kubernetes quantity such as `10Gi`. It may grow (never shrink): the
+    /// operator then patches every claim to the new size (expanded if the StorageClass allows
+    /// volume expansion) and recreates the StatefulSets without deleting their pods.
     #[schemars(length(min = 1))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        { "rule": "isQuantity(self)", "message": "spec.storage.size must be a quantity such as 10Gi" }
+    ]))]
     pub size: String,
     /// StorageClass; absent means the cluster default.
     #[serde(default, skip_serializing_if = "Option::is_none")]

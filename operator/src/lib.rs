@@ -15,5 +15,6 @@ pub mod rbac;
 pub mod restart;
 pub mod server;
 pub mod status;
+pub mod storage;
 pub mod topology;
 pub mod validate;

@@ -83,6 +83,14 @@ pub const REQUIRED: &[Permission] = &[
         &["list", "watch", "create", "patch"],
         Scope::Watched,
     ),
+    // spec.storage.size grown: list the cluster's claims, patch each to the new request
+    // (crate::storage).
+    p(
+        "",
+        "persistentvolumeclaims",
+        &["list", "patch"],
+        Scope::Watched,
+    ),
     // Observed pods (IPs, readiness) feed the topology engine.
     // delete: the rolling restart replaces pods one at a time (OnDelete StatefulSets).
     p("", "pods", &["list", "watch", "delete"], Scope::Watched),

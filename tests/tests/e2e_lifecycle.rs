@@ -110,7 +110,7 @@ fn scale_in_then_out_with_storage_deleted() {
 }
 
 /// spec.storage cannot change (volume claim templates are immutable) except its
-/// reclaimPolicy, which the StatefulSets take over.
+/// reclaimPolicy, which the StatefulSets take over, and its size, which may only grow.
 #[test]
 fn storage_is_immutable_but_for_reclaim_policy() {
     serial(async {
@@ -130,15 +130,17 @@ fn storage_is_immutable_but_for_reclaim_policy() {
         };
         let r = patch(r#"{"spec":{"storage":{"reclaimPolicy":"Delete"}}}"#).await;
         assert!(r.ok, "reclaimPolicy may change: {}", r.stderr);
-        let r = patch(r#"{"spec":{"storage":{"size":"2Gi"}}}"#).await;
-        assert!(!r.ok, "size may not change");
+        // Growing is e2e_storage.rs' scenario; shrinking is refused.
+        let r = patch(r#"{"spec":{"storage":{"size":"512Mi"}}}"#).await;
+        assert!(!r.ok, "size may not shrink");
+        assert!(r.stderr.contains("can only grow"), "{}", r.stderr);
+        let r = patch(r#"{"spec":{"storage":{"storageClassName":"fast"}}}"#).await;
+        assert!(!r.ok, "storageClassName may not change");
         assert!(
             r.stderr.contains("spec.storage is immutable"),
             "{}",
             r.stderr
         );
-        let r = patch(r#"{"spec":{"storage":{"storageClassName":"fast"}}}"#).await;
-        assert!(!r.ok, "storageClassName may not change");
         let r = patch(r#"{"spec":{"storage":{"reclaimPolicy":"Sometimes"}}}"#).await;
         assert!(!r.ok, "an unknown policy is refused");
         env.stop().await;

@@ -448,8 +448,50 @@ fn call(f: &str, v: &[Value]) -> Option<Value> {
             Value::String(x) => x.clone(),
             other => other.to_string(),
         }),
+        // The quantity library (Kubernetes 1.29+): a quantity is its value as a number here.
+        ("isQuantity", 1) => json!(quantity(s(0)?).is_some()),
+        ("quantity", 1) => json!(quantity(s(0)?)?),
+        ("isLessThan", 2) => json!(v[0].as_f64()? < v[1].as_f64()?),
+        ("isGreaterThan", 2) => json!(v[0].as_f64()? > v[1].as_f64()?),
+        ("compareTo", 2) => json!(match v[0].as_f64()?.partial_cmp(&v[1].as_f64()?)? {
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Equal => 0,
+            std::cmp::Ordering::Greater => 1,
+        }),
         _ => return None,
     })
+}
+
+/// A Kubernetes quantity's value (`1Gi`, `500M`, `1.5`, `2e3`, `100m`); None if malformed.
+pub(crate) fn quantity(q: &str) -> Option<f64> {
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    if num.is_empty() || num.matches('.').count() > 1 {
+        return None;
+    }
+    let n: f64 = num.parse().ok()?;
+    let mult = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        e => 10f64.powi(e.strip_prefix(['e', 'E'])?.parse().ok()?),
+    };
+    Some(n * mult)
 }
 
 /// Evaluates a rule; None when it cannot be parsed or evaluated by this subset.
@@ -514,6 +556,30 @@ mod tests {
 
     fn holds(rule: &str, s: Value, old: Option<Value>) -> Option<bool> {
         rule_holds(rule, &s, old.as_ref())
+    }
+
+    #[test]
+    fn quantities_compare_by_value() {
+        let grow = "!quantity(self.size).isLessThan(quantity(oldSelf.size))";
+        let q = |new: &str, old: &str| {
+            holds(grow, json!({ "size": new }), Some(json!({ "size": old })))
+        };
+        assert_eq!(q("2Gi", "1Gi"), Some(true));
+        assert_eq!(q("1024Mi", "1Gi"), Some(true));
+        assert_eq!(q("1G", "1Gi"), Some(false));
+        assert_eq!(q("512Mi", "1Gi"), Some(false));
+        assert_eq!(q("1.5Gi", "1Gi"), Some(true));
+        assert_eq!(holds("isQuantity(self)", json!("10Gi"), None), Some(true));
+        assert_eq!(holds("isQuantity(self)", json!("10GB"), None), Some(false));
+        assert_eq!(holds("isQuantity(self)", json!("Gi"), None), Some(false));
+        assert_eq!(
+            holds(
+                "quantity(self).compareTo(quantity('1k')) == 0",
+                json!("1000"),
+                None
+            ),
+            Some(true)
+        );
     }
 
     #[test]

@@ -531,6 +531,7 @@ pub(crate) fn finish_update(
         }
     }
     defaults::apply(rt, &mut new, Some(old));
+    immutable_spec(rt, old, &new, &name)?;
     if rt.custom {
         crd::validate_custom(rt, &mut new, Some(old), &name, opts.strict)?;
     }
@@ -570,6 +571,83 @@ pub(crate) fn finish_update(
     let stored = t.put(&gr, new);
     after_write(t, rt, &stored);
     Ok(stored)
+}
+
+/// The real server's update validation of the spec fields that cannot change: a StatefulSet's
+/// spec but for replicas, ordinals, template, updateStrategy,
+/// persistentVolumeClaimRetentionPolicy and minReadySeconds; a PersistentVolumeClaim's spec but
+/// for resources.requests, whose storage cannot go below the current one.
+fn immutable_spec(rt: &ResourceType, old: &Value, new: &Value, name: &str) -> Result<(), ApiError> {
+    let strip = |v: &Value, keep: &[&str]| -> Value {
+        let mut spec = v.get("spec").cloned().unwrap_or(Value::Null);
+        if let Some(o) = spec.as_object_mut() {
+            for k in keep {
+                o.remove(*k);
+            }
+        }
+        spec
+    };
+    let forbidden = |field: &str, detail: &str| {
+        Err(ApiError::invalid(
+            &rt.kind,
+            &rt.group,
+            name,
+            &[FieldError {
+                field: field.into(),
+                kind: FieldErrorKind::Forbidden,
+                value: None,
+                detail: detail.into(),
+            }],
+        ))
+    };
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("apps", "StatefulSet") => {
+            let mutable = [
+                "replicas",
+                "ordinals",
+                "template",
+                "updateStrategy",
+                "persistentVolumeClaimRetentionPolicy",
+                "minReadySeconds",
+            ];
+            if strip(old, &mutable) != strip(new, &mutable) {
+                return forbidden("spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden");
+            }
+        }
+        ("", "PersistentVolumeClaim") => {
+            let requests = |v: &Value| {
+                let mut spec = v.get("spec").cloned().unwrap_or(Value::Null);
+                if let Some(r) = spec
+                    .pointer_mut("/resources")
+                    .and_then(Value::as_object_mut)
+                {
+                    r.remove("requests");
+                }
+                if let Some(o) = spec.as_object_mut() {
+                    o.remove("volumeAttributesClassName");
+                }
+                spec
+            };
+            if requests(old) != requests(new) {
+                return forbidden("spec", "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims");
+            }
+            let storage = |v: &Value| {
+                v.pointer("/spec/resources/requests/storage")
+                    .and_then(Value::as_str)
+                    .and_then(super::cel::quantity)
+            };
+            if let (Some(before), Some(after)) = (storage(old), storage(new)) {
+                if after < before {
+                    return forbidden(
+                        "spec.resources.requests.storage",
+                        "field can not be less than previous value",
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Side effects of a stored write.

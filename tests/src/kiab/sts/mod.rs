@@ -61,18 +61,34 @@ impl Controller {
             .list(&lp)
             .await?;
         let mut pods_by_owner: HashMap<String, Vec<Pod>> = HashMap::new();
+        let mut orphans = Vec::new();
         for p in pods.items {
             let owner = p
                 .metadata
                 .owner_references
                 .iter()
                 .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "StatefulSet")
-                .map(|o| o.uid.clone());
-            if let Some(uid) = owner {
-                pods_by_owner.entry(uid).or_default().push(p);
+                .find(|o| o.controller == Some(true))
+                .map(|o| (o.uid.clone(), o.kind == "StatefulSet"));
+            match owner {
+                Some((uid, true)) => pods_by_owner.entry(uid).or_default().push(p),
+                Some((_, false)) => {}
+                None if p.metadata.deletion_timestamp.is_none() => orphans.push(p),
+                None => {}
             }
         }
+        for sts in &sets.items {
+            if sts.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            for pod in adoptable(sts, &orphans) {
+                if self.adopt(sts, pod).await {
+                    let uid = sts.metadata.uid.clone().unwrap_or_default();
+                    pods_by_owner.entry(uid).or_default().push(pod.clone());
+                }
+            }
+        }
+        self.expand_claims(&pvcs.items).await;
         let mut pvc_names: HashMap<String, HashSet<String>> = HashMap::new();
         for c in pvcs.items {
             let ns = c.metadata.namespace.clone().unwrap_or_default();
@@ -135,6 +151,70 @@ impl Controller {
         Ok(())
     }
 
+    /// Takes an orphaned pod (e.g. left by an orphan delete of its StatefulSet) as its own:
+    /// adds the controller ownerReference, as the real controller's adoption does. Its
+    /// template is not compared: a pod of another revision is updated by the update strategy.
+    async fn adopt(&self, sts: &StatefulSet, pod: &Pod) -> bool {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
+        refs.push(plan::owner_ref(sts));
+        let patch = serde_json::json!({
+            "metadata": {
+                "ownerReferences": refs,
+                "uid": pod.metadata.uid,
+            }
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                info!(statefulset = ?sts.metadata.name, pod = %name, "adopted orphan pod");
+                true
+            }
+            Err(e) => {
+                debug!(pod = %name, error = %e, "adoption failed");
+                false
+            }
+        }
+    }
+
+    /// Volume expansion as if every StorageClass allowed it: a bound claim whose request
+    /// differs from its capacity gets the request as capacity at once.
+    async fn expand_claims(&self, claims: &[PersistentVolumeClaim]) {
+        for c in claims {
+            let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+            let request = c
+                .spec
+                .as_ref()
+                .and_then(|s| s.resources.as_ref())
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("storage"));
+            let capacity = c
+                .status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|r| r.get("storage"));
+            let Some(request) = request else { continue };
+            if !bound || capacity == Some(request) {
+                continue;
+            }
+            let ns = c.metadata.namespace.clone().unwrap_or_default();
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+            let status = serde_json::json!({"status": {"capacity": {"storage": request}}});
+            match api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
+                Ok(_) => info!(pvc = %name, size = %request.0, "claim expanded"),
+                Err(e) => debug!(pvc = %name, error = %e, "claim expansion failed"),
+            }
+        }
+    }
+
     #[instrument(skip(self, action), fields(action = action.describe()))]
     async fn execute(&self, ns: &str, sts: &str, action: Action) -> Result<(), kube::Error> {
         let pp = PostParams::default();
@@ -188,6 +268,36 @@ impl Controller {
             }
         }
     }
+}
+
+/// Orphans `sts` may adopt: same namespace, matching its selector's matchLabels (a selector
+/// without them adopts nothing), named `<sts>-<ordinal>`.
+fn adoptable<'a>(sts: &StatefulSet, orphans: &'a [Pod]) -> Vec<&'a Pod> {
+    let Some(selector) = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .filter(|m| !m.is_empty())
+    else {
+        return Vec::new();
+    };
+    let name = sts.metadata.name.clone().unwrap_or_default();
+    orphans
+        .iter()
+        .filter(|p| p.metadata.namespace == sts.metadata.namespace)
+        .filter(|p| {
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .and_then(|n| n.strip_prefix(name.as_str()))
+                .and_then(|r| r.strip_prefix('-'))
+                .is_some_and(|o| !o.is_empty() && o.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect()
 }
 
 fn ignore_conflict(r: Result<(), kube::Error>) -> Result<(), kube::Error> {

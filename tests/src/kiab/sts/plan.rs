@@ -81,7 +81,7 @@ fn pod_revision(p: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
-fn owner_ref(sts: &StatefulSet) -> OwnerReference {
+pub(crate) fn owner_ref(sts: &StatefulSet) -> OwnerReference {
     OwnerReference {
         api_version: "apps/v1".into(),
         kind: "StatefulSet".into(),
