@@ -99,13 +99,14 @@ async fn kubectl_apply_get_patch_scale_describe_delete() {
             "--type",
             "json",
             "-p",
-            r#"[{"op":"replace","path":"/spec/serviceName","value":"web2"}]"#,
+            // serviceName would be refused (immutable, as in Kubernetes); minReadySeconds is not.
+            r#"[{"op":"add","path":"/spec/minReadySeconds","value":5}]"#,
         ])
         .await;
         k.ok(&["patch", "sts", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"redis","env":[{"name":"B","value":"2"}]}]}}}}"#]).await;
         let s = json(&k.ok(&["get", "sts", "web", "-o", "json"]).await);
         assert_eq!(s["spec"]["replicas"], 4);
-        assert_eq!(s["spec"]["serviceName"], "web2");
+        assert_eq!(s["spec"]["minReadySeconds"], 5);
         let env = &s["spec"]["template"]["spec"]["containers"][0]["env"];
         assert_eq!(
             env.as_array().map(Vec::len),
