@@ -137,6 +137,19 @@ pub fn claim_capacity(pvc: &PersistentVolumeClaim) -> Option<String> {
         .map(|q| q.0.clone())
 }
 
+/// Why a claim's expansion cannot finish, if Kubernetes says so
+/// (`status.allocatedResourceStatuses.storage` is `ControllerResizeInfeasible` or
+/// `NodeResizeInfeasible`); a resize merely in progress is not reported.
+pub fn resize_infeasible(pvc: &PersistentVolumeClaim) -> Option<String> {
+    pvc.status
+        .as_ref()?
+        .allocated_resource_statuses
+        .as_ref()?
+        .get("storage")
+        .filter(|s| s.ends_with("Infeasible"))
+        .cloned()
+}
+
 /// Whether `pvc` is one of `sts`'s data claims: `data-<sts>-<ordinal>`.
 pub fn claim_of(pvc: &PersistentVolumeClaim, sts: &str) -> bool {
     let name = pvc.name_any();
@@ -369,6 +382,18 @@ pub async fn converge(
                 });
             }
         }
+        let stuck: Vec<String> = claims
+            .iter()
+            .filter(|c| claim_of(c, &name))
+            .filter_map(|c| resize_infeasible(c).map(|why| format!("{} ({why})", c.name_any())))
+            .collect();
+        if !stuck.is_empty() {
+            notes.push(Note {
+                warning: true,
+                reason: "StorageResizeFailed",
+                message: format!("cannot be expanded: {}", stuck.join(", ")),
+            });
+        }
         match plan.template {
             TemplateStep::Keep => {}
             TemplateStep::KeepLiveSize { live, desired } => {
@@ -520,6 +545,25 @@ mod tests {
             .unwrap_or_default();
         c.metadata.name = Some(name.into());
         c
+    }
+
+    #[test]
+    fn an_infeasible_resize_is_reported() {
+        let mut c = claim("data-pv-0-0", "2Gi");
+        assert_eq!(resize_infeasible(&c), None);
+        let status = |v: &str| {
+            Some(k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+                allocated_resource_statuses: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    v.to_string(),
+                )])),
+                ..Default::default()
+            })
+        };
+        c.status = status("ControllerResizeInProgress");
+        assert_eq!(resize_infeasible(&c), None);
+        c.status = status("NodeResizeInfeasible");
+        assert_eq!(resize_infeasible(&c), Some("NodeResizeInfeasible".into()));
     }
 
     #[test]
