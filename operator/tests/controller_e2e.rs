@@ -126,7 +126,11 @@ impl Kubelet {
             PODS,
             json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": pod, "namespace": NS, "labels": labels},
-                   "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}),
+                   "status": {"podIP": ip,
+                              "conditions": [{"type": "Ready", "status": "True"}],
+                              "containerStatuses": [{"name": "node", "image": "", "imageID": "",
+                                                     "ready": true, "restartCount": 0,
+                                                     "started": true}]}}),
         );
     }
 
