@@ -581,10 +581,8 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
 fn queues_a_write(cl: &ClientState) -> bool {
     let t = table();
     cl.multi.as_ref().is_some_and(|q| {
-        q.iter().any(|a| {
-            t.resolve(&arg_view(a))
-                .is_ok_and(|c| c.has(flags::WRITE))
-        })
+        q.iter()
+            .any(|a| t.resolve(&arg_view(a)).is_ok_and(|c| c.has(flags::WRITE)))
     })
 }
 
