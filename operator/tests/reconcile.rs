@@ -438,9 +438,27 @@ async fn auth_password_reaches_the_engine() {
     assert_eq!(active["data"]["password"], "czNjcjN0", "{active}");
     let sts = h.api.get(STS, "demo-0").unwrap();
     let args = sts["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    // The password reaches the node through an included config file, never its command
+    // line (/proc/<pid>/cmdline is world-readable).
     assert!(
-        args.contains("--requirepass") && args.contains("$(REDIS_PASSWORD)"),
+        args.contains("--include") && !args.contains("--requirepass") && !args.contains("PASSWORD"),
         "{args}"
+    );
+    let node_auth: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+        h.api
+            .get(SECRETS, "demo-node-auth")
+            .expect("node-auth secret"),
+    )
+    .expect("a Secret");
+    let conf = node_auth
+        .data
+        .as_ref()
+        .and_then(|d| d.get("auth.conf"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default();
+    assert!(
+        conf.contains("requirepass") && conf.contains("s3cr3t"),
+        "{conf}"
     );
     h.run_pods();
     *h.engine.next.lock().unwrap() = Some(report(1, &[]));
