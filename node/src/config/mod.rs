@@ -15,11 +15,25 @@ pub struct BufLimit {
     pub soft_secs: u64,
 }
 
+/// Typed copies of directives the node reads outside this module, refreshed whenever one
+/// is set: a reader names a field, so a misspelt directive is a compile error, not a silent
+/// 0/false/"".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Typed {
+    pub stop_writes_on_bgsave_error: bool,
+    pub shutdown_timeout_secs: u64,
+    pub client_query_buffer_limit: u64,
+    pub protected_mode: bool,
+    pub repl_backlog_size: u64,
+}
+
 /// The node's configuration: every directive's normalised value, plus typed copies of the
 /// ones the server reads often.
 #[derive(Debug, Clone)]
 pub struct Config {
     values: BTreeMap<&'static str, String>,
+    /// Typed copies (see [`Typed`]).
+    pub typed: Typed,
     /// normal, replica, pubsub
     pub cobl: [BufLimit; 3],
     pub file: Option<PathBuf>,
@@ -161,6 +175,7 @@ impl Default for Config {
     fn default() -> Self {
         let mut c = Config {
             values: BTreeMap::new(),
+            typed: Typed::default(),
             cobl: [
                 BufLimit::default(),
                 BufLimit {
@@ -184,11 +199,23 @@ impl Default for Config {
                 c.values.insert(d.name, d.default.to_string());
             }
         }
+        c.refresh_typed();
         c
     }
 }
 
 impl Config {
+    /// Re-reads the [`Typed`] copies from the values (the one place their names are read).
+    fn refresh_typed(&mut self) {
+        self.typed = Typed {
+            stop_writes_on_bgsave_error: self.bool("stop-writes-on-bgsave-error"),
+            shutdown_timeout_secs: self.uint("shutdown-timeout"),
+            client_query_buffer_limit: self.uint("client-query-buffer-limit"),
+            protected_mode: self.bool("protected-mode"),
+            repl_backlog_size: self.uint("repl-backlog-size"),
+        };
+    }
+
     /// Builds the config from an optional file and `--directive value` arguments.
     pub fn load(file: Option<&Path>, cli: &[(String, Vec<String>)]) -> Result<Config, ConfigError> {
         let mut c = Config::default();
@@ -321,7 +348,11 @@ impl Config {
         let lname = name.to_ascii_lowercase();
         let d = find(&lname).ok_or("Bad directive or wrong number of arguments")?;
         let val = match d.kind {
-            Kind::Special => return self.set_special(d.name, args),
+            Kind::Special => {
+                let r = self.set_special(d.name, args);
+                self.refresh_typed();
+                return r;
+            }
             _ if args.len() != 1 => {
                 return Err("wrong number of arguments".into());
             }
@@ -433,6 +464,7 @@ impl Config {
             self.values.insert(a, val.clone());
         }
         self.values.insert(d.name, val);
+        self.refresh_typed();
         Ok(())
     }
 

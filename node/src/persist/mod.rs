@@ -86,9 +86,8 @@ pub fn writes_denied(srv: &Server, cl: &crate::server::ClientState) -> Option<Di
     if cl.internal || from_master {
         return None;
     }
-    // Read by name only on this rare path (the config has no typed field for it).
     if rdb_failed
-        && srv.config.read().bool("stop-writes-on-bgsave-error")
+        && srv.config.read().typed.stop_writes_on_bgsave_error
         && !save_points(srv).is_empty()
     {
         return Some(DiskError::Rdb);

@@ -33,7 +33,7 @@ pub async fn before_exit(srv: &Arc<Server>) {
     let p = &srv.persist;
     let now = p.shutdown_now.load(Ordering::Relaxed);
     let failover = p.shutdown_failover.load(Ordering::Relaxed);
-    let timeout_s = srv.config.read().uint("shutdown-timeout");
+    let timeout_s = srv.config.read().typed.shutdown_timeout_secs;
     let replicas = srv.repl.shared.lock().replicas.clone();
     if replicas.is_empty() {
         if failover && crate::cluster::enabled(srv) && !srv.repl.is_replica() {

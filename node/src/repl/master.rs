@@ -157,7 +157,7 @@ pub fn disconnect_replicas(srv: &Server) {
 }
 
 fn backlog_size(srv: &Server) -> usize {
-    srv.config.read().uint("repl-backlog-size") as usize
+    srv.config.read().typed.repl_backlog_size as usize
 }
 
 /// Replication cron (every 100 ms): PING replicas, count good replicas, keep the cluster's
@@ -181,7 +181,7 @@ pub fn start_cron(srv: &Arc<Server>) {
                 (
                     c.uint("repl-ping-replica-period").max(1) * 1000,
                     c.uint("min-replicas-max-lag"),
-                    c.uint("repl-backlog-size") as usize,
+                    c.typed.repl_backlog_size as usize,
                 )
             };
             let now = now_ms();

@@ -339,7 +339,7 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
             sh.shift_replid();
             // Our replicas learn the new replid by reconnecting (they continue partially).
             let subs = sh.replicas.clone();
-            let size = srv.config.read().uint("repl-backlog-size") as usize;
+            let size = srv.config.read().typed.repl_backlog_size as usize;
             sh.ensure_backlog(size);
             tracing::info!(
                 replid = %sh.replid,
@@ -484,12 +484,7 @@ pub fn info(srv: &Server) -> String {
     }
     let (active, size, first, hist) = match &sh.backlog {
         Some(b) => (1, b.size(), b.first_byte_offset(), b.histlen()),
-        None => (
-            0,
-            srv.config.read().uint("repl-backlog-size") as usize,
-            0,
-            0,
-        ),
+        None => (0, srv.config.read().typed.repl_backlog_size as usize, 0, 0),
     };
     let _ = write!(
         s,

@@ -195,7 +195,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
             c.uint("replica-announce-port"),
             StreamLimits::new(
                 srv.proto_max_bulk_len.load(Ordering::Relaxed),
-                c.uint("client-query-buffer-limit"),
+                c.typed.client_query_buffer_limit,
             ),
             PathBuf::from(c.str("dir")),
         )
@@ -305,7 +305,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
                 super::master::disconnect_replicas(srv);
                 sh = srv.repl.shared.lock();
             }
-            let size = srv.config.read().uint("repl-backlog-size") as usize;
+            let size = srv.config.read().typed.repl_backlog_size as usize;
             sh.ensure_backlog(size);
             tracing::info!(replid = %sh.replid, offset = sh.offset, "Successful partial resynchronization with master.");
         }
@@ -473,7 +473,7 @@ async fn load(
         secs = started.elapsed().as_secs_f64(),
         "MASTER <-> REPLICA sync: Finished with success"
     );
-    let size = srv.config.read().uint("repl-backlog-size") as usize;
+    let size = srv.config.read().typed.repl_backlog_size as usize;
     {
         let _apply = srv.repl.apply_lock.lock();
         if srv.repl.generation.load(Ordering::Acquire) != gen {

@@ -146,7 +146,7 @@ fn cleanup(srv: &Server, cl: &mut ClientState) {
 /// was set; 7.0 does not). Loopback is all of 127.0.0.0/8 and ::1 (Redis compares the
 /// strings "127.0.0.1" and "::1"; our tests and local pods use other 127.x addresses).
 fn protected_denies(c: &crate::config::Config, peer: std::net::IpAddr) -> bool {
-    c.bool("protected-mode")
+    c.typed.protected_mode
         && !crate::cmd::acl::requires_auth(c.str("requirepass"))
         && !peer.is_loopback()
 }

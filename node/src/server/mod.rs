@@ -179,7 +179,7 @@ impl Server {
         self.proto_max_bulk_len
             .store(c.uint("proto-max-bulk-len"), Ordering::Relaxed);
         self.query_buf_limit
-            .store(c.uint("client-query-buffer-limit"), Ordering::Relaxed);
+            .store(c.typed.client_query_buffer_limit, Ordering::Relaxed);
         self.prefetch_batch
             .store(c.uint("prefetch-batch-max-size"), Ordering::Relaxed);
         self.timeout_secs
