@@ -405,12 +405,8 @@ fn every_node_program_accepts_its_generated_conf() {
             "tessera/tessera-node:0.1.0",
             "failover",
         ),
-        (
-            format!("{root}/.tools/bin/valkey-server"),
-            "valkey/valkey:9.1",
-            "failover",
-        ),
-        ("/usr/bin/redis-server".to_string(), "redis:7.0", "default"),
+        (program("valkey-server"), "valkey/valkey:9.1", "failover"),
+        (program("redis-server"), "redis:7.0", "default"),
     ] {
         for fixture in ["minimal", "production"] {
             let (_server, got) = start_with_generated_conf(&bin, &with_image(fixture, image));
@@ -576,11 +572,8 @@ fn readiness_probe_tells_the_truth() {
             format!("{root}/target/debug/tessera-node"),
             "tessera/tessera-node:0.1.0",
         ),
-        ("/usr/bin/redis-server".to_string(), "redis:7.0"),
-        (
-            format!("{root}/.tools/bin/valkey-server"),
-            "valkey/valkey:9.1",
-        ),
+        (program("redis-server"), "redis:7.0"),
+        (program("valkey-server"), "valkey/valkey:9.1"),
     ] {
         let rc = with_image("minimal", image);
         let (_master, master_port) = start_plain(&bin, &[]);
@@ -734,8 +727,8 @@ fn every_node_program_reads_the_password_from_the_included_file() {
     let password = "p@ss w\"o\\rd 'x' #1 é";
     for bin in [
         format!("{root}/target/debug/tessera-node"),
-        "/usr/bin/redis-server".to_string(),
-        format!("{root}/.tools/bin/valkey-server"),
+        program("redis-server"),
+        program("valkey-server"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("auth.conf");
@@ -762,4 +755,20 @@ fn every_node_program_reads_the_password_from_the_included_file() {
             .unwrap();
         assert_eq!(got[1], password, "{bin}");
     }
+}
+
+/// A reference server's binary: on PATH (`make` puts the project's `.tools/bin` first), else
+/// in the workspace's `.tools/bin` where `make deps` links what does not land on PATH.
+fn program(name: &str) -> String {
+    let tools = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin");
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(std::iter::once(tools))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found on PATH or in .tools/bin: run `make deps`"))
+        .display()
+        .to_string()
 }
