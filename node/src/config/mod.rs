@@ -18,8 +18,10 @@ pub struct BufLimit {
 /// Typed copies of directives the node reads outside this module, refreshed whenever one
 /// is set: a reader names a field, so a misspelt directive is a compile error, not a silent
 /// 0/false/"".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Typed {
+    pub dir: PathBuf,
+    pub appenddirname: String,
     pub stop_writes_on_bgsave_error: bool,
     pub shutdown_timeout_secs: u64,
     pub client_query_buffer_limit: u64,
@@ -208,6 +210,8 @@ impl Config {
     /// Re-reads the [`Typed`] copies from the values (the one place their names are read).
     fn refresh_typed(&mut self) {
         self.typed = Typed {
+            dir: PathBuf::from(self.str("dir")),
+            appenddirname: self.str("appenddirname").to_string(),
             stop_writes_on_bgsave_error: self.bool("stop-writes-on-bgsave-error"),
             shutdown_timeout_secs: self.uint("shutdown-timeout"),
             client_query_buffer_limit: self.uint("client-query-buffer-limit"),

@@ -598,8 +598,8 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
     let (dir, dirname, prefix, fsync) = {
         let c = srv.config.read();
         (
-            PathBuf::from(c.str("dir")),
-            c.str("appenddirname").to_string(),
+            c.typed.dir.clone(),
+            c.typed.appenddirname.clone(),
             c.str("appendfilename").to_string(),
             parse_fsync(c.str("appendfsync")),
         )

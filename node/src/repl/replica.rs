@@ -197,7 +197,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
                 srv.proto_max_bulk_len.load(Ordering::Relaxed),
                 c.typed.client_query_buffer_limit,
             ),
-            PathBuf::from(c.str("dir")),
+            c.typed.dir.clone(),
         )
     };
     let sock = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
