@@ -3,52 +3,18 @@
 //! from snapshot fixtures (CLUSTER NODES / INFO replication text of a 1 shard x 1 replica
 //! cluster, master demo-0-0 at 127.0.0.1:20001, replica demo-0-1 at 127.0.0.1:20002).
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+mod support;
 
-use tessera_operator::topology::nodes::{parse_cluster_nodes, parse_info};
+use std::collections::BTreeMap;
+
+use support::replication::{info, pod};
+
 use tessera_operator::topology::plan::{plan_full, Planned, LINK_DOWN_GRACE_SECS};
 use tessera_operator::topology::report;
-use tessera_operator::topology::snapshot::{PodState, ReplicaLink, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, PodEndpoint, Step, TopologyReport};
+use tessera_operator::topology::snapshot::{ReplicaLink, ReplicationInfo, Snapshot};
+use tessera_operator::topology::{Desired, Step, TopologyReport};
 
 const MASTER_ID: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-
-fn fixture(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/replication")
-        .join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn info(name: &str) -> BTreeMap<String, String> {
-    parse_info(&fixture(name))
-}
-
-fn pod(ordinal: u32, nodes: &str, info: Option<BTreeMap<String, String>>) -> PodState {
-    let reply = parse_cluster_nodes(&fixture(nodes)).expect("CLUSTER NODES fixture");
-    PodState {
-        endpoint: PodEndpoint {
-            pod: format!("demo-0-{ordinal}"),
-            shard: 0,
-            ordinal,
-            host: "127.0.0.1".into(),
-            port: 20001 + ordinal as u16,
-        },
-        reachable: true,
-        error: None,
-        myself: Some(reply.myself),
-        peers: reply.others,
-        migrating: reply.migrating,
-        importing: reply.importing,
-        cluster_state: "ok".into(),
-        current_epoch: 1,
-        known_nodes: 2,
-        dbsize: 0,
-        keys_in_slot: Default::default(),
-        replication: info.map(|i| ReplicationInfo::from_info(&i)),
-    }
-}
 
 const DESIRED: Desired = Desired {
     shards: 1,

@@ -2,44 +2,19 @@
 //! 1 shard × 1 replica cluster): converged only once every replica's link is up after its
 //! first sync.
 
-use std::path::PathBuf;
+mod support;
+
+use support::replication::fixture;
 
 use tessera_operator::topology::nodes::{parse_cluster_nodes, parse_info};
 use tessera_operator::topology::plan::plan_full;
 use tessera_operator::topology::report;
 use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, PodEndpoint, TopologyReport};
+use tessera_operator::topology::{Desired, TopologyReport};
 
-fn fixture(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/replication")
-        .join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
+/// Pod `demo-0-<ordinal>` from its CLUSTER NODES fixture and, when named, its INFO fixture.
 fn pod(ordinal: u32, nodes: &str, info: Option<&str>) -> PodState {
-    let reply = parse_cluster_nodes(&fixture(nodes)).expect("CLUSTER NODES fixture");
-    PodState {
-        endpoint: PodEndpoint {
-            pod: format!("demo-0-{ordinal}"),
-            shard: 0,
-            ordinal,
-            host: "127.0.0.1".into(),
-            port: 20001 + ordinal as u16,
-        },
-        reachable: true,
-        error: None,
-        myself: Some(reply.myself),
-        peers: reply.others,
-        migrating: reply.migrating,
-        importing: reply.importing,
-        cluster_state: "ok".into(),
-        current_epoch: 1,
-        known_nodes: 2,
-        dbsize: 0,
-        keys_in_slot: Default::default(),
-        replication: info.map(|f| ReplicationInfo::from_info(&parse_info(&fixture(f)))),
-    }
+    support::replication::pod(ordinal, nodes, info.map(support::replication::info))
 }
 
 /// The report of a pass over master + replica, the replica's INFO replication from `replica_info`.
