@@ -24,7 +24,7 @@ use tracing::{info, instrument, warn};
 use crate::auth::{self, AuthStep};
 use crate::children::{self, shard_name, LABEL_CLUSTER};
 use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
-use crate::metrics::Metrics;
+use crate::metrics::{ErrorCategory, Metrics};
 use crate::observe::{all_desired_ready, all_desired_started, endpoints};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
 use crate::status::{self, shard_of, Observed, TopologyOutcome};
@@ -44,10 +44,49 @@ pub enum Error {
     Children(#[from] children::ChildError),
     #[error("the RedisCluster has no namespace")]
     NoNamespace,
+    /// The password Secret is there but unusable (no such key, not UTF-8).
     #[error("auth secret {0}: {1}")]
     Secret(String, String),
+    /// Reading the password Secret failed (404: it does not exist; 403: RBAC).
+    #[error("auth secret {0}: {1}")]
+    SecretApi(String, #[source] kube::Error),
     #[error("password change: {0}")]
     Auth(#[from] auth::AuthError),
+}
+
+impl Error {
+    /// The metric category of this error (see `crate::metrics::ErrorCategory`).
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Error::Kube(_) | Error::Auth(auth::AuthError::Kube(_)) => ErrorCategory::KubeApi,
+            // A Secret the spec names but that does not exist is the user's to fix.
+            Error::SecretApi(_, kube::Error::Api(e)) if e.code == 404 => ErrorCategory::Validation,
+            Error::SecretApi(..) => ErrorCategory::KubeApi,
+            Error::Children(_)
+            | Error::NoNamespace
+            | Error::Secret(..)
+            | Error::Auth(auth::AuthError::Children(_) | auth::AuthError::BadSecret(_)) => {
+                ErrorCategory::Validation
+            }
+            Error::Auth(auth::AuthError::Node(e)) => topology_category(e),
+        }
+    }
+}
+
+/// node_unreachable when the node could not be talked to at all, else topology.
+pub fn topology_category(e: &TopologyError) -> ErrorCategory {
+    match e {
+        TopologyError::NoneReachable => ErrorCategory::NodeUnreachable,
+        TopologyError::Redis { source, .. }
+            if source.is_io_error()
+                || source.is_timeout()
+                || source.is_connection_refusal()
+                || source.is_connection_dropped() =>
+        {
+            ErrorCategory::NodeUnreachable
+        }
+        _ => ErrorCategory::Topology,
+    }
 }
 
 /// The topology step, behind a trait so reconcile tests can run without node processes.
@@ -239,7 +278,8 @@ pub fn error_policy(rc: Arc<RedisCluster>, err: &Error, ctx: Arc<Context>) -> Ac
 pub async fn reconcile(rc: Arc<RedisCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let start = Instant::now();
     let res = reconcile_inner(&rc, &ctx).await;
-    ctx.metrics.reconciled(res.is_ok(), start.elapsed());
+    ctx.metrics
+        .reconciled(res.as_ref().err().map(Error::category), start.elapsed());
     if res.is_ok() {
         ctx.failures().remove(&key(&rc));
     }
@@ -498,7 +538,11 @@ async fn topology_step(
     };
     Ok(match ctx.engine.reconcile(&desired, &eps, &opts).await {
         Ok(report) => TopologyOutcome::Report(report),
-        Err(e) => TopologyOutcome::Error(e.to_string()),
+        Err(e) => {
+            // The reconcile goes on (status says why), but the failure is counted.
+            ctx.metrics.error(topology_category(&e));
+            TopologyOutcome::Error(e.to_string())
+        }
     })
 }
 
@@ -666,7 +710,7 @@ async fn read_password(
     let s = Api::<Secret>::namespaced(client.clone(), ns)
         .get(secret)
         .await
-        .map_err(|e| Error::Secret(secret.into(), e.to_string()))?;
+        .map_err(|e| Error::SecretApi(secret.into(), e))?;
     let bytes = s
         .data
         .as_ref()

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -23,11 +23,57 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// Labels of the reconcile-error counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub category: ErrorCategory,
+}
+
+/// What kind of failure a reconcile (or its topology step) met, so an alert can tell an API
+/// outage from unreachable nodes from a bad spec.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ErrorCategory {
+    /// A Kubernetes API call failed (including one refused by RBAC).
+    KubeApi,
+    /// A node could not be reached (connect, timeout, dropped connection, none reachable).
+    NodeUnreachable,
+    /// A node answered, but the topology engine or a node command failed.
+    Topology,
+    /// The spec, or something it names (the password Secret), is not usable.
+    Validation,
+}
+
+impl ErrorCategory {
+    /// Every category, in label order (for tests and dashboards).
+    pub const ALL: [ErrorCategory; 4] = [
+        ErrorCategory::KubeApi,
+        ErrorCategory::NodeUnreachable,
+        ErrorCategory::Topology,
+        ErrorCategory::Validation,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::KubeApi => "kube_api",
+            ErrorCategory::NodeUnreachable => "node_unreachable",
+            ErrorCategory::Topology => "topology",
+            ErrorCategory::Validation => "validation",
+        }
+    }
+}
+
+impl EncodeLabelValue for ErrorCategory {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
 /// All metrics plus the registry that renders them.
 pub struct Metrics {
     registry: Mutex<Registry>,
     pub reconciles: Family<ResultLabels, Counter>,
-    pub errors: Counter,
+    pub errors: Family<ErrorLabels, Counter>,
     pub duration: Histogram,
     pub shards_ready: Family<ClusterLabels, Gauge>,
     pub slots_assigned: Family<ClusterLabels, Gauge>,
@@ -47,7 +93,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tessera_operator");
         let reconciles = Family::<ResultLabels, Counter>::default();
-        let errors = Counter::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
         let duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let shards_ready = Family::<ClusterLabels, Gauge>::default();
         let slots_assigned = Family::<ClusterLabels, Gauge>::default();
@@ -55,7 +101,11 @@ impl Metrics {
         let is_leader = Gauge::default();
         let child_applies = Family::<ResultLabels, Counter>::default();
         registry.register("reconciles", "Reconciles by result", reconciles.clone());
-        registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, and topology steps that failed as a whole (the reconcile goes on and reports it in status), by category",
+            errors.clone(),
+        );
         registry.register(
             "reconcile_duration_seconds",
             "Duration of one reconcile",
@@ -109,18 +159,24 @@ impl Metrics {
             .inc();
     }
 
-    /// Records one reconcile.
-    pub fn reconciled(&self, ok: bool, took: Duration) {
-        let result = if ok { "success" } else { "error" };
+    /// Records one reconcile: `None` when it succeeded, else the category of its error.
+    pub fn reconciled(&self, error: Option<ErrorCategory>, took: Duration) {
+        let result = if error.is_none() { "success" } else { "error" };
         self.reconciles
             .get_or_create(&ResultLabels {
                 result: result.into(),
             })
             .inc();
-        if !ok {
-            self.errors.inc();
+        if let Some(category) = error {
+            self.error(category);
         }
         self.duration.observe(took.as_secs_f64());
+    }
+
+    /// Counts one error of `category` (a failed reconcile, or a failed topology step within
+    /// a reconcile that otherwise went on).
+    pub fn error(&self, category: ErrorCategory) {
+        self.errors.get_or_create(&ErrorLabels { category }).inc();
     }
 
     /// Sets the per-cluster gauges.

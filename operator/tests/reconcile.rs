@@ -809,3 +809,44 @@ async fn lowering_replicas_waits_for_the_master_to_move_off_a_removed_pod() {
     assert_eq!(h.api.get(STS, "demo-0").unwrap()["spec"]["replicas"], 2);
     assert_eq!(h.api.get(STS, "demo-1").unwrap()["spec"]["replicas"], 2);
 }
+
+/// `tessera_operator_reconcile_errors_total{category="..."}` from /metrics text.
+fn errors_metric(h: &Harness, category: &str) -> u64 {
+    let text = h.ctx.metrics.render();
+    let prefix = format!("tessera_operator_reconcile_errors_total{{category=\"{category}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Failures are counted by category: an engine that reaches no node is node_unreachable (the
+/// reconcile itself goes on and says so in status), a password Secret that does not exist is
+/// validation (the user's to fix), not kube_api.
+#[tokio::test]
+async fn reconcile_errors_are_counted_by_category() {
+    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = None; // the engine reaches no node
+    h.reconcile().await;
+    assert_eq!(errors_metric(&h, "node_unreachable"), 1);
+    assert_eq!(errors_metric(&h, "validation"), 0);
+
+    let h = Harness::new(
+        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
+               "auth": {"secretName": "missing"}}),
+    );
+    let res = reconcile(Arc::new(h.rc()), h.ctx.clone()).await;
+    assert!(
+        res.is_err(),
+        "a missing password Secret fails the reconcile"
+    );
+    assert_eq!(errors_metric(&h, "validation"), 1);
+    assert_eq!(errors_metric(&h, "kube_api"), 0);
+    let text = h.ctx.metrics.render();
+    assert!(
+        text.contains("tessera_operator_reconciles_total{result=\"error\"} 1"),
+        "{text}"
+    );
+}

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_operator::metrics::Metrics;
+use tessera_operator::metrics::{ErrorCategory, Metrics};
 use tessera_operator::server::{bind, Health};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -24,8 +24,8 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> String {
 #[tokio::test]
 async fn endpoints_serve_metrics_and_health() {
     let metrics = Arc::new(Metrics::new());
-    metrics.reconciled(true, Duration::from_millis(12));
-    metrics.reconciled(false, Duration::from_millis(3));
+    metrics.reconciled(None, Duration::from_millis(12));
+    metrics.reconciled(Some(ErrorCategory::KubeApi), Duration::from_millis(3));
     metrics.set_cluster("apps", "demo", 3, 16384, 6);
     let health = Arc::new(Health {
         metrics: metrics.clone(),
@@ -48,7 +48,7 @@ async fn endpoints_serve_metrics_and_health() {
     for want in [
         "tessera_operator_reconciles_total{result=\"success\"} 1",
         "tessera_operator_reconciles_total{result=\"error\"} 1",
-        "tessera_operator_reconcile_errors_total 1",
+        "tessera_operator_reconcile_errors_total{category=\"kube_api\"} 1",
         "tessera_operator_reconcile_duration_seconds_count 2",
         "tessera_operator_cluster_slots_assigned{namespace=\"apps\",name=\"demo\"} 16384",
         "tessera_operator_cluster_shards_ready{namespace=\"apps\",name=\"demo\"} 3",
