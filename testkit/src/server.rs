@@ -1,0 +1,451 @@
+//! The one process spawner: tessera-node, redis-server or valkey-server on a free loopback
+//! port ([`crate::ports`]) in a data directory, ready when PING answers, SIGKILLed and
+//! reaped on drop. Its stdout/stderr go to a file the guard keeps; when the test panics,
+//! the guard prints the tail of the server's log (its `--logfile`, else that output).
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bins;
+use crate::resp::{Conn, Raw};
+
+/// How many times a start is retried on a fresh port (another process may win a port race).
+const ATTEMPTS: usize = 5;
+/// Lines of the server's log printed when a test panics.
+const TAIL_LINES: usize = 30;
+
+/// True when `ip:port` answers an inline PING with +PONG, or with -NOAUTH (a server with
+/// requirepass serves too). -LOADING is not ready. Any I/O error is "not ready".
+pub fn answers_ping(ip: &str, port: u16) -> bool {
+    let Ok(addr) = format!("{ip}:{port}").parse::<SocketAddr>() else {
+        return false;
+    };
+    let Ok(mut c) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 5];
+    c.write_all(b"PING\r\n").is_ok()
+        && c.read_exact(&mut buf).is_ok()
+        && (&buf == b"+PONG" || &buf == b"-NOAU")
+}
+
+/// What to start: `BIN --port P --bind IP --dir DIR [--logfile DIR/log] ARGS...`, where
+/// `{port}` in an argument becomes P.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    bin: String,
+    ip: String,
+    dir: Option<PathBuf>,
+    args: Vec<String>,
+    logfile: bool,
+    cwd: bool,
+    ready_within: Duration,
+}
+
+impl Launch {
+    /// A launch of the program at `bin` (see [`crate::bins`] for the usual ones).
+    pub fn new(bin: &str) -> Launch {
+        Launch {
+            bin: bin.to_string(),
+            ip: "127.0.0.1".into(),
+            dir: None,
+            args: Vec::new(),
+            logfile: false,
+            cwd: false,
+            ready_within: Duration::from_secs(60),
+        }
+    }
+
+    pub fn tessera() -> Launch {
+        Launch::new(bins::tessera_bin())
+    }
+
+    pub fn redis() -> Launch {
+        Launch::new(bins::redis_bin())
+    }
+
+    pub fn valkey() -> Launch {
+        Launch::new(bins::valkey_bin())
+    }
+
+    pub fn ip(mut self, ip: &str) -> Launch {
+        self.ip = ip.to_string();
+        self
+    }
+
+    /// A data directory that outlives the process (restarts over the same data); without
+    /// one, the server gets a fresh temp dir it owns.
+    pub fn dir(mut self, dir: &Path) -> Launch {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+
+    pub fn args<S: AsRef<str>>(mut self, args: &[S]) -> Launch {
+        self.args
+            .extend(args.iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// Passes `--logfile DIR/log` (the server's own log, kept with its data).
+    pub fn logfile(mut self) -> Launch {
+        self.logfile = true;
+        self
+    }
+
+    /// Runs the process with the data directory as its working directory.
+    pub fn cwd(mut self) -> Launch {
+        self.cwd = true;
+        self
+    }
+
+    /// How long a start may take before it counts as failed (default 60 s).
+    pub fn ready_within(mut self, d: Duration) -> Launch {
+        self.ready_within = d;
+        self
+    }
+
+    pub fn bin(&self) -> &str {
+        &self.bin
+    }
+
+    /// The command line for `port` in `dir`, stdio discarded (callers that run a server
+    /// their own way, e.g. expecting it to fail at start, override what they need).
+    pub fn command(&self, ip: &str, port: u16, dir: &Path) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["--port", &port.to_string(), "--bind", ip, "--dir"])
+            .arg(dir);
+        if self.logfile {
+            cmd.arg("--logfile").arg(dir.join("log"));
+        }
+        cmd.args(
+            self.args
+                .iter()
+                .map(|a| a.replace("{port}", &port.to_string())),
+        );
+        if self.cwd {
+            cmd.current_dir(dir);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    }
+
+    /// Starts the server and waits until it serves; panics after a few tries.
+    pub fn start(self) -> Server {
+        let (dir, tmp) = match &self.dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let t = tempfile::tempdir().expect("tempdir");
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let out = tempfile::tempdir().expect("tempdir");
+        let output = out.path().join("output.log");
+        let ip = self.ip.clone();
+        let (child, port) = self.spawn_ready_logged(&ip, &dir, Some(&output));
+        Server {
+            child,
+            port,
+            ip,
+            dir,
+            launch: self,
+            output,
+            _out: out,
+            _tmp: tmp,
+        }
+    }
+
+    /// Starts the process on a free port of `ip` in `dir` and waits until it serves: the
+    /// bare child, output discarded, for callers that own their guard.
+    pub fn spawn_ready(&self, ip: &str, dir: &Path) -> (Child, u16) {
+        self.spawn_ready_logged(ip, dir, None)
+    }
+
+    fn spawn_ready_logged(&self, ip: &str, dir: &Path, output: Option<&Path>) -> (Child, u16) {
+        for _ in 0..ATTEMPTS {
+            let port = crate::ports::free_port_on(ip);
+            let mut cmd = self.command(ip, port, dir);
+            if let Some(path) = output {
+                let f = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+                let f2 = f.try_clone().expect("clone log file");
+                cmd.stdout(f).stderr(f2);
+            }
+            let mut child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
+            let deadline = Instant::now() + self.ready_within;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // lost a port race with another process: retry elsewhere
+                }
+                if answers_ping(ip, port) {
+                    return (child, port);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            kill(&mut child);
+        }
+        let mut tail = String::new();
+        if self.logfile {
+            tail.push_str(&log_tail(&dir.join("log"), 20));
+        }
+        if let Some(path) = output {
+            tail.push('\n');
+            tail.push_str(&log_tail(path, 20));
+        }
+        panic!("{} did not start in {}\n{tail}", self.bin, dir.display());
+    }
+}
+
+/// A running server; killed and reaped on drop.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    /// The address [`Server::restart`] binds (set it to move the server).
+    pub ip: String,
+    pub dir: PathBuf,
+    launch: Launch,
+    /// Where the process's stdout and stderr go.
+    output: PathBuf,
+    _out: tempfile::TempDir,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// tessera-node with exactly these arguments, in a fresh temp dir.
+    pub fn tessera(args: &[&str]) -> Server {
+        Launch::tessera().args(args).start()
+    }
+
+    /// redis-server with exactly these arguments, in a fresh temp dir.
+    pub fn redis(args: &[&str]) -> Server {
+        Launch::redis().args(args).start()
+    }
+
+    /// valkey-server with exactly these arguments, in a fresh temp dir.
+    pub fn valkey(args: &[&str]) -> Server {
+        Launch::valkey().args(args).start()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://{}/", self.addr())
+    }
+
+    pub fn bin(&self) -> &str {
+        &self.launch.bin
+    }
+
+    /// The server's own log file, when it was started with [`Launch::logfile`].
+    pub fn log_path(&self) -> Option<PathBuf> {
+        self.launch.logfile.then(|| self.dir.join("log"))
+    }
+
+    /// The file holding the process's stdout and stderr (every start of this guard).
+    pub fn output_path(&self) -> &Path {
+        &self.output
+    }
+
+    /// A `redis` crate connection (5 s to connect, no read timeout).
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.addr()))
+    }
+
+    /// [`Server::conn`] with a 30 s read timeout (a hung server fails the test).
+    pub fn client(&self) -> redis::Connection {
+        let c = self.conn();
+        c.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        c
+    }
+
+    /// A raw RESP connection reading [`crate::Reply`]s.
+    pub fn resp(&self) -> Conn {
+        Conn::try_connect_addr(&self.addr())
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.addr()))
+    }
+
+    /// A raw RESP connection reading [`crate::R`]s.
+    pub fn raw(&self) -> Raw {
+        Raw(self.resp())
+    }
+
+    /// redis-cli output (raw, no -c) for one command against this server.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let o = crate::cli::cli_out(&["-h", &self.ip, "-p", &self.port.to_string()], args);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// A field of `INFO section`, None when absent or the server does not answer.
+    pub fn info(&self, section: &str, field: &str) -> Option<String> {
+        let mut c = redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .ok()?;
+        let s: String = redis::cmd("INFO").arg(section).query(&mut c).ok()?;
+        crate::info_field(&s, field)
+    }
+
+    /// SIGKILL (no save, no goodbye), then reap. Harmless when already dead.
+    pub fn kill(&mut self) {
+        kill(&mut self.child);
+    }
+
+    /// Kills the process and starts it again on a fresh port of `self.ip`, same dir and
+    /// arguments (so nodes.conf, RDB and AOF carry over).
+    pub fn restart(&mut self) {
+        self.kill();
+        let (child, port) = self
+            .launch
+            .spawn_ready_logged(&self.ip, &self.dir, Some(&self.output));
+        self.child = child;
+        self.port = port;
+    }
+
+    /// Waits (bounded) for the process to exit by itself.
+    pub fn wait_exit(&mut self, max: Duration) -> Option<ExitStatus> {
+        wait_exit(&mut self.child, max)
+    }
+
+    /// The last lines of what the server logged (its log file, else its output).
+    pub fn log_tail(&self, lines: usize) -> String {
+        let mut s = String::new();
+        if let Some(p) = self.log_path() {
+            s.push_str(&log_tail(&p, lines));
+            s.push('\n');
+        }
+        s.push_str(&log_tail(&self.output, lines));
+        s
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- {} on {} (dir {}): last lines of its log ---\n{}\n---",
+                self.launch.bin,
+                self.addr(),
+                self.dir.display(),
+                self.log_tail(TAIL_LINES).trim()
+            );
+        }
+    }
+}
+
+/// SIGKILL, then reap. Harmless on a child already reaped (std never signals it again).
+pub fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Waits (bounded) for `child` to exit by itself; None if it still runs after `max`.
+pub fn wait_exit(child: &mut Child, max: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + max;
+    while Instant::now() < deadline {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// The last `lines` lines of a log file ("" when unreadable), for failure messages.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Gives a wrapper `struct $t { srv: Server, .. }` the [`Server`]'s fields and methods
+/// (`port`, `child`, `kill`, `restart`...) through Deref.
+#[macro_export]
+macro_rules! deref_server {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = $crate::Server;
+            fn deref(&self) -> &$crate::Server {
+                &self.srv
+            }
+        }
+
+        impl std::ops::DerefMut for $t {
+            fn deref_mut(&mut self) -> &mut $crate::Server {
+                &mut self.srv
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alive(pid: u32) -> bool {
+        Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[test]
+    fn redis_starts_serves_and_dies_with_its_guard() {
+        let s = Server::redis(&["--save", "", "--appendonly", "no"]);
+        assert!(answers_ping(&s.ip, s.port));
+        let mut c = s.resp();
+        assert_eq!(c.cmd(&["SET", "k", "v"]), crate::Reply::Simple("OK".into()));
+        let pid = s.pid();
+        let dir = s.dir.clone();
+        drop(s);
+        assert!(!alive(pid), "the guard reaped the process");
+        assert!(!dir.exists(), "the owned temp dir went with the guard");
+    }
+
+    #[test]
+    fn output_is_kept_and_restart_appends() {
+        let mut s = Launch::redis().args(&["--save", ""]).start();
+        let first = s.port;
+        s.restart();
+        assert!(answers_ping(&s.ip, s.port));
+        let _ = first;
+        let out = std::fs::read_to_string(s.output_path()).expect("output");
+        assert!(
+            out.matches("Ready to accept connections").count() >= 2,
+            "both starts logged: {out}"
+        );
+    }
+
+    #[test]
+    fn a_server_that_cannot_start_fails_with_its_log() {
+        let r = std::panic::catch_unwind(|| {
+            Launch::redis()
+                .args(&["--no-such-directive", "x"])
+                .ready_within(Duration::from_secs(5))
+                .start()
+        });
+        let err = r.err().expect("must not start");
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("did not start"), "{msg}");
+        assert!(
+            msg.contains("no-such-directive"),
+            "log tail included: {msg}"
+        );
+    }
+}
