@@ -45,6 +45,12 @@ pub fn find_tool(name: &str) -> Result<String, String> {
         })
 }
 
+/// Another reference program (redis-check-rdb, redis-benchmark...) by name; panics with
+/// what to run when it is missing.
+pub fn tool(name: &str) -> String {
+    find_tool(name).unwrap_or_else(|msg| panic!("{msg}"))
+}
+
 fn cached(cell: &'static OnceLock<Result<String, String>>, name: &str) -> &'static str {
     match cell.get_or_init(|| find_tool(name)) {
         Ok(p) => p,

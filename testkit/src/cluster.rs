@@ -7,10 +7,6 @@ pub use crate::cli::cli_out;
 use crate::server::{Launch, Server};
 pub use crate::wait::wait_for;
 
-/// A client port P with P and P+10000 free on `ip` right now.
-pub fn free_port(ip: &str) -> u16 {
-    crate::ports::free_port_on(ip)
-}
 
 /// One server process (tessera-node, redis-server or valkey-server) in its own temp dir,
 /// log in `dir/log`; derefs to the shared guard (`port`, `ip`, `addr`, `kill`).

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::resp::{Conn, Reply};
-use crate::server::Server;
+pub use crate::resp::{Conn, Reply};
+pub use crate::server::Server;
 
 pub fn tessera() -> Server {
     Server::tessera(&[])

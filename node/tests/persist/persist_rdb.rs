@@ -2,12 +2,9 @@
 //! and loads into redis-server 7.0 identically; redis-server's file loads into us; bad
 //! files stop the node with a message instead of a panic.
 
-#[path = "common/persist_util.rs"]
-mod util;
-
 use std::time::Duration;
 
-use util::{fill, filled_node, node_expect_exit, poll_persistence, snapshot, Proc};
+use tessera_testkit::persist::*;
 
 const DBS: u32 = 6;
 
@@ -70,7 +67,7 @@ fn our_dump_passes_redis_check_rdb_and_loads_into_redis_server() {
         assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
     }
     let rdb = dir.path().join("dump.rdb");
-    let check = std::process::Command::new("redis-check-rdb")
+    let check = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
         .arg(&rdb)
         .output()
         .expect("redis-check-rdb");

@@ -2,16 +2,13 @@
 //! appendonlydir from redis-server 7.0 loads; BGREWRITEAOF under load keeps counters exact;
 //! truncated and corrupt files are handled as aof-load-truncated says.
 
-#[path = "common/persist_util.rs"]
-mod util;
-
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use util::{conn, fill, node_expect_exit, poll_persistence, snapshot, Proc};
+use tessera_testkit::persist::*;
 
 const AOF: &[&str] = &["--save", "", "--appendonly", "yes"];
 

@@ -1,0 +1,5 @@
+//! Persistence: RDB and AOF written, loaded and compared with redis-server's, over real
+//! tessera-node processes (tessera-testkit starts them).
+
+mod persist_aof;
+mod persist_rdb;
