@@ -13,12 +13,13 @@
 //! histogram shared by the I/O threads would need a lock per command.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
 use crate::counter::{my_shard, OWNED, SHARDS};
+use crate::server::Server;
 
 /// Exact buckets for 0..16 µs, then 16 per power of two up to 2^20 µs (> 1 s).
 const EXACT: usize = 16;
@@ -166,25 +167,15 @@ impl Snapshot {
     }
 }
 
-/// `latency-tracking` (kept in sync by `Server::refresh_hot`).
-static TRACKING: AtomicBool = AtomicBool::new(true);
-/// `latency-monitor-threshold` in ms; 0 = the monitor is off.
-static THRESHOLD_MS: AtomicU64 = AtomicU64::new(0);
-
-pub fn configure(tracking: bool, threshold_ms: u64) {
-    TRACKING.store(tracking, Ordering::Relaxed);
-    THRESHOLD_MS.store(threshold_ms, Ordering::Relaxed);
+/// Whether the latency monitor is on (`latency-monitor-threshold` set).
+pub fn monitoring(srv: &Server) -> bool {
+    srv.config.read().typed.latency_monitor_threshold > 0
 }
 
-/// Whether the latency monitor is on (a threshold is set).
-pub fn monitoring() -> bool {
-    THRESHOLD_MS.load(Ordering::Relaxed) > 0
-}
-
-/// Whether per-command histograms record.
+/// Whether per-command histograms record (`latency-tracking`).
 #[inline]
-pub fn tracking() -> bool {
-    TRACKING.load(Ordering::Relaxed)
+pub fn tracking(srv: &Server) -> bool {
+    srv.config.read().typed.latency_tracking
 }
 
 /// Samples kept per event (Redis's LATENCY_TS_LEN).
@@ -203,10 +194,10 @@ fn events() -> &'static Mutex<BTreeMap<&'static str, Event>> {
 }
 
 /// Redis's latencyAddSampleIfNeeded: records `ms` for `event` when the monitor is on and
-/// `ms` reaches the threshold.
+/// `ms` reaches `latency-monitor-threshold`.
 #[inline]
-pub fn add_sample_if_needed(event: &'static str, ms: u64) {
-    let t = THRESHOLD_MS.load(Ordering::Relaxed);
+pub fn add_sample_if_needed(srv: &Server, event: &'static str, ms: u64) {
+    let t = srv.config.read().typed.latency_monitor_threshold;
     if t == 0 || ms < t {
         return;
     }

@@ -45,16 +45,15 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn init_logging(c: &tessera_node::config::Config) {
-    let level = match c.str("loglevel") {
-        "debug" => "debug",
-        "verbose" => "info",
-        "notice" => "info",
-        "warning" => "warn",
-        _ => "error",
+    use tessera_node::config::LogLevel;
+    let level = match c.typed.loglevel {
+        LogLevel::Debug => "debug",
+        LogLevel::Verbose | LogLevel::Notice => "info",
+        LogLevel::Warning => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let logfile = c.str("logfile").to_string();
+    let logfile = c.typed.logfile.clone();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false);

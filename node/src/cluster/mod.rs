@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tessera_cluster::{ClusterConfig, ClusterNode, EndpointType};
 
-use crate::config::Config;
+use crate::config::{Config, PreferredEndpoint};
 use crate::server::Server;
 
 pub use route::route;
@@ -41,39 +41,40 @@ pub fn enabled(srv: &Server) -> bool {
 
 /// The `cluster-*` directives as a [`ClusterConfig`]; nodes.conf is relative to `dir`.
 pub fn config_from(c: &Config, port: u16) -> ClusterConfig {
-    let opt_str = |n: &str| Some(c.str(n).to_string()).filter(|s| !s.is_empty());
-    let opt_port = |n: &str| Some(c.uint(n) as u16).filter(|p| *p != 0);
-    let file = Path::new(c.str("cluster-config-file"));
+    let c = &c.typed;
+    let opt_str = |s: &String| Some(s.clone()).filter(|s| !s.is_empty());
+    let opt_port = |p: u16| Some(p).filter(|p| *p != 0);
+    let file = Path::new(&c.cluster_config_file);
     let config_file = if file.is_absolute() {
         file.to_path_buf()
     } else {
-        Path::new(c.str("dir")).join(file)
+        c.dir.join(file)
     };
     ClusterConfig {
-        enabled: c.bool("cluster-enabled"),
+        enabled: c.cluster_enabled,
         config_file,
-        node_timeout_ms: c.uint("cluster-node-timeout"),
+        node_timeout_ms: c.cluster_node_timeout,
         port,
-        cluster_port: c.uint("cluster-port") as u16,
-        bind: bus_bind(c.str("bind")),
-        announce_ip: opt_str("cluster-announce-ip"),
-        announce_port: opt_port("cluster-announce-port"),
-        announce_bus_port: opt_port("cluster-announce-bus-port"),
-        announce_hostname: opt_str("cluster-announce-hostname"),
-        preferred_endpoint_type: match c.str("cluster-preferred-endpoint-type") {
-            "hostname" => EndpointType::Hostname,
-            "unknown-endpoint" => EndpointType::UnknownEndpoint,
-            _ => EndpointType::Ip,
+        cluster_port: c.cluster_port,
+        bind: bus_bind(&c.bind),
+        announce_ip: opt_str(&c.cluster_announce_ip),
+        announce_port: opt_port(c.cluster_announce_port),
+        announce_bus_port: opt_port(c.cluster_announce_bus_port),
+        announce_hostname: opt_str(&c.cluster_announce_hostname),
+        preferred_endpoint_type: match c.cluster_preferred_endpoint_type {
+            PreferredEndpoint::Hostname => EndpointType::Hostname,
+            PreferredEndpoint::UnknownEndpoint => EndpointType::UnknownEndpoint,
+            PreferredEndpoint::Ip => EndpointType::Ip,
         },
-        require_full_coverage: c.bool("cluster-require-full-coverage"),
-        allow_reads_when_down: c.bool("cluster-allow-reads-when-down"),
-        allow_pubsubshard_when_down: c.bool("cluster-allow-pubsubshard-when-down"),
-        replica_validity_factor: c.uint("cluster-replica-validity-factor"),
-        allow_replica_migration: c.bool("cluster-allow-replica-migration"),
-        migration_barrier: c.uint("cluster-migration-barrier"),
-        replica_no_failover: c.bool("cluster-replica-no-failover"),
-        repl_ping_replica_period_s: c.uint("repl-ping-replica-period").max(1),
-        link_sendbuf_limit: c.uint("cluster-link-sendbuf-limit"),
+        require_full_coverage: c.cluster_require_full_coverage,
+        allow_reads_when_down: c.cluster_allow_reads_when_down,
+        allow_pubsubshard_when_down: c.cluster_allow_pubsubshard_when_down,
+        replica_validity_factor: c.cluster_replica_validity_factor,
+        allow_replica_migration: c.cluster_allow_replica_migration,
+        migration_barrier: c.cluster_migration_barrier,
+        replica_no_failover: c.cluster_replica_no_failover,
+        repl_ping_replica_period_s: c.repl_ping_replica_period.max(1),
+        link_sendbuf_limit: c.cluster_link_sendbuf_limit,
     }
 }
 
@@ -101,7 +102,7 @@ fn bus_bind(bind: &str) -> String {
 pub async fn start(srv: &Arc<Server>) -> Result<(), String> {
     let cfg = {
         let c = srv.config.read();
-        if !c.bool("cluster-enabled") {
+        if !c.typed.cluster_enabled {
             return Ok(());
         }
         config_from(&c, srv.port())

@@ -398,7 +398,7 @@ fn setuser(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     *USER.lock() = Some(u);
-    ctx.srv.refresh_hot();
+    ctx.srv.config_changed();
     ctx.out.ok();
     Ok(())
 }

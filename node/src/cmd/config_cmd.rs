@@ -68,47 +68,48 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             String::from_utf8_lossy(args[2])
         )));
     }
-    // Validate everything on a copy, then apply atomically (Redis 7 multi-set semantics).
-    let mut copy = ctx.srv.config.read().clone();
-    for p in args[2..].chunks(2) {
-        let name = String::from_utf8_lossy(p[0]).to_ascii_lowercase();
-        let val = String::from_utf8_lossy(p[1]).into_owned();
-        let Some(d) = crate::config::find(&name) else {
-            return Err(CmdError::msg(format!(
-                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-            )));
-        };
-        if d.immutable {
-            return Err(CmdError::msg(format!(
-                "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
-            )));
+    // Validate everything on a copy, then publish it whole (Redis 7 multi-set semantics).
+    ctx.srv.config.update(|copy| {
+        for p in args[2..].chunks(2) {
+            let name = String::from_utf8_lossy(p[0]).to_ascii_lowercase();
+            let val = String::from_utf8_lossy(p[1]).into_owned();
+            let Some(d) = crate::config::find(&name) else {
+                return Err(CmdError::msg(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                )));
+            };
+            if d.immutable {
+                return Err(CmdError::msg(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                )));
+            }
+            // Redis 7.0's protected configs: where the server writes its files.
+            if matches!(d.name, "dir" | "dbfilename")
+                && !protected_action_allowed(ctx.srv, ctx.cl, "enable-protected-configs")
+            {
+                return Err(CmdError::msg(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
+                )));
+            }
+            let vals: Vec<String> = match d.kind {
+                crate::config::Kind::Special => val.split_whitespace().map(String::from).collect(),
+                _ => vec![val],
+            };
+            copy.set_directive(&name, &vals).map_err(|reason| {
+                CmdError::msg(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+                ))
+            })?;
         }
-        // Redis 7.0's protected configs: where the server writes its files.
-        if matches!(d.name, "dir" | "dbfilename")
-            && !protected_action_allowed(ctx.srv, ctx.cl, "enable-protected-configs")
-        {
-            return Err(CmdError::msg(format!(
-                "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
-            )));
-        }
-        let vals: Vec<String> = match d.kind {
-            crate::config::Kind::Special => val.split_whitespace().map(String::from).collect(),
-            _ => vec![val],
-        };
-        copy.set_directive(&name, &vals).map_err(|reason| {
-            CmdError::msg(format!(
-                "ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}"
-            ))
-        })?;
-    }
-    *ctx.srv.config.write() = copy;
+        Ok(())
+    })?;
     if args[2..]
         .chunks(2)
         .any(|p| p[0].eq_ignore_ascii_case(b"requirepass"))
     {
         crate::cmd::acl::requirepass_set();
     }
-    ctx.srv.refresh_hot();
+    ctx.srv.config_changed();
     ctx.out.ok();
     Ok(())
 }

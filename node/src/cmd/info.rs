@@ -122,7 +122,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 s,
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
                 srv.clients.len(),
-                srv.maxclients.load(Ordering::Relaxed),
+                srv.config.read().typed.maxclients,
                 srv.blocking.blocked_clients(),
                 crate::tracking::clients(),
                 srv.blocking.blocked_clients(),
@@ -132,8 +132,10 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             let used = crate::alloc::used_memory();
             let peak = srv.memory_peak.fetch_max(used, Ordering::Relaxed).max(used);
             let rss = crate::alloc::rss_bytes();
-            let max = srv.maxmemory.load(Ordering::Relaxed);
-            let policy = srv.config.read().str("maxmemory-policy").to_string();
+            let (max, policy) = {
+                let c = &srv.config.read().typed;
+                (c.maxmemory, c.maxmemory_policy.name())
+            };
             let _ = write!(
                 s,
                 "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:0\r\n",

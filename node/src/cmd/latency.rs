@@ -165,7 +165,7 @@ fn sparkline(g: &mut String, points: &[(u64, String)], lo: u64, hi: u64) {
 fn doctor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let names = latency::event_names();
     let mut r = String::new();
-    if names.is_empty() && !latency::monitoring() {
+    if names.is_empty() && !latency::monitoring(ctx.srv) {
         r.push_str("I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n");
     } else if names.is_empty() {
         r.push_str("Dave, no latency spike was observed during the lifetime of this Redis instance, not in the slightest bit. I honestly think you ought to sit down calmly, take a stress pill, and think things over.\n");

@@ -659,10 +659,11 @@ pub fn record(
     let us = start.elapsed_us();
     cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
     cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
-    if crate::latency::tracking() {
+    if crate::latency::tracking(srv) {
         cmd.stats.hist.record(us);
     }
     crate::latency::add_sample_if_needed(
+        srv,
         if cmd.has(flags::FAST) {
             "fast-command"
         } else {

@@ -42,10 +42,7 @@ pub fn commands() -> Vec<CommandSpec> {
 
 /// Largest string Redis lets a command build (proto-max-bulk-len).
 pub fn check_size(ctx: &Ctx<'_>, len: u64) -> CmdResult {
-    let max = ctx
-        .srv
-        .proto_max_bulk_len
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let max = ctx.srv.config.read().typed.proto_max_bulk_len;
     if len > max {
         return Err(CmdError::msg(
             "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
@@ -528,10 +525,7 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (al, bl) = (a.len(), b.len());
     let cells = (al as u64 + 1) * (bl as u64 + 1);
     if cells.saturating_mul(4)
-        > ctx
-            .srv
-            .proto_max_bulk_len
-            .load(std::sync::atomic::Ordering::Relaxed)
+        > ctx.srv.config.read().typed.proto_max_bulk_len
     {
         return Err(CmdError::msg(
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",

@@ -1,11 +1,20 @@
 //! redis.conf parsing, validation and CONFIG GET/SET/REWRITE support.
 
+#[macro_use]
+mod typed;
 pub mod directives;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-pub use directives::{find, Directive, Kind, DIRECTIVES};
+use arc_swap::ArcSwap;
+
+pub use directives::{
+    find, Appendfsync, Directive, Kind, LogLevel, MaxmemoryPolicy, PreferredEndpoint, Protected,
+    Settings, DIRECTIVES,
+};
 
 /// Output buffer limits of one client class (bytes, bytes, seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -15,27 +24,16 @@ pub struct BufLimit {
     pub soft_secs: u64,
 }
 
-/// Typed copies of directives the node reads outside this module, refreshed whenever one
-/// is set: a reader names a field, so a misspelt directive is a compile error, not a silent
-/// 0/false/"".
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Typed {
-    pub dir: PathBuf,
-    pub appenddirname: String,
-    pub stop_writes_on_bgsave_error: bool,
-    pub shutdown_timeout_secs: u64,
-    pub client_query_buffer_limit: u64,
-    pub protected_mode: bool,
-    pub repl_backlog_size: u64,
-}
-
-/// The node's configuration: every directive's normalised value, plus typed copies of the
-/// ones the server reads often.
+/// The node's configuration: every directive's normalised value (what CONFIG GET shows and
+/// REWRITE writes) and the same values typed ([`Settings`], what the node reads). Published
+/// as an immutable snapshot through [`Shared`].
 #[derive(Debug, Clone)]
 pub struct Config {
     values: BTreeMap<&'static str, String>,
-    /// Typed copies (see [`Typed`]).
-    pub typed: Typed,
+    /// Every directive, typed (rebuilt whenever a value changes).
+    pub typed: Settings,
+    /// notify-keyspace-events as flag bits (`crate::notify`'s encoding).
+    pub notify_flags: u32,
     /// normal, replica, pubsub
     pub cobl: [BufLimit; 3],
     pub file: Option<PathBuf>,
@@ -45,6 +43,54 @@ pub struct Config {
     pub renames: Vec<(String, String)>,
     /// How deep `include` currently nests (a loop of includes is an error, not a hang).
     include_depth: usize,
+}
+
+/// The node's published configuration. Readers take the current snapshot without a lock
+/// ([`Shared::read`]: one `ArcSwap::load`, cheap enough for every command); CONFIG SET,
+/// CONFIG REWRITE and the config file load build a whole new [`Config`] and publish it, so
+/// a reader never sees half of a multi-directive CONFIG SET.
+pub struct Shared {
+    cur: ArcSwap<Config>,
+    /// Serialises writers: two CONFIG SETs must not both start from the same snapshot and
+    /// lose one's change.
+    writer: parking_lot::Mutex<()>,
+}
+
+impl Shared {
+    pub fn new(c: Config) -> Shared {
+        Shared {
+            cur: ArcSwap::from_pointee(c),
+            writer: parking_lot::Mutex::new(()),
+        }
+    }
+
+    /// The current snapshot. Hold it only briefly (not across an await or a long job; use
+    /// [`Shared::snapshot`] then).
+    #[inline]
+    pub fn read(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.cur.load()
+    }
+
+    /// The current snapshot, owned.
+    pub fn snapshot(&self) -> Arc<Config> {
+        self.cur.load_full()
+    }
+
+    /// Applies `f` to a copy of the current config and publishes it, or publishes nothing
+    /// when `f` fails (CONFIG SET's all-or-nothing multi-set).
+    pub fn update<T, E>(&self, f: impl FnOnce(&mut Config) -> Result<T, E>) -> Result<T, E> {
+        let _w = self.writer.lock();
+        let mut next = Config::clone(&self.cur.load());
+        let r = f(&mut next)?;
+        self.cur.store(Arc::new(next));
+        Ok(r)
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Shared").field(&**self.cur.load()).finish()
+    }
 }
 
 /// Includes nested deeper than this are refused (Redis has no limit; a file including
@@ -175,9 +221,18 @@ fn parse_bool(s: &str) -> Option<bool> {
 
 impl Default for Config {
     fn default() -> Self {
+        let mut values = BTreeMap::new();
+        for d in DIRECTIVES {
+            if !matches!(d.kind, Kind::Special) || d.name != "client-output-buffer-limit" {
+                values.insert(d.name, d.default.to_string());
+            }
+        }
         let mut c = Config {
-            values: BTreeMap::new(),
-            typed: Typed::default(),
+            typed: Settings::decode_from(|n| {
+                Cow::Borrowed(values.get(n).map_or("", |v| v.as_str()))
+            }),
+            values,
+            notify_flags: 0,
             cobl: [
                 BufLimit::default(),
                 BufLimit {
@@ -196,28 +251,24 @@ impl Default for Config {
             renames: Vec::new(),
             include_depth: 0,
         };
-        for d in DIRECTIVES {
-            if !matches!(d.kind, Kind::Special) || d.name != "client-output-buffer-limit" {
-                c.values.insert(d.name, d.default.to_string());
-            }
-        }
         c.refresh_typed();
         c
     }
 }
 
 impl Config {
-    /// Re-reads the [`Typed`] copies from the values (the one place their names are read).
+    /// A directive's normalised value as [`Settings`] decodes it.
+    fn shown(&self, name: &'static str) -> Cow<'_, str> {
+        match name {
+            // Kept as BufLimits, shown as CONFIG GET formats them.
+            "client-output-buffer-limit" => Cow::Owned(self.get(name).unwrap_or_default()),
+            _ => Cow::Borrowed(self.values.get(name).map_or("", |v| v.as_str())),
+        }
+    }
+
+    /// Rebuilds [`Settings`] from the values (after every change).
     fn refresh_typed(&mut self) {
-        self.typed = Typed {
-            dir: PathBuf::from(self.str("dir")),
-            appenddirname: self.str("appenddirname").to_string(),
-            stop_writes_on_bgsave_error: self.bool("stop-writes-on-bgsave-error"),
-            shutdown_timeout_secs: self.uint("shutdown-timeout"),
-            client_query_buffer_limit: self.uint("client-query-buffer-limit"),
-            protected_mode: self.bool("protected-mode"),
-            repl_backlog_size: self.uint("repl-backlog-size"),
-        };
+        self.typed = Settings::decode_from(|n| self.shown(n));
     }
 
     /// Builds the config from an optional file and `--directive value` arguments.
@@ -413,8 +464,7 @@ impl Config {
             }
             Kind::Str if d.name == "notify-keyspace-events" => {
                 let (shown, bits) = crate::notify::normalize(&args[0])?;
-                self.values
-                    .insert(crate::notify::FLAGS_KEY, bits.to_string());
+                self.notify_flags = bits;
                 shown
             }
             Kind::Str if d.name == "cluster-announce-hostname" => {
@@ -845,6 +895,118 @@ mod tests {
         ]);
         assert_eq!(f.unwrap().to_str().unwrap(), "a.conf");
         assert_eq!(a.len(), 2);
+    }
+
+    /// Every directive's typed field reads its value: the defaults, every option of every
+    /// enum, both ends of every range and the multi-word ones (a value the decoder could
+    /// not read would silently fall back to the default).
+    #[test]
+    fn every_directive_decodes_into_its_field() {
+        let c = Config::default();
+        assert_eq!(Settings::undecodable(|n| c.shown(n)), Vec::<&str>::new());
+        let mut samples: Vec<(&'static str, Vec<String>)> = Vec::new();
+        for d in DIRECTIVES {
+            let vals: Vec<Vec<String>> = match d.kind {
+                Kind::Bool => vec![vec!["yes".into()], vec!["no".into()]],
+                Kind::Int { min, max } => vec![vec![min.to_string()], vec![max.to_string()]],
+                Kind::Mem { min, max } => vec![vec![min.to_string()], vec![max.to_string()]],
+                Kind::Octal { max } => vec![vec![format!("{max:o}")]],
+                Kind::Enum(opts) => opts.iter().map(|o| vec![o.to_string()]).collect(),
+                Kind::Str => vec![vec!["a b".into()]],
+                Kind::Special => match d.name {
+                    "save" => vec![vec!["".into()], vec!["10 1 20 2".into()]],
+                    "bind" => vec![vec!["127.0.0.1".into(), "::1".into()]],
+                    "replicaof" => vec![vec!["10.0.0.1".into(), "6380".into()]],
+                    "client-output-buffer-limit" => {
+                        vec![vec!["pubsub".into(), "1mb".into(), "2kb".into(), "3".into()]]
+                    }
+                    "latency-tracking-info-percentiles" => {
+                        vec![vec!["".into()], vec!["50 99.9".into()]]
+                    }
+                    "maxmemory-clients" => vec![vec!["10%".into()], vec!["1mb".into()]],
+                    "oom-score-adj-values" => vec![vec!["0 -200 2000".into()]],
+                    _ => vec![vec!["save now".into()], vec!["default".into()]],
+                },
+            };
+            for v in vals {
+                samples.push((d.name, v));
+            }
+        }
+        for (name, v) in samples {
+            let mut c = Config::default();
+            match c.set_directive(name, &v) {
+                Ok(()) => {}
+                // TLS switches and activedefrag are refused; some strings are checked
+                // (notify-keyspace-events, hostnames): a string decodes whatever it holds.
+                Err(e) => {
+                    let str_kind = find(name).is_some_and(|d| matches!(d.kind, Kind::Str));
+                    assert!(
+                        str_kind || name.starts_with("tls") || name == "activedefrag",
+                        "{name} {v:?}: {e}"
+                    );
+                    continue;
+                }
+            }
+            assert_eq!(
+                Settings::undecodable(|n| c.shown(n)),
+                Vec::<&str>::new(),
+                "after {name} {v:?}"
+            );
+        }
+    }
+
+    /// Fields follow the values: what CONFIG SET stores is what the node reads.
+    #[test]
+    fn typed_fields_follow_set() {
+        let mut c = Config::default();
+        assert_eq!(c.typed.maxmemory_policy, MaxmemoryPolicy::Noeviction);
+        assert_eq!(c.typed.appendfsync, Appendfsync::Everysec);
+        assert_eq!(c.typed.save, vec![(3600, 1), (300, 100), (60, 10000)]);
+        assert_eq!(c.typed.replicaof, None);
+        c.set_directive("maxmemory", &["1mb".into()]).unwrap();
+        c.set_directive("maxmemory-policy", &["allkeys-lfu".into()])
+            .unwrap();
+        c.set_directive("appendfsync", &["always".into()]).unwrap();
+        c.set_directive("slave-read-only", &["no".into()]).unwrap();
+        c.set_directive("lua-time-limit", &["250".into()]).unwrap();
+        c.set_directive("replicaof", &["h".into(), "7000".into()])
+            .unwrap();
+        c.set_directive("client-output-buffer-limit", &["normal 1 2 3".into()])
+            .unwrap();
+        c.set_directive("hz", &["100000".into()]).unwrap();
+        let t = &c.typed;
+        assert_eq!(t.maxmemory, 1 << 20);
+        assert!(t.maxmemory_policy.is_lfu());
+        assert_eq!(t.appendfsync, Appendfsync::Always);
+        assert!(!t.replica_read_only);
+        assert_eq!(t.busy_reply_threshold, 250);
+        assert_eq!(t.replicaof, Some(("h".to_string(), 7000)));
+        assert_eq!(t.client_output_buffer_limit, c.cobl);
+        assert_eq!(t.client_output_buffer_limit[0].soft_secs, 3);
+        assert_eq!(t.hz, 500);
+    }
+
+    /// A published snapshot never changes under a reader; a failed update publishes
+    /// nothing (CONFIG SET's all-or-nothing).
+    #[test]
+    fn shared_publishes_whole_snapshots() {
+        let shared = Shared::new(Config::default());
+        let before = shared.read();
+        shared
+            .update(|c| {
+                c.set_directive("maxmemory", &["100".into()])?;
+                c.set_directive("timeout", &["7".into()])
+            })
+            .unwrap();
+        assert_eq!(before.typed.maxmemory, 0, "an old snapshot is immutable");
+        let now = shared.read();
+        assert_eq!((now.typed.maxmemory, now.typed.timeout_secs), (100, 7));
+        let r = shared.update(|c| {
+            c.set_directive("maxmemory", &["200".into()])?;
+            c.set_directive("timeout", &["x".into()])
+        });
+        assert!(r.is_err());
+        assert_eq!(shared.read().typed.maxmemory, 100, "nothing of a failed set");
     }
 
     /// CONFIG REWRITE's file must load back to the same values whatever bytes CONFIG SET

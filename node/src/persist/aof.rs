@@ -33,12 +33,8 @@ use super::{snapshot, PersistError};
 use crate::db::STRIPES;
 use crate::server::Server;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Fsync {
-    Always,
-    EverySec,
-    No,
-}
+/// `appendfsync`, as the config declares it.
+pub use crate::config::Appendfsync as Fsync;
 
 /// One open incr file and the database its last command ran in.
 struct IncrFile {
@@ -240,7 +236,7 @@ impl Default for AofState {
         AofState {
             on: AtomicBool::new(false),
             files: Mutex::new(None),
-            fsync: Mutex::new(Fsync::EverySec),
+            fsync: Mutex::new(Fsync::Everysec),
             written: AtomicU64::new(0),
             synced: Mutex::new(0),
             synced_tx: tokio::sync::watch::Sender::new(0),
@@ -295,6 +291,12 @@ impl AofState {
 
     fn policy(&self) -> Fsync {
         *self.fsync.lock()
+    }
+
+    /// The config changed (`Server::config_changed`): `appendfsync` applies from the next
+    /// write on, as CONFIG SET appendfsync does in redis.
+    pub fn configure(&self, c: &crate::config::Settings) {
+        *self.fsync.lock() = c.appendfsync;
     }
 
     /// fsyncs every byte appended so far, unless another thread already did (group commit).
@@ -422,14 +424,6 @@ pub async fn before_reply(srv: &Server) {
     }
 }
 
-fn parse_fsync(s: &str) -> Fsync {
-    match s {
-        "always" => Fsync::Always,
-        "no" => Fsync::No,
-        _ => Fsync::EverySec,
-    }
-}
-
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PersistError + '_ {
     move |e| PersistError::Io {
         path: path.display().to_string(),
@@ -537,7 +531,7 @@ fn load_file(
             }
             Ok(None) => break,
             Err(AofReadError::Truncated { valid_up_to }) => {
-                if last && srv.config.read().bool("aof-load-truncated") {
+                if last && srv.config.read().typed.aof_load_truncated {
                     tracing::warn!(
                         file = %name,
                         offset = valid_up_to,
@@ -600,8 +594,8 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
         (
             c.typed.dir.clone(),
             c.typed.appenddirname.clone(),
-            c.str("appendfilename").to_string(),
-            parse_fsync(c.str("appendfsync")),
+            c.typed.appendfilename.clone(),
+            c.typed.appendfsync,
         )
     };
     // Every AOF file is named after these: bare names only, or the files land (and
@@ -732,7 +726,7 @@ fn start_fsync_thread(srv: &Arc<Server>) {
             }
             // everysec: once a second; always: whenever a connection waits for its fsync.
             let policy = *a.fsync.lock();
-            if requested || policy == Fsync::EverySec {
+            if requested || policy == Fsync::Everysec {
                 a.sync_upto(a.written.load(Ordering::Acquire));
             }
         });
@@ -740,7 +734,7 @@ fn start_fsync_thread(srv: &Arc<Server>) {
 
 /// A new AOF: base 1 (the current data, as an RDB), incr 1, manifest.
 fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), PersistError> {
-    let rdb = srv.config.read().bool("aof-use-rdb-preamble");
+    let rdb = srv.config.read().typed.aof_use_rdb_preamble;
     let base_name = AofManifest::base_name(&prefix, 1, rdb);
     let base_path = dir.join(&base_name);
     let size = super::aof_base::write_base(srv, &base_path, rdb, &|_| {})?;
@@ -858,7 +852,7 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
         (f.dir.clone(), f.prefix.clone(), seq, base_seq)
     };
     // 2. Write the new base, marking each stripe copied while its lock is held.
-    let rdb = srv.config.read().bool("aof-use-rdb-preamble");
+    let rdb = srv.config.read().typed.aof_use_rdb_preamble;
     let base_name = AofManifest::base_name(&prefix, base_seq, rdb);
     let base_path = dir.join(&base_name);
     // Each stripe is marked copied while its lock is held (see the module docs).
@@ -932,18 +926,13 @@ pub fn cron(srv: &Arc<Server>) {
     if !a.enabled() {
         return;
     }
-    // CONFIG SET appendfsync takes effect within a second.
-    *a.fsync.lock() = parse_fsync(srv.config.read().str("appendfsync"));
     a.retry_pending();
     if a.rewrite_in_progress.load(Ordering::Relaxed) {
         return;
     }
     let (pct, min) = {
-        let c = srv.config.read();
-        (
-            c.uint("auto-aof-rewrite-percentage"),
-            c.uint("auto-aof-rewrite-min-size"),
-        )
+        let c = &srv.config.read().typed;
+        (c.auto_aof_rewrite_percentage, c.auto_aof_rewrite_min_size)
     };
     let cur = a.current_size.load(Ordering::Relaxed);
     let base = a.base_size.load(Ordering::Relaxed).max(1);
@@ -958,5 +947,28 @@ pub fn flush_on_shutdown(srv: &Server) {
     let a = &srv.persist.aof;
     if a.enabled() {
         a.sync_upto(a.written.load(Ordering::Acquire));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// CONFIG SET appendfsync applies to the very next write, as in redis: the copy the AOF
+    /// writer keeps is refreshed by the config-changed hook (it was only refreshed by the
+    /// once-a-second cron, so a write right after `CONFIG SET appendfsync always` could be
+    /// acknowledged before it was fsynced).
+    #[test]
+    fn config_set_appendfsync_applies_at_once() {
+        let srv = Server::new(Config::default());
+        assert_eq!(srv.persist.aof.policy(), Fsync::Everysec);
+        for (value, want) in [("always", Fsync::Always), ("no", Fsync::No)] {
+            srv.config
+                .update(|c| c.set_directive("appendfsync", &[value.to_string()]))
+                .unwrap();
+            srv.config_changed();
+            assert_eq!(srv.persist.aof.policy(), want, "after CONFIG SET appendfsync {value}");
+        }
     }
 }

@@ -149,19 +149,13 @@ impl Default for Persist {
 
 /// The path of dump.rdb from `dir` and `dbfilename`.
 pub fn rdb_path(srv: &Server) -> PathBuf {
-    let c = srv.config.read();
-    PathBuf::from(c.str("dir")).join(c.str("dbfilename"))
+    let c = &srv.config.read().typed;
+    c.dir.join(&c.dbfilename)
 }
 
 /// The `save` points as (seconds, changes).
 pub fn save_points(srv: &Server) -> Vec<(u64, u64)> {
-    let c = srv.config.read();
-    let w: Vec<u64> = c
-        .str("save")
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    w.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+    srv.config.read().typed.save.clone()
 }
 
 /// Foreground save (SAVE, shutdown): writes dump.rdb and resets the change counter.
@@ -308,7 +302,7 @@ pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
     ignore_sigxfsz();
     srv.persist.loading.store(true, Ordering::Relaxed);
     let started = Instant::now();
-    let r = if srv.config.read().bool("appendonly") {
+    let r = if srv.config.read().typed.appendonly {
         aof::load_and_open(srv)
     } else {
         let path = rdb_path(srv);

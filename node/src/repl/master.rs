@@ -179,8 +179,8 @@ pub fn start_cron(srv: &Arc<Server>) {
             let (period, max_lag, size) = {
                 let c = srv.config.read();
                 (
-                    c.uint("repl-ping-replica-period").max(1) * 1000,
-                    c.uint("min-replicas-max-lag"),
+                    c.typed.repl_ping_replica_period.max(1) * 1000,
+                    c.typed.min_replicas_max_lag,
                     c.typed.repl_backlog_size as usize,
                 )
             };
@@ -493,7 +493,7 @@ async fn stream(
                 handle_input(srv, info, &mut parser, inbuf)?;
             }
             _ = check.tick() => {
-                let timeout = srv.config.read().uint("repl-timeout").max(1);
+                let timeout = srv.config.read().typed.repl_timeout.max(1);
                 if info.lag() > timeout {
                     tracing::warn!(id = info.id, "Disconnecting timedout replica (streaming sync)");
                     return Ok(());

@@ -128,10 +128,6 @@ pub struct Repl {
     /// repl-stream-db aux fields), adopted by the first REPLICAOF so a restarted replica
     /// continues with a partial resync, as Redis 7.0 does.
     pub restored: Mutex<Option<tessera_rdb::ReplAux>>,
-    /// min-replicas-to-write, cached with the config generation it was read at (it is
-    /// checked on every write).
-    min_replicas: AtomicU64,
-    min_replicas_gen: AtomicU64,
 }
 
 impl Default for Repl {
@@ -164,8 +160,6 @@ impl Default for Repl {
             apply_lock: Mutex::new(()),
             master_db: AtomicUsize::new(0),
             restored: Mutex::new(None),
-            min_replicas: AtomicU64::new(0),
-            min_replicas_gen: AtomicU64::new(0),
         }
     }
 }
@@ -219,17 +213,6 @@ impl Repl {
         self.master_db
             .store(r.stream_db as usize, Ordering::Relaxed);
     }
-
-    /// min-replicas-to-write without taking the config lock on every write.
-    fn min_replicas(&self, srv: &Server) -> usize {
-        let gen = srv.config_gen.load(Ordering::Acquire);
-        if self.min_replicas_gen.load(Ordering::Acquire) != gen {
-            let v = srv.config.read().uint("min-replicas-to-write");
-            self.min_replicas.store(v, Ordering::Relaxed);
-            self.min_replicas_gen.store(gen, Ordering::Release);
-        }
-        self.min_replicas.load(Ordering::Relaxed) as usize
-    }
 }
 
 thread_local! {
@@ -282,21 +265,22 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         return None;
     }
     if repl.is_replica() {
-        if !repl.link_up.load(Ordering::Relaxed)
-            && !cmd.has(flags::STALE)
-            && !srv.config.read().bool("replica-serve-stale-data")
-        {
+        let (serve_stale, read_only) = {
+            let c = &srv.config.read().typed;
+            (c.replica_serve_stale_data, c.replica_read_only)
+        };
+        if !repl.link_up.load(Ordering::Relaxed) && !cmd.has(flags::STALE) && !serve_stale {
             return Some(
                 "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
             );
         }
-        if cmd.has(flags::WRITE) && srv.config.read().bool("replica-read-only") {
+        if cmd.has(flags::WRITE) && read_only {
             return Some("READONLY You can't write against a read only replica.");
         }
         return None;
     }
     if cmd.has(flags::WRITE) {
-        let min = repl.min_replicas(srv);
+        let min = srv.config.read().typed.min_replicas_to_write as usize;
         if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
             return Some("NOREPLICAS Not enough good replicas to write.");
         }
@@ -307,12 +291,9 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
 /// Starts replication at boot: the subscriber, the cron, and `replicaof` from the config.
 pub fn start(srv: &Arc<Server>) {
     master::start_cron(srv);
-    let target = srv.config.read().str("replicaof").to_string();
-    let mut w = target.split_whitespace();
-    if let (Some(h), Some(p)) = (w.next(), w.next()) {
-        if let Ok(port) = p.parse::<u16>() {
-            set_master(srv, Some((h.to_string(), port)));
-        }
+    let target = srv.config.read().typed.replicaof.clone();
+    if target.is_some() {
+        set_master(srv, target);
     }
 }
 
@@ -454,15 +435,14 @@ pub fn info(srv: &Server) -> String {
             let _ = write!(
                 s,
                 "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
-                c.uint("replica-priority"),
-                c.bool("replica-read-only") as u8,
+                c.typed.replica_priority, c.typed.replica_read_only as u8,
             );
         }
         None => s.push_str("role:master\r\n"),
     }
     let _ = write!(s, "connected_slaves:{}\r\n", sh.replicas.len());
     if master.is_none() {
-        let min = srv.config.read().uint("min-replicas-to-write");
+        let min = srv.config.read().typed.min_replicas_to_write;
         if min > 0 {
             let _ = write!(
                 s,

@@ -188,13 +188,13 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     let (timeout, auth, user, announce_ip, announce_port, limits, dir) = {
         let c = srv.config.read();
         (
-            Duration::from_secs(c.uint("repl-timeout").max(1)),
-            c.str("masterauth").to_string(),
-            c.str("masteruser").to_string(),
-            c.str("replica-announce-ip").to_string(),
-            c.uint("replica-announce-port"),
+            Duration::from_secs(c.typed.repl_timeout.max(1)),
+            c.typed.masterauth.clone(),
+            c.typed.masteruser.clone(),
+            c.typed.replica_announce_ip.clone(),
+            c.typed.replica_announce_port,
             StreamLimits::new(
-                srv.proto_max_bulk_len.load(Ordering::Relaxed),
+                c.typed.proto_max_bulk_len,
                 c.typed.client_query_buffer_limit,
             ),
             c.typed.dir.clone(),

@@ -14,7 +14,7 @@
 //! "the running script" is enough.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -33,8 +33,6 @@ const BUSY: u8 = 2;
 const HOOK_EVERY: u32 = 100_000;
 
 static STATE: AtomicU8 = AtomicU8::new(IDLE);
-/// `busy-reply-threshold` in ms (kept in sync by `Server::refresh_hot`).
-static THRESHOLD_MS: AtomicI64 = AtomicI64::new(5000);
 /// The running script ran a write command (it can no longer be killed).
 static WROTE: AtomicBool = AtomicBool::new(false);
 /// SCRIPT KILL / FUNCTION KILL was accepted: the hook raises the kill error.
@@ -50,6 +48,9 @@ pub enum Kind {
 /// The running script (None when idle).
 struct Run {
     started: Instant,
+    /// `busy-reply-threshold` (ms) from the config snapshot when the script started (no
+    /// CONFIG SET can run while it does: CONFIG is not allowed while a script is busy).
+    threshold_ms: u64,
     kind: Kind,
     /// The I/O thread (see [`set_worker`]) it runs on: new connections avoid it.
     worker: usize,
@@ -84,11 +85,6 @@ const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 /// Records this thread's I/O worker index (called once by each worker thread).
 pub fn set_worker(i: usize) {
     WORKER.with(|w| w.set(i));
-}
-
-/// Sets the threshold (ms) from `busy-reply-threshold`.
-pub fn set_threshold(ms: i64) {
-    THRESHOLD_MS.store(ms, Ordering::Relaxed);
 }
 
 /// Whether a script is running at all: the dispatcher's one relaxed load per command.
@@ -170,7 +166,7 @@ pub struct RunGuard {
 }
 
 /// Marks the start of a script on this thread (EVAL family or FCALL).
-pub fn start(kind: Kind) -> RunGuard {
+pub fn start(kind: Kind, threshold_ms: u64) -> RunGuard {
     let mut run = RUN.lock();
     if run.is_some() {
         // Scripts never overlap (they lock every stripe); should one ever nest, the outer
@@ -179,6 +175,7 @@ pub fn start(kind: Kind) -> RunGuard {
     }
     *run = Some(Run {
         started: Instant::now(),
+        threshold_ms,
         kind,
         worker: WORKER.with(|w| w.get()),
         from_master: crate::repl::from_master(),
@@ -258,12 +255,12 @@ fn hook() -> mlua::Result<mlua::VmState> {
         RUNNING => {
             let run = RUN.lock();
             let over = run.as_ref().and_then(|r| {
-                let limit = THRESHOLD_MS.load(Ordering::Relaxed).max(0) as u128;
-                (r.started.elapsed().as_millis() >= limit).then_some(r.kind)
+                (r.started.elapsed().as_millis() >= u128::from(r.threshold_ms))
+                    .then_some((r.kind, r.threshold_ms))
             });
-            if let Some(kind) = over {
+            if let Some((kind, threshold_ms)) = over {
                 tracing::warn!(
-                    threshold_ms = THRESHOLD_MS.load(Ordering::Relaxed),
+                    threshold_ms,
                     ?kind,
                     "Slow script detected: still in execution; you can try killing it with SCRIPT KILL"
                 );

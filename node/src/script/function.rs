@@ -343,7 +343,10 @@ pub fn call(
         || (ctx.cl.id != 0 && ctx.cl.id == repl.master_client.load(Ordering::Relaxed));
     // FCALL's effective flags come from the function's (Redis's getCommandFlags): denyoom
     // unless no-writes or allow-oom, stale only with allow-stale; errors as the dispatcher's.
-    let max = ctx.srv.maxmemory.load(Ordering::Relaxed);
+    let (max, read_only, serve_stale) = {
+        let c = &ctx.srv.config.read().typed;
+        (c.maxmemory, c.replica_read_only, c.replica_serve_stale_data)
+    };
     if info.flags & (ALLOW_OOM | NO_WRITES) == 0
         && !from_master
         && max > 0
@@ -360,11 +363,7 @@ pub fn call(
             return Err(CmdError::msg(e.to_string()));
         }
     }
-    if !no_writes
-        && !from_master
-        && repl.is_replica()
-        && ctx.srv.config.read().bool("replica-read-only")
-    {
+    if !no_writes && !from_master && repl.is_replica() && read_only {
         return Err(CmdError::msg(
             "READONLY You can't write against a read only replica.",
         ));
@@ -373,7 +372,7 @@ pub fn call(
         && !from_master
         && repl.is_replica()
         && !repl.link_up.load(Ordering::Relaxed)
-        && !ctx.srv.config.read().bool("replica-serve-stale-data")
+        && !serve_stale
     {
         return Err(CmdError::msg(
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",

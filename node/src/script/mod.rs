@@ -532,7 +532,7 @@ fn call_core(
             Origin::Function(_) => busy::Kind::Function,
             Origin::Script(_) => busy::Kind::Eval,
         };
-        let running = busy::start(kind);
+        let running = busy::start(kind, ctx.srv.config.read().typed.busy_reply_threshold);
         let current = CurrentScript::enter(ctx, read_only);
         let result = invoke(e, &call);
         drop(current);

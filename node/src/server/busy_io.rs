@@ -187,7 +187,7 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
     let mut cl = ClientState::new(share.handle.clone(), true);
     cl.db = share.handle.db.load(Ordering::Relaxed);
     let lim = Limits {
-        max_bulk: srv.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
+        max_bulk: srv.config.read().typed.proto_max_bulk_len as i64,
         authenticated: true,
     };
     let mut parser = Parser::new();

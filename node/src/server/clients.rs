@@ -354,7 +354,7 @@ impl ClientRegistry {
 pub async fn timeout_loop(srv: Arc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let t = srv.timeout_secs.load(Ordering::Relaxed);
+        let t = srv.config.read().typed.timeout_secs;
         if t == 0 {
             continue;
         }

@@ -66,7 +66,7 @@ pub fn admit(
     let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let id = srv.clients.next_id();
     let (handle, rx) = ClientHandle::new(id, peer.to_string(), laddr);
-    let maxclients = srv.maxclients.load(Ordering::Relaxed) as usize;
+    let maxclients = srv.config.read().typed.maxclients as usize;
     if !srv.clients.try_add(handle.clone(), maxclients) {
         srv.stats
             .rejected_connections
@@ -147,7 +147,7 @@ fn cleanup(srv: &Server, cl: &mut ClientState) {
 /// strings "127.0.0.1" and "::1"; our tests and local pods use other 127.x addresses).
 fn protected_denies(c: &crate::config::Config, peer: std::net::IpAddr) -> bool {
     c.typed.protected_mode
-        && !crate::cmd::acl::requires_auth(c.str("requirepass"))
+        && !crate::cmd::acl::requires_auth(&c.typed.requirepass)
         && !peer.is_loopback()
 }
 
@@ -156,7 +156,7 @@ fn protected_denies(c: &crate::config::Config, peer: std::net::IpAddr) -> bool {
 /// progress (`parsed`: its argument table) passes the limit, and the client must close.
 /// Counting the table keeps `*<huge>` followed by millions of empty arguments bounded too.
 fn over_query_limit(srv: &Server, cl: &ClientState, inbuf: &[u8], parsed: usize) -> bool {
-    let limit = srv.query_buf_limit.load(Ordering::Relaxed);
+    let limit = srv.config.read().typed.client_query_buffer_limit;
     let used = inbuf.len().saturating_add(parsed) as u64;
     if used <= limit {
         return false;
@@ -377,8 +377,17 @@ async fn process(
     store: &mut Vec<&'static [u8]>,
 ) -> std::io::Result<bool> {
     loop {
+        // One snapshot load per request for the settings this loop reads.
+        let (max_bulk, batch, out_hard) = {
+            let c = srv.config.read();
+            (
+                c.typed.proto_max_bulk_len,
+                c.typed.prefetch_batch_max_size as usize,
+                c.cobl[0].hard,
+            )
+        };
         let lim = Limits {
-            max_bulk: srv.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
+            max_bulk: max_bulk as i64,
             authenticated: cl.authenticated,
         };
         let Requests { parser, ahead } = rd;
@@ -392,7 +401,6 @@ async fn process(
                 return Ok(false);
             }
         };
-        let batch = srv.prefetch_batch.load(Ordering::Relaxed) as usize;
         ahead.before(srv, cl.db, inbuf, len, lim, batch);
         // The arguments borrow `inbuf` until the request has run; then the request's bytes
         // are dropped (before anything below may read more into `inbuf`).
@@ -450,8 +458,7 @@ async fn process(
             return Ok(false);
         }
         // Normal-class output buffer hard limit (a client pipelining huge replies).
-        let hard = srv.out_limit_normal.load(Ordering::Relaxed);
-        if hard > 0 && out.buf.len() as u64 > hard {
+        if out_hard > 0 && out.buf.len() as u64 > out_hard {
             tracing::info!(
                 id = cl.id,
                 "client closed for overcoming of output buffer limits"

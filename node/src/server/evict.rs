@@ -7,6 +7,7 @@ use rand::Rng;
 
 use super::{now_ms, Server};
 use crate::cmd::CmdError;
+use crate::config::MaxmemoryPolicy;
 use crate::db::{SLOTS_PER_STRIPE, STRIPES};
 
 const LFU_INIT: u32 = 5;
@@ -56,14 +57,19 @@ pub fn touch(e: &mut crate::db::Entry, clock: u32, lfu: bool) {
 
 /// Over maxmemory? Evicts per policy; OOM error if that isn't enough.
 pub fn ensure_memory(srv: &Server) -> Result<(), CmdError> {
-    let max = srv.maxmemory.load(Ordering::Relaxed);
+    let (max, policy, samples) = {
+        let c = &srv.config.read().typed;
+        (c.maxmemory, c.maxmemory_policy, c.maxmemory_samples)
+    };
     if max == 0 {
         return Ok(());
     }
-    let policy = srv.policy.load(Ordering::Relaxed);
     let mut rounds = 0;
     while crate::alloc::used_memory() > max {
-        if policy == 7 || rounds > 100_000 || !evict_one(srv, policy) {
+        if policy == MaxmemoryPolicy::Noeviction
+            || rounds > 100_000
+            || !evict_one(srv, policy, samples.max(1) as usize)
+        {
             return Err(CmdError::msg(
                 "OOM command not allowed when used memory > 'maxmemory'.",
             ));
@@ -74,11 +80,8 @@ pub fn ensure_memory(srv: &Server) -> Result<(), CmdError> {
 }
 
 /// Samples keys and evicts the best candidate. False when nothing is evictable.
-fn evict_one(srv: &Server, policy: u8) -> bool {
-    // POLICIES order: volatile-lru, volatile-lfu, volatile-random, volatile-ttl,
-    // allkeys-lru, allkeys-lfu, allkeys-random, noeviction.
-    let volatile = policy <= 3;
-    let samples = srv.config.read().uint("maxmemory-samples").max(1) as usize;
+fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> bool {
+    let volatile = policy.is_volatile();
     let now = now_ms();
     let clock = srv.access_clock(now);
     let ndb = srv.ks.databases();
@@ -108,12 +111,16 @@ fn evict_one(srv: &Server, policy: u8) -> bool {
                         continue;
                     }
                     let score = match policy {
-                        0 | 4 => {
+                        MaxmemoryPolicy::VolatileLru | MaxmemoryPolicy::AllkeysLru => {
                             (clock.wrapping_sub(e.access()) & crate::db::value::ACCESS_MASK) as u64
                         }
-                        1 | 5 => 255 - lfu_counter(e.access(), now) as u64,
-                        3 => u64::MAX - e.expire_at(),
-                        _ => rng.random::<u32>() as u64,
+                        MaxmemoryPolicy::VolatileLfu | MaxmemoryPolicy::AllkeysLfu => {
+                            255 - lfu_counter(e.access(), now) as u64
+                        }
+                        MaxmemoryPolicy::VolatileTtl => u64::MAX - e.expire_at(),
+                        MaxmemoryPolicy::VolatileRandom
+                        | MaxmemoryPolicy::AllkeysRandom
+                        | MaxmemoryPolicy::Noeviction => rng.random::<u32>() as u64,
                     };
                     if best.as_ref().is_none_or(|b| score > b.0) {
                         best = Some((score, idx, db, k.to_vec()));

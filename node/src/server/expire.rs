@@ -12,7 +12,7 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
     let mut cursor = 0usize;
     let mut idle_ticks = 0u32;
     loop {
-        let hz = srv.config.read().uint("hz").clamp(1, 500);
+        let hz = srv.config.read().typed.hz.clamp(1, 500);
         let tick = Duration::from_millis(1000 / hz);
         tokio::time::sleep(tick).await;
         // The same tick samples memory (the peak for INFO) and the keyspace's size
@@ -37,7 +37,11 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         cursor = tokio::task::spawn_blocking(move || sweep(&s, c, budget))
             .await
             .unwrap_or(0);
-        crate::latency::add_sample_if_needed("expire-cycle", began.elapsed().as_millis() as u64);
+        crate::latency::add_sample_if_needed(
+            &srv,
+            "expire-cycle",
+            began.elapsed().as_millis() as u64,
+        );
     }
 }
 

@@ -10,11 +10,10 @@ pub mod spin;
 pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use parking_lot::RwLock;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -65,7 +64,8 @@ pub struct Pause {
 /// Everything connections share.
 pub struct Server {
     pub ks: Keyspace,
-    pub config: RwLock<Config>,
+    /// The published config snapshot: `srv.config.read().typed.maxmemory` on hot paths.
+    pub config: crate::config::Shared,
     pub clients: ClientRegistry,
     pub pubsub: PubSub,
     /// notify-keyspace-events, as flags (see `crate::notify`).
@@ -82,26 +82,13 @@ pub struct Server {
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
     pub port: AtomicU32,
-    // Hot copies of config values (read on every command).
-    pub maxmemory: AtomicU64,
-    pub policy: AtomicU8,
-    pub maxclients: AtomicU64,
-    pub proto_max_bulk_len: AtomicU64,
-    /// client-query-buffer-limit: most bytes a client's unprocessed input may hold.
-    pub query_buf_limit: AtomicU64,
-    pub prefetch_batch: AtomicU64,
     /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
     pub prefetch_active: AtomicBool,
     /// Highest used_memory seen by the server tick or INFO (INFO used_memory_peak).
     pub memory_peak: AtomicU64,
-    pub timeout_secs: AtomicU64,
+    /// The default user needs a password (requirepass and ACL SETUSER default: ACL state,
+    /// refreshed by [`Server::config_changed`]).
     pub has_requirepass: AtomicBool,
-    pub slowlog_threshold: AtomicI64,
-    pub slowlog_max: AtomicU64,
-    /// client-output-buffer-limit normal hard limit.
-    pub out_limit_normal: AtomicU64,
-    /// Bumped on every config change (thread-local caches compare against it).
-    pub config_gen: AtomicU64,
     /// Start of the unix-time second the LRU clock counts from.
     pub lru_epoch: u64,
     pub last_save: AtomicU64,
@@ -115,7 +102,7 @@ pub struct Server {
 
 impl Server {
     pub fn new(config: Config) -> Arc<Server> {
-        let ndb = config.uint("databases").max(1) as usize;
+        let ndb = config.typed.databases.max(1) as usize;
         let run_id: String = (0..40)
             .map(|_| {
                 let n: u8 = rand::random::<u8>() % 16;
@@ -125,7 +112,7 @@ impl Server {
         let now = now_ms();
         let srv = Server {
             ks: Keyspace::new(ndb),
-            config: RwLock::new(config),
+            config: crate::config::Shared::new(config),
             clients: ClientRegistry::default(),
             pubsub: PubSub::default(),
             notify: Default::default(),
@@ -141,68 +128,30 @@ impl Server {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             port: AtomicU32::new(0),
-            maxmemory: AtomicU64::new(0),
-            policy: AtomicU8::new(0),
-            maxclients: AtomicU64::new(10000),
-            proto_max_bulk_len: AtomicU64::new(512 << 20),
-            query_buf_limit: AtomicU64::new(1 << 30),
-            prefetch_batch: AtomicU64::new(16),
             prefetch_active: AtomicBool::new(false),
             memory_peak: AtomicU64::new(0),
-            timeout_secs: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
-            slowlog_threshold: AtomicI64::new(10000),
-            slowlog_max: AtomicU64::new(128),
-            out_limit_normal: AtomicU64::new(0),
-            config_gen: AtomicU64::new(1),
             lru_epoch: now / 1000,
             last_save: AtomicU64::new(now / 1000),
             cluster: std::sync::OnceLock::new(),
             persist: Default::default(),
             repl: Default::default(),
         };
-        srv.refresh_hot();
+        srv.config_changed();
         Arc::new(srv)
     }
 
-    /// Copies hot config values into atomics (after startup and every CONFIG SET).
-    pub fn refresh_hot(&self) {
+    /// The one "config changed" hook (after startup, every CONFIG SET and ACL SETUSER
+    /// default): state derived from the config that is not simply read from the snapshot.
+    /// Everything else reads `self.config.read().typed` where it is used.
+    pub fn config_changed(&self) {
         let c = self.config.read();
-        self.maxmemory.store(c.uint("maxmemory"), Ordering::Relaxed);
-        let p = crate::config::directives::POLICIES
-            .iter()
-            .position(|p| *p == c.str("maxmemory-policy"))
-            .unwrap_or(7);
-        self.policy.store(p as u8, Ordering::Relaxed);
-        self.maxclients
-            .store(c.uint("maxclients"), Ordering::Relaxed);
-        self.proto_max_bulk_len
-            .store(c.uint("proto-max-bulk-len"), Ordering::Relaxed);
-        self.query_buf_limit
-            .store(c.typed.client_query_buffer_limit, Ordering::Relaxed);
-        self.prefetch_batch
-            .store(c.uint("prefetch-batch-max-size"), Ordering::Relaxed);
-        self.timeout_secs
-            .store(c.uint("timeout"), Ordering::Relaxed);
         self.has_requirepass.store(
-            crate::cmd::acl::requires_auth(c.str("requirepass")),
+            crate::cmd::acl::requires_auth(&c.typed.requirepass),
             Ordering::Relaxed,
         );
-        self.slowlog_threshold
-            .store(c.int("slowlog-log-slower-than"), Ordering::Relaxed);
-        self.slowlog_max
-            .store(c.uint("slowlog-max-len"), Ordering::Relaxed);
-        crate::script::busy::set_threshold(c.int("busy-reply-threshold"));
-        spin::set_window_us(c.uint("busy-poll-usec"));
-        crate::latency::configure(
-            c.bool("latency-tracking"),
-            c.uint("latency-monitor-threshold"),
-        );
-        self.out_limit_normal
-            .store(c.cobl[0].hard, Ordering::Relaxed);
-        self.notify
-            .configure(c.uint(crate::notify::FLAGS_KEY) as u32);
-        self.config_gen.fetch_add(1, Ordering::Release);
+        self.notify.configure(c.notify_flags);
+        self.persist.aof.configure(&c.typed);
     }
 
     #[inline]
@@ -210,45 +159,27 @@ impl Server {
         self.has_requirepass.load(Ordering::Relaxed)
     }
 
-    /// Encoding thresholds for the collection types, from the config. Cached per thread
-    /// and refreshed when the config generation changes (it's read by every collection write).
+    /// Encoding thresholds for the collection types, from the config snapshot (read by
+    /// every collection write: a snapshot load and a few copies).
     pub fn type_limits(&self) -> crate::types::Limits {
-        thread_local! {
-            static CACHE: std::cell::RefCell<(u64, usize, Option<crate::types::Limits>)> =
-                const { std::cell::RefCell::new((0, 0, None)) };
-        }
-        let gen = self.config_gen.load(Ordering::Acquire);
-        let me = self as *const Server as usize;
-        if let Some(l) = CACHE.with(|c| {
-            let c = c.borrow();
-            (c.0 == gen && c.1 == me).then(|| c.2.clone()).flatten()
-        }) {
-            return l;
-        }
-        let l = self.type_limits_uncached();
-        CACHE.with(|c| *c.borrow_mut() = (gen, me, Some(l.clone())));
-        l
-    }
-
-    fn type_limits_uncached(&self) -> crate::types::Limits {
-        let c = self.config.read();
+        let c = &self.config.read().typed;
         crate::types::Limits {
-            hash_max_listpack_entries: c.uint("hash-max-listpack-entries") as usize,
-            hash_max_listpack_value: c.uint("hash-max-listpack-value") as usize,
-            set_max_intset_entries: c.uint("set-max-intset-entries") as usize,
+            hash_max_listpack_entries: c.hash_max_listpack_entries as usize,
+            hash_max_listpack_value: c.hash_max_listpack_value as usize,
+            set_max_intset_entries: c.set_max_intset_entries as usize,
             // Internal only: Redis 7.0 has no set listpack (and no such directives).
             set_max_listpack_entries: crate::types::SET_PACK_ENTRIES,
             set_max_listpack_value: crate::types::SET_PACK_VALUE,
-            zset_max_listpack_entries: c.uint("zset-max-listpack-entries") as usize,
-            zset_max_listpack_value: c.uint("zset-max-listpack-value") as usize,
-            list_max_listpack_size: c.int("list-max-listpack-size"),
-            hll_sparse_max_bytes: c.uint("hll-sparse-max-bytes") as usize,
+            zset_max_listpack_entries: c.zset_max_listpack_entries as usize,
+            zset_max_listpack_value: c.zset_max_listpack_value as usize,
+            list_max_listpack_size: c.list_max_listpack_size,
+            hll_sparse_max_bytes: c.hll_sparse_max_bytes as usize,
         }
     }
 
     #[inline]
     pub fn lfu_enabled(&self) -> bool {
-        matches!(self.policy.load(Ordering::Relaxed), 1 | 5)
+        self.config.read().typed.maxmemory_policy.is_lfu()
     }
 
     /// The LRU clock (seconds since start, `ACCESS_BITS` wide) for an access at `now_ms`.
@@ -323,8 +254,8 @@ fn bind_addrs(bind: &str, port: u16) -> Vec<(SocketAddr, bool)> {
 /// been told to stop.
 pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     let (bind, port) = {
-        let c = srv.config.read();
-        (c.str("bind").to_string(), c.uint("port") as u16)
+        let c = &srv.config.read().typed;
+        (c.bind.clone(), c.port)
     };
     crate::persist::load_at_start(&srv)?;
     let mut listeners = Vec::new();
@@ -385,11 +316,13 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         _ = srv.shutdown.notified() => {}
         _ = term.recv() => {
             tracing::warn!("Received SIGTERM scheduling shutdown...");
-            signal_shutdown_mode(&srv, "shutdown-on-sigterm");
+            let flags = srv.config.read().typed.shutdown_on_sigterm.clone();
+            signal_shutdown_mode(&srv, &flags);
         }
         _ = int.recv() => {
             tracing::warn!("Received SIGINT scheduling shutdown...");
-            signal_shutdown_mode(&srv, "shutdown-on-sigint");
+            let flags = srv.config.read().typed.shutdown_on_sigint.clone();
+            signal_shutdown_mode(&srv, &flags);
         }
     }
     // shutdown-timeout's wait for replicas and the shutdown failover, with writes paused.
@@ -405,8 +338,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
 /// follows its arguments: `save` saves even without save points, `nosave` never saves,
 /// `now` skips the wait for replicas, `failover` hands a cluster master's slots to a replica
 /// (persist::shutdown); `force` changes nothing (a failed save does not stop the exit).
-fn signal_shutdown_mode(srv: &Server, setting: &str) {
-    let flags = srv.config.read().str(setting).to_string();
+fn signal_shutdown_mode(srv: &Server, flags: &str) {
     let words: Vec<&[u8]> = std::iter::once(&b"shutdown"[..])
         .chain(flags.split_whitespace().map(str::as_bytes))
         .collect();
@@ -479,13 +411,13 @@ impl Workers {
     /// clients need CPU too, and on 2 cores a second I/O thread measured slower at
     /// pipeline depth 1 than one (more context switches than useful parallelism).
     pub fn spawn(srv: &Arc<Server>) -> Workers {
-        let n = match srv.config.read().uint("worker-threads") as usize {
+        let n = match srv.config.read().typed.worker_threads as usize {
             0 => std::thread::available_parallelism()
                 .map(|n| (n.get() / 2).max(1))
                 .unwrap_or(1),
             n => n,
         };
-        spin::allow_for_threads(n);
+        spin::allow_for_threads(n, srv.config.read().typed.busy_poll_usec);
         let mut handoffs: Vec<Handoff> = (0..n).filter_map(|i| spawn_worker(srv, i)).collect();
         if handoffs.is_empty() {
             // No thread could be started: serve from the calling runtime.
@@ -571,7 +503,7 @@ fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
             };
             rt.block_on(async move {
                 tokio::spawn(purge_loop());
-                tokio::spawn(spin::run());
+                tokio::spawn(spin::run(srv.clone()));
                 serve_handoffs(srv, rx).await;
             });
         });

@@ -16,13 +16,12 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// `busy-poll-usec`, kept in sync by `Server::refresh_hot` (0 = never poll); the default
-/// is the directive's, set before any I/O thread starts.
-static WINDOW_US: AtomicU64 = AtomicU64::new(0);
+use super::Server;
 
 /// Whether the node has a whole CPU for each polling thread beside one for everything else
 /// ([`allow_for_threads`]).
@@ -35,19 +34,15 @@ thread_local! {
     static SLEEPING: Cell<Option<Waker>> = const { Cell::new(None) };
 }
 
-pub fn set_window_us(us: u64) {
-    WINDOW_US.store(us, Ordering::Relaxed);
-}
-
 /// Polling keeps a CPU busy: with fewer CPUs than I/O threads plus one (counting a
 /// container's CPU quota, which `available_parallelism` reads from the cgroup) a polling
 /// thread would take the CPU its own clients or the node's other threads need, or spend the
 /// pod's quota and get throttled for the rest of the period. Then it stays off.
-pub fn allow_for_threads(io_threads: usize) {
+pub fn allow_for_threads(io_threads: usize, window_us: u64) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let allow = cpus > io_threads;
     CPUS_ALLOW.store(allow, Ordering::Relaxed);
-    if !allow && WINDOW_US.load(Ordering::Relaxed) > 0 {
+    if !allow && window_us > 0 {
         tracing::info!(
             cpus,
             io_threads,
@@ -56,9 +51,9 @@ pub fn allow_for_threads(io_threads: usize) {
     }
 }
 
-/// The polling window in effect, if any.
-fn current_window() -> Option<Duration> {
-    let us = WINDOW_US.load(Ordering::Relaxed);
+/// The polling window in effect (`busy-poll-usec` from the config snapshot), if any.
+fn current_window(srv: &Server) -> Option<Duration> {
+    let us = srv.config.read().typed.busy_poll_usec;
     (us > 0 && CPUS_ALLOW.load(Ordering::Relaxed)).then(|| Duration::from_micros(us))
 }
 
@@ -119,12 +114,12 @@ impl GapAverage {
 }
 
 /// Runs on each I/O thread's runtime for the life of the thread.
-pub async fn run() {
+pub async fn run(srv: Arc<Server>) {
     if !CPUS_ALLOW.load(Ordering::Relaxed) {
         // Decided once at startup: no setting can turn polling on here.
         return;
     }
-    let mut window = current_window().unwrap_or_default();
+    let mut window = current_window(&srv).unwrap_or_default();
     let mut gaps = GapAverage::idle(window);
     // When this thread's connections last read something.
     let mut idle_since = Instant::now();
@@ -135,7 +130,7 @@ pub async fn run() {
         } else {
             next_activity().await;
         }
-        let w = current_window().unwrap_or_default();
+        let w = current_window(&srv).unwrap_or_default();
         if w != window {
             window = w;
             gaps = GapAverage::idle(window);

@@ -71,8 +71,10 @@ pub struct SlowLog {
 
 impl SlowLog {
     pub fn maybe_record(&self, srv: &Server, cl: &ClientState, args: &[&[u8]], usec: u64) {
-        let threshold = srv.slowlog_threshold.load(Ordering::Relaxed);
-        let max = srv.slowlog_max.load(Ordering::Relaxed);
+        let (threshold, max) = {
+            let c = &srv.config.read().typed;
+            (c.slowlog_log_slower_than, c.slowlog_max_len)
+        };
         if threshold < 0 || usec < threshold as u64 {
             return;
         }
