@@ -11,15 +11,23 @@
 //! To log in to nodes that still run the old password, the operator keeps the password the
 //! nodes run with in a Secret of its own, `<cluster>-auth-active`, owned by the RedisCluster.
 //! It is updated only after every running node took the new password.
+//!
+//! The operator may not list or watch Secrets (that would expose every Secret of the
+//! namespace), so a changed password Secret is noticed by [`secret_changes`]: every few seconds
+//! it gets, by name, the Secret of each cluster with `spec.auth` and triggers a reconcile of
+//! the clusters whose Secret's resourceVersion changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+
+use futures::{Stream, StreamExt};
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
-use tracing::{info, instrument};
+use tracing::{debug, info, instrument};
 
 use crate::children::{owner_ref, ChildError};
 use crate::crd::RedisCluster;
@@ -184,9 +192,144 @@ pub async fn switch(
     Ok(stale.len())
 }
 
+/// What one poll saw of a cluster's password Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSeen {
+    /// Read: its resourceVersion, or None when it does not exist.
+    Version(Option<String>),
+    /// The read failed: nothing is known this round (the last version is kept).
+    Unknown,
+}
+
+/// The last seen version of each cluster's password Secret (by cluster and Secret name).
+#[derive(Debug, Default)]
+pub struct SecretVersions {
+    seen: HashMap<ObjectRef<RedisCluster>, (String, Option<String>)>,
+}
+
+impl SecretVersions {
+    /// Takes one poll's observations (cluster, Secret name, what was seen) and returns the
+    /// clusters whose Secret changed since the last poll: created, modified, deleted, or another
+    /// Secret named. A cluster seen for the first time is not returned (the controller
+    /// reconciles every cluster when it starts); clusters absent from `now` are forgotten.
+    pub fn update(
+        &mut self,
+        now: Vec<(ObjectRef<RedisCluster>, String, SecretSeen)>,
+    ) -> Vec<ObjectRef<RedisCluster>> {
+        let mut next = HashMap::with_capacity(now.len());
+        let mut changed = Vec::new();
+        for (cluster, name, seen) in now {
+            let last = self.seen.get(&cluster);
+            let version = match seen {
+                SecretSeen::Version(v) => v,
+                SecretSeen::Unknown => match last {
+                    Some((n, v)) if *n == name => v.clone(),
+                    // Nothing known yet: try again next round.
+                    _ => continue,
+                },
+            };
+            if last.is_some_and(|(n, v)| *n != name || *v != version) {
+                changed.push(cluster.clone());
+            }
+            next.insert(cluster, (name, version));
+        }
+        self.seen = next;
+        changed
+    }
+}
+
+/// Every `period`, gets (by name) the password Secret of each cluster in `clusters` that has
+/// `spec.auth`, and yields the clusters whose Secret changed (see [`SecretVersions::update`]).
+/// Clusters without `spec.auth` cost nothing.
+pub fn secret_changes(
+    client: Client,
+    clusters: Store<RedisCluster>,
+    period: Duration,
+) -> impl Stream<Item = ObjectRef<RedisCluster>> + Send + 'static {
+    let state = (client, clusters, SecretVersions::default());
+    futures::stream::unfold(state, move |(client, clusters, mut versions)| async move {
+        tokio::time::sleep(period).await;
+        let mut now = Vec::new();
+        for rc in clusters.state() {
+            let (Some(ns), Some(a)) = (rc.namespace(), rc.spec.auth.as_ref()) else {
+                continue;
+            };
+            let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            let seen = match api.get_opt(&a.secret_name).await {
+                Ok(s) => SecretSeen::Version(s.and_then(|s| s.metadata.resource_version)),
+                Err(e) => {
+                    debug!(secret = %a.secret_name, namespace = %ns, error = %e, "password Secret not read");
+                    SecretSeen::Unknown
+                }
+            };
+            now.push((ObjectRef::from_obj(rc.as_ref()), a.secret_name.clone(), seen));
+        }
+        let changed = versions.update(now);
+        for c in &changed {
+            info!(cluster = %c, "password Secret changed");
+        }
+        Some((futures::stream::iter(changed), (client, clusters, versions)))
+    })
+    .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cluster(name: &str) -> ObjectRef<RedisCluster> {
+        ObjectRef::new(name).within("ns")
+    }
+
+    fn seen(v: Option<&str>) -> SecretSeen {
+        SecretSeen::Version(v.map(str::to_string))
+    }
+
+    #[test]
+    fn secret_versions_report_changes_only() {
+        let mut sv = SecretVersions::default();
+        let (a, b) = (cluster("a"), cluster("b"));
+        // First sight: nothing to report.
+        assert!(sv
+            .update(vec![
+                (a.clone(), "pw".into(), seen(Some("1"))),
+                (b.clone(), "other".into(), seen(None)),
+            ])
+            .is_empty());
+        // Unchanged: nothing.
+        assert!(sv
+            .update(vec![
+                (a.clone(), "pw".into(), seen(Some("1"))),
+                (b.clone(), "other".into(), seen(None)),
+            ])
+            .is_empty());
+        // a's Secret modified, b's created.
+        assert_eq!(
+            sv.update(vec![
+                (a.clone(), "pw".into(), seen(Some("2"))),
+                (b.clone(), "other".into(), seen(Some("7"))),
+            ]),
+            vec![a.clone(), b.clone()]
+        );
+        // A failed read keeps the last version; the next real change is still noticed.
+        assert!(sv
+            .update(vec![(a.clone(), "pw".into(), SecretSeen::Unknown)])
+            .is_empty());
+        assert_eq!(
+            sv.update(vec![(a.clone(), "pw".into(), seen(None))]),
+            vec![a.clone()],
+            "deleted"
+        );
+        // b left the poll (spec.auth removed) and came back: first sight again.
+        assert!(sv
+            .update(vec![(b.clone(), "other".into(), seen(Some("9")))])
+            .is_empty());
+        // Another Secret named.
+        assert_eq!(
+            sv.update(vec![(b.clone(), "new".into(), seen(Some("9")))]),
+            vec![b]
+        );
+    }
 
     #[test]
     fn plan_cases() {

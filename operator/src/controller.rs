@@ -124,6 +124,9 @@ pub struct Context {
     pub requeue_converging: Duration,
     /// Requeue interval once Ready (drift checks).
     pub requeue_ready: Duration,
+    /// How often the password Secrets of clusters with spec.auth are polled for a change
+    /// (there is no Secret watch; see `crate::auth::secret_changes`).
+    pub secret_poll: Duration,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -142,6 +145,7 @@ impl Context {
             engine_options: EngineOptions::default(),
             requeue_converging: Duration::from_secs(10),
             requeue_ready: Duration::from_secs(300),
+            secret_poll: Duration::from_secs(10),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -202,28 +206,13 @@ pub async fn run(
                         .into_iter()
                         .collect::<Vec<_>>()
                 })
-                // A changed password Secret reaches the clusters that use it now, not at their
-                // next periodic reconcile (see crate::auth).
-                .watches(
-                    api::<Secret>(&client, ns.as_deref()),
-                    watcher::Config::default(),
-                    move |secret: Secret| {
-                        let (sns, sname) = (secret.namespace(), secret.name_any());
-                        clusters
-                            .state()
-                            .iter()
-                            .filter(|rc| {
-                                rc.namespace() == sns
-                                    && rc
-                                        .spec
-                                        .auth
-                                        .as_ref()
-                                        .is_some_and(|a| a.secret_name == sname)
-                            })
-                            .map(|rc| ObjectRef::from_obj(rc.as_ref()))
-                            .collect::<Vec<_>>()
-                    },
-                )
+                // A changed password Secret reaches the clusters that use it within one poll,
+                // not at their next periodic reconcile (see crate::auth).
+                .reconcile_on(auth::secret_changes(
+                    client.clone(),
+                    clusters,
+                    ctx.secret_poll,
+                ))
                 .graceful_shutdown_on(shutdown)
                 .run(reconcile, error_policy, ctx)
                 .for_each(|res| {
@@ -305,6 +294,22 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     // StatefulSets that would shrink: applied after the topology step, at their new size
     // once none of the pods they remove is a master, else at their live size.
     let mut held = Vec::new();
+    let previous = rc.status.as_ref();
+    // The passwords, read once: spec.auth's (an error fails the password step below, after the
+    // children are applied) and the operator's record of the nodes' own, read only for a
+    // cluster with spec.auth or a record left to clear (others touch no Secret).
+    let recorded_before = previous.is_some_and(|s| s.password_recorded);
+    let mut passwords = None;
+    let mut desired_pw = Ok(None);
+    if problems.is_empty() {
+        desired_pw = desired_password(rc, ctx, &ns).await;
+        let active = if spec.auth.is_some() || recorded_before {
+            auth::read_active(client, &ns, &name).await?
+        } else {
+            None
+        };
+        passwords = Some(active);
+    }
     if problems.is_empty() {
         let mut desired = children::build(rc)?;
         held = hold_shrinks(&mut desired.stateful_sets, &stateful_sets);
@@ -312,7 +317,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         for (_, _, sts) in held.iter_mut() {
             crate::storage::keep_live_size(sts, &stateful_sets);
         }
-        apply_node_auth(ctx, rc, &ns, &sel).await?;
+        apply_node_auth(ctx, rc, &ns, desired_pw.as_ref(), recorded_before).await?;
         // spec.storage.size grown: claims patched, StatefulSets recreated (pods orphaned).
         let notes = crate::storage::converge(
             client,
@@ -341,18 +346,24 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         .list(&sel)
         .await?
         .items;
-    let previous = rc.status.as_ref();
 
     // password step: a changed password is switched live on every running node
-    if problems.is_empty() {
-        password_step(rc, ctx, &ns, &pods, previous).await?;
-    }
+    let passwords = match passwords {
+        Some(active) => {
+            let mut p = Passwords {
+                desired: desired_pw?,
+                active,
+            };
+            password_step(rc, ctx, &ns, &pods, previous, &mut p).await?;
+            Some(p)
+        }
+        None => None,
+    };
 
     // topology step
-    let topology = if !problems.is_empty() {
-        TopologyOutcome::NotRun("the spec is invalid".into())
-    } else {
-        topology_step(rc, ctx, &ns, &pods, previous).await?
+    let topology = match &passwords {
+        None => TopologyOutcome::NotRun("the spec is invalid".into()),
+        Some(p) => topology_step(rc, ctx, &pods, previous, p).await,
     };
 
     // fewer replicas per shard: shrink a StatefulSet once no pod it removes is a master
@@ -429,8 +440,8 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
             report,
         })
     });
-    if let Some(plan) = &restart_plan {
-        rolling_restart(ctx, rc, &ns, plan).await?;
+    if let (Some(plan), Some(p)) = (&restart_plan, &passwords) {
+        rolling_restart(ctx, rc, &ns, plan, p).await?;
     }
     let settled = report.is_some_and(|r| r.converged)
         && all_desired_ready(&pods, spec.shards, spec.replicas_per_shard);
@@ -439,7 +450,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         .and_then(|p| restart::rollout_view(p, previous, settled));
 
     // status
-    let new_status = status::compute(&Observed {
+    let mut new_status = status::compute(&Observed {
         name: &name,
         generation: rc.meta().generation,
         spec,
@@ -451,6 +462,9 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         rollout: rollout.as_ref(),
         now: Timestamp::now(),
     });
+    new_status.password_recorded = passwords
+        .as_ref()
+        .map_or(recorded_before, |p| p.active.is_some());
     ctx.metrics.set_cluster(
         &ns,
         &name,
@@ -490,6 +504,7 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
             "conditions",
             "shardStatuses",
             "progress",
+            "passwordRecorded",
         ] {
             map.entry(key).or_insert(serde_json::Value::Null);
         }
@@ -513,57 +528,59 @@ pub fn drained_cluster(report: &TopologyReport, desired_shards: u32) -> bool {
 async fn topology_step(
     rc: &RedisCluster,
     ctx: &Context,
-    ns: &str,
     pods: &[Pod],
     previous: Option<&RedisClusterStatus>,
-) -> Result<TopologyOutcome, Error> {
+    passwords: &Passwords,
+) -> TopologyOutcome {
     let spec = &rc.spec;
     let eps = endpoints(pods);
     if eps.is_empty() {
-        return Ok(TopologyOutcome::NotRun("no pod has an IP yet".into()));
+        return TopologyOutcome::NotRun("no pod has an IP yet".into());
     }
     if !status::was_formed(previous)
         && !all_desired_started(pods, spec.shards, spec.replicas_per_shard)
     {
-        return Ok(TopologyOutcome::NotRun(format!(
+        return TopologyOutcome::NotRun(format!(
             "waiting for all {} pods to start before forming the cluster",
             spec.desired_nodes()
-        )));
+        ));
     }
-    let opts = engine_options(rc, ctx, ns).await?;
+    let opts = engine_options(ctx, passwords);
     let desired = Desired {
         shards: spec.shards,
         replicas_per_shard: spec.replicas_per_shard,
         paused: spec.paused,
     };
-    Ok(match ctx.engine.reconcile(&desired, &eps, &opts).await {
+    match ctx.engine.reconcile(&desired, &eps, &opts).await {
         Ok(report) => TopologyOutcome::Report(report),
         Err(e) => {
             // The reconcile goes on (status says why), but the failure is counted.
             ctx.metrics.error(topology_category(&e));
             TopologyOutcome::Error(e.to_string())
         }
-    })
+    }
 }
 
-/// The engine options of this cluster: the password from spec.auth's Secret and, while a
-/// password change has not reached every node, the previous one as a fallback.
-async fn engine_options(
-    rc: &RedisCluster,
-    ctx: &Context,
-    ns: &str,
-) -> Result<EngineOptions, Error> {
+/// The passwords of one reconcile.
+struct Passwords {
+    /// From spec.auth's Secret (None without spec.auth).
+    desired: Option<String>,
+    /// The operator's record of the password the nodes run with (`crate::auth`).
+    active: Option<String>,
+}
+
+/// The engine options of this cluster: the desired password and, while a password change
+/// has not reached every node, the recorded one as a fallback.
+fn engine_options(ctx: &Context, p: &Passwords) -> EngineOptions {
     let mut opts = ctx.engine_options.clone();
-    let desired = desired_password(rc, ctx, ns).await?;
-    let active = auth::read_active(&ctx.client, ns, &rc.name_any()).await?;
-    if desired != active {
-        opts.fallback_passwords = auth::candidates(desired.as_deref(), active.as_deref())
+    if p.desired != p.active {
+        opts.fallback_passwords = auth::candidates(p.desired.as_deref(), p.active.as_deref())
             .into_iter()
             .skip(1)
             .collect();
     }
-    opts.password = desired;
-    Ok(opts)
+    opts.password = p.desired.clone();
+    opts
 }
 
 /// The password spec.auth asks for (None without spec.auth).
@@ -581,17 +598,17 @@ async fn desired_password(
 }
 
 /// Brings the nodes to the desired password (see `crate::auth`), with an Event when nodes
-/// were switched or a switch failed. A failure does not stop the reconcile: the topology
-/// engine still logs in with either password.
+/// were switched or a switch failed; `passwords.active` follows the record. A failure does not
+/// stop the reconcile: the topology engine still logs in with either password.
 async fn password_step(
     rc: &RedisCluster,
     ctx: &Context,
     ns: &str,
     pods: &[Pod],
     previous: Option<&RedisClusterStatus>,
+    passwords: &mut Passwords,
 ) -> Result<(), Error> {
-    let desired = desired_password(rc, ctx, ns).await?;
-    let active = auth::read_active(&ctx.client, ns, &rc.name_any()).await?;
+    let (desired, active) = (passwords.desired.clone(), passwords.active.clone());
     let step = auth::plan(
         desired.as_deref(),
         active.as_deref(),
@@ -599,7 +616,10 @@ async fn password_step(
     );
     match step {
         AuthStep::InSync => {}
-        AuthStep::Record => auth::write_active(&ctx.client, rc, ns, desired.as_deref()).await?,
+        AuthStep::Record => {
+            auth::write_active(&ctx.client, rc, ns, desired.as_deref()).await?;
+            passwords.active = desired.clone();
+        }
         AuthStep::Switch => {
             let eps = endpoints(pods);
             match auth::switch(
@@ -612,6 +632,7 @@ async fn password_step(
             {
                 Ok(changed) => {
                     auth::write_active(&ctx.client, rc, ns, desired.as_deref()).await?;
+                    passwords.active = desired.clone();
                     if changed > 0 {
                         let what = if desired.is_some() {
                             "the new password"
@@ -653,10 +674,11 @@ async fn rolling_restart(
     rc: &RedisCluster,
     ns: &str,
     plan: &RestartPlan,
+    passwords: &Passwords,
 ) -> Result<(), Error> {
     match &plan.next {
         Next::Act(action) => {
-            let opts = engine_options(rc, ctx, ns).await?;
+            let opts = engine_options(ctx, passwords);
             let (type_, reason, note) =
                 match restart::exec::execute(&ctx.client, ns, action, &opts).await {
                     Ok(done) => {
@@ -786,32 +808,31 @@ fn hold_shrinks(
 }
 
 /// Applies `<cluster>-node-auth` (the password as node config, `children::auth`) from
-/// spec.auth's Secret, before the StatefulSets whose pods mount it; deletes it once spec.auth is
-/// gone. A password Secret that cannot be read is only logged here: the pods wait for their
-/// volume, and the Secret's watch brings the cluster back here when it is fixed.
+/// spec.auth's password, before the StatefulSets whose pods mount it; deletes it once spec.auth
+/// is gone (while `recorded`: the nodes still had a password). It is not read back (the
+/// operator's `get` may be limited to the password Secrets), so it is applied on every
+/// reconcile; a server-side apply that changes nothing writes nothing. A password Secret that
+/// cannot be read is only logged here: the pods wait for their volume, the password step
+/// reports the error, and the Secret poll brings the cluster back when it is fixed.
 async fn apply_node_auth(
     ctx: &Context,
     rc: &RedisCluster,
     ns: &str,
-    sel: &ListParams,
+    desired: Result<&Option<String>, &Error>,
+    recorded: bool,
 ) -> Result<(), Error> {
     let api = Api::<Secret>::namespaced(ctx.client.clone(), ns);
     let name = children::auth::node_auth_secret_name(&rc.name_any());
-    let live = api.list(sel).await?.items;
-    let Some(auth) = &rc.spec.auth else {
-        if live.iter().any(|s| s.name_any() == name) {
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+    match desired {
+        Ok(Some(password)) => {
+            apply(ctx, ns, &children::auth::build(rc, password)?, &[]).await?;
         }
-        return Ok(());
-    };
-    match read_password(&ctx.client, ns, &auth.secret_name, &auth.key).await {
-        Ok(password) => {
-            apply(ctx, ns, &children::auth::build(rc, &password)?, &live).await?;
-        }
+        Ok(None) if recorded => match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        },
+        Ok(None) => {}
         Err(e) => warn!(error = %e, "the nodes' password file is not written"),
     }
     Ok(())

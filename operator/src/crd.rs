@@ -356,6 +356,11 @@ pub struct RedisClusterStatus {
     /// Slot migration progress while resharding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ReshardProgress>,
+    /// The operator keeps a record (Secret `<name>-auth-active`) of the password the nodes
+    /// run with: read back on each reconcile, until spec.auth is removed and every node
+    /// dropped the password. Without it, a cluster's reconcile touches no Secret.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub password_recorded: bool,
 }
 
 /// One shard as observed.

@@ -94,16 +94,21 @@ pub const REQUIRED: &[Permission] = &[
     // Observed pods (IPs, readiness) feed the topology engine.
     // delete: the rolling restart replaces pods one at a time (OnDelete StatefulSets).
     p("", "pods", &["list", "watch", "delete"], Scope::Watched),
-    // get: spec.auth's Secret (the node password) and the operator's own record of the
-    // password the nodes run with (`<cluster>-auth-active`, crate::auth); create/patch/delete:
-    // that record and `<cluster>-node-auth` (children::auth) only; list/watch: a changed
-    // password reaches the nodes at once, and the live node-auth Secret is found. RBAC cannot
-    // narrow these by label, nor by name (user-chosen names; `create` ignores resourceNames):
+    // Secrets are never listed or watched: that would expose every Secret in the namespace.
+    // get, by name: spec.auth's Secret (the node password; a change is noticed by polling its
+    // resourceVersion, crate::auth::secret_changes) and the operator's own record of the
+    // password the nodes run with (`<cluster>-auth-active`), only for clusters with spec.auth
+    // (or a record left to clear). The chart's `rbac.secretNames` restricts this rule with
+    // resourceNames.
+    p("", "secrets", &["get"], Scope::Watched),
+    // create/patch/delete: only the operator's own Secrets, `<cluster>-auth-active` and
+    // `<cluster>-node-auth` (children::auth). RBAC cannot restrict them by name (`create` has
+    // no name at authorization time, and the names follow the user's cluster names):
     // `watchNamespaces` is how an admin confines them (chart README, Permissions).
     p(
         "",
         "secrets",
-        &["get", "list", "watch", "create", "patch", "delete"],
+        &["create", "patch", "delete"],
         Scope::Watched,
     ),
     // kube::runtime::events::Recorder creates, then patches a series.

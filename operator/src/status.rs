@@ -207,6 +207,8 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
                 slots_moved: p.slots_moved,
                 slots_to_move: p.slots_to_move,
             }),
+        // Kept; the controller sets it after the password step (crate::auth).
+        password_recorded: o.previous.is_some_and(|p| p.password_recorded),
     }
 }
 

@@ -334,3 +334,66 @@ fn validator_rejects_unknown_and_mistyped_fields() {
         "spec": {"ports": [{"port": "eighty"}]}});
     assert!(validate_doc(&mistyped).is_err());
 }
+
+/// The Secret rules of a rendered role: (verbs, resourceNames) per rule naming `secrets`.
+fn secret_rules(role: &Value) -> Vec<(Vec<String>, Vec<String>)> {
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| strs(&r["resources"]).iter().any(|x| x == "secrets"))
+        .map(|r| (strs(&r["verbs"]), strs(&r["resourceNames"])))
+        .collect()
+}
+
+/// Secrets: never list or watch (that would expose every Secret of the namespace); `get`
+/// restricted to `rbac.secretNames` when set; create/patch/delete (the operator's own Secrets,
+/// whose names RBAC cannot know ahead) never restricted, never with get.
+#[test]
+fn secret_rules_are_narrow_and_names_restrict_get() {
+    for p in REQUIRED.iter().filter(|p| p.resource == "secrets") {
+        assert!(
+            !p.verbs.iter().any(|v| *v == "list" || *v == "watch"),
+            "rbac.rs grants {:?} on secrets",
+            p.verbs
+        );
+    }
+    let docs = render(&[]);
+    let role = of_kind(&docs, "ClusterRole")[0];
+    for (verbs, names) in secret_rules(role) {
+        assert!(
+            !verbs.iter().any(|v| v == "list" || v == "watch"),
+            "{verbs:?}"
+        );
+        assert!(names.is_empty(), "no names by default: {names:?}");
+    }
+
+    let docs = render(&[
+        "rbac.secretNames={pw,demo-auth-active}",
+        "watchNamespaces={apps}",
+    ]);
+    validate_all(&docs);
+    let role = of_kind(&docs, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["namespace"] == "apps")
+        .expect("the apps Role");
+    assert_eq!(grants(role), required(Scope::Watched));
+    let rules = secret_rules(role);
+    let get: Vec<_> = rules
+        .iter()
+        .filter(|(v, _)| v.iter().any(|v| v == "get"))
+        .collect();
+    assert_eq!(get.len(), 1, "{rules:?}");
+    assert_eq!(get[0].0, ["get"], "get has a rule of its own: {rules:?}");
+    assert_eq!(get[0].1, ["pw", "demo-auth-active"]);
+    for (verbs, names) in rules.iter().filter(|(v, _)| !v.iter().any(|v| v == "get")) {
+        assert!(names.is_empty(), "{verbs:?} restricted to {names:?}");
+    }
+}

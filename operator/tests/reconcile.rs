@@ -850,3 +850,73 @@ async fn reconcile_errors_are_counted_by_category() {
         "{text}"
     );
 }
+
+/// Secret calls of the recorded requests: (method, name or "" for a collection call).
+fn secret_calls(h: &Harness) -> Vec<(String, String)> {
+    h.api
+        .calls()
+        .iter()
+        .filter_map(|c| {
+            let rest = c.path.strip_prefix(SECRETS)?;
+            Some((c.method.clone(), rest.trim_start_matches('/').to_string()))
+        })
+        .collect()
+}
+
+/// The operator never lists or watches Secrets (RBAC grants no such verb): the password Secret
+/// and its own records are read by name, and a cluster without `spec.auth` does not touch
+/// Secrets at all.
+#[tokio::test]
+async fn secrets_are_only_read_by_name_and_only_with_auth() {
+    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.reconcile().await;
+    assert_eq!(secret_calls(&h), vec![], "no spec.auth: no Secret call");
+
+    let h = Harness::new(
+        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
+               "auth": {"secretName": "pw"}}),
+    );
+    h.api.insert(
+        SECRETS,
+        json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
+    );
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
+    let calls = secret_calls(&h);
+    assert!(
+        calls.iter().all(|(_, name)| !name.is_empty()),
+        "a Secret collection was listed: {calls:?}"
+    );
+    let read: std::collections::BTreeSet<&str> = calls
+        .iter()
+        .filter(|(m, _)| m == "GET")
+        .map(|(_, n)| n.as_str())
+        .collect();
+    assert_eq!(
+        read,
+        std::collections::BTreeSet::from(["pw", "demo-auth-active"]),
+        "{calls:?}"
+    );
+
+    // spec.auth removed: the node config Secret goes at once; the record of the password the
+    // nodes run with stays (and is read) until every node dropped the password. No node runs
+    // here, so that switch is simulated by deleting the record; from then on no Secret is
+    // touched.
+    h.set_spec(|s| {
+        s.as_object_mut().unwrap().remove("auth");
+    });
+    h.reconcile().await;
+    assert!(h.api.get(SECRETS, "demo-node-auth").is_none());
+    assert!(h.api.get(SECRETS, "demo-auth-active").is_some());
+    h.api.remove(SECRETS, "demo-auth-active");
+    h.reconcile().await;
+    h.api.take_calls();
+    h.reconcile().await;
+    assert_eq!(secret_calls(&h), vec![], "auth gone: no Secret call");
+}

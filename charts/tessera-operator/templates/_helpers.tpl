@@ -62,7 +62,13 @@ Watched). A test renders the chart and compares, so keep the two in step.
   verbs: ["list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get"]
+{{- with .Values.rbac.secretNames }}
+  resourceNames: {{ toJson . }}
+{{- end }}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
