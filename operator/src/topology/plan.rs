@@ -231,6 +231,19 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
         .filter(|p| !p.reachable || p.myself.is_none())
         .map(|p| p.endpoint.pod.as_str())
         .collect();
+    // Desired pods the controller did not hand us (no IP yet, or not created yet): such a pod
+    // may run any node id the others know, so nothing is forgotten meanwhile (a FORGET
+    // blacklists the id cluster-wide for 60 s; see tests/topology_restart.rs).
+    let absent: Vec<(u32, u32)> = (0..desired.shards)
+        .flat_map(|s| (0..=desired.replicas_per_shard).map(move |o| (s, o)))
+        .filter(|&(s, o)| {
+            !snap
+                .pods
+                .iter()
+                .any(|p| p.endpoint.shard == s && p.endpoint.ordinal == o)
+        })
+        .collect();
+    let all_seen = unreachable.is_empty() && absent.is_empty();
     let owners = snap.slot_owners();
     let resets = reset::resets(
         desired,
@@ -355,6 +368,11 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
             "not forgetting unknown nodes while a pod is unreachable (it may be one of them)"
                 .to_string(),
         );
+    } else if !foreign.is_empty() && !absent.is_empty() {
+        out.stuck.push(format!(
+            "not forgetting unknown nodes while {} desired pods have no address yet (they may be among them)",
+            absent.len()
+        ));
     }
     for (id, view) in &foreign {
         if owns_slots.contains(id.as_str()) {
@@ -365,7 +383,7 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
             ));
             continue;
         }
-        if !unreachable.is_empty() {
+        if !all_seen {
             continue;
         }
         let on: Vec<_> = reach
