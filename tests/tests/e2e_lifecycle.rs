@@ -94,6 +94,12 @@ async fn scale_in_then_out_with_storage(ip_base: &str, name: &str, delete: bool)
     let ips = pod_ips(&env.client, name).await;
     let tally = checker.verify(&ips).await;
     eprintln!("scale 3->2 Ready after {to_two:?}, 2->3 Ready after {to_three:?}; {tally}");
+    let policy = if delete { "Delete" } else { "Retain" };
+    report_scenario(
+        &format!("scale 3->2->3 storage {policy}"),
+        to_two + to_three,
+        &tally,
+    );
     assert!(tally.acked >= 300, "{tally}");
     assert_eq!(tally.failed, 0, "scaling promises no failed write: {tally}");
     env.stop().await;
@@ -352,6 +358,8 @@ fn lowering_and_raising_replicas_per_shard() {
         eprintln!(
             "replicasPerShard 2->1 Ready after {lowered:?}: {tally_low}; 1->2 Ready after {raised:?}: {tally_high}"
         );
+        report_scenario("lower replicasPerShard 2->1", lowered, &tally_low);
+        report_scenario("raise replicasPerShard 1->2", raised, &tally_high);
         assert!(tally_low.acked >= 300 && tally_high.acked >= 300);
         assert_eq!(
             tally_low.failed, 0,

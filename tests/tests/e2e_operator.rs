@@ -153,6 +153,7 @@ fn scale_out_and_in_loses_no_key() {
         let ips = pod_ips(&env.client, "scale").await;
         let checker = DataChecker::start(&ips, "scale", 2000).await;
 
+        let t0 = Instant::now();
         env.kubectl
             .ok(&["scale", "rcl/scale", "--replicas=4"])
             .await;
@@ -168,9 +169,11 @@ fn scale_out_and_in_loses_no_key() {
             ])
             .await;
         env.wait_ready("scale", 2, 4, WAIT).await;
+        let ready = t0.elapsed();
 
         let ips = pod_ips(&env.client, "scale").await;
         let checked = checker.verify(&ips).await;
+        report_scenario("scale 3->4->2", ready, &checked);
         assert!(checked.acked >= 2000, "checked {checked}");
         eprintln!("scale 3→4→2: {checked}");
         assert_eq!(
@@ -216,6 +219,7 @@ fn deleted_master_fails_over_and_returns_as_replica() {
         let pod_api: Api<Pod> = Api::default_namespaced(env.client.clone());
         let old_uid = pod_api.get(&master_pod).await.expect("pod").metadata.uid;
 
+        let t0 = Instant::now();
         env.kubectl
             .ok(&["delete", "pod", &master_pod, "--wait=false"])
             .await;
@@ -259,8 +263,10 @@ fn deleted_master_fails_over_and_returns_as_replica() {
             panic!("{e}\n{}", env.operator_state());
         }
         env.wait_ready("fo", 3, 6, WAIT).await;
+        let ready = t0.elapsed();
         let ips = pod_ips(&env.client, "fo").await;
         let checked = checker.verify(&ips).await;
+        report_scenario("delete one master pod", ready, &checked);
         eprintln!("failover: of the writes before the master was deleted, {checked}");
         env.stop().await;
     });

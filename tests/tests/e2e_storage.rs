@@ -244,6 +244,7 @@ fn storage_size_grows_without_restarting_pods() {
         let ips = pod_ips(&env.client, name).await;
         let tally = checker.verify(&ips).await;
         eprintln!("storage 1Gi -> 2Gi Ready after {to_ready:?}; {tally}");
+        report_scenario("storage size increase", to_ready, &tally);
         assert!(tally.acked >= 300, "{tally}");
         assert_eq!(
             tally.failed, 0,

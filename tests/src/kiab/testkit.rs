@@ -159,4 +159,13 @@ impl OperatorProcess {
     pub async fn stop(mut self) {
         self.proc_.stop(Duration::from_secs(5)).await;
     }
+
+    /// SIGKILL, no grace (a crashed or OOM-killed operator), then reaps it.
+    pub async fn kill(mut self) {
+        // SAFETY: kill(2) on the process group this handle spawned and has not reaped.
+        unsafe {
+            libc::kill(-self.proc_.pid(), libc::SIGKILL);
+        }
+        self.proc_.stop(Duration::ZERO).await;
+    }
 }

@@ -183,6 +183,35 @@ impl Env {
         }
     }
 
+    /// SIGKILLs the operator (no graceful shutdown, as a crash or an OOM kill would).
+    pub async fn kill_operator(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.kill().await;
+        }
+    }
+
+    /// Starts the operator again (after [`Env::kill_operator`]), appending to the same log.
+    pub fn start_operator(&mut self) {
+        assert!(self.operator.is_none(), "the operator is already running");
+        let dir = self._dir.0.as_ref().expect("test dir").path();
+        let bin = operator_binary().unwrap_or_else(|e| panic!("{e}"));
+        self.operator = Some(
+            OperatorProcess::start(&bin, self.kiab.kubeconfig_path(), dir.join("operator.log"))
+                .expect("restart tessera-operator"),
+        );
+    }
+
+    /// A kube client that does not retry 429s (kube-rs backs off for minutes by default):
+    /// for calls whose refusal the test expects, such as an eviction blocked by a budget.
+    pub fn client_without_retry(&self) -> Client {
+        let url = self.kiab.api_url().parse().expect("api url");
+        let mut config = kube::Config::new(url);
+        config.default_namespace = "default".into();
+        config.read_timeout = Some(Duration::from_secs(30));
+        config.default_retry = false;
+        Client::try_from(config).expect("kube client")
+    }
+
     pub async fn stop(mut self) {
         if let Some(op) = self.operator.take() {
             op.stop().await;
@@ -255,7 +284,12 @@ pub async fn cluster_info(ip: &str) -> Result<String, String> {
 }
 
 pub async fn cluster_nodes(ip: &str) -> Result<String, String> {
-    let mut c = node(ip).await?;
+    cluster_nodes_auth(ip, None).await
+}
+
+/// CLUSTER NODES from one node, logged in with `password` when given.
+pub async fn cluster_nodes_auth(ip: &str, password: Option<&str>) -> Result<String, String> {
+    let mut c = node_auth(ip, password).await?;
     redis::cmd("CLUSTER")
         .arg("NODES")
         .query_async(&mut c)
@@ -319,6 +353,18 @@ pub struct DataChecker {
     pub failures: Arc<Mutex<Vec<String>>>,
     pub stop: Arc<AtomicBool>,
     pub handle: tokio::task::JoinHandle<()>,
+    /// The Secret the password is read from, when the cluster requires one.
+    secret: Option<(Client, String)>,
+}
+
+/// Where a following writer finds the cluster's pods, and its password, after a failure.
+#[derive(Clone)]
+struct Follow {
+    client: Client,
+    name: String,
+    /// Secret whose `password` key the cluster requires: re-read on every reconnect, as a
+    /// client mounting the Secret would.
+    secret: Option<String>,
 }
 
 /// What a [`DataChecker`] saw: acknowledged writes (all verified present) and failed ones.
@@ -359,24 +405,49 @@ impl DataChecker {
         preload: usize,
     ) -> DataChecker {
         let ips = pod_ips(client, name).await;
-        Self::start_with(
-            &ips,
-            Some((client.clone(), name.to_string())),
-            prefix,
-            preload,
-        )
-        .await
+        let follow = Follow {
+            client: client.clone(),
+            name: name.to_string(),
+            secret: None,
+        };
+        Self::start_with(&ips, Some(follow), prefix, preload).await
+    }
+
+    /// [`DataChecker::start_following`] on a cluster that requires the password in Secret
+    /// `secret`: the writer reads it at start and again whenever a write fails (a password
+    /// rotation), and [`DataChecker::verify`] reads with the current one.
+    pub async fn start_auth(
+        client: &Client,
+        name: &str,
+        secret: &str,
+        prefix: &str,
+        preload: usize,
+    ) -> DataChecker {
+        let ips = pod_ips(client, name).await;
+        let follow = Follow {
+            client: client.clone(),
+            name: name.to_string(),
+            secret: Some(secret.to_string()),
+        };
+        Self::start_with(&ips, Some(follow), prefix, preload).await
     }
 
     async fn start_with(
         ips: &[String],
-        follow: Option<(Client, String)>,
+        follow: Option<Follow>,
         prefix: &str,
         preload: usize,
     ) -> DataChecker {
         let acked = Arc::new(Mutex::new(BTreeMap::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut conn = cluster_conn(ips).await;
+        let secret = follow
+            .as_ref()
+            .and_then(|f| Some((f.client.clone(), f.secret.clone()?)));
+        let password = match &secret {
+            Some((c, s)) => Some(secret_password(c, s).await.expect("password Secret")),
+            None => None,
+        };
+        let mut conn = cluster_conn_auth(ips, password.as_deref()).await;
         for i in 0..preload {
             let (k, v) = (format!("{prefix}:{i}"), format!("v{i}"));
             let _: () = redis::cmd("SET")
@@ -416,11 +487,15 @@ impl DataChecker {
                                 m.push(format!("SET {k}: {e}"));
                             }
                         }
-                        if let Some((client, name)) = &follow {
+                        if let Some(f) = &follow {
                             if reconnected.elapsed() >= Duration::from_secs(1) {
                                 reconnected = std::time::Instant::now();
-                                let ips = pod_ips(client, name).await;
-                                if let Ok(c) = try_cluster_conn(&ips, None).await {
+                                let ips = pod_ips(&f.client, &f.name).await;
+                                let password = match &f.secret {
+                                    Some(s) => secret_password(&f.client, s).await.ok(),
+                                    None => None,
+                                };
+                                if let Ok(c) = try_cluster_conn(&ips, password.as_deref()).await {
                                     conn = c;
                                 }
                             }
@@ -437,6 +512,7 @@ impl DataChecker {
             failures,
             stop,
             handle,
+            secret,
         }
     }
 
@@ -446,7 +522,11 @@ impl DataChecker {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.handle.await;
         let acked = self.acked.lock().expect("lock").clone();
-        let mut conn = cluster_conn(ips).await;
+        let password = match &self.secret {
+            Some((c, s)) => Some(secret_password(c, s).await.expect("password Secret")),
+            None => None,
+        };
+        let mut conn = cluster_conn_auth(ips, password.as_deref()).await;
         let mut lost = Vec::new();
         for (k, v) in &acked {
             let got: Option<String> = redis::cmd("GET")
@@ -549,15 +629,26 @@ pub async fn replicas_linked(
     shards: usize,
     replicas: usize,
 ) -> Result<(), String> {
+    replicas_linked_auth(client, name, shards, replicas, None).await
+}
+
+/// [`replicas_linked`] on a cluster that requires `password`.
+pub async fn replicas_linked_auth(
+    client: &Client,
+    name: &str,
+    shards: usize,
+    replicas: usize,
+    password: Option<&str>,
+) -> Result<(), String> {
     let mut masters = 0;
     for ip in pod_ips(client, name).await {
-        let mut c = node(&ip).await?;
+        let mut c = node_auth(&ip, password).await?;
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query_async(&mut c)
             .await
             .map_err(|e| e.to_string())?;
-        let nodes = cluster_nodes(&ip).await?;
+        let nodes = cluster_nodes_auth(&ip, password).await?;
         let me = nodes
             .lines()
             .find(|l| l.contains("myself"))
@@ -607,4 +698,78 @@ pub async fn replicas_linked(
         return Err(format!("{masters} masters own slots, want {shards}"));
     }
     Ok(())
+}
+
+/// Prints the scenario's line of issue 16's closing table, in the one form the table is
+/// built from.
+pub fn report_scenario(name: &str, ready: Duration, tally: &WriteTally) {
+    eprintln!(
+        "SCENARIO {name} | ready {:.1}s | acked {} | lost 0 | failed {}",
+        ready.as_secs_f64(),
+        tally.acked,
+        tally.failed
+    );
+    if !tally.failures.is_empty() {
+        eprintln!("  failed writes, e.g. {:?}", tally.failures);
+    }
+}
+
+/// Every node of cluster `name` sees each of the 16384 slots owned by exactly one master,
+/// and no slot is left MIGRATING or IMPORTING (`[slot->-id]` / `[slot-<-id]` in CLUSTER
+/// NODES).
+pub async fn slots_settled(client: &Client, name: &str) -> Result<(), String> {
+    for ip in pod_ips(client, name).await {
+        let nodes = cluster_nodes(&ip).await?;
+        let mut owners = vec![0u8; 16384];
+        for line in nodes.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 8 {
+                continue;
+            }
+            for s in &f[8..] {
+                if s.starts_with('[') {
+                    return Err(format!("{ip}: slot left open {s}: {line}"));
+                }
+                let (a, b) = s.split_once('-').unwrap_or((s, s));
+                let (a, b): (usize, usize) = match (a.parse(), b.parse()) {
+                    (Ok(a), Ok(b)) if a <= b && b < 16384 => (a, b),
+                    _ => return Err(format!("{ip}: bad slot range {s}")),
+                };
+                for o in &mut owners[a..=b] {
+                    *o = o.saturating_add(1);
+                }
+            }
+        }
+        if let Some(slot) = owners.iter().position(|&o| o != 1) {
+            return Err(format!(
+                "{ip}: slot {slot} owned by {} masters",
+                owners[slot]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether any node of cluster `name` has a slot MIGRATING or IMPORTING right now.
+pub async fn slot_migrating(client: &Client, name: &str) -> bool {
+    for ip in pod_ips(client, name).await {
+        if let Ok(nodes) = cluster_nodes(&ip).await {
+            if nodes.contains("->-") || nodes.contains("-<-") {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The `password` key of Secret `secret`.
+pub async fn secret_password(client: &Client, secret: &str) -> Result<String, String> {
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(client.clone());
+    let s = api.get(secret).await.map_err(|e| e.to_string())?;
+    let bytes = s
+        .data
+        .as_ref()
+        .and_then(|d| d.get("password"))
+        .ok_or_else(|| format!("Secret {secret} has no password"))?;
+    String::from_utf8(bytes.0.clone()).map_err(|e| e.to_string())
 }
