@@ -404,3 +404,89 @@ pub async fn master_keys(nodes: &[&Node]) -> u64 {
     }
     total
 }
+
+/// A reference server's binary: on PATH (`make` puts the project's `.tools/bin` first), else
+/// in the workspace's `.tools/bin` where `make deps` links what does not land on PATH.
+pub fn program(name: &str) -> String {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin");
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(std::iter::once(tools))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found on PATH or in .tools/bin: run `make deps`"))
+        .display()
+        .to_string()
+}
+
+/// What a [`Writer`] did: writes acknowledged, failed (an error reply or no reply: the value
+/// may or may not have landed), and acknowledged writes that do not read back (lost).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteTally {
+    pub acked: usize,
+    pub failed: usize,
+    pub lost: usize,
+}
+
+/// A writer that SETs `<prefix>:<n>` = n in sequence (a few hundred a second) through a
+/// cluster client until stopped, counting failed writes instead of dropping them.
+pub struct Writer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<(Vec<usize>, usize)>,
+    prefix: String,
+}
+
+impl Writer {
+    pub fn start(conn: redis::cluster_async::ClusterConnection, prefix: &str) -> Writer {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let p = prefix.to_string();
+        let task = tokio::spawn(async move {
+            let mut c = conn;
+            let (mut acked, mut failed) = (Vec::new(), 0usize);
+            let mut i = 0usize;
+            while !flag.load(Ordering::SeqCst) {
+                let r: redis::RedisResult<()> = c.set(format!("{p}:{i}"), i).await;
+                match r {
+                    Ok(()) => acked.push(i),
+                    Err(e) => {
+                        eprintln!("writer: SET {p}:{i} failed: {e}");
+                        failed += 1;
+                    }
+                }
+                i += 1;
+                // A steady trickle, not a flood: enough writes to see any failure or loss
+                // without starving the nodes of the 2 cores the test machines have.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            (acked, failed)
+        });
+        Writer {
+            stop,
+            task,
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// Stops the writer and reads every acknowledged write back through `conn`.
+    pub async fn finish(self, conn: &redis::cluster_async::ClusterConnection) -> WriteTally {
+        self.stop.store(true, Ordering::SeqCst);
+        let (acked, failed) = self.task.await.expect("writer task");
+        let mut lost = 0;
+        for i in &acked {
+            let mut c = conn.clone();
+            let v: redis::RedisResult<Option<usize>> = c.get(format!("{}:{i}", self.prefix)).await;
+            if !matches!(v, Ok(Some(n)) if n == *i) {
+                eprintln!("writer: {}:{i} acknowledged, reads back {v:?}", self.prefix);
+                lost += 1;
+            }
+        }
+        WriteTally {
+            acked: acked.len(),
+            failed,
+            lost,
+        }
+    }
+}
