@@ -7,7 +7,6 @@ pub use crate::cli::cli_out;
 use crate::server::{Launch, Server};
 pub use crate::wait::wait_for;
 
-
 /// One server process (tessera-node, redis-server or valkey-server) in its own temp dir,
 /// log in `dir/log`; derefs to the shared guard (`port`, `ip`, `addr`, `kill`).
 pub struct Proc {

@@ -122,7 +122,7 @@ pub fn command_info_pair(a: &mut Conn, b: &mut Conn, name: &str) -> (Vec<Reply>,
 }
 
 /// xorshift64*: a deterministic, dependency-free generator for the randomized differential
-/// scripts (a seed reproduces a failing script). Test files add their own draws.
+/// scripts (a seed reproduces a failing script).
 pub struct Rng(pub u64);
 
 impl Rng {
@@ -137,6 +137,21 @@ impl Rng {
 
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+
+    /// Uniform in [lo, hi].
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
+    }
+
+    /// Uniform in lo..=hi.
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+
+    /// One of `v`.
+    pub fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[self.below(v.len() as u64) as usize]
     }
 }
 

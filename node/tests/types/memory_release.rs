@@ -3,9 +3,8 @@
 //! MEMORY PURGE answers OK; used_memory_peak keeps the high-water mark until CONFIG
 //! RESETSTAT.
 
-mod types_common;
 use std::time::{Duration, Instant};
-use types_common::{tessera_with, Conn, Reply};
+use tessera_testkit::diff::*;
 
 fn memory_field(c: &mut Conn, field: &str) -> u64 {
     let Reply::Bulk(b) = c.cmd(&["INFO", "memory"]) else {

@@ -7,8 +7,7 @@
 //! lost. The prefetch only runs with at least 64k keys (below, the tables are in the CPU
 //! caches), so the tessera servers get filler keys in database 9 first.
 
-mod types_common;
-use types_common::{redis, tessera_with, Conn, Reply, Rng};
+use tessera_testkit::diff::*;
 
 fn resp(args: &[String]) -> Vec<u8> {
     let mut b = format!("*{}\r\n", args.len()).into_bytes();
@@ -119,9 +118,8 @@ fn pipelines_answer_alike_with_and_without_prefetch() {
     ]);
     let reference = redis();
     let mut ports = vec![with.port, without.port];
-    if let Some(r) = &reference {
-        ports.push(r.port);
-    }
+    let r = &reference;
+    ports.push(r.port);
     let mut conns: Vec<Conn> = ports.iter().map(|&p| Conn::connect(p)).collect();
     fill(&mut conns[0], 120_000);
     fill(&mut conns[1], 120_000);
@@ -178,9 +176,8 @@ fn malformed_frame_after_a_pipeline_answers_the_valid_requests_first() {
     let with = tessera_with(&["--save", "", "--appendonly", "no"]);
     let reference = redis();
     let mut ports = vec![with.port];
-    if let Some(r) = &reference {
-        ports.push(r.port);
-    }
+    let r = &reference;
+    ports.push(r.port);
     let mut got = Vec::new();
     for port in ports {
         let mut c = Conn::connect(port);

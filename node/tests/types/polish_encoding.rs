@@ -3,8 +3,7 @@
 //! set-max-listpack-* directives), hash-max-listpack-entries defaults to 512, and the cached
 //! encoding limits follow CONFIG SET on every connection.
 
-mod types_common;
-use types_common::{diff_script, tessera, Conn, Reply};
+use tessera_testkit::diff::*;
 
 #[test]
 fn set_and_hash_encodings_match_redis_7_0() {

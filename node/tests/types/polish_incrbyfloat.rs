@@ -1,8 +1,7 @@
 //! INCRBYFLOAT computes in 80-bit long double like Redis 7.0 (`types::ldouble::LDouble`):
 //! differential test against the real redis-server, replies compared byte for byte.
 
-mod types_common;
-use types_common::diff_script;
+use tessera_testkit::diff::*;
 
 #[test]
 fn incrbyfloat_matches_redis() {

@@ -2,10 +2,9 @@
 //! blocked clients, fractional timeouts, BLMOVE chains, BZPOPMIN/BZMPOP/BLMPOP, and the
 //! non-blocking behaviour inside MULTI.
 
-mod types_common;
 use std::thread;
 use std::time::{Duration, Instant};
-use types_common::tessera;
+use tessera_testkit::diff::*;
 
 fn client(port: u16) -> redis::Connection {
     let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
@@ -227,7 +226,7 @@ fn blmove_chain_and_zset_blocking() {
         Some(("l".to_string(), vec!["3".to_string(), "2".to_string()]))
     );
     // A client that disconnects while blocked is forgotten.
-    let mut raw = types_common::Conn::connect(port);
+    let mut raw = tessera_testkit::diff::Conn::connect(port);
     raw.send(&["BLPOP", "gone", "30"]);
     wait_blocked(&mut ctl, 1);
     drop(raw);

@@ -2,8 +2,7 @@
 //! redis-server 7.0, in RESP2 and RESP3; every reply must be identical (unordered replies are
 //! compared after sorting, marked `~`).
 
-mod types_common;
-use types_common::diff_script;
+use tessera_testkit::diff::*;
 
 #[test]
 fn hash_commands_match_redis() {

@@ -3,8 +3,7 @@
 //! the globe incl. near-pole latitudes and the antimeridian, radius 0 / huge, COUNT, ANY,
 //! BYBOX), every reply compared exactly in RESP2 and RESP3, including unsorted result order.
 
-mod types_common;
-use types_common::{command_info_pair, diff_script, redis, tessera, Conn, Reply, Rng};
+use tessera_testkit::diff::*;
 
 #[test]
 fn geo_fixed_script_matches_redis() {
@@ -122,13 +121,6 @@ fn geo_fixed_script_matches_redis() {
 }
 
 /// xorshift64*: a fixed seed makes the random script the same on every run.
-impl Rng {
-    /// Uniform in [lo, hi].
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
-    }
-}
-
 /// A point: mostly around a few centres (so searches find something), some anywhere.
 fn point(r: &mut Rng) -> (f64, f64) {
     const CENTRES: [(f64, f64); 5] = [
@@ -269,7 +261,7 @@ fn random_script(seed: u64, members: usize, queries: usize) -> Vec<String> {
 #[test]
 fn geo_random_script_matches_redis() {
     let t = tessera();
-    let Some(rs) = redis() else { return };
+    let rs = redis();
     let mut script = Vec::new();
     for (seed, members, queries) in [
         (0x9E37_79B9_7F4A_7C15, 300, 400),
@@ -320,7 +312,7 @@ fn geo_random_script_matches_redis() {
 #[test]
 fn geo_command_info_matches_redis() {
     let t = tessera();
-    let Some(r) = redis() else { return };
+    let r = redis();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     for name in "geoadd geodist geohash geopos geosearch geosearchstore georadius georadius_ro \
                  georadiusbymember georadiusbymember_ro"

@@ -4,8 +4,7 @@
 //! 100k-element sorted set, hash, set and list. Ratios, not absolute bytes, so neither the machine's load nor the
 //! allocator's state matters; both servers get the same keys and commands.
 
-mod types_common;
-use types_common::{redis, tessera, Conn, Reply};
+use tessera_testkit::diff::*;
 
 /// Keys per shape. They share one hash tag, so they sit in one slot's table on tessera (as in
 /// redis's single dict): with 50k keys spread over 16384 per-slot tables, the tables' fixed
@@ -83,7 +82,7 @@ fn per_key(port: u16, shape: &str) -> (i64, String) {
 
 #[test]
 fn small_collections_cost_no_more_per_key_than_redis() {
-    let Some(r) = redis() else { return };
+    let r = redis();
     let t = tessera();
     // No snapshot may start while loading (tessera's default save points would fire).
     for port in [t.port, r.port] {
@@ -192,7 +191,7 @@ fn per_element(port: u16, shape: &str) -> (i64, String) {
 
 #[test]
 fn big_collections_cost_no_more_per_element_than_redis() {
-    let Some(r) = redis() else { return };
+    let r = redis();
     let t = tessera();
     for port in [t.port, r.port] {
         let ok = Conn::connect(port).cmd(&["CONFIG", "SET", "save", ""]);

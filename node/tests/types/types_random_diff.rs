@@ -3,17 +3,7 @@
 //! multi-node quicklist, hashtable), run on tessera-node and redis-server 7.0 in RESP2 and
 //! RESP3 with every reply compared.
 
-mod types_common;
-use types_common::{diff_script, Rng};
-
-impl Rng {
-    fn int(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
-        v[self.below(v.len() as u64) as usize]
-    }
-}
+use tessera_testkit::diff::*;
 
 fn score(r: &mut Rng) -> String {
     match r.below(10) {

@@ -2,9 +2,8 @@
 //! the whole scan even while the value changes; SRANDMEMBER/HRANDFIELD/ZRANDMEMBER/SPOP obey
 //! their count rules and pick fairly.
 
-mod types_common;
 use std::collections::{HashMap, HashSet};
-use types_common::{tessera, Conn, Reply};
+use tessera_testkit::diff::*;
 
 fn bulks(r: &Reply) -> Vec<String> {
     match r {

@@ -7,8 +7,8 @@
 //! that is the binary order tessera-node uses. Cases whose order Redis leaves undefined
 //! (a hashtable set under BY nosort, ALPHA BY ties) are not generated.
 
-mod types_common;
-use types_common::{command_info_pair, redis, tessera, Conn, Reply};
+use tessera_testkit::diff::*;
+use tessera_testkit::*;
 
 /// Builds the same data on one server.
 fn load(c: &mut Conn) {
@@ -175,18 +175,17 @@ fn compare(a: &mut Conn, b: &mut Conn, lines: &[String]) -> usize {
     lines.len()
 }
 
-/// Starts both servers (redis-server under the C collation) or None when redis-server is
-/// not installed.
-fn servers() -> Option<(types_common::Server, types_common::Server)> {
+/// Starts both servers (redis-server under the C collation).
+fn servers() -> (Server, Server) {
     std::env::set_var("LC_ALL", "C");
     let t = tessera();
-    let r = redis()?;
-    Some((t, r))
+    let r = redis();
+    (t, r)
 }
 
 #[test]
 fn sort_script_matches_redis() {
-    let Some((t, r)) = servers() else { return };
+    let (t, r) = servers();
     let mut n = 0;
     for resp3 in [false, true] {
         let (mut a, mut b) = (
@@ -203,7 +202,7 @@ fn sort_script_matches_redis() {
 
 #[test]
 fn sort_command_info_matches_redis() {
-    let Some((t, r)) = servers() else { return };
+    let (t, r) = servers();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     for name in ["sort", "sort_ro"] {
         let (x, y) = command_info_pair(&mut a, &mut b, name);
@@ -224,7 +223,7 @@ fn sort_command_info_matches_redis() {
 /// that also decides what reaches replicas and the AOF); SORT ... STORE does.
 #[test]
 fn sort_without_store_is_not_a_change() {
-    let Some((t, r)) = servers() else { return };
+    let (t, r) = servers();
     let mut got = Vec::new();
     for port in [t.port, r.port] {
         let mut c = Conn::connect(port);
@@ -264,7 +263,7 @@ fn sort_without_store_is_not_a_change() {
 /// destination existed), as redis-server does.
 #[test]
 fn sort_store_events_match_redis() {
-    let Some((t, r)) = servers() else { return };
+    let (t, r) = servers();
     let mut got = Vec::new();
     for port in [t.port, r.port] {
         let mut c = Conn::connect(port);
@@ -428,7 +427,7 @@ fn random_sort(rng: &mut Rng) -> Vec<String> {
 
 #[test]
 fn sort_random_matches_redis() {
-    let Some((t, r)) = servers() else { return };
+    let (t, r) = servers();
     let mut rng = Rng(0x5eed_5047_2026_1130);
     let mut n = 0;
     for round in 0..30 {
@@ -450,39 +449,12 @@ fn sort_random_matches_redis() {
     eprintln!("{n} random SORT replies equal redis-server's");
 }
 
-/// A single-node cluster (all slots on it) of `bin`, killed on drop.
-struct ClusterProc {
-    port: u16,
-    child: std::process::Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for ClusterProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `bin` with `cluster-enabled yes` on a free port of this test's range (29500-29999,
-/// bus port +10000), assigns it every slot and waits (polling, 60 s at most) until it serves.
-fn cluster_node(bin: &str, offset: u16) -> ClusterProc {
-    use std::net::TcpListener;
+/// Starts `bin` with `cluster-enabled yes`, assigns it every slot and waits (polling, 60 s
+/// at most) until it serves.
+fn cluster_node(bin: &str) -> Server {
     use std::time::{Duration, Instant};
-    let free = |p: u16| {
-        TcpListener::bind(("127.0.0.1", p)).is_ok()
-            && TcpListener::bind(("127.0.0.1", p + 10000)).is_ok()
-    };
-    let base = 29500 + (std::process::id() % 200) as u16 * 2 + offset;
-    let port = (0..250)
-        .map(|i| 29500 + (base - 29500 + i * 2) % 500)
-        .find(|&p| free(p))
-        .expect("a free port in 29500-29999");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let child = std::process::Command::new(bin)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--dir", &dir.path().display().to_string()])
-        .args([
+    let node = Launch::new(bin)
+        .args(&[
             "--cluster-enabled",
             "yes",
             "--save",
@@ -490,23 +462,10 @@ fn cluster_node(bin: &str, offset: u16) -> ClusterProc {
             "--appendonly",
             "no",
         ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn cluster node");
-    let node = ClusterProc {
-        port,
-        child,
-        _dir: dir,
-    };
+        .start();
+    let port = node.port;
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut c = loop {
-        if let Ok(c) = Conn::try_connect(port) {
-            break c;
-        }
-        assert!(Instant::now() < deadline, "{bin} did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut c = Conn::connect(port);
     assert_eq!(
         c.line("CLUSTER ADDSLOTSRANGE 0 16383"),
         Reply::Simple("OK".into())
@@ -522,11 +481,8 @@ fn cluster_node(bin: &str, offset: u16) -> ClusterProc {
 /// not, even `GET #`); BY nosort and plain sorts still work.
 #[test]
 fn sort_cluster_mode_matches_redis() {
-    if !std::path::Path::new(types_common::REDIS).exists() {
-        return;
-    }
-    let t = cluster_node(env!("CARGO_BIN_EXE_tessera-node"), 0);
-    let r = cluster_node(types_common::REDIS, 1);
+    let t = cluster_node(tessera_bin());
+    let r = cluster_node(redis_bin());
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let lines: Vec<String> = [
         "RPUSH {a}l 3 1 2",

@@ -1,8 +1,7 @@
 //! Streams against redis-server 7.0: the same scripts on both servers, RESP2 and RESP3,
 //! replies compared byte for byte (explicit IDs only: `*` IDs depend on the clock).
 
-mod types_common;
-use types_common::{diff_script, tessera, Conn, Reply};
+use tessera_testkit::diff::*;
 
 #[test]
 fn stream_basic_commands_match_redis() {

@@ -2,9 +2,8 @@
 //! client blocks, timeouts answer a null array, blocking does not happen inside MULTI,
 //! and a served XREADGROUP reaches a replica (as XCLAIM ... FORCE JUSTID LASTID).
 
-mod types_common;
 use std::time::{Duration, Instant};
-use types_common::{tessera, tessera_with, wait_blocked, Conn, Reply};
+use tessera_testkit::diff::*;
 
 fn bulk(s: &str) -> Reply {
     Reply::Bulk(s.as_bytes().to_vec())
@@ -233,9 +232,8 @@ fn blocked_stream_readers_behind_an_unserved_one_are_served() {
             one_entry("s", "2-0", "n", "2"),
         ]
     );
-    if let Some(r) = types_common::redis() {
-        assert_eq!(run(r.port), got);
-    }
+    let r = redis();
+    assert_eq!(run(r.port), got);
 }
 
 /// A reader blocked on two streams that both get an entry in one MULTI is served from the
@@ -286,7 +284,6 @@ fn blocked_reader_of_two_streams_is_served_from_the_first_ready() {
     assert_eq!(got[0], one_entry("s1", "2-1", "x", "y"));
     assert_eq!(got[1], one_entry("s1", "2-1", "x", "y"));
     assert_eq!(got[3], one_entry("s2", "2-1", "z", "w"));
-    if let Some(r) = types_common::redis() {
-        assert_eq!(run(r.port), got);
-    }
+    let r = redis();
+    assert_eq!(run(r.port), got);
 }

@@ -2,10 +2,8 @@
 //! commands on both with `notify-keyspace-events KEA` (and `KEAn`), and a PSUBSCRIBE client
 //! must see the same messages in the same order.
 
-#[path = "common/pubsub_harness.rs"]
-mod harness;
-
-use harness::{Proc, R, REDIS, TESSERA};
+use tessera_testkit::pubsub::*;
+use tessera_testkit::*;
 
 const SCRIPT: &[&[&str]] = &[
     &["XADD", "s", "1-0", "a", "1"],
@@ -67,8 +65,8 @@ fn session(bin: &'static str, flags: &str) -> Vec<String> {
 #[test]
 fn stream_events_match_redis() {
     for flags in ["KEA", "KEAn"] {
-        let ours = session(TESSERA, flags);
-        let theirs = session(REDIS, flags);
+        let ours = session(tessera_bin(), flags);
+        let theirs = session(redis_bin(), flags);
         assert_eq!(ours, theirs, "{flags}");
     }
 }

@@ -3,11 +3,8 @@
 //! replicate both ways (full sync and the command stream, where tessera propagates the
 //! concrete ID of `*` and exact trimming for `~`).
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use redis::Value as V;
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 fn q(c: &mut redis::Connection, args: &[&str]) -> V {
     let mut cmd = redis::cmd(args[0]);
@@ -98,7 +95,7 @@ fn redis_dump_with_groups_loads_saves_and_loads_back_into_redis() {
     let n = Proc::node(d1.path(), &["--save", ""]);
     assert_eq!((stream_state(&n, "s"), stream_state(&n, "empty")), before);
     drop(n);
-    let check = std::process::Command::new("redis-check-rdb")
+    let check = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
         .arg(d1.path().join("dump.rdb"))
         .output()
         .expect("redis-check-rdb");

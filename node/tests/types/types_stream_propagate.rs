@@ -6,11 +6,8 @@
 //! of redis's replica (time fields left out), and the two masters with the same state.
 //! The same commands in tessera's AOF (MULTI-wrapped XCLAIMs) load back to that state.
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use redis::Value as V;
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 fn q(c: &mut redis::Connection, args: &[&str]) -> V {
     let mut cmd = redis::cmd(args[0]);
