@@ -347,7 +347,7 @@ pub fn after_run(
     if idx.is_empty() {
         return;
     }
-    let max = ctx.srv.config.read().uint("tracking-table-max-keys") as usize;
+    let max = ctx.srv.config.read().typed.tracking_table_max_keys as usize;
     let list = {
         let mut t = TABLES.lock();
         let id = ctx.cl.id;

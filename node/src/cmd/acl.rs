@@ -189,7 +189,7 @@ fn sha256_hex(p: &str) -> String {
 
 /// The default user's password hashes and its nopass flag.
 fn credentials(ctx: &Ctx<'_>) -> (Vec<String>, bool) {
-    let u = current(ctx.srv.config.read().str("requirepass"));
+    let u = current(&ctx.srv.config.read().typed.requirepass);
     (
         u.passwords.iter().map(|p| sha256_hex(p)).collect(),
         u.nopass,
@@ -360,7 +360,7 @@ fn setuser(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "ERR tessera-node has only the 'default' user (ACL users are not supported)",
         ));
     }
-    let mut u = current(ctx.srv.config.read().str("requirepass"));
+    let mut u = current(&ctx.srv.config.read().typed.requirepass);
     for rule in &args[3..] {
         let r = String::from_utf8_lossy(rule);
         match r.as_ref() {
@@ -427,7 +427,7 @@ fn entries() -> &'static Mutex<VecDeque<Entry>> {
 /// Records a failed AUTH/HELLO AUTH (called by the connection commands).
 pub fn log_auth_failure(ctx: &Ctx<'_>, command: &str, username: &[u8]) {
     let now = crate::server::now_ms();
-    let max = ctx.srv.config.read().uint("acllog-max-len") as usize;
+    let max = ctx.srv.config.read().typed.acllog_max_len as usize;
     ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
     // The entry shows the failing command as the client's current one.
     if let Some(c) = table().get(command.as_bytes()) {

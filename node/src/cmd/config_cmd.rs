@@ -85,7 +85,10 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
             // Redis 7.0's protected configs: where the server writes its files.
             if matches!(d.name, "dir" | "dbfilename")
-                && !protected_action_allowed(ctx.srv, ctx.cl, "enable-protected-configs")
+                && !protected_action_allowed(
+                    ctx.srv.config.read().typed.enable_protected_configs,
+                    ctx.cl,
+                )
             {
                 return Err(CmdError::msg(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
@@ -118,18 +121,18 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// enable-debug-command, enable-module-command) is "yes", or "local" and the client
 /// connected over loopback or a unix socket.
 pub fn protected_action_allowed(
-    srv: &crate::server::Server,
+    setting: crate::config::Protected,
     cl: &crate::server::clients::ClientState,
-    setting: &str,
 ) -> bool {
-    match srv.config.read().str(setting) {
-        "yes" => true,
-        "local" => match cl.handle.addr.parse::<std::net::SocketAddr>() {
+    use crate::config::Protected;
+    match setting {
+        Protected::Yes => true,
+        Protected::Local => match cl.handle.addr.parse::<std::net::SocketAddr>() {
             Ok(a) => a.ip().is_loopback(),
             // Not an IP address: a unix socket peer.
             Err(_) => true,
         },
-        _ => false,
+        Protected::No => false,
     }
 }
 

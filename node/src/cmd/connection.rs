@@ -117,7 +117,7 @@ fn check_password(
 
 fn password_matches(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
     let c = ctx.srv.config.read();
-    let rp = c.str("requirepass");
+    let rp = c.typed.requirepass.as_str();
     if user.is_some_and(|u| u != b"default") {
         return Err(CmdError::msg(
             "WRONGPASS invalid username-password pair or user is disabled.",

@@ -109,8 +109,8 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 crate::server::now_ms() * 1000,
                 up,
                 up / 86400,
-                c.uint("hz"),
-                c.uint("hz"),
+                c.typed.hz,
+                c.typed.hz,
                 srv.access_clock(crate::server::now_ms()),
                 std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
                 c.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -195,8 +195,9 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             let p = srv
                 .config
                 .read()
-                .str("latency-tracking-info-percentiles")
-                .to_string();
+                .typed
+                .latency_tracking_info_percentiles
+                .clone();
             super::latency::info_section(&p, s);
         }
         "cluster" => crate::cluster::info_section(srv, s),

@@ -263,11 +263,11 @@ fn histogram(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 /// INFO latencystats: each command's latency at the `latency-tracking-info-percentiles`.
-pub fn info_section(percentiles: &str, s: &mut String) {
+pub fn info_section(percentiles: &[f64], s: &mut String) {
     s.push_str("# Latencystats\r\n");
-    let ps: Vec<(&str, f64)> = percentiles
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok().map(|v| (p, v)))
+    let ps: Vec<(String, f64)> = percentiles
+        .iter()
+        .map(|p| (crate::config::percentile_label(*p), *p))
         .collect();
     let mut line = |name: &str, snap: Snapshot| {
         let vals: Vec<String> = ps

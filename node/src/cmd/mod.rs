@@ -346,7 +346,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         return Outcome::Done;
     }
     if cmd.has(flags::PROTECTED)
-        && !config_cmd::protected_action_allowed(srv, cl, "enable-debug-command")
+        && !config_cmd::protected_action_allowed(srv.config.read().typed.enable_debug_command, cl)
     {
         if cl.multi.is_some() {
             cl.multi_error = true;

@@ -377,8 +377,8 @@ fn debug_object(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult {
             })
             .sum::<usize>();
         let c = ctx.srv.config.read();
-        let max = c.int("list-max-listpack-size");
-        let compressed = c.int("list-compress-depth") > 0;
+        let max = c.typed.list_max_listpack_size;
+        let compressed = c.typed.list_compress_depth > 0;
         drop(c);
         // A negative size caps a node's bytes (-1: 4 KiB ... -5: 64 KiB), a positive one
         // its entries.

@@ -524,9 +524,7 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let b = fetch(args[2])?;
     let (al, bl) = (a.len(), b.len());
     let cells = (al as u64 + 1) * (bl as u64 + 1);
-    if cells.saturating_mul(4)
-        > ctx.srv.config.read().typed.proto_max_bulk_len
-    {
+    if cells.saturating_mul(4) > ctx.srv.config.read().typed.proto_max_bulk_len {
         return Err(CmdError::msg(
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
         ));

@@ -88,10 +88,6 @@ const MEM_I64: Kind = Kind::Mem {
     max: i64::MAX as u64,
 };
 
-pub const POLICIES: &[&str] = MaxmemoryPolicy::NAMES;
-
-pub const LOGLEVELS: &[&str] = LogLevel::NAMES;
-
 // Every directive tessera-node accepts, one line each: the typed field readers use, its
 // type, then the name, kind and default (`im`: can't be changed with CONFIG SET).
 directives! {

@@ -203,6 +203,13 @@ fn valid_title_template(t: &str) -> bool {
     !out.trim_matches(' ').is_empty()
 }
 
+/// A latency-tracking-info-percentiles value as Redis prints it (CONFIG GET and INFO's
+/// `p<label>=`): "%f" with the trailing zeros trimmed.
+pub fn percentile_label(p: f64) -> String {
+    let f = format!("{p:.6}");
+    f.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Redis's error for a value outside an enum's options.
 fn one_of(opts: &[&str]) -> String {
     format!(
@@ -614,9 +621,7 @@ impl Config {
                     if !(0.0..=100.0).contains(&p) {
                         return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
                     }
-                    // Redis prints "%f" with the trailing zeros trimmed.
-                    let f = format!("{p:.6}");
-                    shown.push(f.trim_end_matches('0').trim_end_matches('.').to_string());
+                    shown.push(percentile_label(p));
                 }
                 self.values.insert(name, shown.join(" "));
             }
@@ -710,22 +715,6 @@ impl Config {
                 .or_else(|| self.values.get(name).cloned());
         }
         self.values.get(name).cloned()
-    }
-
-    pub fn str(&self, name: &str) -> &str {
-        self.values.get(name).map(|s| s.as_str()).unwrap_or("")
-    }
-
-    pub fn int(&self, name: &str) -> i64 {
-        self.str(name).parse().unwrap_or(0)
-    }
-
-    pub fn uint(&self, name: &str) -> u64 {
-        self.str(name).parse().unwrap_or(0)
-    }
-
-    pub fn bool(&self, name: &str) -> bool {
-        self.str(name) == "yes"
     }
 
     /// All directive names and old aliases (CONFIG GET pattern matching, as Redis lists
