@@ -508,6 +508,10 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
         ] {
             map.entry(key).or_insert(serde_json::Value::Null);
         }
+        // Objects merge field by field: emptied moves would otherwise stay.
+        if let Some(p) = map.get_mut("progress").and_then(|p| p.as_object_mut()) {
+            p.entry("moves").or_insert(serde_json::Value::Null);
+        }
     }
     v
 }

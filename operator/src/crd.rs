@@ -397,12 +397,34 @@ pub struct ShardStatus {
     pub stale_config_pods: Vec<String>,
 }
 
-/// Resharding progress.
+/// Resharding progress, from the pass that started moving slots until every shard holds its
+/// share; then removed.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReshardProgress {
+    /// Slots moved since the resharding began.
     pub slots_moved: u32,
+    /// Slots the resharding moves in all: moved plus still to move.
     pub slots_to_move: u32,
+    /// Moves still to do, source shard -> target shard, as the latest pass left them (slots
+    /// moved by that pass are taken off the moves in plan order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<SlotMove>,
+}
+
+/// Slots still to go from one shard to another.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotMove {
+    pub from_shard: u32,
+    /// The source shard's master pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_pod: Option<String>,
+    pub to_shard: u32,
+    /// The target shard's master pod (none yet while the shard has no master).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_pod: Option<String>,
+    pub slots: u32,
 }
 
 impl RedisClusterSpec {

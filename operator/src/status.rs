@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::children::{shard_name, ANNOTATION_CONFIG_HASH, LABEL_CLUSTER, LABEL_SHARD};
 use crate::crd::{
-    Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, CLUSTER_SLOTS,
+    Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, SlotMove,
+    CLUSTER_SLOTS,
 };
 use crate::restart::{update_revision, RolloutView, REASON as ROLLING_RESTART, REVISION_LABEL};
 use crate::topology::report::is_sync_wait;
@@ -201,15 +202,135 @@ pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
         cluster_state: report.map_or_else(|| "unknown".to_string(), |r| r.cluster_state.clone()),
         conditions,
         shard_statuses,
-        progress: report
-            .and_then(|r| r.progress.as_ref())
-            .map(|p| ReshardProgress {
-                slots_moved: p.slots_moved,
-                slots_to_move: p.slots_to_move,
-            }),
+        progress: match report {
+            Some(r) => {
+                migration_progress(spec.shards, r, o.previous.and_then(|p| p.progress.as_ref()))
+            }
+            // Nothing observed: the last known progress stands.
+            None => o.previous.and_then(|p| p.progress.clone()),
+        },
         // Kept; the controller sets it after the password step (crate::auth).
         password_recorded: o.previous.is_some_and(|p| p.password_recorded),
     }
+}
+
+/// Resharding progress after this pass (None once no slot has to move). Pure.
+///
+/// Counts run from the start of the resharding: `previous` (the status's progress) plus what
+/// this pass moved. What is left comes from the engine's count when it planned moves this
+/// pass, else (a pass that waited) from the shards' slot counts against their share. The
+/// moves pair shards above their share (removed shards first) with shards below it, in shard
+/// order, as the planner does; this pass's moved slots are taken off them in that order.
+pub fn migration_progress(
+    shards: u32,
+    report: &TopologyReport,
+    previous: Option<&ReshardProgress>,
+) -> Option<ReshardProgress> {
+    let (mut moves, surplus) = planned_moves(shards, report);
+    let (moved_now, left) = match &report.progress {
+        Some(p) => (p.slots_moved, p.slots_to_move.saturating_sub(p.slots_moved)),
+        None => (0, surplus),
+    };
+    if left == 0 {
+        return None;
+    }
+    let mut take = moved_now;
+    for m in moves.iter_mut() {
+        let t = take.min(m.slots);
+        m.slots -= t;
+        take -= t;
+    }
+    moves.retain(|m| m.slots > 0);
+    let slots_moved = previous
+        .map_or(0, |p| p.slots_moved)
+        .saturating_add(moved_now);
+    Some(ReshardProgress {
+        slots_moved,
+        slots_to_move: slots_moved.saturating_add(left),
+        moves,
+    })
+}
+
+/// Source -> target moves that bring every shard to its share of the slots (`shards` kept
+/// shards get 16384/shards, the remainder going to those holding the most; removed shards
+/// get none), and the number of slots they move.
+fn planned_moves(shards: u32, report: &TopologyReport) -> (Vec<SlotMove>, u32) {
+    if shards == 0 {
+        return (Vec::new(), 0);
+    }
+    let count = |shard: u32| -> u32 {
+        report
+            .shards
+            .iter()
+            .filter(|v| v.shard == shard)
+            .flat_map(|v| v.slot_ranges.iter())
+            .map(|&(a, b)| u32::from(b.saturating_sub(a)) + 1)
+            .sum()
+    };
+    let pod = |shard: u32| {
+        report
+            .shards
+            .iter()
+            .find(|v| v.shard == shard)
+            .and_then(|v| v.master_pod.clone())
+    };
+    let q = CLUSTER_SLOTS / shards;
+    let r = (CLUSTER_SLOTS % shards) as usize;
+    let mut kept: Vec<(u32, u32)> = (0..shards).map(|s| (s, count(s))).collect();
+    kept.sort_by_key(|&(s, c)| (std::cmp::Reverse(c), s));
+    let mut share: Vec<(u32, u32, u32)> = kept
+        .iter()
+        .enumerate()
+        .map(|(k, &(s, c))| (s, c, if k < r { q + 1 } else { q }))
+        .collect();
+    share.sort_by_key(|&(s, _, _)| s);
+    let removed: BTreeSet<u32> = report
+        .shards
+        .iter()
+        .map(|v| v.shard)
+        .filter(|&s| s >= shards)
+        .collect();
+    let mut give: Vec<(u32, u32)> = removed
+        .iter()
+        .map(|&s| (s, count(s)))
+        .filter(|&(_, c)| c > 0)
+        .collect();
+    give.extend(
+        share
+            .iter()
+            .filter(|&&(_, c, t)| c > t)
+            .map(|&(s, c, t)| (s, c - t)),
+    );
+    let mut need: Vec<(u32, u32)> = share
+        .iter()
+        .filter(|&&(_, c, t)| t > c)
+        .map(|&(s, c, t)| (s, t - c))
+        .collect();
+    let mut moves = Vec::new();
+    let mut total = 0u32;
+    let mut n = 0usize;
+    for (from, mut left) in give {
+        while left > 0 {
+            let Some((to, want)) = need.get_mut(n) else {
+                break;
+            };
+            let slots = left.min(*want);
+            moves.push(SlotMove {
+                from_shard: from,
+                from_pod: pod(from),
+                to_shard: *to,
+                to_pod: pod(*to),
+                slots,
+            });
+            total = total.saturating_add(slots);
+            left -= slots;
+            *want -= slots;
+            if *want == 0 {
+                n += 1;
+            }
+        }
+    }
+    (moves, total)
 }
 
 /// Pods of `shard` that do not run their StatefulSet's template: by revision once the

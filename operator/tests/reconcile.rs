@@ -920,3 +920,25 @@ async fn secrets_are_only_read_by_name_and_only_with_auth() {
     h.reconcile().await;
     assert_eq!(secret_calls(&h), vec![], "auth gone: no Secret call");
 }
+
+/// The status is written as a JSON merge patch: a progress whose moves are all done must
+/// remove the stored `moves`, not leave the last ones behind.
+#[test]
+fn status_patch_clears_emptied_progress_moves() {
+    let st = tessera_operator::crd::RedisClusterStatus {
+        progress: Some(tessera_operator::crd::ReshardProgress {
+            slots_moved: 10,
+            slots_to_move: 20,
+            moves: vec![],
+        }),
+        ..Default::default()
+    };
+    let patch = tessera_operator::controller::status_patch(&st);
+    assert_eq!(patch["progress"]["slotsMoved"], 10);
+    assert!(
+        patch["progress"]
+            .as_object()
+            .is_some_and(|p| p.get("moves") == Some(&Value::Null)),
+        "{patch}"
+    );
+}

@@ -60,6 +60,10 @@ struct Expect {
     conditions: BTreeMap<String, String>,
     shard_slots: Option<BTreeMap<String, Vec<String>>>,
     progress: Option<(u32, u32)>,
+    /// Moves still to do: (from shard, to shard, slots).
+    progress_moves: Option<Vec<(u32, u32, u32)>>,
+    /// true: status has no progress (none, or cleared once done).
+    no_progress: Option<bool>,
     stale_config_pods: Option<BTreeMap<String, Vec<String>>>,
     replicas_in_sync: Option<BTreeMap<String, Vec<String>>>,
     /// shard -> the largest replica lag in bytes (null: unknown).
@@ -222,6 +226,26 @@ fn run_case(path: &std::path::Path) -> Result<(), String> {
             .as_ref()
             .map(|p| (p.slots_moved, p.slots_to_move));
         check("progress", p == Some((moved, total)), format!("{p:?}"));
+    }
+    if let Some(want) = &e.progress_moves {
+        let got: Option<Vec<(u32, u32, u32)>> = st.progress.as_ref().map(|p| {
+            p.moves
+                .iter()
+                .map(|m| (m.from_shard, m.to_shard, m.slots))
+                .collect()
+        });
+        check(
+            "progress moves",
+            got.as_ref() == Some(want),
+            format!("{got:?}"),
+        );
+    }
+    if e.no_progress == Some(true) {
+        check(
+            "no progress",
+            st.progress.is_none(),
+            format!("{:?}", st.progress),
+        );
     }
     if let Some(stale) = &e.stale_config_pods {
         for (shard, pods) in stale {
