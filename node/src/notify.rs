@@ -156,6 +156,22 @@ pub fn emit(srv: &Server, class: u32, event: &str, key: &[u8], db: usize) {
     }
 }
 
+/// One keyspace event a command recorded (see `crate::cmd::Ctx::notify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub class: u32,
+    pub event: &'static str,
+    pub key: bytes::Bytes,
+    pub db: usize,
+}
+
+/// Publishes the events a command recorded, in order.
+pub fn publish(srv: &Server, events: &[Event]) {
+    for e in events {
+        emit(srv, e.class, e.event, &e.key, e.db);
+    }
+}
+
 /// A key removed because its TTL passed (lazily or by the active cycle).
 #[inline]
 pub fn expired(srv: &Server, db: usize, key: &[u8]) {
@@ -205,7 +221,8 @@ pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> Option<Sn
         return None;
     }
     let reads = f & KEY_MISS != 0 && cmd.has(flags::READONLY);
-    if !(cmd.has(flags::WRITE) || reads) {
+    let derives = cmd.has(flags::WRITE) && !cmd.has(flags::OWNS_FX);
+    if !(derives || reads) {
         return None;
     }
     let mut idx = Vec::new();
@@ -263,9 +280,7 @@ pub fn after_command(
         return;
     }
     let list = events::derive(ctx, cmd, args, &reply, &snap);
-    for e in list {
-        emit(ctx.srv, e.class, e.event, &e.key, e.db);
-    }
+    publish(ctx.srv, &list);
 }
 
 #[cfg(test)]

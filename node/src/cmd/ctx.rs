@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use crate::blocking::BlockRequest;
 use crate::db::{Entry, LockSet, Stripe, Value, NO_EXPIRE};
+use crate::notify::Event;
 use crate::resp::Out;
 use crate::server::{ClientState, Server};
 use crate::slot::key_hash_slot;
@@ -100,6 +101,53 @@ impl Ctx<'_> {
         self.noop = true;
     }
 
+    /// Records keyspace event `event` of `class` (Redis's NOTIFY_* bit, see
+    /// `crate::notify`) on `key` in the selected database; published after the handler
+    /// succeeds. Nothing is recorded (nor allocated) unless the class is enabled.
+    #[inline]
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let db = self.ks.db;
+        self.ks.notify_in(db, class, event, key);
+    }
+
+    /// [`Ctx::notify`] for a key of another database (COPY ... DB, MOVE).
+    #[inline]
+    pub fn notify_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        self.ks.notify_in(db, class, event, key);
+    }
+
+    /// Whether any of `class` is enabled: lets a handler skip work done only to notify.
+    #[inline]
+    pub fn notifies(&self, class: u32) -> bool {
+        self.ks.fx.notify_on & class != 0
+    }
+
+    /// Whether replicas or the AOF receive writes: a handler builds a rewrite for
+    /// [`Ctx::propagate_as`] only then.
+    #[inline]
+    pub fn propagating(&self) -> bool {
+        self.srv.persist.prop.active()
+    }
+
+    /// Replicas and the AOF get `argv` instead of the command as received (a relative TTL
+    /// made absolute, a blocking pop as its non-blocking form...).
+    pub fn propagate_as(&mut self, argv: Vec<Bytes>) {
+        self.ks.fx.propagate = Some(vec![argv]);
+    }
+
+    /// Replicas and the AOF get nothing for this command unless [`Ctx::propagate_also`]
+    /// adds some (Redis 7.0's XREADGROUP: the XCLAIMs of what it delivered, maybe none).
+    /// Still counted as a change unless the handler says otherwise.
+    pub fn propagate_none(&mut self) {
+        self.ks.fx.propagate = Some(Vec::new());
+    }
+
+    /// Adds `argv` to what is propagated for this command (after [`Ctx::propagate_none`]
+    /// or [`Ctx::propagate_as`]); more than one command travel as MULTI ... EXEC.
+    pub fn propagate_also(&mut self, argv: Vec<Bytes>) {
+        self.ks.fx.propagate.get_or_insert_with(Vec::new).push(argv);
+    }
+
     pub fn can_block(&self) -> bool {
         !self.in_exec && !self.serving_blocked
     }
@@ -124,6 +172,24 @@ pub struct KeyView<'a> {
     /// taken, so handlers don't recompute CRC16 per access (it was ~10% of INCR's CPU and
     /// ~25% of MSET's). See [`SlotHints`].
     pub slot_hints: SlotHints,
+    /// What the running command did besides its reply (events, rewrite), collected by
+    /// the dispatcher after the handler: see [`Effects`].
+    pub fx: Effects,
+}
+
+/// A command's side effects as its handler reports them (through [`Ctx::notify`],
+/// [`Ctx::propagate_as`]...); `run_locked` publishes the events and feeds replicas and
+/// the AOF after a successful handler, and drops them after an error.
+#[derive(Default)]
+pub struct Effects {
+    /// The `notify-keyspace-events` flags when the keyspace was locked (0: off, then
+    /// nothing is recorded).
+    pub notify_on: u32,
+    /// Keyspace events in the order Redis fires them.
+    pub events: Vec<Event>,
+    /// What replicas and the AOF get instead of the command as received: None = as
+    /// received; an empty list = nothing; several are wrapped in MULTI ... EXEC.
+    pub propagate: Option<Vec<Vec<Bytes>>>,
 }
 
 /// `(address, length, slot)` of argument keys whose slot is known. A key slice matches a
@@ -195,6 +261,23 @@ impl<'a> KeyView<'a> {
             now,
             ready: Vec::new(),
             slot_hints: SlotHints::new(),
+            fx: Effects {
+                notify_on: srv.notify.on(),
+                ..Effects::default()
+            },
+        }
+    }
+
+    /// See [`Ctx::notify_in`].
+    #[inline]
+    pub fn notify_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        if self.fx.notify_on & class != 0 {
+            self.fx.events.push(Event {
+                class,
+                event,
+                key: Bytes::copy_from_slice(key),
+                db,
+            });
         }
     }
 
@@ -310,7 +393,20 @@ impl<'a> KeyView<'a> {
         self.insert_in(db, key, e);
     }
 
+    /// Inserts `e` at `key`. A key that did not exist gets Redis's `new` event (its
+    /// dbAdd fires it), recorded before the command's own events.
     pub fn insert_in(&mut self, db: usize, key: &[u8], e: Entry) -> Option<Entry> {
+        if self.fx.notify_on & crate::notify::NEW != 0 {
+            // Expires a dead key first (its `expired` event, then `new`), as Redis's
+            // lookupKeyWrite before dbAdd.
+            let existed = self.lookup_in(db, key).is_some();
+            let slot = self.slot_of(key);
+            let old = self.stripe(slot).insert(db, slot, key, e);
+            if !existed {
+                self.notify_in(db, crate::notify::NEW, "new", key);
+            }
+            return old;
+        }
         let slot = self.slot_of(key);
         self.stripe(slot).insert(db, slot, key, e)
     }
@@ -341,7 +437,8 @@ impl<'a> KeyView<'a> {
         self.stripe(slot).set_expire(db, slot, key, at)
     }
 
-    /// Deletes `key` if it holds an empty collection (Redis never keeps empty ones).
+    /// Deletes `key` if it holds an empty collection (Redis never keeps empty ones), with
+    /// Redis's `del` event: call it after recording the command's own event.
     pub fn remove_if_empty(&mut self, key: &[u8]) {
         let empty = match self.get_w(key) {
             Some(Value::List(l)) => l.is_empty(),
@@ -350,8 +447,9 @@ impl<'a> KeyView<'a> {
             Some(Value::ZSet(z)) => z.is_empty(),
             _ => false,
         };
-        if empty {
-            self.remove(key);
+        if empty && self.remove(key).is_some() {
+            let db = self.db;
+            self.notify_in(db, crate::notify::GENERIC, "del", key);
         }
     }
 

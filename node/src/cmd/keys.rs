@@ -6,11 +6,16 @@ use rand::Rng;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::{Entry, NO_EXPIRE, STRIPES};
+use crate::notify::GENERIC;
 use crate::pubsub::glob_match;
 use crate::slot::SLOTS;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("generic");
+    let s = |name, arity, fl, keys, h| {
+        CommandSpec::new(name, arity, fl, keys, h)
+            .group("generic")
+            .owns_fx()
+    };
     vec![
         s("del", -2, "write", (1, -1, 1), del),
         s("unlink", -2, "write fast", (1, -1, 1), del).since("4.0.0"),
@@ -37,7 +42,13 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let n = args[1..].iter().filter(|k| ctx.ks.del(k)).count();
+    let mut n = 0;
+    for k in &args[1..] {
+        if ctx.ks.del(k) {
+            ctx.notify(GENERIC, "del", k);
+            n += 1;
+        }
+    }
     ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
@@ -126,8 +137,20 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: i64, absolute: bool) 
     }
     if at <= ctx.ks.now as i64 {
         ctx.ks.del(args[1]);
+        ctx.notify(GENERIC, "del", args[1]);
     } else {
         ctx.ks.set_expire(args[1], at as u64);
+        ctx.notify(GENERIC, "expire", args[1]);
+    }
+    // Replicas and the AOF get the absolute deadline (PEXPIREAT) unless it already is.
+    if !(absolute && unit == 1) && ctx.propagating() {
+        let mut v = vec![
+            Bytes::from_static(b"PEXPIREAT"),
+            Bytes::copy_from_slice(args[1]),
+            num(at.max(0) as u64),
+        ];
+        v.extend(args[3..].iter().map(|a| Bytes::copy_from_slice(a)));
+        ctx.propagate_as(v);
     }
     ctx.out.int(1);
     Ok(())
@@ -188,6 +211,7 @@ fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let had = matches!(ctx.ks.entry(args[1]), Some(e) if e.expire_at() != NO_EXPIRE);
     if had {
         ctx.ks.set_expire(args[1], NO_EXPIRE);
+        ctx.notify(GENERIC, "persist", args[1]);
     }
     ctx.changed_if(had);
     ctx.out.int(had as i64);
@@ -215,7 +239,11 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
     }
     let e = ctx.ks.remove(src).ok_or(CmdError::NoSuchKey)?;
     let db = ctx.ks.db;
+    // Redis deletes the destination, then adds it: its `new` event fires either way.
+    ctx.ks.remove(dst);
     ctx.ks.insert_in(db, dst, e);
+    ctx.notify(GENERIC, "rename_from", src);
+    ctx.notify(GENERIC, "rename_to", dst);
     ctx.ks.signal_ready(dst);
     ctx.srv.watch.touch(db, src);
     if nx {
@@ -277,6 +305,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.ks.remove_in(dstdb, dst);
     }
     ctx.ks.insert_in(dstdb, dst, e);
+    ctx.notify_in(dstdb, GENERIC, "copy_to", dst);
     if dstdb != db {
         ctx.srv.watch.touch(dstdb, dst);
     }
@@ -300,6 +329,8 @@ fn move_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let e: Entry = ctx.ks.remove_in(db, key).ok_or(CmdError::NoSuchKey)?;
     ctx.ks.insert_in(dstdb, key, e);
+    ctx.notify_in(db, GENERIC, "move_from", key);
+    ctx.notify_in(dstdb, GENERIC, "move_to", key);
     ctx.srv.watch.touch(dstdb, key);
     ctx.out.int(1);
     Ok(())
@@ -439,4 +470,9 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         None => ctx.out.null(),
     }
     Ok(())
+}
+
+/// `n` as a decimal argument.
+pub(crate) fn num(n: u64) -> Bytes {
+    Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
 }

@@ -11,6 +11,8 @@
 
 pub mod ctx;
 pub mod spec;
+#[cfg(test)]
+mod fx_tests;
 
 pub mod acl;
 mod bitmap;
@@ -619,8 +621,15 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     if crate::tracking::live() {
         crate::tracking::after_run(ctx, cmd, args, res.is_ok(), touches, absent);
     }
+    // What the handler reported besides its reply (see `ctx::Effects`); both are empty
+    // (no allocation) unless notifications are on or the command is rewritten.
+    let events = std::mem::take(&mut ctx.ks.fx.events);
+    let rewrite = ctx.ks.fx.propagate.take();
     match res {
         Ok(()) => {
+            if cmd.has(flags::OWNS_FX) && !events.is_empty() {
+                crate::notify::publish(ctx.srv, &events);
+            }
             if let Some(snap) = notify {
                 crate::notify::after_command(ctx, cmd, args, reply_at, snap);
             }
@@ -637,7 +646,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
                     .dirty
                     .fetch_add(ctx.changes, Ordering::Relaxed);
                 if ctx.srv.persist.prop.active() {
-                    crate::persist::propagate::propagate(ctx, cmd, args, reply_at);
+                    crate::persist::propagate::propagate(ctx, cmd, args, reply_at, rewrite);
                 }
             }
         }

@@ -1,8 +1,6 @@
 //! Stream commands (Redis 7.0.15's t_stream.c behaviour): XADD, XLEN, XRANGE, XREVRANGE,
 //! XDEL, XTRIM. Reads and consumer groups: `stream_group.rs`.
 
-use std::cell::RefCell;
-
 use bytes::Bytes;
 use tessera_rdb::StreamId;
 
@@ -21,6 +19,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("stream")
             .since("5.0.0")
+            .owns_fx()
     };
     vec![
         c("xadd", -5, "write denyoom fast", (1, 1, 1), xadd),
@@ -32,95 +31,120 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-thread_local! {
-    /// What replicas and the AOF get instead of the stream command that just ran on this
-    /// thread, taken by the propagator: XADD/XTRIM's deterministic form (concrete ID, exact
-    /// trimming); XREADGROUP/XCLAIM/XAUTOCLAIM's list of XCLAIM / XGROUP commands, as
-    /// Redis 7.0's streamPropagateXCLAIM and friends (possibly empty: nothing to send).
-    static REWRITE: RefCell<Option<Vec<Vec<Bytes>>>> = const { RefCell::new(None) };
+/// What a stream command did besides its reply, gathered while a stream value is
+/// borrowed from the keyspace and handed to the context afterwards ([`StreamFx::apply`],
+/// [`StreamFx::finish`]).
+#[derive(Default)]
+pub(super) struct StreamFx {
+    /// Whether stream events are enabled (else none is recorded).
+    notify: bool,
+    /// Whether anyone receives writes (else no rewrite is built).
+    propagating: bool,
+    /// Keyspace events (Redis 7.0's names) with their keys.
+    events: Vec<(&'static str, Bytes)>,
+    /// None: propagated as received. Some: these commands instead (maybe none), as Redis
+    /// 7.0's streamPropagateXCLAIM and friends: XADD/XTRIM's deterministic form;
+    /// XREADGROUP/XCLAIM/XAUTOCLAIM's XCLAIM / XGROUP commands.
+    rewrites: Option<Vec<Vec<Bytes>>>,
+    /// Changes counted as Redis's server.dirty by XREADGROUP / XCLAIM / XAUTOCLAIM.
+    changes: usize,
 }
 
-thread_local! {
-    /// Keyspace events (Redis 7.0's names) of the stream command running on this thread,
-    /// with their keys; taken by `crate::notify` after the command.
-    static EVENTS: RefCell<Vec<(&'static str, Bytes)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Clears the events at the start of a stream write command.
-pub(super) fn reset_events() {
-    EVENTS.with(|e| e.borrow_mut().clear());
-}
-
-/// Records event `ev` on `key`.
-pub(super) fn event(ev: &'static str, key: &[u8]) {
-    EVENTS.with(|e| e.borrow_mut().push((ev, Bytes::copy_from_slice(key))));
-}
-
-/// The events of the stream write command that just ran (notify).
-pub fn take_events() -> Vec<(&'static str, Bytes)> {
-    EVENTS.with(|e| std::mem::take(&mut *e.borrow_mut()))
-}
-
-/// The commands propagated for the stream command that just ran (None: as sent; more
-/// than one are wrapped in MULTI/EXEC, as Redis 7.0 does).
-pub fn take_rewrite() -> Option<Vec<Vec<Bytes>>> {
-    REWRITE.with(|r| r.borrow_mut().take())
-}
-
-pub(super) fn set_rewrite(v: Option<Vec<Bytes>>) {
-    REWRITE.with(|r| *r.borrow_mut() = v.map(|v| vec![v]));
-}
-
-thread_local! {
-    /// Changes XREADGROUP / XCLAIM / XAUTOCLAIM made, counted as Redis's server.dirty.
-    static CHANGES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Counts `n` changes of the running XREADGROUP/XCLAIM/XAUTOCLAIM: Redis adds one per
-/// consumer created, per stream served by XREADGROUP, per entry claimed and per pending
-/// entry dropped because its stream entry is gone.
-pub(super) fn add_changes(n: usize) {
-    CHANGES.with(|c| c.set(c.get() + n));
-}
-
-/// After XREADGROUP, XCLAIM or XAUTOCLAIM (which start a list of propagated commands): the
-/// changes counted as Redis counts them; none at all is, as in Redis, no write (no WATCH
-/// touched, nothing propagated). A change with nothing to propagate (a consumer reading
-/// its empty history) still counts.
-pub(super) fn finish_changes(ctx: &mut Ctx<'_>) {
-    match CHANGES.with(|c| c.replace(0)) {
-        0 => ctx.unchanged(),
-        n => ctx.changed_by(n),
+impl StreamFx {
+    /// Records events only (the command propagates as received or sets its rewrite).
+    pub(super) fn new(ctx: &Ctx<'_>) -> Self {
+        StreamFx {
+            notify: ctx.notifies(crate::notify::STREAM),
+            propagating: ctx.propagating(),
+            ..StreamFx::default()
+        }
     }
-}
 
-/// Starts an empty list of propagated commands ([`push_rewrite`] adds to it) and the
-/// change count.
-pub(super) fn start_rewrites() {
-    REWRITE.with(|r| *r.borrow_mut() = Some(Vec::new()));
-    CHANGES.with(|c| c.set(0));
-}
+    /// Also starts an empty list of propagated commands ([`StreamFx::push_rewrite`] adds
+    /// to it) and the change count.
+    pub(super) fn rewriting(ctx: &Ctx<'_>) -> Self {
+        let fx = StreamFx::new(ctx);
+        StreamFx {
+            rewrites: fx.propagating.then(Vec::new),
+            ..fx
+        }
+    }
 
-pub(super) fn push_rewrite(v: Vec<Bytes>) {
-    REWRITE.with(|r| {
-        if let Some(l) = r.borrow_mut().as_mut() {
+    /// Records event `ev` on `key`.
+    pub(super) fn event(&mut self, ev: &'static str, key: &[u8]) {
+        if self.notify {
+            self.events.push((ev, Bytes::copy_from_slice(key)));
+        }
+    }
+
+    /// Replaces what is propagated by what `f` builds (only built when propagating).
+    pub(super) fn set_rewrite(&mut self, f: impl FnOnce() -> Vec<Bytes>) {
+        if self.propagating {
+            self.rewrites = Some(vec![f()]);
+        }
+    }
+
+    /// Whether [`StreamFx::push_rewrite`] keeps anything (skip building what it won't).
+    pub(super) fn collects(&self) -> bool {
+        self.rewrites.is_some()
+    }
+
+    /// Adds to the list started by [`StreamFx::rewriting`].
+    pub(super) fn push_rewrite(&mut self, v: Vec<Bytes>) {
+        if let Some(l) = self.rewrites.as_mut() {
             l.push(v);
         }
-    });
+    }
+
+    /// Counts `n` changes of the running XREADGROUP/XCLAIM/XAUTOCLAIM: Redis adds one per
+    /// consumer created, per stream served by XREADGROUP, per entry claimed and per
+    /// pending entry dropped because its stream entry is gone.
+    pub(super) fn add_changes(&mut self, n: usize) {
+        self.changes += n;
+    }
+
+    /// Hands the events and the rewrite to the context.
+    pub(super) fn apply(self, ctx: &mut Ctx<'_>) {
+        for (ev, k) in &self.events {
+            ctx.notify(crate::notify::STREAM, ev, k);
+        }
+        if let Some(l) = self.rewrites {
+            ctx.propagate_none();
+            for c in l {
+                ctx.propagate_also(c);
+            }
+        }
+    }
+
+    /// [`StreamFx::apply`] after XREADGROUP, XCLAIM or XAUTOCLAIM, with the changes
+    /// counted as Redis counts them; none at all is, as in Redis, no write (no WATCH
+    /// touched, nothing propagated). A change with nothing to propagate (a consumer
+    /// reading its empty history) still counts.
+    pub(super) fn finish(self, ctx: &mut Ctx<'_>) {
+        match self.changes {
+            0 => ctx.unchanged(),
+            n => ctx.changed_by(n),
+        }
+        self.apply(ctx);
+    }
 }
 
 /// Redis 7.0's streamPropagateXCLAIM: `XCLAIM key group consumer 0 id TIME <ms>
 /// RETRYCOUNT <n> FORCE JUSTID LASTID <group's last id>` for one pending entry `p`.
 pub(super) fn push_xclaim(
+    fx: &mut StreamFx,
     key: &[u8],
     group: &[u8],
     id: StreamId,
     p: &crate::types::stream::Pending,
     last_id: StreamId,
 ) {
+    if !fx.collects() {
+        return;
+    }
     let b = |s: &[u8]| Bytes::copy_from_slice(s);
     let st = |s: &'static str| Bytes::from_static(s.as_bytes());
-    push_rewrite(vec![
+    fx.push_rewrite(vec![
         st("XCLAIM"),
         b(key),
         b(group),
@@ -360,8 +384,7 @@ fn exact_rewrite(
 }
 
 fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    set_rewrite(None);
-    reset_events();
+    let mut fx = StreamFx::new(ctx);
     let t = parse_trim_args(args, true)?;
     let fields = args.get(t.next..).unwrap_or(&[]);
     if fields.len() < 2 || fields.len() % 2 == 1 {
@@ -439,20 +462,19 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let p = stream::pack(fields.chunks_exact(2).map(|c| (c[0], c[1])));
     s.append(id, &p);
-    event("xadd", args[1]);
+    fx.event("xadd", args[1]);
     if trim(s, &t) > 0 {
-        event("xtrim", args[1]);
+        fx.event("xtrim", args[1]);
     }
-    let rw = exact_rewrite(args, &t, s, Some(id));
-    set_rewrite(Some(rw));
+    fx.set_rewrite(|| exact_rewrite(args, &t, s, Some(id)));
+    fx.apply(ctx);
     ctx.out.bulk(fmt_id(id).as_bytes());
     ctx.ks.signal_ready(args[1]);
     Ok(())
 }
 
 fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    set_rewrite(None);
-    reset_events();
+    let mut fx = StreamFx::new(ctx);
     let t = parse_trim_args(args, false)?;
     if t.next < args.len() {
         return Err(CmdError::Syntax);
@@ -464,11 +486,12 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let n = trim(s, &t);
     if t.approx {
-        set_rewrite(Some(exact_rewrite(args, &t, s, None)));
+        fx.set_rewrite(|| exact_rewrite(args, &t, s, None));
     }
     if n > 0 {
-        event("xtrim", args[1]);
+        fx.event("xtrim", args[1]);
     }
+    fx.apply(ctx);
     ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
@@ -481,7 +504,7 @@ fn xlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    reset_events();
+    let mut fx = StreamFx::new(ctx);
     let mut ids = Vec::with_capacity(args.len() - 2);
     for a in &args[2..] {
         ids.push(parse_id(a, 0, true, false)?.0);
@@ -492,9 +515,10 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             n += s.delete(id) as i64;
         }
         if n > 0 {
-            event("xdel", args[1]);
+            fx.event("xdel", args[1]);
         }
     }
+    fx.apply(ctx);
     ctx.changed_by(n as usize);
     ctx.out.int(n);
     Ok(())

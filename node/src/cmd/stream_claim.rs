@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use tessera_rdb::StreamId;
 
-use super::stream::{fmt_id, get_stream_w, parse_bound, parse_id, write_entry};
+use super::stream::{fmt_id, get_stream_w, parse_bound, parse_id, write_entry, StreamFx};
 use super::stream_group::consumer_entry;
 use super::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::types::parse_i64_strict;
@@ -14,6 +14,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("stream")
             .since("5.0.0")
+            .owns_fx()
     };
     vec![
         c("xclaim", -6, "write fast", (1, 1, 1), xclaim),
@@ -35,7 +36,7 @@ fn nogroup(args: &[&[u8]]) -> CmdError {
 }
 
 /// Moves pending entry `id` to consumer `name` (created if missing), as XCLAIM/XAUTOCLAIM do.
-fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
+fn transfer(fx: &mut StreamFx, g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
     let old = g.pel.get(&id).map(|p| p.owner.clone());
     if let Some(old) = old {
         if &old[..] != name {
@@ -45,10 +46,10 @@ fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
         }
     }
     if !g.consumers.contains_key(name) {
-        super::stream::event("xgroup-createconsumer", key);
-        super::stream::add_changes(1);
+        fx.event("xgroup-createconsumer", key);
+        fx.add_changes(1);
     }
-    super::stream::add_changes(1);
+    fx.add_changes(1);
     let c = consumer_entry(g, name, now);
     c.seen_time = now;
     c.pending.insert(id);
@@ -59,10 +60,10 @@ fn transfer(g: &mut Group, key: &[u8], id: StreamId, name: &[u8], now: u64) {
 
 /// Drops pending entry `id` (its stream entry is gone); replicas get it as an XCLAIM to
 /// its owner, which drops it there too (Redis 7.0).
-fn drop_pending(g: &mut Group, key: &[u8], group: &[u8], id: StreamId) {
+fn drop_pending(fx: &mut StreamFx, g: &mut Group, key: &[u8], group: &[u8], id: StreamId) {
     if let Some(p) = g.pel.remove(&id) {
-        super::stream::add_changes(1);
-        super::stream::push_xclaim(key, group, id, &p, g.last_id);
+        fx.add_changes(1);
+        super::stream::push_xclaim(fx, key, group, id, &p, g.last_id);
         if let Some(c) = g.consumers.get_mut(&p.owner) {
             c.pending.remove(&id);
         }
@@ -70,9 +71,12 @@ fn drop_pending(g: &mut Group, key: &[u8], group: &[u8], id: StreamId) {
 }
 
 /// Redis 7.0's streamPropagateGroupID: `XGROUP SETID key group <last id> ENTRIESREAD <n>`.
-pub(super) fn push_setid(key: &[u8], group: &[u8], g: &Group) {
+pub(super) fn push_setid(fx: &mut StreamFx, key: &[u8], group: &[u8], g: &Group) {
+    if !fx.collects() {
+        return;
+    }
     let st = |s: &'static str| Bytes::from_static(s.as_bytes());
-    super::stream::push_rewrite(vec![
+    fx.push_rewrite(vec![
         st("XGROUP"),
         st("SETID"),
         Bytes::copy_from_slice(key),
@@ -93,14 +97,13 @@ fn claimed_reply(out: &mut crate::resp::Out, s: &StreamValue, id: StreamId, just
 
 fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    let r = xclaim_run(ctx, args);
-    super::stream::finish_changes(ctx);
+    let mut fx = StreamFx::rewriting(ctx);
+    let r = xclaim_run(ctx, args, &mut fx);
+    fx.finish(ctx);
     r
 }
 
-fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    super::stream::reset_events();
-    super::stream::start_rewrites();
+fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]], fx: &mut StreamFx) -> CmdResult {
     let now = ctx.ks.now;
     let Some(s) = get_stream_w(&mut ctx.ks, args[1])? else {
         return Err(nogroup(args));
@@ -170,7 +173,7 @@ fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             break;
         };
         if !exists {
-            drop_pending(g, args[1], args[2], id);
+            drop_pending(fx, g, args[1], args[2], id);
             continue;
         }
         let mut fresh = false;
@@ -191,7 +194,7 @@ fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if !fresh && minidle > 0 && (now as i64 - p.delivery_time as i64) < minidle {
             continue;
         }
-        transfer(g, args[1], id, name, now);
+        transfer(fx, g, args[1], id, name, now);
         if let Some(p) = g.pel.get_mut(&id) {
             p.delivery_time = delivery;
             if retry >= 0 {
@@ -201,14 +204,14 @@ fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
         }
         if let Some(p) = g.pel.get(&id) {
-            super::stream::push_xclaim(args[1], args[2], id, p, g.last_id);
+            super::stream::push_xclaim(fx, args[1], args[2], id, p, g.last_id);
         }
         claimed_reply(&mut body, s, id, justid);
         n += 1;
     }
     if advanced {
         if let Some(g) = s.groups.get(args[2]) {
-            push_setid(args[1], args[2], g);
+            push_setid(fx, args[1], args[2], g);
         }
     }
     ctx.out.array(n);
@@ -218,14 +221,13 @@ fn xclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    let r = xautoclaim_run(ctx, args);
-    super::stream::finish_changes(ctx);
+    let mut fx = StreamFx::rewriting(ctx);
+    let r = xautoclaim_run(ctx, args, &mut fx);
+    fx.finish(ctx);
     r
 }
 
-fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    super::stream::reset_events();
-    super::stream::start_rewrites();
+fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]], fx: &mut StreamFx) -> CmdResult {
     let now = ctx.ks.now;
     let minidle = int_or(args[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM")?.max(0);
     let start = parse_bound(args[5], true)?;
@@ -281,7 +283,7 @@ fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             break;
         };
         if !exists {
-            drop_pending(g, args[1], args[2], id);
+            drop_pending(fx, g, args[1], args[2], id);
             deleted.push(id);
             count -= 1;
             continue;
@@ -290,7 +292,7 @@ fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if minidle > 0 && (now as i64 - p.delivery_time as i64) < minidle {
             continue;
         }
-        transfer(g, args[1], id, name, now);
+        transfer(fx, g, args[1], id, name, now);
         if let Some(p) = g.pel.get_mut(&id) {
             p.delivery_time = now;
             if !justid {
@@ -298,7 +300,7 @@ fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
         }
         if let Some(p) = g.pel.get(&id) {
-            super::stream::push_xclaim(args[1], args[2], id, p, g.last_id);
+            super::stream::push_xclaim(fx, args[1], args[2], id, p, g.last_id);
         }
         claimed_reply(&mut body, s, id, justid);
         claimed += 1;
@@ -318,7 +320,6 @@ fn xautoclaim_run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    super::stream::reset_events();
     let id = parse_id(args[2], 0, true, false)?.0;
     let (mut added, mut maxdel) = (-1i64, StreamId::default());
     let mut i = 3;
@@ -364,7 +365,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if maxdel != StreamId::default() {
         s.max_deleted_id = maxdel;
     }
-    super::stream::event("xsetid", args[1]);
+    ctx.notify(crate::notify::STREAM, "xsetid", args[1]);
     ctx.out.ok();
     Ok(())
 }

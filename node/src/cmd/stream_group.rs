@@ -5,9 +5,10 @@ use bytes::Bytes;
 use tessera_rdb::StreamId;
 
 use super::stream::{
-    fmt_id, get_stream, get_stream_w, incr, parse_bound, parse_id, write_entry, MAX_ID,
+    fmt_id, get_stream, get_stream_w, incr, parse_bound, parse_id, write_entry, StreamFx, MAX_ID,
 };
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::notify::STREAM;
 use crate::types::stream::{Consumer, Group, Pending, StreamValue};
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -15,6 +16,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("stream")
             .since("5.0.0")
+            .owns_fx()
     };
     let none = (0, 0, 0);
     vec![
@@ -58,26 +60,29 @@ fn nogroup_read(key: &[u8], group: &[u8]) -> CmdError {
 }
 
 fn xread(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    read_generic(ctx, args, false)
+    let mut fx = StreamFx::new(ctx);
+    let r = read_generic(ctx, args, false, &mut fx);
+    fx.apply(ctx);
+    r
 }
 
 fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    let r = read_generic(ctx, args, true);
-    super::stream::finish_changes(ctx);
+    // Replicas and the AOF get XCLAIM / XGROUP SETID for what is served (nothing for an
+    // XREADGROUP that blocks or serves nothing).
+    let mut fx = StreamFx::rewriting(ctx);
+    let r = read_generic(ctx, args, true, &mut fx);
+    fx.finish(ctx);
     r
 }
 
 /// Redis's xreadCommand (without BLOCK).
-fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult {
-    if group_cmd {
-        // Replicas and the AOF get XCLAIM / XGROUP SETID for what is served (nothing for
-        // an XREADGROUP that blocks or serves nothing).
-        super::stream::start_rewrites();
-    } else {
-        super::stream::set_rewrite(None);
-    }
-    super::stream::reset_events();
+fn read_generic(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    group_cmd: bool,
+    fx: &mut StreamFx,
+) -> CmdResult {
     let mut count = 0usize;
     let mut streams_at = None;
     let mut group: Option<(&[u8], &[u8])> = None;
@@ -211,12 +216,12 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                 }
                 let created = !g.consumers.contains_key(cname);
                 if created {
-                    super::stream::event("xgroup-createconsumer", key);
+                    fx.event("xgroup-createconsumer", key);
                 }
                 let c = consumer_entry(g, cname, now);
                 c.seen_time = now;
                 served += 1;
-                super::stream::add_changes(1 + created as usize);
+                fx.add_changes(1 + created as usize);
                 if !resp3 {
                     body.array(2);
                 }
@@ -231,7 +236,7 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], group_cmd: bool) -> CmdResult
                         noack,
                         created,
                     };
-                    serve_new(&mut body, s, &how, gt, count, now);
+                    serve_new(&mut body, s, &how, gt, count, now, fx);
                 }
             }
             None => {
@@ -326,6 +331,7 @@ fn serve_new(
     gt: StreamId,
     count: usize,
     now: u64,
+    fx: &mut StreamFx,
 ) {
     let (gname, cname, noack) = (how.group, how.consumer, how.noack);
     let Some(start) = incr(gt) else {
@@ -380,7 +386,7 @@ fn serve_new(
                 c.pending.insert(id);
             }
             if let Some(p) = g.pel.get(&id) {
-                super::stream::push_xclaim(how.key, gname, id, p, g.last_id);
+                super::stream::push_xclaim(fx, how.key, gname, id, p, g.last_id);
             }
         }
     }
@@ -389,7 +395,7 @@ fn serve_new(
             let b = |s: &[u8]| Bytes::copy_from_slice(s);
             let st = |s: &'static str| Bytes::from_static(s.as_bytes());
             if how.created {
-                super::stream::push_rewrite(vec![
+                fx.push_rewrite(vec![
                     st("XGROUP"),
                     st("CREATECONSUMER"),
                     b(how.key),
@@ -397,7 +403,7 @@ fn serve_new(
                     b(cname),
                 ]);
             }
-            super::stream_claim::push_setid(how.key, gname, g);
+            super::stream_claim::push_setid(fx, how.key, gname, g);
         }
     }
 }
@@ -636,7 +642,6 @@ fn group_target<'c>(
 }
 
 fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    super::stream::reset_events();
     let (mk, er) = group_opts(args, true)?;
     let exists = group_target(ctx, args, mk, false)?.is_some();
     if exists {
@@ -665,7 +670,6 @@ fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "BUSYGROUP Consumer Group name already exists",
         ));
     }
-    super::stream::event("xgroup-create", args[2]);
     s.groups.insert(
         Bytes::copy_from_slice(args[3]),
         Group {
@@ -675,13 +679,13 @@ fn xgroup_create(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             consumers: Default::default(),
         },
     );
+    ctx.notify(STREAM, "xgroup-create", args[2]);
     ctx.out.ok();
     Ok(())
 }
 
 fn xgroup_setid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    super::stream::reset_events();
     let (_, er) = group_opts(args, false)?;
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
@@ -698,20 +702,19 @@ fn xgroup_setid(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         g.last_id = id;
         g.entries_read = er;
     }
-    super::stream::event("xgroup-setid", args[2]);
+    ctx.notify(STREAM, "xgroup-setid", args[2]);
     ctx.out.ok();
     Ok(())
 }
 
 fn xgroup_destroy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    super::stream::reset_events();
     let Some(s) = group_target(ctx, args, false, false)? else {
         return Err(need_key());
     };
     let n = s.groups.remove(args[3]).is_some() as i64;
     if n == 1 {
-        super::stream::event("xgroup-destroy", args[2]);
+        ctx.notify(STREAM, "xgroup-destroy", args[2]);
         // Its blocked readers re-run (after this command) and get the NOGROUP error.
         crate::blocking::recheck_group_readers(ctx.srv, ctx.ks.db, args[2]);
     }
@@ -722,7 +725,6 @@ fn xgroup_destroy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    super::stream::reset_events();
     let now = ctx.ks.now;
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
@@ -731,10 +733,10 @@ fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(nogroup(args));
     };
     let created = !g.consumers.contains_key(args[4]);
-    if created {
-        super::stream::event("xgroup-createconsumer", args[2]);
-    }
     consumer_entry(g, args[4], now);
+    if created {
+        ctx.notify(STREAM, "xgroup-createconsumer", args[2]);
+    }
     ctx.changed_if(created);
     ctx.out.int(created as i64);
     Ok(())
@@ -742,7 +744,6 @@ fn xgroup_createconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn xgroup_delconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.metadata_only();
-    super::stream::reset_events();
     let Some(s) = group_target(ctx, args, false, true)? else {
         return Err(need_key());
     };
@@ -750,12 +751,18 @@ fn xgroup_delconsumer(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(nogroup(args));
     };
     let mut n = 0;
-    if let Some(c) = g.consumers.remove(args[4]) {
-        super::stream::event("xgroup-delconsumer", args[2]);
-        n = c.pending.len() as i64;
-        for id in c.pending {
-            g.pel.remove(&id);
+    let deleted = match g.consumers.remove(args[4]) {
+        Some(c) => {
+            n = c.pending.len() as i64;
+            for id in c.pending {
+                g.pel.remove(&id);
+            }
+            true
         }
+        None => false,
+    };
+    if deleted {
+        ctx.notify(STREAM, "xgroup-delconsumer", args[2]);
     } else {
         ctx.unchanged();
     }

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::{KeyState, Snapshot, GENERIC, HASH, LIST, NEW, SET, STRING, ZSET};
+use super::{Event, KeyState, Snapshot, GENERIC, HASH, LIST, NEW, SET, STRING, ZSET};
 use crate::cmd::{eq_ic, CommandSpec, Ctx};
 
 /// The first level of a reply, enough to tell whether the command changed something.
@@ -80,14 +80,6 @@ fn first_bulk(b: &[u8]) -> Option<Bytes> {
     let end = b.windows(2).position(|w| w == b"\r\n")?;
     let n: usize = std::str::from_utf8(&b[1..end]).ok()?.parse().ok()?;
     b.get(end + 2..end + 2 + n).map(Bytes::copy_from_slice)
-}
-
-/// One event to publish.
-pub struct Event {
-    pub class: u32,
-    pub event: &'static str,
-    pub key: Bytes,
-    pub db: usize,
 }
 
 struct Acc<'c, 'a> {
@@ -168,70 +160,7 @@ pub fn derive(
     };
     let s0 = st(0);
     let name = cmd.name;
-    if cmd.group == "stream" {
-        // Stream commands record their own events (crate::cmd::stream::take_events).
-        let mut first = true;
-        for (ev, k) in crate::cmd::stream::take_events() {
-            if k == k0 && std::mem::take(&mut first) {
-                a.new_if_created(s0, &k, db);
-            }
-            a.push(super::STREAM, ev, &k, db);
-        }
-        return a.out;
-    }
     match name {
-        "del" | "unlink" => {
-            for (i, (_, b)) in snap.keys.iter().enumerate() {
-                if let Some(k) = key(i) {
-                    if b.exists && !a.now(db, &k).exists {
-                        a.push(GENERIC, "del", &k, db);
-                    }
-                }
-            }
-        }
-        "expire" | "pexpire" | "expireat" | "pexpireat" => {
-            if reply.int() == 1 {
-                let ev = if a.now(db, &k0).exists {
-                    "expire"
-                } else {
-                    "del"
-                };
-                a.push(GENERIC, ev, &k0, db);
-            }
-        }
-        "persist" => {
-            if reply.int() == 1 {
-                a.push(GENERIC, "persist", &k0, db);
-            }
-        }
-        "rename" | "renamenx" => {
-            if let (Some(k1), true) = (key(1), name == "rename" || reply.int() == 1) {
-                if k0 != k1 {
-                    a.push(NEW, "new", &k1, db);
-                    a.push(GENERIC, "rename_from", &k0, db);
-                    a.push(GENERIC, "rename_to", &k1, db);
-                }
-            }
-        }
-        "copy" => {
-            if let (Some(k1), 1) = (key(1), reply.int()) {
-                let dst_db = db_option(args).unwrap_or(db);
-                a.push(NEW, "new", &k1, dst_db);
-                a.push(GENERIC, "copy_to", &k1, dst_db);
-            }
-        }
-        "move" => {
-            if reply.int() == 1 {
-                let dst_db = args
-                    .get(2)
-                    .and_then(|d| std::str::from_utf8(d).ok())
-                    .and_then(|d| d.parse::<usize>().ok())
-                    .unwrap_or(db);
-                a.push(NEW, "new", &k0, dst_db);
-                a.push(GENERIC, "move_from", &k0, db);
-                a.push(GENERIC, "move_to", &k0, dst_db);
-            }
-        }
         "restore" | "restore-asking" => {
             a.push(NEW, "new", &k0, db);
             a.push(GENERIC, "restore", &k0, db);
@@ -528,12 +457,6 @@ fn member_scores(
         .filter_map(|p| p.get(stride - 1))
         .map(|m| z.score(m))
         .collect()
-}
-
-/// COPY's `DB n` option.
-fn db_option(args: &[&[u8]]) -> Option<usize> {
-    let i = args.iter().skip(3).position(|a| eq_ic(a, "db"))? + 3;
-    std::str::from_utf8(args.get(i + 1)?).ok()?.parse().ok()
 }
 
 /// The pop event of the blocking / multi-key pops.

@@ -56,9 +56,21 @@ impl Propagator {
 /// the members it replied with).
 /// Commands that changed nothing (a blocking command that blocked, a DEL of missing keys...)
 /// never get here: `run_locked` decides.
-pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usize) {
+/// `rewrite`: what the handler asked to propagate instead (`Ctx::propagate_as`).
+pub fn propagate(
+    ctx: &Ctx<'_>,
+    cmd: &CommandSpec,
+    args: &[&[u8]],
+    reply_at: usize,
+    rewrite: Option<Vec<Vec<Bytes>>>,
+) {
     let p = &ctx.srv.persist.prop;
-    let rewritten = if cmd.name == "spop" {
+    let rewritten = if let Some(mut cmds) = rewrite {
+        if cmds.len() != 1 {
+            return propagate_many(ctx, cmds);
+        }
+        cmds.pop()
+    } else if cmd.name == "spop" {
         let members = ctx
             .out
             .buf
@@ -73,17 +85,6 @@ pub fn propagate(ctx: &Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]], reply_at: usi
         v.push(Bytes::copy_from_slice(args[1]));
         v.extend(members);
         Some(v)
-    } else if matches!(
-        cmd.name,
-        "xadd" | "xtrim" | "xreadgroup" | "xclaim" | "xautoclaim"
-    ) {
-        // What the handler recorded (Redis 7.0's rewrites): XADD/XTRIM's concrete ID and
-        // exact trimming; XCLAIM/XGROUP SETID per entry XREADGROUP and the claims deliver.
-        match crate::cmd::stream::take_rewrite() {
-            Some(mut cmds) if cmds.len() == 1 => cmds.pop(),
-            Some(cmds) => return propagate_many(ctx, cmds),
-            None => None,
-        }
     } else {
         deterministic(cmd.name, args, ctx.ks.now)
     };
@@ -306,31 +307,6 @@ pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>>
     };
     let s = |x: &'static str| Bytes::from_static(x.as_bytes());
     match name {
-        "expire" | "pexpire" if args.len() >= 3 => {
-            let unit = if name == "expire" { 1000 } else { 1 };
-            match abs_ms(now, args[2], unit) {
-                Some(at) => {
-                    let mut v = vec![s("PEXPIREAT"), Bytes::copy_from_slice(args[1]), at];
-                    v.extend(copy(&args[3..]));
-                    owned(v)
-                }
-                None => None,
-            }
-        }
-        "expireat" if args.len() >= 3 => {
-            match parse_i64(args[2]).and_then(|x| x.checked_mul(1000)) {
-                Some(at) => {
-                    let mut v = vec![
-                        s("PEXPIREAT"),
-                        Bytes::copy_from_slice(args[1]),
-                        num(at.max(0) as u64),
-                    ];
-                    v.extend(copy(&args[3..]));
-                    owned(v)
-                }
-                None => None,
-            }
-        }
         "setex" | "psetex" if args.len() == 4 => {
             let unit = if name == "setex" { 1000 } else { 1 };
             match abs_ms(now, args[2], unit) {
@@ -454,8 +430,6 @@ mod tests {
 
     #[test]
     fn relative_ttls_become_absolute() {
-        let r = det("expire", &["EXPIRE", "k", "10", "NX"]).0;
-        assert_eq!(r, b(&["PEXPIREAT", "k", "1010000", "NX"]));
         let r = det("setex", &["SETEX", "k", "2", "v"]).0;
         assert_eq!(r, b(&["SET", "k", "v", "PXAT", "1002000"]));
         let r = det("set", &["SET", "k", "v", "px", "5", "NX"]).0;

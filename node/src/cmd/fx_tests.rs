@@ -1,0 +1,212 @@
+//! What handlers report through their context (keyspace events, propagation rewrites),
+//! checked at the handler, in-process: the differential tests against redis-server check
+//! the published result end to end.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{table, Ctx, KeyView};
+use crate::config::Config;
+use crate::notify::Event;
+use crate::persist::propagate::{Write, WriteSubscriber};
+use crate::resp::Out;
+use crate::server::{ClientState, Server};
+
+/// Counts nothing: its presence makes handlers build their propagation rewrites.
+struct Sink;
+
+impl WriteSubscriber for Sink {
+    fn feed(&self, _: &Write<'_>) {}
+}
+
+/// A server with `notify-keyspace-events` set to `flags` and, if `propagating`, a
+/// write subscriber.
+pub(super) fn server(flags: &str, propagating: bool) -> Arc<Server> {
+    let srv = Server::new(Config::default());
+    srv.config
+        .update(|c| c.set_directive("notify-keyspace-events", &[flags.to_string()]))
+        .expect("notify-keyspace-events");
+    srv.config_changed();
+    if propagating {
+        srv.persist.prop.subscribe(Arc::new(Sink));
+    }
+    srv
+}
+
+/// What one command reported.
+pub(super) struct Ran {
+    /// `event key` (with `@db` when not db 0), in order.
+    pub events: Vec<String>,
+    /// The recorded events' buffer capacity (0: nothing was allocated).
+    pub capacity: usize,
+    pub propagate: Option<Vec<Vec<String>>>,
+    pub ok: bool,
+}
+
+/// Runs `argv`'s handler on `srv` with every stripe locked, returning its effects as
+/// recorded (before the dispatcher publishes them).
+pub(super) fn run(srv: &Arc<Server>, argv: &[&str]) -> Ran {
+    let args: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+    let cmd = table().resolve(&args).expect("known command");
+    let mut cl = ClientState::detached(1, 0);
+    let mut out = Out::new(false);
+    let mut ctx = Ctx {
+        srv,
+        cl: &mut cl,
+        out: &mut out,
+        ks: KeyView::new(srv, srv.ks.lock_all(), 0, crate::server::now_ms()),
+        block: None,
+        in_exec: false,
+        serving_blocked: false,
+        noop: false,
+        untouched: false,
+        changes: 1,
+    };
+    let ok = (cmd.handler)(&mut ctx, &args).is_ok();
+    let fx = std::mem::take(&mut ctx.ks.fx);
+    let show = |e: &Event| {
+        let key = String::from_utf8_lossy(&e.key);
+        match e.db {
+            0 => format!("{} {key}", e.event),
+            db => format!("{} {key}@{db}", e.event),
+        }
+    };
+    let text = |v: &Vec<Bytes>| {
+        v.iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect::<Vec<_>>()
+    };
+    Ran {
+        events: fx.events.iter().map(show).collect(),
+        capacity: fx.events.capacity(),
+        propagate: fx.propagate.map(|l| l.iter().map(text).collect()),
+        ok,
+    }
+}
+
+/// Runs each command, asserting it succeeded; returns the last one's effects.
+pub(super) fn run_all(srv: &Arc<Server>, cmds: &[&[&str]]) -> Ran {
+    let mut last = None;
+    for c in cmds {
+        let r = run(srv, c);
+        assert!(r.ok, "{c:?} failed");
+        last = Some(r);
+    }
+    last.expect("at least one command")
+}
+
+fn events(srv: &Arc<Server>, argv: &[&str]) -> Vec<String> {
+    run(srv, argv).events
+}
+
+/// With notifications off (the default) a write records nothing and allocates nothing,
+/// and without subscribers nothing is rewritten: the hot path's cost is a flag test.
+#[test]
+fn nothing_recorded_when_off() {
+    let srv = server("", false);
+    for c in [
+        &["SET", "k", "v"][..],
+        &["EXPIRE", "k", "100"],
+        &["RENAME", "k", "k2"],
+        &["XADD", "s", "*", "f", "v"],
+        &["DEL", "k2", "s"],
+    ] {
+        let r = run(&srv, c);
+        assert!(r.ok, "{c:?}");
+        assert_eq!(r.capacity, 0, "{c:?} allocated an event buffer");
+        assert!(r.propagate.is_none(), "{c:?} built a rewrite nobody reads");
+    }
+}
+
+/// A class that is not enabled is not recorded either.
+#[test]
+fn only_enabled_classes_are_recorded() {
+    let srv = server("Kg", false);
+    run_all(&srv, &[&["SET", "k", "v"]]);
+    assert_eq!(events(&srv, &["EXPIRE", "k", "100"]), ["expire k"]);
+    assert!(events(&srv, &["XADD", "s", "*", "f", "v"]).is_empty());
+    assert_eq!(events(&srv, &["DEL", "s", "k"]), ["del s", "del k"]);
+}
+
+#[test]
+fn generic_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    run_all(&srv, &[&["SET", "a", "1"], &["SET", "b", "2"]]);
+    // RENAME onto an existing key: Redis deletes it and adds it again (`new`).
+    assert_eq!(
+        events(&srv, &["RENAME", "a", "b"]),
+        ["new b", "rename_from a", "rename_to b"]
+    );
+    assert!(events(&srv, &["RENAMENX", "b", "b"]).is_empty());
+    assert_eq!(
+        events(&srv, &["COPY", "b", "c", "DB", "1"]),
+        ["new c@1", "copy_to c@1"]
+    );
+    assert_eq!(
+        events(&srv, &["MOVE", "b", "2"]),
+        ["new b@2", "move_from b", "move_to b@2"]
+    );
+    run_all(&srv, &[&["SET", "e", "1"]]);
+    assert_eq!(events(&srv, &["PEXPIRE", "e", "100000"]), ["expire e"]);
+    assert_eq!(events(&srv, &["PERSIST", "e"]), ["persist e"]);
+    assert!(events(&srv, &["PERSIST", "e"]).is_empty());
+    // A deadline in the past deletes.
+    assert_eq!(events(&srv, &["EXPIREAT", "e", "1"]), ["del e"]);
+    assert!(events(&srv, &["DEL", "e", "nope"]).is_empty());
+}
+
+#[test]
+fn expire_propagates_an_absolute_deadline() {
+    let srv = server("", true);
+    run_all(&srv, &[&["SET", "k", "v"]]);
+    let r = run(&srv, &["EXPIRE", "k", "100", "LT"]);
+    let p = r.propagate.expect("rewritten");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0][0], "PEXPIREAT");
+    let at: u64 = p[0][2].parse().expect("ms");
+    let now = crate::server::now_ms();
+    assert!(at > now + 90_000 && at <= now + 100_000, "{at} vs {now}");
+    assert_eq!(p[0][3], "LT");
+    let r = run(&srv, &["EXPIREAT", "k", "4000000000"]);
+    assert_eq!(
+        r.propagate,
+        Some(vec![vec![
+            "PEXPIREAT".to_string(),
+            "k".into(),
+            "4000000000000".into()
+        ]])
+    );
+    assert!(run(&srv, &["PEXPIREAT", "k", "4000000000001"])
+        .propagate
+        .is_none());
+}
+
+#[test]
+fn stream_commands_report_through_the_context() {
+    let srv = server("KEA", true);
+    let r = run(&srv, &["XADD", "s", "MAXLEN", "~", "5", "1-1", "f", "v"]);
+    assert_eq!(r.events, ["xadd s"]);
+    let p = r.propagate.expect("exact form");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0][..2], ["XADD".to_string(), "s".into()]);
+    assert_eq!(
+        events(&srv, &["XGROUP", "CREATE", "s", "g", "0"]),
+        ["xgroup-create s"]
+    );
+    let r = run(
+        &srv,
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+    );
+    assert_eq!(r.events, ["xgroup-createconsumer s"]);
+    let p = r.propagate.expect("XCLAIMs");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0][0], "XCLAIM");
+    // Nothing new to read: nothing to propagate.
+    let r = run(
+        &srv,
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+    );
+    assert_eq!(r.propagate, Some(vec![]));
+    assert_eq!(events(&srv, &["XDEL", "s", "1-1"]), ["xdel s"]);
+}
