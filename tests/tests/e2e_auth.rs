@@ -6,7 +6,7 @@
 
 mod e2e_common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tessera_tests::kiab::testkit::{is_ready, pod_ip, pods, wait_for};
@@ -119,7 +119,11 @@ fn secret_change_switches_every_node_live() {
             .filter_map(|p| p.metadata.uid)
             .collect();
         write(&ips, "first-pass", 0..300).await;
+        // A writer through the rotation: it re-reads the password from the Secret when a
+        // write fails, as a client mounting the Secret would.
+        let checker = DataChecker::start_auth(&env.client, "auth", "pw", "rot", 300).await;
 
+        let t0 = Instant::now();
         env.apply(&secret("second-pass")).await;
         let r = wait_for(
             "every node on the new password only",
@@ -145,6 +149,23 @@ fn secret_change_switches_every_node_live() {
         if let Err(e) = r {
             panic!("{e}\n{}", env.operator_state());
         }
+        let ready = t0.elapsed();
+        // Keep writing on the new password for a moment, then check every acknowledged write.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        checker
+            .stop
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let client = env.client.clone();
+        let r = wait_for("replicas linked and in sync", WAIT, || {
+            replicas_linked_auth(&client, "auth", 2, 1, Some("second-pass"))
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
+        let tally = checker.verify(&ips).await;
+        report_scenario("password rotation", ready, &tally);
+        assert!(tally.acked >= 300, "{tally}");
         // Live: the same pods, none restarted.
         let now: Vec<String> = pods(&env.client, "default", "tessera.rs/cluster=auth")
             .await

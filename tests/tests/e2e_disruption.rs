@@ -178,7 +178,7 @@ fn sigterm_master_hands_over_first() {
         let checker = DataChecker::start_following(&env.client, name, name, 300).await;
         let client = env.client.clone();
         let r = wait_for("replicas in sync", READY_WITHIN, || {
-            replication_in_sync(&client, name)
+            replicas_online(&client, name)
         })
         .await;
         check!(env, r);
@@ -306,7 +306,7 @@ fn evictions_honour_the_shard_budgets() {
             }
         };
         let r = wait_for("replicas in sync", READY_WITHIN, || {
-            replication_in_sync(&client, name)
+            replicas_online(&client, name)
         })
         .await;
         check!(env, r);

@@ -773,3 +773,45 @@ pub async fn secret_password(client: &Client, secret: &str) -> Result<String, St
         .ok_or_else(|| format!("Secret {secret} has no password"))?;
     String::from_utf8(bytes.0.clone()).map_err(|e| e.to_string())
 }
+
+/// Every replica's link is up and each master's replicas are online within 1 MiB of its
+/// offset: [`replication_in_sync`] for a cluster that is being written to (offsets then never
+/// stay equal), e.g. before a disruption while a writer runs.
+pub async fn replicas_online(client: &Client, name: &str) -> Result<(), String> {
+    for ip in pod_ips(client, name).await {
+        let mut c = node(&ip).await?;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let field = |k: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}:")))
+                .map(|v| v.trim().to_string())
+        };
+        if field("role").as_deref() == Some("slave") {
+            if field("master_link_status").as_deref() != Some("up") {
+                return Err(format!("{ip}: replica link not up"));
+            }
+            continue;
+        }
+        let offset: u64 = field("master_repl_offset")
+            .and_then(|o| o.parse().ok())
+            .unwrap_or(0);
+        for l in info
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains("offset="))
+        {
+            let o: u64 = l
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("offset="))
+                .and_then(|o| o.parse().ok())
+                .unwrap_or(0);
+            if !l.contains("state=online") || offset.saturating_sub(o) > 1 << 20 {
+                return Err(format!("{ip}: replica {l} not online near offset {offset}"));
+            }
+        }
+    }
+    Ok(())
+}
