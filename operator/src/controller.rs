@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -472,7 +472,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         new_status.slots_assigned,
         new_status.ready_nodes,
     );
-    events_for(ctx, rc, previous, &new_status, &topology).await;
+    events_for(ctx, rc, previous, &new_status, &topology, &pods).await;
     if previous != Some(&new_status) {
         let api: Api<RedisCluster> = Api::namespaced(client.clone(), &ns);
         let patch = serde_json::json!({ "status": status_patch(&new_status) });
@@ -699,13 +699,15 @@ async fn rolling_restart(
                         (EventType::Warning, "RollingRestartFailed", e.to_string())
                     }
                 };
-            // One Event action per kind of step: the Recorder folds repeats of a
-            // (type, reason, action) into one Event's series.
-            let verb = match action {
-                RestartAction::Failover { .. } => "Failover",
-                _ => "DeletePod",
+            // One Event action per kind of step, and the pod as related object: the Recorder
+            // folds repeats of a (type, reason, action, related) into one Event's series.
+            let (verb, pod) = match action {
+                RestartAction::Failover { master_pod, .. } => ("Failover", master_pod.as_str()),
+                RestartAction::DeleteReplica(p) | RestartAction::DeleteLoneMaster(p) => {
+                    ("DeletePod", p.name.as_str())
+                }
             };
-            publish(ctx, rc, type_, reason, verb, note).await;
+            publish_about(ctx, rc, type_, reason, verb, note, Some(pod)).await;
         }
         // Paused is already in the Progressing condition; other blocks are news.
         Next::Blocked(why) if !rc.spec.paused => {
@@ -892,6 +894,7 @@ async fn events_for(
     previous: Option<&RedisClusterStatus>,
     new: &RedisClusterStatus,
     topology: &TopologyOutcome,
+    pods: &[Pod],
 ) {
     let old_phase = previous.map(|s| s.phase);
     let degraded_msg = |s: &RedisClusterStatus| {
@@ -924,22 +927,39 @@ async fn events_for(
         publish(ctx, rc, type_, &reason, "Reconcile", note).await;
     }
     if let TopologyOutcome::Report(r) = topology {
+        let names: Vec<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.as_deref())
+            .collect();
+        // Each repair names the pod it repaired first: that pod is the Event's related object,
+        // so repairs of different pods are Events of their own (see `publish_about`).
         for repair in &r.repairs {
             let reason = if repair.starts_with("reset ") {
                 "NodeReset"
             } else {
                 "ReplicationRepaired"
             };
-            publish(ctx, rc, EventType::Normal, reason, "Repair", repair.clone()).await;
+            let pod = first_pod_named(repair, &names);
+            publish_about(
+                ctx,
+                rc,
+                EventType::Normal,
+                reason,
+                "Repair",
+                repair.clone(),
+                pod,
+            )
+            .await;
         }
         for h in &r.handovers {
-            publish(
+            publish_about(
                 ctx,
                 rc,
                 EventType::Normal,
                 "ScaleInFailover",
                 "Failover",
                 h.clone(),
+                first_pod_named(h, &names),
             )
             .await;
         }
@@ -959,6 +979,25 @@ async fn events_for(
     }
 }
 
+/// The first of `pods` that `text` names, as a whole name (`demo-1-1` is not found in
+/// `demo-1-10`).
+pub fn first_pod_named<'a>(text: &str, pods: &[&'a str]) -> Option<&'a str> {
+    let part = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+    pods.iter()
+        .filter(|p| !p.is_empty())
+        .filter_map(|&p| {
+            text.match_indices(p)
+                .find(|&(i, _)| {
+                    let before = text[..i].chars().next_back();
+                    let after = text[i + p.len()..].chars().next();
+                    !before.is_some_and(part) && !after.is_some_and(part)
+                })
+                .map(|(i, _)| (i, p))
+        })
+        .min_by_key(|&(i, _)| i)
+        .map(|(_, p)| p)
+}
+
 async fn publish(
     ctx: &Context,
     rc: &RedisCluster,
@@ -966,6 +1005,22 @@ async fn publish(
     reason: &str,
     action: &str,
     note: String,
+) {
+    publish_about(ctx, rc, type_, reason, action, note, None).await;
+}
+
+/// Publishes an Event about the cluster, with `pod` (of the cluster's namespace) as related
+/// object. kube's Recorder folds an Event into an earlier one with the same type, reason,
+/// action and objects for minutes, keeping the earlier note: naming the pod keeps repairs of
+/// different pods apart, each with its own message.
+async fn publish_about(
+    ctx: &Context,
+    rc: &RedisCluster,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+    pod: Option<&str>,
 ) {
     // The Events API caps notes at 1 kB.
     let mut note = note;
@@ -981,7 +1036,13 @@ async fn publish(
         reason: reason.into(),
         note: Some(note),
         action: action.into(),
-        secondary: None,
+        secondary: pod.map(|name| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(name.into()),
+            namespace: rc.namespace(),
+            ..ObjectReference::default()
+        }),
     };
     if let Err(e) = ctx.recorder.publish(&ev, &rc.object_ref(&())).await {
         warn!(error = %e, reason, "publishing event failed");

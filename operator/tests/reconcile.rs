@@ -942,3 +942,218 @@ fn status_patch_clears_emptied_progress_moves() {
         "{patch}"
     );
 }
+
+/// Events as (reason, note, related object's name).
+fn event_notes(h: &Harness) -> Vec<(String, String, String)> {
+    h.api
+        .names(EVENTS)
+        .into_iter()
+        .filter_map(|n| h.api.get(EVENTS, &n))
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["note"].as_str().unwrap_or("").to_string(),
+                e["related"]["name"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A repair of each pod is an Event of its own that names the pod (message and related
+/// object): kube's Recorder folds an Event into an earlier one of the same reason and object
+/// for minutes (keeping the earlier message), so without the pod as related object the second
+/// reset would only bump the first one's count.
+#[tokio::test]
+async fn repairs_of_different_pods_are_separate_events_naming_them() {
+    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    let mut r = report(3, &[]);
+    r.converged = false;
+    r.repairs = vec![
+        "reset demo-2-0 (CLUSTER RESET HARD): its node is unknown to the cluster".into(),
+        "repair replication of demo-0-1 to its master demo-0-0: replication is off".into(),
+    ];
+    r.handovers =
+        vec!["fail shard 1 over from demo-1-1 to demo-1-0 (CLUSTER FAILOVER): lowered".into()];
+    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.reconcile().await;
+    // The next pass repairs other pods, for the same reasons.
+    r.repairs = vec![
+        "reset demo-1-1 (CLUSTER RESET HARD): it belongs to another shard".into(),
+        "repair replication of demo-2-1 to its master demo-2-0: link down".into(),
+    ];
+    r.handovers =
+        vec!["fail shard 2 over from demo-2-1 to demo-2-0 (CLUSTER FAILOVER): lowered".into()];
+    *h.engine.next.lock().unwrap() = Some(r);
+    h.reconcile().await;
+    let events = event_notes(&h);
+    for (reason, pod, text) in [
+        ("NodeReset", "demo-2-0", "reset demo-2-0"),
+        ("NodeReset", "demo-1-1", "reset demo-1-1"),
+        ("ReplicationRepaired", "demo-0-1", "of demo-0-1"),
+        ("ReplicationRepaired", "demo-2-1", "of demo-2-1"),
+        ("ScaleInFailover", "demo-1-1", "shard 1"),
+        ("ScaleInFailover", "demo-2-1", "shard 2"),
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(r, note, rel)| r == reason && rel == pod && note.contains(text)),
+            "no {reason} Event about {pod}: {events:#?}"
+        );
+    }
+}
+
+/// Each pod the rolling restart replaces is an Event of its own naming it (related object and
+/// message), not a repeat of the first pod's Event.
+#[tokio::test]
+async fn each_restarted_pod_gets_its_own_event() {
+    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 2, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    let mut sts = h.api.get(STS, "demo-0").unwrap();
+    sts["metadata"]["generation"] = json!(2);
+    sts["status"] = json!({"observedGeneration": 2, "replicas": 3,
+                           "updateRevision": "demo-0-new", "currentRevision": "demo-0-old"});
+    h.api.insert(STS, sts);
+    let set_revision = |name: &str, rev: &str| {
+        let mut pod = h.api.get(PODS, name).unwrap();
+        pod["metadata"]["labels"]["controller-revision-hash"] = json!(rev);
+        h.api.insert(PODS, pod);
+    };
+    for name in ["demo-0-0", "demo-0-1", "demo-0-2"] {
+        set_revision(name, "demo-0-old");
+    }
+    let mut r = report(1, &[]);
+    let replica = |pod: &str| ReplicaSync {
+        pod: pod.into(),
+        in_sync: true,
+        link_status: Some("up".into()),
+        last_io_seconds_ago: Some(1),
+        lag_bytes: Some(0),
+        ..ReplicaSync::default()
+    };
+    r.shards[0].replicas = vec!["demo-0-1".into(), "demo-0-2".into()];
+    r.shards[0].replica_sync = vec![replica("demo-0-1"), replica("demo-0-2")];
+    *h.engine.next.lock().unwrap() = Some(r);
+    h.reconcile().await;
+    let deleted = |h: &Harness| -> Vec<String> {
+        h.api
+            .take_calls()
+            .into_iter()
+            .filter(|c| c.method == "DELETE" && c.path.starts_with(PODS))
+            .map(|c| {
+                c.path
+                    .trim_start_matches(PODS)
+                    .trim_start_matches('/')
+                    .to_string()
+            })
+            .collect()
+    };
+    let first = deleted(&h);
+    assert_eq!(first.len(), 1, "{first:?}");
+    // The StatefulSet brings the pod back at the new revision; the next replica goes.
+    h.api.remove(PODS, &first[0]);
+    h.run_pods();
+    set_revision(&first[0], "demo-0-new");
+    h.reconcile().await;
+    let second = deleted(&h);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(first, second);
+    let events = event_notes(&h);
+    for pod in [&first[0], &second[0]] {
+        assert!(
+            events.iter().any(|(r, note, rel)| r == "RollingRestart"
+                && rel == pod
+                && note.contains(pod.as_str())),
+            "no RollingRestart Event about {pod}: {events:#?}"
+        );
+    }
+}
+
+/// The pod an Event is about is the first one its message names, as a whole name; the
+/// topology engine's step descriptions name the repaired pod first.
+#[test]
+fn events_name_the_first_pod_of_a_step() {
+    use tessera_operator::controller::first_pod_named;
+    use tessera_operator::topology::plan::{NodeRef, Step};
+    let node = |pod: &str| NodeRef {
+        id: format!("{pod}-id"),
+        pod: pod.into(),
+        host: "127.0.0.1".into(),
+        port: 6379,
+    };
+    let pods = ["demo-0-0", "demo-0-1", "demo-1-1", "demo-1-10"];
+    let reset = Step::Reset {
+        node: node("demo-1-10"),
+        flush: true,
+        reason: "its node is unknown to the cluster".into(),
+    };
+    assert_eq!(first_pod_named(&reset.describe(), &pods), Some("demo-1-10"));
+    let repair = Step::RepairReplication {
+        node: node("demo-0-1"),
+        master_id: "x".into(),
+        master_pod: "demo-0-0".into(),
+        reason: "replication is off".into(),
+    };
+    assert_eq!(first_pod_named(&repair.describe(), &pods), Some("demo-0-1"));
+    let failover = Step::Failover {
+        shard: 1,
+        node: node("demo-1-1"),
+        master: node("demo-1-10"),
+        reason: "lowered".into(),
+    };
+    assert_eq!(
+        first_pod_named(&failover.describe(), &pods),
+        Some("demo-1-10"),
+        "the master that hands over"
+    );
+    assert_eq!(first_pod_named("nothing here", &pods), None);
+    assert_eq!(first_pod_named("reset demo-1-1x", &pods), None);
+}
+
+/// spec.storage.size grown: the claims are patched (StorageResized) and the StatefulSet is
+/// recreated with its pods left running (StorageExpanded), each Event naming the StatefulSet.
+#[tokio::test]
+async fn storage_growth_publishes_resized_and_expanded_events() {
+    const PVC: &str = "/api/v1/namespaces/t/persistentvolumeclaims";
+    let h = Harness::new(
+        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
+               "storage": {"size": "1Gi"}}),
+    );
+    h.reconcile().await;
+    h.run_pods();
+    let sts = h.api.get(STS, "demo-0").unwrap();
+    let mut claim = sts["spec"]["volumeClaimTemplates"][0].clone();
+    claim["apiVersion"] = json!("v1");
+    claim["kind"] = json!("PersistentVolumeClaim");
+    claim["metadata"]["name"] = json!("data-demo-0-0");
+    claim["metadata"]["namespace"] = json!(NS);
+    claim["metadata"]["labels"]["tessera.rs/cluster"] = json!("demo");
+    h.api.insert(PVC, claim);
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.reconcile().await;
+
+    h.set_spec(|s| s["storage"]["size"] = json!("2Gi"));
+    h.reconcile().await;
+    assert_eq!(
+        h.api.get(PVC, "data-demo-0-0").unwrap()["spec"]["resources"]["requests"]["storage"],
+        "2Gi"
+    );
+    let events = event_notes(&h);
+    for (reason, text) in [
+        ("StorageResized", "demo-0: 1 claim(s) requested at 2Gi"),
+        (
+            "StorageExpanded",
+            "demo-0: volume claim template 1Gi -> 2Gi",
+        ),
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(r, note, _)| r == reason && note.contains(text)),
+            "no {reason} Event: {events:#?}"
+        );
+    }
+}
