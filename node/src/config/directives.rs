@@ -95,11 +95,11 @@ directives! {
     bind: String = im("bind", Kind::Special, "* -::*");
     protected_mode: bool = d("protected-mode", Kind::Bool, "yes");
     requirepass: String = d("requirepass", Kind::Str, "");
-    maxclients: u64 = d("maxclients", Kind::Int { min: 1, max: u32::MAX as i64, }, "10000");
+    maxclients: u64 = d("maxclients", Kind::Int { min: 1, max: u32::MAX as i64 }, "10000");
     timeout_secs: u64 = d("timeout", U32, "0");
     tcp_keepalive: u64 = d("tcp-keepalive", U32, "300");
     tcp_backlog: u64 = im("tcp-backlog", U32, "511");
-    databases: u64 = im("databases", Kind::Int { min: 1, max: i32::MAX as i64, }, "16");
+    databases: u64 = im("databases", Kind::Int { min: 1, max: i32::MAX as i64 }, "16");
     dir: PathBuf = d("dir", Kind::Str, "./");
     logfile: String = im("logfile", Kind::Str, "");
     loglevel: LogLevel = d("loglevel", Kind::Enum(LogLevel::NAMES), "notice");
@@ -107,13 +107,13 @@ directives! {
     maxmemory_policy: MaxmemoryPolicy = d("maxmemory-policy", Kind::Enum(MaxmemoryPolicy::NAMES), "noeviction");
     maxmemory_samples: u64 = d("maxmemory-samples", I32_POS, "5");
     maxmemory_eviction_tenacity: u64 = d("maxmemory-eviction-tenacity", Kind::Int { min: 0, max: 100 }, "10");
-    proto_max_bulk_len: u64 = d("proto-max-bulk-len", Kind::Mem { min: 1 << 20, max: i64::MAX as u64, }, "536870912");
-    client_query_buffer_limit: u64 = d("client-query-buffer-limit", Kind::Mem { min: 1 << 20, max: i64::MAX as u64, }, "1073741824");
+    proto_max_bulk_len: u64 = d("proto-max-bulk-len", Kind::Mem { min: 1 << 20, max: i64::MAX as u64 }, "536870912");
+    client_query_buffer_limit: u64 = d("client-query-buffer-limit", Kind::Mem { min: 1 << 20, max: i64::MAX as u64 }, "1073741824");
     client_output_buffer_limit: [BufLimit; 3] = d("client-output-buffer-limit", Kind::Special, "");
     // Redis accepts any non-negative hz and clamps it to 1..500 where it is used.
     hz: u64 = d("hz", U32, "10");
     dynamic_hz: bool = d("dynamic-hz", Kind::Bool, "yes");
-    slowlog_log_slower_than: i64 = d("slowlog-log-slower-than", Kind::Int { min: -1, max: i64::MAX, }, "10000");
+    slowlog_log_slower_than: i64 = d("slowlog-log-slower-than", Kind::Int { min: -1, max: i64::MAX }, "10000");
     slowlog_max_len: u64 = d("slowlog-max-len", U64, "128");
     latency_monitor_threshold: u64 = d("latency-monitor-threshold", U64, "0");
     lfu_log_factor: u64 = d("lfu-log-factor", U32, "10");
@@ -152,9 +152,9 @@ directives! {
     repl_diskless_sync: bool = d("repl-diskless-sync", Kind::Bool, "yes");
     repl_diskless_sync_delay: u64 = d("repl-diskless-sync-delay", U32, "5");
     repl_diskless_load: String = d("repl-diskless-load", Kind::Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled");
-    repl_ping_replica_period: u64 = d("repl-ping-replica-period", Kind::Int { min: 1, max: i32::MAX as i64, }, "10");
-    repl_timeout: u64 = d("repl-timeout", Kind::Int { min: 1, max: i32::MAX as i64, }, "60");
-    repl_backlog_size: u64 = d("repl-backlog-size", Kind::Mem { min: 1, max: i64::MAX as u64, }, "1048576");
+    repl_ping_replica_period: u64 = d("repl-ping-replica-period", Kind::Int { min: 1, max: i32::MAX as i64 }, "10");
+    repl_timeout: u64 = d("repl-timeout", Kind::Int { min: 1, max: i32::MAX as i64 }, "60");
+    repl_backlog_size: u64 = d("repl-backlog-size", Kind::Mem { min: 1, max: i64::MAX as u64 }, "1048576");
     repl_backlog_ttl: u64 = d("repl-backlog-ttl", U64, "3600");
     replica_priority: u64 = d("replica-priority", U32, "100");
     min_replicas_to_write: u64 = d("min-replicas-to-write", U32, "0");
@@ -191,7 +191,7 @@ directives! {
     zset_max_listpack_value: u64 = d("zset-max-listpack-value", MEM_I64, "64");
     zset_max_ziplist_entries: u64 = d("zset-max-ziplist-entries", U64, "128");
     zset_max_ziplist_value: u64 = d("zset-max-ziplist-value", MEM_I64, "64");
-    hll_sparse_max_bytes: u64 = d("hll-sparse-max-bytes", Kind::Mem { min: 0, max: i64::MAX as u64, }, "3000");
+    hll_sparse_max_bytes: u64 = d("hll-sparse-max-bytes", Kind::Mem { min: 0, max: i64::MAX as u64 }, "3000");
     stream_node_max_bytes: u64 = d("stream-node-max-bytes", MEM_I64, "4096");
     stream_node_max_entries: u64 = d("stream-node-max-entries", U64, "100");
     activerehashing: bool = d("activerehashing", Kind::Bool, "yes");
@@ -203,7 +203,7 @@ directives! {
     worker_threads: u64 = im("worker-threads", Kind::Int { min: 0, max: 1024 }, "0");
     // tessera-node only: how long an I/O thread keeps polling after a request instead of
     // sleeping, while requests come that fast (server::spin; 0 = never).
-    busy_poll_usec: u64 = d("busy-poll-usec", Kind::Int { min: 0, max: 1_000_000, }, "50");
+    busy_poll_usec: u64 = d("busy-poll-usec", Kind::Int { min: 0, max: 1_000_000 }, "50");
     io_threads_do_reads: bool = im("io-threads-do-reads", Kind::Bool, "no");
     // Valkey 8.1's: how many pipelined requests' keys are prefetched ahead (0 = off).
     prefetch_batch_max_size: u64 = d("prefetch-batch-max-size", Kind::Int { min: 0, max: 128 }, "16");
@@ -232,8 +232,8 @@ directives! {
     active_defrag_cycle_max: u64 = d("active-defrag-cycle-max", Kind::Int { min: 1, max: 99 }, "25");
     active_defrag_threshold_lower: u64 = d("active-defrag-threshold-lower", Kind::Int { min: 0, max: 1000 }, "10");
     active_defrag_threshold_upper: u64 = d("active-defrag-threshold-upper", Kind::Int { min: 0, max: 1000 }, "100");
-    active_defrag_ignore_bytes: u64 = d("active-defrag-ignore-bytes", Kind::Mem { min: 1, max: i64::MAX as u64, }, "104857600");
-    active_defrag_max_scan_fields: u64 = d("active-defrag-max-scan-fields", Kind::Int { min: 1, max: i64::MAX, }, "1000");
+    active_defrag_ignore_bytes: u64 = d("active-defrag-ignore-bytes", Kind::Mem { min: 1, max: i64::MAX as u64 }, "104857600");
+    active_defrag_max_scan_fields: u64 = d("active-defrag-max-scan-fields", Kind::Int { min: 1, max: i64::MAX }, "1000");
     server_cpulist: String = im("server_cpulist", Kind::Str, "");
     bio_cpulist: String = im("bio_cpulist", Kind::Str, "");
     aof_rewrite_cpulist: String = im("aof_rewrite_cpulist", Kind::Str, "");

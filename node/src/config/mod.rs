@@ -907,7 +907,12 @@ mod tests {
                     "bind" => vec![vec!["127.0.0.1".into(), "::1".into()]],
                     "replicaof" => vec![vec!["10.0.0.1".into(), "6380".into()]],
                     "client-output-buffer-limit" => {
-                        vec![vec!["pubsub".into(), "1mb".into(), "2kb".into(), "3".into()]]
+                        vec![vec![
+                            "pubsub".into(),
+                            "1mb".into(),
+                            "2kb".into(),
+                            "3".into(),
+                        ]]
                     }
                     "latency-tracking-info-percentiles" => {
                         vec![vec!["".into()], vec!["50 99.9".into()]]
@@ -995,7 +1000,11 @@ mod tests {
             c.set_directive("timeout", &["x".into()])
         });
         assert!(r.is_err());
-        assert_eq!(shared.read().typed.maxmemory, 100, "nothing of a failed set");
+        assert_eq!(
+            shared.read().typed.maxmemory,
+            100,
+            "nothing of a failed set"
+        );
     }
 
     /// CONFIG REWRITE's file must load back to the same values whatever bytes CONFIG SET

@@ -968,7 +968,11 @@ mod tests {
                 .update(|c| c.set_directive("appendfsync", &[value.to_string()]))
                 .unwrap();
             srv.config_changed();
-            assert_eq!(srv.persist.aof.policy(), want, "after CONFIG SET appendfsync {value}");
+            assert_eq!(
+                srv.persist.aof.policy(),
+                want,
+                "after CONFIG SET appendfsync {value}"
+            );
         }
     }
 }
