@@ -3,24 +3,10 @@
 //! tessera-node and to redis-server 7.0.15, in RESP2 and RESP3; replies must be identical
 //! (FUNCTION LIST, whose order is Redis's hash order, after sorting).
 
-#[path = "common/proc.rs"]
-mod proc;
-mod types_common;
-
-use std::path::Path;
-
-use proc::{Launch, Ports, Server};
-use types_common::{Conn, Reply};
-
-/// This suite's port range.
-const PORTS: Ports = Ports {
-    lo: 32000,
-    hi: 32249,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(bin: &str) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&["--save", "", "--appendonly", "no"])
         .start()
 }
@@ -259,12 +245,8 @@ fn check(a: &mut Conn, b: &mut Conn, cases: &[(Vec<String>, bool)], label: &str)
 
 #[test]
 fn functions_match_redis() {
-    if !std::path::Path::new(proc::REDIS).exists() {
-        eprintln!("redis-server not installed: skipped");
-        return;
-    }
-    let t = start(proc::TESSERA);
-    let r = start(proc::REDIS);
+    let t = start(tessera_bin());
+    let r = start(redis_bin());
     let cases = cases();
     for resp3 in [false, true] {
         let mut a = Conn::with_proto(t.port, resp3);
@@ -327,12 +309,8 @@ fn stats_shape(c: &mut Conn) -> Reply {
 /// SCRIPT KILL refuses, FUNCTION KILL stops it; replies as redis-server's.
 #[test]
 fn busy_function_stats_and_kill_match_redis() {
-    if !std::path::Path::new(proc::REDIS).exists() {
-        eprintln!("redis-server not installed: skipped");
-        return;
-    }
-    let t = start(proc::TESSERA);
-    let r = start(proc::REDIS);
+    let t = start(tessera_bin());
+    let r = start(redis_bin());
     let lib = "#!lua name=loop\nredis.register_function{function_name='spin', callback=function() local a = 0 while true do a = a + 1 end end, flags={'no-writes'}}\nredis.register_function('other_fn', function() return 'lower' end)\nredis.register_function('OTHER_FN', function() return 'upper' end)";
     let mut transcripts = Vec::new();
     for port in [t.port, r.port] {
@@ -380,12 +358,8 @@ fn busy_function_stats_and_kill_match_redis() {
 /// replica-serve-stale-data no, one without allow-stale is. Transcripts as redis-server's.
 #[test]
 fn oom_and_stale_flags_match_redis() {
-    if !std::path::Path::new(proc::REDIS).exists() {
-        eprintln!("redis-server not installed: skipped");
-        return;
-    }
-    let t = start(proc::TESSERA);
-    let r = start(proc::REDIS);
+    let t = start(tessera_bin());
+    let r = start(redis_bin());
     let lib = "#!lua name=flags
 redis.register_function('plain', function() return redis.call('ping') end)
 redis.register_function{function_name='ro', callback=function() return 'ro' end, flags={'no-writes'}}
@@ -393,7 +367,7 @@ redis.register_function{function_name='oom', callback=function() return 'oom' en
 redis.register_function{function_name='stale', callback=function() return 'stale' end, flags={'allow-stale'}}
 redis.register_function{function_name='stale_ro', callback=function() return 'stale_ro' end, flags={'allow-stale', 'no-writes'}}";
     // A port nobody listens on: the replica's link stays down.
-    let dead = PORTS.free("127.0.0.1").to_string();
+    let dead = free_port().to_string();
     let script: Vec<Vec<&str>> = vec![
         vec!["FUNCTION", "LOAD", lib],
         vec!["CONFIG", "SET", "maxmemory", "1"],
@@ -430,20 +404,20 @@ redis.register_function{function_name='stale_ro', callback=function() return 'st
 /// growing with a library.
 #[test]
 fn info_memory_counts_functions_as_redis() {
-    let t = start(proc::TESSERA);
-    let r = Path::new(proc::REDIS).exists().then(|| start(proc::REDIS));
+    let t = start(tessera_bin());
+    let r = start(redis_bin());
     let field = |port: u16, name: &str| -> i64 {
         let mut c = Conn::with_proto(port, false);
         let Reply::Bulk(b) = c.cmd(&["INFO", "memory"]) else {
             panic!("INFO memory");
         };
         let text = String::from_utf8_lossy(&b).into_owned();
-        proc::info_value(&text, name)
+        info_field(&text, name)
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{name} missing in {text}"))
     };
     let before = field(t.port, "used_memory_functions");
-    for port in std::iter::once(t.port).chain(r.as_ref().map(|r| r.port)) {
+    for port in [t.port, r.port] {
         let mut c = Conn::with_proto(port, false);
         c.cmd(&["FUNCTION", "LOAD", LIB]);
         c.cmd(&["FCALL", "counts", "0"]);
@@ -451,9 +425,7 @@ fn info_memory_counts_functions_as_redis() {
     for name in ["number_of_functions", "number_of_libraries"] {
         let ours = field(t.port, name);
         assert!(ours > 0, "{name}");
-        if let Some(r) = &r {
-            assert_eq!(ours, field(r.port, name), "{name}");
-        }
+        assert_eq!(ours, field(r.port, name), "{name}");
     }
     assert!(field(t.port, "used_memory_functions") > before);
     assert!(field(t.port, "used_memory_vm_functions") > 0);

@@ -3,20 +3,10 @@
 //! -CROSSSLOT, an undeclared key of the other node the script error, a `no-cluster`
 //! function is refused; the replies must be the same.
 
-#[path = "common/proc.rs"]
-mod proc;
-
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
-use proc::{info_value, wait_for, Launch, Ports, Server};
-
-/// This suite's port range (bus ports +10000 free too).
-const PORTS: Ports = Ports {
-    lo: 32400,
-    hi: 32499,
-    bus: true,
-};
+use tessera_testkit::*;
 
 const LIB: &str = "#!lua name=clib
 redis.register_function('set1', function(keys, args) return redis.call('set', keys[1], args[1]) end)
@@ -46,7 +36,7 @@ fn line(port: u16, args: &[&str]) -> String {
 }
 
 fn node(bin: &str) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&[
             "--save",
             "",
@@ -96,7 +86,7 @@ fn replies(bin: &str) -> Vec<String> {
             if std::io::Read::read_exact(&mut r, &mut body).is_err() {
                 return false;
             }
-            info_value(&String::from_utf8_lossy(&body), "cluster_state").as_deref() == Some("ok")
+            info_field(&String::from_utf8_lossy(&body), "cluster_state").as_deref() == Some("ok")
         })
     });
     for n in [&a, &b] {
@@ -123,12 +113,8 @@ fn replies(bin: &str) -> Vec<String> {
 
 #[test]
 fn fcall_in_cluster_mode_matches_redis() {
-    let ours = replies(proc::TESSERA);
-    if !std::path::Path::new(proc::REDIS).exists() {
-        eprintln!("redis-server not installed: compared with nothing");
-        return;
-    }
-    let theirs = replies(proc::REDIS);
+    let ours = replies(tessera_bin());
+    let theirs = replies(redis_bin());
     assert_eq!(ours, theirs);
     eprintln!("{} cluster FCALL cases identical: {ours:?}", ours.len());
 }

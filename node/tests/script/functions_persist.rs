@@ -2,31 +2,13 @@
 //! redis-server 7.0, RDB files both ways (redis-check-rdb accepts ours), SAVE + restart,
 //! the AOF (RDB and RESP bases), and replication to tessera and redis-server replicas.
 
-#[path = "common/proc.rs"]
-mod proc;
-
 use std::path::Path;
 use std::time::Duration;
 
-use proc::{info_value, wait_for, Launch, Ports, Server};
-
-/// This suite's port range.
-const PORTS: Ports = Ports {
-    lo: 32250,
-    hi: 32399,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(bin: &str, dir: &Path, extra: &[&str]) -> Server {
-    Launch::new(bin, PORTS).dir(dir).args(extra).start()
-}
-
-fn have_redis() -> bool {
-    let ok = Path::new(proc::REDIS).exists();
-    if !ok {
-        eprintln!("redis-server not installed: skipped");
-    }
-    ok
+    Launch::new(bin).dir(dir).args(extra).start()
 }
 
 fn conn(s: &Server) -> redis::Connection {
@@ -131,18 +113,15 @@ fn works(c: &mut redis::Connection, tag: &str) {
 
 #[test]
 fn dump_restore_both_ways_with_redis() {
-    if !have_redis() {
-        return;
-    }
     let (d1, d2, d3) = (tempdir(), tempdir(), tempdir());
     let r = start(
-        proc::REDIS,
+        redis_bin(),
         d1.path(),
         &["--save", "", "--appendonly", "no"],
     );
-    let t = start(proc::TESSERA, d2.path(), &["--save", ""]);
+    let t = start(tessera_bin(), d2.path(), &["--save", ""]);
     let r2 = start(
-        proc::REDIS,
+        redis_bin(),
         d3.path(),
         &["--save", "", "--appendonly", "no"],
     );
@@ -208,13 +187,10 @@ fn tempdir() -> tempfile::TempDir {
 
 #[test]
 fn rdb_files_both_ways_and_restart() {
-    if !have_redis() {
-        return;
-    }
     let (d1, d2, d3) = (tempdir(), tempdir(), tempdir());
     {
         let r = start(
-            proc::REDIS,
+            redis_bin(),
             d1.path(),
             &["--save", "", "--appendonly", "no"],
         );
@@ -228,7 +204,7 @@ fn rdb_files_both_ways_and_restart() {
         let _: String = redis::cmd("SAVE").query(&mut rc).expect("SAVE");
     }
     std::fs::copy(d1.path().join("dump.rdb"), d2.path().join("dump.rdb")).expect("copy");
-    let mut t = start(proc::TESSERA, d2.path(), &["--save", ""]);
+    let mut t = start(tessera_bin(), d2.path(), &["--save", ""]);
     let mut tc = conn(&t);
     let v: String = redis::cmd("FCALL_RO")
         .arg("geta")
@@ -247,7 +223,7 @@ fn rdb_files_both_ways_and_restart() {
     works(&mut tc, "again");
     let _: String = redis::cmd("SAVE").query(&mut tc).expect("SAVE");
     let rdb = d2.path().join("dump.rdb");
-    let check = std::process::Command::new("redis-check-rdb")
+    let check = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
         .arg(&rdb)
         .output()
         .expect("redis-check-rdb");
@@ -259,7 +235,7 @@ fn rdb_files_both_ways_and_restart() {
     // redis-server loads our file, libraries included.
     std::fs::copy(&rdb, d3.path().join("dump.rdb")).expect("copy");
     let r = start(
-        proc::REDIS,
+        redis_bin(),
         d3.path(),
         &["--save", "", "--appendonly", "no"],
     );
@@ -284,12 +260,12 @@ fn a_library_that_fails_stops_the_load() {
     w.function(b"#!lua name=broken\nredis.register_function('in-rb', function() return 1 end)")
         .expect("function");
     std::fs::write(d.path().join("dump.rdb"), w.finish().expect("finish")).expect("write");
-    let port = PORTS.free("127.0.0.1");
+    let port = free_port();
     // Output to a file and a bounded wait: a node that wrongly starts must not hang us.
     let log = d.path().join("out.log");
     let f = std::fs::File::create(&log).expect("log file");
     let f2 = f.try_clone().expect("log file");
-    let mut child = std::process::Command::new(proc::TESSERA)
+    let mut child = std::process::Command::new(tessera_bin())
         .args([
             "--port",
             &port.to_string(),
@@ -305,8 +281,8 @@ fn a_library_that_fails_stops_the_load() {
         .stderr(f2)
         .spawn()
         .expect("run");
-    let status = proc::wait_exit(&mut child, Duration::from_secs(60));
-    proc::kill(&mut child);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    kill(&mut child);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         status.is_some_and(|s| !s.success()),
@@ -330,7 +306,7 @@ fn aof_keeps_libraries_with_both_base_formats() {
             "--aof-use-rdb-preamble",
             preamble,
         ];
-        let mut t = start(proc::TESSERA, d.path(), &args);
+        let mut t = start(tessera_bin(), d.path(), &args);
         let mut tc = conn(&t);
         load(&mut tc, LIB_A);
         load(&mut tc, LIB_B);
@@ -352,8 +328,8 @@ fn aof_keeps_libraries_with_both_base_formats() {
                 .arg("persistence")
                 .query(&mut tc)
                 .unwrap_or_default();
-            info_value(&i, "aof_rewrite_in_progress").as_deref() == Some("0")
-                && info_value(&i, "aof_rewrites").as_deref() == Some("1")
+            info_field(&i, "aof_rewrite_in_progress").as_deref() == Some("0")
+                && info_field(&i, "aof_rewrites").as_deref() == Some("1")
         });
         t.restart();
         let mut tc = conn(&t);
@@ -374,7 +350,7 @@ fn replicate(replica: &Server, master: &Server) {
             .arg("replication")
             .query(&mut c)
             .unwrap_or_default();
-        info_value(&i, "master_link_status").as_deref() == Some("up")
+        info_field(&i, "master_link_status").as_deref() == Some("up")
     });
 }
 
@@ -394,15 +370,15 @@ fn wait_value(c: &mut redis::Connection, key: &str, want: &str) {
 /// replicas from tessera and redis-server: libraries and FCALL effects reach them.
 fn replicas_get_libraries(before_sync: bool) {
     let (dm, d1, d2) = (tempdir(), tempdir(), tempdir());
-    let m = start(proc::TESSERA, dm.path(), &["--save", ""]);
+    let m = start(tessera_bin(), dm.path(), &["--save", ""]);
     let mut mc = conn(&m);
     if before_sync {
         load(&mut mc, LIB_A);
     }
-    let mut replicas = vec![start(proc::TESSERA, d1.path(), &["--save", ""])];
-    if have_redis() {
+    let mut replicas = vec![start(tessera_bin(), d1.path(), &["--save", ""])];
+    {
         replicas.push(start(
-            proc::REDIS,
+            redis_bin(),
             d2.path(),
             &["--save", "", "--appendonly", "no"],
         ));
@@ -476,18 +452,15 @@ fn full_sync_carries_libraries() {
 /// carries the library to a tessera replica, then FUNCTION LOAD and FCALL's effects stream.
 #[test]
 fn redis_master_full_sync_carries_libraries_to_tessera() {
-    if !have_redis() {
-        return;
-    }
     let (dm, dr) = (tempdir(), tempdir());
     let m = start(
-        proc::REDIS,
+        redis_bin(),
         dm.path(),
         &["--save", "", "--appendonly", "no"],
     );
     let mut mc = conn(&m);
     load(&mut mc, LIB_A);
-    let r = start(proc::TESSERA, dr.path(), &["--save", ""]);
+    let r = start(tessera_bin(), dr.path(), &["--save", ""]);
     // A library the master does not have: the full sync replaces it.
     let mut rc = conn(&r);
     load(

@@ -6,19 +6,9 @@
 //! No timed assertions: "busy" is detected by polling until the server answers -BUSY, and
 //! every wait is a generous bounded poll.
 
-mod common;
-
 use std::time::Duration;
 
-use common::proc::{self, Launch, Ports, Server};
-use common::{Raw, R};
-
-/// This suite's port range (helper BUSY).
-const PORTS: Ports = Ports {
-    lo: 30500,
-    hi: 30999,
-    bus: false,
-};
+use tessera_testkit::*;
 
 /// A script that never ends (and never writes).
 const LOOP: &str = "while true do end";
@@ -41,11 +31,8 @@ fn start(t: Target, extra: &[&str]) -> Server {
         "200",
     ];
     match t {
-        Target::Redis => Launch::new(proc::REDIS, PORTS)
-            .args(&base)
-            .args(extra)
-            .start(),
-        Target::Tessera { workers } => Launch::new(proc::TESSERA, PORTS)
+        Target::Redis => Launch::new(redis_bin()).args(&base).args(extra).start(),
+        Target::Tessera { workers } => Launch::new(tessera_bin())
             .args(&base)
             .args(&["--worker-threads", &workers.to_string()])
             .args(extra)
@@ -64,7 +51,7 @@ fn conn(port: u16, secs: u64) -> Raw {
 /// Sends a command; the reply, or None if none came within the read timeout.
 fn try_cmd(c: &mut Raw, args: &[&str]) -> Option<R> {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.send(&common::encode(&a));
+    c.send(&encode(&a));
     let mut l = String::new();
     match std::io::BufRead::read_line(&mut c.r, &mut l) {
         Ok(0) | Err(_) => None,
@@ -96,7 +83,7 @@ const BUSY_TEXT: &str =
 /// no answer within 2 s landed on the thread running the script (tessera, accepted before
 /// the threshold passed): it is dropped and the next probe goes elsewhere.
 fn wait_busy(port: u16) {
-    proc::wait_for(Duration::from_secs(60), "the server to answer BUSY", || {
+    wait_for(Duration::from_secs(60), "the server to answer BUSY", || {
         let mut c = conn(port, 2);
         matches!(try_cmd(&mut c, &["PING"]), Some(R::Err(e)) if e == BUSY_TEXT)
     });
@@ -104,7 +91,7 @@ fn wait_busy(port: u16) {
 
 /// redis-cli's output for one command (errors print as their text when not on a tty).
 fn cli(port: u16, args: &[&str]) -> String {
-    let out = std::process::Command::new("redis-cli")
+    let out = std::process::Command::new(tessera_testkit::redis_cli_bin())
         .arg("-p")
         .arg(port.to_string())
         .args(args)
@@ -128,7 +115,7 @@ fn kill_scenario(t: Target, existing: bool) -> Vec<String> {
     if let Some(o) = other.as_mut() {
         // Each PING either runs before the script started (PONG) or waits for the
         // threshold and gets BUSY.
-        proc::wait_for(
+        wait_for(
             Duration::from_secs(60),
             "BUSY on an existing conn",
             || matches!(o.cmd(&["PING"]), R::Err(e) if e == BUSY_TEXT),
@@ -284,7 +271,7 @@ fn connections_racing_the_script_start_get_busy() {
         );
         let port = srv.port;
         let mut sleeper = conn(port, 30);
-        sleeper.send(&common::encode(&[b"DEBUG".as_slice(), b"SLEEP", b"1"]));
+        sleeper.send(&encode(&[b"DEBUG".as_slice(), b"SLEEP", b"1"]));
         std::thread::sleep(std::time::Duration::from_millis(200));
         let caller = run_script(port, LOOP);
         let mut racers: Vec<Raw> = (0..12).map(|_| conn(port, 30)).collect();
@@ -322,14 +309,9 @@ fn same_thread_quit_and_deferred_state_commands() {
     assert_eq!(q.cmd(&["QUIT"]), R::Simple("OK".into()));
     assert_eq!(try_cmd(&mut q, &["PING"]), None, "closed after QUIT");
     // CLIENT SETNAME is not allowed while busy; HELLO is, and waits.
-    h.send(&common::encode(&[b"PING".as_slice()]));
-    h.send(&common::encode(&[
-        b"HELLO".as_slice(),
-        b"2",
-        b"SETNAME",
-        b"late",
-    ]));
-    h.send(&common::encode(&[b"CLIENT".as_slice(), b"GETNAME"]));
+    h.send(&encode(&[b"PING".as_slice()]));
+    h.send(&encode(&[b"HELLO".as_slice(), b"2", b"SETNAME", b"late"]));
+    h.send(&encode(&[b"CLIENT".as_slice(), b"GETNAME"]));
     assert_eq!(h.read(), R::Err(BUSY_TEXT.into()));
     assert_eq!(cli(port, &["SCRIPT", "KILL"]), "OK");
     assert!(matches!(caller.join().expect("caller"), R::Err(e) if e.contains("Script killed")));

@@ -1,112 +1,15 @@
 //! The `cmsgpack` and `struct` Lua libraries, differential against redis-server 7.0: the
 //! same EVAL (and FCALL) run on both servers must give identical replies (packed bytes come
-//! back as bulk strings, errors with their exact text). Servers listen on free ports in
-//! 33000-33499 and are killed on drop.
+//! back as bulk strings, errors with their exact text).
 
-mod types_common;
+use tessera_testkit::diff::*;
+use tessera_testkit::*;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use types_common::{Conn, Reply, Rng};
-
-/// A server process killed (and reaped) on drop.
-struct Server {
-    port: u16,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Whether the server answering on `port` is process `pid` (INFO's process_id): a server
-/// that lost its port to another process must not be taken for ready. Never panics.
-fn served_by(port: u16, pid: u32) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let want = format!("process_id:{pid}\r\n");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while got.len() < 64 * 1024 {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-        let text = String::from_utf8_lossy(&got);
-        if text.contains(&want) {
-            return true;
-        }
-        if text.contains("process_id:") && text.contains("\r\n\r\n") {
-            return false;
-        }
-    }
-    false
-}
-
-/// Starts `bin` on a free port of 33000-33499, retrying on another port when it cannot
-/// serve there (the port was taken between the check and its bind).
-fn start(bin: &str, extra: &[&str]) -> Server {
-    // Tests of this binary run in parallel: each start takes its own candidates.
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    for _ in 0..40 {
-        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = 33000 + ((std::process::id() + k * 37) % 500) as u16;
-        if TcpListener::bind(("127.0.0.1", p)).is_err() {
-            continue;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let child = Command::new(bin)
-            .args(["--port", &p.to_string(), "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(dir.path())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-        // Owned by the guard from here on: killed on every path, panics included.
-        let mut srv = Server {
-            port: p,
-            child,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = srv.child.try_wait() {
-                break;
-            }
-            if served_by(p, srv.child.id()) {
-                return srv;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    panic!("{bin} did not start");
-}
-
-/// tessera-node and redis-server (None when redis-server is not installed: test skipped).
-fn pair() -> Option<(Server, Server)> {
-    if !std::path::Path::new(types_common::REDIS).exists() {
-        eprintln!("redis-server not installed: skipping");
-        return None;
-    }
-    let t = start(env!("CARGO_BIN_EXE_tessera-node"), &[]);
-    let r = start(types_common::REDIS, &["--save", "", "--appendonly", "no"]);
-    Some((t, r))
+/// tessera-node and redis-server (a missing redis-server fails the test).
+fn pair() -> (Server, Server) {
+    let t = Server::tessera(&[]);
+    let r = Server::redis(&["--save", "", "--appendonly", "no"]);
+    (t, r)
 }
 
 /// One command with binary arguments.
@@ -123,7 +26,7 @@ fn cmd_bin(c: &mut Conn, args: &[&[u8]]) -> Reply {
 
 /// Runs each script (numkeys 0) on both servers and asserts identical replies.
 fn diff_scripts(scripts: &[&str]) {
-    let Some((t, r)) = pair() else { return };
+    let (t, r) = pair();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     for s in scripts {
         let (x, y) = (a.cmd(&["EVAL", s, "0"]), b.cmd(&["EVAL", s, "0"]));
@@ -383,7 +286,7 @@ fn lua_value(rng: &mut Rng, depth: u32) -> String {
 
 #[test]
 fn cmsgpack_random_round_trip() {
-    let Some((t, r)) = pair() else { return };
+    let (t, r) = pair();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     for i in 0..300 {
@@ -399,7 +302,7 @@ fn cmsgpack_random_round_trip() {
 
 #[test]
 fn cmsgpack_fuzz_never_crashes() {
-    let Some((t, r)) = pair() else { return };
+    let (t, r) = pair();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     // Results (or the error) re-packed, so that replies compare byte for byte.
     let script = b"local r = {pcall(cmsgpack.unpack, ARGV[1])} \
@@ -431,7 +334,7 @@ fn cmsgpack_fuzz_never_crashes() {
 
 #[test]
 fn fcall_library_uses_cmsgpack_and_struct() {
-    let Some((t, r)) = pair() else { return };
+    let (t, r) = pair();
     let lib = "#!lua name=msgpacklib\n\
         redis.register_function('roundtrip', function(keys, args) \
           local p = cmsgpack.pack({job = args[1], n = tonumber(args[2])}) \
@@ -466,7 +369,7 @@ fn fcall_library_uses_cmsgpack_and_struct() {
 /// raise Lua's stack error instead of crashing the server.
 #[test]
 fn huge_results_raise_errors() {
-    let t = start(env!("CARGO_BIN_EXE_tessera-node"), &[]);
+    let t = Server::tessera(&[]);
     let mut a = Conn::connect(t.port);
     for s in [
         "return #{cmsgpack.unpack(string.rep('\\144', 7990))}",
@@ -485,7 +388,7 @@ fn huge_results_raise_errors() {
 /// the same format (numbers compared as Lua prints them), identical to redis.
 #[test]
 fn struct_random_matches_redis() {
-    let Some((t, r)) = pair() else { return };
+    let (t, r) = pair();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let script = "local args = {} \
         for i = 2, #ARGV do args[#args + 1] = tonumber(ARGV[i]) or ARGV[i] end \

@@ -5,12 +5,8 @@
 // The replication and cluster harnesses each include common/proc.rs as their own module.
 #![allow(clippy::duplicate_mod)]
 
-mod types_common;
-
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
-use types_common::{redis, tessera, Conn, Reply};
+use tessera_testkit::diff::*;
+use tessera_testkit::*;
 
 /// Scripts (numkeys 0) covering every conversion, errors and the sandbox.
 const SCRIPTS: &[&str] = &[
@@ -276,10 +272,10 @@ const SCRIPTS: &[&str] = &[
     "return redis.pcall()",
 ];
 
-fn both() -> Option<(types_common::Server, types_common::Server)> {
+fn both() -> (Server, Server) {
     let t = tessera();
-    let r = redis()?;
-    Some((t, r))
+    let r = redis();
+    (t, r)
 }
 
 fn compare(a: &mut Conn, b: &mut Conn, args: &[&str], fails: &mut Vec<String>) {
@@ -291,7 +287,7 @@ fn compare(a: &mut Conn, b: &mut Conn, args: &[&str], fails: &mut Vec<String>) {
 
 #[test]
 fn eval_conversions_and_errors_match_redis() {
-    let Some((t, r)) = both() else { return };
+    let (t, r) = both();
     for resp3 in [false, true] {
         let mut a = Conn::with_proto(t.port, resp3);
         let mut b = Conn::with_proto(r.port, resp3);
@@ -314,7 +310,7 @@ fn eval_conversions_and_errors_match_redis() {
 
 #[test]
 fn keys_argv_evalsha_and_script_commands_match_redis() {
-    let Some((t, r)) = both() else { return };
+    let (t, r) = both();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let mut f = Vec::new();
     let body = "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}";
@@ -439,7 +435,7 @@ fn keys_argv_evalsha_and_script_commands_match_redis() {
 
 #[test]
 fn eval_in_multi_and_watch_match_redis() {
-    let Some((t, r)) = both() else { return };
+    let (t, r) = both();
     let mut f = Vec::new();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let (mut a2, mut b2) = (Conn::connect(t.port), Conn::connect(r.port));
@@ -481,7 +477,7 @@ fn eval_in_multi_and_watch_match_redis() {
 
 #[test]
 fn shebang_flags_match_redis() {
-    let Some((t, r)) = both() else { return };
+    let (t, r) = both();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let mut f = Vec::new();
     for body in [
@@ -517,7 +513,7 @@ return {n, redis.call('get', KEYS[2]), redis.call('hlen', KEYS[3]), redis.call('
 
 #[test]
 fn multi_key_write_script_matches_redis() {
-    let Some((t, r)) = both() else { return };
+    let (t, r) = both();
     let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
     let mut f = Vec::new();
     for i in 0..5 {
@@ -546,7 +542,7 @@ fn multi_key_write_script_matches_redis() {
 
 #[test]
 fn script_effects_replicate_to_a_replica() {
-    use repl_util::*;
+    use tessera_testkit::repl::*;
     let (dm, dr) = two_dirs();
     let master = Proc::node(dm.path(), &[]);
     let replica = Proc::node(dr.path(), &[]);
@@ -605,7 +601,7 @@ fn script_effects_replicate_to_a_replica() {
 fn scripts_are_atomic_across_worker_threads() {
     use std::sync::{Arc, Barrier};
     let dir = tempfile::tempdir().expect("tmp");
-    let srv = repl_util::Proc::node(dir.path(), &["--worker-threads", "4"]);
+    let srv = tessera_testkit::repl::Proc::node(dir.path(), &["--worker-threads", "4"]);
     // Two INCRs with a read between: with interleaving another client's INCR could land
     // between them, and the script would see an odd value or a gap.
     let body = "local a = redis.call('incr', KEYS[1]); local b = redis.call('get', KEYS[1]); \
@@ -650,14 +646,11 @@ fn scripts_are_atomic_across_worker_threads() {
     );
 }
 
-#[path = "common/cluster_harness.rs"]
-mod cluster_harness;
-
 /// First reply line of each script-in-cluster case, sent to the node serving slot 3300
 /// ("b"; "bar" and "key2" hash to other slots of the same node, "foo" to another node).
 /// MOVED lines keep only the slot (addresses differ between the two clusters).
 fn cluster_script_replies(bin: &'static str) -> Vec<String> {
-    use cluster_harness::*;
+    use tessera_testkit::cluster::*;
     let nodes = cluster_nodes(bin, 3, 5000);
     let refs: Vec<&Proc> = nodes.iter().collect();
     let (ok, out) = cluster_create(&refs, 0);
@@ -699,11 +692,8 @@ fn cluster_script_replies(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn cluster_scripts_refuse_non_local_keys_as_redis() {
-    let ours = cluster_script_replies(cluster_harness::TESSERA);
-    if !std::path::Path::new(cluster_harness::REDIS).exists() {
-        return;
-    }
-    let theirs = cluster_script_replies(cluster_harness::REDIS);
+    let ours = cluster_script_replies(tessera_bin());
+    let theirs = cluster_script_replies(redis_bin());
     assert_eq!(ours, theirs);
     eprintln!("{} cluster script cases identical: {ours:?}", ours.len());
 }
@@ -712,7 +702,7 @@ fn cluster_scripts_refuse_non_local_keys_as_redis() {
 /// `appendfsync always`, the reloaded dataset equals the one before.
 #[test]
 fn script_effects_survive_an_aof_restart() {
-    use repl_util::*;
+    use tessera_testkit::repl::*;
     let dir = tempfile::tempdir().expect("tmp");
     let mut p = Proc::node(
         dir.path(),

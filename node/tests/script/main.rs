@@ -1,0 +1,10 @@
+//! Scripting: EVAL and FUNCTION (libraries, persistence, cluster mode), busy scripts,
+//! cjson/cmsgpack/struct, each compared with redis-server 7.0.
+
+mod functions;
+mod functions_cluster;
+mod functions_persist;
+mod script_busy;
+mod script_cjson;
+mod script_libs;
+mod scripting;
