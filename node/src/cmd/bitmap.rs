@@ -2,9 +2,14 @@
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Value;
+use crate::notify::{GENERIC, STRING};
 
 pub fn commands() -> Vec<CommandSpec> {
-    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("bitmap");
+    let s = |name, arity, fl, keys, h| {
+        CommandSpec::new(name, arity, fl, keys, h)
+            .group("bitmap")
+            .owns_fx()
+    };
     vec![
         s("setbit", 4, "write denyoom", (1, 1, 1), setbit).since("2.2.0"),
         s("getbit", 3, "readonly fast", (1, 1, 1), getbit).since("2.2.0"),
@@ -75,6 +80,7 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     } else {
         buf[byte] &= !mask;
     }
+    ctx.notify(STRING, "setbit", args[1]);
     ctx.out.int(old as i64);
     Ok(())
 }
@@ -231,10 +237,14 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             _ => srcs.iter().map(byte).fold(0, |a, b| a ^ b),
         };
     }
+    // An empty result deletes the destination.
     if res.is_empty() {
-        ctx.ks.del(args[2]);
+        if ctx.ks.del(args[2]) {
+            ctx.notify(GENERIC, "del", args[2]);
+        }
     } else {
         ctx.ks.set(args[2], Value::Buf(Box::new(res)));
+        ctx.notify(STRING, "set", args[2]);
     }
     ctx.out.int(maxlen as i64);
     Ok(())
@@ -451,6 +461,9 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
                 }
             }
         }
+    }
+    if changes > 0 {
+        ctx.notify(STRING, "setbit", args[1]);
     }
     ctx.changed_by(changes);
     ctx.out.array(results.len());

@@ -210,3 +210,110 @@ fn stream_commands_report_through_the_context() {
     assert_eq!(r.propagate, Some(vec![]));
     assert_eq!(events(&srv, &["XDEL", "s", "1-1"]), ["xdel s"]);
 }
+
+/// The PXAT deadline of a rewritten command at `i`, checked to be `ms` from now.
+fn pxat_in(p: &[String], i: usize, ms: u64) {
+    assert_eq!(p[i], "PXAT", "{p:?}");
+    let at: u64 = p[i + 1].parse().expect("ms");
+    let now = crate::server::now_ms();
+    assert!(
+        at + 10_000 > now + ms && at <= now + ms,
+        "{at} vs {now} + {ms}"
+    );
+}
+
+#[test]
+fn string_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    assert_eq!(
+        events(&srv, &["SET", "k", "v", "EX", "100"]),
+        ["new k", "set k", "expire k"]
+    );
+    assert_eq!(events(&srv, &["SET", "k", "w", "KEEPTTL"]), ["set k"]);
+    assert!(events(&srv, &["SET", "k", "v", "NX"]).is_empty());
+    assert!(events(&srv, &["SETNX", "k", "v"]).is_empty());
+    assert_eq!(
+        events(&srv, &["MSET", "a", "1", "k", "2", "b", "3"]),
+        ["new a", "set a", "set k", "new b", "set b"]
+    );
+    assert!(events(&srv, &["MSETNX", "a", "1", "z", "2"]).is_empty());
+    assert_eq!(events(&srv, &["INCRBY", "a", "2"]), ["incrby a"]);
+    assert_eq!(
+        events(&srv, &["INCRBYFLOAT", "f", "1.5"]),
+        ["new f", "incrbyfloat f"]
+    );
+    assert_eq!(events(&srv, &["APPEND", "a", "x"]), ["append a"]);
+    assert!(events(&srv, &["SETRANGE", "a", "0", ""]).is_empty());
+    assert_eq!(events(&srv, &["SETRANGE", "a", "0", "y"]), ["setrange a"]);
+    assert_eq!(events(&srv, &["GETEX", "a", "PX", "100000"]), ["expire a"]);
+    assert_eq!(events(&srv, &["GETEX", "a", "PERSIST"]), ["persist a"]);
+    assert!(events(&srv, &["GETEX", "a", "PERSIST"]).is_empty());
+    assert_eq!(events(&srv, &["GETSET", "a", "v"]), ["set a"]);
+    assert_eq!(events(&srv, &["GETDEL", "a"]), ["del a"]);
+    assert!(events(&srv, &["GETDEL", "a"]).is_empty());
+}
+
+#[test]
+fn string_ttls_propagate_as_absolute_deadlines() {
+    let srv = server("", true);
+    let p = run(&srv, &["SET", "k", "v", "EX", "100", "GET"])
+        .propagate
+        .expect("rewritten");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0][..3], ["SET".to_string(), "k".into(), "v".into()]);
+    pxat_in(&p[0], 3, 100_000);
+    assert_eq!(p[0][5], "GET");
+    let p = run(&srv, &["PSETEX", "k", "5000", "v"])
+        .propagate
+        .expect("rewritten");
+    assert_eq!(p[0][..3], ["SET".to_string(), "k".into(), "v".into()]);
+    pxat_in(&p[0], 3, 5000);
+    let p = run(&srv, &["GETEX", "k", "EX", "7"])
+        .propagate
+        .expect("rewritten");
+    pxat_in(&p[0], 2, 7000);
+    // Already absolute in ms, or no TTL at all: propagated as received.
+    assert!(run(&srv, &["SET", "k", "v", "PXAT", "4000000000000"])
+        .propagate
+        .is_none());
+    assert!(run(&srv, &["SET", "k", "v"]).propagate.is_none());
+    assert!(run(&srv, &["INCR", "n"]).propagate.is_none());
+}
+
+#[test]
+fn bitmap_and_hll_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    assert_eq!(
+        events(&srv, &["SETBIT", "b", "3", "1"]),
+        ["new b", "setbit b"]
+    );
+    assert_eq!(events(&srv, &["SETBIT", "b", "3", "1"]), ["setbit b"]);
+    assert_eq!(
+        events(&srv, &["BITOP", "NOT", "d", "b"]),
+        ["new d", "set d"]
+    );
+    // An empty result deletes the destination, or does nothing.
+    assert_eq!(events(&srv, &["BITOP", "AND", "d", "none"]), ["del d"]);
+    assert!(events(&srv, &["BITOP", "AND", "d", "none"]).is_empty());
+    assert_eq!(
+        events(
+            &srv,
+            &["BITFIELD", "bf", "SET", "u8", "0", "5", "GET", "u8", "0"]
+        ),
+        ["new bf", "setbit bf"]
+    );
+    // Every write refused by OVERFLOW FAIL: no change, so no setbit (Redis counts changes).
+    assert!(events(
+        &srv,
+        &["BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "300"]
+    )
+    .is_empty());
+    assert!(events(&srv, &["BITFIELD", "bf", "GET", "u8", "0"]).is_empty());
+    assert_eq!(events(&srv, &["PFADD", "h", "a"]), ["new h", "pfadd h"]);
+    assert!(events(&srv, &["PFADD", "h", "a"]).is_empty());
+    assert_eq!(
+        events(&srv, &["PFMERGE", "h2", "h"]),
+        ["new h2", "pfadd h2"]
+    );
+    assert_eq!(events(&srv, &["PFMERGE", "h2", "h"]), ["pfadd h2"]);
+}

@@ -3,6 +3,7 @@
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Value;
+use crate::notify::STRING;
 use crate::types::hll::{self, HllError};
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -10,6 +11,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("hyperloglog")
             .since("2.8.9")
+            .owns_fx()
     };
     vec![
         c("pfadd", -2, "write denyoom fast", (1, 1, 1), pfadd),
@@ -62,6 +64,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     if changes > 0 {
         hll::invalidate_cache(buf);
+        ctx.notify(STRING, "pfadd", key);
     }
     ctx.changed_by(changes);
     ctx.out.int(i64::from(changes > 0));
@@ -125,6 +128,8 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     hll::invalidate_cache(buf);
+    // Redis 7.0's PFMERGE notifies "pfadd".
+    ctx.notify(STRING, "pfadd", key);
     ctx.out.ok();
     Ok(())
 }

@@ -1,12 +1,19 @@
 //! String commands: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET MSETNX INCR DECR
 //! INCRBY DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR SETRANGE LCS.
 
+use bytes::Bytes;
+
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyView};
 use crate::db::{Value, NO_EXPIRE};
+use crate::notify::{GENERIC, STRING};
 use crate::types::ldouble::LDouble;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("string");
+    let s = |name, arity, fl, keys, h| {
+        CommandSpec::new(name, arity, fl, keys, h)
+            .group("string")
+            .owns_fx()
+    };
     vec![
         s("get", 2, "readonly fast", (1, 1, 1), get),
         s("set", -3, "write denyoom", (1, 1, 1), set),
@@ -99,6 +106,19 @@ struct SetOpts {
     get: bool,
     keepttl: bool,
     expire: Option<u64>,
+    /// Where a relative or EXAT deadline was given (replicas get it as PXAT).
+    rewrite_at: Option<usize>,
+}
+
+/// `args` with the deadline option at `i` replaced by `PXAT at`: replicas and the AOF
+/// get the absolute time, so a replay gives the same TTL.
+fn with_pxat(args: &[&[u8]], i: usize, at: u64) -> Vec<Bytes> {
+    let mut v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+    if i + 1 < v.len() {
+        v[i] = Bytes::from_static(b"PXAT");
+        v[i + 1] = super::keys::num(at);
+    }
+    v
 }
 
 fn parse_set_opts(args: &[&[u8]], now: u64, allow_get: bool) -> Result<SetOpts, CmdError> {
@@ -127,6 +147,9 @@ fn parse_set_opts(args: &[&[u8]], now: u64, allow_get: bool) -> Result<SetOpts, 
             };
             let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
             o.expire = Some(parse_expire(args[i + 1], unit, abs, now, "set")?);
+            if !eq_ic(a, "pxat") {
+                o.rewrite_at = Some(i);
+            }
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -155,10 +178,16 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let v = Value::string(args[2]);
     if o.keepttl {
         ctx.ks.set_keepttl(key, v);
+        ctx.notify(STRING, "set", key);
     } else {
         ctx.ks.set(key, v);
+        ctx.notify(STRING, "set", key);
         if let Some(at) = o.expire {
             ctx.ks.set_expire(key, at);
+            ctx.notify(GENERIC, "expire", key);
+            if let (Some(i), true) = (o.rewrite_at, ctx.propagating()) {
+                ctx.propagate_as(with_pxat(args, i, at));
+            }
         }
     }
     if !o.get {
@@ -173,6 +202,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.out.int(0);
     } else {
         ctx.ks.set(args[1], Value::string(args[2]));
+        ctx.notify(STRING, "set", args[1]);
         ctx.out.int(1);
     }
     Ok(())
@@ -181,7 +211,19 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn setex_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: u64, name: &str) -> CmdResult {
     let at = parse_expire(args[2], unit, false, ctx.ks.now, name)?;
     ctx.ks.set(args[1], Value::string(args[3]));
+    ctx.notify(STRING, "set", args[1]);
     ctx.ks.set_expire(args[1], at);
+    ctx.notify(GENERIC, "expire", args[1]);
+    if ctx.propagating() {
+        // SET key value PXAT <absolute ms>: the same TTL whenever it is replayed.
+        ctx.propagate_as(vec![
+            Bytes::from_static(b"SET"),
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(args[3]),
+            Bytes::from_static(b"PXAT"),
+            super::keys::num(at),
+        ]);
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -197,12 +239,16 @@ fn psetex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
     ctx.ks.set(args[1], Value::string(args[2]));
+    ctx.notify(STRING, "set", args[1]);
     Ok(())
 }
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
     let deleted = ctx.ks.del(args[1]);
+    if deleted {
+        ctx.notify(GENERIC, "del", args[1]);
+    }
     ctx.changed_if(deleted);
     Ok(())
 }
@@ -210,6 +256,7 @@ fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let now = ctx.ks.now;
     let mut action: Option<u64> = None; // Some(NO_EXPIRE) = persist
+    let mut rewrite_at = None;
     let mut i = 2;
     while i < args.len() {
         let a = &args[i];
@@ -226,6 +273,9 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             };
             let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
             action = Some(parse_expire(args[i + 1], unit, abs, now, "getex")?);
+            if !eq_ic(a, "pxat") {
+                rewrite_at = Some(i);
+            }
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -238,11 +288,20 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match (action, cur) {
         (Some(at), Some(_)) if at != NO_EXPIRE && at <= now => {
             ctx.ks.del(args[1]);
+            ctx.notify(GENERIC, "del", args[1]);
         }
         (Some(NO_EXPIRE), Some(NO_EXPIRE)) | (_, None) | (None, _) => ctx.unchanged(),
+        (Some(NO_EXPIRE), Some(_)) => {
+            ctx.ks.set_expire(args[1], NO_EXPIRE);
+            ctx.notify(GENERIC, "persist", args[1]);
+        }
         (Some(at), Some(_)) => {
             ctx.ks.set_expire(args[1], at);
+            ctx.notify(GENERIC, "expire", args[1]);
         }
+    }
+    if let (Some(at), Some(i), true) = (action, rewrite_at, ctx.propagating()) {
+        ctx.propagate_as(with_pxat(args, i, at));
     }
     Ok(())
 }
@@ -268,6 +327,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     for p in args[1..].chunks(2) {
         ctx.ks.set(p[0], Value::string(p[1]));
+        ctx.notify(STRING, "set", p[0]);
     }
     ctx.count_changes(args.len() / 2);
     ctx.out.ok();
@@ -287,6 +347,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     for p in args[1..].chunks(2) {
         ctx.ks.set(p[0], Value::string(p[1]));
+        ctx.notify(STRING, "set", p[0]);
     }
     ctx.count_changes(args.len() / 2);
     ctx.out.int(1);
@@ -315,6 +376,7 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
             by
         }
     };
+    ctx.notify(STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
 }
@@ -363,6 +425,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let s = n.to_human();
     ctx.ks.set_keepttl(args[1], Value::string(s.as_bytes()));
+    ctx.notify(STRING, "incrbyfloat", args[1]);
     ctx.out.bulk(s.as_bytes());
     Ok(())
 }
@@ -389,6 +452,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.out.int(buf.len() as i64);
         }
     }
+    ctx.notify(STRING, "append", args[1]);
     Ok(())
 }
 
@@ -482,6 +546,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     buf[off..off + val.len()].copy_from_slice(val);
     ctx.out.int(buf.len() as i64);
+    ctx.notify(STRING, "setrange", args[1]);
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::{Event, KeyState, Snapshot, GENERIC, HASH, LIST, NEW, SET, STRING, ZSET};
+use super::{Event, KeyState, Snapshot, GENERIC, HASH, LIST, NEW, SET, ZSET};
 use crate::cmd::{eq_ic, CommandSpec, Ctx};
 
 /// The first level of a reply, enough to tell whether the command changed something.
@@ -133,10 +133,6 @@ impl Acc<'_, '_> {
     }
 }
 
-fn has_word(args: &[&[u8]], from: usize, w: &str) -> bool {
-    args.iter().skip(from).any(|a| eq_ic(a, w))
-}
-
 /// The events of one successful write command.
 // One arm per command with its condition inside reads as the table it is; match guards
 // would send a non-matching command on to the next arms.
@@ -172,87 +168,6 @@ pub fn derive(
                 }
             }
         }
-        // Strings.
-        "set" => {
-            let nx = has_word(args, 3, "nx");
-            let xx = has_word(args, 3, "xx");
-            if (nx && s0.exists) || (xx && !s0.exists) {
-                return a.out;
-            }
-            a.new_if_created(s0, &k0, db);
-            a.push(STRING, "set", &k0, db);
-            if ["ex", "px", "exat", "pxat"]
-                .iter()
-                .any(|w| has_word(args, 3, w))
-            {
-                a.push(GENERIC, "expire", &k0, db);
-            }
-        }
-        "setnx" => {
-            if reply.int() == 1 {
-                a.modified(s0, STRING, "set", &k0, db);
-            }
-        }
-        "setex" | "psetex" => {
-            a.new_if_created(s0, &k0, db);
-            a.push(STRING, "set", &k0, db);
-            a.push(GENERIC, "expire", &k0, db);
-        }
-        "getset" => a.modified(s0, STRING, "set", &k0, db),
-        "mset" | "msetnx" => {
-            if name == "mset" || reply.int() == 1 {
-                for (i, (_, b)) in snap.keys.iter().enumerate() {
-                    if let Some(k) = key(i) {
-                        a.new_if_created(*b, &k, db);
-                        a.push(STRING, "set", &k, db);
-                    }
-                }
-            }
-        }
-        "getdel" => a.del_if_gone(s0, &k0, db),
-        "getex" => {
-            if s0.exists {
-                if ["ex", "px", "exat", "pxat"]
-                    .iter()
-                    .any(|w| has_word(args, 2, w))
-                {
-                    let ev = if a.now(db, &k0).exists {
-                        "expire"
-                    } else {
-                        "del"
-                    };
-                    a.push(GENERIC, ev, &k0, db);
-                } else if has_word(args, 2, "persist") && s0.ttl {
-                    a.push(GENERIC, "persist", &k0, db);
-                }
-            }
-        }
-        "incr" | "decr" | "incrby" | "decrby" => a.modified(s0, STRING, "incrby", &k0, db),
-        "incrbyfloat" => a.modified(s0, STRING, "incrbyfloat", &k0, db),
-        "append" => a.modified(s0, STRING, "append", &k0, db),
-        "setrange" => {
-            if args.get(3).is_some_and(|v| !v.is_empty()) {
-                a.modified(s0, STRING, "setrange", &k0, db);
-            }
-        }
-        "setbit" => a.modified(s0, STRING, "setbit", &k0, db),
-        "bitfield" => {
-            if has_word(args, 2, "set") || has_word(args, 2, "incrby") {
-                a.modified(s0, STRING, "setbit", &k0, db);
-            }
-        }
-        "bitop" => {
-            if let Some(kd) = key(0) {
-                a.store(s0, STRING, "set", &kd, db);
-            }
-        }
-        "pfadd" => {
-            if reply.int() == 1 {
-                a.modified(s0, STRING, "pfadd", &k0, db);
-            }
-        }
-        // Redis 7.0's PFMERGE notifies "pfadd".
-        "pfmerge" => a.modified(s0, STRING, "pfadd", &k0, db),
         // Hashes.
         "hset" | "hmset" => a.modified(s0, HASH, "hset", &k0, db),
         "hsetnx" => {

@@ -289,13 +289,6 @@ fn parse_i64(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
-/// Absolute ms for a relative `amount` in seconds (`unit` 1000) or ms (`unit` 1).
-fn abs_ms(now: u64, amount: &[u8], unit: i64) -> Option<Bytes> {
-    let v = parse_i64(amount)?.checked_mul(unit)?;
-    let at = (now as i64).checked_add(v)?;
-    Some(num(at.max(0) as u64))
-}
-
 /// The command in a form whose replay gives the same result at any later time: None when
 /// `args` already is (the common case costs no copy).
 pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>> {
@@ -307,50 +300,6 @@ pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>>
     };
     let s = |x: &'static str| Bytes::from_static(x.as_bytes());
     match name {
-        "setex" | "psetex" if args.len() == 4 => {
-            let unit = if name == "setex" { 1000 } else { 1 };
-            match abs_ms(now, args[2], unit) {
-                Some(at) => owned(vec![
-                    s("SET"),
-                    Bytes::copy_from_slice(args[1]),
-                    Bytes::copy_from_slice(args[3]),
-                    s("PXAT"),
-                    at,
-                ]),
-                None => None,
-            }
-        }
-        "set" | "getex" => {
-            // Options are read from `args`; a rewritten pair only ever replaces a number
-            // by a number, so reading the original instead of the rewrite is the same.
-            let mut v: Option<Vec<Bytes>> = None;
-            let mut i = if name == "set" { 3 } else { 2 };
-            while i + 1 < args.len() {
-                let unit = if eq_ic(args[i], "ex") {
-                    1000
-                } else if eq_ic(args[i], "px") {
-                    1
-                } else if eq_ic(args[i], "exat") {
-                    if let Some(at) = parse_i64(args[i + 1]).and_then(|x| x.checked_mul(1000)) {
-                        let v = v.get_or_insert_with(|| copy(args));
-                        v[i] = s("PXAT");
-                        v[i + 1] = num(at.max(0) as u64);
-                    }
-                    i += 1;
-                    continue;
-                } else {
-                    i += 1;
-                    continue;
-                };
-                if let Some(at) = abs_ms(now, args[i + 1], unit) {
-                    let v = v.get_or_insert_with(|| copy(args));
-                    v[i] = s("PXAT");
-                    v[i + 1] = at;
-                }
-                i += 2;
-            }
-            v
-        }
         "restore" | "restore-asking" if args.len() >= 4 => {
             let absttl = args[4..].iter().any(|a| eq_ic(a, "absttl"));
             match parse_i64(args[2]) {
@@ -430,12 +379,6 @@ mod tests {
 
     #[test]
     fn relative_ttls_become_absolute() {
-        let r = det("setex", &["SETEX", "k", "2", "v"]).0;
-        assert_eq!(r, b(&["SET", "k", "v", "PXAT", "1002000"]));
-        let r = det("set", &["SET", "k", "v", "px", "5", "NX"]).0;
-        assert_eq!(r, b(&["SET", "k", "v", "PXAT", "1000005", "NX"]));
-        let r = det("set", &["SET", "k", "ex", "NX"]);
-        assert!(r.1, "a value spelled 'ex' is not an option");
         let r = det("blpop", &["BLPOP", "a", "b", "0"]).0;
         assert_eq!(r, b(&["LMPOP", "2", "a", "b", "LEFT"]));
         assert!(det("incr", &["INCR", "k"]).1);
