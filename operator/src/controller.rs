@@ -298,7 +298,8 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     // The passwords, read once: spec.auth's (an error fails the password step below, after the
     // children are applied) and the operator's record of the nodes' own, read only for a
     // cluster with spec.auth or a record left to clear (others touch no Secret).
-    let recorded_before = previous.is_some_and(|s| s.password_recorded);
+    let recorded_before =
+        previous.is_some_and(|s| s.password_recorded) || mounts_node_auth(&stateful_sets, &name);
     let mut passwords = None;
     let mut desired_pw = Ok(None);
     if problems.is_empty() {
@@ -787,6 +788,26 @@ async fn apply_children(
         apply(ctx, ns, pdb, &live_pdbs).await?;
     }
     Ok(applied_sts)
+}
+
+/// True when a live StatefulSet's pods mount `<cluster>-node-auth`: the nodes were started
+/// with a password, so a record of it may exist even where the status does not say so (a
+/// status written before `passwordRecorded` existed).
+fn mounts_node_auth(stateful_sets: &[StatefulSet], cluster: &str) -> bool {
+    let secret = children::auth::node_auth_secret_name(cluster);
+    stateful_sets.iter().any(|sts| {
+        sts.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.volumes.as_ref())
+            .is_some_and(|vs| {
+                vs.iter().any(|v| {
+                    v.secret
+                        .as_ref()
+                        .is_some_and(|s| s.secret_name.as_deref() == Some(secret.as_str()))
+                })
+            })
+    })
 }
 
 /// Takes out of `desired` each StatefulSet smaller than its live one and returns them with

@@ -1157,3 +1157,40 @@ async fn storage_growth_publishes_resized_and_expanded_events() {
         );
     }
 }
+
+/// A status written before `passwordRecorded` existed: pods that mount `<cluster>-node-auth`
+/// still tell that the nodes run with a password, so removing spec.auth reads the record (to
+/// switch the nodes off it) instead of stranding them on a password the operator forgot.
+#[tokio::test]
+async fn removed_auth_reads_the_record_when_pods_mount_the_password() {
+    let h = Harness::new(
+        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
+               "auth": {"secretName": "pw"}}),
+    );
+    h.api.insert(
+        SECRETS,
+        json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
+    );
+    h.reconcile().await;
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.reconcile().await;
+    let mut obj = h.api.get(RC, "demo").unwrap();
+    obj["status"]
+        .as_object_mut()
+        .unwrap()
+        .remove("passwordRecorded");
+    h.api.insert(RC, obj);
+    h.set_spec(|s| {
+        s.as_object_mut().unwrap().remove("auth");
+    });
+    h.api.take_calls();
+    h.reconcile().await;
+    let calls = secret_calls(&h);
+    assert!(
+        calls.contains(&("GET".into(), "demo-auth-active".into())),
+        "{calls:?}"
+    );
+    assert!(h.api.get(SECRETS, "demo-node-auth").is_none());
+}
