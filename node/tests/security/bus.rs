@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use tessera_cluster::msg::{self, Body, Ext, Gossip, Header, Message, Name};
 
-use crate::common::proc::{self, Launch};
-use crate::common::{self, Node};
+use tessera_testkit::*;
 
 /// The node under test (as written in its nodes.conf).
 const ME: &str = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
@@ -31,7 +30,7 @@ fn name(s: &str) -> Name {
 }
 
 fn launch(node_timeout: &str) -> Launch {
-    Launch::new(common::bin(), common::PORTS)
+    Launch::new(tessera_bin())
         .args(&[
             "--save",
             "",
@@ -45,8 +44,9 @@ fn launch(node_timeout: &str) -> Launch {
 }
 
 /// A cluster node whose nodes.conf already knows PEER (at 127.0.0.1:1@1, where nothing
-/// listens), so frames the test sends in PEER's name come from a known sender.
-fn start_with_peer(node_timeout: &str) -> (Node, Launch) {
+/// listens), so frames the test sends in PEER's name come from a known sender. The
+/// directory is returned so it outlives restarts.
+fn start_with_peer(node_timeout: &str) -> (Node, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("nodes.conf"),
@@ -57,17 +57,13 @@ fn start_with_peer(node_timeout: &str) -> (Node, Launch) {
         ),
     )
     .expect("write nodes.conf");
-    let l = launch(node_timeout);
-    let (child, port) = l.spawn_ready("127.0.0.1", dir.path());
-    (Node { child, port, dir }, l)
+    let srv = launch(node_timeout).dir(dir.path()).start();
+    (Node { srv }, dir)
 }
 
 /// Kills the node and starts it again over the same directory (nodes.conf).
-fn restart(node: &mut Node, l: &Launch) {
-    proc::kill(&mut node.child);
-    let (child, port) = l.spawn_ready("127.0.0.1", node.dir.path());
-    node.child = child;
-    node.port = port;
+fn restart(node: &mut Node, _dir: &tempfile::TempDir) {
+    node.restart();
 }
 
 fn cluster(node: &Node, sub: &str) -> String {
@@ -84,7 +80,7 @@ fn rejected(node: &Node) -> u64 {
         .arg("cluster")
         .query(&mut c)
         .expect("INFO cluster");
-    proc::info_value(&info, REJECTED)
+    info_field(&info, REJECTED)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
@@ -175,7 +171,7 @@ fn assert_dropped(node: &Node, link: &mut TcpStream, bytes: &[u8], marker: &str,
 /// the same kind of frame with valid fields is processed).
 fn assert_accepted(node: &Node, link: &mut TcpStream, bytes: &[u8], marker: &str) {
     link.write_all(bytes).expect("send frame");
-    proc::wait_for(Duration::from_secs(5), marker, || {
+    wait_for(Duration::from_secs(5), marker, || {
         cluster(node, "NODES").contains(marker)
     });
 }
@@ -363,12 +359,12 @@ fn nodes_conf_with_a_bad_address_is_refused_at_load() {
             ),
         )
         .expect("write nodes.conf");
-        let mut cmd = launch("5000").command("127.0.0.1", common::free_port(), dir.path());
+        let mut cmd = launch("5000").command("127.0.0.1", free_port(), dir.path());
         cmd.stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn");
-        let status = proc::wait_exit(&mut child, Duration::from_secs(20));
+        let status = wait_exit(&mut child, Duration::from_secs(20));
         if status.is_none() {
-            proc::kill(&mut child);
+            kill(&mut child);
         }
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
         let mut err = String::new();
@@ -534,8 +530,8 @@ fn peer_epochs_at_the_limit_do_not_overflow() {
     let mut m = msg::decode(&peer_ping(vec![], vec![])).unwrap();
     m.header.current_epoch = u64::MAX;
     link.write_all(&msg::encode(&m)).unwrap();
-    proc::wait_for(Duration::from_secs(5), "currentEpoch from the peer", || {
-        proc::info_value(&cluster(&node, "INFO"), "cluster_current_epoch")
+    wait_for(Duration::from_secs(5), "currentEpoch from the peer", || {
+        info_field(&cluster(&node, "INFO"), "cluster_current_epoch")
             .is_some_and(|e| e == u64::MAX.to_string())
     });
     let mut c = node.client();

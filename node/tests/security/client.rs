@@ -8,12 +8,11 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use crate::common::proc::{Launch, Server, REDIS, TESSERA};
-use crate::common::{encode, PORTS};
+use tessera_testkit::*;
 
 /// A server (tessera-node or redis-server) with its own log file.
 fn start(bin: &str, extra: &[&str]) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&["--save", ""])
         .args(extra)
         .logfile()
@@ -113,7 +112,7 @@ const QBUF_LOG: &str = "Closing client that reached max query buffer length";
 /// 66 MB for 10 MiB when measured); later Redis versions bound it with client eviction.
 #[test]
 fn huge_multibulk_of_empty_args_is_cut_off() {
-    let srv = start(TESSERA, &["--client-query-buffer-limit", "1mb"]);
+    let srv = start(tessera_bin(), &["--client-query-buffer-limit", "1mb"]);
     let pid = srv.pid();
     let before = status_kb(pid, "VmHWM");
     let mut s = connect(&srv);
@@ -160,10 +159,10 @@ fn partial_big_bulks(srv: &Server) -> (Vec<(bool, Vec<u8>)>, bool) {
 /// the node's peak RSS stays far from the 192 MiB they sent.
 #[test]
 fn partial_huge_bulks_are_cut_off_like_redis() {
-    let redis = start(REDIS, &["--client-query-buffer-limit", "1mb"]);
+    let redis = start(redis_bin(), &["--client-query-buffer-limit", "1mb"]);
     let want = partial_big_bulks(&redis);
     drop(redis);
-    let srv = start(TESSERA, &["--client-query-buffer-limit", "1mb"]);
+    let srv = start(tessera_bin(), &["--client-query-buffer-limit", "1mb"]);
     let before = status_kb(srv.pid(), "VmHWM");
     let got = partial_big_bulks(&srv);
     let after = status_kb(srv.pid(), "VmHWM");
@@ -194,9 +193,9 @@ fn blocked_client_input_is_limited_like_redis() {
         let r = drain_until_closed(&mut s);
         (sent < 64 << 20, r, log_has(&srv, QBUF_LOG), ping(&srv))
     };
-    let want = run(REDIS);
+    let want = run(redis_bin());
     assert!(want.0, "redis closes the blocked flooder: {want:?}");
-    assert_eq!(run(TESSERA), want);
+    assert_eq!(run(tessera_bin()), want);
 }
 
 /// A bulk length above proto-max-bulk-len is refused when its header arrives, before any
@@ -210,12 +209,12 @@ fn bulk_length_over_proto_max_is_refused_before_the_body() {
             .expect("header");
         drain_until_closed(&mut s)
     };
-    let want = run(REDIS);
+    let want = run(redis_bin());
     assert_eq!(
         want.as_deref(),
         Some(&b"-ERR Protocol error: invalid bulk length\r\n"[..])
     );
-    assert_eq!(run(TESSERA), want);
+    assert_eq!(run(tessera_bin()), want);
 }
 
 /// A script that loops until SCRIPT KILL.
@@ -230,7 +229,7 @@ const LOOP: &str = "while true do end";
 #[test]
 fn connection_over_maxclients_is_refused_before_a_busy_script_serves_it() {
     let mut srv = start(
-        TESSERA,
+        tessera_bin(),
         &[
             "--worker-threads",
             "1",
@@ -328,24 +327,24 @@ fn auth_answers_match_redis() {
         tries
             .iter()
             .map(|args| {
-                let mut c = crate::common::Raw::connect(srv.port);
+                let mut c = Raw::connect(srv.port);
                 let r = c.cmd(args);
                 let after = c.cmd(&["PING"]);
                 // HELLO's map names the server and its version: only its shape matters.
                 let r = match r {
-                    crate::common::R::Arr(v) => format!("array of {}", v.len()),
+                    R::Arr(v) => format!("array of {}", v.len()),
                     other => other.s(),
                 };
                 format!("{args:?} -> {r} then {}", after.s())
             })
             .collect::<Vec<_>>()
     };
-    let want = run(REDIS);
-    assert_eq!(run(TESSERA), want);
+    let want = run(redis_bin());
+    assert_eq!(run(tessera_bin()), want);
 }
 
 /// A reply rendered for comparison (RESP2), or the connection's fate.
-fn show(c: &mut crate::common::Raw, args: &[&[u8]]) -> String {
+fn show(c: &mut Raw, args: &[&[u8]]) -> String {
     c.send(&encode(args));
     c.read().s()
 }
@@ -353,7 +352,7 @@ fn show(c: &mut crate::common::Raw, args: &[&[u8]]) -> String {
 /// A DUMP payload of a two-entry stream with two groups, taken from redis-server, with its
 /// metadata rewritten by `edit` (what an attacker controls in RESTORE).
 fn crafted_stream(redis_port: u16, edit: impl Fn(&mut tessera_rdb::RdbStream)) -> Vec<u8> {
-    let mut c = crate::common::Raw::connect(redis_port);
+    let mut c = Raw::connect(redis_port);
     c.cmd(&["DEL", "src"]);
     c.cmd(&["XADD", "src", "1-1", "a", "1"]);
     c.cmd(&["XADD", "src", "2-1", "b", "2"]);
@@ -370,7 +369,7 @@ fn crafted_stream(redis_port: u16, edit: impl Fn(&mut tessera_rdb::RdbStream)) -
         "src",
         ">",
     ]);
-    let crate::common::R::Bulk(payload) = c.cmd(&["DUMP", "src"]) else {
+    let R::Bulk(payload) = c.cmd(&["DUMP", "src"]) else {
         panic!("DUMP");
     };
     let mut v = tessera_rdb::restore_value(&payload).expect("redis's payload");
@@ -388,8 +387,8 @@ fn crafted_stream(redis_port: u16, edit: impl Fn(&mut tessera_rdb::RdbStream)) -
 /// that reads the counters are compared with redis-server's.
 #[test]
 fn restored_stream_counters_match_redis() {
-    let redis = start(REDIS, &[]);
-    let node = start(TESSERA, &[]);
+    let redis = start(redis_bin(), &[]);
+    let node = start(tessera_bin(), &[]);
     let max_id = tessera_rdb::StreamId {
         ms: u64::MAX,
         seq: u64::MAX,
@@ -436,7 +435,7 @@ fn restored_stream_counters_match_redis() {
         ),
     ];
     let run = |port: u16| {
-        let mut c = crate::common::Raw::connect(port);
+        let mut c = Raw::connect(port);
         let mut seen = Vec::new();
         for (name, payload) in &cases {
             c.cmd(&["DEL", "s"]);
@@ -468,10 +467,10 @@ fn restored_stream_counters_match_redis() {
 /// replies as redis-server's, and the node keeps running (no overflow on the way).
 #[test]
 fn restore_numbers_match_redis() {
-    let redis = start(REDIS, &[]);
-    let mut r = crate::common::Raw::connect(redis.port);
+    let redis = start(redis_bin(), &[]);
+    let mut r = Raw::connect(redis.port);
     r.cmd(&["SET", "src", "v"]);
-    let crate::common::R::Bulk(payload) = r.cmd(&["DUMP", "src"]) else {
+    let R::Bulk(payload) = r.cmd(&["DUMP", "src"]) else {
         panic!("DUMP");
     };
     let max = i64::MAX.to_string();
@@ -491,7 +490,7 @@ fn restore_numbers_match_redis() {
         vec!["99999999999999", "IDLETIME", "5"],
     ];
     let run = |port: u16, policy: &str| {
-        let mut c = crate::common::Raw::connect(port);
+        let mut c = Raw::connect(port);
         c.cmd(&["CONFIG", "SET", "maxmemory-policy", policy]);
         tries
             .iter()
@@ -513,17 +512,17 @@ fn restore_numbers_match_redis() {
     };
     for policy in ["noeviction", "allkeys-lfu"] {
         let want = run(redis.port, policy);
-        let node = start(TESSERA, &[]);
+        let node = start(tessera_bin(), &[]);
         assert_eq!(run(node.port, policy), want, "{policy}");
     }
     // The idle time a key is restored with is what OBJECT IDLETIME reports, also when it
     // is longer than the node has been up; a huge one reads as very idle, as in redis
     // (~97 days there: half its LRU clock; half of ours is ~24 days).
-    let node = start(TESSERA, &[]);
+    let node = start(tessera_bin(), &[]);
     for port in [redis.port, node.port] {
-        let mut c = crate::common::Raw::connect(port);
+        let mut c = Raw::connect(port);
         c.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-        let idle = |c: &mut crate::common::Raw, secs: &str| {
+        let idle = |c: &mut Raw, secs: &str| {
             c.cmd(&["DEL", "k"]);
             let r = show(
                 c,
@@ -538,7 +537,7 @@ fn restore_numbers_match_redis() {
             );
             assert_eq!(r, "OK");
             match c.cmd(&["OBJECT", "IDLETIME", "k"]) {
-                crate::common::R::Int(n) => n,
+                R::Int(n) => n,
                 other => panic!("OBJECT IDLETIME: {other:?}"),
             }
         };

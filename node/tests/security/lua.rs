@@ -7,8 +7,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use crate::common::proc::{Launch, Server, REDIS};
-use crate::common::{encode, Node, Raw, PORTS, R};
+use tessera_testkit::*;
 
 /// EVAL `script` with no keys on `c`.
 fn eval(c: &mut Raw, script: &str) -> R {
@@ -53,7 +52,7 @@ fn alive(node: &Node) {
 }
 
 fn redis_server() -> Server {
-    Launch::new(REDIS, PORTS).args(&["--save", ""]).start()
+    Launch::new(redis_bin()).args(&["--save", ""]).start()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -2,9 +2,6 @@
 //! would (scripts, a fake master, forged bus frames, slow and huge client frames, failing
 //! disks) and checks the node refuses, bounds or survives it as redis-server 7.0 does.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod bus;
 mod client;
 mod lua;

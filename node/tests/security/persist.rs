@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::proc::{self, info_value, log_tail, wait_for, Launch, Server};
-use crate::common::{encode, Raw, PORTS, R};
+use tessera_testkit::*;
 
 const BGSAVE_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
@@ -24,14 +23,12 @@ fn aof_misconf(reason: &str) -> String {
 }
 
 /// The real redis-server first (it defines the expected behaviour), then tessera-node.
-const BINS: [&str; 2] = [proc::REDIS, proc::TESSERA];
+fn bins() -> [&'static str; 2] {
+    [redis_bin(), tessera_bin()]
+}
 
 fn start(bin: &str, dir: &Path, args: &[&str]) -> Server {
-    Launch::new(bin, PORTS)
-        .dir(dir)
-        .logfile()
-        .args(args)
-        .start()
+    Launch::new(bin).dir(dir).logfile().args(args).start()
 }
 
 /// Sets the soft RLIMIT_FSIZE of a running process (`unlimited` lifts it).
@@ -69,7 +66,7 @@ fn set_bytes(c: &mut Raw, key: &str, value: &[u8]) -> R {
 
 fn persistence(c: &mut Raw, field: &str) -> String {
     let info = c.cmd(&["INFO", "persistence"]).s();
-    info_value(&info, field).unwrap_or_default()
+    info_field(&info, field).unwrap_or_default()
 }
 
 fn err(s: &str) -> R {
@@ -112,7 +109,7 @@ fn assert_writes_refused(bin: &str, c: &mut Raw, misconf: &str, key: &str) {
 
 #[test]
 fn failed_bgsave_refuses_writes_until_a_save_succeeds() {
-    for bin in BINS {
+    for bin in bins() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut srv = start(bin, dir.path(), &["--save", "3600 1", "--appendonly", "no"]);
         let mut c = Raw::connect(srv.port);
@@ -206,7 +203,7 @@ fn aof_on_device(bin: &str, dev: &str) -> tempfile::TempDir {
 
 #[test]
 fn aof_on_a_full_disk_refuses_writes() {
-    for bin in BINS {
+    for bin in bins() {
         let dir = aof_on_device(bin, "/dev/full");
         let srv = start(bin, dir.path(), &["--save", "", "--appendonly", "yes"]);
         let mut c = Raw::connect(srv.port);
@@ -244,7 +241,7 @@ fn aof_write_error_clears_once_the_file_can_grow() {
         "--aof-load-truncated",
         "no",
     ];
-    let mut srv = start(proc::TESSERA, dir.path(), &args);
+    let mut srv = start(tessera_bin(), dir.path(), &args);
     let mut c = Raw::connect(srv.port);
     assert_eq!(c.cmd(&["SET", "small", "1"]), ok());
     set_fsize(srv.pid(), "20000");
@@ -277,9 +274,9 @@ fn aof_fsync_error_refuses_writes() {
     // fsync of /dev/null fails with EINVAL. redis-server ignores EINVAL from its background
     // fsync (a closed and reused descriptor in its case); tessera-node has no such race and
     // treats every failed fsync as data not on disk.
-    let dir = aof_on_device(proc::TESSERA, "/dev/null");
+    let dir = aof_on_device(tessera_bin(), "/dev/null");
     let srv = start(
-        proc::TESSERA,
+        tessera_bin(),
         dir.path(),
         &[
             "--save",
@@ -315,7 +312,7 @@ fn appendfsync_always_never_acknowledges_an_unpersisted_write() {
             "Can't persist AOF for fsync error when the AOF fsync policy is 'always': Invalid argument. Exiting...",
         ),
     ] {
-        for bin in BINS {
+        for bin in bins() {
             let dir = aof_on_device(bin, dev);
             let mut srv = start(
                 bin,
@@ -338,7 +335,7 @@ fn appendfsync_always_never_acknowledges_an_unpersisted_write() {
 fn aof_manifest_naming_a_path_is_refused() {
     let outside = tempfile::tempdir().expect("tempdir");
     let abs_victim = outside.path().join("victim");
-    for bin in BINS {
+    for bin in bins() {
         for victim in ["../victim".to_string(), abs_victim.display().to_string()] {
             let dir = tempfile::tempdir().expect("tempdir");
             let aof = dir.path().join("appendonlydir");
@@ -362,15 +359,15 @@ fn aof_manifest_naming_a_path_is_refused() {
             )
             .expect("manifest");
             let ip = "127.0.0.1";
-            let mut child = Launch::new(bin, PORTS)
+            let mut child = Launch::new(bin)
                 .logfile()
                 .args(&["--save", "", "--appendonly", "yes"])
-                .command(ip, PORTS.free(ip), dir.path())
+                .command(ip, free_port_on(ip), dir.path())
                 .spawn()
                 .expect("spawn");
-            let st = proc::wait_exit(&mut child, Duration::from_secs(20));
+            let st = wait_exit(&mut child, Duration::from_secs(20));
             if st.is_none() {
-                proc::kill(&mut child);
+                kill(&mut child);
             }
             assert_eq!(
                 std::fs::read_to_string(&victim_path).ok().as_deref(),
@@ -403,21 +400,21 @@ fn aof_names_from_the_config_must_be_bare() {
             "appenddirname can't be a path, just a dirname",
         ),
     ] {
-        for bin in BINS {
+        for bin in bins() {
             let dir = tempfile::tempdir().expect("tempdir");
             let data = dir.path().join("data");
             std::fs::create_dir(&data).expect("mkdir");
             let ip = "127.0.0.1";
-            let mut child = Launch::new(bin, PORTS)
+            let mut child = Launch::new(bin)
                 .args(&["--save", "", "--appendonly", "yes", directive, "../x"])
-                .command(ip, PORTS.free(ip), &data)
+                .command(ip, free_port_on(ip), &data)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("spawn");
-            let st = proc::wait_exit(&mut child, Duration::from_secs(20));
+            let st = wait_exit(&mut child, Duration::from_secs(20));
             if st.is_none() {
-                proc::kill(&mut child);
+                kill(&mut child);
             }
             let out = child.wait_with_output().expect("output");
             let text = String::from_utf8_lossy(&out.stdout).into_owned()

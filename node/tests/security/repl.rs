@@ -7,8 +7,7 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::common::proc::{self, Launch, Server};
-use crate::common::{Raw, PORTS, R};
+use tessera_testkit::*;
 
 const ID: &str = "3b2f6c5a1e0d9f8a7b6c5d4e3f2a1b0c9d8e7f6a";
 /// An RDB with no keys (RDB version 9, checksum disabled).
@@ -32,7 +31,7 @@ fn setup() -> Setup {
 fn setup_with(extra: &[&str]) -> Setup {
     let master = TcpListener::bind("127.0.0.1:0").expect("bind fake master");
     let port = master.local_addr().expect("addr").port();
-    let node = Launch::new(proc::TESSERA, PORTS)
+    let node = Launch::new(tessera_bin())
         .args(&["--save", ""])
         .args(extra)
         .logfile()
@@ -150,19 +149,19 @@ fn assert_survived(st: &mut Setup, error: &str) {
     assert!(
         st.node.child.try_wait().expect("try_wait").is_none(),
         "the replica exited; log:\n{}",
-        proc::log_tail(&st.node.log_path().expect("log"), 20)
+        log_tail(&st.node.log_path().expect("log"), 20)
     );
     let mut c = Raw::connect(st.node.port);
     assert_eq!(c.cmd(&["PING"]), R::Simple("PONG".into()));
     let info = c.cmd(&["INFO", "replication"]).s();
     assert_eq!(
-        proc::info_value(&info, "master_link_status").as_deref(),
+        info_field(&info, "master_link_status").as_deref(),
         Some("down"),
         "{info}"
     );
     let rss = rss_kb(st.node.pid());
     assert!(rss < RSS_LIMIT_KB, "replica RSS {rss} kB");
-    proc::wait_for(Duration::from_secs(10), "the error in the log", || {
+    wait_for(Duration::from_secs(10), "the error in the log", || {
         let l = log(&st.node);
         l.lines()
             .any(|l| l.contains("MASTER link ended") && l.contains(error))
@@ -224,7 +223,7 @@ fn assert_streamed_not_buffered(st: &mut Setup, s: &mut TcpStream, before_kb: u6
     let mut c = Raw::connect(st.node.port);
     let info = c.cmd(&["INFO", "replication"]).s();
     assert_eq!(
-        proc::info_value(&info, "master_sync_in_progress").as_deref(),
+        info_field(&info, "master_sync_in_progress").as_deref(),
         Some("1"),
         "{info}"
     );
@@ -232,7 +231,7 @@ fn assert_streamed_not_buffered(st: &mut Setup, s: &mut TcpStream, before_kb: u6
 
 /// No temp-*.rdb left in the replica's dir once the link is gone.
 fn assert_no_temp_rdb(st: &Setup) {
-    proc::wait_for(Duration::from_secs(10), "temp RDB removed", || {
+    wait_for(Duration::from_secs(10), "temp RDB removed", || {
         std::fs::read_dir(&st.node.dir)
             .expect("read dir")
             .flatten()
