@@ -4,7 +4,6 @@
 //! character) compared exactly. Strings are byte strings in both directions.
 
 use tessera_testkit::diff::*;
-use tessera_testkit::*;
 
 /// Dumps a decoded value deterministically: tables with sorted keys, numbers with 17
 /// digits, strings with %q (byte-exact), cjson.null as `null`.

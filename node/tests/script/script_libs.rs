@@ -3,7 +3,6 @@
 //! back as bulk strings, errors with their exact text).
 
 use tessera_testkit::diff::*;
-use tessera_testkit::*;
 
 /// tessera-node and redis-server (a missing redis-server fails the test).
 fn pair() -> (Server, Server) {
