@@ -317,3 +317,84 @@ fn bitmap_and_hll_commands_report_their_events() {
     );
     assert_eq!(events(&srv, &["PFMERGE", "h2", "h"]), ["pfadd h2"]);
 }
+
+#[test]
+fn hash_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    assert_eq!(events(&srv, &["HSET", "h", "f", "v"]), ["new h", "hset h"]);
+    assert_eq!(events(&srv, &["HSET", "h", "f", "v"]), ["hset h"]);
+    assert!(events(&srv, &["HSETNX", "h", "f", "v"]).is_empty());
+    assert_eq!(events(&srv, &["HSETNX", "h", "g", "v"]), ["hset h"]);
+    assert_eq!(events(&srv, &["HINCRBY", "h", "n", "1"]), ["hincrby h"]);
+    assert_eq!(
+        events(&srv, &["HINCRBYFLOAT", "h", "n", "1.5"]),
+        ["hincrbyfloat h"]
+    );
+    assert!(events(&srv, &["HDEL", "h", "nope"]).is_empty());
+    assert_eq!(
+        events(&srv, &["HDEL", "h", "f", "g", "n"]),
+        ["hdel h", "del h"]
+    );
+}
+
+#[test]
+fn list_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    assert_eq!(
+        events(&srv, &["RPUSH", "l", "a", "b", "c"]),
+        ["new l", "rpush l"]
+    );
+    assert!(events(&srv, &["LPUSHX", "nol", "a"]).is_empty());
+    assert_eq!(events(&srv, &["LPUSHX", "l", "z"]), ["lpush l"]);
+    assert_eq!(events(&srv, &["LSET", "l", "0", "y"]), ["lset l"]);
+    assert!(events(&srv, &["LINSERT", "l", "BEFORE", "nope", "x"]).is_empty());
+    assert_eq!(
+        events(&srv, &["LINSERT", "l", "BEFORE", "y", "x"]),
+        ["linsert l"]
+    );
+    assert_eq!(events(&srv, &["LREM", "l", "0", "x"]), ["lrem l"]);
+    assert!(events(&srv, &["LPOP", "l", "0"]).is_empty());
+    assert_eq!(
+        events(&srv, &["LMOVE", "l", "m", "LEFT", "RIGHT"]),
+        ["new m", "rpush m", "lpop l"]
+    );
+    assert_eq!(events(&srv, &["LTRIM", "l", "0", "-1"]), ["ltrim l"]);
+    assert_eq!(
+        events(&srv, &["RPOPLPUSH", "m", "l"]),
+        ["lpush l", "rpop m", "del m"]
+    );
+    assert_eq!(
+        events(&srv, &["LMPOP", "2", "nol", "l", "RIGHT", "COUNT", "9"]),
+        ["rpop l", "del l"]
+    );
+    run_all(&srv, &[&["RPUSH", "l", "a"]]);
+    assert_eq!(
+        events(&srv, &["BLPOP", "nol", "l", "0"]),
+        ["lpop l", "del l"]
+    );
+}
+
+#[test]
+fn blocking_list_pops_propagate_their_plain_forms() {
+    let srv = server("", true);
+    let p = |srv: &Arc<Server>, argv: &[&str]| {
+        run(srv, argv)
+            .propagate
+            .expect("rewritten")
+            .concat()
+            .join(" ")
+    };
+    run_all(&srv, &[&["RPUSH", "l", "a", "b", "c", "d", "e"]]);
+    assert_eq!(p(&srv, &["BLPOP", "x", "l", "0"]), "LMPOP 2 x l LEFT");
+    assert_eq!(p(&srv, &["BRPOP", "l", "1.5"]), "LMPOP 1 l RIGHT");
+    assert_eq!(
+        p(&srv, &["BLMPOP", "0", "1", "l", "LEFT", "COUNT", "1"]),
+        "LMPOP 1 l LEFT COUNT 1"
+    );
+    assert_eq!(
+        p(&srv, &["BLMOVE", "l", "m", "left", "right", "0"]),
+        "LMOVE l m LEFT RIGHT"
+    );
+    assert_eq!(p(&srv, &["BRPOPLPUSH", "l", "m", "0"]), "RPOPLPUSH l m");
+    assert!(run(&srv, &["LPOP", "l"]).propagate.is_none());
+}

@@ -5,6 +5,7 @@
 use rand::Rng;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::notify::{GENERIC, HASH};
 use crate::types::ldouble::LDouble;
 use crate::types::{parse_i64_strict, HashValue};
 
@@ -13,6 +14,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("hash")
             .since("2.0.0")
+            .owns_fx()
     };
     vec![
         c("hset", -4, "write denyoom fast", (1, 1, 1), hset),
@@ -54,6 +56,7 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
     for p in args[2..].chunks_exact(2) {
         added += h.set(p[0], p[1], &lim) as i64;
     }
+    ctx.notify(HASH, "hset", args[1]);
     Ok(added)
 }
 
@@ -81,6 +84,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     ctx.ks.hash_or_create(args[1])?.set(args[2], args[3], &lim);
+    ctx.notify(HASH, "hset", args[1]);
     ctx.out.int(1);
     Ok(())
 }
@@ -107,13 +111,19 @@ fn hmget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut n = 0;
+    let mut emptied = false;
     if let Some(h) = ctx.ks.get_hash(args[1])? {
         for f in &args[2..] {
             n += h.remove(f) as i64;
         }
-        if h.is_empty() {
-            ctx.ks.del(args[1]);
-        }
+        emptied = h.is_empty();
+    }
+    if n > 0 {
+        ctx.notify(HASH, "hdel", args[1]);
+    }
+    if emptied {
+        ctx.ks.del(args[1]);
+        ctx.notify(GENERIC, "del", args[1]);
     }
     ctx.changed_by(n as usize);
     ctx.out.int(n);
@@ -196,6 +206,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
     h.set(args[2], itoa::Buffer::new().format(new).as_bytes(), &lim);
+    ctx.notify(HASH, "hincrby", args[1]);
     ctx.out.int(new);
     Ok(())
 }
@@ -220,6 +231,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let s = new.to_human();
     h.set(args[2], s.as_bytes(), &lim);
+    ctx.notify(HASH, "hincrbyfloat", args[1]);
     ctx.out.bulk(s.as_bytes());
     Ok(())
 }

@@ -4,7 +4,10 @@
 //! Blocking follows `crate::blocking`: serve now if possible, else `block_on` (or, inside
 //! MULTI, answer as if timed out; when re-run for a blocked client, write nothing).
 
+use bytes::Bytes;
+
 use super::{arg_i64, arg_timeout, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::notify::{GENERIC, LIST};
 
 /// Key-spec flags of the source/destination commands (LMOVE, SMOVE...): the source is read
 /// and may be deleted, the destination gets an insert.
@@ -15,6 +18,7 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("list")
             .since("1.0.0")
+            .owns_fx()
     };
     let keynum = |at| KeyPos::Keynum {
         numkeys: at,
@@ -100,6 +104,7 @@ fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool, only_existing: bool) -> C
         }
     }
     let n = l.len();
+    ctx.notify(LIST, if left { "lpush" } else { "rpush" }, key);
     ctx.ks.signal_ready(key);
     ctx.count_changes(args.len() - 2);
     ctx.out.int(n as i64);
@@ -119,7 +124,8 @@ fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, false, true)
 }
 
-/// Pops up to `n` elements from one end of the list at `key`, deleting it when emptied.
+/// Pops up to `n` elements from one end of the list at `key`, deleting it when emptied
+/// (with the pop's event, then `del`).
 fn pop_n(
     ctx: &mut Ctx<'_>,
     key: &[u8],
@@ -136,8 +142,13 @@ fn pop_n(
             None => break,
         }
     }
-    if l.is_empty() {
+    let emptied = l.is_empty();
+    if !out.is_empty() {
+        ctx.notify(LIST, if left { "lpop" } else { "rpop" }, key);
+    }
+    if emptied {
         ctx.ks.del(key);
+        ctx.notify(GENERIC, "del", key);
     }
     Ok(Some(out))
 }
@@ -252,6 +263,7 @@ fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let l = ctx.ks.get_list(args[1])?.ok_or(CmdError::NoSuchKey)?;
     let i = index_of(i, l.len()).ok_or(CmdError::OutOfRange)?;
     l.set(i, args[3], &lim);
+    ctx.notify(LIST, "lset", args[1]);
     ctx.out.ok();
     Ok(())
 }
@@ -275,6 +287,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some(p) => {
             l.insert(if before { p } else { p + 1 }, args[4], &lim);
             let n = l.len();
+            ctx.notify(LIST, "linsert", args[1]);
             ctx.out.int(n as i64);
         }
         None => {
@@ -288,11 +301,17 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let count = arg_i64(args[2])?;
     let mut n = 0;
+    let mut emptied = false;
     if let Some(l) = ctx.ks.get_list(args[1])? {
         n = l.remove(count, args[3]);
-        if l.is_empty() {
-            ctx.ks.del(args[1]);
-        }
+        emptied = l.is_empty();
+    }
+    if n > 0 {
+        ctx.notify(LIST, "lrem", args[1]);
+    }
+    if emptied {
+        ctx.ks.del(args[1]);
+        ctx.notify(GENERIC, "del", args[1]);
     }
     ctx.changed_by(n);
     ctx.out.int(n as i64);
@@ -312,8 +331,12 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         None => l.trim(1, 0),
     }
     let trimmed = before - l.len();
-    if l.is_empty() {
+    let emptied = l.is_empty();
+    // Redis notifies even when nothing was trimmed.
+    ctx.notify(LIST, "ltrim", args[1]);
+    if emptied {
         ctx.ks.del(args[1]);
+        ctx.notify(GENERIC, "del", args[1]);
     }
     ctx.count_changes(trimmed);
     if trimmed == 0 {
@@ -441,6 +464,8 @@ fn do_move(
     } else {
         d.push_back(&v, &lim);
     }
+    ctx.notify(LIST, if to_left { "lpush" } else { "rpush" }, dst);
+    ctx.notify(LIST, if from_left { "lpop" } else { "rpop" }, src);
     ctx.ks.remove_if_empty(src);
     ctx.ks.signal_ready(dst);
     Ok(Some(v))
@@ -577,6 +602,16 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
             ctx.out.array(2);
             ctx.out.bulk(k);
             ctx.out.bulk(&val);
+            if ctx.propagating() {
+                // Replayed as LMPOP over the same keys: the same list serves it.
+                let mut p = vec![
+                    Bytes::from_static(b"LMPOP"),
+                    super::keys::num(keys.len() as u64),
+                ];
+                p.extend(keys.iter().map(|k| Bytes::copy_from_slice(k)));
+                p.push(Bytes::from_static(if left { b"LEFT" } else { b"RIGHT" }));
+                ctx.propagate_as(p);
+            }
         }
         None => block_or_timeout(ctx, keys, timeout, false),
     }
@@ -590,17 +625,29 @@ fn brpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bpop(ctx, args, false)
 }
 
+/// `rpoplpush`: BRPOPLPUSH (propagated as RPOPLPUSH), else BLMOVE.
 fn bmove(
     ctx: &mut Ctx<'_>,
-    src: &[u8],
-    dst: &[u8],
-    from: bool,
-    to: bool,
+    (src, dst): (&[u8], &[u8]),
+    (from, to): (bool, bool),
     timeout: &[u8],
+    rpoplpush: bool,
 ) -> CmdResult {
     let timeout = arg_timeout(timeout)?;
     match do_move(ctx, src, dst, from, to)? {
-        Some(v) => ctx.out.bulk(&v),
+        Some(v) => {
+            ctx.out.bulk(&v);
+            if ctx.propagating() {
+                // Replayed as LMOVE (RPOPLPUSH for BRPOPLPUSH, as Redis).
+                let side = |l: bool| Bytes::from_static(if l { b"LEFT" } else { b"RIGHT" });
+                let (src, dst) = (Bytes::copy_from_slice(src), Bytes::copy_from_slice(dst));
+                ctx.propagate_as(if rpoplpush {
+                    vec![Bytes::from_static(b"RPOPLPUSH"), src, dst]
+                } else {
+                    vec![Bytes::from_static(b"LMOVE"), src, dst, side(from), side(to)]
+                });
+            }
+        }
         None => block_or_timeout(ctx, &[src], timeout, true),
     }
     Ok(())
@@ -608,11 +655,11 @@ fn bmove(
 
 fn blmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (from, to) = (parse_side(args[3])?, parse_side(args[4])?);
-    bmove(ctx, args[1], args[2], from, to, args[5])
+    bmove(ctx, (args[1], args[2]), (from, to), args[5], false)
 }
 
 fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    bmove(ctx, args[1], args[2], false, true, args[3])
+    bmove(ctx, (args[1], args[2]), (false, true), args[3], true)
 }
 
 fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -623,6 +670,12 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some((k, v)) => {
             ctx.count_changes(v.len());
             write_mpop(ctx.out, k, &v);
+            if ctx.propagating() {
+                // Replayed as LMPOP without the timeout.
+                let mut p = vec![Bytes::from_static(b"LMPOP")];
+                p.extend(args[2..].iter().map(|a| Bytes::copy_from_slice(a)));
+                ctx.propagate_as(p);
+            }
         }
         None => block_or_timeout(ctx, keys, timeout, false),
     }

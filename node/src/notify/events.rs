@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::{Event, KeyState, Snapshot, GENERIC, HASH, LIST, NEW, SET, ZSET};
+use super::{Event, KeyState, Snapshot, GENERIC, NEW, SET, ZSET};
 use crate::cmd::{eq_ic, CommandSpec, Ctx};
 
 /// The first level of a reply, enough to tell whether the command changed something.
@@ -168,44 +168,10 @@ pub fn derive(
                 }
             }
         }
-        // Hashes.
-        "hset" | "hmset" => a.modified(s0, HASH, "hset", &k0, db),
-        "hsetnx" => {
-            if reply.int() == 1 {
-                a.modified(s0, HASH, "hset", &k0, db);
-            }
-        }
-        "hdel" => {
-            if reply.int() > 0 {
-                a.modified(s0, HASH, "hdel", &k0, db);
-            }
-        }
-        "hincrby" => a.modified(s0, HASH, "hincrby", &k0, db),
-        "hincrbyfloat" => a.modified(s0, HASH, "hincrbyfloat", &k0, db),
-        // Lists.
-        "lpush" => a.modified(s0, LIST, "lpush", &k0, db),
-        "rpush" => a.modified(s0, LIST, "rpush", &k0, db),
-        "lpushx" | "rpushx" => {
-            if reply.int() > 0 && s0.exists {
-                let ev = if name == "lpushx" { "lpush" } else { "rpush" };
-                a.modified(s0, LIST, ev, &k0, db);
-            }
-        }
-        "lpop" | "rpop" => {
-            if reply.some() {
-                a.modified(
-                    s0,
-                    LIST,
-                    if name == "lpop" { "lpop" } else { "rpop" },
-                    &k0,
-                    db,
-                );
-            }
-        }
-        "blpop" | "brpop" | "blmpop" | "lmpop" | "bzpopmin" | "bzpopmax" | "zmpop" | "bzmpop" => {
+        "bzpopmin" | "bzpopmax" | "zmpop" | "bzmpop" => {
             if let Reply::Array(_, Some(k)) = reply {
                 let ev = pop_event(name, args);
-                let class = if name.contains('z') { ZSET } else { LIST };
+                let class = ZSET;
                 let before = snap
                     .keys
                     .iter()
@@ -213,37 +179,6 @@ pub fn derive(
                     .map(|x| x.1)
                     .unwrap_or_default();
                 a.modified(before, class, ev, k, db);
-            }
-        }
-        "lset" => a.modified(s0, LIST, "lset", &k0, db),
-        "linsert" => {
-            if reply.int() > 0 {
-                a.modified(s0, LIST, "linsert", &k0, db);
-            }
-        }
-        "lrem" => {
-            if reply.int() > 0 {
-                a.modified(s0, LIST, "lrem", &k0, db);
-            }
-        }
-        "ltrim" => {
-            if s0.exists {
-                a.modified(s0, LIST, "ltrim", &k0, db);
-            }
-        }
-        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" => {
-            if let (Some(k1), true) = (key(1), reply.some()) {
-                let (from_left, to_left) = match name {
-                    "lmove" | "blmove" => (
-                        args.get(3).is_some_and(|w| eq_ic(w, "left")),
-                        args.get(4).is_some_and(|w| eq_ic(w, "left")),
-                    ),
-                    _ => (false, true),
-                };
-                a.new_if_created(st(1), &k1, db);
-                a.push(LIST, if to_left { "lpush" } else { "rpush" }, &k1, db);
-                a.push(LIST, if from_left { "lpop" } else { "rpop" }, &k0, db);
-                a.del_if_gone(s0, &k0, db);
             }
         }
         // Sets.

@@ -314,11 +314,9 @@ pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>>
             }
         }
         // Blocking pops replay as their non-blocking forms (same key order, same result).
-        "blpop" | "brpop" | "bzpopmin" | "bzpopmax" if args.len() >= 3 => {
+        "bzpopmin" | "bzpopmax" if args.len() >= 3 => {
             let keys = &args[1..args.len() - 1];
             let (cmd, dir) = match name {
-                "blpop" => ("LMPOP", "LEFT"),
-                "brpop" => ("LMPOP", "RIGHT"),
                 "bzpopmin" => ("ZMPOP", "MIN"),
                 _ => ("ZMPOP", "MAX"),
             };
@@ -327,23 +325,11 @@ pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>>
             v.push(s(dir));
             owned(v)
         }
-        "blmpop" | "bzmpop" if args.len() >= 3 => {
-            let mut v = vec![s(if name == "blmpop" { "LMPOP" } else { "ZMPOP" })];
+        "bzmpop" if args.len() >= 3 => {
+            let mut v = vec![s("ZMPOP")];
             v.extend(copy(&args[2..]));
             owned(v)
         }
-        "blmove" if args.len() == 6 => owned(vec![
-            s("LMOVE"),
-            Bytes::copy_from_slice(args[1]),
-            Bytes::copy_from_slice(args[2]),
-            Bytes::copy_from_slice(args[3]),
-            Bytes::copy_from_slice(args[4]),
-        ]),
-        "brpoplpush" if args.len() == 4 => owned(vec![
-            s("RPOPLPUSH"),
-            Bytes::copy_from_slice(args[1]),
-            Bytes::copy_from_slice(args[2]),
-        ]),
         _ => None,
     }
 }
@@ -379,8 +365,8 @@ mod tests {
 
     #[test]
     fn relative_ttls_become_absolute() {
-        let r = det("blpop", &["BLPOP", "a", "b", "0"]).0;
-        assert_eq!(r, b(&["LMPOP", "2", "a", "b", "LEFT"]));
+        let r = det("bzpopmin", &["BZPOPMIN", "a", "b", "0"]).0;
+        assert_eq!(r, b(&["ZMPOP", "2", "a", "b", "MIN"]));
         assert!(det("incr", &["INCR", "k"]).1);
     }
 }
