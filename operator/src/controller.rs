@@ -116,7 +116,8 @@ impl TopologyEngine for RealEngine {
 /// Shared state of every reconcile.
 pub struct Context {
     pub client: Client,
-    pub recorder: Recorder,
+    reporter: Reporter,
+    recorders: Mutex<HashMap<String, KeyedRecorder>>,
     pub metrics: Arc<Metrics>,
     pub engine: Arc<dyn TopologyEngine>,
     pub engine_options: EngineOptions,
@@ -138,7 +139,8 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            reporter,
+            recorders: Mutex::new(HashMap::new()),
             client,
             metrics,
             engine,
@@ -156,6 +158,41 @@ impl Context {
             Err(poisoned) => poisoned.into_inner(),
         }
     }
+
+    /// The recorder for an Event of `key` (object, type, reason, action, related object)
+    /// saying `note`. kube's Recorder folds an Event into the earlier one of the same key for
+    /// minutes and keeps the earlier note: right for a repeat, wrong for news ("shard 1..."
+    /// then "shard 2..."). So the recorder is kept while the note repeats, and a changed note
+    /// gets a fresh one, hence an Event of its own. Entries idle for longer than the
+    /// Recorder's own cache lives are dropped.
+    fn recorder_for(&self, key: String, note: &str) -> Recorder {
+        /// Longer than kube's Recorder keeps an Event to fold repeats into (6 minutes).
+        const IDLE: Duration = Duration::from_secs(600);
+        let now = Instant::now();
+        let mut map = match self.recorders.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.retain(|_, r| now.duration_since(r.used) < IDLE);
+        let entry = map.entry(key).or_insert_with(|| KeyedRecorder {
+            note: note.to_string(),
+            recorder: Recorder::new(self.client.clone(), self.reporter.clone()),
+            used: now,
+        });
+        if entry.note != note {
+            entry.note = note.to_string();
+            entry.recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        }
+        entry.used = now;
+        entry.recorder.clone()
+    }
+}
+
+/// The recorder of one Event key and the note it last published.
+struct KeyedRecorder {
+    note: String,
+    recorder: Recorder,
+    used: Instant,
 }
 
 fn key(rc: &RedisCluster) -> String {
@@ -1031,9 +1068,8 @@ async fn publish(
 }
 
 /// Publishes an Event about the cluster, with `pod` (of the cluster's namespace) as related
-/// object. kube's Recorder folds an Event into an earlier one with the same type, reason,
-/// action and objects for minutes, keeping the earlier note: naming the pod keeps repairs of
-/// different pods apart, each with its own message.
+/// object, so that repairs of different pods are Events of their own, each with its own
+/// message (see `Context::recorder_for` for repeats of one key).
 async fn publish_about(
     ctx: &Context,
     rc: &RedisCluster,
@@ -1065,7 +1101,17 @@ async fn publish_about(
             ..ObjectReference::default()
         }),
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &rc.object_ref(&())).await {
+    let type_name = match type_ {
+        EventType::Normal => "Normal",
+        EventType::Warning => "Warning",
+    };
+    let key = format!(
+        "{}|{type_name}|{reason}|{action}|{}",
+        key(rc),
+        pod.unwrap_or_default()
+    );
+    let recorder = ctx.recorder_for(key, ev.note.as_deref().unwrap_or_default());
+    if let Err(e) = recorder.publish(&ev, &rc.object_ref(&())).await {
         warn!(error = %e, reason, "publishing event failed");
     }
 }

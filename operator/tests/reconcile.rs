@@ -558,7 +558,7 @@ async fn finished_progress_is_removed_from_status() {
 async fn changed_problems_of_an_invalid_spec_raise_a_new_event() {
     let h = Harness::new(json!({"shards": 1, "config": {"port": "7000"}}));
     h.reconcile().await;
-    // kube's Recorder turns a repeat of the same (type, reason, action) into a series count.
+    // A repeat of the same Event is a series count on the first.
     let occurrences = |h: &Harness| -> Vec<i64> {
         h.api
             .names(EVENTS)
@@ -574,7 +574,16 @@ async fn changed_problems_of_an_invalid_spec_raise_a_new_event() {
     h.set_spec(|s| s["config"] = json!({"dir": "/tmp"}));
     let rc = h.reconcile().await;
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Failed);
-    assert_eq!(occurrences(&h), [2], "new problems: the event occurs again");
+    // New problems are a new Event with their own message (a series count on the earlier
+    // Event would show the earlier problems).
+    assert_eq!(occurrences(&h), [1, 1], "new problems: a new event");
+    assert!(
+        event_notes(&h)
+            .iter()
+            .any(|(r, note, _)| r == "InvalidSpec" && note.contains("spec.config.dir")),
+        "{:?}",
+        event_notes(&h)
+    );
 }
 
 /// Paths of the server-side applies recorded since the last `take_calls`.
@@ -1193,4 +1202,31 @@ async fn removed_auth_reads_the_record_when_pods_mount_the_password() {
         "{calls:?}"
     );
     assert!(h.api.get(SECRETS, "demo-node-auth").is_none());
+}
+
+/// An Event whose message changed is a new Event: kube's Recorder would fold it into the
+/// earlier one of the same reason (keeping the earlier message) for minutes. A repeat of the
+/// same message still only counts up the earlier Event.
+#[tokio::test]
+async fn a_changed_message_is_a_new_event_and_a_repeat_is_not() {
+    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 0, "image": "redis:7.0"}));
+    h.reconcile().await;
+    h.run_pods();
+    let mut r = report(2, &[]);
+    r.converged = false;
+    r.actions = vec!["meet demo-1-0 (127.0.2.1:6379) from demo-0-0".into()];
+    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.reconcile().await;
+    h.reconcile().await; // the same message again
+    r.actions = vec!["migrated 10 slots (0-9) from demo-0-0 to demo-1-0".into()];
+    *h.engine.next.lock().unwrap() = Some(r);
+    h.reconcile().await;
+    let topology: Vec<String> = event_notes(&h)
+        .into_iter()
+        .filter(|(r, _, _)| r == "Topology")
+        .map(|(_, note, _)| note)
+        .collect();
+    assert_eq!(topology.len(), 2, "{topology:?}");
+    assert!(topology.iter().any(|n| n.starts_with("meet demo-1-0")));
+    assert!(topology.iter().any(|n| n.starts_with("migrated 10 slots")));
 }
