@@ -1,12 +1,10 @@
 //! tessera master + tessera replica: full sync under load, the command stream, partial
 //! resync after a killed link, WAIT, ROLE, INFO replication, read-only replica, promotion.
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use std::time::Duration;
 
-use repl_util::*;
+use tessera_testkit::repl::*;
+use tessera_testkit::*;
 
 fn client_id_of_replica(master: &Proc) -> i64 {
     let list: String = redis::cmd("CLIENT")
@@ -299,7 +297,7 @@ fn redis_cli_rdb_over_sync() {
     let master = Proc::node(dm.path(), &[]);
     write_load(&master, 0);
     let file = dm.path().join("fetched.rdb");
-    let o = std::process::Command::new("redis-cli")
+    let o = std::process::Command::new(tessera_testkit::redis_cli_bin())
         .args(["-p", &master.port.to_string(), "--rdb"])
         .arg(&file)
         .output()
@@ -310,7 +308,7 @@ fn redis_cli_rdb_over_sync() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let chk = std::process::Command::new("redis-check-rdb")
+    let chk = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
         .arg(&file)
         .output()
         .expect("redis-check-rdb");

@@ -1,19 +1,16 @@
 //! Replication measurements, side by side in one run (ignored by default: run with
-//! `TESSERA_BIN=target/release/tessera-node cargo test -p tessera-node --test repl_bench
+//! `TESSERA_BIN=target/release/tessera-node cargo test -p tessera-node --test repl repl_bench
 //! -- --ignored --nocapture`):
 //! - full-sync time of 1M keys, tessera → tessera vs redis → redis;
 //! - replication lag (master offset − replica offset, in bytes) under a redis-benchmark
 //!   SET load, and the time to catch up once the load stops.
-
-#[path = "common/repl_util.rs"]
-mod repl_util;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 const KEYS: usize = 1_000_000;
 
@@ -101,7 +98,7 @@ fn lag_under_load(kind: &str) -> (u64, u64, u128, f64) {
     let master = start(kind, dm.path());
     let replica = start(kind, dr.path());
     replicate(&replica, &master);
-    let mut bench = Command::new("redis-benchmark")
+    let mut bench = Command::new(tessera_testkit::bins::tool("redis-benchmark"))
         .args(["-p", &master.port.to_string(), "-t", "set", "-n", "300000"])
         .args(["-r", "100000", "-c", "20", "-P", "8", "-q"])
         .stdout(std::process::Stdio::piped())
@@ -110,10 +107,10 @@ fn lag_under_load(kind: &str) -> (u64, u64, u128, f64) {
     let (mut mc, mut rc) = (master.conn(), replica.conn());
     let (mut max, mut sum, mut samples) = (0u64, 0u64, 0u64);
     while bench.try_wait().expect("wait").is_none() {
-        let m: u64 = info_field(&mut mc, "replication", "master_repl_offset")
+        let m: u64 = conn_info(&mut mc, "replication", "master_repl_offset")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        let r: u64 = info_field(&mut rc, "replication", "slave_repl_offset")
+        let r: u64 = conn_info(&mut rc, "replication", "slave_repl_offset")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let lag = m.saturating_sub(r);

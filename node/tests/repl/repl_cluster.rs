@@ -3,15 +3,12 @@
 //! its master's keys; a SIGKILLed master's replica is promoted and serves every key that was
 //! acknowledged (WAIT) before the kill.
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
 use redis::Commands;
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 /// One CLUSTER NODES line: (id, port, is_master, master id).
 fn nodes_of(p: &Proc) -> Vec<(String, u16, bool, String, bool)> {
@@ -57,7 +54,7 @@ fn cluster_replicas_sync_and_failover_keeps_acknowledged_writes() {
         "1".into(),
         "--cluster-yes".into(),
     ]);
-    let o = Command::new("redis-cli")
+    let o = Command::new(tessera_testkit::redis_cli_bin())
         .args(&args)
         .output()
         .expect("redis-cli");

@@ -2,14 +2,11 @@
 //! master pauses writes, announces its final offset, the replica catches up and takes over,
 //! and every write the old master acknowledged is on the new one.
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 fn myid(p: &Proc) -> String {
     redis::cmd("CLUSTER")

@@ -3,12 +3,9 @@
 //! the diskless `$EOF:` form). After a write load the datasets are equal; a killed link comes
 //! back with a partial resync (+CONTINUE), checked in the master's INFO stats.
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use std::time::Duration;
 
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 fn kill_type(p: &Proc, ty: &str) {
     let n: i64 = redis::cmd("CLIENT")

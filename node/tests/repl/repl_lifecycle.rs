@@ -5,12 +5,9 @@
 //! the replication links; and FLUSHALL stays atomic against writes on other threads, on the
 //! master and in the stream.
 
-#[path = "common/repl_util.rs"]
-mod repl_util;
-
 use std::time::Duration;
 
-use repl_util::*;
+use tessera_testkit::repl::*;
 
 fn int_info(p: &Proc, field: &str) -> u64 {
     p.info("stats", field)

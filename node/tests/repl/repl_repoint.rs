@@ -7,22 +7,13 @@
 //! counts it, and writes reach it. Every scenario runs against tessera-node and against
 //! redis-server 7.0, which behaves this way (clusterCron and nodeUpdateAddressIfNeeded).
 //!
-//! Processes on loopback ports 36000-36499 (bus ports +10000), killed on drop.
-
-#[path = "common/proc.rs"]
-mod proc;
+//! Processes on ports from tessera-testkit (bus ports +10000), killed on drop.
 
 use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
-use proc::{answers_ping, info_value, kill, wait_for, Launch, Ports, REDIS, TESSERA};
-
-const PORTS: Ports = Ports {
-    lo: 36000,
-    hi: 36499,
-    bus: true,
-};
+use tessera_testkit::*;
 
 /// The master's address after its "reschedule".
 const NEW_IP: &str = "127.0.0.2";
@@ -43,7 +34,7 @@ impl Drop for Node {
 }
 
 fn launch(bin: &'static str, ip: &str, dir: &Path, appendonly: bool) -> Launch {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .ip(ip)
         .dir(dir)
         .args(&[
@@ -81,7 +72,7 @@ impl Node {
     /// Starts a standalone `bin` on 127.0.0.1 with `extra` arguments (which may override
     /// `--bind`).
     fn standalone(bin: &'static str, dir: &Path, extra: &[&str]) -> Node {
-        let (child, port) = Launch::new(bin, PORTS)
+        let (child, port) = Launch::new(bin)
             .dir(dir)
             .args(&["--save", "", "--appendonly", "no"])
             .args(extra)
@@ -112,7 +103,7 @@ impl Node {
         if !alive {
             panic!(
                 "{bin} exited restarting on {ip}:{port}\n{}",
-                proc::log_tail(&dir.join("log"), 20)
+                log_tail(&dir.join("log"), 20)
             );
         }
         Node {
@@ -150,7 +141,7 @@ impl Node {
     }
 
     fn info(&self, section: &str, field: &str) -> String {
-        info_value(&self.text(&["INFO", section]), field).unwrap_or_default()
+        info_field(&self.text(&["INFO", section]), field).unwrap_or_default()
     }
 
     fn myid(&self) -> String {
@@ -238,7 +229,7 @@ fn wait_linked(m: &Node, r: &Node) {
     }
     wait_for(WAIT, "cluster_state:ok on both", || {
         [m, r].iter().all(|n| {
-            info_value(&n.text(&["CLUSTER", "INFO"]), "cluster_state").as_deref() == Some("ok")
+            info_field(&n.text(&["CLUSTER", "INFO"]), "cluster_state").as_deref() == Some("ok")
         })
     });
     // Slot 0 ("{06S}"): on the master in every topology here.
@@ -387,7 +378,7 @@ fn all_moved_and_met(bin: &'static str) {
 
 #[test]
 fn tessera_replica_follows_its_master_when_every_node_moved() {
-    all_moved_and_met(TESSERA);
+    all_moved_and_met(tessera_bin());
 }
 
 /// The re-point a cluster replica does when its master's address changes (the same
@@ -426,40 +417,40 @@ fn repoint_continues_partially(bin: &'static str) {
 
 #[test]
 fn tessera_repoint_continues_partially() {
-    repoint_continues_partially(TESSERA);
+    repoint_continues_partially(tessera_bin());
 }
 
 #[test]
 fn redis_repoint_continues_partially() {
-    repoint_continues_partially(REDIS);
+    repoint_continues_partially(redis_bin());
 }
 
 #[test]
 fn tessera_replica_restarted_follows_its_master_to_a_new_address() {
-    both_restarted(TESSERA, false);
+    both_restarted(tessera_bin(), false);
 }
 
 #[test]
 fn redis_replica_restarted_follows_its_master_to_a_new_address() {
-    both_restarted(REDIS, false);
+    both_restarted(redis_bin(), false);
 }
 
 #[test]
 fn tessera_replica_restarted_follows_its_master_to_a_new_address_with_aof() {
-    both_restarted(TESSERA, true);
+    both_restarted(tessera_bin(), true);
 }
 
 #[test]
 fn redis_replica_restarted_follows_its_master_to_a_new_address_with_aof() {
-    both_restarted(REDIS, true);
+    both_restarted(redis_bin(), true);
 }
 
 #[test]
 fn tessera_running_replica_follows_its_master_to_a_new_address() {
-    master_moved(TESSERA);
+    master_moved(tessera_bin());
 }
 
 #[test]
 fn redis_running_replica_follows_its_master_to_a_new_address() {
-    master_moved(REDIS);
+    master_moved(redis_bin());
 }
