@@ -89,6 +89,10 @@ pub struct Server {
     /// The default user needs a password (requirepass and ACL SETUSER default: ACL state,
     /// refreshed by [`Server::config_changed`]).
     pub has_requirepass: AtomicBool,
+    /// maxmemory-policy is an LFU one. Derived by [`Server::config_changed`] rather than read
+    /// from the snapshot: it is consulted on every key lookup, where a snapshot load per key
+    /// (an MGET of many keys) would cost more than this relaxed load.
+    lfu_policy: AtomicBool,
     /// Start of the unix-time second the LRU clock counts from.
     pub lru_epoch: u64,
     pub last_save: AtomicU64,
@@ -131,6 +135,7 @@ impl Server {
             prefetch_active: AtomicBool::new(false),
             memory_peak: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
+            lfu_policy: AtomicBool::new(false),
             lru_epoch: now / 1000,
             last_save: AtomicU64::new(now / 1000),
             cluster: std::sync::OnceLock::new(),
@@ -150,6 +155,8 @@ impl Server {
             crate::cmd::acl::requires_auth(&c.typed.requirepass),
             Ordering::Relaxed,
         );
+        self.lfu_policy
+            .store(c.typed.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         self.notify.configure(c.notify_flags);
         self.persist.aof.configure(&c.typed);
     }
@@ -179,7 +186,7 @@ impl Server {
 
     #[inline]
     pub fn lfu_enabled(&self) -> bool {
-        self.config.read().typed.maxmemory_policy.is_lfu()
+        self.lfu_policy.load(Ordering::Relaxed)
     }
 
     /// The LRU clock (seconds since start, `ACCESS_BITS` wide) for an access at `now_ms`.
@@ -594,5 +601,31 @@ async fn accept_loop(srv: Arc<Server>, l: TcpListener, workers: Arc<Workers>) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the config-changed hook derives follows CONFIG SET: the LFU switch (read on
+    /// every key lookup) and the default user's password requirement.
+    #[test]
+    fn config_changed_derives_lfu_and_auth() {
+        let mut c = Config::default();
+        c.set_directive("maxmemory-policy", &["volatile-lfu".into()])
+            .unwrap();
+        let srv = Server::new(c);
+        assert!(srv.lfu_enabled(), "from the config the server started with");
+        assert!(!srv.requires_auth());
+        srv.config
+            .update(|c| {
+                c.set_directive("maxmemory-policy", &["allkeys-lru".into()])?;
+                c.set_directive("requirepass", &["pw".into()])
+            })
+            .unwrap();
+        srv.config_changed();
+        assert!(!srv.lfu_enabled());
+        assert!(srv.requires_auth());
     }
 }
