@@ -2,12 +2,10 @@
 //! is compatible), FAIL agreement after SIGKILL, and a restart on a new address with the
 //! same nodes.conf.
 
-#[path = "common/cluster_harness.rs"]
-mod harness;
-
 use std::time::{Duration, Instant};
 
-use harness::*;
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
 
 /// True when `n` lists `ids` (other nodes) as connected and not failing.
 fn sees_connected(n: &Proc, ids: &[String]) -> bool {
@@ -43,11 +41,11 @@ fn slot_view(n: &Proc) -> Vec<String> {
 #[test]
 fn mixed_cluster_with_redis_and_valkey() {
     let nodes = [
-        Proc::cluster(TESSERA, "127.0.0.1", 1500),
-        Proc::cluster(TESSERA, "127.0.0.1", 1500),
-        Proc::cluster(REDIS, "127.0.0.1", 1500),
-        Proc::cluster(VALKEY, "127.0.0.1", 1500),
-        Proc::cluster(REDIS, "127.0.0.1", 1500),
+        Proc::cluster(tessera_bin(), "127.0.0.1", 1500),
+        Proc::cluster(tessera_bin(), "127.0.0.1", 1500),
+        Proc::cluster(redis_bin(), "127.0.0.1", 1500),
+        Proc::cluster(valkey_bin(), "127.0.0.1", 1500),
+        Proc::cluster(redis_bin(), "127.0.0.1", 1500),
     ];
     let ids: Vec<String> = nodes.iter().map(|n| n.myid()).collect();
     // MEET sent by the tessera node and by redis-server.
@@ -123,12 +121,12 @@ fn mixed_cluster_with_redis_and_valkey() {
 
 #[test]
 fn restart_on_new_address_keeps_identity() {
-    // 127.0.0.2 is loopback on Linux; skip quietly elsewhere.
-    if std::net::TcpListener::bind(("127.0.0.2", 0)).is_err() {
-        eprintln!("127.0.0.2 not available; skipping");
-        return;
-    }
-    let mut nodes = cluster_nodes(TESSERA, 3, 3000);
+    // 127.0.0.2 is loopback on Linux (127.0.0.0/8 routes to lo).
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.2", 0)).is_ok(),
+        "127.0.0.2 is not bindable: this test needs the whole 127.0.0.0/8 on loopback"
+    );
+    let mut nodes = cluster_nodes(tessera_bin(), 3, 3000);
     let refs: Vec<&Proc> = nodes.iter().collect();
     let (ok, out) = cluster_create(&refs, 0);
     assert!(ok, "{out}");

@@ -1,18 +1,16 @@
 //! tessera-node clusters formed and driven by the real redis-cli: create, check, -c routing,
 //! the `redis` crate's cluster client, byte-exact redirection errors, reshard/rebalance.
 
-#[path = "common/cluster_harness.rs"]
-mod harness;
-
 use std::time::Duration;
 
-use harness::*;
 use redis::Commands;
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
 
 /// `n` tessera nodes joined by `redis-cli --cluster create` (`replicas` per master), all
 /// reporting cluster_state:ok.
 fn created(n: usize, replicas: u32) -> Vec<Proc> {
-    let nodes = cluster_nodes(TESSERA, n, 5000);
+    let nodes = cluster_nodes(tessera_bin(), n, 5000);
     let refs: Vec<&Proc> = nodes.iter().collect();
     let (ok, out) = cluster_create(&refs, replicas);
     assert!(ok && out.contains("[OK] All 16384 slots covered."), "{out}");

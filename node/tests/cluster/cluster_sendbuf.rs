@@ -2,16 +2,14 @@
 //! never reads must not make the node's memory grow without bound. The node frees the link
 //! once its unsent bytes pass the limit and counts it in CLUSTER INFO.
 
-#[path = "common/cluster_harness.rs"]
-mod harness;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use harness::*;
 use redis::Commands;
 use tessera_cluster::msg::{self, Body, Header, Message};
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
 
 const FAKE: &[u8; 40] = b"fa4efa4efa4efa4efa4efa4efa4efa4efa4efa4e";
 
@@ -28,7 +26,7 @@ fn read_frame(s: &mut TcpStream) -> Message {
 
 #[test]
 fn a_peer_that_stops_reading_gets_its_link_freed() {
-    let node = Proc::cluster(TESSERA, "127.0.0.1", 5000);
+    let node = Proc::cluster(tessera_bin(), "127.0.0.1", 5000);
     assert_eq!(
         node.cli(&["CONFIG", "SET", "cluster-link-sendbuf-limit", "256kb"])
             .trim(),

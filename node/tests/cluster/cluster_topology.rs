@@ -3,21 +3,29 @@
 //! through MIGRATE both ways), with a checker that no key is lost and `redis-cli --cluster
 //! check` agreeing after every step.
 
-#[path = "common/cluster_harness.rs"]
-mod harness;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use harness::*;
 use redis::Commands;
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
 
-/// target/<profile>/tessera-operator next to this test binary, when the workspace built it.
-fn operator_bin() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("tessera-operator");
-    p.exists().then_some(p)
+/// target/<profile>/tessera-operator next to this test binary; the workspace builds it
+/// (`make test` runs `cargo build --workspace --bins` first). Missing fails the test.
+fn operator_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let p = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("tessera-operator"))
+        .expect("target/<profile>");
+    assert!(
+        p.exists(),
+        "tessera-operator not found at {}: run `cargo build -p tessera-operator` (make test builds it)",
+        p.display()
+    );
+    p
 }
 
 /// Runs one `converge` to `shards` × (1 + `replicas`) over `nodes`; returns its duration.
@@ -65,12 +73,9 @@ fn wait_check(n: &Proc, what: &str) {
 /// 2 (8192 more): ~25 s in a debug build on a loaded 2-core machine.
 #[test]
 fn operator_converges_tessera_nodes() {
-    let Some(bin) = operator_bin() else {
-        eprintln!("tessera-operator not built; skipping");
-        return;
-    };
+    let bin = operator_bin();
     let total = Instant::now();
-    let nodes = cluster_nodes(TESSERA, 8, 5000);
+    let nodes = cluster_nodes(tessera_bin(), 8, 5000);
     let form = converge(&bin, 3, 1, &nodes[..6]);
     wait_check(&nodes[0], "check after forming");
     let client = cluster_client(&nodes[..6]);

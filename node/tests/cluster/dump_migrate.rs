@@ -1,10 +1,8 @@
 //! DUMP / RESTORE / MIGRATE between tessera-node and redis-server 7.0, both directions.
 
-#[path = "common/cluster_harness.rs"]
-mod harness;
-
-use harness::*;
 use redis::{cmd, Connection, Value};
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
 
 fn fill(c: &mut Connection) {
     let _: () = cmd("RPUSH")
@@ -100,8 +98,8 @@ fn restore(c: &mut Connection, k: &str, ttl: u64, p: &[u8], extra: &[&str]) -> R
 
 #[test]
 fn dump_restore_both_ways_with_redis() {
-    let redis = Proc::standalone(REDIS);
-    let tess = Proc::standalone(TESSERA);
+    let redis = Proc::standalone(redis_bin());
+    let tess = Proc::standalone(tessera_bin());
     let (mut r, mut t) = (redis.client(), tess.client());
     fill(&mut r);
     for k in KEYS {
@@ -174,8 +172,8 @@ fn dump_restore_both_ways_with_redis() {
 
 #[test]
 fn migrate_both_ways_with_redis() {
-    let redis = Proc::standalone(REDIS);
-    let tess = Proc::standalone(TESSERA);
+    let redis = Proc::standalone(redis_bin());
+    let tess = Proc::standalone(tessera_bin());
     let (mut r, mut t) = (redis.client(), tess.client());
     fill(&mut t);
     let _: () = cmd("PEXPIRE")
@@ -263,7 +261,7 @@ fn migrate_both_ways_with_redis() {
     let n: i64 = cmd("PFCOUNT").arg("hll").query(&mut t).expect("pfcount");
     assert!((290..=310).contains(&n), "{n}");
     // Same error texts as redis-server for a target that refuses connections.
-    let closed = free_port("127.0.0.1").to_string();
+    let closed = free_port_on("127.0.0.1").to_string();
     let a: [&[u8]; 6] = [
         b"MIGRATE",
         b"127.0.0.1",

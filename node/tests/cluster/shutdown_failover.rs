@@ -8,15 +8,13 @@
 //! well before a failure could even be detected (node-timeout), the old master exits 0
 //! within shutdown-timeout, and every acknowledged write is on the new master.
 
-#[path = "common/cluster_harness.rs"]
-mod harness;
-
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::*;
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
 
 const NODE_TIMEOUT_MS: u64 = 5000;
 const SHUTDOWN_TIMEOUT_S: u64 = 5;
@@ -36,7 +34,7 @@ fn log_of(p: &Proc) -> String {
 }
 
 fn info_field(p: &Proc, field: &str) -> String {
-    proc::info_value(&p.cli(&["INFO", "replication"]), field).unwrap_or_default()
+    tessera_testkit::info_field(&p.cli(&["INFO", "replication"]), field).unwrap_or_default()
 }
 
 /// A hash tag whose slot is in `lo..=hi`.
@@ -123,11 +121,11 @@ fn missing_on(p: &Proc, keys: &[String]) -> Vec<String> {
 /// Returns [m0, m1, m2, r0, r1, r2].
 fn cluster_3x1(replica_bin: &'static str) -> Vec<Proc> {
     let mut nodes: Vec<Proc> = (0..3)
-        .map(|_| Proc::cluster(TESSERA, "127.0.0.1", NODE_TIMEOUT_MS))
+        .map(|_| Proc::cluster(tessera_bin(), "127.0.0.1", NODE_TIMEOUT_MS))
         .collect();
     nodes.push(Proc::cluster(replica_bin, "127.0.0.1", NODE_TIMEOUT_MS));
     for _ in 0..2 {
-        nodes.push(Proc::cluster(TESSERA, "127.0.0.1", NODE_TIMEOUT_MS));
+        nodes.push(Proc::cluster(tessera_bin(), "127.0.0.1", NODE_TIMEOUT_MS));
     }
     for (n, (a, b)) in nodes
         .iter()
@@ -243,7 +241,7 @@ fn stop_master(replica_bin: &'static str, failover: bool, how: Stop) -> Duration
     println!(
         "replica {} master after {took:?}; old master exited after {exited:?} ({status}); \
          writes acknowledged {}, failed {}",
-        if replica_bin == TESSERA {
+        if replica_bin == tessera_bin() {
             "(tessera)"
         } else {
             "(valkey)"
@@ -308,22 +306,22 @@ fn stop_master(replica_bin: &'static str, failover: bool, how: Stop) -> Duration
 
 #[test]
 fn sigterm_with_failover_hands_the_shard_to_its_replica() {
-    sigterm_master(TESSERA, true);
+    sigterm_master(tessera_bin(), true);
 }
 
 #[test]
 fn sigterm_with_failover_hands_the_shard_to_a_valkey_replica() {
-    sigterm_master(VALKEY, true);
+    sigterm_master(valkey_bin(), true);
 }
 
 #[test]
 fn shutdown_failover_command_hands_the_shard_over() {
-    stop_master(TESSERA, true, Stop::ShutdownFailover);
+    stop_master(tessera_bin(), true, Stop::ShutdownFailover);
 }
 
 #[test]
 fn sigterm_without_failover_waits_for_the_replica_only() {
-    sigterm_master(TESSERA, false);
+    sigterm_master(tessera_bin(), false);
 }
 
 /// Redis 7.0's wait on a standalone master whose replica cannot acknowledge (stopped):
@@ -331,8 +329,8 @@ fn sigterm_without_failover_waits_for_the_replica_only() {
 /// lagging replica; SHUTDOWN NOW does not wait.
 #[test]
 fn shutdown_timeout_bounds_the_wait_for_a_stopped_replica() {
-    let mut m = Proc::standalone(TESSERA);
-    let r = Proc::standalone(TESSERA);
+    let mut m = Proc::standalone(tessera_bin());
+    let r = Proc::standalone(tessera_bin());
     let port = m.port.to_string();
     assert_eq!(r.cli(&["REPLICAOF", "127.0.0.1", &port]).trim(), "OK");
     wait_for(Duration::from_secs(20), "link up", || {
@@ -377,7 +375,7 @@ fn shutdown_timeout_bounds_the_wait_for_a_stopped_replica() {
     assert!(log.contains("Lagging replica"), "{log}");
 
     // SHUTDOWN NOW: no wait.
-    let mut m2 = Proc::standalone(TESSERA);
+    let mut m2 = Proc::standalone(tessera_bin());
     let port = m2.port.to_string();
     assert_eq!(r.cli(&["REPLICAOF", "127.0.0.1", &port]).trim(), "OK");
     wait_for(Duration::from_secs(20), "link up", || {
@@ -390,7 +388,7 @@ fn shutdown_timeout_bounds_the_wait_for_a_stopped_replica() {
     assert!(status.is_some_and(|s| s.success()), "SHUTDOWN NOW waited");
     assert!(!log_of(&m2).contains("Waiting for replicas"));
     // SHUTDOWN FAILOVER is cluster-only (valkey's error).
-    let m3 = Proc::standalone(TESSERA);
+    let m3 = Proc::standalone(tessera_bin());
     assert_eq!(
         m3.cli(&["SHUTDOWN", "FAILOVER"]).trim(),
         "ERR SHUTDOWN FAILOVER is only supported in cluster mode."

@@ -1,0 +1,9 @@
+//! Cluster mode: topology, redis-cli --cluster, mixed clusters with redis-server and
+//! valkey-server, DUMP/RESTORE/MIGRATE both ways, failover on shutdown, the bus's send path.
+
+mod cluster_mixed;
+mod cluster_redis_cli;
+mod cluster_sendbuf;
+mod cluster_topology;
+mod dump_migrate;
+mod shutdown_failover;
