@@ -172,12 +172,6 @@ pub fn monitoring(srv: &Server) -> bool {
     srv.config.read().typed.latency_monitor_threshold > 0
 }
 
-/// Whether per-command histograms record (`latency-tracking`).
-#[inline]
-pub fn tracking(srv: &Server) -> bool {
-    srv.config.read().typed.latency_tracking
-}
-
 /// Samples kept per event (Redis's LATENCY_TS_LEN).
 const HISTORY_LEN: usize = 160;
 
@@ -194,10 +188,10 @@ fn events() -> &'static Mutex<BTreeMap<&'static str, Event>> {
 }
 
 /// Redis's latencyAddSampleIfNeeded: records `ms` for `event` when the monitor is on and
-/// `ms` reaches `latency-monitor-threshold`.
+/// `ms` reaches `latency-monitor-threshold` (from `cfg`, the snapshot the caller holds).
 #[inline]
-pub fn add_sample_if_needed(srv: &Server, event: &'static str, ms: u64) {
-    let t = srv.config.read().typed.latency_monitor_threshold;
+pub fn add_sample_if_needed(cfg: &crate::config::Settings, event: &'static str, ms: u64) {
+    let t = cfg.latency_monitor_threshold;
     if t == 0 || ms < t {
         return;
     }

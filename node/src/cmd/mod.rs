@@ -668,11 +668,13 @@ pub fn record(
     let us = start.elapsed_us();
     cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
     cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
-    if crate::latency::tracking(srv) {
+    // One config snapshot load for the latency and slowlog settings.
+    let cfg = srv.config.read();
+    if cfg.typed.latency_tracking {
         cmd.stats.hist.record(us);
     }
     crate::latency::add_sample_if_needed(
-        srv,
+        &cfg.typed,
         if cmd.has(flags::FAST) {
             "fast-command"
         } else {
@@ -682,7 +684,8 @@ pub fn record(
     );
     srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);
     cl.handle.touch_cmd(cmd.full_name.as_str());
-    srv.slowlog.maybe_record(srv, cl, args, us);
+    srv.slowlog.maybe_record(&cfg.typed, cl, args, us);
+    drop(cfg);
     if srv.monitors.active() && !cmd.has(flags::ADMIN) {
         srv.monitors.feed(cl, args);
     }

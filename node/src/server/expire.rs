@@ -38,7 +38,7 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
             .await
             .unwrap_or(0);
         crate::latency::add_sample_if_needed(
-            &srv,
+            &srv.config.read().typed,
             "expire-cycle",
             began.elapsed().as_millis() as u64,
         );

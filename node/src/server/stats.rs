@@ -8,7 +8,6 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::clients::{ClientHandle, ClientState};
-use super::Server;
 
 pub use crate::counter::Counter;
 
@@ -70,11 +69,16 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
-    pub fn maybe_record(&self, srv: &Server, cl: &ClientState, args: &[&[u8]], usec: u64) {
-        let (threshold, max) = {
-            let c = &srv.config.read().typed;
-            (c.slowlog_log_slower_than, c.slowlog_max_len)
-        };
+    /// Records the command when it ran at least `slowlog-log-slower-than` (from `cfg`, the
+    /// snapshot the caller already holds).
+    pub fn maybe_record(
+        &self,
+        cfg: &crate::config::Settings,
+        cl: &ClientState,
+        args: &[&[u8]],
+        usec: u64,
+    ) {
+        let (threshold, max) = (cfg.slowlog_log_slower_than, cfg.slowlog_max_len);
         if threshold < 0 || usec < threshold as u64 {
             return;
         }
