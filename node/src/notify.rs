@@ -1,18 +1,16 @@
 //! Keyspace notifications (`notify-keyspace-events`, Redis 7.0 names and flag letters).
 //!
-//! Commands don't notify by themselves: the dispatcher takes a [`Snapshot`] of the
-//! command's keys before the handler (existence and TTL) and calls [`after_command`] after a
-//! successful run; the events are derived from the command name, its arguments, the reply
-//! and the key states before and after (see `notify/events.rs`). Expiry and eviction call
-//! [`expired`] / [`evicted`]. When the setting is empty (the default) all of this costs one
-//! relaxed atomic load per command ([`Notify::on`]).
+//! A command handler records its events through its context (`crate::cmd::Ctx::notify`,
+//! in Redis's order; a key's creation fires `new` by itself); the dispatcher publishes them
+//! with [`publish`] after the handler succeeded. Read misses (`keymiss`) are found by the
+//! dispatcher ([`missing_keys`]); expiry and eviction call [`expired`] / [`evicted`]. When
+//! the setting is empty (the default) all of this costs one relaxed atomic load per
+//! command ([`Notify::on`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::cmd::{flags, CommandSpec, Ctx};
 use crate::server::Server;
-
-mod events;
 
 // Redis's NOTIFY_* bits (server.h), so the letters map one to one.
 pub const KEYSPACE: u32 = 1 << 0;
@@ -203,49 +201,19 @@ pub struct KeyState {
     pub ttl: bool,
 }
 
-/// The command's keys and their states before it ran.
-pub struct Snapshot {
-    pub keys: Vec<(usize, KeyState)>,
-    /// ZADD: the members' scores before (Redis notifies only if one was added or changed).
-    pub zscores: Vec<Option<f64>>,
-    /// SMOVE: the destination already had the member (then it gets no `sadd`).
-    pub dst_had_member: bool,
-}
-
-/// Before a write (or, with 'm', a read) command: records its keys' states. None (and no
-/// work beyond one load) when notifications are off or the command can't notify.
+/// A read command's key arguments that were missing before it ran (Redis's `keymiss`,
+/// fired by its read lookups). None (and no work beyond one load) unless the 'm' class is
+/// enabled and the command only reads.
 #[inline]
-pub fn before(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> Option<Snapshot> {
-    let f = ctx.srv.notify.on();
-    if f == 0 {
-        return None;
-    }
-    let reads = f & KEY_MISS != 0 && cmd.has(flags::READONLY);
-    let derives = cmd.has(flags::WRITE) && !cmd.has(flags::OWNS_FX);
-    if !(derives || reads) {
+pub fn missing_keys(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> Option<Vec<usize>> {
+    if ctx.srv.notify.on() & KEY_MISS == 0 || !cmd.has(flags::READONLY) {
         return None;
     }
     let mut idx = Vec::new();
     cmd.key_indices(args, &mut idx);
-    let keys = idx
-        .into_iter()
-        .map(|i| (i, state(ctx, ctx.ks.db, args[i])))
-        .collect();
-    let zscores = if cmd.name == "zadd" {
-        events::zadd_scores(ctx, args)
-    } else if cmd.name == "geoadd" {
-        events::geoadd_scores(ctx, args)
-    } else {
-        Vec::new()
-    };
-    let dst_had_member = cmd.name == "smove"
-        && args.len() == 4
-        && matches!(ctx.ks.get_w(args[2]), Some(crate::db::Value::Set(s)) if s.contains(args[3]));
-    Some(Snapshot {
-        keys,
-        zscores,
-        dst_had_member,
-    })
+    let db = ctx.ks.db;
+    idx.retain(|&i| !state(ctx, db, args[i]).exists);
+    Some(idx)
 }
 
 /// The state of `key` in `db` now.
@@ -259,28 +227,11 @@ pub fn state(ctx: &mut Ctx<'_>, db: usize, key: &[u8]) -> KeyState {
     }
 }
 
-/// After a command that succeeded: derives and publishes its events.
-pub fn after_command(
-    ctx: &mut Ctx<'_>,
-    cmd: &CommandSpec,
-    args: &[&[u8]],
-    reply_at: usize,
-    snap: Snapshot,
-) {
-    let reply = events::Reply::parse(&ctx.out.buf[reply_at.min(ctx.out.buf.len())..]);
-    if matches!(reply, events::Reply::Err) {
-        return;
+/// After a read command that succeeded: `keymiss` for the keys [`missing_keys`] found.
+pub fn keymiss(ctx: &Ctx<'_>, args: &[&[u8]], missing: &[usize]) {
+    for &i in missing {
+        emit(ctx.srv, KEY_MISS, "keymiss", args[i], ctx.ks.db);
     }
-    if !cmd.has(flags::WRITE) {
-        for (i, st) in &snap.keys {
-            if !st.exists {
-                emit(ctx.srv, KEY_MISS, "keymiss", args[*i], ctx.ks.db);
-            }
-        }
-        return;
-    }
-    let list = events::derive(ctx, cmd, args, &reply, &snap);
-    publish(ctx.srv, &list);
 }
 
 #[cfg(test)]

@@ -5,11 +5,7 @@ use crate::db::Value;
 use crate::notify::{GENERIC, STRING};
 
 pub fn commands() -> Vec<CommandSpec> {
-    let s = |name, arity, fl, keys, h| {
-        CommandSpec::new(name, arity, fl, keys, h)
-            .group("bitmap")
-            .owns_fx()
-    };
+    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("bitmap");
     vec![
         s("setbit", 4, "write denyoom", (1, 1, 1), setbit).since("2.2.0"),
         s("getbit", 3, "readonly fast", (1, 1, 1), getbit).since("2.2.0"),

@@ -396,7 +396,7 @@ impl<'a> KeyView<'a> {
     /// Inserts `e` at `key`. A key that did not exist gets Redis's `new` event (its
     /// dbAdd fires it), recorded before the command's own events.
     pub fn insert_in(&mut self, db: usize, key: &[u8], e: Entry) -> Option<Entry> {
-        if self.fx.notify_on & crate::notify::NEW != 0 {
+        if self.fx.notify_on & (crate::notify::NEW | crate::notify::EXPIRED) != 0 {
             // Expires a dead key first (its `expired` event, then `new`), as Redis's
             // lookupKeyWrite before dbAdd.
             let existed = self.lookup_in(db, key).is_some();

@@ -398,3 +398,170 @@ fn blocking_list_pops_propagate_their_plain_forms() {
     assert_eq!(p(&srv, &["BRPOPLPUSH", "l", "m", "0"]), "RPOPLPUSH l m");
     assert!(run(&srv, &["LPOP", "l"]).propagate.is_none());
 }
+
+#[test]
+fn set_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    assert_eq!(events(&srv, &["SADD", "s", "a", "b"]), ["new s", "sadd s"]);
+    assert!(events(&srv, &["SADD", "s", "a"]).is_empty());
+    assert!(events(&srv, &["SREM", "s", "nope"]).is_empty());
+    assert_eq!(events(&srv, &["SREM", "s", "a"]), ["srem s"]);
+    assert_eq!(
+        events(&srv, &["SMOVE", "s", "t", "b"]),
+        ["srem s", "del s", "new t", "sadd t"]
+    );
+    run_all(&srv, &[&["SADD", "u", "b", "c"]]);
+    // The destination already has the member: no sadd.
+    assert_eq!(events(&srv, &["SMOVE", "u", "t", "b"]), ["srem u"]);
+    assert_eq!(
+        events(&srv, &["SUNIONSTORE", "d", "t", "u"]),
+        ["new d", "sunionstore d"]
+    );
+    assert_eq!(events(&srv, &["SDIFFSTORE", "d", "t", "t"]), ["del d"]);
+    assert_eq!(events(&srv, &["SPOP", "u"]), ["spop u", "del u"]);
+    assert!(events(&srv, &["SPOP", "u"]).is_empty());
+}
+
+#[test]
+fn spop_propagates_the_members_it_removed() {
+    let srv = server("", true);
+    run_all(&srv, &[&["SADD", "s", "a", "b", "c"]]);
+    let p = run(&srv, &["SPOP", "s", "5"]).propagate.expect("rewritten");
+    assert_eq!(p.len(), 1);
+    let mut members = p[0][2..].to_vec();
+    members.sort();
+    assert_eq!(p[0][..2], ["SREM".to_string(), "s".into()]);
+    assert_eq!(members, ["a", "b", "c"]);
+}
+
+#[test]
+fn zset_and_geo_commands_report_their_events() {
+    let srv = server("KEAn", false);
+    assert_eq!(
+        events(&srv, &["ZADD", "z", "1", "a", "2", "b"]),
+        ["new z", "zadd z"]
+    );
+    assert!(events(&srv, &["ZADD", "z", "1", "a"]).is_empty());
+    assert_eq!(events(&srv, &["ZADD", "z", "CH", "3", "a"]), ["zadd z"]);
+    assert!(events(&srv, &["ZADD", "z", "XX", "1", "new"]).is_empty());
+    assert_eq!(events(&srv, &["ZINCRBY", "z", "1", "a"]), ["zincr z"]);
+    assert!(events(&srv, &["ZADD", "z", "NX", "INCR", "1", "b"]).is_empty());
+    assert_eq!(events(&srv, &["ZREM", "z", "a"]), ["zrem z"]);
+    assert!(events(&srv, &["ZREMRANGEBYSCORE", "z", "100", "200"]).is_empty());
+    assert_eq!(
+        events(&srv, &["ZRANGESTORE", "r", "z", "0", "-1"]),
+        ["new r", "zrangestore r"]
+    );
+    assert_eq!(
+        events(&srv, &["ZREMRANGEBYRANK", "z", "0", "0"]),
+        ["zremrangebyrank z", "del z"]
+    );
+    assert_eq!(events(&srv, &["ZUNIONSTORE", "r", "1", "nope"]), ["del r"]);
+    run_all(&srv, &[&["ZADD", "z", "1", "a", "2", "b"]]);
+    assert_eq!(events(&srv, &["ZMPOP", "1", "z", "MAX"]), ["zpopmax z"]);
+    assert_eq!(
+        events(&srv, &["BZPOPMIN", "nope", "z", "0"]),
+        ["zpopmin z", "del z"]
+    );
+    assert_eq!(
+        events(&srv, &["GEOADD", "g", "13.361389", "38.115556", "Palermo"]),
+        ["new g", "zadd g"]
+    );
+    assert!(events(&srv, &["GEOADD", "g", "13.361389", "38.115556", "Palermo"]).is_empty());
+    assert_eq!(
+        events(
+            &srv,
+            &["GEORADIUS", "g", "13", "38", "200", "km", "STORE", "gr"]
+        ),
+        ["new gr", "georadiusstore gr"]
+    );
+    assert_eq!(
+        events(
+            &srv,
+            &[
+                "GEOSEARCHSTORE",
+                "gr",
+                "g",
+                "FROMLONLAT",
+                "0",
+                "0",
+                "BYRADIUS",
+                "1",
+                "km"
+            ]
+        ),
+        ["del gr"]
+    );
+}
+
+#[test]
+fn blocking_zset_pops_propagate_their_plain_forms() {
+    let srv = server("", true);
+    let p = |srv: &Arc<Server>, argv: &[&str]| {
+        run(srv, argv)
+            .propagate
+            .expect("rewritten")
+            .concat()
+            .join(" ")
+    };
+    run_all(&srv, &[&["ZADD", "z", "1", "a", "2", "b", "3", "c"]]);
+    assert_eq!(p(&srv, &["BZPOPMIN", "x", "z", "0"]), "ZMPOP 2 x z MIN");
+    assert_eq!(p(&srv, &["BZPOPMAX", "z", "0"]), "ZMPOP 1 z MAX");
+    assert_eq!(p(&srv, &["BZMPOP", "0", "1", "z", "MIN"]), "ZMPOP 1 z MIN");
+}
+
+#[test]
+fn restore_and_its_ttl() {
+    let srv = server("KEAn", true);
+    run_all(&srv, &[&["SET", "k", "v"]]);
+    let mut out = Out::new(false);
+    let mut cl = ClientState::detached(1, 0);
+    let args: Vec<&[u8]> = vec![b"DUMP", b"k"];
+    {
+        let mut ctx = Ctx {
+            srv: &srv,
+            cl: &mut cl,
+            out: &mut out,
+            ks: KeyView::new(&srv, srv.ks.lock_all(), 0, crate::server::now_ms()),
+            block: None,
+            in_exec: false,
+            serving_blocked: false,
+            noop: false,
+            untouched: false,
+            changes: 1,
+        };
+        let dump = table().resolve(&args).expect("dump");
+        assert!((dump.handler)(&mut ctx, &args).is_ok());
+    }
+    // `$<len>\r\n<payload>\r\n`
+    let buf = out.buf.to_vec();
+    let start = buf.iter().position(|&b| b == b'\n').expect("bulk header") + 1;
+    let payload = buf[start..buf.len() - 2].to_vec();
+    let args: Vec<&[u8]> = vec![b"RESTORE", b"r", b"100000", &payload];
+    let mut out = Out::new(false);
+    let mut ctx = Ctx {
+        srv: &srv,
+        cl: &mut cl,
+        out: &mut out,
+        ks: KeyView::new(&srv, srv.ks.lock_all(), 0, crate::server::now_ms()),
+        block: None,
+        in_exec: false,
+        serving_blocked: false,
+        noop: false,
+        untouched: false,
+        changes: 1,
+    };
+    let restore = table().resolve(&args).expect("restore");
+    assert!((restore.handler)(&mut ctx, &args).is_ok());
+    let fx = std::mem::take(&mut ctx.ks.fx);
+    let events: Vec<&str> = fx.events.iter().map(|e| e.event).collect();
+    assert_eq!(events, ["new", "restore"]);
+    let p = fx.propagate.expect("ABSTTL form");
+    assert_eq!(p[0].len(), 5);
+    assert_eq!(&p[0][4][..], b"ABSTTL");
+    let at: u64 = std::str::from_utf8(&p[0][2])
+        .expect("utf8")
+        .parse()
+        .expect("ms");
+    assert!(at > crate::server::now_ms() + 90_000);
+}

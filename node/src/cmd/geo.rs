@@ -4,6 +4,7 @@
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
+use crate::notify::{GENERIC, ZSET};
 use crate::resp::Out;
 use crate::types::geo::{self, Shape};
 use crate::types::zset::ScoreBound;
@@ -445,6 +446,9 @@ fn search(ctx: &mut Ctx<'_>, args: &[&[u8]], kind: Kind, can_store: bool) -> Cmd
         match store {
             Some(dst) => {
                 let deleted = ctx.ks.del(dst);
+                if deleted {
+                    ctx.notify(GENERIC, "del", dst);
+                }
                 ctx.changed_if(deleted);
                 ctx.out.int(0);
             }
@@ -485,6 +489,9 @@ fn search(ctx: &mut Ctx<'_>, args: &[&[u8]], kind: Kind, can_store: bool) -> Cmd
         Some(dst) => {
             if found.is_empty() {
                 let deleted = ctx.ks.del(dst);
+                if deleted {
+                    ctx.notify(GENERIC, "del", dst);
+                }
                 ctx.changed_if(deleted);
             } else {
                 let lim = ctx.limits();
@@ -494,6 +501,12 @@ fn search(ctx: &mut Ctx<'_>, args: &[&[u8]], kind: Kind, can_store: bool) -> Cmd
                 });
                 ctx.ks
                     .set(dst, Value::ZSet(ZSetValue::from_pairs(pairs, &lim)));
+                let event = if kind == Kind::Search {
+                    "geosearchstore"
+                } else {
+                    "georadiusstore"
+                };
+                ctx.notify(ZSET, event, dst);
                 ctx.ks.signal_ready(dst);
             }
             ctx.out.int(returned as i64);

@@ -14,7 +14,6 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("hash")
             .since("2.0.0")
-            .owns_fx()
     };
     vec![
         c("hset", -4, "write denyoom fast", (1, 1, 1), hset),

@@ -11,7 +11,6 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("hyperloglog")
             .since("2.8.9")
-            .owns_fx()
     };
     vec![
         c("pfadd", -2, "write denyoom fast", (1, 1, 1), pfadd),

@@ -11,11 +11,7 @@ use crate::pubsub::glob_match;
 use crate::slot::SLOTS;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let s = |name, arity, fl, keys, h| {
-        CommandSpec::new(name, arity, fl, keys, h)
-            .group("generic")
-            .owns_fx()
-    };
+    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("generic");
     vec![
         s("del", -2, "write", (1, -1, 1), del),
         s("unlink", -2, "write fast", (1, -1, 1), del).since("4.0.0"),

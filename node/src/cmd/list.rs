@@ -18,7 +18,6 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("list")
             .since("1.0.0")
-            .owns_fx()
     };
     let keynum = |at| KeyPos::Keynum {
         numkeys: at,

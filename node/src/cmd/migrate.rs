@@ -8,6 +8,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::cluster::convert;
 use crate::db::{Entry, NO_EXPIRE};
@@ -110,7 +112,9 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     if expire_at != NO_EXPIRE && expire_at <= now {
         // Already expired: Redis answers OK and (if REPLACE) the old key is gone.
-        let _ = deleted;
+        if deleted {
+            ctx.notify(crate::notify::GENERIC, "del", key);
+        }
         ctx.out.ok();
         return Ok(());
     }
@@ -125,6 +129,15 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     e.set_access(access);
     let db = ctx.ks.db;
     ctx.ks.insert_in(db, key, e);
+    ctx.notify(crate::notify::GENERIC, "restore", key);
+    // A relative TTL reaches replicas and the AOF as the absolute deadline (ABSTTL).
+    if ttl > 0 && !absttl && ctx.propagating() {
+        let mut v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+        v[0] = Bytes::from_static(b"RESTORE");
+        v[2] = super::keys::num(expire_at);
+        v.push(Bytes::from_static(b"ABSTTL"));
+        ctx.propagate_as(v);
+    }
     ctx.ks.signal_ready(key);
     ctx.out.ok();
     Ok(())
@@ -305,8 +318,8 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let line = read_line(&mut rd).ok_or_else(io_read)?;
         if let Some(err) = line.strip_prefix('-') {
             target_err.get_or_insert_with(|| err.to_string());
-        } else if !m.copy {
-            ctx.ks.del(k);
+        } else if !m.copy && ctx.ks.del(k) {
+            ctx.notify(crate::notify::GENERIC, "del", k);
         }
     }
     match target_err {

@@ -10,9 +10,9 @@
 //! and write one reply into `ctx.out`, or return a [`CmdError`].
 
 pub mod ctx;
-pub mod spec;
 #[cfg(test)]
 mod fx_tests;
+pub mod spec;
 
 pub mod acl;
 mod bitmap;
@@ -592,7 +592,7 @@ fn queues_a_write(cl: &ClientState) -> bool {
 /// error, and invalidates WATCHes on the keys of a successful write command.
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let reply_at = ctx.out.len();
-    let notify = crate::notify::before(ctx, cmd, args);
+    let missing = crate::notify::missing_keys(ctx, cmd, args);
     let absent = if crate::tracking::live() && cmd.has(flags::WRITE) {
         crate::tracking::absent_keys(ctx, cmd, args)
     } else {
@@ -627,11 +627,11 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let rewrite = ctx.ks.fx.propagate.take();
     match res {
         Ok(()) => {
-            if cmd.has(flags::OWNS_FX) && !events.is_empty() {
+            if !events.is_empty() {
                 crate::notify::publish(ctx.srv, &events);
             }
-            if let Some(snap) = notify {
-                crate::notify::after_command(ctx, cmd, args, reply_at, snap);
+            if let Some(missing) = missing {
+                crate::notify::keymiss(ctx, args, &missing);
             }
             if touches && ctx.srv.watch.active() {
                 let mut idx = Vec::new();
@@ -646,7 +646,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
                     .dirty
                     .fetch_add(ctx.changes, Ordering::Relaxed);
                 if ctx.srv.persist.prop.active() {
-                    crate::persist::propagate::propagate(ctx, cmd, args, reply_at, rewrite);
+                    crate::persist::propagate::propagate(ctx, args, rewrite);
                 }
             }
         }

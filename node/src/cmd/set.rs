@@ -5,7 +5,10 @@ use rand::Rng;
 
 use super::hash::{distinct_positions, parse_scan, rand_count, write_scan};
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use bytes::Bytes;
+
 use crate::db::Value;
+use crate::notify::{GENERIC, SET};
 use crate::types::SetValue;
 
 /// Key-spec flags of SUNIONSTORE / SDIFFSTORE: the destination is overwritten.
@@ -54,6 +57,9 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let s = ctx.ks.set_or_create(key)?;
     let n = args[2..].iter().filter(|m| s.insert(m, &lim)).count();
+    if n > 0 {
+        ctx.notify(SET, "sadd", key);
+    }
     ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
@@ -61,11 +67,17 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut n = 0;
+    let mut emptied = false;
     if let Some(s) = ctx.ks.get_set(args[1])? {
         n = args[2..].iter().filter(|m| s.remove(m)).count();
-        if s.is_empty() {
-            ctx.ks.del(args[1]);
-        }
+        emptied = s.is_empty();
+    }
+    if n > 0 {
+        ctx.notify(SET, "srem", args[1]);
+    }
+    if emptied {
+        ctx.ks.del(args[1]);
+        ctx.notify(GENERIC, "del", args[1]);
     }
     ctx.changed_by(n);
     ctx.out.int(n as i64);
@@ -136,11 +148,15 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             return Ok(());
         }
     };
-    match count {
-        None => match s.pop_random() {
-            Some(m) => ctx.out.bulk(&m),
-            None => ctx.out.null(),
-        },
+    let popped: Vec<Vec<u8>> = match count {
+        None => {
+            let m = s.pop_random();
+            match &m {
+                Some(m) => ctx.out.bulk(m),
+                None => ctx.out.null(),
+            }
+            m.into_iter().collect()
+        }
         Some(n) => {
             let popped: Vec<Vec<u8>> = if n >= s.len() {
                 let all = s.members();
@@ -150,10 +166,24 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 (0..n).filter_map(|_| s.pop_random()).collect()
             };
             write_set(ctx.out, &popped);
+            popped
+        }
+    };
+    let emptied = s.is_empty();
+    if !popped.is_empty() {
+        ctx.notify(SET, "spop", args[1]);
+        // Replicas and the AOF remove the very members popped here.
+        if ctx.propagating() {
+            let mut p = Vec::with_capacity(popped.len() + 2);
+            p.push(Bytes::from_static(b"SREM"));
+            p.push(Bytes::copy_from_slice(args[1]));
+            p.extend(popped.into_iter().map(Bytes::from));
+            ctx.propagate_as(p);
         }
     }
-    if s.is_empty() {
+    if emptied {
         ctx.ks.del(args[1]);
+        ctx.notify(GENERIC, "del", args[1]);
     }
     Ok(())
 }
@@ -224,12 +254,16 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if let Some(s) = ctx.ks.get_set(src)? {
         s.remove(m);
     }
+    ctx.notify(SET, "srem", src);
     ctx.ks.remove_if_empty(src);
     if ctx.ks.get_set(dst)?.is_none() {
         ctx.ks.set(dst, Value::Set(SetValue::new_for(m, &lim)));
     }
     // Redis counts the removal and, if the member was new there, the addition.
     let added = ctx.ks.set_or_create(dst)?.insert(m, &lim);
+    if added {
+        ctx.notify(SET, "sadd", dst);
+    }
     ctx.count_changes(1 + usize::from(added));
     ctx.out.int(1);
     Ok(())
@@ -317,10 +351,19 @@ fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op) -> CmdResult {
     if r.is_empty() {
         // An empty result deletes the destination: a change only if it existed.
         let deleted = ctx.ks.del(dst);
+        if deleted {
+            ctx.notify(GENERIC, "del", dst);
+        }
         ctx.changed_if(deleted);
     } else {
         ctx.ks
             .set(dst, Value::Set(SetValue::from_members(&r, &lim)));
+        let event = match op {
+            Op::Inter => "sinterstore",
+            Op::Union => "sunionstore",
+            Op::Diff => "sdiffstore",
+        };
+        ctx.notify(SET, event, dst);
     }
     ctx.out.int(r.len() as i64);
     Ok(())

@@ -40,10 +40,6 @@ pub mod flags {
     /// Redis's CMD_PROTECTED (not shown by COMMAND INFO in 7.0): DEBUG, refused unless
     /// enable-debug-command allows it.
     pub const PROTECTED: u32 = 1 << 23;
-    /// Not in Redis's flag list, and only while effects move into the handlers (issue 17):
-    /// the handler records its keyspace events itself (`Ctx::notify`), so the dispatcher
-    /// publishes those instead of deriving them from the command name.
-    pub const OWNS_FX: u32 = 1 << 24;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -71,7 +67,6 @@ pub mod flags {
                 "conn" => CONN,
                 "lock_all" => GLOBAL | LOCK_ALL,
                 "protected" => PROTECTED,
-                "fx" => OWNS_FX,
                 _ => {
                     NAMES
                         .iter()
@@ -198,15 +193,6 @@ impl CommandSpec {
             stats: CmdStats::default(),
             legacy: None,
         }
-    }
-
-    /// Marks the command and its subcommands [`flags::OWNS_FX`] (transitional).
-    pub fn owns_fx(mut self) -> Self {
-        self.flags |= flags::OWNS_FX;
-        for s in &mut self.subcommands {
-            s.flags |= flags::OWNS_FX;
-        }
-        self
     }
 
     pub fn group(mut self, g: &'static str) -> Self {

@@ -19,7 +19,6 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("stream")
             .since("5.0.0")
-            .owns_fx()
     };
     vec![
         c("xadd", -5, "write denyoom fast", (1, 1, 1), xadd),

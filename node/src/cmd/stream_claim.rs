@@ -14,7 +14,6 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("stream")
             .since("5.0.0")
-            .owns_fx()
     };
     vec![
         c("xclaim", -6, "write fast", (1, 1, 1), xclaim),

@@ -16,7 +16,6 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new(name, arity, fl, keys, h)
             .group("stream")
             .since("5.0.0")
-            .owns_fx()
     };
     let none = (0, 0, 0);
     vec![

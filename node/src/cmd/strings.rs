@@ -9,11 +9,7 @@ use crate::notify::{GENERIC, STRING};
 use crate::types::ldouble::LDouble;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let s = |name, arity, fl, keys, h| {
-        CommandSpec::new(name, arity, fl, keys, h)
-            .group("string")
-            .owns_fx()
-    };
+    let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("string");
     vec![
         s("get", 2, "readonly fast", (1, 1, 1), get),
         s("set", -3, "write denyoom", (1, 1, 1), set),

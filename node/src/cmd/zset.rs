@@ -11,6 +11,7 @@ use super::hash::{distinct_positions, parse_scan, rand_count};
 use super::list::norm_range;
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
+use crate::notify::{GENERIC, ZSET};
 use crate::resp::Out;
 use crate::types::zset::{LexBound, ScoreBound};
 use crate::types::{format_double, parse_f64, ZSetValue};
@@ -278,6 +279,10 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut f: AddFlags) -> CmdResult
             ctx.ks.signal_ready(key);
         }
     }
+    // Redis notifies only when a member was added or its score changed.
+    if added + updated > 0 {
+        ctx.notify(ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     ctx.changed_by((added + updated) as usize);
     if f.incr {
         if processed > 0 {
@@ -307,12 +312,12 @@ fn zincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut n = 0;
+    let mut emptied = false;
     if let Some(z) = ctx.ks.get_zset(args[1])? {
         n = args[2..].iter().filter(|m| z.remove(m)).count();
-        if z.is_empty() {
-            ctx.ks.del(args[1]);
-        }
+        emptied = z.is_empty();
     }
+    removed(ctx, args[1], "zrem", n, emptied);
     ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())
@@ -554,17 +559,34 @@ fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     range_reply(ctx, args, By::Lex, Some(true))
 }
 
-/// Stores `items` at `dst` as a sorted set (deleting it when empty); replies the count.
-fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], items: Vec<(Vec<u8>, f64)>) {
+/// The events of a removal of `n` members from `key`: `event`, then `del` (and the
+/// deletion) when it `emptied` the set.
+fn removed(ctx: &mut Ctx<'_>, key: &[u8], event: &'static str, n: usize, emptied: bool) {
+    if n > 0 {
+        ctx.notify(ZSET, event, key);
+    }
+    if emptied {
+        ctx.ks.del(key);
+        ctx.notify(GENERIC, "del", key);
+    }
+}
+
+/// Stores `items` at `dst` as a sorted set (deleting it when empty), notifying `event`;
+/// replies the count.
+fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], items: Vec<(Vec<u8>, f64)>, event: &'static str) {
     let n = items.len();
     if n == 0 {
         // An empty result deletes the destination: a change only if it existed.
         let deleted = ctx.ks.del(dst);
+        if deleted {
+            ctx.notify(GENERIC, "del", dst);
+        }
         ctx.changed_if(deleted);
     } else {
         let lim = ctx.limits();
         let z = ZSetValue::from_pairs(items, &lim);
         ctx.ks.set(dst, Value::ZSet(z));
+        ctx.notify(ZSET, event, dst);
         ctx.ks.signal_ready(dst);
     }
     ctx.out.int(n as i64);
@@ -576,7 +598,7 @@ fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some(z) => select(z, &q),
         None => Vec::new(),
     };
-    store_result(ctx, args[1], items);
+    store_result(ctx, args[1], items, "zrangestore");
     Ok(())
 }
 
@@ -593,6 +615,7 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> CmdResult {
         _ => Range::Rank(arg_i64(args[2])?, arg_i64(args[3])?),
     };
     let mut n = 0;
+    let mut emptied = false;
     if let Some(z) = ctx.ks.get_zset(args[1])? {
         let (a, b) = match &range {
             Range::Rank(s, e) => norm_range(*s, *e, z.len()).map_or((0, 0), |(s, e)| (s, e + 1)),
@@ -600,10 +623,14 @@ fn remrange(ctx: &mut Ctx<'_>, args: &[&[u8]], by: By) -> CmdResult {
             Range::Lex(min, max) => z.lex_range(min, max),
         };
         n = z.remove_range(a, b);
-        if z.is_empty() {
-            ctx.ks.del(args[1]);
-        }
+        emptied = z.is_empty();
     }
+    let event = match by {
+        By::Score => "zremrangebyscore",
+        By::Lex => "zremrangebylex",
+        _ => "zremrangebyrank",
+    };
+    removed(ctx, args[1], event, n, emptied);
     ctx.changed_by(n);
     ctx.out.int(n as i64);
     Ok(())

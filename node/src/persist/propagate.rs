@@ -1,7 +1,7 @@
-//! Write propagation: every command that changed the dataset, in execution order, rewritten
-//! into a deterministic form (relative TTLs become absolute, blocking pops become their
-//! non-blocking forms), fed to subscribers. The AOF is the first subscriber; replication
-//! will be the next.
+//! Write propagation: every command that changed the dataset, in execution order, in the
+//! deterministic form its handler chose (`Ctx::propagate_as`: relative TTLs made absolute,
+//! blocking pops as their non-blocking forms...; as received otherwise), fed to subscribers:
+//! the AOF and replication.
 //!
 //! The dispatcher calls [`propagate`] with the command's locks still held, so the order
 //! subscribers see is the execution order for every key. When no subscriber is registered
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use crate::cmd::{eq_ic, CommandSpec, Ctx};
+use crate::cmd::Ctx;
 
 /// What a subscriber is told about one write.
 pub struct Write<'a> {
@@ -52,41 +52,15 @@ impl Propagator {
 }
 
 /// Feeds a successful write command to the subscribers (called by the dispatcher).
-/// `reply_at`: where the command's reply starts in `ctx.out` (SPOP is propagated as SREM of
-/// the members it replied with).
 /// Commands that changed nothing (a blocking command that blocked, a DEL of missing keys...)
 /// never get here: `run_locked` decides.
 /// `rewrite`: what the handler asked to propagate instead (`Ctx::propagate_as`).
-pub fn propagate(
-    ctx: &Ctx<'_>,
-    cmd: &CommandSpec,
-    args: &[&[u8]],
-    reply_at: usize,
-    rewrite: Option<Vec<Vec<Bytes>>>,
-) {
+pub fn propagate(ctx: &Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Bytes>>>) {
     let p = &ctx.srv.persist.prop;
-    let rewritten = if let Some(mut cmds) = rewrite {
-        if cmds.len() != 1 {
-            return propagate_many(ctx, cmds);
-        }
-        cmds.pop()
-    } else if cmd.name == "spop" {
-        let members = ctx
-            .out
-            .buf
-            .get(reply_at..)
-            .map(reply_bulks)
-            .unwrap_or_default();
-        if members.is_empty() {
-            return;
-        }
-        let mut v = Vec::with_capacity(members.len() + 2);
-        v.push(Bytes::from_static(b"SREM"));
-        v.push(Bytes::copy_from_slice(args[1]));
-        v.extend(members);
-        Some(v)
-    } else {
-        deterministic(cmd.name, args, ctx.ks.now)
+    let rewritten = match rewrite {
+        Some(cmds) if cmds.len() != 1 => return propagate_many(ctx, cmds),
+        Some(mut cmds) => cmds.pop(),
+        None => None,
     };
     if ctx.in_exec {
         // Inside EXEC: collected, then fed as one MULTI ... EXEC block by `end_exec`.
@@ -196,43 +170,6 @@ pub fn end_exec(ctx: &Ctx<'_>) {
     }
 }
 
-/// The bulk strings of a reply (one bulk, or an array/set of bulks); empty for nil or
-/// anything else.
-fn reply_bulks(r: &[u8]) -> Vec<Bytes> {
-    fn line(r: &[u8], pos: &mut usize) -> Option<(u8, i64)> {
-        let start = *pos;
-        let end = start + memchr::memchr(b'\r', r.get(start..)?)?;
-        let kind = *r.get(start)?;
-        let n = std::str::from_utf8(r.get(start + 1..end)?)
-            .ok()?
-            .parse()
-            .ok()?;
-        *pos = end + 2;
-        Some((kind, n))
-    }
-    fn bulk(r: &[u8], pos: &mut usize) -> Option<Bytes> {
-        match line(r, pos)? {
-            (b'$', n) if n >= 0 => {
-                let s = r.get(*pos..*pos + n as usize)?;
-                *pos += n as usize + 2;
-                Some(Bytes::copy_from_slice(s))
-            }
-            _ => None,
-        }
-    }
-    let mut pos = 0;
-    match r.first() {
-        Some(b'$') => bulk(r, &mut pos).into_iter().collect(),
-        Some(b'*') | Some(b'~') => {
-            let Some((_, n)) = line(r, &mut pos) else {
-                return Vec::new();
-            };
-            (0..n.max(0)).map_while(|_| bulk(r, &mut pos)).collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// A key removed by expiry or eviction: subscribers get `DEL key` (called with the key's
 /// stripe locked, so it is ordered with the commands on that key).
 pub fn deleted(srv: &crate::server::Server, db: usize, key: &[u8]) {
@@ -279,94 +216,4 @@ pub fn expire_sweep(
         }
     }
     dead.len()
-}
-
-fn num(n: u64) -> Bytes {
-    Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
-}
-
-fn parse_i64(b: &[u8]) -> Option<i64> {
-    std::str::from_utf8(b).ok()?.parse().ok()
-}
-
-/// The command in a form whose replay gives the same result at any later time: None when
-/// `args` already is (the common case costs no copy).
-pub fn deterministic(name: &str, args: &[&[u8]], now: u64) -> Option<Vec<Bytes>> {
-    let owned = Some;
-    let copy = |a: &[&[u8]]| {
-        a.iter()
-            .map(|x| Bytes::copy_from_slice(x))
-            .collect::<Vec<_>>()
-    };
-    let s = |x: &'static str| Bytes::from_static(x.as_bytes());
-    match name {
-        "restore" | "restore-asking" if args.len() >= 4 => {
-            let absttl = args[4..].iter().any(|a| eq_ic(a, "absttl"));
-            match parse_i64(args[2]) {
-                Some(ttl) if ttl > 0 && !absttl => {
-                    let mut v = copy(args);
-                    v[0] = s("RESTORE");
-                    v[2] = num(now + ttl as u64);
-                    v.push(s("ABSTTL"));
-                    owned(v)
-                }
-                _ => None,
-            }
-        }
-        // Blocking pops replay as their non-blocking forms (same key order, same result).
-        "bzpopmin" | "bzpopmax" if args.len() >= 3 => {
-            let keys = &args[1..args.len() - 1];
-            let (cmd, dir) = match name {
-                "bzpopmin" => ("ZMPOP", "MIN"),
-                _ => ("ZMPOP", "MAX"),
-            };
-            let mut v = vec![s(cmd), num(keys.len() as u64)];
-            v.extend(copy(keys));
-            v.push(s(dir));
-            owned(v)
-        }
-        "bzmpop" if args.len() >= 3 => {
-            let mut v = vec![s("ZMPOP")];
-            v.extend(copy(&args[2..]));
-            owned(v)
-        }
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn b(v: &[&str]) -> Vec<Bytes> {
-        v.iter()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect()
-    }
-
-    fn det(name: &str, v: &[&str]) -> (Vec<Bytes>, bool) {
-        let args = b(v);
-        let r = deterministic(name, &crate::cmd::arg_view(&args), 1_000_000);
-        let borrowed = r.is_none();
-        (r.unwrap_or(args), borrowed)
-    }
-
-    #[test]
-    fn spop_replies_parse_into_members() {
-        assert_eq!(reply_bulks(b"$1\r\na\r\n"), b(&["a"]));
-        assert_eq!(
-            reply_bulks(b"*2\r\n$1\r\na\r\n$2\r\nbc\r\n"),
-            b(&["a", "bc"])
-        );
-        assert_eq!(reply_bulks(b"~1\r\n$1\r\nz\r\n"), b(&["z"]));
-        assert!(reply_bulks(b"$-1\r\n").is_empty());
-        assert!(reply_bulks(b"*0\r\n").is_empty());
-    }
-
-    #[test]
-    fn relative_ttls_become_absolute() {
-        let r = det("bzpopmin", &["BZPOPMIN", "a", "b", "0"]).0;
-        assert_eq!(r, b(&["ZMPOP", "2", "a", "b", "MIN"]));
-        assert!(det("incr", &["INCR", "k"]).1);
-    }
 }

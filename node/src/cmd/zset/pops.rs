@@ -1,5 +1,8 @@
 //! ZPOPMIN ZPOPMAX BZPOPMIN BZPOPMAX ZMPOP BZMPOP.
 
+use bytes::Bytes;
+
+use super::super::keys::num;
 use super::super::list::mpop_keys;
 use super::super::{arg_timeout, eq_ic, CmdError, CmdResult, Ctx};
 use super::{write_items, Scored};
@@ -18,9 +21,9 @@ fn mpop<'k>(
         if let Some(z) = ctx.ks.get_zset(k)? {
             if !z.is_empty() {
                 let items = z.pop(count, max);
-                if z.is_empty() {
-                    ctx.ks.del(k);
-                }
+                let emptied = z.is_empty();
+                let event = if max { "zpopmax" } else { "zpopmin" };
+                super::removed(ctx, k, event, items.len(), emptied);
                 return Ok(Some((k, items)));
             }
         }
@@ -77,6 +80,13 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
             ctx.out.bulk(k);
             ctx.out.bulk(&m);
             ctx.out.double(s);
+            if ctx.propagating() {
+                // Replayed as ZMPOP over the same keys: the same set serves it.
+                let mut p = vec![Bytes::from_static(b"ZMPOP"), num(keys.len() as u64)];
+                p.extend(keys.iter().map(|k| Bytes::copy_from_slice(k)));
+                p.push(Bytes::from_static(if max { b"MAX" } else { b"MIN" }));
+                ctx.propagate_as(p);
+            }
         }
         None => block_or_timeout(ctx, keys, timeout),
     }
@@ -133,6 +143,12 @@ pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some((k, items)) => {
             ctx.count_changes(items.len());
             write_mpop(ctx.out, k, &items);
+            if ctx.propagating() {
+                // Replayed as ZMPOP without the timeout.
+                let mut p = vec![Bytes::from_static(b"ZMPOP")];
+                p.extend(args[2..].iter().map(|a| Bytes::copy_from_slice(a)));
+                ctx.propagate_as(p);
+            }
         }
         None => block_or_timeout(ctx, keys, timeout),
     }

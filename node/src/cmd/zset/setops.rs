@@ -189,7 +189,12 @@ fn setop_reply(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> CmdResult {
 
 fn setop_store(ctx: &mut Ctx<'_>, args: &[&[u8]], op: SetOp) -> CmdResult {
     let (items, _) = setop(ctx, args, 2, op, true, false)?;
-    store_result(ctx, args[1], items);
+    let event = match op {
+        SetOp::Union => "zunionstore",
+        SetOp::Inter => "zinterstore",
+        SetOp::Diff => "zdiffstore",
+    };
+    store_result(ctx, args[1], items, event);
     Ok(())
 }
 
