@@ -195,6 +195,40 @@ pub fn read_reply(r: &mut impl BufRead) -> Reply {
     }
 }
 
+/// Reads one complete reply from `r` as the exact bytes the server sent (nested values
+/// included), for byte-exact transcripts. Panics when the connection closes mid-value.
+pub fn read_raw_reply(r: &mut impl BufRead, out: &mut Vec<u8>) {
+    let mut line = Vec::new();
+    r.read_until(b'\n', &mut line).expect("read line");
+    assert!(
+        line.len() >= 3 && line.ends_with(b"\r\n"),
+        "connection closed: {line:?}"
+    );
+    out.extend_from_slice(&line);
+    let n: i64 = String::from_utf8_lossy(&line[1..line.len() - 2])
+        .parse()
+        .unwrap_or(0);
+    match line[0] {
+        b'$' | b'=' | b'!' if n >= 0 => {
+            let len = usize::try_from(n).unwrap_or(0);
+            let mut b = vec![0u8; len + 2];
+            r.read_exact(&mut b).expect("read bulk");
+            out.extend_from_slice(&b);
+        }
+        b'*' | b'>' | b'~' => {
+            for _ in 0..n.max(0) {
+                read_raw_reply(r, out);
+            }
+        }
+        b'%' | b'|' => {
+            for _ in 0..2 * n.max(0) {
+                read_raw_reply(r, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// One line without its CRLF ("" at end of stream).
 fn read_line(r: &mut impl BufRead) -> String {
     let mut l = String::new();
@@ -271,6 +305,13 @@ impl Conn {
 
     pub fn read(&mut self) -> Reply {
         read_reply(&mut self.r)
+    }
+
+    /// One reply as the exact bytes the server sent.
+    pub fn read_raw(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        read_raw_reply(&mut self.r, &mut out);
+        out
     }
 
     /// True when the server closed the connection (reads EOF within 10 s).
@@ -364,6 +405,16 @@ mod tests {
         );
         assert_eq!(parse(b"(123\r\n"), Reply::Other("(123".into()));
         assert_eq!(parse(b""), Reply::Eof);
+    }
+
+    #[test]
+    fn raw_reads_take_exactly_one_value() {
+        let bytes = b">2\r\n$7\r\nmessage\r\n%1\r\n+a\r\n:1\r\n+PONG\r\n".to_vec();
+        let mut r = std::io::Cursor::new(bytes);
+        let mut out = Vec::new();
+        read_raw_reply(&mut r, &mut out);
+        assert_eq!(out, b">2\r\n$7\r\nmessage\r\n%1\r\n+a\r\n:1\r\n".to_vec());
+        assert_eq!(read_reply(&mut r), Reply::Simple("PONG".into()));
     }
 
     #[test]

@@ -34,6 +34,37 @@ pub fn answers_ping(ip: &str, port: u16) -> bool {
         && (&buf == b"+PONG" || &buf == b"-NOAU")
 }
 
+/// Whether the server answering on `ip:port` is process `pid` (INFO server's process_id):
+/// a start that lost its port to another process must not be taken for ready. None when
+/// it cannot tell (INFO refused, e.g. -NOAUTH, or no answer).
+pub fn served_by(ip: &str, port: u16, pid: u32) -> Option<bool> {
+    let addr = format!("{ip}:{port}").parse::<SocketAddr>().ok()?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    // Read without panicking: an error or a refusal is "cannot tell".
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < 64 * 1024 {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 || got.first() == Some(&b'-') {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(at) = text.find("process_id:") {
+            let rest = &text[at..];
+            if rest.contains("\r\n") {
+                return crate::info_field(rest, "process_id").map(|p| p == pid.to_string());
+            }
+        }
+        if text.starts_with('-') || text.contains("\r\n\r\n") {
+            return None;
+        }
+    }
+    None
+}
+
 /// What to start: `BIN --port P --bind IP --dir DIR [--logfile DIR/log] ARGS...`, where
 /// `{port}` in an argument becomes P.
 #[derive(Clone, Debug)]
@@ -188,7 +219,7 @@ impl Launch {
                 if let Ok(Some(_)) = child.try_wait() {
                     break; // lost a port race with another process: retry elsewhere
                 }
-                if answers_ping(ip, port) {
+                if answers_ping(ip, port) && served_by(ip, port, child.id()) != Some(false) {
                     return (child, port);
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -416,6 +447,15 @@ mod tests {
         drop(s);
         assert!(!alive(pid), "the guard reaped the process");
         assert!(!dir.exists(), "the owned temp dir went with the guard");
+    }
+
+    #[test]
+    fn served_by_tells_our_process_from_another() {
+        let s = Server::redis(&["--save", ""]);
+        assert_eq!(served_by(&s.ip, s.port, s.pid()), Some(true));
+        assert_eq!(served_by(&s.ip, s.port, s.pid() + 1), Some(false));
+        let auth = Server::redis(&["--save", "", "--requirepass", "pw"]);
+        assert_eq!(served_by(&auth.ip, auth.port, auth.pid()), None);
     }
 
     #[test]

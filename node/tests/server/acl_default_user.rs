@@ -3,23 +3,10 @@
 //! failed AUTHs, and ACL SETUSER default changing the password. Where tessera refuses
 //! (other users) the refusal is checked on its own.
 
-mod common;
-
-use common::proc::{self, Launch, Ports, Server};
-use common::{Raw, R};
-
-/// This suite's port range (helper ACL).
-const PORTS: Ports = Ports {
-    lo: 34500,
-    hi: 34999,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(bin: &str, extra: &[&str]) -> Server {
-    Launch::new(bin, PORTS)
-        .args(&["--save", ""])
-        .args(extra)
-        .start()
+    Launch::new(bin).args(&["--save", ""]).args(extra).start()
 }
 
 /// A reply with the parts that differ run to run masked: ACL LOG's age-seconds and
@@ -124,8 +111,8 @@ fn reads_match_redis_without_and_with_a_password() {
             };
             script.push(&hello);
             script.extend_from_slice(READS);
-            let want = transcript(proc::REDIS, extra, &script);
-            let got = transcript(proc::TESSERA, extra, &script);
+            let want = transcript(redis_bin(), extra, &script);
+            let got = transcript(tessera_bin(), extra, &script);
             for (w, g) in want.iter().zip(&got).skip(1) {
                 assert_eq!(g, w, "{extra:?} resp3={resp3}");
             }
@@ -137,8 +124,8 @@ fn reads_match_redis_without_and_with_a_password() {
 /// does not have.
 #[test]
 fn categories_list_the_same_commands() {
-    let redis = start(proc::REDIS, &[]);
-    let tessera = start(proc::TESSERA, &[]);
+    let redis = start(redis_bin(), &[]);
+    let tessera = start(tessera_bin(), &[]);
     let mut r = Raw::connect(redis.port);
     let mut t = Raw::connect(tessera.port);
     let names = |c: &mut Raw, args: &[&str]| -> Vec<String> {
@@ -212,14 +199,14 @@ fn log_and_password_changes_match_redis() {
         &["AUTH", "again"],
         &["ACL", "WHOAMI"],
     ];
-    let want = transcript(proc::REDIS, &["--requirepass", "s3cret"], script);
-    let got = transcript(proc::TESSERA, &["--requirepass", "s3cret"], script);
+    let want = transcript(redis_bin(), &["--requirepass", "s3cret"], script);
+    let got = transcript(tessera_bin(), &["--requirepass", "s3cret"], script);
     assert_eq!(got, want);
 }
 
 #[test]
 fn other_users_are_refused_with_a_reason() {
-    let srv = start(proc::TESSERA, &[]);
+    let srv = start(tessera_bin(), &[]);
     let mut c = Raw::connect(srv.port);
     let r = c
         .cmd(&["ACL", "SETUSER", "alice", "on", ">pw", "~*", "+@all"])

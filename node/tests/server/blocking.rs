@@ -2,11 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Node, Raw, R};
+use tessera_testkit::{Node, Raw, R};
 
 fn send(c: &mut Raw, args: &[&str]) {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.send(&crate::common::encode(&a));
+    c.send(&tessera_testkit::encode(&a));
 }
 
 /// Waits until `n` clients are blocked (INFO clients), bounded.

@@ -4,21 +4,11 @@
 //! the event-loop tick (server::conn `end_of_tick`) go out once a script that started in
 //! the same tick is busy.
 
-mod common;
-
-use common::proc::{self, Launch, Ports, Server};
-use common::{Raw, R};
 use std::time::{Duration, Instant};
-
-/// This suite's port range (helper BPOLL).
-const PORTS: Ports = Ports {
-    lo: 35500,
-    hi: 35999,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(args: &[&str]) -> Server {
-    Launch::new(proc::TESSERA, PORTS)
+    Launch::new(tessera_bin())
         .args(&["--save", "", "--worker-threads", "1"])
         .args(args)
         .start()
@@ -99,7 +89,7 @@ fn directive_reads_sets_and_refuses_bad_values() {
         );
     }
     // A bad value at startup stops the node, naming the directive.
-    let out = std::process::Command::new(proc::TESSERA)
+    let out = std::process::Command::new(tessera_bin())
         .args(["--port", "0", "--busy-poll-usec", "soon"])
         .output()
         .expect("run tessera-node");
@@ -155,7 +145,7 @@ fn as_many_io_threads_as_cpus_never_poll() {
     // Every CPU has an I/O thread: polling would take the CPU the clients and the node's
     // other threads need, so it stays off whatever the window.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let srv = Launch::new(proc::TESSERA, PORTS)
+    let srv = Launch::new(tessera_bin())
         .args(&["--save", "", "--busy-poll-usec", "1000000"])
         .args(&["--worker-threads", &cpus.to_string()])
         .start();

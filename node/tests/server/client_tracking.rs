@@ -3,47 +3,30 @@
 //! (replies and push messages, client ids normalized) must be equal. Pending pushes are
 //! collected by sending PING and reading every value up to its +PONG: a push is queued
 //! before the writer's reply, so it is read before the PONG on both servers.
-//! Ports 32500-32999.
 
-#[path = "common/proc.rs"]
-mod proc;
-
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use proc::{Launch, Ports, Server, REDIS, TESSERA};
-
-const PORTS: Ports = Ports {
-    lo: 32500,
-    hi: 32999,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(bin: &str, extra: &[&str]) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&["--save", "", "--appendonly", "no"])
         .args(extra)
         .start()
 }
 
-/// One raw connection; replies are kept as their exact bytes.
+/// One raw connection (the kit's) whose replies are kept as their exact bytes.
 struct Conn {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
+    c: tessera_testkit::Conn,
     id: i64,
 }
 
 impl Conn {
     fn open(port: u16, resp3: bool) -> Conn {
-        let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20)))
+        let c = tessera_testkit::Conn::connect(port);
+        c.w.set_read_timeout(Some(Duration::from_secs(20)))
             .expect("timeout");
-        let mut c = Conn {
-            r: BufReader::new(s.try_clone().expect("clone")),
-            w: s,
-            id: 0,
-        };
+        let mut c = Conn { c, id: 0 };
         if resp3 {
             c.cmd(&["HELLO", "3"]);
         }
@@ -57,46 +40,12 @@ impl Conn {
     }
 
     fn send(&mut self, args: &[&str]) {
-        let mut b = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            b.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        self.w.write_all(&b).expect("write");
+        self.c.send(args);
     }
 
     /// One complete RESP2/RESP3 value, as text.
     fn read(&mut self) -> String {
-        let mut out = Vec::new();
-        self.read_value(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    }
-
-    fn read_value(&mut self, out: &mut Vec<u8>) {
-        let mut line = Vec::new();
-        self.r.read_until(b'\n', &mut line).expect("read line");
-        assert!(line.len() >= 3, "connection closed: {line:?}");
-        out.extend_from_slice(&line);
-        let n: i64 = String::from_utf8_lossy(&line[1..line.len() - 2])
-            .parse()
-            .unwrap_or(0);
-        match line[0] {
-            b'$' | b'=' | b'!' if n >= 0 => {
-                let mut b = vec![0u8; n as usize + 2];
-                self.r.read_exact(&mut b).expect("read bulk");
-                out.extend_from_slice(&b);
-            }
-            b'*' | b'>' | b'~' => {
-                for _ in 0..n.max(0) {
-                    self.read_value(out);
-                }
-            }
-            b'%' | b'|' => {
-                for _ in 0..2 * n.max(0) {
-                    self.read_value(out);
-                }
-            }
-            _ => {}
-        }
+        String::from_utf8_lossy(&self.c.read_raw()).into_owned()
     }
 
     fn cmd(&mut self, args: &[&str]) -> String {
@@ -160,11 +109,11 @@ impl Log {
 /// Runs `scenario` on redis-server and tessera-node and compares the transcripts.
 fn differential(extra: &[&str], scenario: impl Fn(u16) -> Vec<String>) {
     let theirs = {
-        let r = start(REDIS, extra);
+        let r = start(redis_bin(), extra);
         scenario(r.port)
     };
     let ours = {
-        let t = start(TESSERA, extra);
+        let t = start(tessera_bin(), extra);
         scenario(t.port)
     };
     if std::env::var_os("TRACKING_DUMP").is_some() {
@@ -414,7 +363,7 @@ fn expiry_of_a_tracked_key_invalidates() {
         log.cmd(&mut w, &["SET", "e", "v", "PX", "50"]);
         log.cmd(&mut a, &["GET", "e"]);
         // Gone either by the active cycle or by this lookup: one push either way.
-        proc::wait_for(Duration::from_secs(30), "key expired", || {
+        wait_for(Duration::from_secs(30), "key expired", || {
             w.cmd(&["EXISTS", "e"]) == ":0\r\n"
         });
         log.drain(&mut a, "a");
@@ -458,7 +407,7 @@ fn redirects_broken_redirect_and_batching() {
         log.cmd(&mut a, &["GET", "a1"]);
         drop(r2);
         let a_id = a.id.to_string();
-        proc::wait_for(Duration::from_secs(30), "r2 gone", || {
+        wait_for(Duration::from_secs(30), "r2 gone", || {
             !w.cmd(&["CLIENT", "LIST"]).contains(&format!("id={id2} "))
         });
         log.cmd(&mut w, &["SET", "a1", "q"]);
@@ -495,7 +444,10 @@ fn redirects_broken_redirect_and_batching() {
             "tracking_total_items",
             "tracking_total_prefixes",
         ] {
-            log.add(f, proc::info_value(&stats, f).unwrap_or_default());
+            log.add(
+                f,
+                tessera_testkit::info_field(&stats, f).unwrap_or_default(),
+            );
         }
         log.lines
     });
@@ -505,7 +457,7 @@ fn redirects_broken_redirect_and_batching() {
 /// time); returns everything read.
 fn wait_push(c: &mut Conn, want: &str) -> String {
     let mut all = String::new();
-    proc::wait_for(Duration::from_secs(30), want, || {
+    wait_for(Duration::from_secs(30), want, || {
         all.push_str(&c.drain());
         all.contains(want)
     });
@@ -515,12 +467,12 @@ fn wait_push(c: &mut Conn, want: &str) -> String {
 /// A replica's tracking clients are invalidated by the writes of its master's stream.
 #[test]
 fn replica_stream_invalidates_replica_clients() {
-    let m = start(TESSERA, &[]);
+    let m = start(tessera_bin(), &[]);
     let master = m.port.to_string();
-    let r = start(TESSERA, &["--replicaof", "127.0.0.1", &master]);
+    let r = start(tessera_bin(), &["--replicaof", "127.0.0.1", &master]);
     let mut w = Conn::open(m.port, false);
     let mut probe = Conn::open(r.port, false);
-    proc::wait_for(Duration::from_secs(30), "replica link up", || {
+    wait_for(Duration::from_secs(30), "replica link up", || {
         info_field(&mut probe, "replication", "master_link_status") == "up"
     });
     let mut a = Conn::open(r.port, true);
@@ -538,7 +490,7 @@ fn replica_stream_invalidates_replica_clients() {
     wait_push(&mut b, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nr:1\r\n");
     // A full sync from another master empties the dataset: like FLUSHALL, a null
     // invalidation for every tracking client.
-    let m2 = start(TESSERA, &[]);
+    let m2 = start(tessera_bin(), &[]);
     assert_eq!(a.cmd(&["GET", "rk"]), "$1\r\nv\r\n");
     let mut ctl = Conn::open(r.port, false);
     assert_eq!(
@@ -552,7 +504,7 @@ fn replica_stream_invalidates_replica_clients() {
 /// Keys evicted by maxmemory are invalidated for their readers.
 #[test]
 fn eviction_invalidates_tracked_keys() {
-    let t = start(TESSERA, &["--maxmemory-policy", "allkeys-random"]);
+    let t = start(tessera_bin(), &["--maxmemory-policy", "allkeys-random"]);
     let mut a = Conn::open(t.port, true);
     let mut w = Conn::open(t.port, false);
     assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON"]), "+OK\r\n");
@@ -572,7 +524,7 @@ fn eviction_invalidates_tracked_keys() {
     assert_ne!(info_field(&mut w, "stats", "evicted_keys"), "0");
     // Every invalidated key is one of the tracked keys and is gone now.
     let mut seen = 0;
-    proc::wait_for(Duration::from_secs(30), "an eviction push", || {
+    wait_for(Duration::from_secs(30), "an eviction push", || {
         let got = a.drain();
         for part in got.split(">2\r\n$10\r\ninvalidate\r\n*1\r\n").skip(1) {
             let key = part.lines().nth(1).unwrap_or("").to_string();
@@ -586,14 +538,14 @@ fn eviction_invalidates_tracked_keys() {
 
 fn info_field(c: &mut Conn, section: &str, f: &str) -> String {
     let s = c.cmd(&["INFO", section]);
-    proc::info_value(&s, f).unwrap_or_default()
+    tessera_testkit::info_field(&s, f).unwrap_or_default()
 }
 
 /// Readers on one I/O thread, writers on another; a tracking client that disconnects
 /// leaves keys that are dropped once invalidated (no leak), and the table limit evicts.
 #[test]
 fn worker_threads_disconnect_and_table_limit() {
-    let t = start(TESSERA, &["--worker-threads", "2"]);
+    let t = start(tessera_bin(), &["--worker-threads", "2"]);
     let mut readers: Vec<Conn> = (0..4).map(|_| Conn::open(t.port, true)).collect();
     let mut w = Conn::open(t.port, false);
     for (i, r) in readers.iter_mut().enumerate() {
@@ -626,7 +578,7 @@ fn worker_threads_disconnect_and_table_limit() {
     gone.cmd(&["GET", "orphan1"]);
     gone.cmd(&["GET", "orphan2"]);
     drop(gone);
-    proc::wait_for(Duration::from_secs(30), "client gone", || {
+    wait_for(Duration::from_secs(30), "client gone", || {
         info_field(&mut w, "clients", "tracking_clients") == "3"
     });
     assert_eq!(info_field(&mut w, "stats", "tracking_total_keys"), "2");
@@ -663,7 +615,7 @@ fn worker_threads_disconnect_and_table_limit() {
 /// invalidation as a push of kind `invalidate`, on both servers.
 #[test]
 fn redis_crate_resp3_client_gets_invalidate_push() {
-    for bin in [REDIS, TESSERA] {
+    for bin in [redis_bin(), tessera_bin()] {
         let s = start(bin, &[]);
         let url = format!("redis://127.0.0.1:{}/?protocol=resp3", s.port);
         let client = redis::Client::open(url).expect("client");

@@ -1,6 +1,6 @@
 use std::process::Command;
 
-use crate::common::{bin, Node, R};
+use tessera_testkit::{free_port, kill, tessera_bin as bin, Node, Raw, R};
 
 fn run_with_conf(text: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -61,7 +61,7 @@ fn bad_config_lines_stop_the_node() {
 #[test]
 fn config_file_and_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let port = crate::common::free_port();
+    let port = free_port();
     let path = dir.path().join("node.conf");
     std::fs::write(
         &path,
@@ -83,12 +83,20 @@ fn config_file_and_command_line() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut n = Node { child, port, dir };
+    // Started from a config file (the port is in the file), so not through the kit's
+    // spawner: this guard kills it however the test ends (and keeps its dir until then).
+    struct Guard(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            kill(&mut self.0);
+        }
+    }
+    let mut n = Guard(child, dir);
     let mut c = loop {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break n.raw();
+            break Raw::connect(port);
         }
-        assert!(n.child.try_wait().unwrap().is_none(), "node exited");
+        assert!(n.0.try_wait().unwrap().is_none(), "node exited");
         std::thread::sleep(std::time::Duration::from_millis(30));
     };
     assert_eq!(

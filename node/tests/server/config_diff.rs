@@ -3,21 +3,11 @@
 //! and the value read back) for a spread of values per directive, the same values as
 //! startup arguments, and Debian's stock /etc/redis/redis.conf as a config file.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::proc::{self, Launch, Ports, Server};
-use common::{Raw, R};
-
-/// This suite's port range (helper CFG).
-const PORTS: Ports = Ports {
-    lo: 33500,
-    hi: 33999,
-    bus: false,
-};
+use tessera_testkit::*;
 
 /// Directives only tessera has (documented in the README).
 const TESSERA_ONLY: &[&str] = &[
@@ -46,7 +36,7 @@ const NOT_PROBED: &[&str] = &[
 ];
 
 fn start(bin: &str) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&["--save", "", "--appendonly", "no"])
         .start()
 }
@@ -60,8 +50,8 @@ fn all_config(c: &mut Raw) -> BTreeMap<String, String> {
 
 #[test]
 fn config_get_all_matches_redis() {
-    let redis = start(proc::REDIS);
-    let tessera = start(proc::TESSERA);
+    let redis = start(redis_bin());
+    let tessera = start(tessera_bin());
     let want = all_config(&mut Raw::connect(redis.port));
     let got = all_config(&mut Raw::connect(tessera.port));
     let mut diffs = Vec::new();
@@ -176,8 +166,8 @@ fn probe(c: &mut Raw, name: &str, value: &str) -> String {
 /// transcripts of the two servers must be equal line for line.
 #[test]
 fn config_set_probes_match_redis() {
-    let redis = start(proc::REDIS);
-    let tessera = start(proc::TESSERA);
+    let redis = start(redis_bin());
+    let tessera = start(tessera_bin());
     let mut r = Raw::connect(redis.port);
     let mut t = Raw::connect(tessera.port);
     let defaults = all_config(&mut r);
@@ -218,7 +208,7 @@ fn startup(bin: &str, args: &[&str]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     match start_in(bin, None, args, dir.path()) {
         Ok((mut child, _)) => {
-            proc::kill(&mut child);
+            kill(&mut child);
             "serving".into()
         }
         Err(reason) => reason,
@@ -233,7 +223,7 @@ fn start_in(
     args: &[&str],
     dir: &std::path::Path,
 ) -> Result<(std::process::Child, u16), String> {
-    let port = PORTS.free("127.0.0.1");
+    let port = free_port();
     let mut cmd = Command::new(bin);
     if let Some(f) = conf {
         cmd.arg(f);
@@ -255,7 +245,7 @@ fn start_in(
         .spawn()
         .expect("spawn");
     let mut outcome = None;
-    proc::wait_for(
+    wait_for(
         Duration::from_secs(30),
         "the server to start or fail",
         || {
@@ -263,7 +253,7 @@ fn start_in(
                 outcome = Some(false);
                 return true;
             }
-            if proc::answers_ping("127.0.0.1", port) {
+            if answers_ping("127.0.0.1", port) {
                 outcome = Some(true);
                 return true;
             }
@@ -320,8 +310,8 @@ fn startup_arguments_match_redis() {
     ];
     let mut diffs = Vec::new();
     for args in cases {
-        let want = startup(proc::REDIS, args);
-        let got = startup(proc::TESSERA, args);
+        let want = startup(redis_bin(), args);
+        let got = startup(tessera_bin(), args);
         if want != got {
             diffs.push(format!("{args:?}\n  redis:   {want}\n  tessera: {got}"));
         }
@@ -336,8 +326,8 @@ fn debian_stock_redis_conf() {
     let stock = std::path::Path::new("/etc/redis/redis.conf");
     assert!(stock.exists(), "redis-server's package installs {stock:?}");
     let mut values = Vec::new();
-    for bin in [proc::REDIS, proc::TESSERA] {
-        let port = PORTS.free("127.0.0.1");
+    for bin in [redis_bin(), tessera_bin()] {
+        let port = free_port();
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().display().to_string();
         let mut child = Command::new(bin)
@@ -350,7 +340,7 @@ fn debian_stock_redis_conf() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn");
-        proc::wait_for(Duration::from_secs(30), "the server to start", || {
+        wait_for(Duration::from_secs(30), "the server to start", || {
             if let Ok(Some(s)) = child.try_wait() {
                 let mut err = String::new();
                 if let Some(mut e) = child.stderr.take() {
@@ -358,11 +348,11 @@ fn debian_stock_redis_conf() {
                 }
                 panic!("{bin} stopped ({s}) with the stock redis.conf:\n{err}");
             }
-            proc::answers_ping("127.0.0.1", port)
+            answers_ping("127.0.0.1", port)
         });
         let mut c = Raw::connect(port);
         values.push(all_config(&mut c));
-        proc::kill(&mut child);
+        kill(&mut child);
     }
     let (want, got) = (&values[0], &values[1]);
     let diffs: Vec<String> = want
@@ -400,11 +390,8 @@ fn protected_actions_match_redis() {
         ],
     ] {
         let mut logs = Vec::new();
-        for bin in [proc::REDIS, proc::TESSERA] {
-            let srv = Launch::new(bin, PORTS)
-                .args(&["--save", ""])
-                .args(extra)
-                .start();
+        for bin in [redis_bin(), tessera_bin()] {
+            let srv = Launch::new(bin).args(&["--save", ""]).args(extra).start();
             let mut c = Raw::connect(srv.port);
             let log: Vec<String> = probes.iter().map(|p| c.cmd(p).s()).collect();
             logs.push(log);
@@ -417,12 +404,12 @@ fn protected_actions_match_redis() {
 /// a clear reason (redis would serve TLS there).
 #[test]
 fn tls_enabling_is_refused() {
-    let reason = startup(proc::TESSERA, &["--tls-port", "6380"]);
+    let reason = startup(tessera_bin(), &["--tls-port", "6380"]);
     assert!(reason.contains("does not support TLS"), "{reason}");
-    let reason = startup(proc::TESSERA, &["--tls-replication", "yes"]);
+    let reason = startup(tessera_bin(), &["--tls-replication", "yes"]);
     assert!(reason.contains("does not support TLS"), "{reason}");
     let ok = startup(
-        proc::TESSERA,
+        tessera_bin(),
         &[
             "--tls-cert-file",
             "/nonexistent.crt",
@@ -454,7 +441,7 @@ fn rename_command_and_include_match_redis() {
     .map(|p| p.iter().map(|s| s.to_string()).collect())
     .collect();
     let mut logs = Vec::new();
-    for bin in [proc::REDIS, proc::TESSERA] {
+    for bin in [redis_bin(), tessera_bin()] {
         let dir = tempfile::tempdir().expect("tempdir");
         let inc = dir.path().join("included.conf");
         std::fs::write(&inc, "maxmemory 2mb\nhz 20\n").expect("write");
@@ -478,7 +465,7 @@ fn rename_command_and_include_match_redis() {
                 c.cmd(&a).s()
             })
             .collect();
-        proc::kill(&mut child);
+        kill(&mut child);
         logs.push(log);
     }
     assert_eq!(logs[1], logs[0]);
@@ -495,8 +482,8 @@ fn rename_command_and_include_match_redis() {
             "x",
         ],
     ] {
-        let want = startup(proc::REDIS, args);
-        let got = startup(proc::TESSERA, args);
+        let want = startup(redis_bin(), args);
+        let got = startup(tessera_bin(), args);
         assert_eq!(got, want, "{args:?}");
     }
 }
@@ -519,7 +506,7 @@ fn unsupported_directives_are_refused_clearly() {
             "/nonexistent/redis.conf",
         ),
     ] {
-        let got = startup(proc::TESSERA, args);
+        let got = startup(tessera_bin(), args);
         assert!(got.contains(want), "{args:?}: {got}");
     }
 }
@@ -539,7 +526,7 @@ fn signal_shutdown_settings_match_redis() {
     let mut seen = Vec::new();
     for &(save, flags, sig) in cases {
         let mut saved = Vec::new();
-        for bin in [proc::REDIS, proc::TESSERA] {
+        for bin in [redis_bin(), tessera_bin()] {
             let dir = tempfile::tempdir().expect("tempdir");
             let setting = if sig == libc::SIGTERM {
                 "--shutdown-on-sigterm"
@@ -556,7 +543,7 @@ fn signal_shutdown_settings_match_redis() {
                 libc::kill(child.id() as i32, sig);
             }
             assert!(
-                proc::wait_exit(&mut child, Duration::from_secs(30)).is_some(),
+                wait_exit(&mut child, Duration::from_secs(30)).is_some(),
                 "{bin} did not exit"
             );
             saved.push(dir.path().join("dump.rdb").exists());

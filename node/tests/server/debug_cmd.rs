@@ -2,20 +2,10 @@
 //! the same errors, and DEBUG OBJECT's encoding, serializedlength and (for lists) the
 //! quicklist figures; the address and LRU fields are masked.
 
-mod common;
-
-use common::proc::{self, Launch, Ports, Server};
-use common::{Raw, R};
-
-/// This suite's port range (helper DBG).
-const PORTS: Ports = Ports {
-    lo: 35000,
-    hi: 35499,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(bin: &str) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&["--save", "", "--enable-debug-command", "yes"])
         .start()
 }
@@ -75,7 +65,7 @@ fn populate_and_object_match_redis() {
         script.push(vec!["DEBUG".into(), "OBJECT".into(), k.into()]);
     }
     let mut logs = Vec::new();
-    for bin in [proc::REDIS, proc::TESSERA] {
+    for bin in [redis_bin(), tessera_bin()] {
         let srv = start(bin);
         let mut c = Raw::connect(srv.port);
         let log: Vec<String> = script

@@ -1,20 +1,10 @@
-//! The shared process spawner (common/proc.rs) itself: a started server serves, a restart
-//! keeps its data directory, and dropping the guard kills and reaps the process.
-
-#[path = "common/proc.rs"]
-mod proc;
+//! The kit's process spawner (tessera-testkit) with tessera-node: a started server serves,
+//! a restart keeps its data directory, and dropping the guard kills and reaps the process.
 
 use std::path::Path;
 use std::time::Duration;
 
-use proc::{answers_ping, info_value, Launch, Ports, TESSERA};
-
-/// The integration suite's range (common/mod.rs); free() checks each port before use.
-const PORTS: Ports = Ports {
-    lo: 11000,
-    hi: 12999,
-    bus: false,
-};
+use tessera_testkit::*;
 
 /// True while `pid` exists (a reaped child leaves /proc).
 fn alive(pid: u32) -> bool {
@@ -23,7 +13,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn restart_keeps_the_dir_and_drop_reaps() {
-    let mut s = Launch::new(TESSERA, PORTS)
+    let mut s = Launch::new(tessera_bin())
         .args(&[
             "--save",
             "",
@@ -74,10 +64,10 @@ fn restart_keeps_the_dir_and_drop_reaps() {
 fn info_value_finds_whole_field_names() {
     let text = "# Replication\r\nrole:master\r\nmaster_repl_offset:42\r\nrepl:x\r\n";
     assert_eq!(
-        info_value(text, "master_repl_offset").as_deref(),
+        info_field(text, "master_repl_offset").as_deref(),
         Some("42")
     );
-    assert_eq!(info_value(text, "repl").as_deref(), Some("x"));
-    assert_eq!(info_value(text, "role").as_deref(), Some("master"));
-    assert_eq!(info_value(text, "missing"), None);
+    assert_eq!(info_field(text, "repl").as_deref(), Some("x"));
+    assert_eq!(info_field(text, "role").as_deref(), Some("master"));
+    assert_eq!(info_field(text, "missing"), None);
 }

@@ -1,7 +1,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::common::{Node, R};
+use tessera_testkit::{Node, R};
 
 #[test]
 fn del_exists_type_rename_copy_move() {

@@ -2,20 +2,10 @@
 //! not depend on timing (help, errors, empty states, call counts, the events recorded,
 //! the shape of graphs and histograms, INFO latencystats' fields), in RESP2 and RESP3.
 
-mod common;
-
-use common::proc::{self, Launch, Ports, Server};
-use common::{Raw, R};
-
-/// This suite's port range (helper LAT).
-const PORTS: Ports = Ports {
-    lo: 34000,
-    hi: 34499,
-    bus: false,
-};
+use tessera_testkit::*;
 
 fn start(bin: &str) -> Server {
-    Launch::new(bin, PORTS)
+    Launch::new(bin)
         .args(&["--save", "", "--enable-debug-command", "yes"])
         .start()
 }
@@ -55,8 +45,8 @@ fn masked_ints(r: &R) -> String {
 
 /// Runs the same script of commands on both servers; `check` compares each pair.
 fn both(script: &[&[&str]]) -> (Vec<R>, Vec<R>) {
-    let redis = start(proc::REDIS);
-    let tessera = start(proc::TESSERA);
+    let redis = start(redis_bin());
+    let tessera = start(tessera_bin());
     let mut r = Raw::connect(redis.port);
     let mut t = Raw::connect(tessera.port);
     let mut out = (Vec::new(), Vec::new());
@@ -128,7 +118,7 @@ fn monitor_events_match_redis() {
 
 #[test]
 fn graph_and_doctor_after_a_spike() {
-    let srv = start(proc::TESSERA);
+    let srv = start(tessera_bin());
     let mut c = Raw::connect(srv.port);
     c.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "10"]);
     c.cmd(&["DEBUG", "SLEEP", "0.02"]);

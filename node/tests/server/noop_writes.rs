@@ -10,10 +10,8 @@
 //! EXEC outcome of a client WATCHing the command's keys. Changing calls of the same commands
 //! are in the list too, so the comparison covers both outcomes.
 
-#[path = "common/pubsub_harness.rs"]
-mod harness;
-
-use harness::{common::encode, Proc, Raw, REDIS, TESSERA};
+use tessera_testkit::pubsub::*;
+use tessera_testkit::*;
 
 struct Case {
     name: &'static str,
@@ -753,8 +751,8 @@ fn transcript(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn noop_writes_match_redis() {
-    let theirs = transcript(REDIS);
-    let ours = transcript(TESSERA);
+    let theirs = transcript(redis_bin());
+    let ours = transcript(tessera_bin());
     let diffs: Vec<String> = ours
         .iter()
         .zip(&theirs)

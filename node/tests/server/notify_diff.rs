@@ -3,10 +3,8 @@
 //! same messages in the same order. Also CONFIG SET/GET of the setting (normalized string,
 //! error text) and the config-file form.
 
-#[path = "common/pubsub_harness.rs"]
-mod harness;
-
-use harness::{Proc, Raw, R, REDIS, TESSERA};
+use tessera_testkit::pubsub::*;
+use tessera_testkit::*;
 
 /// Every command family the node has, including the cases that emit nothing.
 const SCRIPT: &[&[&str]] = &[
@@ -267,7 +265,7 @@ fn session(bin: &'static str, flags: &str) -> Vec<String> {
         other => panic!("DUMP: {other:?}"),
     };
     let restore: Vec<&[u8]> = vec![b"RESTORE", b"restored", b"0", &payload];
-    c.send(&harness::common::encode(&restore));
+    c.send(&encode(&restore));
     assert_eq!(c.read(), R::Simple("OK".into()));
     // Lazy expiry of a key read after its TTL, then active expiry of one never read.
     c.cmd(&["SET", "lazy", "v", "PX", "1"]);
@@ -288,8 +286,8 @@ fn session(bin: &'static str, flags: &str) -> Vec<String> {
 }
 
 fn compare(flags: &str) {
-    let ours = session(TESSERA, flags);
-    let theirs = session(REDIS, flags);
+    let ours = session(tessera_bin(), flags);
+    let theirs = session(redis_bin(), flags);
     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
         assert_eq!(
             a,
@@ -336,12 +334,12 @@ fn config_session(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn config_set_get_match_redis() {
-    assert_eq!(config_session(TESSERA), config_session(REDIS));
+    assert_eq!(config_session(tessera_bin()), config_session(redis_bin()));
 }
 
 #[test]
 fn off_by_default_and_config_set_turns_on() {
-    let p = Proc::start(TESSERA, &[]);
+    let p = Proc::start(tessera_bin(), &[]);
     let mut sub = p.raw();
     sub.cmd(&["PSUBSCRIBE", "__key*__:*"]);
     let mut c = p.raw();
@@ -361,7 +359,7 @@ fn bad_config_file_value_stops_the_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path().join("bad.conf");
     std::fs::write(&conf, "notify-keyspace-events Q\n").expect("write");
-    let out = std::process::Command::new(TESSERA)
+    let out = std::process::Command::new(tessera_bin())
         .arg(&conf)
         .args(["--port", "0"])
         .output()
@@ -386,8 +384,8 @@ fn served_session(bin: &'static str) -> Vec<String> {
     let mut blk = p.raw();
     let mut c = p.raw();
     let id = c.cmd(&["CLIENT", "ID"]).s().parse::<u64>().unwrap_or(0) - 1;
-    blk.send(&harness::common::encode(&[b"BLPOP", b"bl", b"0"]));
-    harness::wait_for(std::time::Duration::from_secs(20), "BLPOP blocked", || {
+    blk.send(&encode(&[b"BLPOP", b"bl", b"0"]));
+    tessera_testkit::pubsub::wait_for(std::time::Duration::from_secs(20), "BLPOP blocked", || {
         c.cmd(&["CLIENT", "LIST"])
             .s()
             .lines()
@@ -410,7 +408,7 @@ fn served_session(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn served_blocked_client_events_match_redis() {
-    assert_eq!(served_session(TESSERA), served_session(REDIS));
+    assert_eq!(served_session(tessera_bin()), served_session(redis_bin()));
 }
 
 /// Key-miss events ('m', not part of 'A') for the read commands.
@@ -456,13 +454,13 @@ fn keymiss_session(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn keymiss_events_match_redis() {
-    assert_eq!(keymiss_session(TESSERA), keymiss_session(REDIS));
+    assert_eq!(keymiss_session(tessera_bin()), keymiss_session(redis_bin()));
 }
 
 #[test]
 fn eviction_notifies_evicted() {
     let p = Proc::start(
-        TESSERA,
+        tessera_bin(),
         &[
             "--notify-keyspace-events",
             "Ee",

@@ -1,7 +1,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::common::{Node, Raw, R};
+use tessera_testkit::{Node, Raw, R};
 
 #[test]
 fn inline_and_pipelined_requests() {

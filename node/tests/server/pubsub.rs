@@ -1,4 +1,4 @@
-use crate::common::{Node, R};
+use tessera_testkit::{Node, R};
 
 #[test]
 fn subscribe_publish_resp2_and_resp3() {

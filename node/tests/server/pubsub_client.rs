@@ -3,10 +3,8 @@
 // Sessions are transcripts: one push per step reads in the order the steps happen.
 #![allow(clippy::vec_init_then_push)]
 
-#[path = "common/pubsub_harness.rs"]
-mod harness;
-
-use harness::{assert_same_transcript, Proc, Raw, R, REDIS, TESSERA};
+use tessera_testkit::pubsub::*;
+use tessera_testkit::*;
 
 /// Field names of a CLIENT INFO / LIST line, in order.
 fn field_names(line: &str) -> Vec<String> {
@@ -30,9 +28,9 @@ fn client_id(c: &mut Raw) -> String {
 fn unblocked_reply(a: &mut Raw, b: &mut Raw, cmd: &[&str], reason: Option<&str>) -> String {
     let id = client_id(a);
     let v: Vec<&[u8]> = cmd.iter().map(|x| x.as_bytes()).collect();
-    a.send(&harness::common::encode(&v));
+    a.send(&encode(&v));
     // Wait until the server has it blocked (CLIENT LIST flags 'b'), then unblock.
-    harness::wait_for(std::time::Duration::from_secs(20), "client blocked", || {
+    tessera_testkit::pubsub::wait_for(std::time::Duration::from_secs(20), "client blocked", || {
         let list = b.cmd(&["CLIENT", "LIST"]).s();
         list.lines()
             .any(|l| field(l, "id") == id && field(l, "flags").contains('b'))
@@ -117,12 +115,12 @@ fn session(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn client_commands_match_redis() {
-    assert_same_transcript(&session(TESSERA), &session(REDIS));
+    assert_same_transcript(&session(tessera_bin()), &session(redis_bin()));
 }
 
 #[test]
 fn unblocked_client_reply_types() {
-    let p = Proc::start(TESSERA, &[]);
+    let p = Proc::start(tessera_bin(), &[]);
     let mut a = p.raw();
     let mut b = p.raw();
     let r = unblocked_reply(&mut a, &mut b, &["BLPOP", "nol", "0"], Some("ERROR"));
@@ -156,8 +154,8 @@ fn without_history(r: R) -> R {
 
 #[test]
 fn command_docs_match_redis() {
-    let t = Proc::start(TESSERA, &[]);
-    let r = Proc::start(REDIS, &[]);
+    let t = Proc::start(tessera_bin(), &[]);
+    let r = Proc::start(redis_bin(), &[]);
     let (mut tc, mut rc) = (t.raw(), r.raw());
     for c in [&mut tc, &mut rc] {
         c.cmd(&["HELLO", "3"]);

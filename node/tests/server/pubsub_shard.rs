@@ -5,15 +5,10 @@
 // Sessions are transcripts: one push per step reads in the order the steps happen.
 #![allow(clippy::vec_init_then_push)]
 
-#[path = "common/pubsub_harness.rs"]
-mod harness;
-
 use std::time::Duration;
 
-use harness::{
-    assert_same_transcript, meet_all, name_in_range, slot_of, wait_for, Proc, Raw, R, REDIS,
-    TESSERA,
-};
+use tessera_testkit::pubsub::*;
+use tessera_testkit::*;
 
 /// A reply with sets/arrays of channel names sorted (their order follows hash order).
 fn sorted(r: R) -> String {
@@ -77,13 +72,16 @@ fn standalone_session(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn standalone_transcript_matches_redis() {
-    assert_same_transcript(&standalone_session(TESSERA), &standalone_session(REDIS));
+    assert_same_transcript(
+        &standalone_session(tessera_bin()),
+        &standalone_session(redis_bin()),
+    );
 }
 
 #[test]
 fn command_info_routes_on_the_channel() {
-    let p = Proc::start(TESSERA, &[]);
-    let r = Proc::start(REDIS, &[]);
+    let p = Proc::start(tessera_bin(), &[]);
+    let r = Proc::start(redis_bin(), &[]);
     for c in ["ssubscribe", "sunsubscribe", "spublish"] {
         let a = p.cli(&["COMMAND", "INFO", c]);
         let b = r.cli(&["COMMAND", "INFO", c]);
@@ -116,11 +114,11 @@ fn read_until(c: &mut Raw, f: impl Fn(&str) -> bool) -> String {
 /// replica R2; R1 (redis-server, slots 8192-16383) with tessera replica T3.
 #[test]
 fn cluster_shard_channels_mixed() {
-    let t1 = Proc::cluster(TESSERA);
-    let t2 = Proc::cluster(TESSERA);
-    let r1 = Proc::cluster(REDIS);
-    let t3 = Proc::cluster(TESSERA);
-    let r2 = Proc::cluster(REDIS);
+    let t1 = Proc::cluster(tessera_bin());
+    let t2 = Proc::cluster(tessera_bin());
+    let r1 = Proc::cluster(redis_bin());
+    let t3 = Proc::cluster(tessera_bin());
+    let r2 = Proc::cluster(redis_bin());
     meet_all(&[&t1, &t2, &r1, &t3, &r2]);
     assert_eq!(
         t1.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).trim(),
@@ -285,7 +283,7 @@ fn cluster_shard_channels_mixed() {
 fn pubsubshard_when_down() {
     for allow in ["yes", "no"] {
         let t = Proc::start(
-            TESSERA,
+            tessera_bin(),
             &[
                 "--cluster-enabled",
                 "yes",

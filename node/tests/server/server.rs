@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use crate::common::{Node, R};
+use tessera_testkit::{Node, R};
 
 #[test]
 fn info_sections_and_fields() {
@@ -217,7 +217,7 @@ fn maxmemory_policies() {
     for _ in 0..2000 {
         c.read();
     }
-    let used = |c: &mut crate::common::Raw| -> u64 {
+    let used = |c: &mut tessera_testkit::Raw| -> u64 {
         c.cmd(&["INFO", "memory"])
             .s()
             .lines()

@@ -1,4 +1,4 @@
-use crate::common::{Node, R};
+use tessera_testkit::{Node, R};
 
 fn b(s: &str) -> R {
     R::Bulk(s.as_bytes().to_vec())

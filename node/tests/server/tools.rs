@@ -1,7 +1,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::common::Node;
+use tessera_testkit::Node;
 
 #[test]
 fn redis_cli_one_shot_and_stdin() {
@@ -11,7 +11,7 @@ fn redis_cli_one_shot_and_stdin() {
     assert_eq!(n.cli(&["INCR", "c"]).trim(), "1");
     assert!(n.cli(&["INFO", "server"]).contains("redis_version:7.0.15"));
     // Commands from stdin, like `redis-cli < file`.
-    let mut child = Command::new("redis-cli")
+    let mut child = Command::new(tessera_testkit::redis_cli_bin())
         .args(["-p", &n.port.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -38,7 +38,7 @@ fn redis_cli_one_shot_and_stdin() {
             .as_bytes(),
         );
     }
-    let mut child = Command::new("redis-cli")
+    let mut child = Command::new(tessera_testkit::redis_cli_bin())
         .args(["-p", &n.port.to_string(), "--pipe"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -53,7 +53,7 @@ fn redis_cli_one_shot_and_stdin() {
 #[test]
 fn redis_benchmark_runs_clean() {
     let n = Node::start();
-    let out = Command::new("redis-benchmark")
+    let out = Command::new(tessera_testkit::bins::tool("redis-benchmark"))
         .args([
             "-p",
             &n.port.to_string(),
@@ -78,13 +78,11 @@ fn redis_benchmark_runs_clean() {
 fn redis_cli_interactive_session() {
     // Interactive mode needs a terminal: `script` provides a pty; TERM=dumb keeps linenoise
     // from sending escape queries. Interactive redis-cli fetches COMMAND DOCS at start.
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipping: `script` (util-linux) not installed");
-        return;
-    }
+    let script = tessera_testkit::bins::tool("script");
     let n = Node::start();
-    let mut child = Command::new("script")
-        .args(["-qc", &format!("redis-cli -p {}", n.port), "/dev/null"])
+    let cli = tessera_testkit::redis_cli_bin();
+    let mut child = Command::new(script)
+        .args(["-qc", &format!("{cli} -p {}", n.port), "/dev/null"])
         .env("TERM", "dumb")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,4 +1,4 @@
-use crate::common::{Node, R};
+use tessera_testkit::{Node, R};
 
 #[test]
 fn multi_exec_discard() {

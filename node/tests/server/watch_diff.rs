@@ -4,12 +4,10 @@
 //! the EXEC replies must match. Active expiry is switched off (DEBUG SET-ACTIVE-EXPIRE 0)
 //! so an expired key stays in the keyspace until something touches it.
 
-#[path = "common/pubsub_harness.rs"]
-mod harness;
-
 use std::time::Duration;
 
-use harness::{common::encode, wait_for, Proc, Raw, REDIS, TESSERA};
+use tessera_testkit::pubsub::*;
+use tessera_testkit::*;
 
 enum Step {
     /// A command on the other client.
@@ -181,8 +179,8 @@ fn exec_results(bin: &'static str) -> Vec<String> {
 
 #[test]
 fn watch_matches_redis() {
-    let ours = exec_results(TESSERA);
-    let theirs = exec_results(REDIS);
+    let ours = exec_results(tessera_bin());
+    let theirs = exec_results(redis_bin());
     assert_eq!(ours, theirs);
     // The comparison must cover both outcomes.
     assert!(theirs.iter().any(|r| r.ends_with("(nil)")), "{theirs:?}");

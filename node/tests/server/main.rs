@@ -1,0 +1,28 @@
+//! The node as a server: the real tessera-node binary driven over loopback with raw RESP
+//! bytes, the `redis` crate, redis-cli and redis-benchmark (the former `integration` suite),
+//! and the differential suites for ACL, config, DEBUG, LATENCY, client tracking, pub/sub,
+//! keyspace notifications, no-op writes and WATCH against redis-server 7.0.
+
+// Former integration suite.
+mod blocking;
+mod config;
+mod keys;
+mod protocol;
+mod pubsub;
+mod server;
+mod strings;
+mod tools;
+mod transactions;
+
+mod acl_default_user;
+mod busy_poll;
+mod client_tracking;
+mod config_diff;
+mod debug_cmd;
+mod harness_proc;
+mod latency;
+mod noop_writes;
+mod notify_diff;
+mod pubsub_client;
+mod pubsub_shard;
+mod watch_diff;
