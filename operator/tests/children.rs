@@ -93,6 +93,8 @@ fn minimal_children() {
             "6379",
             "--cluster-announce-ip",
             "$(POD_IP)",
+            "--replica-announce-ip",
+            "$(POD_IP)",
             "--dir",
             "/data"
         ]

@@ -244,6 +244,11 @@ fn node_container(rc: &RedisCluster) -> Container {
         CLIENT_PORT.to_string(),
         "--cluster-announce-ip".into(),
         "$(POD_IP)".into(),
+        // The address a master lists this replica under (INFO's slaveN, the shutdown
+        // failover's choice of replica): the pod IP, not the connection's source address,
+        // which differs wherever traffic is NATed or (kube-in-a-box) all on loopback.
+        "--replica-announce-ip".into(),
+        "$(POD_IP)".into(),
         "--dir".into(),
         DATA_DIR.into(),
     ];
