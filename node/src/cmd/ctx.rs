@@ -190,6 +190,9 @@ pub struct Effects {
     /// What replicas and the AOF get instead of the command as received: None = as
     /// received; an empty list = nothing; several are wrapped in MULTI ... EXEC.
     pub propagate: Option<Vec<Vec<Bytes>>>,
+    /// Inside EXEC or a script: the (db, command) writes so far, fed to replicas and the
+    /// AOF as one MULTI ... EXEC block when it ends (`persist::propagate::end_exec`).
+    pub exec_writes: Vec<(usize, Vec<Bytes>)>,
 }
 
 /// `(address, length, slot)` of argument keys whose slot is known. A key slice matches a

@@ -565,3 +565,56 @@ fn restore_and_its_ttl() {
         .expect("ms");
     assert!(at > crate::server::now_ms() + 90_000);
 }
+
+/// Records what replicas and the AOF would get.
+#[derive(Default)]
+struct Recorder(parking_lot::Mutex<Vec<String>>);
+
+impl WriteSubscriber for Recorder {
+    fn feed(&self, w: &Write<'_>) {
+        let line: Vec<String> = w
+            .args
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        self.0.lock().push(line.join(" "));
+    }
+}
+
+/// Inside EXEC (or a script) the writes are kept with the transaction's context and fed as
+/// one MULTI ... EXEC block at its end, rewrites included (no thread-local in between).
+#[test]
+fn writes_inside_exec_travel_as_one_block() {
+    let srv = server("", false);
+    let rec = Arc::new(Recorder::default());
+    srv.persist.prop.subscribe(rec.clone());
+    let mut cl = ClientState::detached(1, 0);
+    let mut out = Out::new(false);
+    let mut ctx = Ctx {
+        srv: &srv,
+        cl: &mut cl,
+        out: &mut out,
+        ks: KeyView::new(&srv, srv.ks.lock_all(), 0, 1_000_000),
+        block: None,
+        in_exec: true,
+        serving_blocked: false,
+        noop: false,
+        untouched: false,
+        changes: 1,
+    };
+    for argv in [
+        &["SET", "k", "v", "PX", "5000"][..],
+        &["DEL", "missing"],
+        &["INCR", "n"],
+    ] {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        let cmd = table().resolve(&args).expect("known command");
+        super::run_locked(&mut ctx, cmd, &args);
+    }
+    assert!(rec.0.lock().is_empty(), "nothing is fed before the end");
+    crate::persist::propagate::end_exec(&mut ctx);
+    assert_eq!(
+        *rec.0.lock(),
+        ["MULTI", "SET k v PXAT 1005000", "INCR n", "EXEC"]
+    );
+}

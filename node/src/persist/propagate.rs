@@ -55,7 +55,7 @@ impl Propagator {
 /// Commands that changed nothing (a blocking command that blocked, a DEL of missing keys...)
 /// never get here: `run_locked` decides.
 /// `rewrite`: what the handler asked to propagate instead (`Ctx::propagate_as`).
-pub fn propagate(ctx: &Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Bytes>>>) {
+pub fn propagate(ctx: &mut Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Bytes>>>) {
     let p = &ctx.srv.persist.prop;
     let rewritten = match rewrite {
         Some(cmds) if cmds.len() != 1 => return propagate_many(ctx, cmds),
@@ -65,7 +65,8 @@ pub fn propagate(ctx: &Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Bytes>>>
     if ctx.in_exec {
         // Inside EXEC: collected, then fed as one MULTI ... EXEC block by `end_exec`.
         let owned = rewritten.unwrap_or_else(|| crate::cmd::owned_args(args));
-        TX.with(|t| t.borrow_mut().push((ctx.ks.db, owned)));
+        let db = ctx.ks.db;
+        ctx.ks.fx.exec_writes.push((db, owned));
         return;
     }
     let view;
@@ -89,15 +90,16 @@ pub fn propagate(ctx: &Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Bytes>>>
 
 /// Several commands standing for one (a stream read's XCLAIMs): none is sent for an empty
 /// list, and more than one travel as MULTI ... EXEC (Redis 7.0's also-propagate).
-fn propagate_many(ctx: &Ctx<'_>, cmds: Vec<Vec<Bytes>>) {
+fn propagate_many(ctx: &mut Ctx<'_>, cmds: Vec<Vec<Bytes>>) {
     if cmds.is_empty() {
         return;
     }
     if ctx.in_exec {
-        TX.with(|t| {
-            t.borrow_mut()
-                .extend(cmds.into_iter().map(|c| (ctx.ks.db, c)))
-        });
+        let db = ctx.ks.db;
+        ctx.ks
+            .fx
+            .exec_writes
+            .extend(cmds.into_iter().map(|c| (db, c)));
         return;
     }
     let stripes = held_stripes(ctx);
@@ -124,11 +126,6 @@ fn propagate_many(ctx: &Ctx<'_>, cmds: Vec<Vec<Bytes>>) {
     }
 }
 
-thread_local! {
-    /// Writes of the EXEC running on this thread.
-    static TX: std::cell::RefCell<Vec<(usize, Vec<Bytes>)>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 fn held_stripes(ctx: &Ctx<'_>) -> smallvec::SmallVec<[u16; 4]> {
     if ctx.ks.locks.all {
         smallvec::SmallVec::new()
@@ -139,8 +136,8 @@ fn held_stripes(ctx: &Ctx<'_>) -> smallvec::SmallVec<[u16; 4]> {
 
 /// End of an EXEC (its locks still held): feeds its writes, wrapped in MULTI/EXEC when
 /// there are several, so a crash never replays half a transaction.
-pub fn end_exec(ctx: &Ctx<'_>) {
-    let cmds = TX.with(|t| std::mem::take(&mut *t.borrow_mut()));
+pub fn end_exec(ctx: &mut Ctx<'_>) {
+    let cmds = std::mem::take(&mut ctx.ks.fx.exec_writes);
     if cmds.is_empty() {
         return;
     }
