@@ -260,7 +260,6 @@ async fn sigterm_master_hands_over(image: Option<&str>, ip_base: &str, name: &st
 }
 
 #[test]
-#[ignore = "issue 16: a SIGTERMed tessera-node master finds no replica to hand over to (node/src/persist/shutdown.rs hand_over matches the link peer IP, 127.0.0.1 in kube-in-a-box, against the replica announced IP; valkey 9 hands over here); see the e2e report"]
 fn sigterm_master_hands_over_first() {
     serial(sigterm_master_hands_over(IMAGE, "127.0.41.1", "term"));
 }
