@@ -618,3 +618,48 @@ fn writes_inside_exec_travel_as_one_block() {
         ["MULTI", "SET k v PXAT 1005000", "INCR n", "EXEC"]
     );
 }
+
+/// Every refusal in `execute` goes through one path: the reply, the failed-transaction
+/// flag and the rejected-calls counter are as before, per kind.
+#[test]
+fn refusals_keep_their_replies_and_side_effects() {
+    let srv = server("", false);
+    let mut cl = ClientState::detached(7, 0);
+    let mut exec = |argv: &[&str]| {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        let mut out = Out::new(false);
+        super::execute(&srv, &mut cl, &mut out, &args);
+        String::from_utf8_lossy(&out.buf).into_owned()
+    };
+    let get = table().get(b"get").expect("get");
+    let save = table().get(b"save").expect("save");
+    let (get_rejected, save_rejected) = (
+        get.stats
+            .rejected
+            .load(std::sync::atomic::Ordering::Relaxed),
+        save.stats
+            .rejected
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
+    assert_eq!(exec(&["MULTI"]), "+OK\r\n");
+    assert_eq!(
+        exec(&["GET"]),
+        "-ERR wrong number of arguments for 'get' command\r\n"
+    );
+    assert_eq!(
+        exec(&["SAVE"]),
+        "-ERR Command not allowed inside a transaction\r\n"
+    );
+    assert_eq!(exec(&["SET", "k", "v"]), "+QUEUED\r\n");
+    assert_eq!(
+        exec(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert!(exec(&["NOSUCH", "a"])
+        .starts_with("-ERR unknown command 'NOSUCH', with args beginning with: 'a' "));
+    // Arity counts as a rejected call; a command refused inside MULTI does not.
+    let ord = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(get.stats.rejected.load(ord), get_rejected + 1);
+    assert_eq!(save.stats.rejected.load(ord), save_rejected);
+    assert_eq!(exec(&["GET", "k"]), "$-1\r\n");
+}

@@ -322,6 +322,154 @@ pub enum Outcome {
     Paused(Instant),
 }
 
+/// Why `execute` refuses a command without running it: the error written back, what it
+/// does to an open MULTI, and which counter it bumps. Every refusal goes through
+/// [`reject`], so the replies and their side effects are the same wherever they come from.
+struct Reject {
+    msg: Cow<'static, str>,
+    multi: OnMulti,
+    count: Count,
+}
+
+/// What a refusal does to the client's open transaction.
+#[derive(Clone, Copy, PartialEq)]
+enum OnMulti {
+    /// Nothing (NOAUTH, a cluster redirect, the pub/sub context, OOM).
+    Keep,
+    /// Marks it failed: its EXEC answers EXECABORT (Redis's flagTransaction).
+    Flag,
+    /// Discards it (an EXEC refused by MISCONF).
+    Discard,
+}
+
+/// Which counter a refusal bumps.
+#[derive(Clone, Copy, PartialEq)]
+enum Count {
+    None,
+    /// The command's `rejected_calls` (INFO commandstats).
+    Rejected,
+}
+
+impl Reject {
+    fn new(msg: impl Into<Cow<'static, str>>, multi: OnMulti, count: Count) -> Self {
+        Reject {
+            msg: msg.into(),
+            multi,
+            count,
+        }
+    }
+
+    /// The common kind: flags the transaction, counts as rejected.
+    fn flagged(msg: impl Into<Cow<'static, str>>) -> Self {
+        Reject::new(msg, OnMulti::Flag, Count::Rejected)
+    }
+}
+
+/// Writes a refusal and applies its side effects.
+fn reject(srv: &Server, cl: &mut ClientState, cmd: &CommandSpec, out: &mut Out, r: Reject) {
+    match r.multi {
+        OnMulti::Keep => {}
+        OnMulti::Flag => {
+            if cl.multi.is_some() {
+                cl.multi_error = true;
+            }
+        }
+        OnMulti::Discard => transaction::end_multi(srv, cl),
+    }
+    if r.count == Count::Rejected {
+        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+    out.error(&r.msg);
+}
+
+/// The checks a command passes before it is queued (inside MULTI) or run, in Redis's
+/// order: arity, protected commands, authentication, loading, a busy script, cluster
+/// routing, MISCONF, replica and min-replicas rules, the pub/sub context, MULTI rules.
+fn admit(
+    srv: &Arc<Server>,
+    cl: &mut ClientState,
+    cmd: &'static CommandSpec,
+    args: &[&[u8]],
+    resp3: bool,
+) -> Result<(), Reject> {
+    if !cmd.arity_ok(args.len()) {
+        return Err(Reject::flagged(arity_error(cmd).to_string()));
+    }
+    if cmd.has(flags::PROTECTED)
+        && !config_cmd::protected_action_allowed(srv.config.read().typed.enable_debug_command, cl)
+    {
+        return Err(Reject::flagged("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
+    }
+    if !cl.authenticated && !cmd.has(flags::NO_AUTH) {
+        if srv.requires_auth() {
+            return Err(Reject::new(
+                "NOAUTH Authentication required.",
+                OnMulti::Keep,
+                Count::Rejected,
+            ));
+        }
+        cl.authenticated = true;
+    }
+    // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
+    // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
+    // the AOF replay itself runs as an internal client.
+    if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
+    {
+        return Err(Reject::flagged(LOADING));
+    }
+    // A running script holds every stripe: wait for it or answer BUSY here rather than
+    // sleep on its locks (crate::script::busy). One relaxed load when no script runs.
+    if crate::script::busy::active() {
+        if let Some(e) = crate::script::busy::gate(cmd) {
+            return Err(Reject::flagged(e));
+        }
+    }
+    // The master's stream is never redirected (crate::repl).
+    if !crate::repl::from_master() {
+        if let Some(e) = crate::cluster::route(srv, cl, cmd, args) {
+            return Err(Reject::new(e, OnMulti::Keep, Count::None));
+        }
+    }
+    // A disk that cannot persist refuses writes, PING, and an EXEC with queued writes, as
+    // redis's MISCONF (crate::persist::writes_denied: two atomic loads when all is well).
+    if let Some(e) = crate::persist::writes_denied(srv, cl) {
+        if cmd.has(flags::WRITE) || cmd.name == "ping" {
+            return Err(Reject::flagged(e.to_string()));
+        }
+        if cmd.name == "exec" && queues_a_write(cl) {
+            return Err(Reject::new(
+                format!("EXECABORT Transaction discarded because of: {e}"),
+                OnMulti::Discard,
+                Count::Rejected,
+            ));
+        }
+    }
+    // Read-only replica, stale-data and min-replicas checks (crate::repl::deny).
+    if let Some(e) = crate::repl::deny(srv, cl, cmd) {
+        return Err(Reject::flagged(e));
+    }
+    if cl.in_pubsub_context() && !resp3 && !pubsub::allowed_in_context(cmd.name) {
+        return Err(Reject::new(
+            format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                cmd.full_name
+            ),
+            OnMulti::Keep,
+            Count::None,
+        ));
+    }
+    if cl.multi.is_some() && cmd.has(flags::NO_MULTI) {
+        return Err(Reject::new(
+            "ERR Command not allowed inside a transaction",
+            OnMulti::Flag,
+            Count::None,
+        ));
+    }
+    Ok(())
+}
+
+const LOADING: &str = "LOADING Redis is loading the dataset in memory";
+
 /// Runs one request for a connection: lookup, checks, MULTI queueing, locking, handler,
 /// WATCH invalidation, serving of blocked clients, stats.
 pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) -> Outcome {
@@ -329,6 +477,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     let cmd = match t.resolve(args) {
         Ok(c) => c,
         Err(e) => {
+            // No command to count it on: INFO's unexpected_error_replies.
             if cl.multi.is_some() {
                 cl.multi_error = true;
             }
@@ -339,106 +488,11 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
             return Outcome::Done;
         }
     };
-    if !cmd.arity_ok(args.len()) {
-        if cl.multi.is_some() {
-            cl.multi_error = true;
-        }
-        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-        out.error(&arity_error(cmd).to_string());
-        return Outcome::Done;
-    }
-    if cmd.has(flags::PROTECTED)
-        && !config_cmd::protected_action_allowed(srv.config.read().typed.enable_debug_command, cl)
-    {
-        if cl.multi.is_some() {
-            cl.multi_error = true;
-        }
-        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-        out.error("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.");
-        return Outcome::Done;
-    }
-    if !cl.authenticated && !cmd.has(flags::NO_AUTH) {
-        if srv.requires_auth() {
-            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            out.error("NOAUTH Authentication required.");
-            return Outcome::Done;
-        }
-        cl.authenticated = true;
-    }
-    // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
-    // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
-    // the AOF replay itself runs as an internal client.
     // Read before `loading` and before the command reads the keyspace (see the check after
     // it ran): a load that starts meanwhile is then noticed.
     let load_epoch = srv.persist.load_epoch.load(Ordering::Acquire);
-    if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
-    {
-        if cl.multi.is_some() {
-            cl.multi_error = true;
-        }
-        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-        out.error("LOADING Redis is loading the dataset in memory");
-        return Outcome::Done;
-    }
-    // A running script holds every stripe: wait for it or answer BUSY here rather than
-    // sleep on its locks (crate::script::busy). One relaxed load when no script runs.
-    if crate::script::busy::active() {
-        if let Some(e) = crate::script::busy::gate(cmd) {
-            if cl.multi.is_some() {
-                cl.multi_error = true;
-            }
-            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            out.error(e);
-            return Outcome::Done;
-        }
-    }
-    // The master's stream is never redirected (crate::repl).
-    let route = if crate::repl::from_master() {
-        None
-    } else {
-        crate::cluster::route(srv, cl, cmd, args)
-    };
-    if let Some(e) = route {
-        out.error(&e);
-        return Outcome::Done;
-    }
-    // A disk that cannot persist refuses writes, PING, and an EXEC with queued writes, as
-    // redis's MISCONF (crate::persist::writes_denied: two atomic loads when all is well).
-    if let Some(e) = crate::persist::writes_denied(srv, cl) {
-        if cmd.has(flags::WRITE) || cmd.name == "ping" {
-            if cl.multi.is_some() {
-                cl.multi_error = true;
-            }
-            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            out.error(&e.to_string());
-            return Outcome::Done;
-        }
-        if cmd.name == "exec" && queues_a_write(cl) {
-            transaction::end_multi(srv, cl);
-            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            out.error(&format!("EXECABORT Transaction discarded because of: {e}"));
-            return Outcome::Done;
-        }
-    }
-    // Read-only replica, stale-data and min-replicas checks (crate::repl::deny).
-    if let Some(e) = crate::repl::deny(srv, cl, cmd) {
-        if cl.multi.is_some() {
-            cl.multi_error = true;
-        }
-        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-        out.error(e);
-        return Outcome::Done;
-    }
-    if cl.in_pubsub_context() && !out.resp3 && !pubsub::allowed_in_context(cmd.name) {
-        out.error(&format!(
-            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            cmd.full_name
-        ));
-        return Outcome::Done;
-    }
-    if cl.multi.is_some() && cmd.has(flags::NO_MULTI) {
-        cl.multi_error = true;
-        out.error("ERR Command not allowed inside a transaction");
+    if let Err(r) = admit(srv, cl, cmd, args, out.resp3) {
+        reject(srv, cl, cmd, out, r);
         return Outcome::Done;
     }
     if cl.multi.is_some() && !transaction::runs_inside_multi(cmd.name) {
@@ -453,8 +507,8 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     }
     if cmd.has(flags::DENYOOM) {
         if let Err(e) = crate::server::evict::ensure_memory(srv) {
-            cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            out.error(&e.to_string());
+            let r = Reject::new(e.to_string(), OnMulti::Keep, Count::Rejected);
+            reject(srv, cl, cmd, out, r);
             return Outcome::Done;
         }
     }
@@ -513,7 +567,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         && denied_while_loading(cl, cmd)
     {
         out.buf.truncate(mark);
-        out.error("LOADING Redis is loading the dataset in memory");
+        out.error(LOADING);
     }
     record(srv, cl, cmd, args, start);
     if cl.close_after_reply {
