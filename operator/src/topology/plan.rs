@@ -263,11 +263,25 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
             });
         }
     }
-    // The rest of the plan ignores pods being reset. Slot holders come first, so a newcomer
-    // is met by a slot holder and is at once known to the cluster proper.
+    // A forgotten identity whose reset has to wait (a handshake in flight, a pod unreachable)
+    // is not met meanwhile: met, its id would count as known and never be reset, while the
+    // cluster keeps it blacklisted for 60 s (see tests/topology_rejoin.rs).
+    let waiting: Vec<usize> = reset::forgotten(desired, snap, &reach)
+        .into_iter()
+        .filter(|p| !resets.iter().any(|r| r.pod == *p))
+        .collect();
+    for &p in &waiting {
+        out.stuck.push(format!(
+            "pod {} waits to be reset (its node {} is unknown to the cluster) before it is met",
+            snap.pods[p].endpoint.pod,
+            snap.pods[p].id().unwrap_or("?")
+        ));
+    }
+    // The rest of the plan ignores pods being reset or waiting for it. Slot holders come
+    // first, so a newcomer is met by a slot holder and is at once known to the cluster proper.
     let mut reach: Vec<usize> = reach
         .into_iter()
-        .filter(|i| !resets.iter().any(|r| r.pod == *i))
+        .filter(|i| !resets.iter().any(|r| r.pod == *i) && !waiting.contains(i))
         .collect();
     reach.sort_by_key(|&i| !(snap.pods[i].is_master() && snap.pods[i].own_slot_count() > 0));
     for pod in &unreachable {

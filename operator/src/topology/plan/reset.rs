@@ -24,6 +24,41 @@ pub(super) struct Reset {
     pub reason: String,
 }
 
+/// The cluster proper: reachable masters that hold slots.
+fn holders(snap: &Snapshot, reach: &[usize]) -> Vec<usize> {
+    reach
+        .iter()
+        .copied()
+        .filter(|&i| snap.pods[i].is_master() && snap.pods[i].own_slot_count() > 0)
+        .collect()
+}
+
+/// Pods whose node id the cluster forgot: the pod knows others (an old nodes.conf), no slot
+/// holder knows it (a pod the planner met was met by a holder, so it is known). They are
+/// reset, never met with that id: see [`resets`] for when.
+pub(super) fn forgotten(desired: &Desired, snap: &Snapshot, reach: &[usize]) -> Vec<usize> {
+    let holders = holders(snap, reach);
+    if holders.is_empty() {
+        return Vec::new();
+    }
+    reach
+        .iter()
+        .copied()
+        .filter(|&p| {
+            let pp = &snap.pods[p];
+            let Some(id) = pp.id() else { return false };
+            if pp.endpoint.shard >= desired.shards || pp.own_slot_count() > 0 {
+                return false;
+            }
+            let knows_others = pp.peers.iter().any(|v| !v.handshake);
+            let known = holders
+                .iter()
+                .any(|&h| h != p && snap.pods[h].view_of(id).is_some());
+            knows_others && !known
+        })
+        .collect()
+}
+
 /// Pods to reset this pass. `reach` are the reachable pods with a known node. Nothing is
 /// reset while a pod is unreachable (it may be the one that knows the pod) or a handshake is
 /// in flight (a node just met is briefly unknown to the rest).
@@ -41,36 +76,20 @@ pub(super) fn resets(
     if !all_reachable || handshaking {
         return Vec::new();
     }
-    // The cluster proper: reachable masters that hold slots.
-    let holders: Vec<usize> = reach
-        .iter()
-        .copied()
-        .filter(|&i| snap.pods[i].is_master() && snap.pods[i].own_slot_count() > 0)
-        .collect();
-    if holders.is_empty() {
+    if holders(snap, reach).is_empty() {
         return Vec::new(); // a fresh cluster: nothing to be forgotten by
     }
-    let mut picked: Vec<(usize, String)> = Vec::new();
-
-    // 1. Identities the cluster forgot: the pod knows others (an old nodes.conf), no slot
-    // holder knows it. (A pod the planner met was met by a holder, so it is known.)
-    for &p in reach {
-        let pp = &snap.pods[p];
-        let Some(id) = pp.id() else { continue };
-        if pp.endpoint.shard >= desired.shards || pp.own_slot_count() > 0 {
-            continue;
-        }
-        let knows_others = pp.peers.iter().any(|v| !v.handshake);
-        let known = holders
-            .iter()
-            .any(|&h| h != p && snap.pods[h].view_of(id).is_some());
-        if knows_others && !known {
-            picked.push((
+    // 1. Identities the cluster forgot.
+    let mut picked: Vec<(usize, String)> = forgotten(desired, snap, reach)
+        .into_iter()
+        .map(|p| {
+            let id = snap.pods[p].id().unwrap_or("?");
+            (
                 p,
                 format!("its node {id} is unknown to the cluster (forgotten after a scale-in)"),
-            ));
-        }
-    }
+            )
+        })
+        .collect();
 
     // 2. A kept shard none of whose pods can become its master: every one follows a master of
     // another shard (or a node gone without slots). Reset its lowest ordinal; the others
