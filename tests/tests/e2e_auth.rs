@@ -150,8 +150,30 @@ fn secret_change_switches_every_node_live() {
             panic!("{e}\n{}", env.operator_state());
         }
         let ready = t0.elapsed();
-        // Keep writing on the new password for a moment, then check every acknowledged write.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Connections made before the change stay logged in; drop them, as restarts and
+        // timeouts eventually do: the writer must come back on the new password.
+        for ip in &ips {
+            text(ip, "second-pass", &["CLIENT", "KILL", "TYPE", "normal"])
+                .await
+                .expect("CLIENT KILL");
+        }
+        let before = checker.acked.lock().expect("lock").len();
+        let r = wait_for(
+            "the writer acknowledged on the new password",
+            Duration::from_secs(60),
+            || async {
+                let now = checker.acked.lock().expect("lock").len();
+                if now >= before + 100 {
+                    Ok(())
+                } else {
+                    Err(format!("{} writes acknowledged since", now - before))
+                }
+            },
+        )
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
         checker
             .stop
             .store(true, std::sync::atomic::Ordering::SeqCst);
