@@ -516,3 +516,63 @@ fn lost_master_of_two_shards_is_replaced() {
         env.stop().await;
     });
 }
+
+/// What the SIGTERM scenario relies on kube-in-a-box for, as the kubelet does it: a pod
+/// deleted gracefully gets SIGTERM and up to its terminationGracePeriodSeconds to exit by
+/// itself (its handler finishes); a handler longer than the grace period is cut by SIGKILL.
+#[test]
+fn graceful_pod_deletion_honours_the_grace_period() {
+    serial(async {
+        let env = Env::start("127.0.46.1", false).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod = |name: &str, grace: u32, handler_secs: u32| {
+            let mark = dir.path().join(name);
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: c\n    image: busybox\n    env:\n    - name: MARK\n      value: {}\n    command: [\"sh\", \"-c\", \"trap 'sleep {handler_secs}; echo done > $(MARK); exit 0' TERM; while true; do sleep 0.1; done\"]\n",
+                mark.display()
+            )
+        };
+        env.apply(&pod("patient", 10, 2)).await;
+        env.apply(&pod("hasty", 1, 5)).await;
+        let api: Api<Pod> = Api::default_namespaced(env.client.clone());
+        for name in ["patient", "hasty"] {
+            wait_for(
+                &format!("{name} running"),
+                Duration::from_secs(60),
+                || async {
+                    let p = api.get(name).await.map_err(|e| e.to_string())?;
+                    node_pid(&p)
+                        .filter(|&pid| alive(pid))
+                        .map(|_| ())
+                        .ok_or_else(|| "not running".to_string())
+                },
+            )
+            .await
+            .expect("pod running");
+        }
+        let t0 = Instant::now();
+        env.kubectl
+            .ok(&["delete", "pod", "patient", "hasty", "--wait=false"])
+            .await;
+        for name in ["patient", "hasty"] {
+            wait_for(&format!("{name} gone"), Duration::from_secs(60), || async {
+                match api.get_opt(name).await.map_err(|e| e.to_string())? {
+                    None => Ok(()),
+                    Some(_) => Err("still there".to_string()),
+                }
+            })
+            .await
+            .expect("pod deleted");
+        }
+        assert!(
+            dir.path().join("patient").exists(),
+            "the 2 s SIGTERM handler ran to completion within the 10 s grace period"
+        );
+        assert!(
+            !dir.path().join("hasty").exists(),
+            "the 5 s handler was cut by SIGKILL after the 1 s grace period"
+        );
+        assert!(t0.elapsed() >= Duration::from_secs(2), "{:?}", t0.elapsed());
+        env.stop().await;
+    });
+}
