@@ -663,3 +663,36 @@ fn refusals_keep_their_replies_and_side_effects() {
     assert_eq!(save.stats.rejected.load(ord), save_rejected);
     assert_eq!(exec(&["GET", "k"]), "$-1\r\n");
 }
+
+/// SORT ... STORE reports through the context like every write: `new` (the destination's
+/// creation) comes before `sortstore`, as in Redis; an empty result deletes (`del`); a
+/// SORT without STORE only reads (nothing propagated, no WATCH touched).
+#[test]
+fn sort_store_reports_through_the_context() {
+    let srv = server("KEAn", false);
+    run_all(&srv, &[&["RPUSH", "l", "3", "1", "2"]]);
+    assert_eq!(
+        events(&srv, &["SORT", "l", "STORE", "d"]),
+        ["new d", "sortstore d"]
+    );
+    assert_eq!(events(&srv, &["SORT", "l", "STORE", "d"]), ["sortstore d"]);
+    assert_eq!(events(&srv, &["SORT", "nope", "STORE", "d"]), ["del d"]);
+    let args: Vec<&[u8]> = vec![b"SORT", b"l"];
+    let cmd = table().resolve(&args).expect("sort");
+    let mut cl = ClientState::detached(1, 0);
+    let mut out = Out::new(false);
+    let mut ctx = Ctx {
+        srv: &srv,
+        cl: &mut cl,
+        out: &mut out,
+        ks: KeyView::new(&srv, srv.ks.lock_all(), 0, crate::server::now_ms()),
+        block: None,
+        in_exec: false,
+        serving_blocked: false,
+        noop: false,
+        untouched: false,
+        changes: 1,
+    };
+    assert!((cmd.handler)(&mut ctx, &args).is_ok());
+    assert!(ctx.noop && ctx.untouched, "SORT without STORE is a read");
+}

@@ -661,13 +661,12 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     // A write that changed nothing (its handler said so, or a blocking command blocked
     // or still had nothing to serve) is, as in redis, no write: it neither touches
     // WATCHes nor counts as a change nor reaches replicas and the AOF (nor invalidates
-    // tracked keys). SORT without STORE only reads. Redis's two halves, dirty (counted
+    // tracked keys). Redis's two halves, dirty (counted
     // and propagated) and signalModifiedKey (WATCH and tracking), can differ: see
     // `Ctx::metadata_only` and `Ctx::signal_only`.
     let writes = cmd.has(flags::WRITE)
         && ctx.block.is_none()
-        && !(ctx.serving_blocked && ctx.out.len() == reply_at)
-        && (cmd.name != "sort" || sort::stores(args));
+        && !(ctx.serving_blocked && ctx.out.len() == reply_at);
     let touches = writes && !ctx.untouched;
     let writes = writes && !ctx.noop;
     // Client-side caching: remember a tracking client's reads, invalidate the keys of a
@@ -727,7 +726,7 @@ pub fn record(
     if cfg.typed.latency_tracking {
         cmd.stats.hist.record(us);
     }
-    crate::latency::add_sample_if_needed(
+    srv.latency.add_sample_if_needed(
         &cfg.typed,
         if cmd.has(flags::FAST) {
             "fast-command"

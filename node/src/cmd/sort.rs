@@ -53,13 +53,6 @@ fn sort_keys(args: &[&[u8]], out: &mut Vec<usize>) {
     out.extend(store);
 }
 
-/// Whether a SORT call stores its result (otherwise it only reads).
-pub fn stores(args: &[&[u8]]) -> bool {
-    let mut keys = Vec::new();
-    sort_keys(args, &mut keys);
-    keys.len() > 1
-}
-
 /// SORT_RO's only key is the sorted one (its key list still depends on the arguments in
 /// Redis's view: `movablekeys`).
 fn sort_ro_keys(args: &[&[u8]], out: &mut Vec<usize>) {
@@ -372,6 +365,8 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdResult 
     }
     match o.store {
         None => {
+            // Without STORE, SORT only reads: no change to count, propagate or signal.
+            ctx.unchanged();
             ctx.out.array(rows.len());
             for r in &rows {
                 match r {
@@ -422,10 +417,9 @@ fn compare(a: &Item, b: &Item, alpha: bool, by: bool) -> Ordering {
 /// STORE: the rows as a list at `dst` (missing GET values as empty strings), or `dst`
 /// deleted when there are none; replies with the row count.
 fn store(ctx: &mut Ctx<'_>, dst: &[u8], rows: &[Option<Vec<u8>>]) {
-    let db = ctx.ks.db;
     if rows.is_empty() {
         if ctx.ks.del(dst) {
-            crate::notify::emit(ctx.srv, crate::notify::GENERIC, "del", dst, db);
+            ctx.notify(crate::notify::GENERIC, "del", dst);
         } else {
             ctx.unchanged();
         }
@@ -435,7 +429,7 @@ fn store(ctx: &mut Ctx<'_>, dst: &[u8], rows: &[Option<Vec<u8>>]) {
         ctx.ks
             .set(dst, Value::List(ListValue::from_items(items, &lim)));
         ctx.ks.signal_ready(dst);
-        crate::notify::emit(ctx.srv, crate::notify::LIST, "sortstore", dst, db);
+        ctx.notify(crate::notify::LIST, "sortstore", dst);
         ctx.count_changes(rows.len());
     }
     ctx.out.int(rows.len() as i64);
