@@ -137,7 +137,7 @@ pub async fn write_active(
                     "app.kubernetes.io/managed-by".to_string(),
                     "tessera-operator".to_string(),
                 ),
-                (crate::children::LABEL_CLUSTER.to_string(), rc.name_any()),
+                (crate::pods::LABEL_CLUSTER.to_string(), rc.name_any()),
             ])),
             owner_references: Some(vec![owner_ref(rc)?]),
             ..Default::default()

@@ -25,9 +25,9 @@ use crate::auth::{self, AuthStep};
 use crate::children::{self, shard_name, LABEL_CLUSTER};
 use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
 use crate::metrics::{ErrorCategory, Metrics};
-use crate::observe::{all_desired_ready, all_desired_started, endpoints};
+use crate::pods::{all_desired_ready, all_desired_started, endpoints, shard_of};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
-use crate::status::{self, shard_of, Observed, TopologyOutcome};
+use crate::status::{self, StatusInput, TopologyOutcome};
 use crate::topology::shrink::{shrink_blocked, Known};
 use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
 use crate::validate::validate;
@@ -488,7 +488,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         .and_then(|p| restart::rollout_view(p, previous, settled));
 
     // status
-    let mut new_status = status::compute(&Observed {
+    let mut new_status = status::compute(&StatusInput {
         name: &name,
         generation: rc.meta().generation,
         spec,

@@ -11,6 +11,7 @@ pub mod crd;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
+pub mod pods;
 pub mod rbac;
 pub mod restart;
 pub mod server;

@@ -13,12 +13,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::children::{shard_name, ANNOTATION_CONFIG_HASH, LABEL_CLUSTER, LABEL_SHARD};
+use crate::children::{shard_name, ANNOTATION_CONFIG_HASH};
 use crate::crd::{
     Phase, RedisClusterSpec, RedisClusterStatus, ReshardProgress, ShardStatus, SlotMove,
     CLUSTER_SLOTS,
 };
-use crate::restart::{update_revision, RolloutView, REASON as ROLLING_RESTART, REVISION_LABEL};
+use crate::pods::{pod_ready, shard_of, LABEL_CLUSTER, REVISION_LABEL};
+use crate::restart::{update_revision, RolloutView, REASON as ROLLING_RESTART};
 use crate::topology::report::is_sync_wait;
 use crate::topology::TopologyReport;
 
@@ -36,7 +37,7 @@ pub enum TopologyOutcome {
 
 /// Everything status is computed from.
 #[derive(Debug, Clone)]
-pub struct Observed<'a> {
+pub struct StatusInput<'a> {
     pub name: &'a str,
     pub generation: Option<i64>,
     pub spec: &'a RedisClusterSpec,
@@ -49,19 +50,6 @@ pub struct Observed<'a> {
     /// reason RollingRestart, unless the cluster is failing or the spec invalid.
     pub rollout: Option<&'a RolloutView>,
     pub now: Timestamp,
-}
-
-/// True when a pod's Ready condition is True.
-pub fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// Shard index from a child's `tessera.rs/shard` label.
-pub fn shard_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<u32> {
-    meta.labels.as_ref()?.get(LABEL_SHARD)?.parse().ok()
 }
 
 /// True when the cluster reached full slot coverage at some point (so a shortfall now is
@@ -91,7 +79,7 @@ pub fn format_ranges(ranges: &[(u16, u16)]) -> Vec<String> {
 }
 
 /// Computes the new status. Pure.
-pub fn compute(o: &Observed<'_>) -> RedisClusterStatus {
+pub fn compute(o: &StatusInput<'_>) -> RedisClusterStatus {
     let spec = o.spec;
     let desired_nodes = spec.desired_nodes();
     let want_pods = 1 + spec.replicas_per_shard as i32;
@@ -373,7 +361,7 @@ fn stale_pods(sts: &StatefulSet, pods: &[Pod], shard: u32) -> Vec<String> {
 
 /// Phase plus the reason/message that explain it.
 fn decide_phase(
-    o: &Observed<'_>,
+    o: &StatusInput<'_>,
     report: Option<&TopologyReport>,
     formed: bool,
     shards_mismatch: bool,
@@ -478,7 +466,7 @@ fn decide_phase(
 }
 
 /// Ready / Progressing / Degraded, keeping lastTransitionTime unless the status flips.
-fn conditions(o: &Observed<'_>, phase: Phase, reason: &str, message: &str) -> Vec<Condition> {
+fn conditions(o: &StatusInput<'_>, phase: Phase, reason: &str, message: &str) -> Vec<Condition> {
     let progressing = matches!(phase, Phase::Creating | Phase::Scaling | Phase::Rebalancing);
     let (p_reason, p_msg) = if o.spec.paused && phase != Phase::Ready {
         (
@@ -531,4 +519,61 @@ fn conditions(o: &Observed<'_>, phase: Phase, reason: &str, message: &str) -> Ve
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::restart::tests::{pod, report, spec, sts, NEW, OLD};
+
+    #[test]
+    fn status_shows_a_rollout_but_not_over_a_real_problem() {
+        let s = spec(1, 1);
+        let sets = [sts(0)];
+        let pods = vec![pod(0, 0, NEW), pod(0, 1, OLD)];
+        let view = RolloutView {
+            message: "1/2 pods at the new revision".into(),
+        };
+        let formed = RedisClusterStatus {
+            phase: Phase::Ready,
+            slots_assigned: 16384,
+            ..RedisClusterStatus::default()
+        };
+        let status = |topology: &TopologyOutcome, rollout: Option<&RolloutView>| {
+            compute(&StatusInput {
+                name: "demo",
+                generation: Some(2),
+                spec: &s,
+                previous: Some(&formed),
+                stateful_sets: &sets,
+                pods: &pods,
+                problems: &[],
+                topology,
+                rollout,
+                now: "2026-01-01T00:00:00Z".parse().expect("time"),
+            })
+        };
+        let ok = TopologyOutcome::Report(report(&[0], 1));
+        assert_eq!(status(&ok, None).phase, Phase::Ready);
+        let st = status(&ok, Some(&view));
+        assert_eq!(st.phase, Phase::Rebalancing);
+        let progressing = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Progressing")
+            .expect("Progressing");
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("True", ROLLING_RESTART)
+        );
+        assert_eq!(st.shard_statuses[0].stale_config_pods, ["demo-0-1"]);
+
+        let mut failing = report(&[0], 1);
+        failing.cluster_state = "fail".into();
+        failing.converged = false;
+        let st = status(&TopologyOutcome::Report(failing), Some(&view));
+        assert_eq!(st.phase, Phase::Degraded, "a failing cluster is not hidden");
+        let st = status(&TopologyOutcome::Error("boom".into()), Some(&view));
+        assert_eq!(st.phase, Phase::Degraded);
+    }
 }

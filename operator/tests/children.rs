@@ -641,7 +641,7 @@ fn pod(shard: u32, ordinal: u32, started: bool, ready: bool) -> k8s_openapi::api
 
 #[test]
 fn forming_waits_for_started_pods_not_ready_ones() {
-    use tessera_operator::observe::{all_desired_ready, all_desired_started};
+    use tessera_operator::pods::{all_desired_ready, all_desired_started};
     // Pods back on kept volumes: replicas whose masters moved are unready (link down) until
     // the operator joins the cluster up again, so forming must not wait for Ready.
     let pods = vec![

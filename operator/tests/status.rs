@@ -1,4 +1,4 @@
-//! Observed → status, from YAML fixtures in tests/fixtures/status/: each names the spec, the
+//! StatusInput → status, from YAML fixtures in tests/fixtures/status/: each names the spec, the
 //! StatefulSets and pods seen (shorthand), validation problems, the topology outcome, an
 //! optional previous status, and what the status must say.
 
@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::json;
 use tessera_operator::crd::{RedisClusterSpec, RedisClusterStatus};
-use tessera_operator::status::{compute, Observed, TopologyOutcome};
+use tessera_operator::status::{compute, StatusInput, TopologyOutcome};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -110,7 +110,7 @@ fn run_case(path: &std::path::Path) -> Result<(), String> {
     let case: Case = parse(&text).map_err(|e| format!("parse: {e}"))?;
     let stateful_sets: Vec<_> = case.stateful_sets.iter().map(sts).collect();
     let pods: Vec<_> = case.pods.iter().map(pod).collect();
-    let st = compute(&Observed {
+    let st = compute(&StatusInput {
         name: "demo",
         generation: Some(7),
         spec: &case.spec,
@@ -343,7 +343,7 @@ fn transition_time_only_changes_on_transition() {
     let pods: Vec<_> = case.pods.iter().map(pod).collect();
     let observe =
         |previous: Option<&RedisClusterStatus>, topology: &TopologyOutcome, now: Timestamp| {
-            compute(&Observed {
+            compute(&StatusInput {
                 name: "demo",
                 generation: Some(1),
                 spec: &case.spec,

@@ -20,14 +20,9 @@ use kube::{Resource, ResourceExt};
 
 use crate::crd::RedisCluster;
 
-/// Label with the owning cluster's name, on every child and pod.
-pub const LABEL_CLUSTER: &str = "tessera.rs/cluster";
-/// Label with the shard index, on shard-scoped children and pods.
-pub const LABEL_SHARD: &str = "tessera.rs/shard";
+pub use crate::pods::{CLIENT_PORT, LABEL_CLUSTER, LABEL_SHARD};
 /// Pod-template annotation with a hash of node.conf, to spot pods running an older config.
 pub const ANNOTATION_CONFIG_HASH: &str = "tessera.rs/config-hash";
-/// Port every node serves clients on (the bus is this + 10000).
-pub const CLIENT_PORT: i32 = 6379;
 /// Cluster bus port.
 pub const BUS_PORT: i32 = 16379;
 /// Where the ConfigMap is mounted.

@@ -26,12 +26,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
 use crate::crd::{RedisClusterSpec, RedisClusterStatus};
-use crate::observe::ordinal_of;
-use crate::status::{pod_ready, shard_of};
+use crate::pods::{ordinal_of, pod_ready, shard_of};
 use crate::topology::TopologyReport;
 
-/// Label the StatefulSet controller puts on each pod: the revision of its template.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
+pub use crate::pods::REVISION_LABEL;
 /// Reason of the Progressing condition (and of Events) while a rolling restart runs.
 pub const REASON: &str = "RollingRestart";
 
@@ -297,7 +295,7 @@ fn next_action(
         master_pod: master.to_string(),
         replica: pod_ref(target),
         host,
-        port: crate::children::CLIENT_PORT as u16,
+        port: crate::pods::CLIENT_PORT as u16,
     })
 }
 
@@ -339,4 +337,4 @@ pub fn rollout_view(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -5,14 +5,14 @@ use serde_json::json;
 use super::*;
 use crate::topology::{ReplicaSync, ShardView};
 
-const NEW: &str = "rev-new";
-const OLD: &str = "rev-old";
+pub(crate) const NEW: &str = "rev-new";
+pub(crate) const OLD: &str = "rev-old";
 
-fn spec(shards: u32, replicas: u32) -> RedisClusterSpec {
+pub(crate) fn spec(shards: u32, replicas: u32) -> RedisClusterSpec {
     serde_json::from_value(json!({"shards": shards, "replicasPerShard": replicas})).expect("spec")
 }
 
-fn sts(shard: u32) -> StatefulSet {
+pub(crate) fn sts(shard: u32) -> StatefulSet {
     serde_json::from_value(json!({
         "metadata": {"name": format!("demo-{shard}"), "generation": 2,
                      "labels": {"tessera.rs/shard": shard.to_string()}},
@@ -23,7 +23,7 @@ fn sts(shard: u32) -> StatefulSet {
     .expect("sts")
 }
 
-fn pod(shard: u32, ordinal: u32, rev: &str) -> Pod {
+pub(crate) fn pod(shard: u32, ordinal: u32, rev: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": format!("demo-{shard}-{ordinal}"), "uid": format!("uid-{shard}-{ordinal}-{rev}"),
                      "labels": {"tessera.rs/shard": shard.to_string(), REVISION_LABEL: rev}},
@@ -34,7 +34,7 @@ fn pod(shard: u32, ordinal: u32, rev: &str) -> Pod {
 }
 
 /// A converged report; shard `s`'s master is the pod at `masters[s]`.
-fn report(masters: &[u32], replicas: u32) -> TopologyReport {
+pub(crate) fn report(masters: &[u32], replicas: u32) -> TopologyReport {
     let shards = masters
         .iter()
         .enumerate()
@@ -261,57 +261,4 @@ fn rollout_view_spans_the_last_rejoin() {
     .expect("status");
     assert!(rollout_view(&p, Some(&previous), false).is_some());
     assert!(rollout_view(&p, Some(&previous), true).is_none());
-}
-
-#[test]
-fn status_shows_a_rollout_but_not_over_a_real_problem() {
-    use crate::crd::Phase;
-    use crate::status::{compute, Observed, TopologyOutcome};
-    let s = spec(1, 1);
-    let sets = [sts(0)];
-    let pods = vec![pod(0, 0, NEW), pod(0, 1, OLD)];
-    let view = RolloutView {
-        message: "1/2 pods at the new revision".into(),
-    };
-    let formed = RedisClusterStatus {
-        phase: Phase::Ready,
-        slots_assigned: 16384,
-        ..RedisClusterStatus::default()
-    };
-    let status = |topology: &TopologyOutcome, rollout: Option<&RolloutView>| {
-        compute(&Observed {
-            name: "demo",
-            generation: Some(2),
-            spec: &s,
-            previous: Some(&formed),
-            stateful_sets: &sets,
-            pods: &pods,
-            problems: &[],
-            topology,
-            rollout,
-            now: "2026-01-01T00:00:00Z".parse().expect("time"),
-        })
-    };
-    let ok = TopologyOutcome::Report(report(&[0], 1));
-    assert_eq!(status(&ok, None).phase, Phase::Ready);
-    let st = status(&ok, Some(&view));
-    assert_eq!(st.phase, Phase::Rebalancing);
-    let progressing = st
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Progressing")
-        .expect("Progressing");
-    assert_eq!(
-        (progressing.status.as_str(), progressing.reason.as_str()),
-        ("True", REASON)
-    );
-    assert_eq!(st.shard_statuses[0].stale_config_pods, ["demo-0-1"]);
-
-    let mut failing = report(&[0], 1);
-    failing.cluster_state = "fail".into();
-    failing.converged = false;
-    let st = status(&TopologyOutcome::Report(failing), Some(&view));
-    assert_eq!(st.phase, Phase::Degraded, "a failing cluster is not hidden");
-    let st = status(&TopologyOutcome::Error("boom".into()), Some(&view));
-    assert_eq!(st.phase, Phase::Degraded);
 }
