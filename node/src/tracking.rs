@@ -306,26 +306,17 @@ pub fn after_run(
     writes: bool,
     absent: u64,
 ) {
-    if cmd.name == "reset" {
-        disable(ctx.cl);
-        return;
-    }
     if ok && writes {
-        if cmd.name == "flushall" || cmd.name == "flushdb" {
-            on_flush(ctx.srv);
-        } else {
-            let mut idx = Vec::new();
-            cmd.key_indices(args, &mut idx);
-            let db = ctx.ks.db;
-            for (n, i) in idx.into_iter().enumerate() {
-                if n < 64
-                    && absent & (1 << n) != 0
-                    && !crate::notify::state(ctx, db, args[i]).exists
-                {
-                    continue;
-                }
-                invalidate(ctx.srv, Some(ctx.cl.id), args[i]);
+        // (FLUSHDB / FLUSHALL invalidate everything themselves: `on_flush`.)
+        let mut idx = Vec::new();
+        cmd.key_indices(args, &mut idx);
+        let db = ctx.ks.db;
+        for (n, i) in idx.into_iter().enumerate() {
+            if n < 64 && absent & (1 << n) != 0 && !crate::notify::state(ctx, db, args[i]).exists
+            {
+                continue;
             }
+            invalidate(ctx.srv, Some(ctx.cl.id), args[i]);
         }
         if crate::repl::from_master() {
             flush_bcast(ctx.srv);

@@ -129,6 +129,8 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
             tracing::warn!(error = %e, "no lazyfree thread: the flushed data was freed inline");
         }
     }
+    // Every tracked key is gone: tracking clients get a flush (null) invalidation.
+    crate::tracking::on_flush(ctx.srv);
     ctx.count_changes(removed);
 }
 
