@@ -182,63 +182,102 @@ struct Event {
     max: u64,
 }
 
-fn events() -> &'static Mutex<BTreeMap<&'static str, Event>> {
-    static E: OnceLock<Mutex<BTreeMap<&'static str, Event>>> = OnceLock::new();
-    E.get_or_init(|| Mutex::new(BTreeMap::new()))
-}
+/// The latency monitor's events (LATENCY LATEST / HISTORY / RESET / GRAPH / DOCTOR): a
+/// server's own, in [`Server::latency`].
+#[derive(Default)]
+pub struct Events(Mutex<BTreeMap<&'static str, Event>>);
 
-/// Redis's latencyAddSampleIfNeeded: records `ms` for `event` when the monitor is on and
-/// `ms` reaches `latency-monitor-threshold` (from `cfg`, the snapshot the caller holds).
-#[inline]
-pub fn add_sample_if_needed(cfg: &crate::config::Settings, event: &'static str, ms: u64) {
-    let t = cfg.latency_monitor_threshold;
-    if t == 0 || ms < t {
-        return;
-    }
-    let now = crate::server::now_ms() / 1000;
-    let mut ev = events().lock();
-    let e = ev.entry(event).or_default();
-    e.max = e.max.max(ms);
-    // Samples within one second fold into the worst of them, as in Redis.
-    match e.samples.back_mut() {
-        Some(last) if last.0 == now => last.1 = last.1.max(ms),
-        _ => {
-            if e.samples.len() == HISTORY_LEN {
-                e.samples.pop_front();
+impl Events {
+    /// Redis's latencyAddSampleIfNeeded: records `ms` for `event` when the monitor is on
+    /// and `ms` reaches `latency-monitor-threshold` (from `cfg`, the snapshot the caller
+    /// holds).
+    #[inline]
+    pub fn add_sample_if_needed(
+        &self,
+        cfg: &crate::config::Settings,
+        event: &'static str,
+        ms: u64,
+    ) {
+        let t = cfg.latency_monitor_threshold;
+        if t == 0 || ms < t {
+            return;
+        }
+        let now = crate::server::now_ms() / 1000;
+        let mut ev = self.0.lock();
+        let e = ev.entry(event).or_default();
+        e.max = e.max.max(ms);
+        // Samples within one second fold into the worst of them, as in Redis.
+        match e.samples.back_mut() {
+            Some(last) if last.0 == now => last.1 = last.1.max(ms),
+            _ => {
+                if e.samples.len() == HISTORY_LEN {
+                    e.samples.pop_front();
+                }
+                e.samples.push_back((now, ms));
             }
-            e.samples.push_back((now, ms));
         }
     }
-}
 
-/// LATENCY LATEST: (event, time of the latest sample, its ms, the all-time max ms).
-pub fn latest() -> Vec<(&'static str, u64, u64, u64)> {
-    events()
-        .lock()
-        .iter()
-        .filter_map(|(n, e)| e.samples.back().map(|&(t, ms)| (*n, t, ms, e.max)))
-        .collect()
-}
-
-/// LATENCY HISTORY: the event's (time, ms) samples, oldest first.
-pub fn history(event: &str) -> Vec<(u64, u64)> {
-    events()
-        .lock()
-        .get(event)
-        .map(|e| e.samples.iter().copied().collect())
-        .unwrap_or_default()
-}
-
-/// LATENCY RESET: forgets the named events (every event when none is named); how many
-/// there were.
-pub fn reset(names: &[&str]) -> usize {
-    let mut ev = events().lock();
-    if names.is_empty() {
-        let n = ev.len();
-        ev.clear();
-        return n;
+    /// LATENCY LATEST: (event, time of the latest sample, its ms, the all-time max ms).
+    pub fn latest(&self) -> Vec<(&'static str, u64, u64, u64)> {
+        self.0
+            .lock()
+            .iter()
+            .filter_map(|(n, e)| e.samples.back().map(|&(t, ms)| (*n, t, ms, e.max)))
+            .collect()
     }
-    names.iter().filter(|n| ev.remove(**n).is_some()).count()
+
+    /// LATENCY HISTORY: the event's (time, ms) samples, oldest first.
+    pub fn history(&self, event: &str) -> Vec<(u64, u64)> {
+        self.0
+            .lock()
+            .get(event)
+            .map(|e| e.samples.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// LATENCY RESET: forgets the named events (every event when none is named); how many
+    /// there were.
+    pub fn reset(&self, names: &[&str]) -> usize {
+        let mut ev = self.0.lock();
+        if names.is_empty() {
+            let n = ev.len();
+            ev.clear();
+            return n;
+        }
+        names.iter().filter(|n| ev.remove(**n).is_some()).count()
+    }
+
+    /// One event's samples and statistics, for GRAPH and DOCTOR.
+    pub fn summary(&self, event: &str) -> Option<Summary> {
+        let ev = self.0.lock();
+        let e = ev.get(event)?;
+        let samples: Vec<(u64, u64)> = e.samples.iter().copied().collect();
+        let n = samples.len().max(1) as f64;
+        let avg = samples.iter().map(|s| s.1 as f64).sum::<f64>() / n;
+        let mad = samples
+            .iter()
+            .map(|s| (s.1 as f64 - avg).abs())
+            .sum::<f64>()
+            / n;
+        let period = match (samples.first(), samples.last()) {
+            (Some(a), Some(b)) => b.0.saturating_sub(a.0),
+            _ => 0,
+        };
+        Some(Summary {
+            max: e.max,
+            min: samples.iter().map(|s| s.1).min().unwrap_or(0),
+            avg,
+            mad,
+            period,
+            samples,
+        })
+    }
+
+    /// The names of the events with samples.
+    pub fn event_names(&self) -> Vec<&'static str> {
+        self.0.lock().keys().copied().collect()
+    }
 }
 
 /// (samples, all-time max, min, average, mean deviation, seconds between the first and
@@ -250,36 +289,6 @@ pub struct Summary {
     pub avg: f64,
     pub mad: f64,
     pub period: u64,
-}
-
-pub fn summary(event: &str) -> Option<Summary> {
-    let ev = events().lock();
-    let e = ev.get(event)?;
-    let samples: Vec<(u64, u64)> = e.samples.iter().copied().collect();
-    let n = samples.len().max(1) as f64;
-    let avg = samples.iter().map(|s| s.1 as f64).sum::<f64>() / n;
-    let mad = samples
-        .iter()
-        .map(|s| (s.1 as f64 - avg).abs())
-        .sum::<f64>()
-        / n;
-    let period = match (samples.first(), samples.last()) {
-        (Some(a), Some(b)) => b.0 - a.0,
-        _ => 0,
-    };
-    Some(Summary {
-        max: e.max,
-        min: samples.iter().map(|s| s.1).min().unwrap_or(0),
-        avg,
-        mad,
-        period,
-        samples,
-    })
-}
-
-/// The names of the events with samples.
-pub fn event_names() -> Vec<&'static str> {
-    events().lock().keys().copied().collect()
 }
 
 #[cfg(test)]

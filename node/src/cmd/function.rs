@@ -32,7 +32,7 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 fn fcall_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
-    if func::lookup(args[1]).is_none() {
+    if ctx.srv.scripts.functions.lookup(args[1]).is_none() {
         return Err(CmdError::msg("ERR Function not found"));
     }
     let n = crate::types::parse_i64_strict(args[2])
@@ -76,13 +76,13 @@ fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if i != args.len() - 1 {
         return Err(CmdError::msg("ERR Function code is missing"));
     }
-    let name = func::load(Bytes::copy_from_slice(args[i]), replace)?;
+    let name = ctx.srv.scripts.functions.load(Bytes::copy_from_slice(args[i]), replace)?;
     ctx.out.bulk(name.as_bytes());
     Ok(())
 }
 
 fn delete(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    func::delete(args[2])?;
+    ctx.srv.scripts.functions.delete(args[2])?;
     ctx.out.ok();
     Ok(())
 }
@@ -108,7 +108,7 @@ fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ))
         }
     }
-    func::flush();
+    ctx.srv.scripts.functions.flush();
     ctx.out.ok();
     Ok(())
 }
@@ -134,7 +134,7 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
         i += 1;
     }
-    let libs: Vec<_> = func::libraries()
+    let libs: Vec<_> = ctx.srv.scripts.functions.libraries()
         .into_iter()
         .filter(|l| pattern.is_none_or(|p| crate::pubsub::glob_match(p, l.name.as_bytes(), true)))
         .collect();
@@ -179,11 +179,11 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// FUNCTION STATS: the running function (one past busy-reply-threshold lets this through).
 fn stats(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    let (libs, funcs) = func::counts();
+    let (libs, funcs) = ctx.srv.scripts.functions.counts();
     let out = &mut *ctx.out;
     out.map(2);
     out.bulk(b"running_script");
-    match func::running() {
+    match ctx.srv.scripts.functions.running() {
         Some((name, command, ms)) => {
             out.map(3);
             out.bulk(b"name");
@@ -210,7 +210,7 @@ fn stats(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 }
 
 fn dump(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    let payload = func::dump()?;
+    let payload = func::dump(&ctx.srv.scripts.functions)?;
     ctx.out.bulk(&payload);
     Ok(())
 }
@@ -231,14 +231,14 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             )),
         };
     let codes = func::parse_dump(args[2])?;
-    func::install(codes, policy)?;
+    ctx.srv.scripts.functions.install(codes, policy)?;
     ctx.out.ok();
     Ok(())
 }
 
 /// Stops a function past busy-reply-threshold that has not written (`script::busy`).
 fn kill(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    crate::script::busy::kill(crate::script::busy::Kind::Function)?;
+    ctx.srv.scripts.busy.kill(crate::script::busy::Kind::Function)?;
     ctx.out.ok();
     Ok(())
 }

@@ -147,12 +147,12 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 crate::alloc::allocator_name(),
             );
             // Redis 7.0's function lines (the Lua heap summed over the threads' states).
-            let (libs, funcs) = crate::script::function::counts();
+            let (libs, funcs) = srv.scripts.functions.counts();
             let _ = write!(
                 s,
                 "number_of_functions:{funcs}\r\nnumber_of_libraries:{libs}\r\nused_memory_vm_functions:{}\r\nused_memory_functions:{}\r\n",
-                crate::script::function::vm_memory(),
-                crate::script::function::memory()
+                srv.scripts.functions.vm_memory(),
+                srv.scripts.functions.memory()
             );
         }
         "persistence" => s.push_str(&crate::persist::info(srv)),

@@ -47,7 +47,7 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 }
 
 fn latest(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    let rows = latency::latest();
+    let rows = ctx.srv.latency.latest();
     ctx.out.array(rows.len());
     for (name, t, ms, max) in rows {
         ctx.out.array(4);
@@ -60,7 +60,7 @@ fn latest(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 }
 
 fn history(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let samples = latency::history(&String::from_utf8_lossy(args[2]));
+    let samples = ctx.srv.latency.history(&String::from_utf8_lossy(args[2]));
     ctx.out.array(samples.len());
     for (t, ms) in samples {
         ctx.out.array(2);
@@ -76,7 +76,7 @@ fn reset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-    ctx.out.int(latency::reset(&names) as i64);
+    ctx.out.int(ctx.srv.latency.reset(&names) as i64);
     Ok(())
 }
 
@@ -86,7 +86,7 @@ const GRAPH_ROWS: usize = 4;
 
 fn graph(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let event = String::from_utf8_lossy(args[2]).into_owned();
-    let Some(s) = latency::summary(&event).filter(|s| !s.samples.is_empty()) else {
+    let Some(s) = ctx.srv.latency.summary(&event).filter(|s| !s.samples.is_empty()) else {
         return Err(CmdError::msg(format!(
             "ERR No samples available for event '{event}'"
         )));
@@ -163,7 +163,7 @@ fn sparkline(g: &mut String, points: &[(u64, String)], lo: u64, hi: u64) {
 }
 
 fn doctor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    let names = latency::event_names();
+    let names = ctx.srv.latency.event_names();
     let mut r = String::new();
     if names.is_empty() && !latency::monitoring(ctx.srv) {
         r.push_str("I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n");
@@ -173,7 +173,7 @@ fn doctor(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         r.push_str("Dave, I have observed latency spikes in this Redis instance. You don't mind talking about it, do you Dave?\n\n");
         let mut commands = false;
         for (i, name) in names.iter().enumerate() {
-            let Some(s) = latency::summary(name) else {
+            let Some(s) = ctx.srv.latency.summary(name) else {
                 continue;
             };
             commands |= name.ends_with("command");

@@ -419,8 +419,8 @@ fn admit(
     }
     // A running script holds every stripe: wait for it or answer BUSY here rather than
     // sleep on its locks (crate::script::busy). One relaxed load when no script runs.
-    if crate::script::busy::active() {
-        if let Some(e) = crate::script::busy::gate(cmd) {
+    if srv.scripts.busy.active() {
+        if let Some(e) = srv.scripts.busy.gate(cmd) {
             return Err(Reject::flagged(e));
         }
     }

@@ -121,14 +121,14 @@ fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     script::compile_check(&body)?;
     let sha = script::sha1_hex(&body);
     ctx.out.bulk(sha.as_bytes());
-    script::cache_put(sha, body);
+    ctx.srv.scripts.cache_put(sha, body);
     Ok(())
 }
 
 fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.out.array(args.len() - 2);
     for a in &args[2..] {
-        let found = script::cache_get(&String::from_utf8_lossy(a)).is_some();
+        let found = ctx.srv.scripts.cache_get(&String::from_utf8_lossy(a)).is_some();
         ctx.out.int(found as i64);
     }
     Ok(())
@@ -144,14 +144,14 @@ fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ))
         }
     }
-    script::cache_flush();
+    ctx.srv.scripts.cache_flush();
     ctx.out.ok();
     Ok(())
 }
 
 /// Stops a script past busy-reply-threshold that has not written (see `script::busy`).
 fn kill(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    script::busy::kill(script::busy::Kind::Eval)?;
+    ctx.srv.scripts.busy.kill(script::busy::Kind::Eval)?;
     ctx.out.ok();
     Ok(())
 }

@@ -220,7 +220,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args[1..].iter().any(|a| eq_ic(a, "abort")) {
         return Err(CmdError::msg("ERR No shutdown in progress."));
     }
-    if let Some(e) = crate::script::busy::busy_error() {
+    if let Some(e) = ctx.srv.scripts.busy.busy_error() {
         // A script past busy-reply-threshold: only NOSAVE may stop the server (Redis).
         if !args[1..].iter().any(|a| eq_ic(a, "nosave")) {
             return Err(CmdError::msg(e));

@@ -131,7 +131,7 @@ fn write_inner(
     };
     // Function libraries first: FUNCTION2 records in an RDB base, FUNCTION LOAD commands in
     // a RESP one (Redis 7.0's rewriteFunctions).
-    for lib in crate::script::function::libraries() {
+    for lib in srv.scripts.functions.libraries() {
         match &mut sink {
             Sink::Rdb(w) => w.function(&lib.code).map_err(rdb_err)?,
             Sink::Resp { buf, .. } => {

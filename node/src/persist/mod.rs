@@ -122,6 +122,8 @@ pub struct Persist {
     pub shutdown_failover: AtomicBool,
     /// Unix seconds of the last save attempt that failed (save points retry after 5 s).
     pub last_failed_save: AtomicU64,
+    /// Successful RDB saves since start (INFO rdb_saves).
+    pub saves: AtomicU64,
     pub aof: aof::AofState,
     /// Subscribers of the write stream (the AOF; replication later).
     pub prop: propagate::Propagator,
@@ -141,6 +143,7 @@ impl Default for Persist {
             shutdown_now: AtomicBool::new(false),
             shutdown_failover: AtomicBool::new(false),
             last_failed_save: AtomicU64::new(0),
+            saves: AtomicU64::new(0),
             aof: aof::AofState::default(),
             prop: propagate::Propagator::default(),
         }
@@ -402,7 +405,7 @@ pub fn info(srv: &Server) -> String {
         ok(p.last_bgsave_ok.load(Ordering::Relaxed)),
         p.last_bgsave_time_sec.load(Ordering::Relaxed),
         cur,
-        snapshot::SAVES.load(Ordering::Relaxed),
+        p.saves.load(Ordering::Relaxed),
         a.enabled() as u8,
         a.rewrite_in_progress.load(Ordering::Relaxed) as u8,
         a.last_rewrite_time_sec.load(Ordering::Relaxed),

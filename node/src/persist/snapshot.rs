@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWriter, ReplAux};
@@ -13,9 +13,6 @@ use crate::cluster::convert::{from_rdb, to_rdb};
 use crate::db::{Entry, NO_EXPIRE, STRIPES};
 use crate::server::{now_ms, Server};
 use crate::slot::key_hash_slot;
-
-/// Successful RDB saves since start (INFO rdb_saves).
-pub static SAVES: AtomicU64 = AtomicU64::new(0);
 
 /// One copied key: name, value, absolute expiry in ms.
 pub type Copied = (Bytes, RdbValue, Option<i64>);
@@ -72,7 +69,7 @@ pub fn write_body<W: Write>(
     };
     w.standard_aux(&aux)?;
     // Function libraries come before the databases, as Redis 7.0 writes them.
-    for lib in crate::script::function::libraries() {
+    for lib in srv.scripts.functions.libraries() {
         w.function(&lib.code)?;
     }
     let now = now_ms();
@@ -105,7 +102,7 @@ pub fn write_rdb(srv: &Server, path: &Path, repl: Option<ReplAux>) -> Result<u64
     let mut f = AtomicRdbFile::create(path).map_err(io)?;
     write_body(srv, f.writer(), false, repl).map_err(io)?;
     let n = f.commit().map_err(io)?;
-    SAVES.fetch_add(1, Ordering::Relaxed);
+    srv.persist.saves.fetch_add(1, Ordering::Relaxed);
     Ok(n)
 }
 
@@ -197,9 +194,11 @@ pub fn load_rdb_stream<R: std::io::Read>(
     }
     // The stream's libraries replace the current ones (a replica's full sync; at startup
     // there are none). One that fails stops the load, naming it, as in Redis.
-    crate::script::function::load_from_rdb(libraries).map_err(|m| PersistError::Io {
-        path: name.to_string(),
-        source: std::io::Error::other(m),
+    crate::script::function::load_from_rdb(&srv.scripts.functions, libraries).map_err(|m| {
+        PersistError::Io {
+            path: name.to_string(),
+            source: std::io::Error::other(m),
+        }
     })?;
     // All three or nothing, as Redis 7.0 requires before trusting them.
     let repl = match (repl_id, repl_offset, stream_db) {

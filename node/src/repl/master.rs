@@ -286,7 +286,7 @@ fn snapshot(
     let _ = at.send(point);
     // FUNCTION LOAD/DELETE/FLUSH/RESTORE hold every stripe, so the libraries read while
     // this snapshot holds them all belong to the same point of the stream.
-    let libraries = crate::script::function::libraries();
+    let libraries = srv.scripts.functions.libraries();
     let now = now_ms();
     let mut per_db: Vec<Vec<Copied>> = (0..ndb).map(|_| Vec::new()).collect();
     for g in guards.drain(..) {

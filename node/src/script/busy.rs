@@ -3,18 +3,20 @@
 //!
 //! A script runs inline on its connection's I/O thread with every stripe locked. Redis
 //! services other clients from inside the Lua count hook (processEventsWhileBlocked); here
-//! other clients run on other threads, so the hook only *publishes* a global state:
-//! [`IDLE`] → [`RUNNING`] (a script started) → [`BUSY`] (it ran past the threshold).
-//! The dispatcher reads that state with one relaxed load per command ([`active`]); only
-//! when a script runs does it take the slow path ([`gate`]): wait until the script ends or
+//! other clients run on other threads, so the hook only *publishes* the server's state
+//! ([`Busy`], in `Server::scripts`): [`IDLE`] → [`RUNNING`] (a script started) → [`BUSY`]
+//! (it ran past the threshold). The dispatcher reads that state with one relaxed load per
+//! command ([`Busy::active`]); only when a script runs does it take the slow path
+//! ([`Busy::gate`]): wait until the script ends or
 //! goes busy (instead of sleeping on the stripe locks, where the busy state would go
 //! unnoticed), then answer `-BUSY` to commands without `allow_busy`.
 //!
-//! Scripts run one at a time (EVAL and FCALL lock every stripe), so one global record of
-//! "the running script" is enough.
+//! A server's scripts run one at a time (EVAL and FCALL lock every stripe), so one record
+//! of "the running script" per server is enough.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -32,13 +34,7 @@ const BUSY: u8 = 2;
 /// invisible, often enough to notice the threshold within about a millisecond.
 const HOOK_EVERY: u32 = 100_000;
 
-static STATE: AtomicU8 = AtomicU8::new(IDLE);
-/// The running script ran a write command (it can no longer be killed).
-static WROTE: AtomicBool = AtomicBool::new(false);
-/// SCRIPT KILL / FUNCTION KILL was accepted: the hook raises the kill error.
-static KILL: AtomicBool = AtomicBool::new(false);
-
-/// What kind of script is running: the BUSY text and which KILL applies depend on it.
+/// What kind of script is running: the BUSY text and which KILL applies depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Eval,
@@ -54,22 +50,44 @@ struct Run {
     kind: Kind,
     /// The I/O thread (see [`set_worker`]) it runs on: new connections avoid it.
     worker: usize,
+    /// The thread running it: its own nested dispatch must not wait for itself.
+    thread: ThreadId,
     /// Sent by our master: never killable (Redis's rule).
     from_master: bool,
 }
 
-static RUN: Mutex<Option<Run>> = Mutex::new(None);
-/// Signalled on every state change, for clients waiting in [`gate`].
-static CHANGED: Condvar = Condvar::new();
+/// A server's busy-script state (in [`super::Scripts`]).
+pub struct Busy {
+    state: AtomicU8,
+    /// The running script ran a write command (it can no longer be killed).
+    wrote: AtomicBool,
+    /// SCRIPT KILL / FUNCTION KILL was accepted: the hook raises the kill error.
+    kill: AtomicBool,
+    /// The script's hook is answering its thread's other connections
+    /// (`crate::server::busy_io`): their commands are gated like any other client's.
+    serving: AtomicBool,
+    run: Mutex<Option<Run>>,
+    /// Signalled on every state change, for clients waiting in [`Busy::gate`].
+    changed: Condvar,
+}
+
+impl Default for Busy {
+    fn default() -> Self {
+        Busy {
+            state: AtomicU8::new(IDLE),
+            wrote: AtomicBool::new(false),
+            kill: AtomicBool::new(false),
+            serving: AtomicBool::new(false),
+            run: Mutex::new(None),
+            changed: Condvar::new(),
+        }
+    }
+}
 
 thread_local! {
-    /// This thread's I/O worker index (usize::MAX: not a worker).
+    /// This thread's I/O worker index (usize::MAX: not a worker). A per-thread fact set
+    /// once at thread start, not a contract: it only names the thread in [`Run`].
     static WORKER: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// This thread is running the script (its own nested dispatch must not wait for itself).
-    static IN_SCRIPT: Cell<bool> = const { Cell::new(false) };
-    /// The script's hook is answering this thread's other connections
-    /// (`crate::server::busy_io`): their commands are gated like any other client's.
-    static SERVING: Cell<bool> = const { Cell::new(false) };
 }
 
 pub const BUSY_EVAL: &str =
@@ -87,25 +105,6 @@ pub fn set_worker(i: usize) {
     WORKER.with(|w| w.set(i));
 }
 
-/// Whether a script is running at all: the dispatcher's one relaxed load per command.
-#[inline]
-pub fn active() -> bool {
-    STATE.load(Ordering::Relaxed) != IDLE
-}
-
-/// Whether a script is past the threshold.
-pub fn is_busy() -> bool {
-    STATE.load(Ordering::Acquire) == BUSY
-}
-
-/// The worker thread stuck in a busy script, if any (the accept loop avoids it).
-pub fn busy_worker() -> Option<usize> {
-    if STATE.load(Ordering::Relaxed) != BUSY {
-        return None;
-    }
-    RUN.lock().as_ref().map(|r| r.worker)
-}
-
 /// The `-BUSY` text for the running script's kind.
 fn busy_text(kind: Kind) -> &'static str {
     match kind {
@@ -114,86 +113,182 @@ fn busy_text(kind: Kind) -> &'static str {
     }
 }
 
-/// The `-BUSY` error for the running script, when one is past the threshold.
-pub fn busy_error() -> Option<&'static str> {
-    if !is_busy() {
-        return None;
-    }
-    RUN.lock().as_ref().map(|r| busy_text(r.kind))
+/// Marks a script running until the guard drops.
+pub struct RunGuard<'a> {
+    busy: Option<&'a Busy>,
 }
 
-/// Slow path of the dispatcher, taken only while a script runs ([`active`]): waits while
-/// the script is under the threshold (as Redis's single thread would), then returns the
-/// `-BUSY` text if the script went busy and `cmd` lacks `allow_busy`.
-pub fn gate(cmd: &CommandSpec) -> Option<&'static str> {
-    if IN_SCRIPT.with(|s| s.get()) && !SERVING.with(|s| s.get()) {
-        return None;
+impl Busy {
+    /// Whether a script is running at all: the dispatcher's one relaxed load per command.
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.state.load(Ordering::Relaxed) != IDLE
     }
-    let mut run = RUN.lock();
-    loop {
-        match STATE.load(Ordering::Acquire) {
-            IDLE => return None,
-            // WATCH is allow_busy but reads its keys under their stripe locks, which the
-            // script holds: it gets BUSY rather than stall its I/O thread until the end.
-            BUSY if cmd.has(flags::ALLOW_BUSY) && matches!(cmd.keys, KeyPos::None) => return None,
-            BUSY => return Some(run.as_ref().map_or(BUSY_EVAL, |r| busy_text(r.kind))),
-            // Short slices: a state change is signalled, the timeout is only a safety net.
-            _ => {
-                CHANGED.wait_for(&mut run, Duration::from_millis(50));
+
+    /// Whether a script is past the threshold.
+    pub fn is_busy(&self) -> bool {
+        self.state.load(Ordering::Acquire) == BUSY
+    }
+
+    /// The worker thread stuck in a busy script, if any (the accept loop avoids it).
+    pub fn busy_worker(&self) -> Option<usize> {
+        if self.state.load(Ordering::Relaxed) != BUSY {
+            return None;
+        }
+        self.run.lock().as_ref().map(|r| r.worker)
+    }
+
+    /// The `-BUSY` error for the running script, when one is past the threshold.
+    pub fn busy_error(&self) -> Option<&'static str> {
+        if !self.is_busy() {
+            return None;
+        }
+        self.run.lock().as_ref().map(|r| busy_text(r.kind))
+    }
+
+    /// Slow path of the dispatcher, taken only while a script runs ([`Busy::active`]):
+    /// waits while the script is under the threshold (as Redis's single thread would),
+    /// then returns the `-BUSY` text if the script went busy and `cmd` lacks `allow_busy`.
+    pub fn gate(&self, cmd: &CommandSpec) -> Option<&'static str> {
+        let mut run = self.run.lock();
+        let me = std::thread::current().id();
+        if run.as_ref().is_some_and(|r| r.thread == me) && !self.serving.load(Ordering::Relaxed) {
+            // The script's own redis.call.
+            return None;
+        }
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                IDLE => return None,
+                // WATCH is allow_busy but reads its keys under their stripe locks, which the
+                // script holds: it gets BUSY rather than stall its I/O thread until the end.
+                BUSY if cmd.has(flags::ALLOW_BUSY) && matches!(cmd.keys, KeyPos::None) => {
+                    return None
+                }
+                BUSY => return Some(run.as_ref().map_or(BUSY_EVAL, |r| busy_text(r.kind))),
+                // Short slices: a state change is signalled, the timeout is only a safety net.
+                _ => {
+                    self.changed.wait_for(&mut run, Duration::from_millis(50));
+                }
             }
         }
     }
-}
 
-/// Runs `f` (the dispatch of another connection's request, from the hook) with this
-/// thread's script treated as another client's: the gate answers BUSY instead of letting
-/// the request at the script's locks.
-pub fn serving_others<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            SERVING.with(|s| s.set(false));
+    /// Runs `f` (the dispatch of another connection's request, from the hook) with this
+    /// thread's script treated as another client's: the gate answers BUSY instead of
+    /// letting the request at the script's locks.
+    pub fn serving_others<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Reset<'a>(&'a AtomicBool);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Relaxed);
+            }
         }
+        self.serving.store(true, Ordering::Relaxed);
+        let _reset = Reset(&self.serving);
+        f()
     }
-    SERVING.with(|s| s.set(true));
-    let _reset = Reset;
-    f()
-}
 
-/// Marks a script running until the guard drops.
-pub struct RunGuard {
-    armed: bool,
-}
-
-/// Marks the start of a script on this thread (EVAL family or FCALL).
-pub fn start(kind: Kind, threshold_ms: u64) -> RunGuard {
-    let mut run = RUN.lock();
-    if run.is_some() {
-        // Scripts never overlap (they lock every stripe); should one ever nest, the outer
-        // run keeps the record.
-        return RunGuard { armed: false };
+    /// Marks the start of a script on this thread (EVAL family or FCALL); `from_master`:
+    /// sent by our master (then never killable).
+    pub fn start(&self, kind: Kind, threshold_ms: u64, from_master: bool) -> RunGuard<'_> {
+        let mut run = self.run.lock();
+        if run.is_some() {
+            // Scripts never overlap (they lock every stripe); should one ever nest, the
+            // outer run keeps the record.
+            return RunGuard { busy: None };
+        }
+        *run = Some(Run {
+            started: Instant::now(),
+            threshold_ms,
+            kind,
+            worker: WORKER.with(|w| w.get()),
+            thread: std::thread::current().id(),
+            from_master,
+        });
+        self.wrote.store(false, Ordering::Relaxed);
+        self.kill.store(false, Ordering::Relaxed);
+        self.state.store(RUNNING, Ordering::Release);
+        RunGuard { busy: Some(self) }
     }
-    *run = Some(Run {
-        started: Instant::now(),
-        threshold_ms,
-        kind,
-        worker: WORKER.with(|w| w.get()),
-        from_master: crate::repl::from_master(),
-    });
-    WROTE.store(false, Ordering::Relaxed);
-    KILL.store(false, Ordering::Relaxed);
-    IN_SCRIPT.with(|s| s.set(true));
-    STATE.store(RUNNING, Ordering::Release);
-    RunGuard { armed: true }
+
+    /// The running script ran a write command: from now on it cannot be killed.
+    #[inline]
+    pub fn note_write(&self) {
+        self.wrote.store(true, Ordering::Relaxed);
+    }
+
+    /// SCRIPT KILL (`Kind::Eval`) / FUNCTION KILL (`Kind::Function`), with Redis's replies:
+    /// NOTBUSY, UNKILLABLE (sent by the master, or it wrote), BUSY (the other kind runs).
+    pub fn kill(&self, kind: Kind) -> Result<(), CmdError> {
+        let run = self.run.lock();
+        let Some(r) = run
+            .as_ref()
+            .filter(|_| self.state.load(Ordering::Acquire) == BUSY)
+        else {
+            return Err(CmdError::msg(NOTBUSY));
+        };
+        if r.from_master {
+            return Err(CmdError::msg(UNKILLABLE_MASTER));
+        }
+        if self.wrote.load(Ordering::Relaxed) {
+            return Err(CmdError::msg(UNKILLABLE_WROTE));
+        }
+        if r.kind != kind {
+            return Err(CmdError::msg(busy_text(r.kind)));
+        }
+        self.kill.store(true, Ordering::Relaxed);
+        tracing::warn!("Lua script killed by user with SCRIPT KILL.");
+        Ok(())
+    }
+
+    /// The count hook's work for the script running on this thread (see
+    /// [`install_busy_hook`]).
+    fn hook(&self) -> mlua::Result<mlua::VmState> {
+        match self.state.load(Ordering::Relaxed) {
+            RUNNING => {
+                let run = self.run.lock();
+                let over = run.as_ref().and_then(|r| {
+                    (r.started.elapsed().as_millis() >= u128::from(r.threshold_ms))
+                        .then_some((r.kind, r.threshold_ms))
+                });
+                if let Some((kind, threshold_ms)) = over {
+                    tracing::warn!(
+                        threshold_ms,
+                        ?kind,
+                        "Slow script detected: still in execution; you can try killing it with SCRIPT KILL"
+                    );
+                    self.state.store(BUSY, Ordering::Release);
+                    self.changed.notify_all();
+                }
+            }
+            BUSY => {
+                // Redis answers its other clients from here; our other threads answer
+                // theirs, this thread's own connections are answered now
+                // (crate::server::busy_io).
+                let mine = {
+                    let me = std::thread::current().id();
+                    self.run.lock().as_ref().is_some_and(|r| r.thread == me)
+                };
+                if !self.kill.load(Ordering::Relaxed) && mine {
+                    crate::server::busy_io::serve_stuck_thread();
+                }
+                if self.kill.load(Ordering::Relaxed) {
+                    return Err(mlua::Error::RuntimeError(KILLED.to_string()));
+                }
+            }
+            _ => {}
+        }
+        Ok(mlua::VmState::Continue)
+    }
 }
 
-impl Drop for RunGuard {
+impl Drop for RunGuard<'_> {
     fn drop(&mut self) {
-        if !self.armed {
+        let Some(b) = self.busy else {
             return;
-        }
-        let mut run = RUN.lock();
-        if STATE.load(Ordering::Relaxed) == BUSY {
+        };
+        let mut run = b.run.lock();
+        if b.state.load(Ordering::Relaxed) == BUSY {
             if let Some(r) = run.as_ref() {
                 tracing::warn!(
                     ms = r.started.elapsed().as_millis() as u64,
@@ -202,83 +297,24 @@ impl Drop for RunGuard {
             }
         }
         *run = None;
-        KILL.store(false, Ordering::Relaxed);
-        IN_SCRIPT.with(|s| s.set(false));
-        STATE.store(IDLE, Ordering::Release);
-        CHANGED.notify_all();
+        b.kill.store(false, Ordering::Relaxed);
+        b.state.store(IDLE, Ordering::Release);
+        b.changed.notify_all();
     }
-}
-
-/// The running script ran a write command: from now on it cannot be killed.
-#[inline]
-pub fn note_write() {
-    WROTE.store(true, Ordering::Relaxed);
-}
-
-/// SCRIPT KILL (`Kind::Eval`) / FUNCTION KILL (`Kind::Function`), with Redis's replies:
-/// NOTBUSY, UNKILLABLE (sent by the master, or it wrote), BUSY (the other kind runs).
-pub fn kill(kind: Kind) -> Result<(), CmdError> {
-    let run = RUN.lock();
-    let Some(r) = run
-        .as_ref()
-        .filter(|_| STATE.load(Ordering::Acquire) == BUSY)
-    else {
-        return Err(CmdError::msg(NOTBUSY));
-    };
-    if r.from_master {
-        return Err(CmdError::msg(UNKILLABLE_MASTER));
-    }
-    if WROTE.load(Ordering::Relaxed) {
-        return Err(CmdError::msg(UNKILLABLE_WROTE));
-    }
-    if r.kind != kind {
-        return Err(CmdError::msg(busy_text(r.kind)));
-    }
-    KILL.store(true, Ordering::Relaxed);
-    tracing::warn!("Lua script killed by user with SCRIPT KILL.");
-    Ok(())
 }
 
 /// Installs the count hook on a script Lua state (every EVAL and FUNCTION state). The hook
-/// publishes [`BUSY`] once the running script passes the threshold and raises
-/// [`KILLED`] once a kill was accepted. The kill stays requested until the script ends,
-/// so a `pcall` that catches it is interrupted again at the next hook.
+/// acts on the state of the server whose script the Lua state runs ([`super::bind`]):
+/// publishes [`BUSY`] once the running script passes the threshold and raises [`KILLED`]
+/// once a kill was accepted. The kill stays requested until the script ends, so a `pcall`
+/// that catches it is interrupted again at the next hook.
 pub fn install_busy_hook(lua: &mlua::Lua) {
     let triggers = mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY);
-    if let Err(e) = lua.set_hook(triggers, |_, _| hook()) {
+    let hook = |lua: &mlua::Lua, _: &mlua::Debug| match super::bound(lua) {
+        Some(s) => s.busy.hook(),
+        None => Ok(mlua::VmState::Continue),
+    };
+    if let Err(e) = lua.set_hook(triggers, hook) {
         tracing::warn!(error = %e, "cannot install the script time-limit hook");
     }
-}
-
-fn hook() -> mlua::Result<mlua::VmState> {
-    match STATE.load(Ordering::Relaxed) {
-        RUNNING => {
-            let run = RUN.lock();
-            let over = run.as_ref().and_then(|r| {
-                (r.started.elapsed().as_millis() >= u128::from(r.threshold_ms))
-                    .then_some((r.kind, r.threshold_ms))
-            });
-            if let Some((kind, threshold_ms)) = over {
-                tracing::warn!(
-                    threshold_ms,
-                    ?kind,
-                    "Slow script detected: still in execution; you can try killing it with SCRIPT KILL"
-                );
-                STATE.store(BUSY, Ordering::Release);
-                CHANGED.notify_all();
-            }
-        }
-        BUSY => {
-            // Redis answers its other clients from here; our other threads answer theirs,
-            // this thread's own connections are answered now (crate::server::busy_io).
-            if !KILL.load(Ordering::Relaxed) && IN_SCRIPT.with(|s| s.get()) {
-                crate::server::busy_io::serve_stuck_thread();
-            }
-            if KILL.load(Ordering::Relaxed) {
-                return Err(mlua::Error::RuntimeError(KILLED.to_string()));
-            }
-        }
-        _ => {}
-    }
-    Ok(mlua::VmState::Continue)
 }

@@ -1,21 +1,19 @@
 //! Redis 7.0 functions: the library registry (FUNCTION LOAD/DELETE/FLUSH/RESTORE) and
 //! calling a registered function (FCALL / FCALL_RO).
 //!
-//! The registry (library sources and the functions they declared) is shared by all threads.
-//! Each worker thread runs functions in its own Lua state, separate from the EVAL one (as
-//! Redis keeps a separate function `lua_State`), and compiles a library there the first time
-//! it calls one of its functions; every registry change bumps [`GEN`], after which threads
-//! drop what they compiled. A library's code runs once per thread to collect the callbacks
+//! The registry (library sources and the functions they declared) is the server's
+//! ([`Functions`]), shared by its threads. Each worker thread runs functions in its own Lua
+//! state, separate from the EVAL one (as Redis keeps a separate function `lua_State`), and
+//! compiles a library there the first time it calls one of its functions; every registry
+//! change bumps the registry's generation, after which threads drop what they compiled. A library's code runs once per thread to collect the callbacks
 //! it registers, in a restricted environment where only `redis.register_function`,
 //! `redis.log` and the version fields exist (as Redis's load-time API).
 
 mod lua;
 
-pub use lua::vm_memory;
-
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -102,16 +100,17 @@ impl Registry {
     }
 }
 
-fn registry() -> &'static RwLock<Registry> {
-    static R: OnceLock<RwLock<Registry>> = OnceLock::new();
-    R.get_or_init(Default::default)
-}
-
-/// Bumped on every registry change: threads then drop their compiled libraries.
-static GEN: AtomicU64 = AtomicU64::new(0);
-
-fn changed() {
-    GEN.fetch_add(1, Ordering::Release);
+/// A server's functions (`Server::scripts.functions`): the registry, its generation,
+/// the running function and the memory of the function Lua states charged to it.
+#[derive(Default)]
+pub struct Functions {
+    registry: RwLock<Registry>,
+    /// Bumped on every registry change: threads then drop their compiled libraries.
+    gen: AtomicU64,
+    running: parking_lot::Mutex<Option<Running>>,
+    /// Heap of the threads' function Lua states that last ran for this server (INFO
+    /// used_memory_vm_functions).
+    vm_bytes: AtomicUsize,
 }
 
 /// The library name and where the code after the shebang line starts, with Redis's
@@ -166,14 +165,18 @@ fn name_error() -> CmdError {
 /// Parses and runs a library's code on this thread's function state: the library, not yet
 /// registered. `exists`: Redis's "already exists" check, made between reading the metadata
 /// and compiling.
-fn build(code: Bytes, exists: impl Fn(&str) -> bool) -> Result<Library, CmdError> {
+fn build(
+    fns: &Arc<Functions>,
+    code: Bytes,
+    exists: impl Fn(&str) -> bool,
+) -> Result<Library, CmdError> {
     let (name, nl) = parse_meta(&code)?;
     if exists(&name) {
         return Err(CmdError::msg(format!(
             "ERR Library '{name}' already exists"
         )));
     }
-    let funcs = lua::compile_library(&code[nl..])?;
+    let funcs = lua::compile_library(fns, &code[nl..])?;
     if funcs.is_empty() {
         return Err(CmdError::msg("ERR No functions registered"));
     }
@@ -184,111 +187,12 @@ fn build(code: Bytes, exists: impl Fn(&str) -> bool) -> Result<Library, CmdError
     })
 }
 
-/// FUNCTION LOAD [REPLACE]: the library's name.
-pub fn load(code: Bytes, replace: bool) -> Result<String, CmdError> {
-    let lib = build(code, |n| !replace && registry().read().libs.contains_key(n))?;
-    let name = lib.name.clone();
-    registry().write().add(Arc::new(lib), replace)?;
-    changed();
-    Ok(name)
-}
-
-/// FUNCTION DELETE.
-pub fn delete(name: &[u8]) -> Result<(), CmdError> {
-    let name = String::from_utf8_lossy(name);
-    match registry().write().remove(&name) {
-        Some(_) => {
-            changed();
-            Ok(())
-        }
-        None => Err(CmdError::msg("ERR Library not found")),
-    }
-}
-
-/// FUNCTION FLUSH.
-pub fn flush() {
-    *registry().write() = Registry::default();
-    changed();
-}
-
-/// The libraries, by name.
-pub fn libraries() -> Vec<Arc<Library>> {
-    registry().read().libs.values().cloned().collect()
-}
-
-/// (libraries, functions) for FUNCTION STATS and INFO.
-pub fn counts() -> (usize, usize) {
-    let r = registry().read();
-    let funcs = r.libs.values().map(|l| l.funcs.len()).sum();
-    (r.libs.len(), funcs)
-}
-
-/// Bytes the registry holds (INFO used_memory_functions): sources, names, descriptions.
-pub fn memory() -> usize {
-    let r = registry().read();
-    r.libs
-        .values()
-        .map(|l| {
-            let funcs: usize = l
-                .funcs
-                .iter()
-                .map(|f| f.name.len() * 2 + f.desc.as_ref().map_or(0, |d| d.len()) + 64)
-                .sum();
-            l.code.len() + l.name.len() + funcs + 96
-        })
-        .sum()
-}
-
 /// How FUNCTION RESTORE treats existing libraries.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Policy {
     Flush,
     Append,
     Replace,
-}
-
-/// Installs `codes` (library sources) atomically under `policy`: all or none.
-pub fn install(codes: Vec<Bytes>, policy: Policy) -> Result<(), CmdError> {
-    let mut libs: Vec<Library> = Vec::with_capacity(codes.len());
-    for code in codes {
-        let lib = build(code, |n| libs.iter().any(|l| l.name == n))?;
-        libs.push(lib);
-    }
-    install_libs(libs, policy)
-}
-
-/// Installs built libraries atomically under `policy`, with Redis's collision errors.
-fn install_libs(libs: Vec<Library>, policy: Policy) -> Result<(), CmdError> {
-    let mut reg = registry().write();
-    let mut next = match policy {
-        Policy::Flush => Registry::default(),
-        _ => reg.clone(),
-    };
-    let mut fresh = Registry::default();
-    for lib in libs {
-        // Two of the payload's libraries may not share a function either.
-        let lib = Arc::new(lib);
-        fresh.add(lib.clone(), false)?;
-        if policy == Policy::Append && next.libs.contains_key(&lib.name) {
-            return Err(CmdError::msg(format!(
-                "ERR Library {} already exists",
-                lib.name
-            )));
-        }
-        next.add(lib, true)?;
-    }
-    *reg = next;
-    drop(reg);
-    changed();
-    Ok(())
-}
-
-/// The function `name` and its library, if registered.
-pub fn lookup(name: &[u8]) -> Option<(Arc<Library>, FuncInfo)> {
-    let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
-    let r = registry().read();
-    let (lib, i) = r.funcs.get(&name)?;
-    Some((lib.clone(), lib.funcs.get(*i)?.clone()))
 }
 
 /// The function running now (FUNCTION STATS): name, the command as sent, start.
@@ -298,25 +202,135 @@ pub struct Running {
     pub started: std::time::Instant,
 }
 
-static RUNNING: parking_lot::Mutex<Option<Running>> = parking_lot::Mutex::new(None);
+impl Functions {
+    fn changed(&self) {
+        self.gen.fetch_add(1, Ordering::Release);
+    }
 
-/// Runs `f` with `running` published for FUNCTION STATS.
-fn publish<R>(running: Running, f: impl FnOnce() -> R) -> R {
-    *RUNNING.lock() = Some(running);
-    let r = f();
-    *RUNNING.lock() = None;
-    r
-}
+    /// Heap of the function Lua states charged to this server.
+    pub fn vm_memory(&self) -> usize {
+        self.vm_bytes.load(Ordering::Relaxed)
+    }
 
-/// (name, command, ms so far) of the function running now.
-pub fn running() -> Option<(String, Vec<Bytes>, u128)> {
-    RUNNING.lock().as_ref().map(|r| {
-        (
-            r.name.clone(),
-            r.command.clone(),
-            r.started.elapsed().as_millis(),
-        )
-    })
+    /// FUNCTION LOAD [REPLACE]: the library's name.
+    pub fn load(self: &Arc<Self>, code: Bytes, replace: bool) -> Result<String, CmdError> {
+        let lib = build(self, code, |n| {
+            !replace && self.registry.read().libs.contains_key(n)
+        })?;
+        let name = lib.name.clone();
+        self.registry.write().add(Arc::new(lib), replace)?;
+        self.changed();
+        Ok(name)
+    }
+
+    /// FUNCTION DELETE.
+    pub fn delete(&self, name: &[u8]) -> Result<(), CmdError> {
+        let name = String::from_utf8_lossy(name);
+        match self.registry.write().remove(&name) {
+            Some(_) => {
+                self.changed();
+                Ok(())
+            }
+            None => Err(CmdError::msg("ERR Library not found")),
+        }
+    }
+
+    /// FUNCTION FLUSH.
+    pub fn flush(&self) {
+        *self.registry.write() = Registry::default();
+        self.changed();
+    }
+
+    /// The libraries, by name.
+    pub fn libraries(&self) -> Vec<Arc<Library>> {
+        self.registry.read().libs.values().cloned().collect()
+    }
+
+    /// (libraries, functions) for FUNCTION STATS and INFO.
+    pub fn counts(&self) -> (usize, usize) {
+        let r = self.registry.read();
+        let funcs = r.libs.values().map(|l| l.funcs.len()).sum();
+        (r.libs.len(), funcs)
+    }
+
+    /// Bytes the registry holds (INFO used_memory_functions): sources, names, descriptions.
+    pub fn memory(&self) -> usize {
+        let r = self.registry.read();
+        r.libs
+            .values()
+            .map(|l| {
+                let funcs: usize = l
+                    .funcs
+                    .iter()
+                    .map(|f| f.name.len() * 2 + f.desc.as_ref().map_or(0, |d| d.len()) + 64)
+                    .sum();
+                l.code.len() + l.name.len() + funcs + 96
+            })
+            .sum()
+    }
+
+    /// Installs `codes` (library sources) atomically under `policy`: all or none.
+    pub fn install(self: &Arc<Self>, codes: Vec<Bytes>, policy: Policy) -> Result<(), CmdError> {
+        let mut libs: Vec<Library> = Vec::with_capacity(codes.len());
+        for code in codes {
+            let lib = build(self, code, |n| libs.iter().any(|l| l.name == n))?;
+            libs.push(lib);
+        }
+        self.install_libs(libs, policy)
+    }
+
+    /// Installs built libraries atomically under `policy`, with Redis's collision errors.
+    fn install_libs(&self, libs: Vec<Library>, policy: Policy) -> Result<(), CmdError> {
+        let mut reg = self.registry.write();
+        let mut next = match policy {
+            Policy::Flush => Registry::default(),
+            _ => reg.clone(),
+        };
+        let mut fresh = Registry::default();
+        for lib in libs {
+            // Two of the payload's libraries may not share a function either.
+            let lib = Arc::new(lib);
+            fresh.add(lib.clone(), false)?;
+            if policy == Policy::Append && next.libs.contains_key(&lib.name) {
+                return Err(CmdError::msg(format!(
+                    "ERR Library {} already exists",
+                    lib.name
+                )));
+            }
+            next.add(lib, true)?;
+        }
+        *reg = next;
+        drop(reg);
+        self.changed();
+        Ok(())
+    }
+
+    /// The function `name` and its library, if registered.
+    pub fn lookup(&self, name: &[u8]) -> Option<(Arc<Library>, FuncInfo)> {
+        let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+        let r = self.registry.read();
+        let (lib, i) = r.funcs.get(&name)?;
+        Some((lib.clone(), lib.funcs.get(*i)?.clone()))
+    }
+
+    /// Runs `f` with `running` published for FUNCTION STATS.
+    fn publish<R>(&self, running: Running, f: impl FnOnce() -> R) -> R {
+        *self.running.lock() = Some(running);
+        let r = f();
+        *self.running.lock() = None;
+        r
+    }
+
+    /// (name, command, ms so far) of the function running now.
+    pub fn running(&self) -> Option<(String, Vec<Bytes>, u128)> {
+        self.running.lock().as_ref().map(|r| {
+            (
+                r.name.clone(),
+                r.command.clone(),
+                r.started.elapsed().as_millis(),
+            )
+        })
+    }
 }
 
 /// FCALL / FCALL_RO (`cmd`: the command as sent): runs `name` with `ctx`'s locks held; the
@@ -329,7 +343,8 @@ pub fn call(
     argv: &[&[u8]],
     ro_cmd: bool,
 ) -> Result<(), CmdError> {
-    let Some((lib, info)) = lookup(name) else {
+    let fns = ctx.srv.scripts.functions.clone();
+    let Some((lib, info)) = fns.lookup(name) else {
         return Err(CmdError::msg("ERR Function not found"));
     };
     if info.flags & NO_CLUSTER != 0 && ctx.srv.cluster.get().is_some() {
@@ -388,17 +403,17 @@ pub fn call(
         command: crate::cmd::owned_args(cmd),
         started: std::time::Instant::now(),
     };
-    publish(running, || {
-        lua::run(ctx, &lib, &info, keys, argv, no_writes)
+    fns.publish(running, || {
+        lua::run(ctx, &fns, &lib, &info, keys, argv, no_writes)
     })
 }
 
 /// A FUNCTION DUMP payload: a FUNCTION2 record per library, RDB version, CRC64.
-pub fn dump() -> Result<Vec<u8>, CmdError> {
+pub fn dump(fns: &Functions) -> Result<Vec<u8>, CmdError> {
     let io = |e: tessera_rdb::RdbError| CmdError::msg(format!("ERR {e}"));
     let mut w = tessera_rdb::RdbWriter::new(Vec::new()).map_err(io)?;
     w.take_output();
-    for lib in libraries() {
+    for lib in fns.libraries() {
         w.function(&lib.code).map_err(io)?;
     }
     let mut out = w.take_output();
@@ -444,18 +459,19 @@ pub fn parse_dump(payload: &[u8]) -> Result<Vec<Bytes>, CmdError> {
 
 /// Installs the libraries read from an RDB file or a master's payload in place of the
 /// current ones. Err names the library that failed and why.
-pub fn load_from_rdb(codes: Vec<Bytes>) -> Result<(), String> {
-    if codes.is_empty() && counts().0 == 0 {
+pub fn load_from_rdb(fns: &Arc<Functions>, codes: Vec<Bytes>) -> Result<(), String> {
+    if codes.is_empty() && fns.counts().0 == 0 {
         return Ok(());
     }
     let mut libs: Vec<Library> = Vec::with_capacity(codes.len());
     for code in codes {
         let name = parse_meta(&code).map_or_else(|_| "<unnamed>".to_string(), |(n, _)| n);
-        let lib = build(code, |n| libs.iter().any(|l| l.name == n))
+        let lib = build(fns, code, |n| libs.iter().any(|l| l.name == n))
             .map_err(|e| format!("Failed loading library {name}: {e}"))?;
         libs.push(lib);
     }
-    install_libs(libs, Policy::Flush).map_err(|e| format!("Failed loading libraries: {e}"))
+    fns.install_libs(libs, Policy::Flush)
+        .map_err(|e| format!("Failed loading libraries: {e}"))
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ mod shebang;
 mod structlib;
 
 use std::cell::RefCell;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use mlua::{Function, Lua, MultiValue, Table, Value};
@@ -92,23 +93,84 @@ fn sha1_bytes(body: &[u8]) -> [u8; 40] {
     s
 }
 
-/// The script cache: sha -> body (shared by all threads; SCRIPT FLUSH empties it).
-fn cache() -> &'static Mutex<hashbrown::HashMap<String, Bytes>> {
-    static C: OnceLock<Mutex<hashbrown::HashMap<String, Bytes>>> = OnceLock::new();
-    C.get_or_init(Default::default)
+/// A server's scripting state (`Server::scripts`): the script cache, the function
+/// registry and the running script. In an Arc: each thread's Lua states remember the
+/// server they last ran for by a Weak to it ([`bind`]).
+#[derive(Default)]
+pub struct Scripts {
+    /// The script cache: sha -> body (shared by all threads; SCRIPT FLUSH empties it).
+    cache: Mutex<hashbrown::HashMap<String, Bytes>>,
+    /// Bumped by SCRIPT FLUSH: every thread drops its compiled scripts on its next run.
+    flushes: AtomicU64,
+    /// FUNCTION libraries (FUNCTION LOAD, FCALL).
+    pub functions: Arc<function::Functions>,
+    /// The running script (busy-reply-threshold, SCRIPT KILL).
+    pub busy: busy::Busy,
 }
 
-pub fn cache_get(sha: &str) -> Option<Bytes> {
-    cache().lock().get(&sha.to_ascii_lowercase()).cloned()
+impl Scripts {
+    pub fn cache_get(&self, sha: &str) -> Option<Bytes> {
+        self.cache.lock().get(&sha.to_ascii_lowercase()).cloned()
+    }
+
+    pub fn cache_put(&self, sha: String, body: Bytes) {
+        self.cache.lock().insert(sha, body);
+    }
+
+    pub fn cache_flush(&self) {
+        self.cache.lock().clear();
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
-pub fn cache_put(sha: String, body: Bytes) {
-    cache().lock().insert(sha, body);
+/// Makes `lua` (a thread's Lua state, shared by the servers of the process) run `s`'s
+/// scripts: its busy hook acts on `s`'s state.
+fn bind(lua: &Lua, s: &Arc<Scripts>) {
+    let same = lua
+        .try_app_data_ref::<Weak<Scripts>>()
+        .ok()
+        .flatten()
+        .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(s)));
+    if !same {
+        // Not borrowed here (the check's borrow ended); a failure only leaves the hook
+        // without a server to act on.
+        let _ = lua.try_set_app_data(Arc::downgrade(s));
+    }
 }
 
-pub fn cache_flush() {
-    cache().lock().clear();
-    FLUSHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+/// The scripting state `lua` last ran for (see [`bind`]).
+fn bound(lua: &Lua) -> Option<Arc<Scripts>> {
+    lua.try_app_data_ref::<Weak<Scripts>>()
+        .ok()
+        .flatten()
+        .and_then(|w| w.upgrade())
+}
+
+/// A per-thread cache valid for one server's scripts (or functions) at one generation: the
+/// owner is held by a Weak, so its address is not reused while the cache names it.
+pub(crate) struct Validity<T = Scripts> {
+    owner: Weak<T>,
+    gen: u64,
+}
+
+impl<T> Validity<T> {
+    pub(crate) fn new() -> Self {
+        Validity {
+            owner: Weak::new(),
+            gen: 0,
+        }
+    }
+
+    /// Whether the cache was built for `s` at `gen`; if not, it now is (the caller
+    /// empties it).
+    pub(crate) fn renew(&mut self, s: &Arc<T>, gen: u64) -> bool {
+        if std::ptr::eq(self.owner.as_ptr(), Arc::as_ptr(s)) && self.gen == gen {
+            return true;
+        }
+        self.owner = Arc::downgrade(s);
+        self.gen = gen;
+        false
+    }
 }
 
 /// A worker thread's Lua state, its `redis` table and the xpcall error handler.
@@ -120,15 +182,13 @@ struct Engine {
     handler: Function,
     /// [`run_call`] as a Lua function.
     runner: Function,
-    /// Compiled scripts by sha (cleared when SCRIPT FLUSH bumps [`FLUSHES`]).
-    compiled: RefCell<(u64, Compiled)>,
+    /// Compiled scripts by sha, for one server's cache (cleared when another server's
+    /// script runs here or SCRIPT FLUSH bumps its `flushes`).
+    compiled: RefCell<(Validity, Compiled)>,
 }
 
 /// A thread's compiled scripts by sha, with their shebang flags.
 type Compiled = hashbrown::HashMap<String, (Function, shebang::ScriptFlags)>;
-
-/// Bumped by SCRIPT FLUSH: every thread drops its compiled scripts on its next run.
-static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Compiled scripts a thread keeps at most (beyond that it starts over).
 const MAX_COMPILED: usize = 1000;
@@ -247,7 +307,7 @@ fn new_engine() -> mlua::Result<Engine> {
         redis,
         handler,
         runner,
-        compiled: RefCell::new((0, hashbrown::HashMap::new())),
+        compiled: RefCell::new((Validity::new(), hashbrown::HashMap::new())),
     })
 }
 
@@ -366,12 +426,14 @@ pub fn run(
     argv: &[&[u8]],
     read_only: bool,
 ) -> Result<(), CmdError> {
+    let srv = ctx.srv;
+    let scripts = &srv.scripts;
     with_engine(|e| {
         let (f, sflags) = {
             let mut c = e.compiled.borrow_mut();
-            let gen = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
-            if c.0 != gen || c.1.len() >= MAX_COMPILED {
-                *c = (gen, hashbrown::HashMap::new());
+            let gen = scripts.flushes.load(Ordering::Relaxed);
+            if !c.0.renew(scripts, gen) || c.1.len() >= MAX_COMPILED {
+                c.1 = hashbrown::HashMap::new();
             }
             match c.1.get(sha) {
                 Some(f) => f.clone(),
@@ -381,13 +443,13 @@ pub fn run(
                         // EVALSHA and SCRIPT EXISTS anywhere) gets it once it compiles.
                         Some(b) => {
                             let f = compile(&e.lua, b)?;
-                            if cache_get(sha).is_none() {
-                                cache_put(sha.to_string(), Bytes::copy_from_slice(b));
+                            if scripts.cache_get(sha).is_none() {
+                                scripts.cache_put(sha.to_string(), Bytes::copy_from_slice(b));
                             }
                             f
                         }
                         None => {
-                            let shared = cache_get(sha).ok_or_else(|| {
+                            let shared = scripts.cache_get(sha).ok_or_else(|| {
                                 CmdError::msg("NOSCRIPT No matching script. Please use EVAL.")
                             })?;
                             compile(&e.lua, &shared)?
@@ -532,7 +594,14 @@ fn call_core(
             Origin::Function(_) => busy::Kind::Function,
             Origin::Script(_) => busy::Kind::Eval,
         };
-        let running = busy::start(kind, ctx.srv.config.read().typed.busy_reply_threshold);
+        let srv = ctx.srv;
+        let scripts = &srv.scripts;
+        bind(&e.lua, scripts);
+        let running = scripts.busy.start(
+            kind,
+            ctx.srv.config.read().typed.busy_reply_threshold,
+            crate::repl::from_master(),
+        );
         let current = CurrentScript::enter(ctx, read_only);
         let result = invoke(e, &call);
         drop(current);
@@ -736,7 +805,7 @@ fn call_command(
     }
     if cmd.has(flags::WRITE) {
         // From now on SCRIPT KILL answers UNKILLABLE (as Redis's SCRIPT_WRITE_DIRTY).
-        busy::note_write();
+        ctx.srv.scripts.busy.note_write();
     }
     let at = ctx.out.len();
     ctx.out.resp3 = convert::SCRIPT_RESP.with(|r| r.get() == 3);

@@ -301,7 +301,10 @@ fn answer(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]
         }
     }
     let mark = out.buf.len();
-    let outcome = crate::script::busy::serving_others(|| cmd::execute(srv, cl, out, args));
+    let outcome = srv
+        .scripts
+        .busy
+        .serving_others(|| cmd::execute(srv, cl, out, args));
     match outcome {
         Outcome::Done => Answer::Done,
         Outcome::Close => Answer::Quit,

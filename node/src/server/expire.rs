@@ -37,7 +37,7 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         cursor = tokio::task::spawn_blocking(move || sweep(&s, c, budget))
             .await
             .unwrap_or(0);
-        crate::latency::add_sample_if_needed(
+        srv.latency.add_sample_if_needed(
             &srv.config.read().typed,
             "expire-cycle",
             began.elapsed().as_millis() as u64,

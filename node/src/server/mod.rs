@@ -74,6 +74,8 @@ pub struct Server {
     pub watch: Watches,
     pub stats: Stats,
     pub slowlog: SlowLog,
+    /// The latency monitor's events (LATENCY LATEST/HISTORY/...).
+    pub latency: crate::latency::Events,
     pub monitors: Monitors,
     pub pause: Pause,
     pub started: Instant,
@@ -102,6 +104,8 @@ pub struct Server {
     pub persist: crate::persist::Persist,
     /// Master/replica replication (see `crate::repl`).
     pub repl: crate::repl::Repl,
+    /// The script cache, the function registry and the running script (`crate::script`).
+    pub scripts: Arc<crate::script::Scripts>,
 }
 
 impl Server {
@@ -124,6 +128,7 @@ impl Server {
             watch: Watches::default(),
             stats: Stats::default(),
             slowlog: SlowLog::default(),
+            latency: Default::default(),
             monitors: Monitors::default(),
             pause: Pause::default(),
             started: Instant::now(),
@@ -141,6 +146,7 @@ impl Server {
             cluster: std::sync::OnceLock::new(),
             persist: Default::default(),
             repl: Default::default(),
+            scripts: Default::default(),
         };
         srv.config_changed();
         Arc::new(srv)
@@ -440,7 +446,7 @@ impl Workers {
     }
 
     fn dispatch(&self, sock: std::net::TcpStream, peer: SocketAddr) {
-        let stuck = crate::script::busy::busy_worker();
+        let stuck = self.srv.scripts.busy.busy_worker();
         let mut hs = self.handoffs.lock();
         let n = hs.len();
         let mut i = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
@@ -469,7 +475,7 @@ impl Workers {
     /// Deals the connections still waiting for the thread stuck in a busy script to other
     /// threads (called by the accept thread every few milliseconds).
     fn rescue(&self) {
-        let Some(stuck) = crate::script::busy::busy_worker() else {
+        let Some(stuck) = self.srv.scripts.busy.busy_worker() else {
             return;
         };
         let waiting: Vec<_> = {
@@ -627,5 +633,63 @@ mod tests {
         srv.config_changed();
         assert!(!srv.lfu_enabled());
         assert!(srv.requires_auth());
+    }
+
+    /// Runs one command on `srv` as a detached client; the raw reply.
+    fn run(srv: &Arc<Server>, argv: &[&str]) -> String {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        let mut cl = ClientState::detached(1, 0);
+        let mut out = crate::resp::Out::new(false);
+        crate::cmd::execute(srv, &mut cl, &mut out, &args);
+        String::from_utf8_lossy(&out.buf).into_owned()
+    }
+
+    /// Two servers in one process share no state: the script cache, the function registry,
+    /// the latency monitor's events and the RDB save count are each server's own.
+    #[test]
+    fn two_servers_share_no_state() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = Server::new(Config::default());
+        let b = Server::new(Config::default());
+        for s in [&a, &b] {
+            let d = dir.path().display().to_string();
+            s.config
+                .update(|c| {
+                    c.set_directive("dir", &[d])?;
+                    c.set_directive("enable-debug-command", &["yes".into()])
+                })
+                .expect("dir, enable-debug-command");
+            s.config_changed();
+        }
+        // The script cache.
+        let sha = run(&a, &["SCRIPT", "LOAD", "return 'two-servers'"]);
+        let sha = sha.trim_start_matches(|c| c != '\n').trim();
+        assert_eq!(sha.len(), 40, "{sha}");
+        assert_eq!(run(&a, &["SCRIPT", "EXISTS", sha]), "*1\r\n:1\r\n");
+        assert_eq!(run(&b, &["SCRIPT", "EXISTS", sha]), "*1\r\n:0\r\n");
+        assert!(run(&b, &["EVALSHA", sha, "0"]).starts_with("-NOSCRIPT"));
+        // A SCRIPT FLUSH on b leaves a's cache alone.
+        run(&b, &["SCRIPT", "FLUSH"]);
+        assert_eq!(run(&a, &["EVALSHA", sha, "0"]), "$11\r\ntwo-servers\r\n");
+        // The function registry.
+        let lib = "#!lua name=twosrv\nredis.register_function('twosrv', function() return 7 end)";
+        assert_eq!(run(&a, &["FUNCTION", "LOAD", lib]), "$6\r\ntwosrv\r\n");
+        assert_eq!(run(&a, &["FCALL", "twosrv", "0"]), ":7\r\n");
+        assert_eq!(run(&b, &["FUNCTION", "LIST"]), "*0\r\n");
+        assert!(run(&b, &["FCALL", "twosrv", "0"]).starts_with("-ERR Function not found"));
+        // The latency monitor's events.
+        run(&a, &["CONFIG", "SET", "latency-monitor-threshold", "1"]);
+        run(&a, &["DEBUG", "SLEEP", "0.01"]);
+        assert_ne!(run(&a, &["LATENCY", "LATEST"]), "*0\r\n");
+        assert_eq!(run(&b, &["LATENCY", "LATEST"]), "*0\r\n");
+        // INFO rdb_saves.
+        assert_eq!(run(&a, &["SAVE"]), "+OK\r\n");
+        let saves = |s: &Arc<Server>| {
+            run(s, &["INFO", "persistence"])
+                .lines()
+                .find_map(|l| l.strip_prefix("rdb_saves:").map(str::to_string))
+        };
+        assert_eq!(saves(&a).as_deref(), Some("1"));
+        assert_eq!(saves(&b).as_deref(), Some("0"));
     }
 }

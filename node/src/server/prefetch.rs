@@ -60,7 +60,7 @@ impl Lookahead {
             || buf.len() <= first
             || !srv.prefetch_active.load(Ordering::Relaxed)
             // It locks stripes: never sleep on a running script's locks (script::busy).
-            || crate::script::busy::active()
+            || srv.scripts.busy.active()
         {
             return;
         }

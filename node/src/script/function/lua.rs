@@ -4,14 +4,14 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
-use super::{valid_name, FuncInfo, Library, ALLOW_CROSS_SLOT, FLAG_NAMES, GEN};
+use super::{valid_name, FuncInfo, Functions, Library, ALLOW_CROSS_SLOT, FLAG_NAMES};
 use crate::cmd::{CmdError, Ctx};
-use crate::script::{call_core, innermost, new_engine, Call, Engine, Origin, SLOT_RULE};
+use crate::script::{call_core, innermost, new_engine, Call, Engine, Origin, Validity, SLOT_RULE};
 
 /// The functions' environment. Gets the sandbox's real globals and the load-time API table;
 /// returns the environment and a switch between load time (only a restricted `redis`) and
@@ -61,32 +61,38 @@ struct FnEngine {
     set_loading: Function,
     /// The load-time `redis` table (`register_function` is set on it during a load).
     api: Table,
-    /// Libraries compiled here, by name, valid for the registry generation they carry.
-    compiled: RefCell<(u64, hashbrown::HashMap<String, CompiledLib>)>,
+    /// Libraries compiled here, by name, valid for one server's registry generation.
+    compiled: RefCell<(Validity<Functions>, hashbrown::HashMap<String, CompiledLib>)>,
+    /// The server this state's heap is charged to (INFO used_memory_vm_functions), and how
+    /// much was charged.
+    charged: RefCell<(Weak<Functions>, usize)>,
 }
 
 thread_local! {
+    /// This thread's function Lua state: a per-thread cache (Lua states are not Send; the
+    /// registry it compiles from is the server's), no contract between layers.
     static FN_ENGINE: RefCell<Option<FnEngine>> = const { RefCell::new(None) };
-    /// This thread's share of [`VM_BYTES`].
-    static REPORTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Heap of every thread's function Lua state (INFO used_memory_vm_functions).
-static VM_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Bytes the function Lua states hold, summed over threads.
-pub fn vm_memory() -> usize {
-    VM_BYTES.load(Ordering::Relaxed)
-}
-
-/// Updates this thread's share of [`VM_BYTES`].
-fn report_memory(lua: &Lua) {
-    let now = lua.used_memory();
-    let last = REPORTED.with(|r| r.replace(now));
-    if now >= last {
-        VM_BYTES.fetch_add(now - last, Ordering::Relaxed);
-    } else {
-        VM_BYTES.fetch_sub(last - now, Ordering::Relaxed);
+impl FnEngine {
+    /// Charges this state's heap to `fns` (moving it from the server it was charged to).
+    fn report_memory(&self, fns: &Arc<Functions>) {
+        let now = self.base.lua.used_memory();
+        let mut c = self.charged.borrow_mut();
+        let (owner, last) = &mut *c;
+        if !std::ptr::eq(owner.as_ptr(), Arc::as_ptr(fns)) {
+            if let Some(old) = owner.upgrade() {
+                old.vm_bytes.fetch_sub(*last, Ordering::Relaxed);
+            }
+            *owner = Arc::downgrade(fns);
+            *last = 0;
+        }
+        if now >= *last {
+            fns.vm_bytes.fetch_add(now - *last, Ordering::Relaxed);
+        } else {
+            fns.vm_bytes.fetch_sub(*last - now, Ordering::Relaxed);
+        }
+        *last = now;
     }
 }
 
@@ -114,7 +120,8 @@ fn new_fn_engine() -> mlua::Result<FnEngine> {
         env,
         set_loading,
         api,
-        compiled: RefCell::new((0, hashbrown::HashMap::new())),
+        compiled: RefCell::new((Validity::new(), hashbrown::HashMap::new())),
+        charged: RefCell::new((Weak::new(), 0)),
     })
 }
 
@@ -134,10 +141,13 @@ fn with_fn_engine<R>(f: impl FnOnce(&FnEngine) -> Result<R, CmdError>) -> Result
 
 /// Runs a library's code (after its shebang line) on this thread: the functions it
 /// registered, with Redis's compile and registration errors.
-pub fn compile_library(src: &[u8]) -> Result<Vec<(FuncInfo, Function)>, CmdError> {
+pub fn compile_library(
+    fns: &Arc<Functions>,
+    src: &[u8],
+) -> Result<Vec<(FuncInfo, Function)>, CmdError> {
     with_fn_engine(|fe| {
         let r = fe.compile(src);
-        report_memory(&fe.base.lua);
+        fe.report_memory(fns);
         r
     })
 }
@@ -210,11 +220,16 @@ impl FnEngine {
     }
 
     /// The callback of `name` in `lib`, compiling the library here if needed.
-    fn function(&self, lib: &Arc<Library>, name: &str) -> Result<Function, CmdError> {
+    fn function(
+        &self,
+        fns: &Arc<Functions>,
+        lib: &Arc<Library>,
+        name: &str,
+    ) -> Result<Function, CmdError> {
         let mut c = self.compiled.borrow_mut();
-        let gen = GEN.load(Ordering::Acquire);
-        if c.0 != gen {
-            *c = (gen, hashbrown::HashMap::new());
+        let gen = fns.gen.load(Ordering::Acquire);
+        if !c.0.renew(fns, gen) {
+            c.1 = hashbrown::HashMap::new();
         }
         let fresh = c.1.get(&lib.name).is_some_and(|(l, _)| Arc::ptr_eq(l, lib));
         if !fresh {
@@ -339,6 +354,7 @@ fn named_args(lua: &Lua, t: &Table) -> mlua::Result<(FuncInfo, Function)> {
 /// Calls `info` (a function of `lib`) with `ctx`'s locks held (FCALL's core).
 pub fn run(
     ctx: &mut Ctx<'_>,
+    fns: &Arc<Functions>,
     lib: &Arc<Library>,
     info: &FuncInfo,
     keys: &[&[u8]],
@@ -346,8 +362,7 @@ pub fn run(
     read_only: bool,
 ) -> Result<(), CmdError> {
     with_fn_engine(|fe| {
-        let f = fe.function(lib, &info.name)?;
-        let lua = &fe.base.lua;
+        let f = fe.function(fns, lib, &info.name)?;
         // Without allow-cross-slot-keys a function keeps to the slot of its keys.
         let rule = (info.flags & ALLOW_CROSS_SLOT == 0).then(|| {
             keys.first()
@@ -362,7 +377,7 @@ pub fn run(
         };
         let r = call_core(&fe.base, ctx, call, read_only, Origin::Function(&info.name));
         SLOT_RULE.set(None);
-        report_memory(lua);
+        fe.report_memory(fns);
         r
     })
 }
