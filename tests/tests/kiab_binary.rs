@@ -1,5 +1,5 @@
 //! The `kube-in-a-box` binary (up --detach / down) and scripts/demo.sh, run as a user would.
-//! Pods use image redis:7.0 (→ /usr/bin/redis-server).
+//! Pods use image redis:7.0 (→ Debian's redis-server, found on PATH).
 
 use std::path::Path;
 use std::process::Command;

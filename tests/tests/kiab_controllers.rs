@@ -1,5 +1,5 @@
 //! kube-in-a-box controllers without the operator: a StatefulSet of redis-server pods
-//! (image redis:7.0 → /usr/bin/redis-server) run by the StatefulSet controller and the
+//! (image redis:7.0 → redis-server from PATH) run by the StatefulSet controller and the
 //! process kubelet, driven through the API with kube-rs and checked with a real redis client.
 
 use std::path::Path;

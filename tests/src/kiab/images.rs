@@ -61,11 +61,8 @@ impl NodeProgram {
                         ))
                     })
             }
-            Self::RedisServer => find_in(&["/usr/bin/redis-server"], "redis-server"),
-            Self::ValkeyServer => {
-                let tools = workspace_root().join(".tools/bin/valkey-server");
-                find_in(&[tools.to_string_lossy().as_ref()], "valkey-server")
-            }
+            Self::RedisServer => reference_program("redis-server"),
+            Self::ValkeyServer => reference_program("valkey-server"),
         }
     }
 }
@@ -89,14 +86,19 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn find_in(candidates: &[&str], name: &str) -> Result<PathBuf, KiabError> {
-    for c in candidates {
-        let p = PathBuf::from(c);
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    which(name).ok_or_else(|| KiabError::Image(format!("{name} not found on this machine")))
+/// A reference server: PATH first, then the workspace's `.tools/bin` (where
+/// `scripts/install-deps.sh` puts what Debian does not package).
+fn reference_program(name: &str) -> Result<PathBuf, KiabError> {
+    which(name)
+        .or_else(|| {
+            let p = workspace_root().join(".tools/bin").join(name);
+            p.is_file().then_some(p)
+        })
+        .ok_or_else(|| {
+            KiabError::Image(format!(
+                "{name} not found on PATH or in .tools/bin: run `make deps` (scripts/install-deps.sh)"
+            ))
+        })
 }
 
 /// Looks a program up on PATH (hand-rolled: a dozen lines, not worth a dependency).
