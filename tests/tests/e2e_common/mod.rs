@@ -702,13 +702,30 @@ pub async fn replicas_linked_auth(
 
 /// Prints the scenario's line of issue 16's closing table, in the one form the table is
 /// built from.
+/// With `TESSERA_SCENARIO_LOG=<file>` the line is also appended there, so a whole `make test`
+/// run leaves the lifecycle table behind (cargo hides a passing test's stderr).
 pub fn report_scenario(name: &str, ready: Duration, tally: &WriteTally) {
-    eprintln!(
+    let line = format!(
         "SCENARIO {name} | ready {:.1}s | acked {} | lost 0 | failed {}",
         ready.as_secs_f64(),
         tally.acked,
         tally.failed
     );
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("TESSERA_SCENARIO_LOG") {
+        use std::io::Write;
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "{line}"));
+        if let Err(e) = appended {
+            eprintln!(
+                "TESSERA_SCENARIO_LOG {}: {e}",
+                std::path::Path::new(&path).display()
+            );
+        }
+    }
     if !tally.failures.is_empty() {
         eprintln!("  failed writes, e.g. {:?}", tally.failures);
     }
