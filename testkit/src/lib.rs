@@ -31,5 +31,5 @@ pub use bins::{redis_bin, redis_cli_bin, tessera_bin, valkey_bin};
 pub use node::Node;
 pub use ports::{free_port, free_port_on};
 pub use resp::{encode, Conn, Raw, Reply, R};
-pub use server::{answers_ping, kill, log_tail, wait_exit, Launch, Server};
+pub use server::{answers_ping, kill, log_tail, served_by, wait_exit, Exit, Launch, Server};
 pub use wait::{info_field, wait_for, wait_until};

@@ -2,7 +2,7 @@
 //! outlives restarts; a filled dataset to compare two servers with.
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 pub use crate::dataset::{snapshot_of, Snapshot};
@@ -68,23 +68,20 @@ pub fn conn(port: u16) -> redis::Connection {
         .unwrap_or_else(|e| panic!("connect to {port}: {e}"))
 }
 
-/// Runs tessera-node expecting it to fail at start: returns its exit status and output.
+/// Runs tessera-node expecting it to fail at start: its exit status and output (stdout
+/// and stderr together, in `stdout`).
 pub fn node_expect_exit(dir: &Path, extra: &[&str]) -> Output {
-    let ip = "127.0.0.1";
-    let mut child = Launch::new(node_bin())
+    let e = Launch::new(node_bin())
         .args(extra)
-        .command(ip, crate::ports::free_port_on(ip), dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tessera-node");
-    let exited = crate::server::wait_exit(&mut child, Duration::from_secs(60)).is_some();
-    if !exited {
-        let _ = child.kill();
+        .run_to_exit(dir, Duration::from_secs(60));
+    let Some(status) = e.status else {
+        panic!("tessera-node did not exit on bad data:\n{}", e.output);
+    };
+    Output {
+        status,
+        stdout: e.output.into_bytes(),
+        stderr: Vec::new(),
     }
-    let out = child.wait_with_output().expect("collect output");
-    assert!(exited, "tessera-node did not exit on bad data");
-    out
 }
 
 /// Polls INFO persistence `tries` times, `every` apart, until `done` holds for it; returns

@@ -167,6 +167,28 @@ impl Launch {
         cmd
     }
 
+    /// Runs the program over `dir` on a free port expecting it to stop by itself (a refused
+    /// config, data or nodes.conf file), for at most `max`; killed if it still runs then.
+    /// Its stdout and stderr go to a file (no pipe to fill), returned whole.
+    pub fn run_to_exit(&self, dir: &Path, max: Duration) -> Exit {
+        let out = tempfile::tempdir().expect("tempdir");
+        let path = out.path().join("output.log");
+        let f = std::fs::File::create(&path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        let f2 = f.try_clone().expect("clone output file");
+        let mut cmd = self.command(&self.ip, crate::ports::free_port_on(&self.ip), dir);
+        cmd.stdout(f).stderr(f2);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
+        let status = wait_exit(&mut child, max);
+        kill(&mut child);
+        Exit {
+            status,
+            output: std::fs::read_to_string(&path).unwrap_or_default(),
+        }
+    }
+
     /// Starts the server and waits until it serves; panics after a few tries.
     pub fn start(self) -> Server {
         let (dir, tmp) = match &self.dir {
@@ -235,6 +257,22 @@ impl Launch {
             tail.push_str(&log_tail(path, 20));
         }
         panic!("{} did not start in {}\n{tail}", self.bin, dir.display());
+    }
+}
+
+/// How a run that should fail at start ended ([`Launch::run_to_exit`]).
+#[derive(Debug)]
+pub struct Exit {
+    /// None when it still ran after the wait (it was killed then).
+    pub status: Option<ExitStatus>,
+    /// Everything it printed, stdout and stderr interleaved.
+    pub output: String,
+}
+
+impl Exit {
+    /// It stopped by itself with a failure status.
+    pub fn failed(&self) -> bool {
+        self.status.is_some_and(|s| !s.success())
     }
 }
 
@@ -456,6 +494,21 @@ mod tests {
         assert_eq!(served_by(&s.ip, s.port, s.pid() + 1), Some(false));
         let auth = Server::redis(&["--save", "", "--requirepass", "pw"]);
         assert_eq!(served_by(&auth.ip, auth.port, auth.pid()), None);
+    }
+
+    #[test]
+    fn a_refused_start_is_reported_with_its_output() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let e = Launch::redis()
+            .args(&["--maxmemory-policy", "sometimes"])
+            .run_to_exit(dir.path(), Duration::from_secs(20));
+        assert!(e.failed(), "{e:?}");
+        assert!(e.output.contains("maxmemory-policy"), "{}", e.output);
+        // A server that does not stop is killed after the wait and reported as running.
+        let e = Launch::redis()
+            .args(&["--save", ""])
+            .run_to_exit(dir.path(), Duration::from_millis(500));
+        assert!(e.status.is_none() && !e.failed(), "{e:?}");
     }
 
     #[test]

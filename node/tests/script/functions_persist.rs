@@ -260,30 +260,11 @@ fn a_library_that_fails_stops_the_load() {
     w.function(b"#!lua name=broken\nredis.register_function('in-rb', function() return 1 end)")
         .expect("function");
     std::fs::write(d.path().join("dump.rdb"), w.finish().expect("finish")).expect("write");
-    let port = free_port();
     // Output to a file and a bounded wait: a node that wrongly starts must not hang us.
-    let log = d.path().join("out.log");
-    let f = std::fs::File::create(&log).expect("log file");
-    let f2 = f.try_clone().expect("log file");
-    let mut child = std::process::Command::new(tessera_bin())
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(d.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(f)
-        .stderr(f2)
-        .spawn()
-        .expect("run");
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    kill(&mut child);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let exit = Launch::new(tessera_bin())
+        .args(&["--save", ""])
+        .run_to_exit(d.path(), Duration::from_secs(60));
+    let (status, text) = (exit.status, exit.output);
     assert!(
         status.is_some_and(|s| !s.success()),
         "the node must refuse the file: {text}"

@@ -7,7 +7,6 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tessera_cluster::msg::{self, Body, Ext, Gossip, Header, Message, Name};
@@ -359,18 +358,10 @@ fn nodes_conf_with_a_bad_address_is_refused_at_load() {
             ),
         )
         .expect("write nodes.conf");
-        let mut cmd = launch("5000").command("127.0.0.1", free_port(), dir.path());
-        cmd.stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        let status = wait_exit(&mut child, Duration::from_secs(20));
-        if status.is_none() {
-            kill(&mut child);
-        }
+        let exit = launch("5000").run_to_exit(dir.path(), Duration::from_secs(20));
+        let status = exit.status;
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
+        let err = exit.output;
         assert!(
             status.is_some_and(|s| !s.success()),
             "bad {why} in nodes.conf was loaded"

@@ -358,17 +358,11 @@ fn aof_manifest_naming_a_path_is_refused() {
                 ),
             )
             .expect("manifest");
-            let ip = "127.0.0.1";
-            let mut child = Launch::new(bin)
+            let st = Launch::new(bin)
                 .logfile()
                 .args(&["--save", "", "--appendonly", "yes"])
-                .command(ip, free_port_on(ip), dir.path())
-                .spawn()
-                .expect("spawn");
-            let st = wait_exit(&mut child, Duration::from_secs(20));
-            if st.is_none() {
-                kill(&mut child);
-            }
+                .run_to_exit(dir.path(), Duration::from_secs(20))
+                .status;
             assert_eq!(
                 std::fs::read_to_string(&victim_path).ok().as_deref(),
                 Some("precious"),
@@ -404,21 +398,10 @@ fn aof_names_from_the_config_must_be_bare() {
             let dir = tempfile::tempdir().expect("tempdir");
             let data = dir.path().join("data");
             std::fs::create_dir(&data).expect("mkdir");
-            let ip = "127.0.0.1";
-            let mut child = Launch::new(bin)
+            let exit = Launch::new(bin)
                 .args(&["--save", "", "--appendonly", "yes", directive, "../x"])
-                .command(ip, free_port_on(ip), &data)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn");
-            let st = wait_exit(&mut child, Duration::from_secs(20));
-            if st.is_none() {
-                kill(&mut child);
-            }
-            let out = child.wait_with_output().expect("output");
-            let text = String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr);
+                .run_to_exit(&data, Duration::from_secs(20));
+            let (st, text) = (exit.status, exit.output);
             assert!(
                 st.is_some_and(|s| !s.success()),
                 "{bin} {directive}: started"
