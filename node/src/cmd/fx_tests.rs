@@ -696,3 +696,23 @@ fn sort_store_reports_through_the_context() {
     assert!((cmd.handler)(&mut ctx, &args).is_ok());
     assert!(ctx.noop && ctx.untouched, "SORT without STORE is a read");
 }
+
+/// INCRBYFLOAT and HINCRBYFLOAT propagate their result, as Redis 7.0 does (SET ... KEEPTTL,
+/// HSET), so a replica or an AOF replay never redoes the float arithmetic.
+#[test]
+fn float_increments_propagate_their_result() {
+    let srv = server("", true);
+    let p = |srv: &Arc<Server>, argv: &[&str]| {
+        run(srv, argv)
+            .propagate
+            .map(|l| l.concat().join(" "))
+            .unwrap_or_default()
+    };
+    run_all(&srv, &[&["SET", "f", "0.1", "EX", "100"]]);
+    assert_eq!(p(&srv, &["INCRBYFLOAT", "f", "0.2"]), "SET f 0.3 KEEPTTL");
+    assert_eq!(p(&srv, &["HINCRBYFLOAT", "h", "x", "1.5"]), "HSET h x 1.5");
+    assert_eq!(
+        p(&srv, &["HINCRBYFLOAT", "h", "x", "1e2"]),
+        "HSET h x 101.5"
+    );
+}

@@ -2,6 +2,7 @@
 //! HINCRBYFLOAT HSTRLEN HRANDFIELD HSCAN. Also the SCAN-argument parser the collection SCANs
 //! share.
 
+use bytes::Bytes;
 use rand::Rng;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
@@ -231,6 +232,15 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let s = new.to_human();
     h.set(args[2], s.as_bytes(), &lim);
     ctx.notify(HASH, "hincrbyfloat", args[1]);
+    // As Redis: replicas and the AOF get the result (HSET key field value).
+    if ctx.propagating() {
+        ctx.propagate_as(vec![
+            Bytes::from_static(b"HSET"),
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(args[2]),
+            Bytes::copy_from_slice(s.as_bytes()),
+        ]);
+    }
     ctx.out.bulk(s.as_bytes());
     Ok(())
 }

@@ -422,6 +422,16 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let s = n.to_human();
     ctx.ks.set_keepttl(args[1], Value::string(s.as_bytes()));
     ctx.notify(STRING, "incrbyfloat", args[1]);
+    // As Redis: replicas and the AOF get the result (SET key value KEEPTTL), so float
+    // arithmetic is never redone elsewhere.
+    if ctx.propagating() {
+        ctx.propagate_as(vec![
+            Bytes::from_static(b"SET"),
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(s.as_bytes()),
+            Bytes::from_static(b"KEEPTTL"),
+        ]);
+    }
     ctx.out.bulk(s.as_bytes());
     Ok(())
 }
