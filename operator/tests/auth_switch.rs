@@ -166,7 +166,7 @@ async fn scenario(bin: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_switch_on_redis() {
-    scenario(REDIS).await;
+    scenario(&program("redis-server")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,6 @@ use futures::StreamExt;
 use redis::AsyncCommands;
 use tessera_operator::topology::{reconcile, Desired, EngineOptions, PodEndpoint, TopologyReport};
 
-pub const REDIS: &str = "/usr/bin/redis-server";
 /// Every test connection has these bounds, so a dead or stopped node fails a test instead
 /// of hanging it.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,7 +34,6 @@ pub fn cluster_builder(urls: Vec<String>) -> redis::cluster::ClusterClientBuilde
         .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
 }
-pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
 
 /// Ports 20000-22999 belong to these tests (bus ports +10000).
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
