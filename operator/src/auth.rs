@@ -90,25 +90,16 @@ pub enum AuthError {
     Node(#[from] TopologyError),
 }
 
-/// Reads the recorded password (None when there is no record).
-pub async fn read_active(
-    client: &Client,
-    ns: &str,
-    cluster: &str,
-) -> Result<Option<String>, AuthError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let Some(s) = api.get_opt(&active_secret_name(cluster)).await? else {
-        return Ok(None);
-    };
+/// The password in the operator's record (`<cluster>-auth-active`, read by the observe step);
+/// an error says why the record is unusable. Pure.
+pub fn active_password(s: &Secret) -> Result<String, String> {
     let bytes = s
         .data
         .as_ref()
         .and_then(|d| d.get(ACTIVE_KEY))
         .map(|b| b.0.clone())
-        .ok_or_else(|| AuthError::BadSecret(format!("no key {ACTIVE_KEY:?}")))?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| AuthError::BadSecret("not UTF-8".into()))
+        .ok_or_else(|| format!("no key {ACTIVE_KEY:?}"))?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())
 }
 
 /// Records `password` as the nodes' own (None deletes the record).

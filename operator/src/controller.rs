@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -22,13 +22,15 @@ use serde::Serialize;
 use tracing::{info, instrument, warn};
 
 use crate::auth::{self, AuthStep};
-use crate::children::{self, shard_name, LABEL_CLUSTER};
-use crate::crd::{Phase, RedisCluster, RedisClusterStatus, CLUSTER_SLOTS};
+use crate::children::{self, LABEL_CLUSTER};
+use crate::crd::{Phase, RedisCluster, RedisClusterStatus};
 use crate::metrics::{ErrorCategory, Metrics};
-use crate::pods::{all_desired_ready, all_desired_started, endpoints, shard_of};
+use crate::observe::{self, ObserveError, Observed, SecretError};
+use crate::pods::{all_desired_ready, endpoints, shard_of};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
 use crate::status::{self, StatusInput, TopologyOutcome};
-use crate::topology::shrink::{shrink_blocked, Known};
+use crate::steps::{self, Child, NodeAuth, Passwords};
+use crate::topology::shrink::Known;
 use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
 use crate::validate::validate;
 
@@ -52,6 +54,25 @@ pub enum Error {
     SecretApi(String, #[source] kube::Error),
     #[error("password change: {0}")]
     Auth(#[from] auth::AuthError),
+}
+
+impl From<ObserveError> for Error {
+    fn from(e: ObserveError) -> Self {
+        match e {
+            ObserveError::Kube(e) => Error::Kube(e),
+            // As when the password step read the record itself.
+            ObserveError::ActiveSecret(why) => Error::Auth(auth::AuthError::BadSecret(why)),
+        }
+    }
+}
+
+impl From<SecretError> for Error {
+    fn from(e: SecretError) -> Self {
+        match e {
+            SecretError::Api(name, e) => Error::SecretApi(name, e),
+            SecretError::Bad(name, why) => Error::Secret(name, why),
+        }
+    }
 }
 
 impl Error {
@@ -322,47 +343,31 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     }
     let client = &ctx.client;
     let spec = &rc.spec;
-
-    // validate (pure) → desired children (pure) → apply
-    let problems = validate(&name, spec);
-    let sel = ListParams::default().labels(&format!("{LABEL_CLUSTER}={name}"));
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
-    let mut stateful_sets = sts_api.list(&sel).await?.items;
-    // StatefulSets that would shrink: applied after the topology step, at their new size
-    // once none of the pods they remove is a master, else at their live size.
-    let mut held = Vec::new();
     let previous = rc.status.as_ref();
-    // The passwords, read once: spec.auth's (an error fails the password step below, after the
-    // children are applied) and the operator's record of the nodes' own, read only for a
-    // cluster with spec.auth or a record left to clear (others touch no Secret).
-    let recorded_before =
-        previous.is_some_and(|s| s.password_recorded) || mounts_node_auth(&stateful_sets, &name);
-    let mut passwords = None;
-    let mut desired_pw = Ok(None);
+
+    // validate (pure), then observe: every API read of this reconcile, once. Below, the
+    // observed lists only follow the operator's own writes (the answers to them).
+    let problems = validate(&name, spec);
+    let mut obs = observe::observe(client, rc, &ns, problems.is_empty()).await?;
+    let sel = observe::selector(&name);
+    let recorded_before = obs.recorded_before;
+
+    // desired children (pure) → apply. StatefulSets that would shrink are held: applied after
+    // the topology step, at their new size once none of the pods they remove is a master.
+    let mut held = Vec::new();
     if problems.is_empty() {
-        desired_pw = desired_password(rc, ctx, &ns).await;
-        let active = if spec.auth.is_some() || recorded_before {
-            auth::read_active(client, &ns, &name).await?
-        } else {
-            None
-        };
-        passwords = Some(active);
-    }
-    if problems.is_empty() {
-        let mut desired = children::build(rc)?;
-        held = hold_shrinks(&mut desired.stateful_sets, &stateful_sets);
-        // A held shrink keeps its live claim template: storage grows once it is not held.
-        for (_, _, sts) in held.iter_mut() {
-            crate::storage::keep_live_size(sts, &stateful_sets);
-        }
-        apply_node_auth(ctx, rc, &ns, desired_pw.as_ref(), recorded_before).await?;
+        let plan = steps::children(rc, &obs)?;
+        held = plan.held;
+        apply_node_auth(ctx, &ns, &plan.node_auth).await?;
         // spec.storage.size grown: claims patched, StatefulSets recreated (pods orphaned).
+        let mut desired = plan.desired;
         let notes = crate::storage::converge(
             client,
             &ns,
             &sel,
+            &plan.storage,
             &mut desired.stateful_sets,
-            &mut stateful_sets,
+            &mut obs.stateful_sets,
         )
         .await?;
         for n in notes {
@@ -373,35 +378,32 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
             };
             publish(ctx, rc, type_, n.reason, "Storage", n.message).await;
         }
-        let applied_sts = apply_children(ctx, &ns, &sel, &desired, &stateful_sets).await?;
-        if applied_sts {
-            stateful_sets = sts_api.list(&sel).await?.items;
+        let (to_apply, up_to_date) = steps::children_to_apply(&desired, &obs);
+        for _ in 0..up_to_date {
+            ctx.metrics.child_apply(false);
+        }
+        for child in to_apply {
+            apply_child(ctx, &ns, child, &mut obs).await?;
         }
     }
 
-    // observe
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&sel)
-        .await?
-        .items;
-
     // password step: a changed password is switched live on every running node
-    let passwords = match passwords {
-        Some(active) => {
-            let mut p = Passwords {
-                desired: desired_pw?,
-                active,
-            };
-            password_step(rc, ctx, &ns, &pods, previous, &mut p).await?;
+    let passwords = match obs.passwords.take() {
+        Some(observed) if problems.is_empty() => {
+            let mut p = Passwords::from_observed(observed)?;
+            password_step(rc, ctx, &ns, &obs.pods, previous, &mut p).await?;
             Some(p)
         }
-        None => None,
+        _ => None,
     };
 
     // topology step
     let topology = match &passwords {
         None => TopologyOutcome::NotRun("the spec is invalid".into()),
-        Some(p) => topology_step(rc, ctx, &pods, previous, p).await,
+        Some(p) => match steps::topology_endpoints(spec, &obs.pods, previous) {
+            Err(why) => TopologyOutcome::NotRun(why),
+            Ok(eps) => topology_step(ctx, spec, &eps, p).await,
+        },
     };
 
     // fewer replicas per shard: shrink a StatefulSet once no pod it removes is a master
@@ -411,57 +413,40 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
             TopologyOutcome::NotRun(_) => Known::NotRun,
             TopologyOutcome::Error(_) => Known::Failed,
         };
-        let mut shrunk = false;
-        for (shard, have, sts) in &held {
-            let keep = sts
-                .spec
-                .as_ref()
-                .and_then(|s| s.replicas)
-                .and_then(|r| u32::try_from(r).ok())
-                .unwrap_or(0);
-            let obj = match shrink_blocked(known, *shard, keep) {
-                None => sts.clone(),
-                Some(why) => {
-                    info!(%why, "StatefulSet shrink held");
-                    let mut kept = sts.clone();
-                    if let Some(spec) = kept.spec.as_mut() {
-                        spec.replicas = Some(*have);
-                    }
-                    kept
+        for (sts, why) in steps::shrinks(&held, known) {
+            if let Some(why) = why {
+                info!(%why, "StatefulSet shrink held");
+            }
+            match steps::outdated(&sts, &obs.stateful_sets) {
+                Some(stamped) => {
+                    apply_child(ctx, &ns, Child::StatefulSet(Box::new(stamped)), &mut obs).await?
                 }
-            };
-            shrunk |= apply(ctx, &ns, &obj, &stateful_sets).await?;
-        }
-        if shrunk {
-            stateful_sets = sts_api.list(&sel).await?.items;
+                None => ctx.metrics.child_apply(false),
+            }
         }
     }
 
     // scale-in: a removed shard's StatefulSet goes only once its slots live elsewhere
     if let TopologyOutcome::Report(report) = &topology {
-        if drained_cluster(report, spec.shards) {
+        let removed = steps::shards_to_remove(&name, spec.shards, report, &obs.stateful_sets);
+        if !removed.is_empty() {
+            let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
             let pdb_api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
-            let mut removed = Vec::new();
-            for sts in &stateful_sets {
-                if let Some(shard) = shard_of(&sts.metadata).filter(|s| *s >= spec.shards) {
-                    let sts_name = shard_name(&name, shard);
-                    delete_if_exists(&sts_api, &sts_name).await?;
-                    delete_if_exists(&pdb_api, &sts_name).await?;
-                    removed.push(sts_name);
-                }
+            for sts_name in &removed {
+                delete_if_exists(&sts_api, sts_name).await?;
+                delete_if_exists(&pdb_api, sts_name).await?;
             }
-            if !removed.is_empty() {
-                stateful_sets.retain(|s| shard_of(&s.metadata).is_some_and(|sh| sh < spec.shards));
-                publish(
-                    ctx,
-                    rc,
-                    EventType::Normal,
-                    "ShardsRemoved",
-                    "Delete",
-                    format!("drained shards removed: {}", removed.join(", ")),
-                )
-                .await;
-            }
+            obs.stateful_sets
+                .retain(|s| shard_of(&s.metadata).is_some_and(|sh| sh < spec.shards));
+            publish(
+                ctx,
+                rc,
+                EventType::Normal,
+                "ShardsRemoved",
+                "Delete",
+                format!("drained shards removed: {}", removed.join(", ")),
+            )
+            .await;
         }
     }
 
@@ -473,8 +458,8 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     let restart_plan = problems.is_empty().then(|| {
         restart::plan(&RestartInput {
             spec,
-            stateful_sets: &stateful_sets,
-            pods: &pods,
+            stateful_sets: &obs.stateful_sets,
+            pods: &obs.pods,
             report,
         })
     });
@@ -482,7 +467,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         rolling_restart(ctx, rc, &ns, plan, p).await?;
     }
     let settled = report.is_some_and(|r| r.converged)
-        && all_desired_ready(&pods, spec.shards, spec.replicas_per_shard);
+        && all_desired_ready(&obs.pods, spec.shards, spec.replicas_per_shard);
     let rollout = restart_plan
         .as_ref()
         .and_then(|p| restart::rollout_view(p, previous, settled));
@@ -493,8 +478,8 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         generation: rc.meta().generation,
         spec,
         previous,
-        stateful_sets: &stateful_sets,
-        pods: &pods,
+        stateful_sets: &obs.stateful_sets,
+        pods: &obs.pods,
         problems: &problems,
         topology: &topology,
         rollout: rollout.as_ref(),
@@ -510,7 +495,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         new_status.slots_assigned,
         new_status.ready_nodes,
     );
-    events_for(ctx, rc, previous, &new_status, &topology, &pods).await;
+    events_for(ctx, rc, previous, &new_status, &topology, &obs.pods).await;
     if previous != Some(&new_status) {
         let api: Api<RedisCluster> = Api::namespaced(client.clone(), &ns);
         let patch = serde_json::json!({ "status": status_patch(&new_status) });
@@ -554,88 +539,26 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
     v
 }
 
-/// True when every slot is served by a shard that stays: removed shards hold nothing.
-pub fn drained_cluster(report: &TopologyReport, desired_shards: u32) -> bool {
-    let kept: u32 = report
-        .shards
-        .iter()
-        .filter(|s| s.shard < desired_shards)
-        .flat_map(|s| s.slot_ranges.iter())
-        .map(|&(a, b)| u32::from(b.saturating_sub(a)) + 1)
-        .sum();
-    report.cluster_state == "ok" && kept == CLUSTER_SLOTS
-}
-
-/// Calls the engine when there is something to manage.
+/// Calls the engine on the pods it manages (`steps::topology_endpoints`).
 async fn topology_step(
-    rc: &RedisCluster,
     ctx: &Context,
-    pods: &[Pod],
-    previous: Option<&RedisClusterStatus>,
+    spec: &crate::crd::RedisClusterSpec,
+    eps: &[PodEndpoint],
     passwords: &Passwords,
 ) -> TopologyOutcome {
-    let spec = &rc.spec;
-    let eps = endpoints(pods);
-    if eps.is_empty() {
-        return TopologyOutcome::NotRun("no pod has an IP yet".into());
-    }
-    if !status::was_formed(previous)
-        && !all_desired_started(pods, spec.shards, spec.replicas_per_shard)
-    {
-        return TopologyOutcome::NotRun(format!(
-            "waiting for all {} pods to start before forming the cluster",
-            spec.desired_nodes()
-        ));
-    }
-    let opts = engine_options(ctx, passwords);
+    let opts = steps::engine_options(&ctx.engine_options, passwords);
     let desired = Desired {
         shards: spec.shards,
         replicas_per_shard: spec.replicas_per_shard,
         paused: spec.paused,
     };
-    match ctx.engine.reconcile(&desired, &eps, &opts).await {
+    match ctx.engine.reconcile(&desired, eps, &opts).await {
         Ok(report) => TopologyOutcome::Report(report),
         Err(e) => {
             // The reconcile goes on (status says why), but the failure is counted.
             ctx.metrics.error(topology_category(&e));
             TopologyOutcome::Error(e.to_string())
         }
-    }
-}
-
-/// The passwords of one reconcile.
-struct Passwords {
-    /// From spec.auth's Secret (None without spec.auth).
-    desired: Option<String>,
-    /// The operator's record of the password the nodes run with (`crate::auth`).
-    active: Option<String>,
-}
-
-/// The engine options of this cluster: the desired password and, while a password change
-/// has not reached every node, the recorded one as a fallback.
-fn engine_options(ctx: &Context, p: &Passwords) -> EngineOptions {
-    let mut opts = ctx.engine_options.clone();
-    if p.desired != p.active {
-        opts.fallback_passwords = auth::candidates(p.desired.as_deref(), p.active.as_deref())
-            .into_iter()
-            .skip(1)
-            .collect();
-    }
-    opts.password = p.desired.clone();
-    opts
-}
-
-/// The password spec.auth asks for (None without spec.auth).
-async fn desired_password(
-    rc: &RedisCluster,
-    ctx: &Context,
-    ns: &str,
-) -> Result<Option<String>, Error> {
-    match &rc.spec.auth {
-        Some(a) => Ok(Some(
-            read_password(&ctx.client, ns, &a.secret_name, &a.key).await?,
-        )),
-        None => Ok(None),
     }
 }
 
@@ -720,7 +643,7 @@ async fn rolling_restart(
 ) -> Result<(), Error> {
     match &plan.next {
         Next::Act(action) => {
-            let opts = engine_options(ctx, passwords);
+            let opts = steps::engine_options(&ctx.engine_options, passwords);
             let (type_, reason, note) =
                 match restart::exec::execute(&ctx.client, ns, action, &opts).await {
                     Ok(done) => {
@@ -767,145 +690,61 @@ async fn rolling_restart(
     Ok(())
 }
 
-async fn read_password(
-    client: &Client,
-    ns: &str,
-    secret: &str,
-    key: &str,
-) -> Result<String, Error> {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get(secret)
-        .await
-        .map_err(|e| Error::SecretApi(secret.into(), e))?;
-    let bytes = s
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|b| b.0.clone())
-        .or_else(|| {
-            s.string_data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .map(|v| v.clone().into_bytes())
-        })
-        .ok_or_else(|| Error::Secret(secret.into(), format!("no key {key:?}")))?;
-    String::from_utf8(bytes)
-        .map_err(|_| Error::Secret(secret.into(), "password is not UTF-8".into()))
-}
-
-/// Applies every child that is not already as desired (see `crate::apply` for the rule);
-/// returns whether a StatefulSet was applied (its status must then be read again).
-async fn apply_children(
-    ctx: &Context,
-    ns: &str,
-    sel: &ListParams,
-    desired: &children::Children,
-    live_sts: &[StatefulSet],
-) -> Result<bool, Error> {
-    let live_cms = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns)
-        .list(sel)
-        .await?
-        .items;
-    let live_svcs = Api::<Service>::namespaced(ctx.client.clone(), ns)
-        .list(sel)
-        .await?
-        .items;
-    let live_pdbs = Api::<PodDisruptionBudget>::namespaced(ctx.client.clone(), ns)
-        .list(sel)
-        .await?
-        .items;
-    apply(ctx, ns, &desired.config_map, &live_cms).await?;
-    apply(ctx, ns, &desired.headless_service, &live_svcs).await?;
-    apply(ctx, ns, &desired.client_service, &live_svcs).await?;
-    let mut applied_sts = false;
-    for sts in &desired.stateful_sets {
-        applied_sts |= apply(ctx, ns, sts, live_sts).await?;
-    }
-    for pdb in &desired.pdbs {
-        apply(ctx, ns, pdb, &live_pdbs).await?;
-    }
-    Ok(applied_sts)
-}
-
-/// True when a live StatefulSet's pods mount `<cluster>-node-auth`: the nodes were started
-/// with a password, so a record of it may exist even where the status does not say so (a
-/// status written before `passwordRecorded` existed).
-fn mounts_node_auth(stateful_sets: &[StatefulSet], cluster: &str) -> bool {
-    let secret = children::auth::node_auth_secret_name(cluster);
-    stateful_sets.iter().any(|sts| {
-        sts.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|p| p.volumes.as_ref())
-            .is_some_and(|vs| {
-                vs.iter().any(|v| {
-                    v.secret
-                        .as_ref()
-                        .is_some_and(|s| s.secret_name.as_deref() == Some(secret.as_str()))
-                })
-            })
-    })
-}
-
-/// Takes out of `desired` each StatefulSet smaller than its live one and returns them with
-/// their shard and live size: a shrink removes the highest ordinals, which may run a shard's
-/// master, so they are applied after the topology step (`topology::shrink`), once.
-fn hold_shrinks(
-    desired: &mut Vec<StatefulSet>,
-    live: &[StatefulSet],
-) -> Vec<(u32, i32, StatefulSet)> {
-    let replicas = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let mut held = Vec::new();
-    desired.retain(|sts| {
-        let Some(live) = live.iter().find(|l| l.metadata.name == sts.metadata.name) else {
-            return true;
-        };
-        match shard_of(&sts.metadata) {
-            Some(shard) if replicas(sts) < replicas(live) => {
-                held.push((shard, replicas(live), sts.clone()));
-                false
+/// Applies or deletes `<cluster>-node-auth` as the children step decided
+/// (`steps::NodeAuth`). It is not read back (the operator's `get` may be limited to the
+/// password Secrets), so it is applied on every reconcile; a server-side apply that changes
+/// nothing writes nothing.
+async fn apply_node_auth(ctx: &Context, ns: &str, step: &NodeAuth) -> Result<(), Error> {
+    match step {
+        NodeAuth::Apply(secret) => {
+            apply_stamped(ctx, ns, &crate::apply::stamped(secret.as_ref())).await?;
+        }
+        NodeAuth::Delete(name) => {
+            let api = Api::<Secret>::namespaced(ctx.client.clone(), ns);
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
             }
-            _ => true,
         }
-    });
-    held
-}
-
-/// Applies `<cluster>-node-auth` (the password as node config, `children::auth`) from
-/// spec.auth's password, before the StatefulSets whose pods mount it; deletes it once spec.auth
-/// is gone (while `recorded`: the nodes still had a password). It is not read back (the
-/// operator's `get` may be limited to the password Secrets), so it is applied on every
-/// reconcile; a server-side apply that changes nothing writes nothing. A password Secret that
-/// cannot be read is only logged here: the pods wait for their volume, the password step
-/// reports the error, and the Secret poll brings the cluster back when it is fixed.
-async fn apply_node_auth(
-    ctx: &Context,
-    rc: &RedisCluster,
-    ns: &str,
-    desired: Result<&Option<String>, &Error>,
-    recorded: bool,
-) -> Result<(), Error> {
-    let api = Api::<Secret>::namespaced(ctx.client.clone(), ns);
-    let name = children::auth::node_auth_secret_name(&rc.name_any());
-    match desired {
-        Ok(Some(password)) => {
-            apply(ctx, ns, &children::auth::build(rc, password)?, &[]).await?;
-        }
-        Ok(None) if recorded => match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        },
-        Ok(None) => {}
-        Err(e) => warn!(error = %e, "the nodes' password file is not written"),
+        NodeAuth::Nothing => {}
+        NodeAuth::Unreadable(e) => warn!(error = %e, "the nodes' password file is not written"),
     }
     Ok(())
 }
 
-/// Server-side apply under the operator's field manager (force: the operator owns these),
-/// skipped when the live object (from `live`, found by name) is already up to date. Returns
-/// whether it applied.
-async fn apply<K>(ctx: &Context, ns: &str, obj: &K, live: &[K]) -> Result<bool, Error>
+/// Applies one child the children step found outdated, and keeps the observed list in step
+/// with the API's answer (so status sees what was just applied without reading again).
+async fn apply_child(
+    ctx: &Context,
+    ns: &str,
+    child: Child,
+    obs: &mut Observed,
+) -> Result<(), Error> {
+    match child {
+        Child::ConfigMap(c) => {
+            let live = apply_stamped(ctx, ns, c.as_ref()).await?;
+            steps::replace_by_name(&mut obs.config_maps, live);
+        }
+        Child::Service(s) => {
+            let live = apply_stamped(ctx, ns, s.as_ref()).await?;
+            steps::replace_by_name(&mut obs.services, live);
+        }
+        Child::StatefulSet(s) => {
+            let live = apply_stamped(ctx, ns, s.as_ref()).await?;
+            steps::replace_by_name(&mut obs.stateful_sets, live);
+        }
+        Child::Pdb(p) => {
+            let live = apply_stamped(ctx, ns, p.as_ref()).await?;
+            steps::replace_by_name(&mut obs.pdbs, live);
+        }
+    }
+    Ok(())
+}
+
+/// Server-side apply of a stamped object (`crate::apply::stamped`) under the operator's field
+/// manager (force: the operator owns these); returns the object as the API stored it.
+async fn apply_stamped<K>(ctx: &Context, ns: &str, stamped: &K) -> Result<K, Error>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -914,24 +753,17 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let name = obj.meta().name.clone().unwrap_or_default();
-    let stamped = crate::apply::stamped(obj);
-    let current = live
-        .iter()
-        .find(|o| o.meta().name.as_deref() == Some(&name));
-    if crate::apply::up_to_date(&stamped, current) {
-        ctx.metrics.child_apply(false);
-        return Ok(false);
-    }
+    let name = stamped.meta().name.clone().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&stamped),
-    )
-    .await?;
+    let live = api
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(stamped),
+        )
+        .await?;
     ctx.metrics.child_apply(true);
-    Ok(true)
+    Ok(live)
 }
 
 async fn delete_if_exists<K>(api: &Api<K>, name: &str) -> Result<(), Error>

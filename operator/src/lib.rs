@@ -16,6 +16,7 @@ pub mod rbac;
 pub mod restart;
 pub mod server;
 pub mod status;
+pub mod steps;
 pub mod storage;
 pub mod topology;
 pub mod validate;

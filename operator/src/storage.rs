@@ -5,7 +5,8 @@
 //! applied again with the new template; the new StatefulSet adopts the running pods (same
 //! template, so no pod is restarted). Shrinking is refused: a claim cannot shrink.
 //!
-//! [`plan`] is pure (unit-tested); [`converge`] runs it against the API.
+//! [`plan`] and [`plan_all`] are pure (unit-tested) and read the claims the observe step
+//! listed (`crate::observe`); [`converge`] runs their actions against the API.
 
 use std::cmp::Ordering;
 use std::time::Duration;
@@ -308,50 +309,128 @@ pub struct Note {
 /// How long [`converge`] waits for an orphan-deleted StatefulSet to be gone.
 const GONE_WITHIN: Duration = Duration::from_secs(15);
 
-/// Runs the storage plan of every desired StatefulSet that exists: patches lagging claims,
-/// recreates grown StatefulSets (orphan delete; the caller applies `desired` afterwards, and
-/// `live` loses the deleted ones so the apply is not skipped), and edits `desired` so that an
-/// immutable template is never applied changed. Returns Events to publish.
-pub async fn converge(
-    client: &Client,
-    ns: &str,
-    sel: &ListParams,
-    desired: &mut Vec<StatefulSet>,
-    live: &mut Vec<StatefulSet>,
-) -> Result<Vec<Note>, kube::Error> {
-    if !desired.iter().any(|d| claim_shape(d).is_some())
-        && !live.iter().any(|l| claim_shape(l).is_some())
-    {
-        return Ok(Vec::new());
-    }
-    let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-    let claims = pvc_api.list(sel).await?.items;
-    let mut notes = Vec::new();
-    let mut skip = Vec::new();
+/// What the storage step does to one desired StatefulSet that exists (see [`plan_all`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StsActions {
+    pub name: String,
+    /// Claims to patch to this size (the size, the claims' names).
+    pub resize: Option<(String, Vec<String>)>,
+    /// What the plan alone says (claims that cannot be expanded, a refused change), for
+    /// Events after the resize's own.
+    pub notes: Vec<Note>,
+    /// The claim template grew (from, to): delete the StatefulSet with orphan propagation,
+    /// then apply it again.
+    pub recreate: Option<(String, String)>,
+    /// Not applied this reconcile (an invalid size, a refused change).
+    pub skip: bool,
+}
+
+/// Plans the storage step of every desired StatefulSet that exists, against the live ones and
+/// the observed claims, and edits `desired` so that an immutable template is never applied
+/// changed (a smaller size keeps the live one). Pure.
+pub fn plan_all(
+    desired: &mut [StatefulSet],
+    live: &[StatefulSet],
+    claims: &[PersistentVolumeClaim],
+) -> Vec<StsActions> {
+    let mut out = Vec::new();
     for sts in desired.iter_mut() {
         let name = sts.name_any();
         let Some(current) = live.iter().find(|l| l.name_any() == name) else {
             continue;
         };
-        let plan = match plan(sts, current, &claims) {
+        let mut a = StsActions {
+            name: name.clone(),
+            resize: None,
+            notes: Vec::new(),
+            recreate: None,
+            skip: false,
+        };
+        let plan = match plan(sts, current, claims) {
             Ok(p) => p,
             Err(e) => {
-                notes.push(Note {
+                a.notes.push(Note {
                     warning: true,
                     reason: "StorageSizeInvalid",
                     message: format!("{name}: {e}"),
                 });
-                skip.push(name);
+                a.skip = true;
+                out.push(a);
                 continue;
             }
         };
-        if let Some(size) = &plan.size {
+        a.resize = plan
+            .size
+            .clone()
+            .map(|size| (size, plan.patch_claims.clone()));
+        let stuck: Vec<String> = claims
+            .iter()
+            .filter(|c| claim_of(c, &name))
+            .filter_map(|c| resize_infeasible(c).map(|why| format!("{} ({why})", c.name_any())))
+            .collect();
+        if !stuck.is_empty() {
+            a.notes.push(Note {
+                warning: true,
+                reason: "StorageResizeFailed",
+                message: format!("cannot be expanded: {}", stuck.join(", ")),
+            });
+        }
+        match plan.template {
+            TemplateStep::Keep => {}
+            TemplateStep::KeepLiveSize { live, desired } => {
+                if compare_quantities(&desired, &live) != Ok(Ordering::Equal) {
+                    a.notes.push(Note {
+                        warning: true,
+                        reason: "StorageShrinkRefused",
+                        message: format!(
+                            "{name}: spec.storage.size {desired} is below the live {live}; a claim cannot shrink, keeping {live}"
+                        ),
+                    });
+                }
+                set_template_size(sts, &live);
+            }
+            TemplateStep::Refuse(why) => {
+                a.notes.push(Note {
+                    warning: true,
+                    reason: "StorageChangeRefused",
+                    message: why,
+                });
+                a.skip = true;
+            }
+            TemplateStep::Recreate { from, to } => a.recreate = Some((from, to)),
+        }
+        out.push(a);
+    }
+    out
+}
+
+/// Runs the storage actions ([`plan_all`]): patches lagging claims, recreates grown
+/// StatefulSets (orphan delete; the caller applies `desired` afterwards, and `live` loses the
+/// deleted ones so the apply is not skipped), and takes out of `desired` what must not be
+/// applied this reconcile. Returns Events to publish.
+pub async fn converge(
+    client: &Client,
+    ns: &str,
+    sel: &ListParams,
+    actions: &[StsActions],
+    desired: &mut Vec<StatefulSet>,
+    live: &mut Vec<StatefulSet>,
+) -> Result<Vec<Note>, kube::Error> {
+    if actions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let mut notes = Vec::new();
+    let mut skip = Vec::new();
+    for a in actions {
+        let name = &a.name;
+        if let Some((size, claims)) = &a.resize {
             let patch = serde_json::json!({
                 "spec": { "resources": { "requests": { "storage": size } } }
             });
             let mut failed = Vec::new();
-            for claim in &plan.patch_claims {
+            for claim in claims {
                 match pvc_api
                     .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
@@ -363,7 +442,7 @@ pub async fn converge(
                     }
                 }
             }
-            let done = plan.patch_claims.len() - failed.len();
+            let done = claims.len() - failed.len();
             if done > 0 {
                 notes.push(Note {
                     warning: false,
@@ -382,64 +461,33 @@ pub async fn converge(
                 });
             }
         }
-        let stuck: Vec<String> = claims
-            .iter()
-            .filter(|c| claim_of(c, &name))
-            .filter_map(|c| resize_infeasible(c).map(|why| format!("{} ({why})", c.name_any())))
-            .collect();
-        if !stuck.is_empty() {
-            notes.push(Note {
-                warning: true,
-                reason: "StorageResizeFailed",
-                message: format!("cannot be expanded: {}", stuck.join(", ")),
-            });
+        notes.extend(a.notes.iter().cloned());
+        if a.skip {
+            skip.push(name.clone());
         }
-        match plan.template {
-            TemplateStep::Keep => {}
-            TemplateStep::KeepLiveSize { live, desired } => {
-                if compare_quantities(&desired, &live) != Ok(Ordering::Equal) {
-                    notes.push(Note {
-                        warning: true,
-                        reason: "StorageShrinkRefused",
-                        message: format!(
-                            "{name}: spec.storage.size {desired} is below the live {live}; a claim cannot shrink, keeping {live}"
-                        ),
-                    });
-                }
-                set_template_size(sts, &live);
+        if let Some((from, to)) = &a.recreate {
+            info!(statefulset = %name, %from, %to, "recreating StatefulSet for a grown claim template (pods orphaned, then adopted)");
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Orphan),
+                ..DeleteParams::default()
+            };
+            match sts_api.delete(name, &dp).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
             }
-            TemplateStep::Refuse(why) => {
+            if wait_gone(&sts_api, sel, name).await? {
+                live.retain(|l| l.name_any() != *name);
                 notes.push(Note {
-                    warning: true,
-                    reason: "StorageChangeRefused",
-                    message: why,
+                    warning: false,
+                    reason: "StorageExpanded",
+                    message: format!(
+                        "{name}: volume claim template {from} -> {to}; StatefulSet recreated, pods kept running"
+                    ),
                 });
-                skip.push(name);
-            }
-            TemplateStep::Recreate { from, to } => {
-                info!(statefulset = %name, %from, %to, "recreating StatefulSet for a grown claim template (pods orphaned, then adopted)");
-                let dp = DeleteParams {
-                    propagation_policy: Some(PropagationPolicy::Orphan),
-                    ..DeleteParams::default()
-                };
-                match sts_api.delete(&name, &dp).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-                if wait_gone(&sts_api, sel, &name).await? {
-                    live.retain(|l| l.name_any() != name);
-                    notes.push(Note {
-                        warning: false,
-                        reason: "StorageExpanded",
-                        message: format!(
-                            "{name}: volume claim template {from} -> {to}; StatefulSet recreated, pods kept running"
-                        ),
-                    });
-                } else {
-                    // Still terminating: applied by a later reconcile once gone.
-                    skip.push(name);
-                }
+            } else {
+                // Still terminating: applied by a later reconcile once gone.
+                skip.push(name.clone());
             }
         }
     }

@@ -1230,3 +1230,82 @@ async fn a_changed_message_is_a_new_event_and_a_repeat_is_not() {
     assert!(topology.iter().any(|n| n.starts_with("meet demo-1-0")));
     assert!(topology.iter().any(|n| n.starts_with("migrated 10 slots")));
 }
+
+/// The GETs of the recorded calls since the last `take_calls`, checked to come once each and
+/// before any write: the observe step reads everything a reconcile needs up front, and the
+/// steps after it work on that (and on the answers to the operator's own writes).
+fn assert_reads_once_up_front(h: &Harness, what: &str) -> Vec<String> {
+    let calls = h.api.take_calls();
+    let first_write = calls
+        .iter()
+        .position(|c| c.method != "GET")
+        .unwrap_or(calls.len());
+    let late: Vec<&str> = calls[first_write..]
+        .iter()
+        .filter(|c| c.method == "GET")
+        .map(|c| c.path.as_str())
+        .collect();
+    assert!(late.is_empty(), "{what}: read after a write: {late:?}");
+    let reads: Vec<String> = calls[..first_write]
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = reads.iter().collect();
+    assert_eq!(unique.len(), reads.len(), "{what}: read twice: {reads:?}");
+    reads
+}
+
+#[tokio::test]
+async fn a_reconcile_reads_each_object_once_before_writing() {
+    let h = Harness::new(
+        json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0",
+                                "auth": {"secretName": "pw"}, "storage": {"size": "1Gi"}}),
+    );
+    h.api.insert(
+        SECRETS,
+        json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
+    );
+    h.api.take_calls();
+    let rc = h.reconcile().await;
+    let reads = assert_reads_once_up_front(&h, "create");
+    for path in [STS, PODS, CM, SVC, PDB] {
+        assert!(
+            reads.iter().any(|r| r == path),
+            "{path} not read: {reads:?}"
+        );
+    }
+    assert!(
+        reads.iter().any(|r| r.ends_with("/persistentvolumeclaims")),
+        "{reads:?}"
+    );
+    assert!(reads.contains(&format!("{SECRETS}/pw")), "{reads:?}");
+    // The StatefulSets just created are what status counts (from the apply's answer).
+    assert_eq!(rc.status.unwrap().phase, Phase::Creating);
+
+    h.run_pods();
+    *h.engine.next.lock().unwrap() = Some(report(2, &[]));
+    assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
+    assert_reads_once_up_front(&h, "formed");
+
+    // A changed template: the StatefulSets are applied, their pods are stale right away.
+    h.set_spec(|s| s["config"] = json!({"maxmemory-policy": "allkeys-lru"}));
+    let rc = h.reconcile().await;
+    assert_reads_once_up_front(&h, "spec change");
+    assert_eq!(
+        rc.status.unwrap().shard_statuses[0].stale_config_pods,
+        ["demo-0-0", "demo-0-1"]
+    );
+
+    // Scale out: a new shard's StatefulSet appears in status in the same reconcile.
+    h.set_spec(|s| s["shards"] = json!(3));
+    let rc = h.reconcile().await;
+    assert_reads_once_up_front(&h, "scale out");
+    assert_eq!(rc.status.unwrap().shard_statuses.len(), 3);
+
+    // An invalid spec reads only what status needs: no child, claim or Secret.
+    h.set_spec(|s| s["shards"] = json!(0));
+    h.reconcile().await;
+    let reads = assert_reads_once_up_front(&h, "invalid");
+    assert_eq!(reads, [STS.to_string(), PODS.to_string()]);
+}
