@@ -318,7 +318,7 @@ pub fn after_run(
             }
             invalidate(ctx.srv, Some(ctx.cl.id), args[i]);
         }
-        if crate::repl::from_master() {
+        if ctx.cl.from_master {
             flush_bcast(ctx.srv);
         }
     }

@@ -28,7 +28,7 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::msg(DISABLED));
     };
     let a: Vec<&[u8]> = args[1..].iter().map(|b| &b[..]).collect();
-    let r = if crate::repl::from_master()
+    let r = if ctx.cl.from_master
         && a.first()
             .is_some_and(|s| s.eq_ignore_ascii_case(b"failover"))
     {

@@ -175,6 +175,9 @@ pub struct KeyView<'a> {
     /// What the running command did besides its reply (events, rewrite), collected by
     /// the dispatcher after the handler: see [`Effects`].
     pub fx: Effects,
+    /// The command comes from our master's stream (`ClientState::from_master`): on a
+    /// replica it still sees keys whose TTL passed (their DEL comes from the master).
+    pub from_master: bool,
 }
 
 /// A command's side effects as its handler reports them (through [`Ctx::notify`],
@@ -268,6 +271,7 @@ impl<'a> KeyView<'a> {
                 notify_on: srv.notify.on(),
                 ..Effects::default()
             },
+            from_master: false,
         }
     }
 
@@ -317,6 +321,7 @@ impl<'a> KeyView<'a> {
         let slot = self.slot_of(key);
         let now = self.now;
         let srv = self.srv;
+        let from_master = self.from_master;
         let st = self.stripe(slot);
         let e: *mut Entry = st.get_mut(db, slot, key)?;
         // SAFETY: `e` points into a map owned by `st`, which we borrow mutably for the whole
@@ -327,7 +332,7 @@ impl<'a> KeyView<'a> {
             // A replica leaves expiry to its master (whose DEL arrives in the stream): the
             // master's commands still see the key, other clients see it missing.
             if srv.repl.is_replica() {
-                if crate::repl::from_master() {
+                if from_master {
                     return Some(unsafe { &mut *e });
                 }
                 return None;

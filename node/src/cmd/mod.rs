@@ -425,7 +425,7 @@ fn admit(
         }
     }
     // The master's stream is never redirected (crate::repl).
-    if !crate::repl::from_master() {
+    if !cl.from_master {
         if let Some(e) = crate::cluster::route(srv, cl, cmd, args) {
             return Err(Reject::new(e, OnMulti::Keep, Count::None));
         }
@@ -545,6 +545,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         changes: 1,
     };
     ctx.ks.slot_hints = hints;
+    ctx.ks.from_master = ctx.cl.from_master;
     let mark = ctx.out.buf.len();
     run_locked(&mut ctx, cmd, args);
     let block = ctx.block.take();

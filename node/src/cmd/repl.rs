@@ -109,13 +109,13 @@ fn role(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn sync(_: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    repl::set_pending(Pending::Sync { psync: None });
+fn sync(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
+    ctx.cl.pending = Some(Pending::Sync { psync: None });
     Ok(())
 }
 
-fn psync(_: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    repl::set_pending(Pending::Sync {
+fn psync(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.cl.pending = Some(Pending::Sync {
         psync: Some((
             Bytes::copy_from_slice(args[1]),
             Bytes::copy_from_slice(args[2]),
@@ -175,7 +175,7 @@ fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.out.int(repl::master::acked(ctx.srv, offset) as i64);
         return Ok(());
     }
-    repl::set_pending(Pending::Wait {
+    ctx.cl.pending = Some(Pending::Wait {
         numreplicas: n as usize,
         timeout_ms: t as u64,
         offset,

@@ -394,6 +394,7 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         t => t,
     };
     let mut ks = KeyView::new(srv, locks, db, now);
+    ks.from_master = cl.from_master;
     // Checked under the locks: a writer touches watched keys before releasing its own.
     if cl.watch_dirty.load(Ordering::SeqCst) || watched_changed(srv, cl, &mut ks) {
         drop(ks);

@@ -23,6 +23,8 @@ pub struct Write<'a> {
     pub args: &'a [&'a [u8]],
     /// Stripes the command held locked (empty: a keyless or whole-keyspace command).
     pub stripes: &'a [u16],
+    /// Applied from our master's stream (the replica link's client).
+    pub from_master: bool,
 }
 
 /// A consumer of the write stream (AOF, replication).
@@ -82,6 +84,7 @@ pub fn propagate(ctx: &mut Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Byte
         db: ctx.ks.db,
         args,
         stripes: &stripes,
+        from_master: ctx.cl.from_master,
     };
     for s in p.subs.read().iter() {
         s.feed(&w);
@@ -104,11 +107,13 @@ fn propagate_many(ctx: &mut Ctx<'_>, cmds: Vec<Vec<Bytes>>) {
     }
     let stripes = held_stripes(ctx);
     let subs = ctx.srv.persist.prop.subs.read();
+    let from_master = ctx.cl.from_master;
     let feed = |args: &[&[u8]]| {
         let w = Write {
             db: ctx.ks.db,
             args,
             stripes: &stripes,
+            from_master,
         };
         for s in subs.iter() {
             s.feed(&w);
@@ -146,11 +151,13 @@ pub fn end_exec(ctx: &mut Ctx<'_>) {
     let subs = p.subs.read();
     let db0 = cmds[0].0;
     let wrap = cmds.len() > 1;
+    let from_master = ctx.cl.from_master;
     let feed = |db: usize, args: &[&[u8]]| {
         let w = Write {
             db,
             args,
             stripes: &stripes,
+            from_master,
         };
         for s in subs.iter() {
             s.feed(&w);
@@ -180,6 +187,7 @@ pub fn deleted(srv: &crate::server::Server, db: usize, key: &[u8]) {
         db,
         args: &args,
         stripes: &stripe,
+        from_master: false,
     };
     for s in p.subs.read().iter() {
         s.feed(&w);

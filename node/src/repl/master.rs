@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::backlog::{encode, encode_into};
-use super::{from_master, Shared};
+use super::Shared;
 use crate::cmd::eq_ic;
 use crate::persist::propagate::{Write, WriteSubscriber};
 use crate::persist::snapshot::{copy_locked, Copied};
@@ -113,7 +113,7 @@ impl WriteSubscriber for Feeder {
     fn feed(&self, w: &Write<'_>) {
         // The master's own stream is appended raw by the replica link; a replica does not
         // invent writes of its own (writable-replica writes stay local, as in Redis).
-        if from_master() {
+        if w.from_master {
             return;
         }
         let Some(srv) = self.0.upgrade() else {

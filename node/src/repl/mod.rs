@@ -15,7 +15,6 @@ pub mod decoder;
 pub mod master;
 pub mod replica;
 
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -215,53 +214,14 @@ impl Repl {
     }
 }
 
-thread_local! {
-    /// True while the replica link applies a command from its master on this thread.
-    static FROM_MASTER: Cell<bool> = const { Cell::new(false) };
-    /// Work a command asked its connection to do after it returns (see [`take_pending`]).
-    static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` marked as the master's stream (not re-fed to the write subscriber, not
-/// refused as a write on a read-only replica).
-pub fn as_master<R>(f: impl FnOnce() -> R) -> R {
-    FROM_MASTER.with(|c| c.set(true));
-    let r = f();
-    FROM_MASTER.with(|c| c.set(false));
-    r
-}
-
-pub fn from_master() -> bool {
-    FROM_MASTER.with(|c| c.get())
-}
-
-/// Something a command needs its connection to do asynchronously.
-pub enum Pending {
-    /// SYNC / PSYNC: the connection becomes a replica link. `psync` is (replid, offset).
-    Sync { psync: Option<(Bytes, Bytes)> },
-    /// WAIT: reply with the number of replicas that acknowledged `offset`.
-    Wait {
-        numreplicas: usize,
-        timeout_ms: u64,
-        offset: u64,
-    },
-}
-
-pub fn set_pending(p: Pending) {
-    PENDING.with(|c| *c.borrow_mut() = Some(p));
-}
-
-/// Called by the connection after each command.
-pub fn take_pending() -> Option<Pending> {
-    PENDING.with(|c| c.borrow_mut().take())
-}
+pub use crate::server::clients::Pending;
 
 /// The dispatcher's check before running a command: a read-only replica refuses writes
 /// from normal clients; a replica with `replica-serve-stale-data no` refuses most commands
 /// while its link is down; a master refuses writes without enough good replicas.
 pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'static str> {
     let repl = &srv.repl;
-    if from_master() || cl.id == repl.master_client.load(Ordering::Relaxed) && cl.id != 0 {
+    if cl.from_master || cl.id == repl.master_client.load(Ordering::Relaxed) && cl.id != 0 {
         return None;
     }
     if repl.is_replica() {

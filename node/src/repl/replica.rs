@@ -507,6 +507,7 @@ async fn stream(
     gen: u64,
 ) -> Result<(), LinkError> {
     let mut cl = ClientState::new(handle.clone(), true);
+    cl.from_master = true;
     // A partial resync continues in the database the stream had selected.
     cl.db = srv.repl.master_db.load(Ordering::Relaxed);
     let mut out = Out::new(false);
@@ -603,7 +604,7 @@ fn apply(
 
 /// Runs one command of the master's stream; its reply is dropped (a master gets none).
 fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) {
-    super::as_master(|| loop {
+    loop {
         match cmd::execute(srv, cl, out, args) {
             Outcome::Paused(until) => {
                 // CLIENT PAUSE on a replica: the stream waits (rare; blocks this thread).
@@ -616,10 +617,10 @@ fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]
             }
             _ => break,
         }
-    });
+    }
     cl.now_ms = 0;
     out.buf.clear();
     srv.repl.master_db.store(cl.db, Ordering::Relaxed);
     // SYNC/WAIT have no meaning on the master's link: never leave them to a client.
-    let _ = super::take_pending();
+    cl.pending = None;
 }

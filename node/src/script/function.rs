@@ -354,7 +354,7 @@ pub fn call(
     }
     let no_writes = info.flags & NO_WRITES != 0;
     let repl = &ctx.srv.repl;
-    let from_master = crate::repl::from_master()
+    let from_master = ctx.cl.from_master
         || (ctx.cl.id != 0 && ctx.cl.id == repl.master_client.load(Ordering::Relaxed));
     // FCALL's effective flags come from the function's (Redis's getCommandFlags): denyoom
     // unless no-writes or allow-oom, stale only with allow-stale; errors as the dispatcher's.

@@ -600,7 +600,7 @@ fn call_core(
         let running = scripts.busy.start(
             kind,
             ctx.srv.config.read().typed.busy_reply_threshold,
-            crate::repl::from_master(),
+            ctx.cl.from_master,
         );
         let current = CurrentScript::enter(ctx, read_only);
         let result = invoke(e, &call);

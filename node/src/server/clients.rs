@@ -246,6 +246,24 @@ pub struct ClientState {
     pub cluster: crate::cluster::ClientFlags,
     /// CLIENT TRACKING flags (`crate::tracking::ON` ...), read on every command.
     pub tracking: u8,
+    /// This is the replica link applying its master's stream: not re-fed to the write
+    /// subscribers, not refused as a write on a read-only replica, expired keys still seen.
+    pub from_master: bool,
+    /// Work the last command left for its connection (SYNC, WAIT), taken by the connection
+    /// after the command returns.
+    pub pending: Option<Pending>,
+}
+
+/// Something a command needs its connection to do asynchronously (`crate::repl`).
+pub enum Pending {
+    /// SYNC / PSYNC: the connection becomes a replica link. `psync` is (replid, offset).
+    Sync { psync: Option<(Bytes, Bytes)> },
+    /// WAIT: reply with the number of replicas that acknowledged `offset`.
+    Wait {
+        numreplicas: usize,
+        timeout_ms: u64,
+        offset: u64,
+    },
 }
 
 impl ClientState {
@@ -270,6 +288,8 @@ impl ClientState {
             now_ms: 0,
             cluster: Default::default(),
             tracking: 0,
+            from_master: false,
+            pending: None,
         }
     }
 

@@ -433,7 +433,7 @@ async fn process(
         inbuf.advance(len);
         ahead.consumed(len);
         // SYNC/PSYNC (the connection becomes a replica link) and WAIT.
-        if let Some(p) = crate::repl::take_pending() {
+        if let Some(p) = cl.pending.take() {
             if !crate::repl::run_pending(srv, sock, cl, out, inbuf, p).await? {
                 return Ok(false);
             }

@@ -644,6 +644,24 @@ mod tests {
         String::from_utf8_lossy(&out.buf).into_owned()
     }
 
+    /// The work a command leaves for its connection (WAIT, SYNC) is its own client's:
+    /// another client's command run next on the same thread does not pick it up (it was a
+    /// thread-local, taken by whichever connection of the thread asked next).
+    #[test]
+    fn pending_work_belongs_to_its_client() {
+        let srv = Server::new(Config::default());
+        let mut a = ClientState::detached(1, 0);
+        let mut b = ClientState::detached(2, 0);
+        let mut out = crate::resp::Out::new(false);
+        crate::cmd::execute(&srv, &mut a, &mut out, &[b"WAIT", b"1", b"100"]);
+        crate::cmd::execute(&srv, &mut b, &mut out, &[b"PING"]);
+        assert!(b.pending.is_none(), "b's connection got a's WAIT");
+        assert!(matches!(
+            a.pending.take(),
+            Some(clients::Pending::Wait { numreplicas: 1, .. })
+        ));
+    }
+
     /// Two servers in one process share no state: the script cache, the function registry,
     /// the latency monitor's events and the RDB save count are each server's own.
     #[test]
