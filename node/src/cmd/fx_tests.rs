@@ -268,10 +268,13 @@ fn string_ttls_propagate_as_absolute_deadlines() {
         .expect("rewritten");
     assert_eq!(p[0][..3], ["SET".to_string(), "k".into(), "v".into()]);
     pxat_in(&p[0], 3, 5000);
-    let p = run(&srv, &["GETEX", "k", "EX", "7"])
+    let mut p = run(&srv, &["GETEX", "k", "EX", "7"])
         .propagate
         .expect("rewritten");
-    pxat_in(&p[0], 2, 7000);
+    // GETEX goes as PEXPIREAT key <ms>: checked as if it read PXAT <ms>.
+    assert_eq!(p[0][..2], ["PEXPIREAT".to_string(), "k".into()]);
+    p[0][1] = "PXAT".into();
+    pxat_in(&p[0], 1, 7000);
     // Already absolute in ms, or no TTL at all: propagated as received.
     assert!(run(&srv, &["SET", "k", "v", "PXAT", "4000000000000"])
         .propagate
@@ -715,4 +718,29 @@ fn float_increments_propagate_their_result() {
         p(&srv, &["HINCRBYFLOAT", "h", "x", "1e2"]),
         "HSET h x 101.5"
     );
+}
+
+/// A write that deletes its key because the deadline already passed reaches replicas as
+/// DEL, as Redis 7.0 rewrites it: a replica never deletes on its own, so a past PEXPIREAT
+/// (or a past RESTORE ... ABSTTL) would leave it an expired key the master never DELs.
+/// GETEX goes as PEXPIREAT / PERSIST, as in Redis.
+#[test]
+fn past_deadlines_propagate_as_del() {
+    let srv = server("", true);
+    let p = |srv: &Arc<Server>, argv: &[&str]| {
+        run(srv, argv)
+            .propagate
+            .map(|l| l.concat().join(" "))
+            .unwrap_or_default()
+    };
+    run_all(&srv, &[&["SET", "k", "v"]]);
+    assert_eq!(p(&srv, &["EXPIREAT", "k", "1"]), "DEL k");
+    run_all(&srv, &[&["SET", "k", "v"]]);
+    assert_eq!(p(&srv, &["PEXPIRE", "k", "-5"]), "DEL k");
+    run_all(&srv, &[&["SET", "k", "v"]]);
+    assert_eq!(p(&srv, &["GETEX", "k", "PXAT", "1"]), "DEL k");
+    run_all(&srv, &[&["SET", "k", "v", "EX", "100"]]);
+    assert_eq!(p(&srv, &["GETEX", "k", "PERSIST"]), "PERSIST k");
+    let r = p(&srv, &["GETEX", "k", "EX", "7"]);
+    assert!(r.starts_with("PEXPIREAT k "), "{r}");
 }

@@ -134,12 +134,19 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: i64, absolute: bool) 
     if at <= ctx.ks.now as i64 {
         ctx.ks.del(args[1]);
         ctx.notify(GENERIC, "del", args[1]);
+        // Replicas never expire keys themselves: they get the deletion (Redis 7.0).
+        if ctx.propagating() {
+            ctx.propagate_as(vec![
+                Bytes::from_static(b"DEL"),
+                Bytes::copy_from_slice(args[1]),
+            ]);
+        }
     } else {
         ctx.ks.set_expire(args[1], at as u64);
         ctx.notify(GENERIC, "expire", args[1]);
     }
     // Replicas and the AOF get the absolute deadline (PEXPIREAT) unless it already is.
-    if !(absolute && unit == 1) && ctx.propagating() {
+    if at > ctx.ks.now as i64 && !(absolute && unit == 1) && ctx.propagating() {
         let mut v = vec![
             Bytes::from_static(b"PEXPIREAT"),
             Bytes::copy_from_slice(args[1]),

@@ -111,9 +111,18 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         t => now.saturating_add(t as u64),
     };
     if expire_at != NO_EXPIRE && expire_at <= now {
-        // Already expired: Redis answers OK and (if REPLACE) the old key is gone.
+        // Already expired: Redis answers OK and (if REPLACE) the old key is gone, which is
+        // all replicas get (DEL); otherwise nothing changed.
         if deleted {
             ctx.notify(crate::notify::GENERIC, "del", key);
+            if ctx.propagating() {
+                ctx.propagate_as(vec![
+                    Bytes::from_static(b"DEL"),
+                    Bytes::copy_from_slice(key),
+                ]);
+            }
+        } else {
+            ctx.unchanged();
         }
         ctx.out.ok();
         return Ok(());

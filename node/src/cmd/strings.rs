@@ -252,7 +252,6 @@ fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let now = ctx.ks.now;
     let mut action: Option<u64> = None; // Some(NO_EXPIRE) = persist
-    let mut rewrite_at = None;
     let mut i = 2;
     while i < args.len() {
         let a = &args[i];
@@ -269,9 +268,6 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             };
             let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
             action = Some(parse_expire(args[i + 1], unit, abs, now, "getex")?);
-            if !eq_ic(a, "pxat") {
-                rewrite_at = Some(i);
-            }
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -281,23 +277,36 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
     // Without an option, on a missing key, or PERSIST of a key without a TTL: a read.
     let cur = ctx.ks.entry(args[1]).map(|e| e.expire_at());
-    match (action, cur) {
+    // Replicas and the AOF get what happened, as Redis 7.0 rewrites it: DEL, PERSIST or
+    // PEXPIREAT with the absolute deadline.
+    let key = || Bytes::copy_from_slice(args[1]);
+    let rewrite = match (action, cur) {
         (Some(at), Some(_)) if at != NO_EXPIRE && at <= now => {
             ctx.ks.del(args[1]);
             ctx.notify(GENERIC, "del", args[1]);
+            vec![Bytes::from_static(b"DEL"), key()]
         }
-        (Some(NO_EXPIRE), Some(NO_EXPIRE)) | (_, None) | (None, _) => ctx.unchanged(),
+        (Some(NO_EXPIRE), Some(NO_EXPIRE)) | (_, None) | (None, _) => {
+            ctx.unchanged();
+            return Ok(());
+        }
         (Some(NO_EXPIRE), Some(_)) => {
             ctx.ks.set_expire(args[1], NO_EXPIRE);
             ctx.notify(GENERIC, "persist", args[1]);
+            vec![Bytes::from_static(b"PERSIST"), key()]
         }
         (Some(at), Some(_)) => {
             ctx.ks.set_expire(args[1], at);
             ctx.notify(GENERIC, "expire", args[1]);
+            vec![
+                Bytes::from_static(b"PEXPIREAT"),
+                key(),
+                super::keys::num(at),
+            ]
         }
-    }
-    if let (Some(at), Some(i), true) = (action, rewrite_at, ctx.propagating()) {
-        ctx.propagate_as(with_pxat(args, i, at));
+    };
+    if ctx.propagating() {
+        ctx.propagate_as(rewrite);
     }
     Ok(())
 }
