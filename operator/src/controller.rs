@@ -777,7 +777,7 @@ where
     }
 }
 
-/// Events on phase transitions, on new validation problems and for topology actions.
+/// Publishes the Events of this reconcile's outcome (`steps::events`).
 async fn events_for(
     ctx: &Context,
     rc: &RedisCluster,
@@ -786,106 +786,23 @@ async fn events_for(
     topology: &TopologyOutcome,
     pods: &[Pod],
 ) {
-    let old_phase = previous.map(|s| s.phase);
-    let degraded_msg = |s: &RedisClusterStatus| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == "Degraded")
-            .map(|c| c.message.clone())
-    };
-    // A still-invalid spec whose problems changed is news too.
-    let new_problems = new.phase == Phase::Failed
-        && old_phase == Some(Phase::Failed)
-        && previous.and_then(degraded_msg) != degraded_msg(new);
-    if old_phase != Some(new.phase) || new_problems {
-        let ready = new.conditions.iter().find(|c| c.type_ == "Ready");
-        let degraded = new.conditions.iter().find(|c| c.type_ == "Degraded");
-        let (type_, note) = match new.phase {
-            Phase::Failed | Phase::Degraded => (
-                EventType::Warning,
-                degraded.map(|c| c.message.clone()).unwrap_or_default(),
-            ),
-            _ => (
-                EventType::Normal,
-                ready.map(|c| c.message.clone()).unwrap_or_default(),
-            ),
+    for e in steps::events(previous, new, topology, pods) {
+        let type_ = if e.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
         };
-        let reason = match new.phase {
-            Phase::Failed => "InvalidSpec".to_string(),
-            p => p.as_str().to_string(),
-        };
-        publish(ctx, rc, type_, &reason, "Reconcile", note).await;
+        publish_about(
+            ctx,
+            rc,
+            type_,
+            &e.reason,
+            e.action,
+            e.note,
+            e.pod.as_deref(),
+        )
+        .await;
     }
-    if let TopologyOutcome::Report(r) = topology {
-        let names: Vec<&str> = pods
-            .iter()
-            .filter_map(|p| p.metadata.name.as_deref())
-            .collect();
-        // Each repair names the pod it repaired first: that pod is the Event's related object,
-        // so repairs of different pods are Events of their own (see `publish_about`).
-        for repair in &r.repairs {
-            let reason = if repair.starts_with("reset ") {
-                "NodeReset"
-            } else {
-                "ReplicationRepaired"
-            };
-            let pod = first_pod_named(repair, &names);
-            publish_about(
-                ctx,
-                rc,
-                EventType::Normal,
-                reason,
-                "Repair",
-                repair.clone(),
-                pod,
-            )
-            .await;
-        }
-        for h in &r.handovers {
-            publish_about(
-                ctx,
-                rc,
-                EventType::Normal,
-                "ScaleInFailover",
-                "Failover",
-                h.clone(),
-                first_pod_named(h, &names),
-            )
-            .await;
-        }
-        if !r.actions.is_empty() {
-            let mut note = r
-                .actions
-                .iter()
-                .take(10)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ");
-            if r.actions.len() > 10 {
-                note.push_str(&format!("; and {} more", r.actions.len() - 10));
-            }
-            publish(ctx, rc, EventType::Normal, "Topology", "Reconfigure", note).await;
-        }
-    }
-}
-
-/// The first of `pods` that `text` names, as a whole name (`demo-1-1` is not found in
-/// `demo-1-10`).
-pub fn first_pod_named<'a>(text: &str, pods: &[&'a str]) -> Option<&'a str> {
-    let part = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
-    pods.iter()
-        .filter(|p| !p.is_empty())
-        .filter_map(|&p| {
-            text.match_indices(p)
-                .find(|&(i, _)| {
-                    let before = text[..i].chars().next_back();
-                    let after = text[i + p.len()..].chars().next();
-                    !before.is_some_and(part) && !after.is_some_and(part)
-                })
-                .map(|(i, _)| (i, p))
-        })
-        .min_by_key(|&(i, _)| i)
-        .map(|(_, p)| p)
 }
 
 async fn publish(

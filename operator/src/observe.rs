@@ -194,3 +194,56 @@ pub fn mounts_node_auth(stateful_sets: &[StatefulSet], cluster: &str) -> bool {
             })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn secret(v: serde_json::Value) -> Secret {
+        serde_json::from_value(v).expect("secret")
+    }
+
+    #[test]
+    fn the_password_comes_from_data_then_string_data() {
+        let s = secret(json!({"metadata": {"name": "pw"}, "data": {"password": "czNjcjN0"}}));
+        assert_eq!(password_of(&s, "password").ok(), Some("s3cr3t".into()));
+        let s = secret(json!({"metadata": {"name": "pw"}, "stringData": {"pass": "x"}}));
+        assert_eq!(password_of(&s, "pass").ok(), Some("x".into()));
+        let err = password_of(&s, "password").map_err(|e| e.to_string());
+        assert_eq!(err, Err("auth secret pw: no key \"password\"".into()));
+        let s = secret(json!({"metadata": {"name": "pw"}, "data": {"password": "/w=="}}));
+        assert!(matches!(
+            password_of(&s, "password"),
+            Err(SecretError::Bad(..))
+        ));
+    }
+
+    #[test]
+    fn claims_and_the_password_record_matter_only_when_a_pod_may_use_them() {
+        let rc: RedisCluster = serde_json::from_value(json!({
+            "apiVersion": "tessera.rs/v1alpha1", "kind": "RedisCluster",
+            "metadata": {"name": "demo", "namespace": "t", "uid": "u"},
+            "spec": {"shards": 1, "replicasPerShard": 0, "image": "redis:7.0"},
+        }))
+        .expect("rc");
+        let plain: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "demo-0"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [],
+                "volumes": [{"name": "config", "configMap": {"name": "demo-config"}}]}}},
+        }))
+        .expect("sts");
+        assert!(!storage_matters(&rc, std::slice::from_ref(&plain)));
+        assert!(!mounts_node_auth(std::slice::from_ref(&plain), "demo"));
+        let with_both: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "demo-0"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [],
+                "volumes": [{"name": "auth", "secret": {"secretName": "demo-node-auth"}}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+        }))
+        .expect("sts");
+        assert!(storage_matters(&rc, std::slice::from_ref(&with_both)));
+        assert!(mounts_node_auth(std::slice::from_ref(&with_both), "demo"));
+        assert!(!mounts_node_auth(std::slice::from_ref(&with_both), "other"));
+    }
+}

@@ -679,6 +679,61 @@ mod tests {
     }
 
     #[test]
+    fn plan_all_resizes_recreates_and_refuses_per_statefulset() {
+        let claims = [
+            claim("data-pv-0-0", "1Gi"),
+            claim("data-pv-1-0", "2Gi"),
+            claim("data-pv-2-0", "1Gi"),
+        ];
+        let mut infeasible = claim("data-pv-3-0", "1Gi");
+        infeasible.status = Some(k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+            allocated_resource_statuses: Some(BTreeMap::from([(
+                "storage".to_string(),
+                "ControllerResizeInfeasible".to_string(),
+            )])),
+            ..Default::default()
+        });
+        let claims = [claims.as_slice(), &[infeasible]].concat();
+        let mut desired = vec![
+            sts("pv-0", Some(("2Gi", None))),         // grown
+            sts("pv-1", Some(("1Gi", None))),         // smaller than the live 2Gi
+            sts("pv-2", Some(("2Gi", Some("fast")))), // class changed
+            sts("pv-3", Some(("1Gi", None))),         // unchanged, claim stuck
+            sts("pv-4", Some(("1Gi", None))),         // not created yet
+        ];
+        let live = [
+            sts("pv-0", Some(("1Gi", None))),
+            sts("pv-1", Some(("2Gi", None))),
+            sts("pv-2", Some(("1Gi", None))),
+            sts("pv-3", Some(("1Gi", None))),
+        ];
+        let a = plan_all(&mut desired, &live, &claims);
+        assert_eq!(a.len(), 4, "one entry per StatefulSet that exists");
+        assert_eq!(
+            a[0].resize,
+            Some(("2Gi".to_string(), vec!["data-pv-0-0".to_string()]))
+        );
+        assert_eq!(a[0].recreate, Some(("1Gi".into(), "2Gi".into())));
+        assert!(!a[0].skip);
+        assert_eq!(a[1].resize, None);
+        assert_eq!(a[1].notes[0].reason, "StorageShrinkRefused");
+        assert_eq!(
+            claim_shape(&desired[1]),
+            Some((None, Some("2Gi".into()))),
+            "applied with the live size"
+        );
+        assert!(a[2].skip);
+        assert_eq!(a[2].notes[0].reason, "StorageChangeRefused");
+        assert_eq!(a[3].resize, Some(("1Gi".to_string(), vec![])));
+        assert_eq!(a[3].notes[0].reason, "StorageResizeFailed");
+        assert!(a[3].recreate.is_none() && !a[3].skip);
+        let mut bad = vec![sts("pv-0", Some(("lots", None)))];
+        let a = plan_all(&mut bad, &live, &claims);
+        assert!(a[0].skip);
+        assert_eq!(a[0].notes[0].reason, "StorageSizeInvalid");
+    }
+
+    #[test]
     fn shrinking_and_other_changes_are_refused() {
         let claims = [claim("data-pv-0-0", "2Gi")];
         let p = plan(

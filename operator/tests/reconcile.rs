@@ -1085,7 +1085,7 @@ async fn each_restarted_pod_gets_its_own_event() {
 /// topology engine's step descriptions name the repaired pod first.
 #[test]
 fn events_name_the_first_pod_of_a_step() {
-    use tessera_operator::controller::first_pod_named;
+    use tessera_operator::steps::first_pod_named;
     use tessera_operator::topology::plan::{NodeRef, Step};
     let node = |pod: &str| NodeRef {
         id: format!("{pod}-id"),
