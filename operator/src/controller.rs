@@ -1,5 +1,8 @@
-//! The RedisCluster controller: observe → validate → desired children → apply → topology step
-//! → status, once per reconcile, with Events on state changes.
+//! The RedisCluster controller: validate → observe (every API read, `crate::observe`) → the
+//! pure steps (`crate::steps`, storage, auth, restart, status) → executing their actions
+//! (applies, deletes, the password switch, the topology engine, a restart step, the status
+//! patch, Events), once per reconcile. After its own writes it keeps the observed value in
+//! step with the API's answers instead of reading again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

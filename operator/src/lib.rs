@@ -1,7 +1,9 @@
 //! tessera-operator: reconciles RedisCluster resources into StatefulSets and a live cluster.
 //!
-//! Pipeline per reconcile (see ../shared/design.md): observe → [`validate`] → [`children`]
-//! (pure builders) → server-side apply → [`topology`] step → [`status`] (pure).
+//! Pipeline per reconcile (see ../shared/design.md): [`validate`] (pure) → [`observe`] (every
+//! API read, once, into a plain value) → pure [`steps`] ([`children`] builders, [`storage`],
+//! [`auth`] and [`restart`] plans, [`status`]) whose actions the [`controller`] executes, the
+//! [`topology`] engine reading the nodes itself. [`pods`] is the low layer they all share.
 
 pub mod apply;
 pub mod auth;
