@@ -8,6 +8,15 @@
 //! buffer: anything kept beyond the command is copied, see [`owned_args`]), read and write
 //! keys through `ctx.ks` (which holds the locks of the keys the command's `KeyPos` names)
 //! and write one reply into `ctx.out`, or return a [`CmdError`].
+//!
+//! # Effects
+//! A write handler reports everything it did besides its reply through its context, and
+//! nothing else derives it from the command's name: its keyspace events in Redis's order
+//! (`ctx.notify(class, event, key)`; a key's creation fires `new` by itself), what replicas
+//! and the AOF get when it is not the command as received (`ctx.propagate_as(argv)`), how
+//! many changes it made (`ctx.changed_by(n)`, `ctx.unchanged()` for a write that changed
+//! nothing). [`run_locked`] publishes, counts and propagates them after the handler
+//! succeeded (see [`ctx::Effects`]); `cmd/fx_tests.rs` checks them per family.
 
 pub mod ctx;
 #[cfg(test)]
