@@ -254,12 +254,6 @@ impl Default for AofState {
     }
 }
 
-thread_local! {
-    /// Watermark after this thread's latest AOF write (monotonic): a reply leaves this
-    /// thread only once the fsynced watermark reached it (always).
-    static PENDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
 impl AofState {
     pub fn enabled(&self) -> bool {
         self.on.load(Ordering::Relaxed)
@@ -284,9 +278,15 @@ impl AofState {
         if n == 0 {
             return;
         }
-        let mark = self.written.fetch_add(n, Ordering::AcqRel) + n;
+        self.written.fetch_add(n, Ordering::AcqRel);
         self.current_size.fetch_add(n, Ordering::Relaxed);
-        PENDING.with(|p| p.set(mark));
+    }
+
+    /// The watermark after every write appended so far: a client that just wrote keeps it
+    /// (`ClientState::aof_mark`), and its replies wait for it ([`before_reply`]).
+    #[inline]
+    pub fn written_mark(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
     }
 
     fn policy(&self) -> Fsync {
@@ -400,14 +400,14 @@ impl WriteSubscriber for AofState {
 }
 
 /// Before a connection writes its replies: with `appendfsync always`, waits (without
-/// blocking the I/O thread) until every write this thread appended is on disk. The fsync
-/// thread syncs whatever was appended by then, so concurrent clients share one fsync.
-pub async fn before_reply(srv: &Server) {
+/// blocking the I/O thread) until its client's writes are on disk (`mark`: the client's
+/// `aof_mark`). The fsync thread syncs whatever was appended by then, so concurrent
+/// clients share one fsync.
+pub async fn before_reply(srv: &Server, mark: u64) {
     let a = &srv.persist.aof;
     if !a.enabled() {
         return;
     }
-    let mark = PENDING.with(|p| p.get());
     if mark == 0 || *a.fsync.lock() != Fsync::Always {
         return;
     }
@@ -974,5 +974,58 @@ mod tests {
                 "after CONFIG SET appendfsync {value}"
             );
         }
+    }
+
+    /// An AOF server for the test: `appendonly yes`, `appendfsync always`, in `dir`.
+    fn aof_server(dir: &Path) -> Arc<Server> {
+        let srv = Server::new(Config::default());
+        let d = dir.display().to_string();
+        srv.config
+            .update(|c| {
+                c.set_directive("dir", &[d])?;
+                c.set_directive("appendonly", &["yes".into()])?;
+                c.set_directive("appendfsync", &["always".into()])
+            })
+            .expect("aof config");
+        srv.config_changed();
+        load_and_open(&srv).expect("aof open");
+        srv
+    }
+
+    /// `appendfsync always` makes a reply wait for its own client's writes, compared with
+    /// its own server's AOF: a write on another server (another client) run on the same
+    /// thread just before does not make it wait (it waited for a watermark of the other
+    /// server's file, which its own never reaches: forever).
+    #[test]
+    fn always_waits_for_the_clients_own_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (da, db) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&da).expect("dir a");
+        std::fs::create_dir_all(&db).expect("dir b");
+        let (a, b) = (aof_server(&da), aof_server(&db));
+        let mut ca = crate::server::ClientState::detached(1, 0);
+        let mut cb = crate::server::ClientState::detached(2, 0);
+        let mut out = crate::resp::Out::new(false);
+        crate::cmd::execute(&a, &mut ca, &mut out, &[b"SET", b"k", b"v"]);
+        crate::cmd::execute(&b, &mut cb, &mut out, &[b"PING"]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let wait = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                before_reply(&b, cb.aof_mark),
+            );
+            assert!(wait.await.is_ok(), "b's reply waited for a's AOF");
+            let wait = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                before_reply(&a, ca.aof_mark),
+            );
+            assert!(wait.await.is_ok(), "a's reply never saw its write fsynced");
+        });
+        assert!(*a.persist.aof.synced.lock() >= a.persist.aof.written.load(Ordering::Acquire));
+        a.request_shutdown();
+        b.request_shutdown();
     }
 }

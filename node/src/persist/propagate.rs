@@ -89,6 +89,7 @@ pub fn propagate(ctx: &mut Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Byte
     for s in p.subs.read().iter() {
         s.feed(&w);
     }
+    ctx.cl.aof_mark = ctx.srv.persist.aof.written_mark();
 }
 
 /// Several commands standing for one (a stream read's XCLAIMs): none is sent for an empty
@@ -129,6 +130,8 @@ fn propagate_many(ctx: &mut Ctx<'_>, cmds: Vec<Vec<Bytes>>) {
     if wrap {
         feed(&[b"EXEC"]);
     }
+    drop(subs);
+    ctx.cl.aof_mark = ctx.srv.persist.aof.written_mark();
 }
 
 fn held_stripes(ctx: &Ctx<'_>) -> smallvec::SmallVec<[u16; 4]> {
@@ -172,6 +175,8 @@ pub fn end_exec(ctx: &mut Ctx<'_>) {
     if wrap {
         feed(cmds[cmds.len() - 1].0, &[b"EXEC"]);
     }
+    drop(subs);
+    ctx.cl.aof_mark = ctx.srv.persist.aof.written_mark();
 }
 
 /// A key removed by expiry or eviction: subscribers get `DEL key` (called with the key's

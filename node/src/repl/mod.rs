@@ -333,7 +333,7 @@ pub async fn run_pending(
     use tokio::io::AsyncWriteExt;
     match p {
         Pending::Sync { psync } => {
-            crate::persist::aof::before_reply(srv).await;
+            crate::persist::aof::before_reply(srv, cl.aof_mark).await;
             master::serve_replica(srv, sock, cl, out, inbuf, psync).await?;
             Ok(false)
         }
@@ -343,7 +343,7 @@ pub async fn run_pending(
             offset,
         } => {
             if !out.buf.is_empty() {
-                crate::persist::aof::before_reply(srv).await;
+                crate::persist::aof::before_reply(srv, cl.aof_mark).await;
                 sock.write_all(&out.buf).await?;
                 out.buf.clear();
             }

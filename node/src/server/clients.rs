@@ -252,6 +252,9 @@ pub struct ClientState {
     /// Work the last command left for its connection (SYNC, WAIT), taken by the connection
     /// after the command returns.
     pub pending: Option<Pending>,
+    /// The AOF watermark after this client's latest write: with `appendfsync always` its
+    /// replies leave once the fsynced watermark reached it (`persist::aof::before_reply`).
+    pub aof_mark: u64,
 }
 
 /// Something a command needs its connection to do asynchronously (`crate::repl`).
@@ -290,6 +293,7 @@ impl ClientState {
             tracking: 0,
             from_master: false,
             pending: None,
+            aof_mark: 0,
         }
     }
 

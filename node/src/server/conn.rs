@@ -214,7 +214,7 @@ async fn serve(
                 if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                flush(sock, &mut out, srv, &handle).await?;
+                flush(sock, &mut out, srv, &handle, cl.aof_mark).await?;
             }
             n = sock.read_buf(&mut inbuf) => {
                 share.unpark();
@@ -237,7 +237,7 @@ async fn serve(
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
                 end_of_tick(handle.id, sock.as_raw_fd(), &mut out).await;
-                flush(sock, &mut out, srv, &handle).await?;
+                flush(sock, &mut out, srv, &handle, cl.aof_mark).await?;
                 if !keep {
                     return Ok(());
                 }
@@ -321,13 +321,14 @@ async fn flush(
     out: &mut Out,
     srv: &Server,
     handle: &ClientHandle,
+    aof_mark: u64,
 ) -> std::io::Result<()> {
     if out.buf.is_empty() {
         return Ok(());
     }
     // appendfsync always: the writes behind these replies reach the disk first (one fsync
     // per flushed batch, shared across clients).
-    crate::persist::aof::before_reply(srv).await;
+    crate::persist::aof::before_reply(srv, aof_mark).await;
     srv.stats
         .net_output_bytes
         .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
@@ -416,7 +417,7 @@ async fn process(
         let outcome = loop {
             match cmd::execute(srv, cl, out, &args) {
                 Outcome::Paused(until) => {
-                    flush(sock, out, srv, &cl.handle).await?;
+                    flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
                     tokio::time::sleep_until(until.into()).await;
                     cl.now_ms = 0;
                 }
@@ -447,7 +448,7 @@ async fn process(
             Outcome::Done => {}
             Outcome::Close => return Ok(false),
             Outcome::Blocked(w) => {
-                flush(sock, out, srv, &cl.handle).await?;
+                flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
                 if !wait_blocked(srv, sock, cl, out, inbuf, w).await? {
                     return Ok(false);
                 }
@@ -467,7 +468,7 @@ async fn process(
             return Ok(false);
         }
         if out.buf.len() > 64 * 1024 {
-            flush(sock, out, srv, &cl.handle).await?;
+            flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
         }
     }
 }
