@@ -31,12 +31,14 @@ fn operator_bin() -> PathBuf {
 /// Runs one `converge` to `shards` × (1 + `replicas`) over `nodes`; returns its duration.
 fn converge(bin: &PathBuf, shards: u32, replicas: u32, nodes: &[Proc]) -> Duration {
     let start = Instant::now();
-    let out = Command::new(bin)
-        .args(["converge", "--shards", &shards.to_string()])
-        .args(["--replicas", &replicas.to_string(), "--timeout", "180"])
-        .args(nodes.iter().map(|n| n.addr()))
-        .output()
-        .expect("run tessera-operator");
+    let out = tessera_testkit::output_within(
+        Command::new(bin)
+            .args(["converge", "--shards", &shards.to_string()])
+            .args(["--replicas", &replicas.to_string(), "--timeout", "180"])
+            .args(nodes.iter().map(|n| n.addr())),
+        // Above converge's own --timeout, so the operator reports its failure itself.
+        std::time::Duration::from_secs(240),
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && text.contains("converged"),

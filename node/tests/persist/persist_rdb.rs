@@ -67,10 +67,10 @@ fn our_dump_passes_redis_check_rdb_and_loads_into_redis_server() {
         assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
     }
     let rdb = dir.path().join("dump.rdb");
-    let check = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
-        .arg(&rdb)
-        .output()
-        .expect("redis-check-rdb");
+    let check = tessera_testkit::output_within(
+        std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb")).arg(&rdb),
+        std::time::Duration::from_secs(60),
+    );
     let text = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "redis-check-rdb: {text}");
     assert!(text.contains("RDB looks OK"), "{text}");

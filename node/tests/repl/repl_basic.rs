@@ -297,21 +297,22 @@ fn redis_cli_rdb_over_sync() {
     let master = Proc::node(dm.path(), &[]);
     write_load(&master, 0);
     let file = dm.path().join("fetched.rdb");
-    let o = std::process::Command::new(tessera_testkit::redis_cli_bin())
-        .args(["-p", &master.port.to_string(), "--rdb"])
-        .arg(&file)
-        .output()
-        .expect("redis-cli --rdb");
+    let o = tessera_testkit::output_within(
+        std::process::Command::new(tessera_testkit::redis_cli_bin())
+            .args(["-p", &master.port.to_string(), "--rdb"])
+            .arg(&file),
+        std::time::Duration::from_secs(60),
+    );
     assert!(
         o.status.success(),
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let chk = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
-        .arg(&file)
-        .output()
-        .expect("redis-check-rdb");
+    let chk = tessera_testkit::output_within(
+        std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb")).arg(&file),
+        std::time::Duration::from_secs(60),
+    );
     let text = String::from_utf8_lossy(&chk.stdout);
     assert!(
         chk.status.success() && text.contains("RDB looks OK!"),

@@ -54,10 +54,10 @@ fn cluster_replicas_sync_and_failover_keeps_acknowledged_writes() {
         "1".into(),
         "--cluster-yes".into(),
     ]);
-    let o = Command::new(tessera_testkit::redis_cli_bin())
-        .args(&args)
-        .output()
-        .expect("redis-cli");
+    let o = tessera_testkit::output_within(
+        Command::new(tessera_testkit::redis_cli_bin()).args(&args),
+        std::time::Duration::from_secs(60),
+    );
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success() && text.contains("[OK] All 16384 slots covered."),

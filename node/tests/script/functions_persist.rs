@@ -223,10 +223,10 @@ fn rdb_files_both_ways_and_restart() {
     works(&mut tc, "again");
     let _: String = redis::cmd("SAVE").query(&mut tc).expect("SAVE");
     let rdb = d2.path().join("dump.rdb");
-    let check = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
-        .arg(&rdb)
-        .output()
-        .expect("redis-check-rdb");
+    let check = tessera_testkit::output_within(
+        std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb")).arg(&rdb),
+        std::time::Duration::from_secs(60),
+    );
     let text = String::from_utf8_lossy(&check.stdout);
     assert!(
         check.status.success() && text.contains("RDB looks OK"),

@@ -91,12 +91,13 @@ fn wait_busy(port: u16) {
 
 /// redis-cli's output for one command (errors print as their text when not on a tty).
 fn cli(port: u16, args: &[&str]) -> String {
-    let out = std::process::Command::new(tessera_testkit::redis_cli_bin())
-        .arg("-p")
-        .arg(port.to_string())
-        .args(args)
-        .output()
-        .expect("redis-cli");
+    let out = tessera_testkit::output_within(
+        std::process::Command::new(tessera_testkit::redis_cli_bin())
+            .arg("-p")
+            .arg(port.to_string())
+            .args(args),
+        std::time::Duration::from_secs(60),
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 

@@ -89,10 +89,10 @@ fn directive_reads_sets_and_refuses_bad_values() {
         );
     }
     // A bad value at startup stops the node, naming the directive.
-    let out = std::process::Command::new(tessera_bin())
-        .args(["--port", "0", "--busy-poll-usec", "soon"])
-        .output()
-        .expect("run tessera-node");
+    let out = tessera_testkit::output_within(
+        std::process::Command::new(tessera_bin()).args(["--port", "0", "--busy-poll-usec", "soon"]),
+        std::time::Duration::from_secs(60),
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("busy-poll-usec"), "{err}");

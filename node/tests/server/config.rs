@@ -6,7 +6,10 @@ fn run_with_conf(text: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.conf");
     std::fs::write(&path, text).unwrap();
-    let out = Command::new(bin()).arg(&path).output().unwrap();
+    let out = tessera_testkit::output_within(
+        Command::new(bin()).arg(&path),
+        std::time::Duration::from_secs(60),
+    );
     let all = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -42,18 +45,18 @@ fn bad_config_lines_stop_the_node() {
     assert_ne!(code, 0);
     assert!(msg.contains("maxmemory-policy"), "{msg}");
 
-    let out = Command::new(bin())
-        .arg("/nonexistent/x.conf")
-        .output()
-        .unwrap();
+    let out = tessera_testkit::output_within(
+        Command::new(bin()).arg("/nonexistent/x.conf"),
+        std::time::Duration::from_secs(60),
+    );
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("can't open config file '/nonexistent/x.conf'"));
 
-    let out = Command::new(bin())
-        .args(["--port", "notaport"])
-        .output()
-        .unwrap();
+    let out = tessera_testkit::output_within(
+        Command::new(bin()).args(["--port", "notaport"]),
+        std::time::Duration::from_secs(60),
+    );
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("port"));
 }

@@ -359,11 +359,12 @@ fn bad_config_file_value_stops_the_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path().join("bad.conf");
     std::fs::write(&conf, "notify-keyspace-events Q\n").expect("write");
-    let out = std::process::Command::new(tessera_bin())
-        .arg(&conf)
-        .args(["--port", "0"])
-        .output()
-        .expect("run");
+    let out = tessera_testkit::output_within(
+        std::process::Command::new(tessera_bin())
+            .arg(&conf)
+            .args(["--port", "0"]),
+        std::time::Duration::from_secs(60),
+    );
     assert!(!out.status.success());
     let text = format!(
         "{}{}",

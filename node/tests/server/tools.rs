@@ -53,8 +53,8 @@ fn redis_cli_one_shot_and_stdin() {
 #[test]
 fn redis_benchmark_runs_clean() {
     let n = Node::start();
-    let out = Command::new(tessera_testkit::bins::tool("redis-benchmark"))
-        .args([
+    let out = tessera_testkit::output_within(
+        Command::new(tessera_testkit::bins::tool("redis-benchmark")).args([
             "-p",
             &n.port.to_string(),
             "-n",
@@ -62,9 +62,9 @@ fn redis_benchmark_runs_clean() {
             "-q",
             "-t",
             "set,get,incr,mset,ping",
-        ])
-        .output()
-        .unwrap();
+        ]),
+        std::time::Duration::from_secs(60),
+    );
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(

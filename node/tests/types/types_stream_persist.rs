@@ -95,10 +95,11 @@ fn redis_dump_with_groups_loads_saves_and_loads_back_into_redis() {
     let n = Proc::node(d1.path(), &["--save", ""]);
     assert_eq!((stream_state(&n, "s"), stream_state(&n, "empty")), before);
     drop(n);
-    let check = std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
-        .arg(d1.path().join("dump.rdb"))
-        .output()
-        .expect("redis-check-rdb");
+    let check = tessera_testkit::output_within(
+        std::process::Command::new(tessera_testkit::bins::tool("redis-check-rdb"))
+            .arg(d1.path().join("dump.rdb")),
+        std::time::Duration::from_secs(60),
+    );
     assert!(
         check.status.success(),
         "{}",
