@@ -28,6 +28,7 @@ fn snap(master: BTreeMap<String, String>, replica: BTreeMap<String, String>) -> 
             pod(0, "nodes-master.txt", Some(master)),
             pod(1, "nodes-replica.txt", Some(replica)),
         ],
+        ..Default::default()
     }
 }
 

@@ -24,6 +24,7 @@ fn report_with(replica_info: Option<&str>) -> TopologyReport {
             pod(0, "nodes-master.txt", Some("info-master.txt")),
             pod(1, "nodes-replica.txt", replica_info),
         ],
+        ..Default::default()
     };
     let desired = Desired {
         shards: 1,
@@ -130,6 +131,7 @@ fn an_unjoined_node_does_not_make_the_cluster_fail() {
     fresh.cluster_state = "fail".into();
     let snap = Snapshot {
         pods: vec![master.clone(), fresh.clone()],
+        ..Default::default()
     };
     let r = report::build(&desired, &snap, &plan_full(&desired, &snap));
     assert_eq!(r.cluster_state, "ok");
@@ -139,6 +141,7 @@ fn an_unjoined_node_does_not_make_the_cluster_fail() {
     fresh.known_nodes = 2;
     let snap = Snapshot {
         pods: vec![master, fresh],
+        ..Default::default()
     };
     let r = report::build(&desired, &snap, &plan_full(&desired, &snap));
     assert_eq!(r.cluster_state, "fail");

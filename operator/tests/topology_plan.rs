@@ -213,7 +213,10 @@ impl Model {
                 }
             })
             .collect();
-        Snapshot { pods }
+        Snapshot {
+            pods,
+            ..Default::default()
+        }
     }
 
     fn pod_node(&self, pod: &str) -> usize {
@@ -236,6 +239,9 @@ impl Model {
             }
             Step::Failover { .. } => {
                 panic!("the model reports no INFO replication: no replica to fail over to")
+            }
+            Step::Takeover { .. } => {
+                panic!("the model reports no INFO replication: no replica to take over")
             }
             Step::Reset { node, flush, .. } => {
                 let i = self.pod_node(&node.pod);

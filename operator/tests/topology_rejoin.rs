@@ -154,7 +154,10 @@ fn forgotten_pods_are_reset_not_met() {
     c1.push((C0, Some(B0)));
     pods.push(pod(2, 0, &nodes_text(C0, Some(B0), &c0), 300));
     pods.push(pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
-    let snap = Snapshot { pods };
+    let snap = Snapshot {
+        pods,
+        ..Default::default()
+    };
     let planned = plan_full(&DESIRED, &snap);
     assert_eq!(
         resets(&planned.steps),
@@ -187,7 +190,10 @@ fn forgotten_master_with_keys_is_flushed_only_when_every_slot_is_owned() {
     let everyone = [(A0, None), (A1, None), (B0, None), (B1, None), (C1, None)];
     let mut pods = core(&[]);
     pods.push(pod(2, 0, &nodes_text(C0, None, &everyone), 42));
-    let snap = Snapshot { pods };
+    let snap = Snapshot {
+        pods,
+        ..Default::default()
+    };
     let planned = plan_full(&DESIRED, &snap);
     assert_eq!(
         resets(&planned.steps),
@@ -230,7 +236,10 @@ fn shard_following_another_shard_gets_its_lowest_ordinal_reset() {
     c1.push((C0, Some(B0)));
     pods.push(pod(2, 0, &nodes_text(C0, Some(B0), &c0), 300));
     pods.push(pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
-    let snap = Snapshot { pods };
+    let snap = Snapshot {
+        pods,
+        ..Default::default()
+    };
     let planned = plan_full(&DESIRED, &snap);
     assert_eq!(
         resets(&planned.steps),
@@ -257,7 +266,10 @@ fn a_reset_pod_is_met_by_a_slot_holder() {
     // The sibling and a replica first in the pod list: order must not pick the meeter.
     pods.insert(0, pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
     pods.swap(1, 2);
-    let snap = Snapshot { pods };
+    let snap = Snapshot {
+        pods,
+        ..Default::default()
+    };
     let planned = plan_full(&DESIRED, &snap);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     let meets: Vec<(String, String)> = planned
@@ -288,7 +300,10 @@ fn a_met_reset_pod_leads_its_shard() {
     c1.push((N0, None));
     pods.push(pod(2, 0, &nodes_text(N0, None, &n0), 0));
     pods.push(pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
-    let snap = Snapshot { pods };
+    let snap = Snapshot {
+        pods,
+        ..Default::default()
+    };
     let planned = plan_full(&DESIRED, &snap);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     assert!(
@@ -307,7 +322,10 @@ fn two_reset_pods_are_both_met_by_slot_holders() {
     pods.swap(0, 1);
     pods.insert(0, pod(2, 0, &nodes_text(N0, None, &[]), 0));
     pods.push(pod(2, 1, &nodes_text(N1, None, &[]), 0));
-    let snap = Snapshot { pods };
+    let snap = Snapshot {
+        pods,
+        ..Default::default()
+    };
     let planned = plan_full(&DESIRED, &snap);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     let mut targets = Vec::new();
@@ -338,7 +356,13 @@ fn no_reset_while_unsure() {
     pods[1].reachable = false;
     pods[1].myself = None;
     pods[1].peers.clear();
-    let planned = plan_full(&DESIRED, &Snapshot { pods });
+    let planned = plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    );
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 
     // A handshake in flight on A0.
@@ -347,7 +371,13 @@ fn no_reset_while_unsure() {
     hs.id = "e000000000000000000000000000000000000000".into();
     hs.handshake = true;
     pods[0].peers.push(hs);
-    let planned = plan_full(&DESIRED, &Snapshot { pods });
+    let planned = plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    );
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 
     // An unknown node that claims slots (its nodes.conf says so) is not reset.
@@ -357,7 +387,13 @@ fn no_reset_while_unsure() {
     c0.replica_of = None;
     c0.config_epoch = 0;
     c0.slots = vec![(0, 10)];
-    let planned = plan_full(&DESIRED, &Snapshot { pods });
+    let planned = plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    );
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 }
 
@@ -382,7 +418,13 @@ fn a_forgotten_pod_is_not_met_while_its_reset_waits() {
     hs.host = "10.0.2.1".into();
     hs.handshake = true;
     pods[0].peers.push(hs);
-    let planned = plan_full(&DESIRED, &Snapshot { pods });
+    let planned = plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    );
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     for s in &planned.steps {
         assert!(!involves(s, "pv-2-1"), "{s:?} uses a pod whose reset waits");
@@ -401,7 +443,13 @@ fn a_forgotten_pod_is_not_met_while_its_reset_waits() {
     pods[1].reachable = false;
     pods[1].myself = None;
     pods[1].peers.clear();
-    let planned = plan_full(&DESIRED, &Snapshot { pods });
+    let planned = plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    );
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     for s in &planned.steps {
         assert!(!involves(s, "pv-2-1"), "{s:?} uses a pod whose reset waits");
@@ -443,7 +491,13 @@ fn a_healthy_cluster_plans_nothing() {
     for (k, id) in [A0, A1, B0, B1, C0, C1].iter().enumerate() {
         pods.push(pod(k as u32 / 2, k as u32 % 2, &view(id), 0));
     }
-    let planned = plan_full(&DESIRED, &Snapshot { pods });
+    let planned = plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    );
     assert!(planned.steps.is_empty(), "{:#?}", planned.steps);
     assert!(planned.stuck.is_empty(), "{:?}", planned.stuck);
 }

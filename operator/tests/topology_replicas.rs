@@ -128,7 +128,10 @@ impl Cluster {
                 });
             }
         }
-        Snapshot { pods }
+        Snapshot {
+            pods,
+            ..Default::default()
+        }
     }
 }
 

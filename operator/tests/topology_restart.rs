@@ -83,6 +83,7 @@ const DESIRED: Desired = Desired {
 fn nodes_of_desired_pods_without_an_ip_yet_are_not_forgotten() {
     let snap = Snapshot {
         pods: vec![pod(0, 0, NODES_0_0), pod(0, 1, NODES_0_1)],
+        ..Default::default()
     };
     let planned = plan_full(&DESIRED, &snap);
     let forgets: Vec<&String> = planned
@@ -162,6 +163,7 @@ fn one_missing_replica_pod_keeps_its_node_and_the_rest_heals() {
             pod(1, 1, &text(R1)),
             pod(2, 0, &text(M2)),
         ],
+        ..Default::default()
     };
     let planned = plan_full(&DESIRED, &snap);
     assert!(

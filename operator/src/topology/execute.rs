@@ -210,7 +210,96 @@ async fn run_step(
         }
         Step::MigrateSlots { .. } => Ok(()), // handled in batches by `execute`
         Step::Failover { node, master, .. } => failover(node, master, small).await,
+        Step::Takeover { node, master, .. } => takeover(node, master, small, opts).await,
     }
+}
+
+/// How long a probe of a lost master may take to answer before it counts as gone.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a pass waits for a TAKEOVER to show (the node switches at once).
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// CLUSTER FAILOVER TAKEOVER on `node`, the replica the planner picked for the lost
+/// `master`. Checked again first: the old master must not answer as itself at its address
+/// (a takeover beside a live master would split the shard), and `node` must still be its
+/// replica. Idempotent: a node already master is done.
+async fn takeover(
+    node: &NodeRef,
+    master: &NodeRef,
+    pool: &Pool,
+    opts: &EngineOptions,
+) -> Result<(), TopologyError> {
+    let alive = match answering_id(master, opts).await {
+        Probe::Silent => false,
+        Probe::Node(id) => id == master.id,
+        Probe::Unknown => true, // something answers there and we cannot tell what
+    };
+    if alive {
+        return Err(TopologyError::Invalid(format!(
+            "the old master {} answers at {}:{}; not taking over",
+            master.pod, master.host, master.port
+        )));
+    }
+    let mut c = pool.get(node).await?;
+    let now = parse_cluster_nodes(&c.text(&cluster("NODES")).await?)?;
+    if now.myself.id != node.id || now.myself.master {
+        return Ok(());
+    }
+    if now.myself.replica_of.as_deref() != Some(master.id.as_str()) {
+        return Err(TopologyError::Invalid(format!(
+            "{} no longer replicates {}; not taking over",
+            node.pod, master.pod
+        )));
+    }
+    c.run::<()>(cluster("FAILOVER").arg("TAKEOVER")).await?;
+    warn!(pod = %node.pod, lost = %master.pod, "CLUSTER FAILOVER TAKEOVER sent");
+    let start = Instant::now();
+    while start.elapsed() < TAKEOVER_WAIT {
+        match c.text(&cluster("NODES")).await {
+            Ok(text) if parse_cluster_nodes(&text)?.myself.master => return Ok(()),
+            Ok(_) => {}
+            Err(e) => warn!(pod = %node.pod, error = %e, "reading CLUSTER NODES after TAKEOVER"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(TopologyError::Timeout(
+        TAKEOVER_WAIT,
+        format!("{} did not become master", node.pod),
+    ))
+}
+
+/// What answers at a lost master's address.
+enum Probe {
+    /// Nothing within [`PROBE_TIMEOUT`] (a frozen process accepts but never replies).
+    Silent,
+    /// A node with this id (the master itself, or a new node on a reused address).
+    Node(String),
+    /// Something that answered without telling its id (refused our credentials, LOADING).
+    Unknown,
+}
+
+/// Ask whatever answers at `n`'s address for its node id, bounded by [`PROBE_TIMEOUT`].
+async fn answering_id(n: &NodeRef, opts: &EngineOptions) -> Probe {
+    let probe = async {
+        let mut c = match connect(&n.host, n.port, opts, PROBE_TIMEOUT).await {
+            Ok(c) => c,
+            Err(e) if e.is_auth() => return Probe::Unknown,
+            Err(_) => return Probe::Silent,
+        };
+        match c.text(&cluster("MYID")).await {
+            Ok(id) => Probe::Node(id.trim().to_string()),
+            Err(TopologyError::Redis { source, .. })
+                if !(source.is_io_error() || source.is_timeout()) =>
+            {
+                Probe::Unknown
+            }
+            Err(_) => Probe::Silent,
+        }
+    };
+    tokio::time::timeout(PROBE_TIMEOUT + opts.connect_timeout, probe)
+        .await
+        .unwrap_or(Probe::Silent)
 }
 
 /// How long a pass waits for a manual failover to show (redis-server gives up on a manual

@@ -36,8 +36,33 @@ pub async fn observe(pods: &[PodEndpoint], opts: &EngineOptions) -> Snapshot {
             }
         }
     }
+    snap.node_timeout_ms = join_all(conns.iter_mut().flatten().map(node_timeout))
+        .await
+        .into_iter()
+        .flatten()
+        .max();
     count_keys(&mut snap, &mut conns, opts).await;
     snap
+}
+
+/// The node's `cluster-node-timeout` in ms (CONFIG GET); `None` when it does not say.
+async fn node_timeout(c: &mut NodeConn) -> Option<u64> {
+    let reply: redis::Value = c
+        .run(redis::cmd("CONFIG").arg("GET").arg("cluster-node-timeout"))
+        .await
+        .map_err(|e| debug!(node = %c.addr, error = %e, "CONFIG GET cluster-node-timeout"))
+        .ok()?;
+    // RESP2: [name, value]; RESP3: {name: value}.
+    let value = match reply {
+        redis::Value::Array(v) => v.into_iter().nth(1)?,
+        redis::Value::Map(m) => m.into_iter().next()?.1,
+        _ => return None,
+    };
+    redis::from_redis_value::<String>(value)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 async fn observe_pod(

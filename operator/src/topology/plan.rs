@@ -20,8 +20,10 @@ mod handover;
 mod repair;
 mod reset;
 mod slots;
+mod takeover;
 
 pub use repair::LINK_DOWN_GRACE_SECS;
+pub use takeover::SILENCE_TIMEOUTS;
 
 /// A node the executor will talk to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,12 +99,25 @@ pub enum Step {
         master: NodeRef,
         reason: String,
     },
+    /// CLUSTER FAILOVER TAKEOVER on `node`, the best-synced replica of `master`, a master
+    /// lost for good while the other masters are no majority (Redis's election cannot win);
+    /// see `plan/takeover.rs` for when this is safe. `master.pod` names the pod that ran it,
+    /// or the node when no pod does any more.
+    Takeover {
+        shard: u32,
+        node: NodeRef,
+        master: NodeRef,
+        reason: String,
+    },
 }
 
 impl Step {
     /// A repair of one node's state (not a step of forming or resharding): an Event each.
     pub fn is_repair(&self) -> bool {
-        matches!(self, Step::Reset { .. } | Step::RepairReplication { .. })
+        matches!(
+            self,
+            Step::Reset { .. } | Step::RepairReplication { .. } | Step::Takeover { .. }
+        )
     }
 
     /// One human line describing the step (for logs, Events and the CLI).
@@ -172,6 +187,16 @@ impl Step {
             } => format!(
                 "fail shard {shard} over from {} to {} (CLUSTER FAILOVER): {reason}",
                 master.pod, node.pod
+            ),
+            Step::Takeover {
+                shard,
+                node,
+                master,
+                reason,
+            } => format!(
+                "promote {} to master of shard {shard} in place of its lost master {} \
+                 ({}:{}) (CLUSTER FAILOVER TAKEOVER): {reason}",
+                node.pod, master.pod, master.host, master.port
             ),
         }
     }
@@ -451,6 +476,8 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     }
 
     replicate_steps.extend(repair::repairs(snap, &reach));
+    // A shard whose master is lost while the rest are no majority (see `plan/takeover.rs`).
+    replicate_steps.extend(takeover::takeovers(snap, &reach, &owners, &mut out.stuck));
 
     // Fresh cluster: epochs and contiguous slot ranges go in before the first MEET.
     let fresh = owners.iter().all(Option::is_none) && snap.open_slots().is_empty();

@@ -174,6 +174,11 @@ impl PodState {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub pods: Vec<PodState>,
+    /// The largest `cluster-node-timeout` (ms) the reachable pods run with; `None` when none
+    /// said (then Redis's default, [`Snapshot::DEFAULT_NODE_TIMEOUT_MS`], is assumed). The
+    /// planner's failure bounds are multiples of it (see `plan/takeover.rs`).
+    #[serde(default)]
+    pub node_timeout_ms: Option<u64>,
 }
 
 /// A claim on a slot: which node, with which config epoch.
@@ -184,6 +189,15 @@ pub struct Claim {
 }
 
 impl Snapshot {
+    /// Redis's default `cluster-node-timeout`.
+    pub const DEFAULT_NODE_TIMEOUT_MS: u64 = 15_000;
+
+    /// The cluster's node timeout in ms, as observed or Redis's default.
+    pub fn node_timeout_ms(&self) -> u64 {
+        self.node_timeout_ms
+            .unwrap_or(Self::DEFAULT_NODE_TIMEOUT_MS)
+    }
+
     /// Index of the pod whose node id is `id`.
     pub fn pod_of(&self, id: &str) -> Option<usize> {
         self.pods.iter().position(|p| p.id() == Some(id))
