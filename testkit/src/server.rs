@@ -214,6 +214,60 @@ impl Launch {
         }
     }
 
+    /// Starts the server on exactly `port` of its ip (a restart that keeps its address) and
+    /// waits until it serves; no retry elsewhere: a start that fails panics with its log.
+    pub fn start_at(self, port: u16) -> Server {
+        let (dir, tmp) = match &self.dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let t = tempfile::tempdir().expect("tempdir");
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let out = tempfile::tempdir().expect("tempdir");
+        let output = out.path().join("output.log");
+        let f = std::fs::File::create(&output)
+            .unwrap_or_else(|e| panic!("create {}: {e}", output.display()));
+        let f2 = f.try_clone().expect("clone output file");
+        let mut cmd = self.command(&self.ip, port, &dir);
+        cmd.stdout(f).stderr(f2);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
+        let deadline = Instant::now() + self.ready_within;
+        let mut ready = false;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            if answers_ping(&self.ip, port) && served_by(&self.ip, port, child.id()) != Some(false)
+            {
+                ready = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let srv = Server {
+            child,
+            port,
+            ip: self.ip.clone(),
+            dir,
+            launch: self,
+            output,
+            _out: out,
+            _tmp: tmp,
+        };
+        if !ready {
+            panic!(
+                "{} did not start on {}\n{}",
+                srv.bin(),
+                srv.addr(),
+                srv.log_tail(20)
+            );
+        }
+        srv
+    }
+
     /// Starts the process on a free port of `ip` in `dir` and waits until it serves: the
     /// bare child, output discarded, for callers that own their guard.
     pub fn spawn_ready(&self, ip: &str, dir: &Path) -> (Child, u16) {
@@ -509,6 +563,16 @@ mod tests {
             .args(&["--save", ""])
             .run_to_exit(dir.path(), Duration::from_millis(500));
         assert!(e.status.is_none() && !e.failed(), "{e:?}");
+    }
+
+    #[test]
+    fn start_at_takes_the_given_port() {
+        let first = Server::redis(&["--save", ""]);
+        let port = first.port;
+        drop(first);
+        let again = Launch::redis().args(&["--save", ""]).start_at(port);
+        assert_eq!(again.port, port);
+        assert_eq!(served_by(&again.ip, port, again.pid()), Some(true));
     }
 
     #[test]

@@ -10,7 +10,6 @@
 //! Processes on ports from tessera-testkit (bus ports +10000), killed on drop.
 
 use std::path::Path;
-use std::process::Child;
 use std::time::Duration;
 
 use tessera_testkit::*;
@@ -19,19 +18,14 @@ use tessera_testkit::*;
 const NEW_IP: &str = "127.0.0.2";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A cluster node in a data directory that outlives it (its nodes.conf, RDB and AOF).
+/// A cluster node in a data directory that outlives it (its nodes.conf, RDB and AOF);
+/// derefs to the kit's guard (`ip`, `port`), which kills it on drop.
 struct Node {
-    child: Child,
+    srv: Server,
     bin: &'static str,
-    ip: String,
-    port: u16,
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        kill(&mut self.child);
-    }
-}
+deref_server!(Node);
 
 fn launch(bin: &'static str, ip: &str, dir: &Path, appendonly: bool) -> Launch {
     Launch::new(bin)
@@ -60,57 +54,29 @@ fn launch(bin: &'static str, ip: &str, dir: &Path, appendonly: bool) -> Launch {
 impl Node {
     /// Starts `bin` on a free port of `ip` over `dir`.
     fn start(bin: &'static str, ip: &str, dir: &Path, appendonly: bool) -> Node {
-        let (child, port) = launch(bin, ip, dir, appendonly).spawn_ready(ip, dir);
         Node {
-            child,
+            srv: launch(bin, ip, dir, appendonly).start(),
             bin,
-            ip: ip.to_string(),
-            port,
         }
     }
 
     /// Starts a standalone `bin` on 127.0.0.1 with `extra` arguments (which may override
     /// `--bind`).
     fn standalone(bin: &'static str, dir: &Path, extra: &[&str]) -> Node {
-        let (child, port) = Launch::new(bin)
+        let srv = Launch::new(bin)
             .dir(dir)
             .args(&["--save", "", "--appendonly", "no"])
             .args(extra)
             .logfile()
-            .spawn_ready("127.0.0.1", dir);
-        Node {
-            child,
-            bin,
-            ip: "127.0.0.1".into(),
-            port,
-        }
+            .start();
+        Node { srv, bin }
     }
 
     /// Starts `bin` again on exactly `ip:port` (a pod that kept its address).
     fn start_at(bin: &'static str, ip: &str, port: u16, dir: &Path, appendonly: bool) -> Node {
-        let mut child = launch(bin, ip, dir, appendonly)
-            .command(ip, port, dir)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-        let mut alive = true;
-        wait_for(WAIT, &format!("{bin} serving on {ip}:{port}"), || {
-            if let Ok(Some(_)) = child.try_wait() {
-                alive = false;
-                return true;
-            }
-            answers_ping(ip, port)
-        });
-        if !alive {
-            panic!(
-                "{bin} exited restarting on {ip}:{port}\n{}",
-                log_tail(&dir.join("log"), 20)
-            );
-        }
         Node {
-            child,
+            srv: launch(bin, ip, dir, appendonly).start_at(port),
             bin,
-            ip: ip.to_string(),
-            port,
         }
     }
 
