@@ -5,15 +5,6 @@ use mlua::{Lua, Table, Value};
 
 use crate::resp::Out;
 
-thread_local! {
-    /// The protocol the running script asked for with `redis.setresp` (2 by default).
-    pub static SCRIPT_RESP: std::cell::Cell<u8> = const { std::cell::Cell::new(2) };
-}
-
-fn resp3_script() -> bool {
-    SCRIPT_RESP.with(|r| r.get() == 3)
-}
-
 /// One parsed reply: a Lua value, or an error reply (the message without its '-').
 pub enum Parsed {
     Val(Value),
@@ -195,15 +186,16 @@ pub fn lua_int(n: f64) -> i64 {
 
 /// Writes a script's result: string -> bulk, number -> integer, true -> 1, false/nil ->
 /// nil bulk, {err=s} -> error, {ok=s} -> status, other tables -> array up to the first nil.
-pub fn write_value(out: &mut Out, v: &Value) {
-    write_nested(out, v, 0);
+/// `resp3_script`: the script asked for RESP3 (`redis.setresp(3)`): booleans stay booleans.
+pub fn write_value(out: &mut Out, v: &Value, resp3_script: bool) {
+    write_nested(out, v, 0, resp3_script);
 }
 
 /// Nesting a reply may have: Redis stops at Lua's C stack limit (about 8000 levels) with
 /// this error; we stop earlier so a self-referencing table can't overflow a worker's stack.
 const MAX_DEPTH: usize = 1000;
 
-fn write_nested(out: &mut Out, v: &Value, depth: usize) {
+fn write_nested(out: &mut Out, v: &Value, depth: usize, resp3_script: bool) {
     if depth >= MAX_DEPTH {
         out.error("ERR reached lua stack limit");
         return;
@@ -212,9 +204,9 @@ fn write_nested(out: &mut Out, v: &Value, depth: usize) {
         Value::String(s) => out.bulk(&s.as_bytes()),
         Value::Integer(i) => out.int(*i),
         Value::Number(n) => out.int(lua_int(*n)),
-        Value::Boolean(b) if resp3_script() => out.boolean(*b),
+        Value::Boolean(b) if resp3_script => out.boolean(*b),
         Value::Boolean(true) => out.int(1),
-        Value::Table(t) => write_table(out, t, depth),
+        Value::Table(t) => write_table(out, t, depth, resp3_script),
         _ => out.null(),
     }
 }
@@ -236,7 +228,7 @@ fn verbatim_format(f: &[u8]) -> String {
         .collect()
 }
 
-fn write_table(out: &mut Out, t: &Table, depth: usize) {
+fn write_table(out: &mut Out, t: &Table, depth: usize, resp3_script: bool) {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
         // Redis trims line breaks at both ends of an error, then maps the inner ones.
         let b = e.as_bytes();
@@ -270,15 +262,15 @@ fn write_table(out: &mut Out, t: &Table, depth: usize) {
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         out.map(m.pairs::<Value, Value>().filter(|p| p.is_ok()).count());
         for (k, v) in m.pairs::<Value, Value>().filter_map(|p| p.ok()) {
-            write_nested(out, &k, depth + 1);
-            write_nested(out, &v, depth + 1);
+            write_nested(out, &k, depth + 1, resp3_script);
+            write_nested(out, &v, depth + 1, resp3_script);
         }
         return;
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("set") {
         out.set(m.pairs::<Value, Value>().filter(|p| p.is_ok()).count());
         for (k, _) in m.pairs::<Value, Value>().filter_map(|p| p.ok()) {
-            write_nested(out, &k, depth + 1);
+            write_nested(out, &k, depth + 1, resp3_script);
         }
         return;
     }
@@ -298,7 +290,7 @@ fn write_table(out: &mut Out, t: &Table, depth: usize) {
     out.array(n);
     for i in 1..=n {
         match t.raw_get::<Value>(i) {
-            Ok(v) => write_nested(out, &v, depth + 1),
+            Ok(v) => write_nested(out, &v, depth + 1, resp3_script),
             Err(_) => out.null(),
         }
     }
@@ -321,7 +313,7 @@ pub fn fuzz_roundtrip(lua: &Lua, data: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut encoded = [Vec::new(), Vec::new()];
     for (resp3, bytes) in [false, true].into_iter().zip(encoded.iter_mut()) {
         let mut out = Out::new(resp3);
-        write_value(&mut out, &v);
+        write_value(&mut out, &v, false);
         *bytes = out.buf.to_vec();
     }
     let mut pos = 0;

@@ -18,6 +18,7 @@ mod shebang;
 mod structlib;
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -182,6 +183,8 @@ struct Engine {
     handler: Function,
     /// [`run_call`] as a Lua function.
     runner: Function,
+    /// The running script's state, shared with the callbacks above.
+    pub(crate) run: Rc<RunSlot>,
     /// Compiled scripts by sha, for one server's cache (cleared when another server's
     /// script runs here or SCRIPT FLUSH bumps its `flushes`).
     compiled: RefCell<(Validity, Compiled)>,
@@ -194,20 +197,41 @@ type Compiled = hashbrown::HashMap<String, (Function, shebang::ScriptFlags)>;
 const MAX_COMPILED: usize = 1000;
 
 thread_local! {
+    /// This thread's EVAL Lua state: a per-thread cache (Lua states are not Send), no
+    /// contract between layers (what a run needs travels in its [`RunSlot`]).
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
-    /// The last error `redis.call` raised: a script failing with exactly it is reported
-    /// without the "ERR " prefix a plain Lua error gets (as Redis does).
-    static LAST_CALL_ERR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// What one script run shares with the callbacks of its Lua state (`redis.call`, the
+/// error handler, `redis.setresp`): owned by the engine, captured by its callbacks.
+#[derive(Default)]
+pub(crate) struct RunSlot {
+    /// The running script's context (type-erased `*mut Ctx`) and whether it's read-only;
+    /// None between runs and while one of its calls is underway.
+    current: std::cell::Cell<Option<(*mut (), bool)>>,
+    /// The protocol the script asked for with `redis.setresp` (2 by default).
+    pub(crate) resp: std::cell::Cell<u8>,
     /// A function without `allow-cross-slot-keys` in cluster mode: the one slot its
     /// commands may use (-1 until the first keyed one). None: any local slot (EVAL).
-    static SLOT_RULE: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
+    pub(crate) slot_rule: std::cell::Cell<Option<i32>>,
+    /// The last error `redis.call` raised: a script failing with exactly it is reported
+    /// without the "ERR " prefix a plain Lua error gets (as Redis does).
+    pub(crate) last_call_err: RefCell<Option<String>>,
+}
+
+impl RunSlot {
+    fn is_last_call_err(&self, m: &str) -> bool {
+        self.last_call_err.borrow().as_deref() == Some(m)
+    }
 }
 
 fn new_engine() -> mlua::Result<Engine> {
-    let (lua, globals, redis) = sandbox::build(|| LAST_CALL_ERR.with(|l| l.borrow().clone()))?;
+    let run: Rc<RunSlot> = Rc::default();
+    let (lua, globals, redis) = sandbox::build(run.clone())?;
     busy::install_busy_hook(&lua);
     // The xpcall handler: the error's message and the user-script line it came from.
-    let handler = lua.create_function(|lua, e: Value| {
+    let slot = run.clone();
+    let handler = lua.create_function(move |lua, e: Value| {
         let mut line: i64 = 0;
         for level in 1..32 {
             let Some((src, l)) = lua.inspect_stack(level, |d| {
@@ -229,7 +253,7 @@ fn new_engine() -> mlua::Result<Engine> {
         let msg = match &e {
             Value::String(s) => {
                 let s = String::from_utf8_lossy(&s.as_bytes()).into_owned();
-                let from_call = LAST_CALL_ERR.with(|l| l.borrow().as_deref() == Some(&s));
+                let from_call = slot.is_last_call_err(&s);
                 if from_call {
                     s
                 } else {
@@ -242,7 +266,7 @@ fn new_engine() -> mlua::Result<Engine> {
             },
             Value::Error(err) => {
                 let m = innermost(err);
-                let from_call = LAST_CALL_ERR.with(|l| l.borrow().as_deref() == Some(&m));
+                let from_call = slot.is_last_call_err(&m);
                 if from_call {
                     m
                 } else {
@@ -261,8 +285,8 @@ fn new_engine() -> mlua::Result<Engine> {
     // CURRENT. (Creating them per run in a Lua scope cost about a fifth of an EVALSHA.)
     // Each comes in two forms behind one C dispatcher (see `by_arg_count`): arguments as
     // the binding's values, or, past MAX_ARGS, packed in one table.
-    fn raise(m: String) -> mlua::Result<Value> {
-        LAST_CALL_ERR.with(|l| *l.borrow_mut() = Some(m.clone()));
+    fn raise(run: &RunSlot, m: String) -> mlua::Result<Value> {
+        *run.last_call_err.borrow_mut() = Some(m.clone());
         Err(mlua::Error::RuntimeError(m))
     }
     fn as_table(lua: &Lua, m: String) -> mlua::Result<Value> {
@@ -273,26 +297,30 @@ fn new_engine() -> mlua::Result<Engine> {
     fn no_script() -> mlua::Result<Value> {
         Err(mlua::Error::RuntimeError(NO_SCRIPT.into()))
     }
-    let call = lua.create_function(|lua, args: MultiValue| {
-        match with_current(|c, ro| call_values(lua, c, &args, ro)) {
-            Some(r) => r?.or_else(raise),
+    let slot = run.clone();
+    let call = lua.create_function(move |lua, args: MultiValue| {
+        match with_current(&slot, |c, ro| call_values(lua, c, &slot, &args, ro)) {
+            Some(r) => r?.or_else(|m| raise(&slot, m)),
             None => no_script(),
         }
     })?;
-    let call_many = lua.create_function(|lua, args: Table| {
-        match with_current(|c, ro| call_packed(lua, c, &args, ro)) {
-            Some(r) => r?.or_else(raise),
+    let slot = run.clone();
+    let call_many = lua.create_function(move |lua, args: Table| {
+        match with_current(&slot, |c, ro| call_packed(lua, c, &slot, &args, ro)) {
+            Some(r) => r?.or_else(|m| raise(&slot, m)),
             None => no_script(),
         }
     })?;
-    let pcall = lua.create_function(|lua, args: MultiValue| {
-        match with_current(|c, ro| call_values(lua, c, &args, ro)) {
+    let slot = run.clone();
+    let pcall = lua.create_function(move |lua, args: MultiValue| {
+        match with_current(&slot, |c, ro| call_values(lua, c, &slot, &args, ro)) {
             Some(r) => r?.or_else(|m| as_table(lua, m)),
             None => no_script(),
         }
     })?;
-    let pcall_many = lua.create_function(|lua, args: Table| {
-        match with_current(|c, ro| call_packed(lua, c, &args, ro)) {
+    let slot = run.clone();
+    let pcall_many = lua.create_function(move |lua, args: Table| {
+        match with_current(&slot, |c, ro| call_packed(lua, c, &slot, &args, ro)) {
             Some(r) => r?.or_else(|m| as_table(lua, m)),
             None => no_script(),
         }
@@ -307,6 +335,7 @@ fn new_engine() -> mlua::Result<Engine> {
         redis,
         handler,
         runner,
+        run,
         compiled: RefCell::new((Validity::new(), hashbrown::HashMap::new())),
     })
 }
@@ -584,7 +613,7 @@ fn call_core(
     {
         // SELECT inside a script changes the script's db only (Redis 7.0).
         let caller_db = ctx.cl.db;
-        convert::SCRIPT_RESP.with(|r| r.set(2));
+        e.run.resp.set(2);
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
         ctx.in_exec = true;
@@ -602,14 +631,14 @@ fn call_core(
             ctx.srv.config.read().typed.busy_reply_threshold,
             ctx.cl.from_master,
         );
-        let current = CurrentScript::enter(ctx, read_only);
+        let current = CurrentScript::enter(&e.run, ctx, read_only);
         let result = invoke(e, &call);
         drop(current);
         drop(running);
         // The reply is in the client's protocol, whatever the script's redis.call used.
         ctx.out.resp3 = was_resp3;
         match &result {
-            Ok((true, v)) => convert::write_value(ctx.out, v),
+            Ok((true, v)) => convert::write_value(ctx.out, v, e.run.resp.get() == 3),
             Ok((false, v)) => {
                 let (msg, line) = match v {
                     Value::Table(t) => (
@@ -626,7 +655,7 @@ fn call_core(
         ctx.cl.db = caller_db;
         ctx.ks.db = caller_db;
         ctx.out.resp3 = was_resp3;
-        LAST_CALL_ERR.with(|l| l.borrow_mut().take());
+        e.run.last_call_err.borrow_mut().take();
         if !was_exec {
             crate::persist::propagate::end_exec(ctx);
         }
@@ -638,40 +667,35 @@ fn call_core(
 /// script, only from Lua code kept past its run, e.g. a coroutine).
 const NO_SCRIPT: &str = "ERR redis.call is only available while a script runs";
 
-thread_local! {
-    /// The context of the script running on this thread (type-erased `*mut Ctx`) and
-    /// whether it's read-only; None between runs and while one of its calls is underway.
-    static CURRENT: std::cell::Cell<Option<(*mut (), bool)>> = const { std::cell::Cell::new(None) };
-}
+/// Publishes a script's context in its engine's [`RunSlot`] for the length of its run.
+struct CurrentScript<'a>(&'a RunSlot);
 
-/// Publishes a script's context in [`CURRENT`] for the length of its run.
-struct CurrentScript;
-
-impl CurrentScript {
-    fn enter(ctx: &mut Ctx<'_>, read_only: bool) -> CurrentScript {
-        CURRENT.with(|c| c.set(Some((ctx as *mut Ctx<'_> as *mut (), read_only))));
-        CurrentScript
+impl<'a> CurrentScript<'a> {
+    fn enter(run: &'a RunSlot, ctx: &mut Ctx<'_>, read_only: bool) -> Self {
+        run.current
+            .set(Some((ctx as *mut Ctx<'_> as *mut (), read_only)));
+        CurrentScript(run)
     }
 }
 
-impl Drop for CurrentScript {
+impl Drop for CurrentScript<'_> {
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(None));
+        self.0.current.set(None);
     }
 }
 
 /// Runs `f` on the running script's context (None when there is none, or when a call of
-/// it is already underway on this thread: redis.call can't nest, but the check keeps the
-/// `&mut` unique whatever Lua does).
-fn with_current<R>(f: impl FnOnce(&mut Ctx<'_>, bool) -> R) -> Option<R> {
-    let (p, read_only) = CURRENT.with(|c| c.take())?;
+/// it is already underway: redis.call can't nest, but the check keeps the `&mut` unique
+/// whatever Lua does).
+fn with_current<R>(run: &RunSlot, f: impl FnOnce(&mut Ctx<'_>, bool) -> R) -> Option<R> {
+    let (p, read_only) = run.current.take()?;
     // SAFETY: `p` was made by CurrentScript::enter from the `&mut Ctx` call_core holds for
     // the whole xpcall, during which call_core itself doesn't touch it; `take` above
     // means no other &mut made from it is alive, and it's cleared (Drop) before call_core
     // uses its context again.
     let ctx = unsafe { &mut *(p as *mut Ctx<'_>) };
     let r = f(ctx, read_only);
-    CURRENT.with(|c| c.set(Some((p, read_only))));
+    run.current.set(Some((p, read_only)));
     Some(r)
 }
 
@@ -717,6 +741,7 @@ fn arg_buf<'a>(lua: &Lua, a: &'a Value) -> mlua::Result<Option<ArgBuf<'a>>> {
 fn call_values(
     lua: &Lua,
     ctx: &mut Ctx<'_>,
+    run: &RunSlot,
     args: &MultiValue,
     read_only: bool,
 ) -> mlua::Result<Result<Value, String>> {
@@ -727,7 +752,7 @@ fn call_values(
             None => return Ok(Err(BAD_ARG.to_string())),
         }
     }
-    call_command(lua, ctx, &bufs, read_only)
+    call_command(lua, ctx, run, &bufs, read_only)
 }
 
 /// `redis.call` with more than [`MAX_ARGS`] arguments, packed in `args`: each is copied
@@ -735,6 +760,7 @@ fn call_values(
 fn call_packed(
     lua: &Lua,
     ctx: &mut Ctx<'_>,
+    run: &RunSlot,
     args: &Table,
     read_only: bool,
 ) -> mlua::Result<Result<Value, String>> {
@@ -747,12 +773,13 @@ fn call_packed(
             None => return Ok(Err(BAD_ARG.to_string())),
         }
     }
-    call_command(lua, ctx, &bufs, read_only)
+    call_command(lua, ctx, run, &bufs, read_only)
 }
 
 fn call_command(
     lua: &Lua,
     ctx: &mut Ctx<'_>,
+    run: &RunSlot,
     bufs: &[ArgBuf<'_>],
     read_only: bool,
 ) -> mlua::Result<Result<Value, String>> {
@@ -790,7 +817,11 @@ fn call_command(
     if let Some(e) = cluster::check_local(ctx, cmd, &argv) {
         return fail(e);
     }
-    if let Some(slot) = SLOT_RULE.get().filter(|_| ctx.srv.cluster.get().is_some()) {
+    if let Some(slot) = run
+        .slot_rule
+        .get()
+        .filter(|_| ctx.srv.cluster.get().is_some())
+    {
         let mut idx = Vec::new();
         cmd.key_indices(&argv, &mut idx);
         if let Some(&i) = idx.first() {
@@ -800,7 +831,7 @@ fn call_command(
                     "ERR Script attempted to access keys that do not hash to the same slot",
                 );
             }
-            SLOT_RULE.set(Some(s));
+            run.slot_rule.set(Some(s));
         }
     }
     if cmd.has(flags::WRITE) {
@@ -808,7 +839,7 @@ fn call_command(
         ctx.srv.scripts.busy.note_write();
     }
     let at = ctx.out.len();
-    ctx.out.resp3 = convert::SCRIPT_RESP.with(|r| r.get() == 3);
+    ctx.out.resp3 = run.resp.get() == 3;
     ctx.ks.db = ctx.cl.db;
     crate::cmd::run_locked(ctx, cmd, &argv);
     // INFO commandstats counts commands scripts run, as EXEC does for queued ones.

@@ -91,7 +91,9 @@ return env, protected
 
 /// A Lua state with the sandbox: returns it with the real globals table (KEYS/ARGV and
 /// `xpcall` live there), the real `redis` table (call/pcall are set on it per run).
-pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lua, Table, Table)> {
+/// `run`: the engine's run state (`redis.setresp` sets its protocol; the last
+/// `redis.call` error is read from it).
+pub(crate) fn build(run: std::rc::Rc<super::RunSlot>) -> mlua::Result<(Lua, Table, Table)> {
     let lua = Lua::new_with(
         StdLib::TABLE | StdLib::STRING | StdLib::MATH,
         LuaOptions::default(),
@@ -126,9 +128,10 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
         redis.raw_set(*n, i as i64)?;
     }
     redis.raw_set("log", lua.create_function(log)?)?;
+    let resp_slot = run.clone();
     redis.raw_set(
         "setresp",
-        lua.create_function(|_, args: MultiValue| {
+        lua.create_function(move |_, args: MultiValue| {
             let n = match args.front() {
                 Some(Value::Integer(n)) if args.len() == 1 => *n as f64,
                 Some(Value::Number(n)) if args.len() == 1 => *n,
@@ -139,7 +142,7 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
                 }
             };
             if n == 2.0 || n == 3.0 {
-                super::convert::SCRIPT_RESP.with(|r| r.set(n as u8));
+                resp_slot.resp.set(n as u8);
                 Ok(())
             } else {
                 Err(mlua::Error::RuntimeError(
@@ -158,7 +161,7 @@ pub fn build(lasterr: impl Fn() -> Option<String> + 'static) -> mlua::Result<(Lu
     // SAFETY: follows the lua_CFunction protocol (see `stacked_pcall`). Set before SEAL,
     // which wraps it as the scripts' `pcall`.
     g.raw_set("pcall", unsafe { lua.create_c_function(stacked_pcall)? })?;
-    let lasterr = lua.create_function(move |_, ()| Ok(lasterr()))?;
+    let lasterr = lua.create_function(move |_, ()| Ok(run.last_call_err.borrow().clone()))?;
     let (env, protected): (Table, Table) = lua
         .load(SEAL)
         .set_name("=redis")

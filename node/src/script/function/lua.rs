@@ -11,7 +11,7 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::{valid_name, FuncInfo, Functions, Library, ALLOW_CROSS_SLOT, FLAG_NAMES};
 use crate::cmd::{CmdError, Ctx};
-use crate::script::{call_core, innermost, new_engine, Call, Engine, Origin, Validity, SLOT_RULE};
+use crate::script::{call_core, innermost, new_engine, Call, Engine, Origin, Validity};
 
 /// The functions' environment. Gets the sandbox's real globals and the load-time API table;
 /// returns the environment and a switch between load time (only a restricted `redis`) and
@@ -368,7 +368,7 @@ pub fn run(
             keys.first()
                 .map_or(-1, |k| crate::slot::key_hash_slot(k) as i32)
         });
-        SLOT_RULE.set(rule);
+        fe.base.run.slot_rule.set(rule);
         let call = Call {
             f: &f,
             keys,
@@ -376,7 +376,7 @@ pub fn run(
             as_globals: false,
         };
         let r = call_core(&fe.base, ctx, call, read_only, Origin::Function(&info.name));
-        SLOT_RULE.set(None);
+        fe.base.run.slot_rule.set(None);
         fe.report_memory(fns);
         r
     })
