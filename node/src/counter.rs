@@ -33,9 +33,13 @@ impl Default for Counter {
     }
 }
 
+/// Deals shards to threads. Process-wide by nature, not server state: threads are the
+/// process's, and the global allocator counts through these shards before any server exists.
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
-    // `const` and without a destructor: safe to touch from inside the global allocator.
+    // This thread's shard: a cache of the choice (any shard sums correctly), not a
+    // contract. `const` and without a destructor: safe to touch from inside the global
+    // allocator.
     static MY_SHARD: Cell<usize> = const { Cell::new(UNASSIGNED) };
 }
 

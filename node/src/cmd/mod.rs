@@ -174,6 +174,7 @@ pub fn eq_ic(arg: &[u8], word: &str) -> bool {
 const LAST_NAME_MAX: usize = 16;
 
 thread_local! {
+    /// A per-thread lookup cache, not a contract (a miss just looks the name up):
     /// (name as sent, its length, command index) of the last successful lookup; the length
     /// starts out impossible so nothing matches before the first lookup.
     static LAST_NAME: std::cell::Cell<([u8; LAST_NAME_MAX], u8, u16)> =

@@ -285,6 +285,8 @@ fn world_shards() -> usize {
 fn world_shard() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
+        /// A cache of this thread's shard choice (any shard is correct; a stable one
+        /// keeps threads apart), not a contract.
         static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % world_shards();
     }
     SHARD.with(|s| *s)

@@ -53,6 +53,7 @@ const BODY_SHA_MAX_LEN: usize = 8 * 1024;
 const BODY_SHA_MAX_BYTES: usize = 1024 * 1024;
 
 thread_local! {
+    /// A memo of SHA-1 (a pure function of the body), not a contract: a miss recomputes.
     /// Bodies EVAL ran on this thread, with their sha, and their total size: SHA-1 of a
     /// short script cost more than running it (~2,000 instructions), a lookup by a fast
     /// hash ~100.

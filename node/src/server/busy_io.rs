@@ -75,9 +75,14 @@ pub fn servable(cl: &ClientState) -> bool {
         && !cl.in_pubsub_context()
 }
 
+// Per-thread by nature, not contracts between layers: the I/O thread's own connections
+// (and the server they belong to), which only this thread's stuck script can answer.
 thread_local! {
+    /// This I/O thread's servable connections, by client id.
     static CONNS: RefCell<HashMap<u64, Arc<Share>>> = RefCell::new(HashMap::new());
+    /// The server this I/O thread's connections belong to (set when one registers).
     static SERVER: RefCell<Option<Arc<Server>>> = const { RefCell::new(None) };
+    /// When this thread last served its connections from the hook (rate limit).
     static LAST_ROUND: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 

@@ -246,6 +246,7 @@ async fn serve(
     }
 }
 
+// Per-thread by nature (one tick of this thread's runtime), not a contract between layers.
 thread_local! {
     /// Replies of this I/O thread's connections held for the end of the tick: the
     /// connection's id, socket and output buffer (see [`end_of_tick`]).

@@ -27,6 +27,7 @@ use super::Server;
 /// ([`allow_for_threads`]).
 static CPUS_ALLOW: AtomicBool = AtomicBool::new(true);
 
+// Per-thread by nature (each I/O thread polls for its own connections), not contracts.
 thread_local! {
     /// Read batches this thread's connections received.
     static ACTIVITY: Cell<u64> = const { Cell::new(0) };
