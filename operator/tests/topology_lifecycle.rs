@@ -215,3 +215,161 @@ async fn redis_master_pod_deleted_replica_follows_its_new_address() {
     assert_eq!(tally.lost, 0, "acknowledged writes lost: {tally:?}");
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
 }
+
+/// tessera-node as `make test` builds it.
+fn tessera_node() -> String {
+    let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/tessera-node");
+    assert!(
+        std::path::Path::new(bin).is_file(),
+        "{bin} missing: `cargo build -p tessera-node` (make test builds it)"
+    );
+    bin.to_string()
+}
+
+/// SIGSTOP / SIGCONT a node process (a frozen or partitioned node, and its return).
+fn signal(n: &Node, sig: &str) {
+    let pid = n.child.as_ref().expect("running node").id();
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// The node id `n` reports, and the master it replicates (by its own CLUSTER NODES line).
+async fn role_of(n: &Node) -> Option<(String, Option<String>)> {
+    let mut c = open(&format!("redis://{}/", n.addr())).await.ok()?;
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut c)
+        .await
+        .ok()?;
+    let me = tessera_operator::topology::nodes::parse_cluster_nodes(&text)
+        .ok()?
+        .myself;
+    Some((me.id, me.replica_of))
+}
+
+/// The e2e's lost master, without Kubernetes: 2 shards x 1 replica, shard 0's master frozen
+/// (SIGSTOP). Its replica cannot win an election (one live master of two is no majority), so
+/// the engine promotes it (CLUSTER FAILOVER TAKEOVER) once it has heard nothing for
+/// `SILENCE_TIMEOUTS` node timeouts; writes to the shard's slots then succeed and nothing
+/// acknowledged before is lost. Resumed (SIGCONT), the old master finds its slots taken
+/// under a higher epoch and becomes the new master's replica; the engine converges with
+/// every replica in sync.
+async fn lost_master_of_two_shards(bin: &str) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let nodes = start_nodes(bin, tmp.path(), 4, &[]).await;
+    let pods = pods_of(&nodes);
+    let reports = converge(2, 1, &pods, &test_opts(), LIMIT).await;
+    let shard0 = reports.last().expect("report").shards[0].clone();
+    let index = |name: &str| pods.iter().position(|p| p.pod == name).expect("pod");
+    let m = index(shard0.master_pod.as_deref().expect("shard 0 master"));
+    let r = index(shard0.replicas.first().expect("shard 0 replica"));
+    let seed = index(
+        reports.last().expect("report").shards[1]
+            .master_pod
+            .as_deref()
+            .expect("shard 1 master"),
+    );
+    let keys = 2000;
+    {
+        let conn = cluster_conn(&nodes[seed]).await;
+        load_keys(&conn, 0..keys).await;
+    }
+    // Every acknowledged write has reached the replica before the freeze (replication is
+    // asynchronous: a write the master acknowledged a moment before dying may be lost in any
+    // Redis failover, which is not what this test is about).
+    let mut mc = nodes[m].conn().await;
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query_async(&mut mc)
+        .await
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica acknowledged the master's stream");
+    drop(mc);
+
+    let (old_id, _) = role_of(&nodes[m]).await.expect("old master's id");
+    let (new_id, _) = role_of(&nodes[r]).await.expect("replica's id");
+    signal(&nodes[m], "-STOP");
+    let t = Instant::now();
+    // A frozen node accepts connections and never answers: short timeouts keep passes short.
+    let opts = tessera_operator::topology::EngineOptions {
+        connect_timeout: Duration::from_secs(1),
+        command_timeout: Duration::from_secs(1),
+        ..test_opts()
+    };
+    let mut took_over = Vec::new();
+    while took_over.is_empty() {
+        assert!(
+            t.elapsed() < LIMIT,
+            "no takeover within {LIMIT:?} of the freeze"
+        );
+        if let Ok(rep) = reconcile(&desired(2, 1), &pods, &opts).await {
+            for s in rep.stuck.iter().take(3) {
+                eprintln!("stuck: {s}");
+            }
+            took_over.extend(
+                rep.repairs
+                    .iter()
+                    .filter(|a| a.contains("TAKEOVER"))
+                    .cloned(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let promoted = t.elapsed();
+    eprintln!("taken over {promoted:?} after the freeze: {took_over:?}");
+    assert!(
+        took_over[0].contains(&pods[r].pod) && took_over[0].contains(&pods[m].pod),
+        "{took_over:?}"
+    );
+
+    // The shard serves again: new writes to every slot succeed (through a fresh client).
+    let conn = cluster_conn(&nodes[seed]).await;
+    load_keys(&conn, keys..keys + 1000).await;
+    assert_eq!(missing_keys(&conn, 0..keys + 1000).await, 0);
+
+    // The old master comes back and follows its former replica.
+    signal(&nodes[m], "-CONT");
+    let t = Instant::now();
+    loop {
+        let now = role_of(&nodes[m]).await;
+        if now
+            .as_ref()
+            .is_some_and(|(id, of)| *id == old_id && of.as_deref() == Some(&new_id))
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < LIMIT,
+            "the resumed old master never followed the new one: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let reports = converge(2, 1, &pods, &test_opts(), LIMIT).await;
+    let last = reports.last().expect("report");
+    for v in last.shards.iter().take(2) {
+        assert_eq!(v.replicas.len(), 1, "{v:?}");
+        assert_eq!(v.replicas_in_sync(), v.replicas, "{v:?}");
+    }
+    assert_eq!(
+        last.shards[0].master_pod.as_deref(),
+        Some(pods[r].pod.as_str())
+    );
+    wait_check(&nodes[seed].addr()).await;
+    let conn = cluster_conn(&nodes[seed]).await;
+    assert_eq!(missing_keys(&conn, 0..keys + 1000).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lost_master_of_two_shards_is_taken_over() {
+    lost_master_of_two_shards(&redis()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tessera_lost_master_of_two_shards_is_taken_over() {
+    lost_master_of_two_shards(&tessera_node()).await;
+}
