@@ -1,6 +1,6 @@
 //! RDB files, DUMP payloads and the HyperLogLog strings they may carry.
 
-use tessera_node::cluster::convert::{from_rdb, to_rdb};
+use tessera_node::db::rdb::{from_rdb, to_rdb};
 use tessera_node::types::{hll as hllmod, Limits};
 use tessera_rdb::{crc64, dump_value, restore_value, restore_value_with_max_version, RdbEvent};
 use tessera_rdb::{RdbReader, RdbValue};

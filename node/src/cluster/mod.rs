@@ -4,7 +4,6 @@
 //! [`route`] is the dispatcher's redirection hook; [`host::KeyspaceHost`] lets the cluster
 //! half count, list and delete the keys of a slot and deliver bus messages to subscribers.
 
-pub mod convert;
 pub mod host;
 pub mod reply;
 pub mod route;

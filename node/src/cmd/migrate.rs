@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
-use crate::cluster::convert;
+use crate::db::rdb as convert;
 use crate::db::{Entry, NO_EXPIRE};
 
 pub fn commands() -> Vec<CommandSpec> {

@@ -346,7 +346,7 @@ fn debug_object(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult {
     let Some(e) = g.get(db, slot, key).filter(|e| live(e, now)) else {
         return Err(CmdError::msg("ERR no such key"));
     };
-    let serialized = tessera_rdb::dump_value(&crate::cluster::convert::to_rdb(&e.value))
+    let serialized = tessera_rdb::dump_value(&crate::db::rdb::to_rdb(&e.value))
         .len()
         .saturating_sub(11);
     let clock = ctx.srv.access_clock(now);

@@ -8,6 +8,7 @@
 //! Because the stripe depends only on the slot, the same key in two databases (MOVE, COPY
 //! ... DB) is always under one lock.
 
+pub mod rdb;
 pub mod slotmap;
 pub mod value;
 

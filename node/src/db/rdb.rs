@@ -1,4 +1,5 @@
-//! Conversion between the node's values and `tessera_rdb::RdbValue` (DUMP, RESTORE, MIGRATE).
+//! Conversion between the node's values and `tessera_rdb::RdbValue` (RDB and AOF files, DUMP,
+//! RESTORE, MIGRATE): the keyspace's own encoding, used by persist and by the commands.
 
 use bytes::Bytes;
 use tessera_rdb::RdbValue;

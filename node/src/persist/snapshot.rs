@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWriter, ReplAux};
 
 use super::PersistError;
-use crate::cluster::convert::{from_rdb, to_rdb};
+use crate::db::rdb::{from_rdb, to_rdb};
 use crate::db::{Entry, NO_EXPIRE, STRIPES};
 use crate::server::{now_ms, Server};
 use crate::slot::key_hash_slot;

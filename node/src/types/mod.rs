@@ -111,42 +111,8 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
 }
 
 /// Formats a double like C's `printf("%.17g")`, which Redis 7.0 uses for scores
-/// (`inf` / `-inf` for infinities).
-pub fn format_double(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    const P: i32 = 17;
-    let sci = format!("{:.*e}", (P - 1) as usize, d);
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..P).contains(&exp) {
-        let m = trim_zeros(mant);
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{m}e{sign}{:02}", exp.abs())
-    } else {
-        let fixed = format!("{:.*}", (P - 1 - exp) as usize, d);
-        trim_zeros(&fixed).to_string()
-    }
-}
-
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
+/// (`inf` / `-inf` for infinities): the node's one `%.17g`, from the RESP writer.
+pub use crate::resp::writer::fmt_double as format_double;
 
 #[cfg(test)]
 mod tests {
