@@ -86,6 +86,9 @@ pub struct Server {
     pub port: AtomicU32,
     /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
     pub prefetch_active: AtomicBool,
+    /// The node has a whole CPU for each busy-polling I/O thread beside one for everything
+    /// else (`spin::allow_for_threads`, decided when the I/O threads start).
+    pub spin_allowed: AtomicBool,
     /// Highest used_memory seen by the server tick or INFO (INFO used_memory_peak).
     pub memory_peak: AtomicU64,
     /// The default user needs a password (requirepass and ACL SETUSER default: ACL state,
@@ -138,6 +141,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             port: AtomicU32::new(0),
             prefetch_active: AtomicBool::new(false),
+            spin_allowed: AtomicBool::new(true),
             memory_peak: AtomicU64::new(0),
             has_requirepass: AtomicBool::new(false),
             lfu_policy: AtomicBool::new(false),
@@ -430,7 +434,7 @@ impl Workers {
                 .unwrap_or(1),
             n => n,
         };
-        spin::allow_for_threads(n, srv.config.read().typed.busy_poll_usec);
+        spin::allow_for_threads(srv, n, srv.config.read().typed.busy_poll_usec);
         let mut handoffs: Vec<Handoff> = (0..n).filter_map(|i| spawn_worker(srv, i)).collect();
         if handoffs.is_empty() {
             // No thread could be started: serve from the calling runtime.

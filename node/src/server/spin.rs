@@ -16,16 +16,12 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::Server;
-
-/// Whether the node has a whole CPU for each polling thread beside one for everything else
-/// ([`allow_for_threads`]).
-static CPUS_ALLOW: AtomicBool = AtomicBool::new(true);
 
 // Per-thread by nature (each I/O thread polls for its own connections), not contracts.
 thread_local! {
@@ -39,10 +35,11 @@ thread_local! {
 /// container's CPU quota, which `available_parallelism` reads from the cgroup) a polling
 /// thread would take the CPU its own clients or the node's other threads need, or spend the
 /// pod's quota and get throttled for the rest of the period. Then it stays off.
-pub fn allow_for_threads(io_threads: usize, window_us: u64) {
+/// Decides it for `srv` (its `spin_allowed`) once its I/O threads are counted.
+pub fn allow_for_threads(srv: &Server, io_threads: usize, window_us: u64) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let allow = cpus > io_threads;
-    CPUS_ALLOW.store(allow, Ordering::Relaxed);
+    srv.spin_allowed.store(allow, Ordering::Relaxed);
     if !allow && window_us > 0 {
         tracing::info!(
             cpus,
@@ -55,7 +52,7 @@ pub fn allow_for_threads(io_threads: usize, window_us: u64) {
 /// The polling window in effect (`busy-poll-usec` from the config snapshot), if any.
 fn current_window(srv: &Server) -> Option<Duration> {
     let us = srv.config.read().typed.busy_poll_usec;
-    (us > 0 && CPUS_ALLOW.load(Ordering::Relaxed)).then(|| Duration::from_micros(us))
+    (us > 0 && srv.spin_allowed.load(Ordering::Relaxed)).then(|| Duration::from_micros(us))
 }
 
 /// Called by a connection for every read that brought data.
@@ -116,7 +113,7 @@ impl GapAverage {
 
 /// Runs on each I/O thread's runtime for the life of the thread.
 pub async fn run(srv: Arc<Server>) {
-    if !CPUS_ALLOW.load(Ordering::Relaxed) {
+    if !srv.spin_allowed.load(Ordering::Relaxed) {
         // Decided once at startup: no setting can turn polling on here.
         return;
     }
