@@ -475,7 +475,6 @@ fn operator_killed_mid_scale() {
 /// no majority), so the operator must promote it (CLUSTER FAILOVER TAKEOVER) for the shard
 /// to serve again; the cluster ends Ready, in sync, with every acknowledged write.
 #[test]
-#[ignore = "issue 16: the operator never promotes the replica of a lost master when the other masters are no majority (2 shards): Degraded / ClusterStateFail forever; see the e2e report"]
 fn lost_master_of_two_shards_is_replaced() {
     serial(async {
         let name = "lost";

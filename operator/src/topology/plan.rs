@@ -1,13 +1,14 @@
 //! Plan (pure, no I/O): the next steps that move the observed cluster toward the desired one.
 //!
-//! Order of a plan: Reset, SetConfigEpoch, AssignSlots, Meet, Forget, Replicate and
-//! RepairReplication, then Failover (handing a shard over before `replicasPerShard` drops, see
-//! `plan/handover.rs`; slot work waits a pass) or FixOpenSlot, AssignUnassigned,
-//! MigrateSlots. A pod being reset takes no
-//! part in the rest of the plan (its node id is about to change); slot work waits for the next
-//! pass. While any pod is unreachable or any pod's node is PFAIL/FAIL in some view, only
-//! healing steps (Meet, Forget, Replicate, RepairReplication) are planned. Slot work waits
-//! until every pod knows every other pod, so a migration never targets an unknown node.
+//! Order of a plan: Reset, SetConfigEpoch, AssignSlots, Meet, Forget, Replicate,
+//! RepairReplication and Takeover (a lost master's replica promoted when no majority can
+//! elect it, see `plan/takeover.rs`), then Failover (handing a shard over before
+//! `replicasPerShard` drops, see `plan/handover.rs`; slot work waits a pass) or FixOpenSlot,
+//! AssignUnassigned, MigrateSlots. A pod being reset takes no part in the rest of the plan
+//! (its node id is about to change); slot work waits for the next pass. While any pod is
+//! unreachable or any pod's node is PFAIL/FAIL in some view, only healing steps (Meet,
+//! Forget, Replicate, RepairReplication, Takeover) are planned. Slot work waits until every
+//! pod knows every other pod, so a migration never targets an unknown node.
 
 use std::collections::{BTreeMap, BTreeSet};
 
