@@ -491,3 +491,32 @@ fn nothing_to_take_over_once_the_replica_serves_the_slots() {
     let planned = plan_full(&desired(&c), &snap);
     assert!(takeovers(&planned).is_empty(), "{:?}", planned.steps);
 }
+
+/// A frozen master keeps its replication socket open: the replica's link stays `up` until
+/// repl-timeout while `master_last_io_seconds_ago` grows; that silence counts the same.
+#[test]
+fn a_link_still_up_counts_its_silence() {
+    let c = Cluster {
+        shards: 2,
+        replicas: 1,
+    };
+    for (silent, due) in [(DUE - 1, false), (DUE, true)] {
+        let snap = snapshot(&c, &[M0], "fail?", 0, |n, p| {
+            if n.id() == R0.id() {
+                p.replication = Some(ReplicationInfo {
+                    master_link_status: Some("up".into()),
+                    master_last_io_seconds_ago: Some(silent as i64),
+                    master_link_down_since_seconds: None,
+                    ..replica_info(1000, None)
+                });
+            }
+        });
+        let planned = plan_full(&desired(&c), &snap);
+        assert_eq!(
+            !takeovers(&planned).is_empty(),
+            due,
+            "silent {silent}s: {:?}",
+            planned.stuck
+        );
+    }
+}
