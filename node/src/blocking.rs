@@ -12,8 +12,9 @@
 //! Commands that add data a blocked client may want (LPUSH, ZADD, LMOVE's destination...)
 //! call `ctx.ks.signal_ready(key)`. After such a command releases its locks, [`serve`] takes
 //! the blocked clients of each ready key in FIFO order and re-runs their command on their
-//! behalf (`ctx.serving_blocked = true`); the first one served gets the data, later ones are
-//! tried while the command keeps serving. A client that times out gets a null array.
+//! behalf (`ctx.serving_blocked = true`, through the [`Rerun`] the command layer gave at
+//! registration); the first one served gets the data, later ones are tried while the
+//! command keeps serving. A client that times out gets a null array.
 //!
 //! The reply of a served client travels back to its connection through a oneshot channel,
 //! and is produced before the pushing client's own reply is flushed (Redis's ordering).
@@ -54,7 +55,17 @@ pub struct BlockRequest {
     pub args: Option<Vec<Bytes>>,
 }
 
+/// A woken waiter's reply and the keys its run made ready in turn.
+pub type Served = (BytesMut, Vec<(usize, Bytes)>);
+
+/// How a woken waiter's command is re-run (server, db, client id, RESP3, arguments); None
+/// while it still has nothing to serve. The command layer passes its runner when it
+/// registers a waiter ([`Blocking::register`]), so this layer never calls up into it.
+pub type Rerun = fn(&Arc<Server>, usize, u64, bool, &[&[u8]]) -> Option<Served>;
+
 struct Waiter {
+    /// Re-runs the command when a key it waits on is ready.
+    rerun: Rerun,
     db: usize,
     keys: Vec<Bytes>,
     args: Vec<Bytes>,
@@ -197,12 +208,12 @@ impl StreamGone for GoneSink {
 /// hands the waiter back, still waiting.
 fn try_serve(srv: &Arc<Server>, w: Waiter, key: &[u8]) -> Result<Vec<(usize, Bytes)>, Waiter> {
     let narrowed = narrowed_to(&w.args, key);
-    let Some((reply, more)) = crate::cmd::transaction::run_for_waiter(
+    let Some((reply, more)) = (w.rerun)(
         srv,
         w.db,
         w.client_id,
         w.resp3,
-        &crate::cmd::arg_view(narrowed.as_deref().unwrap_or(&w.args)),
+        &crate::resp::arg_view(narrowed.as_deref().unwrap_or(&w.args)),
     ) else {
         return Err(w);
     };
@@ -299,10 +310,11 @@ impl Blocking {
         cl: &ClientState,
         args: &[&[u8]],
         resp3: bool,
+        rerun: Rerun,
     ) -> WaitHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
-        let args = req.args.unwrap_or_else(|| crate::cmd::owned_args(args));
+        let args = req.args.unwrap_or_else(|| crate::resp::owned_args(args));
         let group = group_of(&args);
         let mut st = self.state.lock();
         for k in &req.keys {
@@ -315,6 +327,7 @@ impl Blocking {
             &mut st,
             id,
             Waiter {
+                rerun,
                 db: req.db,
                 keys: req.keys,
                 args,

@@ -85,11 +85,6 @@ mod layers {
     /// Known upward imports: (file under node/src, target unit, why it is still there).
     const ALLOWED: &[(&str, &str, &str)] = &[
         (
-            "blocking.rs",
-            "cmd",
-            "re-runs a woken waiter's command through cmd::transaction and uses cmd's arg helpers",
-        ),
-        (
             "cmd/cluster.rs",
             "cluster",
             "CLUSTER's handlers call the cluster glue directly, not through a trait on the server",
@@ -176,32 +171,6 @@ mod layers {
             "EXEC closes its MULTI/EXEC block in persist::propagate",
         ),
         (
-            "config/mod.rs",
-            "cmd",
-            "rename-command checks names against cmd::command_names",
-        ),
-        (
-            "config/mod.rs",
-            "notify",
-            "notify-keyspace-events is parsed by notify::normalize",
-        ),
-        (
-            "notify.rs",
-            "cmd",
-            "events are recorded on cmd::Ctx and filtered by CommandSpec flags",
-        ),
-        ("pubsub.rs", "cmd", "cmd::owned_args copies channel names"),
-        (
-            "pubsub/shard.rs",
-            "cluster",
-            "shard channels ask cluster::node for slot ownership",
-        ),
-        (
-            "pubsub/shard.rs",
-            "cmd",
-            "cmd::owned_args copies channel names",
-        ),
-        (
             "script/busy.rs",
             "server::net",
             "a busy script serves its thread's stuck connections (server::busy_io)",
@@ -275,11 +244,6 @@ mod layers {
             "server/mod.rs",
             "server::net",
             "server/mod.rs still holds run(): the listener and the runtime's tasks",
-        ),
-        (
-            "tracking.rs",
-            "cmd",
-            "invalidation after a command reads cmd::Ctx and CommandSpec flags",
         ),
     ];
 

@@ -22,7 +22,11 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let (file, cli) = tessera_node::config::parse_args(&args);
-    let config = match tessera_node::config::Config::load(file.as_deref(), &cli) {
+    let config = match tessera_node::config::Config::load(
+        file.as_deref(),
+        &cli,
+        tessera_node::cmd::command_names(),
+    ) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");

@@ -3,104 +3,18 @@
 //! A command handler records its events through its context (`crate::cmd::Ctx::notify`,
 //! in Redis's order; a key's creation fires `new` by itself); the dispatcher publishes them
 //! with [`publish`] after the handler succeeded. Read misses (`keymiss`) are found by the
-//! dispatcher ([`missing_keys`]); expiry and eviction call [`expired`] / [`evicted`]. When
+//! dispatcher (`cmd::key_effects`, which reads the command's key spec) and sent by [`emit`];
+//! expiry and eviction call [`expired`] / [`evicted`]. When
 //! the setting is empty (the default) all of this costs one relaxed atomic load per
 //! command ([`Notify::on`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::cmd::{flags, CommandSpec, Ctx};
 use crate::server::Server;
 
-// Redis's NOTIFY_* bits (server.h), so the letters map one to one.
-pub const KEYSPACE: u32 = 1 << 0;
-pub const KEYEVENT: u32 = 1 << 1;
-pub const GENERIC: u32 = 1 << 2;
-pub const STRING: u32 = 1 << 3;
-pub const LIST: u32 = 1 << 4;
-pub const SET: u32 = 1 << 5;
-pub const HASH: u32 = 1 << 6;
-pub const ZSET: u32 = 1 << 7;
-pub const EXPIRED: u32 = 1 << 8;
-pub const EVICTED: u32 = 1 << 9;
-pub const STREAM: u32 = 1 << 10;
-pub const KEY_MISS: u32 = 1 << 11;
-pub const MODULE: u32 = 1 << 12;
-pub const NEW: u32 = 1 << 13;
-/// The 'A' alias: every class but key-miss and new.
-pub const ALL: u32 =
-    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
-
-/// Where the config keeps the parsed flags: the shown string can lose bits (Redis 7.0
-/// doesn't print 'n' next to 'A'), so the bits are stored beside it.
-pub const FLAGS_KEY: &str = "notify-keyspace-events-flags";
-
-/// Validates a config value (config file and CONFIG SET): the string CONFIG GET shows and
-/// the flag bits, or Redis's reason.
-pub fn normalize(value: &str) -> Result<(String, u32), String> {
-    parse(value)
-        .map(|f| (to_config_string(f), f))
-        .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())
-}
-
-/// Parses a `notify-keyspace-events` value; None on an unknown letter (Redis refuses it).
-pub fn parse(s: &str) -> Option<u32> {
-    let mut f = 0;
-    for c in s.chars() {
-        f |= match c {
-            'A' => ALL,
-            'g' => GENERIC,
-            '$' => STRING,
-            'l' => LIST,
-            's' => SET,
-            'h' => HASH,
-            'z' => ZSET,
-            'x' => EXPIRED,
-            'e' => EVICTED,
-            'K' => KEYSPACE,
-            'E' => KEYEVENT,
-            't' => STREAM,
-            'm' => KEY_MISS,
-            'd' => MODULE,
-            'n' => NEW,
-            _ => return None,
-        };
-    }
-    Some(f)
-}
-
-/// The normalized string CONFIG GET shows (Redis's `keyspaceEventsFlagsToString`).
-pub fn to_config_string(f: u32) -> String {
-    let mut s = String::new();
-    if f & ALL == ALL {
-        s.push('A');
-    } else {
-        for (bit, c) in [
-            (GENERIC, 'g'),
-            (STRING, '$'),
-            (LIST, 'l'),
-            (SET, 's'),
-            (HASH, 'h'),
-            (ZSET, 'z'),
-            (EXPIRED, 'x'),
-            (EVICTED, 'e'),
-            (STREAM, 't'),
-            (MODULE, 'd'),
-            (NEW, 'n'),
-        ] {
-            if f & bit != 0 {
-                s.push(c);
-            }
-        }
-    }
-    // Redis 7.0 shows 'n' only without 'A' (it sits in the class branch).
-    for (bit, c) in [(KEYSPACE, 'K'), (KEYEVENT, 'E'), (KEY_MISS, 'm')] {
-        if f & bit != 0 {
-            s.push(c);
-        }
-    }
-    s
-}
+// The class bits and the `notify-keyspace-events` letters are the config's encoding (the
+// directive is parsed in the config layer); re-exported so events name their class here.
+pub use crate::config::keyspace_events::*;
 
 /// The active flags. Zero unless K or E and at least one class is set, so the dispatcher's
 /// check is one load.
@@ -110,7 +24,7 @@ pub struct Notify {
 }
 
 impl Notify {
-    /// Applies the flag bits stored by the config layer (see [`FLAGS_KEY`]).
+    /// Applies the flag bits the config layer parsed (`Config::notify_flags`).
     pub fn configure(&self, f: u32) {
         let effective = if f & (KEYSPACE | KEYEVENT) != 0 && f & !(KEYSPACE | KEYEVENT) != 0 {
             f
@@ -191,46 +105,6 @@ pub fn evicted(srv: &Server, db: usize, key: &[u8]) {
     }
     if srv.notify.on() & EVICTED != 0 {
         emit(srv, EVICTED, "evicted", key, db);
-    }
-}
-
-/// State of one key before the command ran.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KeyState {
-    pub exists: bool,
-    pub ttl: bool,
-}
-
-/// A read command's key arguments that were missing before it ran (Redis's `keymiss`,
-/// fired by its read lookups). None (and no work beyond one load) unless the 'm' class is
-/// enabled and the command only reads.
-#[inline]
-pub fn missing_keys(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> Option<Vec<usize>> {
-    if ctx.srv.notify.on() & KEY_MISS == 0 || !cmd.has(flags::READONLY) {
-        return None;
-    }
-    let mut idx = Vec::new();
-    cmd.key_indices(args, &mut idx);
-    let db = ctx.ks.db;
-    idx.retain(|&i| !state(ctx, db, args[i]).exists);
-    Some(idx)
-}
-
-/// The state of `key` in `db` now.
-pub fn state(ctx: &mut Ctx<'_>, db: usize, key: &[u8]) -> KeyState {
-    match ctx.ks.lookup_in(db, key) {
-        Some(e) => KeyState {
-            exists: true,
-            ttl: e.expire_at() != crate::db::NO_EXPIRE,
-        },
-        None => KeyState::default(),
-    }
-}
-
-/// After a read command that succeeded: `keymiss` for the keys [`missing_keys`] found.
-pub fn keymiss(ctx: &Ctx<'_>, args: &[&[u8]], missing: &[usize]) {
-    for &i in missing {
-        emit(ctx.srv, KEY_MISS, "keymiss", args[i], ctx.ks.db);
     }
 }
 

@@ -209,7 +209,7 @@ impl PubSub {
             let set = if pattern { &cl.psubs } else { &cl.subs };
             set.iter().cloned().collect()
         } else {
-            crate::cmd::owned_args(chans)
+            crate::resp::owned_args(chans)
         };
         if targets.is_empty() {
             out.push(3);

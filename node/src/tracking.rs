@@ -10,7 +10,8 @@
 //! empty, those hooks cost one relaxed load ([`live`]).
 //!
 //! Which keys a write modified is taken from the command's key list, minus the keys absent
-//! both before and after it ([`absent_keys`]): an existing key a write left unchanged (SADD
+//! both before and after it (`cmd::key_effects`, which reads the command's key spec and calls
+//! [`invalidate`] and [`remember`]): an existing key a write left unchanged (SADD
 //! of a present member, SET NX on an existing key) still gets an invalidation that redis
 //! would not send. An extra invalidation only costs the client a refetch; a missed one
 //! would serve stale data, so the list errs on that side.
@@ -26,7 +27,6 @@ use std::sync::{Arc, LazyLock};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
-use crate::cmd::{flags, CommandSpec, Ctx};
 use crate::resp::Out;
 use crate::server::{ClientHandle, ClientState, Server};
 
@@ -279,76 +279,28 @@ pub fn on_flush(srv: &Server) {
     deliver(srv, list);
 }
 
-/// After a command ran (from `run_locked`): remembers the keys a tracking client read and
-/// invalidates the keys a successful write modified.
-/// Bit i set: the write command's i-th key (of the first 64) doesn't exist before it runs.
-/// A key absent before and after was not modified: redis sends no invalidation for it
-/// (DEL of a missing key, SET XX on one), while the command's key list can't tell.
-pub fn absent_keys(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) -> u64 {
-    let mut idx = Vec::new();
-    cmd.key_indices(args, &mut idx);
-    let db = ctx.ks.db;
-    let mut bits = 0u64;
-    for (n, i) in idx.into_iter().enumerate().take(64) {
-        if !crate::notify::state(ctx, db, args[i]).exists {
-            bits |= 1 << n;
-        }
-    }
-    bits
+/// Whether a client with tracking flags `f` has its next read's keys remembered: default
+/// mode only (BCAST remembers nothing), and with OPTIN only after CLIENT CACHING YES, with
+/// OPTOUT not after CLIENT CACHING NO.
+pub fn tracks_reads(f: u8) -> bool {
+    let caching = f & CACHING != 0;
+    f & ON != 0 && f & BCAST == 0 && !((f & OPTIN != 0 && !caching) || (f & OPTOUT != 0 && caching))
 }
 
-/// `absent`: from [`absent_keys`] before the command ran.
-pub fn after_run(
-    ctx: &mut Ctx<'_>,
-    cmd: &CommandSpec,
-    args: &[&[u8]],
-    ok: bool,
-    writes: bool,
-    absent: u64,
-) {
-    if ok && writes {
-        // (FLUSHDB / FLUSHALL invalidate everything themselves: `on_flush`.)
-        let mut idx = Vec::new();
-        cmd.key_indices(args, &mut idx);
-        let db = ctx.ks.db;
-        for (n, i) in idx.into_iter().enumerate() {
-            if n < 64 && absent & (1 << n) != 0 && !crate::notify::state(ctx, db, args[i]).exists
-            {
-                continue;
-            }
-            invalidate(ctx.srv, Some(ctx.cl.id), args[i]);
-        }
-        if ctx.cl.from_master {
-            flush_bcast(ctx.srv);
-        }
-    }
-    let f = ctx.cl.tracking;
-    if f & ON == 0 || f & BCAST != 0 || !cmd.has(flags::READONLY) || cmd.has(flags::PUBSUB) {
-        return;
-    }
-    if matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro") {
-        return;
-    }
-    let caching = f & CACHING != 0;
-    if (f & OPTIN != 0 && !caching) || (f & OPTOUT != 0 && caching) {
-        return;
-    }
-    let mut idx = Vec::new();
-    cmd.key_indices(args, &mut idx);
-    if idx.is_empty() {
-        return;
-    }
-    let max = ctx.srv.config.read().typed.tracking_table_max_keys as usize;
+/// Remembers that client `id` read `keys` (it gets their invalidation later), then evicts
+/// keys past tracking-table-max-keys. The command layer decides which reads count
+/// (`cmd::key_effects`).
+pub fn remember<'k>(srv: &Server, id: u64, keys: impl IntoIterator<Item = &'k [u8]>) {
+    let max = srv.config.read().typed.tracking_table_max_keys as usize;
     let list = {
         let mut t = TABLES.lock();
-        let id = ctx.cl.id;
-        for i in idx {
-            let inserted = match t.table.get_mut(args[i]) {
+        for key in keys {
+            let inserted = match t.table.get_mut(key) {
                 Some(ids) => ids.insert(id),
                 None => {
                     let mut ids = hashbrown::HashSet::new();
                     ids.insert(id);
-                    t.table.insert(Bytes::copy_from_slice(args[i]), ids);
+                    t.table.insert(Bytes::copy_from_slice(key), ids);
                     true
                 }
             };
@@ -364,7 +316,7 @@ pub fn after_run(
         t.update_live();
         list
     };
-    deliver(ctx.srv, list);
+    deliver(srv, list);
 }
 
 /// Evicts keys (sending their invalidations) until the table holds at most `max`, as

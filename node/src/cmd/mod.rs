@@ -19,6 +19,7 @@
 //! succeeded (see [`ctx::Effects`]); `cmd/fx_tests.rs` checks them per family.
 
 pub mod ctx;
+pub mod key_effects;
 #[cfg(test)]
 mod fx_tests;
 pub mod spec;
@@ -60,8 +61,6 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-
-use bytes::Bytes;
 
 pub use ctx::{Ctx, KeyView};
 pub use spec::{flags, CommandSpec, Handler, KeyPos};
@@ -282,17 +281,9 @@ impl CommandTable {
     }
 }
 
-/// Copies borrowed arguments to owned storage, for anything that keeps a command beyond
-/// its execution (MULTI queue, blocked client, slowlog): the borrowed form points into the
-/// connection's read buffer, which is reused for the next request.
-pub fn owned_args(args: &[&[u8]]) -> Vec<Bytes> {
-    args.iter().map(|a| Bytes::copy_from_slice(a)).collect()
-}
-
-/// The borrowed view of owned arguments, to run them through the same handlers.
-pub fn arg_view(args: &[Bytes]) -> Vec<&[u8]> {
-    args.iter().map(|a| &a[..]).collect()
-}
+// The argument helpers live in resp/ (below the layers that keep commands); re-exported so
+// handlers keep one import.
+pub use crate::resp::{arg_view, owned_args};
 
 fn trunc(b: &[u8], n: usize) -> String {
     String::from_utf8_lossy(&b[..b.len().min(n)]).into_owned()
@@ -563,7 +554,13 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     // Register a blocked client while its keys are still locked, so a concurrent push
     // either happened before our check or will find us registered.
     let outcome = match block {
-        Some(req) => Outcome::Blocked(srv.blocking.register(req, ctx.cl, args, ctx.out.resp3)),
+        Some(req) => Outcome::Blocked(srv.blocking.register(
+            req,
+            ctx.cl,
+            args,
+            ctx.out.resp3,
+            transaction::run_for_waiter,
+        )),
         None => Outcome::Done,
     };
     drop(ctx);
@@ -657,9 +654,9 @@ fn queues_a_write(cl: &ClientState) -> bool {
 /// error, and invalidates WATCHes on the keys of a successful write command.
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let reply_at = ctx.out.len();
-    let missing = crate::notify::missing_keys(ctx, cmd, args);
+    let missing = key_effects::missing_keys(ctx, cmd, args);
     let absent = if crate::tracking::live() && cmd.has(flags::WRITE) {
-        crate::tracking::absent_keys(ctx, cmd, args)
+        key_effects::absent_keys(ctx, cmd, args)
     } else {
         0
     };
@@ -683,7 +680,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     // Client-side caching: remember a tracking client's reads, invalidate the keys of a
     // write (one relaxed load when nobody tracks).
     if crate::tracking::live() {
-        crate::tracking::after_run(ctx, cmd, args, res.is_ok(), touches, absent);
+        key_effects::track_after_run(ctx, cmd, args, res.is_ok(), touches, absent);
     }
     // What the handler reported besides its reply (see `ctx::Effects`); both are empty
     // (no allocation) unless notifications are on or the command is rewritten.
@@ -695,7 +692,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
                 crate::notify::publish(ctx.srv, &events);
             }
             if let Some(missing) = missing {
-                crate::notify::keymiss(ctx, args, &missing);
+                key_effects::keymiss(ctx, args, &missing);
             }
             if touches && ctx.srv.watch.active() {
                 let mut idx = Vec::new();

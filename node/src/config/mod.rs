@@ -3,6 +3,7 @@
 #[macro_use]
 mod typed;
 pub mod directives;
+pub mod keyspace_events;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ pub struct Config {
     values: BTreeMap<&'static str, String>,
     /// Every directive, typed (rebuilt whenever a value changes).
     pub typed: Settings,
-    /// notify-keyspace-events as flag bits (`crate::notify`'s encoding).
+    /// notify-keyspace-events as flag bits ([`keyspace_events`]).
     pub notify_flags: u32,
     /// normal, replica, pubsub
     pub cobl: [BufLimit; 3],
@@ -43,6 +44,10 @@ pub struct Config {
     pub renames: Vec<(String, String)>,
     /// How deep `include` currently nests (a loop of includes is an error, not a hang).
     include_depth: usize,
+    /// The command table's names, which rename-command is checked against. Given by whoever
+    /// loads the config ([`Config::load`], [`Config::with_command_names`]): the command
+    /// layer sits above config. Empty: every rename-command is refused (no such command).
+    command_names: Arc<[String]>,
 }
 
 /// The node's published configuration. Readers take the current snapshot without a lock
@@ -257,6 +262,7 @@ impl Default for Config {
             bind_explicit: false,
             renames: Vec::new(),
             include_depth: 0,
+            command_names: Arc::from(Vec::new()),
         };
         c.refresh_typed();
         c
@@ -278,9 +284,22 @@ impl Config {
         self.typed = Settings::decode_from(|n| self.shown(n));
     }
 
-    /// Builds the config from an optional file and `--directive value` arguments.
-    pub fn load(file: Option<&Path>, cli: &[(String, Vec<String>)]) -> Result<Config, ConfigError> {
-        let mut c = Config::default();
+    /// The default config, with the command names rename-command lines are checked against.
+    pub fn with_command_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Config {
+        Config {
+            command_names: names.into_iter().map(str::to_string).collect(),
+            ..Config::default()
+        }
+    }
+
+    /// Builds the config from an optional file and `--directive value` arguments;
+    /// `command_names` is the command table rename-command lines are checked against.
+    pub fn load<'a>(
+        file: Option<&Path>,
+        cli: &[(String, Vec<String>)],
+        command_names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Config, ConfigError> {
+        let mut c = Config::with_command_names(command_names);
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
                 path: path.display().to_string(),
@@ -371,9 +390,7 @@ impl Config {
                 };
                 let (old, new) = (old.to_ascii_lowercase(), new.to_ascii_lowercase());
                 // Checked against the table as the renames so far left it, as Redis does.
-                let mut names: Vec<String> = crate::cmd::command_names()
-                    .map(|n| n.to_string())
-                    .collect();
+                let mut names: Vec<String> = self.command_names.to_vec();
                 for (o, n) in &self.renames {
                     names.retain(|x| x != o);
                     if !n.is_empty() {
@@ -470,7 +487,7 @@ impl Config {
                 l
             }
             Kind::Str if d.name == "notify-keyspace-events" => {
-                let (shown, bits) = crate::notify::normalize(&args[0])?;
+                let (shown, bits) = keyspace_events::normalize(&args[0])?;
                 self.notify_flags = bits;
                 shown
             }
@@ -1041,5 +1058,26 @@ mod tests {
         for name in ["ignore-warnings", "masterauth", "logfile", "bind"] {
             assert_eq!(back.get(name), c.get(name), "{name} in:\n{text}");
         }
+    }
+
+    /// rename-command is checked against the command names the loader passes in (the
+    /// command table sits above config), including the renames before it.
+    #[test]
+    fn rename_command_checks_the_names_passed_in() {
+        let mut c = Config::with_command_names(["get", "set"]);
+        c.apply_line("rename-command", &["GET".into(), "fetch".into()])
+            .unwrap();
+        assert_eq!(
+            c.apply_line("rename-command", &["get".into(), "x".into()]),
+            Err("No such command in rename-command".into())
+        );
+        assert_eq!(
+            c.apply_line("rename-command", &["set".into(), "fetch".into()]),
+            Err("Target command name already exists".into())
+        );
+        assert_eq!(c.renames, [("get".to_string(), "fetch".to_string())]);
+        assert!(Config::default()
+            .apply_line("rename-command", &["get".into(), "x".into()])
+            .is_err());
     }
 }

@@ -22,6 +22,30 @@ use crate::resp::Out;
 use crate::server::{ClientHandle, ClientState, Server};
 use crate::slot::key_hash_slot;
 
+/// What shard channels need from the cluster: who serves a slot. Implemented by the cluster
+/// state machine; a value of it comes from the server's state, so pubsub never calls the
+/// cluster glue above it.
+pub trait SlotOwners {
+    /// The owner of each slot of `slots` (None: unassigned), read at one moment.
+    fn owners(&self, slots: &[u16]) -> Vec<Option<Name>>;
+}
+
+impl SlotOwners for tessera_cluster::ClusterNode {
+    fn owners(&self, slots: &[u16]) -> Vec<Option<Name>> {
+        self.with_state(|st| {
+            slots
+                .iter()
+                .map(|&s| st.slots.get(usize::from(s)).copied().flatten())
+                .collect()
+        })
+    }
+}
+
+/// The slot owners in cluster mode; None standalone.
+fn slot_owners(srv: &Server) -> Option<&dyn SlotOwners> {
+    srv.cluster.get().map(|n| n as &dyn SlotOwners)
+}
+
 /// How often the watcher compares slot owners (only while shard subscriptions exist).
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -79,7 +103,7 @@ fn sync_count(h: &ClientHandle, n: usize) {
 impl PubSub {
     /// SSUBSCRIBE: replies `ssubscribe <channel> <shard subscription count>` per channel.
     pub fn ssubscribe(&self, srv: &Arc<Server>, cl: &ClientState, out: &mut Out, chans: &[&[u8]]) {
-        let cluster = crate::cluster::node(srv);
+        let cluster = slot_owners(srv);
         for c in chans {
             let c = Bytes::copy_from_slice(c);
             let n = {
@@ -94,7 +118,7 @@ impl PubSub {
                         let e = inner
                             .owners
                             .entry(slot)
-                            .or_insert_with(|| (node.with_state(|st| st.slots[slot as usize]), 0));
+                            .or_insert_with(|| (node.owners(&[slot]).pop().flatten(), 0));
                         e.1 += 1;
                     }
                 }
@@ -120,7 +144,7 @@ impl PubSub {
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default()
         } else {
-            crate::cmd::owned_args(chans)
+            crate::resp::owned_args(chans)
         };
         if targets.is_empty() {
             out.push(3);
@@ -229,7 +253,7 @@ impl PubSub {
 
     /// Slots with shard subscribers whose owner changed since they were subscribed.
     fn moved_slots(&self, srv: &Server) -> Vec<u16> {
-        let Some(node) = crate::cluster::node(srv) else {
+        let Some(node) = slot_owners(srv) else {
             return Vec::new();
         };
         let seen: Vec<(u16, Option<Name>)> = {
@@ -239,12 +263,13 @@ impl PubSub {
         if seen.is_empty() {
             return Vec::new();
         }
-        node.with_state(|st| {
-            seen.into_iter()
-                .filter(|(s, o)| st.slots.get(*s as usize).copied().flatten() != *o)
-                .map(|(s, _)| s)
-                .collect()
-        })
+        let slots: Vec<u16> = seen.iter().map(|(s, _)| *s).collect();
+        let now = node.owners(&slots);
+        seen.into_iter()
+            .zip(now)
+            .filter(|((_, was), is)| was != is)
+            .map(|((s, _), _)| s)
+            .collect()
     }
 }
 

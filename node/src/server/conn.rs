@@ -567,7 +567,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
             .collect();
-        crate::config::Config::load(None, &cli).expect("config")
+        crate::config::Config::load(None, &cli, []).expect("config")
     }
 
     /// Redis 7.0 applies protected mode whenever it is on and the default user has no
