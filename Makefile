@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEPS_STAMP := .tools/.deps-ok
 
 .PHONY: all deps build release test test-unit lint fmt crds chart demo demo-down image fuzz \
-        bench bench-node bench-bus bench-persist bench-reshard clean
+        bench bench-node bench-bus bench-persist bench-reshard clean conformance
 
 all: build
 
@@ -57,6 +57,10 @@ image:
 ## Every fuzz target (or FUZZ_TARGETS="a b") for FUZZ_SECONDS each (default 60); see scripts/fuzz.sh.
 fuzz:
 	bash scripts/fuzz.sh $(FUZZ_TARGETS)
+
+## Redis 7.0.15's own test suites against tessera-node and redis-server: REDIS_SRC=<dir> (see README).
+conformance: deps
+	bash scripts/conformance.sh
 
 bench: bench-node bench-bus bench-persist bench-reshard
 
