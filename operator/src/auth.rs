@@ -31,8 +31,8 @@ use tracing::{debug, info, instrument};
 
 use crate::children::{owner_ref, ChildError};
 use crate::crd::RedisCluster;
-use crate::topology::conn::connect_with;
-use crate::topology::{EngineOptions, PodEndpoint, TopologyError};
+use tessera_topology::conn::connect_with;
+use tessera_topology::{EngineOptions, PodEndpoint, TopologyError};
 
 /// Key of the password in the operator's Secret.
 pub const ACTIVE_KEY: &str = "password";

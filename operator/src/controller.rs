@@ -33,9 +33,9 @@ use crate::pods::{all_desired_ready, endpoints, shard_of};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
 use crate::status::{self, StatusInput, TopologyOutcome};
 use crate::steps::{self, Child, NodeAuth, Passwords};
-use crate::topology::shrink::Known;
-use crate::topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
 use crate::validate::validate;
+use tessera_topology::shrink::Known;
+use tessera_topology::{Desired, EngineOptions, PodEndpoint, TopologyError, TopologyReport};
 
 /// The single server-side-apply field manager of every object the operator writes.
 pub const FIELD_MANAGER: &str = "tessera-operator";
@@ -123,7 +123,7 @@ pub trait TopologyEngine: Send + Sync {
     ) -> BoxFuture<'a, Result<TopologyReport, TopologyError>>;
 }
 
-/// The real engine in `crate::topology`.
+/// The real engine in `tessera_topology`.
 pub struct RealEngine;
 
 impl TopologyEngine for RealEngine {
@@ -133,7 +133,7 @@ impl TopologyEngine for RealEngine {
         pods: &'a [PodEndpoint],
         opts: &'a EngineOptions,
     ) -> BoxFuture<'a, Result<TopologyReport, TopologyError>> {
-        Box::pin(crate::topology::reconcile(desired, pods, opts))
+        Box::pin(tessera_topology::reconcile(desired, pods, opts))
     }
 }
 

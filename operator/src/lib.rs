@@ -20,5 +20,8 @@ pub mod server;
 pub mod status;
 pub mod steps;
 pub mod storage;
-pub mod topology;
 pub mod validate;
+
+/// The topology engine is its own crate (no kube dependency); this path keeps
+/// `tessera_operator::topology::...` working for callers not yet moved to `tessera_topology`.
+pub use tessera_topology as topology;

@@ -34,7 +34,7 @@ enum Cmd {
     /// Print the RedisCluster CRD as YAML.
     Crd,
     /// Converge node processes to N shards × R replicas once, without Kubernetes.
-    Converge(tessera_operator::topology::cli::ConvergeArgs),
+    Converge(tessera_topology::cli::ConvergeArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Converge(args) => {
             init_tracing(LogFormat::Text);
             let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(tessera_operator::topology::cli::run(args))?;
+            rt.block_on(tessera_topology::cli::run(args))?;
             Ok(())
         }
         Cmd::Run(args) => {

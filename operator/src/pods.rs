@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use crate::topology::PodEndpoint;
+use tessera_topology::PodEndpoint;
 
 /// Label with the owning cluster's name, on every child and pod.
 pub const LABEL_CLUSTER: &str = "tessera.rs/cluster";

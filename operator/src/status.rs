@@ -20,8 +20,8 @@ use crate::crd::{
 };
 use crate::pods::{pod_ready, shard_of, LABEL_CLUSTER, REVISION_LABEL};
 use crate::restart::{update_revision, RolloutView, REASON as ROLLING_RESTART};
-use crate::topology::report::is_sync_wait;
-use crate::topology::TopologyReport;
+use tessera_topology::report::is_sync_wait;
+use tessera_topology::TopologyReport;
 
 /// What happened with the topology step of this reconcile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -20,8 +20,8 @@ use crate::observe::{Observed, SecretError};
 use crate::pods::{all_desired_started, endpoints, shard_of};
 use crate::status::{was_formed, TopologyOutcome};
 use crate::storage::{self, StsActions};
-use crate::topology::shrink::{shrink_blocked, Known};
-use crate::topology::{EngineOptions, PodEndpoint, TopologyReport};
+use tessera_topology::shrink::{shrink_blocked, Known};
+use tessera_topology::{EngineOptions, PodEndpoint, TopologyReport};
 
 /// A StatefulSet the spec makes smaller than the live one: a shrink removes the highest
 /// ordinals, which may run a shard's master, so it is applied after the topology step.
@@ -395,8 +395,8 @@ pub fn first_pod_named<'a>(text: &str, pods: &[&'a str]) -> Option<&'a str> {
 mod tests {
     use super::*;
     use crate::observe::ObservedPasswords;
-    use crate::topology::ShardView;
     use serde_json::json;
+    use tessera_topology::ShardView;
 
     fn rc(spec: serde_json::Value) -> RedisCluster {
         serde_json::from_value(json!({

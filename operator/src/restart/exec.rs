@@ -8,9 +8,9 @@ use kube::Client;
 use tracing::{info, instrument, warn};
 
 use super::{PodRef, RestartAction};
-use crate::topology::conn::{cluster, connect};
-use crate::topology::nodes::parse_cluster_nodes;
-use crate::topology::{EngineOptions, TopologyError};
+use tessera_topology::conn::{cluster, connect};
+use tessera_topology::nodes::parse_cluster_nodes;
+use tessera_topology::{EngineOptions, TopologyError};
 
 /// How long one reconcile waits for a manual failover to show (redis-server gives up on a
 /// manual failover after 5 s, so a retry after this never overlaps the previous attempt).

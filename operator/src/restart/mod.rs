@@ -27,7 +27,7 @@ use kube::ResourceExt;
 
 use crate::crd::{RedisClusterSpec, RedisClusterStatus};
 use crate::pods::{ordinal_of, pod_ready, shard_of};
-use crate::topology::TopologyReport;
+use tessera_topology::TopologyReport;
 
 pub use crate::pods::REVISION_LABEL;
 /// Reason of the Progressing condition (and of Events) while a rolling restart runs.

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::topology::{ReplicaSync, ShardView};
+use tessera_topology::{ReplicaSync, ShardView};
 
 pub(crate) const NEW: &str = "rev-new";
 pub(crate) const OLD: &str = "rev-old";

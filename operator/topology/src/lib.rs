@@ -4,6 +4,9 @@
 //! and keeps it there, by talking RESP to the nodes. It works against any Redis Cluster node
 //! (tessera-node, redis-server 7.0, valkey-server 9.1). Every step is idempotent, so an engine
 //! killed at any instant and restarted resumes from what it observes.
+//!
+//! Its own crate with no Kubernetes dependency (issue 17): the operator hands it pod endpoints
+//! and passwords; `tessera-operator converge` ([`cli`]) runs it against bare addresses.
 
 pub mod cli;
 pub mod conn;
@@ -49,8 +52,8 @@ pub struct Desired {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EngineOptions {
     pub password: Option<String>,
-    /// Passwords (None = no AUTH) tried in turn when `password` is refused: while a password
-    /// change is rolled out, some nodes still run the previous one (see `crate::auth`).
+    /// Passwords (None = no AUTH) tried in turn when `password` is refused: while the operator
+    /// rolls out a password change, some nodes still run the previous one.
     pub fallback_passwords: Vec<Option<String>>,
     /// TCP connect timeout per node.
     pub connect_timeout: Duration,

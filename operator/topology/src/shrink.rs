@@ -47,7 +47,7 @@ fn ordinal(pod: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::ShardView;
+    use crate::ShardView;
 
     fn report(masters: &[&str]) -> TopologyReport {
         TopologyReport {
