@@ -2,8 +2,11 @@
 //!
 //! Layout: [`resp`] (protocol), [`db`] (the striped, per-slot keyspace), [`cmd`] (command
 //! table and one file per command family), [`blocking`] (clients blocked on keys),
-//! [`pubsub`], [`config`] (redis.conf), [`server`] (listener, connections, expiry,
-//! eviction), [`types`] (collection values).
+//! [`pubsub`], [`propagate`] (the write stream to replicas and the AOF), [`config`]
+//! (redis.conf), [`server`] (listener, connections, expiry, eviction), [`types`]
+//! (collection values). Layers, bottom to top, as design.md states them and the `layers`
+//! test checks: resp, types, db, slot; config and server state; notify, tracking,
+//! blocking, pubsub, propagate; cmd; script, repl, persist, cluster glue; networking.
 
 pub mod alloc;
 pub mod blocking;
@@ -15,6 +18,7 @@ pub mod db;
 pub mod latency;
 pub mod notify;
 pub mod persist;
+pub mod propagate;
 pub mod pubsub;
 pub mod repl;
 pub mod resp;
@@ -95,11 +99,6 @@ mod layers {
             "READONLY asks cluster::enabled",
         ),
         (
-            "cmd/ctx.rs",
-            "persist",
-            "a deleted expired key is propagated through persist::propagate",
-        ),
-        (
             "cmd/function.rs",
             "script",
             "FUNCTION's handlers call the function registry and busy state in script/",
@@ -166,11 +165,6 @@ mod layers {
             "SHUTDOWN runs persist's shutdown steps",
         ),
         (
-            "cmd/transaction.rs",
-            "persist",
-            "EXEC closes its MULTI/EXEC block in persist::propagate",
-        ),
-        (
             "script/busy.rs",
             "server::net",
             "a busy script serves its thread's stuck connections (server::busy_io)",
@@ -189,11 +183,6 @@ mod layers {
             "server/evict.rs",
             "cmd",
             "ensure_memory returns cmd::CmdError (OOM)",
-        ),
-        (
-            "server/evict.rs",
-            "persist",
-            "an evicted key is propagated through persist::propagate",
         ),
         (
             "server/mod.rs",

@@ -194,7 +194,7 @@ pub struct Effects {
     /// received; an empty list = nothing; several are wrapped in MULTI ... EXEC.
     pub propagate: Option<Vec<Vec<Bytes>>>,
     /// Inside EXEC or a script: the (db, command) writes so far, fed to replicas and the
-    /// AOF as one MULTI ... EXEC block when it ends (`persist::propagate::end_exec`).
+    /// AOF as one MULTI ... EXEC block when it ends (`cmd::propagation::end_exec`).
     pub exec_writes: Vec<(usize, Vec<Bytes>)>,
 }
 
@@ -339,7 +339,7 @@ impl<'a> KeyView<'a> {
             }
             st.remove(db, slot, key);
             srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
-            crate::persist::propagate::deleted(srv, db, key);
+            crate::propagate::deleted(srv, db, key);
             crate::notify::expired(srv, db, key);
             return None;
         }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::{table, Ctx, KeyView};
 use crate::config::Config;
 use crate::notify::Event;
-use crate::persist::propagate::{Write, WriteSubscriber};
+use crate::propagate::{Write, WriteSubscriber};
 use crate::resp::Out;
 use crate::server::{ClientState, Server};
 
@@ -615,7 +615,7 @@ fn writes_inside_exec_travel_as_one_block() {
         super::run_locked(&mut ctx, cmd, &args);
     }
     assert!(rec.0.lock().is_empty(), "nothing is fed before the end");
-    crate::persist::propagate::end_exec(&mut ctx);
+    super::propagation::end_exec(&mut ctx);
     assert_eq!(
         *rec.0.lock(),
         ["MULTI", "SET k v PXAT 1005000", "INCR n", "EXEC"]

@@ -20,6 +20,7 @@
 
 pub mod ctx;
 pub mod key_effects;
+pub mod propagation;
 #[cfg(test)]
 mod fx_tests;
 pub mod spec;
@@ -707,7 +708,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
                     .dirty
                     .fetch_add(ctx.changes, Ordering::Relaxed);
                 if ctx.srv.persist.prop.active() {
-                    crate::persist::propagate::propagate(ctx, args, rewrite);
+                    propagation::propagate(ctx, args, rewrite);
                 }
             }
         }

@@ -421,7 +421,7 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         super::run_locked(&mut ctx, c, args);
         c.stats.calls.fetch_add(1, Ordering::Relaxed);
     }
-    crate::persist::propagate::end_exec(&mut ctx);
+    super::propagation::end_exec(&mut ctx);
     let ready = std::mem::take(&mut ctx.ks.ready);
     drop(ctx);
     end_multi(srv, cl);

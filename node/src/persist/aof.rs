@@ -28,9 +28,9 @@ use tessera_rdb::aof::{
     AofManifest, AofReadError, MAX_SEQ,
 };
 
-use super::propagate::{Write, WriteSubscriber};
 use super::{snapshot, PersistError};
 use crate::db::STRIPES;
+use crate::propagate::{Write, WriteSubscriber};
 use crate::server::Server;
 
 /// `appendfsync`, as the config declares it.

@@ -8,7 +8,7 @@
 
 pub mod aof;
 mod aof_base;
-pub mod propagate;
+use crate::propagate;
 pub mod shutdown;
 pub mod snapshot;
 

@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 use super::backlog::{encode, encode_into};
 use super::Shared;
 use crate::cmd::eq_ic;
-use crate::persist::propagate::{Write, WriteSubscriber};
 use crate::persist::snapshot::{copy_locked, Copied};
+use crate::propagate::{Write, WriteSubscriber};
 use crate::resp::{recycle_view, Limits, Out, Parser};
 use crate::server::{now_ms, ClientHandle, ClientState, Server};
 

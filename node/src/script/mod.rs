@@ -658,7 +658,7 @@ fn call_core(
         ctx.out.resp3 = was_resp3;
         e.run.last_call_err.borrow_mut().take();
         if !was_exec {
-            crate::persist::propagate::end_exec(ctx);
+            crate::cmd::propagation::end_exec(ctx);
         }
         result.map(|_| ()).map_err(lua_err)
     }

@@ -140,7 +140,7 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> bool {
     let slot = crate::slot::key_hash_slot(&key);
     let mut st = srv.ks.lock_stripe(idx);
     if st.remove(db, slot, &key).is_some() {
-        crate::persist::propagate::deleted(srv, db, &key);
+        crate::propagate::deleted(srv, db, &key);
         crate::notify::evicted(srv, db, &key);
         srv.stats.evicted_keys.fetch_add(1, Ordering::Relaxed);
         drop(st);

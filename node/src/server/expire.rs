@@ -63,7 +63,7 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
                 // The per-key path also sends client-side caching invalidations.
                 n += if srv.persist.prop.active() || srv.notify.on() != 0 || crate::tracking::live()
                 {
-                    crate::persist::propagate::expire_sweep(srv, &mut st, db, now)
+                    crate::propagate::expire_sweep(srv, &mut st, db, now)
                 } else {
                     st.expire_sweep(db, now)
                 };
