@@ -17,6 +17,8 @@ use crate::resp::{Conn, Raw};
 const ATTEMPTS: usize = 5;
 /// Lines of the server's log printed when a test panics.
 const TAIL_LINES: usize = 30;
+/// How long [`Server::stop`] lets a server shut down cleanly before SIGKILL.
+pub const STOP_WITHIN: Duration = Duration::from_secs(15);
 
 /// True when `ip:port` answers an inline PING with +PONG, or with -NOAUTH (a server with
 /// requirepass serves too). -LOADING is not ready. Any I/O error is "not ready".
@@ -66,7 +68,8 @@ pub fn served_by(ip: &str, port: u16, pid: u32) -> Option<bool> {
 }
 
 /// What to start: `BIN --port P --bind IP --dir DIR [--logfile DIR/log] ARGS...`, where
-/// `{port}` in an argument becomes P.
+/// `{port}`, `{ip}` and `{dir}` in an argument become P, IP and DIR (so an argument follows
+/// a restart on another address). A [`Launch::verbatim`] one runs `BIN ARGS...` alone.
 #[derive(Clone, Debug)]
 pub struct Launch {
     bin: String,
@@ -75,6 +78,7 @@ pub struct Launch {
     args: Vec<String>,
     logfile: bool,
     cwd: bool,
+    verbatim: bool,
     ready_within: Duration,
 }
 
@@ -88,6 +92,7 @@ impl Launch {
             args: Vec::new(),
             logfile: false,
             cwd: false,
+            verbatim: false,
             ready_within: Duration::from_secs(60),
         }
     }
@@ -134,6 +139,14 @@ impl Launch {
         self
     }
 
+    /// Adds nothing to the command line: the arguments alone say address, port and dir
+    /// (with `{port}`, `{ip}`, `{dir}` filled in), for a config file that must come first or
+    /// a command line taken as is from a pod spec.
+    pub fn verbatim(mut self) -> Launch {
+        self.verbatim = true;
+        self
+    }
+
     /// How long a start may take before it counts as failed (default 60 s).
     pub fn ready_within(mut self, d: Duration) -> Launch {
         self.ready_within = d;
@@ -148,16 +161,19 @@ impl Launch {
     /// their own way, e.g. expecting it to fail at start, override what they need).
     pub fn command(&self, ip: &str, port: u16, dir: &Path) -> Command {
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["--port", &port.to_string(), "--bind", ip, "--dir"])
-            .arg(dir);
-        if self.logfile {
-            cmd.arg("--logfile").arg(dir.join("log"));
+        if !self.verbatim {
+            cmd.args(["--port", &port.to_string(), "--bind", ip, "--dir"])
+                .arg(dir);
+            if self.logfile {
+                cmd.arg("--logfile").arg(dir.join("log"));
+            }
         }
-        cmd.args(
-            self.args
-                .iter()
-                .map(|a| a.replace("{port}", &port.to_string())),
-        );
+        let dir_text = dir.display().to_string();
+        cmd.args(self.args.iter().map(|a| {
+            a.replace("{port}", &port.to_string())
+                .replace("{ip}", ip)
+                .replace("{dir}", &dir_text)
+        }));
         if self.cwd {
             cmd.current_dir(dir);
         }
@@ -226,27 +242,7 @@ impl Launch {
         };
         let out = tempfile::tempdir().expect("tempdir");
         let output = out.path().join("output.log");
-        let f = std::fs::File::create(&output)
-            .unwrap_or_else(|e| panic!("create {}: {e}", output.display()));
-        let f2 = f.try_clone().expect("clone output file");
-        let mut cmd = self.command(&self.ip, port, &dir);
-        cmd.stdout(f).stderr(f2);
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
-        let deadline = Instant::now() + self.ready_within;
-        let mut ready = false;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
-            }
-            if answers_ping(&self.ip, port) && served_by(&self.ip, port, child.id()) != Some(false)
-            {
-                ready = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (child, ready) = self.spawn_at(&self.ip, port, &dir, &output);
         let srv = Server {
             child,
             port,
@@ -266,6 +262,34 @@ impl Launch {
             );
         }
         srv
+    }
+
+    /// Starts the process on exactly `ip:port`, output appended to `output`, and waits until
+    /// it serves; false when it exited or did not serve in time (the child is returned to
+    /// be reaped or reported either way).
+    fn spawn_at(&self, ip: &str, port: u16, dir: &Path, output: &Path) -> (Child, bool) {
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(output)
+            .unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
+        let f2 = f.try_clone().expect("clone output file");
+        let mut cmd = self.command(ip, port, dir);
+        cmd.stdout(f).stderr(f2);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
+        let deadline = Instant::now() + self.ready_within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return (child, false);
+            }
+            if answers_ping(ip, port) && served_by(ip, port, child.id()) != Some(false) {
+                return (child, true);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (child, false)
     }
 
     /// Starts the process on a free port of `ip` in `dir` and waits until it serves: the
@@ -443,6 +467,60 @@ impl Server {
         self.port = port;
     }
 
+    /// Kills the process (if it still runs) and starts it again on exactly `port` of
+    /// `self.ip`, same dir and arguments: a restart that keeps its port, e.g. a pod that
+    /// comes back on a new address. No retry elsewhere: a start that fails panics with its log.
+    pub fn restart_at(&mut self, port: u16) {
+        self.kill();
+        let (child, ready) = self
+            .launch
+            .spawn_at(&self.ip, port, &self.dir, &self.output);
+        self.child = child;
+        self.port = port;
+        if !ready {
+            panic!(
+                "{} did not start again on {}\n{}",
+                self.bin(),
+                self.addr(),
+                self.log_tail(20)
+            );
+        }
+    }
+
+    /// Sends `sig` (a `kill` signal name: STOP, CONT, TERM...) to the process; panics when
+    /// it cannot be delivered.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .stdin(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} {pid} failed");
+    }
+
+    /// A clean stop: SIGTERM (the server saves and flushes its AOF) every second, since
+    /// Redis ignores it while it writes its first AOF, then SIGKILL after [`STOP_WITHIN`];
+    /// reaped either way. Harmless when already stopped.
+    pub fn stop(&mut self) {
+        let deadline = Instant::now() + STOP_WITHIN;
+        let mut next_term = Instant::now();
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            if Instant::now() >= next_term {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &self.pid().to_string()])
+                    .stdin(Stdio::null())
+                    .status();
+                next_term = Instant::now() + Duration::from_secs(1);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+    }
+
     /// Waits (bounded) for the process to exit by itself.
     pub fn wait_exit(&mut self, max: Duration) -> Option<ExitStatus> {
         wait_exit(&mut self.child, max)
@@ -587,6 +665,62 @@ mod tests {
             out.matches("Ready to accept connections").count() >= 2,
             "both starts logged: {out}"
         );
+    }
+
+    #[test]
+    fn verbatim_runs_the_arguments_alone_with_placeholders_filled() {
+        let conf_dir = tempfile::tempdir().expect("tmp");
+        let conf = conf_dir.path().join("node.conf");
+        std::fs::write(&conf, "maxmemory-policy allkeys-lru\n").expect("write conf");
+        // A config file is only read as the first argument: nothing may come before it.
+        let s = Launch::redis()
+            .verbatim()
+            .args(&[conf.to_str().expect("utf8")])
+            .args(&[
+                "--port", "{port}", "--bind", "{ip}", "--dir", "{dir}", "--save", "",
+            ])
+            .start();
+        let policy = s.cli(&["CONFIG", "GET", "maxmemory-policy"]);
+        assert!(policy.contains("allkeys-lru"), "{policy}");
+        let dir = s.cli(&["CONFIG", "GET", "dir"]);
+        let want = s.dir.canonicalize().expect("dir");
+        assert!(
+            dir.contains(want.to_str().expect("utf8")),
+            "{dir} vs {want:?}"
+        );
+    }
+
+    #[test]
+    fn stop_is_clean_and_restart_at_keeps_the_port_on_a_new_address() {
+        let mut s = Launch::redis()
+            .args(&["--save", "3600 1", "--appendonly", "no"])
+            .start();
+        assert_eq!(
+            s.resp().cmd(&["SET", "k", "v"]),
+            crate::Reply::Simple("OK".into())
+        );
+        s.stop();
+        let status = s.child.try_wait().expect("reaped");
+        assert!(
+            status.is_some_and(|st| st.success()),
+            "SIGTERM, not SIGKILL: {status:?}"
+        );
+        assert!(s.dir.join("dump.rdb").is_file(), "saved on the way out");
+        let port = s.port;
+        s.ip = "127.0.0.2".into();
+        s.restart_at(port);
+        assert_eq!((s.ip.as_str(), s.port), ("127.0.0.2", port));
+        assert!(answers_ping("127.0.0.2", port));
+        assert_eq!(s.cli(&["GET", "k"]).trim(), "v");
+    }
+
+    #[test]
+    fn a_stopped_process_does_not_answer_until_continued() {
+        let s = Server::redis(&["--save", ""]);
+        s.signal("STOP");
+        assert!(!answers_ping(&s.ip, s.port));
+        s.signal("CONT");
+        assert!(answers_ping(&s.ip, s.port));
     }
 
     #[test]
