@@ -94,11 +94,6 @@ mod layers {
             "CLUSTER's handlers call the cluster glue directly, not through a trait on the server",
         ),
         (
-            "cmd/connection.rs",
-            "cluster",
-            "READONLY asks cluster::enabled",
-        ),
-        (
             "cmd/function.rs",
             "script",
             "FUNCTION's handlers call the function registry and busy state in script/",
@@ -118,7 +113,6 @@ mod layers {
             "repl",
             "INFO asks each subsystem for its section",
         ),
-        ("cmd/migrate.rs", "cluster", "MIGRATE asks cluster::enabled"),
         (
             "cmd/mod.rs",
             "cluster",
@@ -140,11 +134,6 @@ mod layers {
             "SAVE/BGSAVE/BGREWRITEAOF call persist/ directly",
         ),
         (
-            "cmd/pubsub.rs",
-            "cluster",
-            "PUBLISH in cluster mode broadcasts over the bus",
-        ),
-        (
             "cmd/repl.rs",
             "repl",
             "REPLICAOF/PSYNC/WAIT call repl/ directly",
@@ -153,11 +142,6 @@ mod layers {
             "cmd/script.rs",
             "script",
             "EVAL/SCRIPT call script/ directly",
-        ),
-        (
-            "cmd/server_cmds.rs",
-            "cluster",
-            "FAILOVER asks cluster::enabled",
         ),
         (
             "cmd/server_cmds.rs",

@@ -218,7 +218,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = arg_i64(args[1])?;
-    if n != 0 && crate::cluster::enabled(ctx.srv) {
+    if n != 0 && super::cluster_mode(ctx.srv) {
         return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
     }
     if n < 0 || n as usize >= ctx.srv.ks.databases() {

@@ -284,7 +284,7 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ))
         }
     };
-    let restore_cmd: &[u8] = if crate::cluster::enabled(ctx.srv) {
+    let restore_cmd: &[u8] = if super::cluster_mode(ctx.srv) {
         b"RESTORE-ASKING"
     } else {
         b"RESTORE"

@@ -200,6 +200,13 @@ pub fn set_renames(renames: &[(String, String)]) {
     }
 }
 
+/// True in cluster mode. Read from the server's state (the cluster node it holds), so
+/// handlers need not call the cluster glue, which sits above the command layer.
+#[inline]
+pub fn cluster_mode(srv: &Server) -> bool {
+    srv.cluster.get().is_some()
+}
+
 /// Every top-level command name (config validation of rename-command).
 pub fn command_names() -> impl Iterator<Item = &'static str> {
     all_commands().into_iter().map(|c| c.name)

@@ -130,7 +130,10 @@ fn publish_to(ctx: &mut Ctx<'_>, args: &[&[u8]], shard: bool) -> CmdResult {
     } else {
         ctx.srv.pubsub.publish(args[1], args[2], limit)
     };
-    crate::cluster::broadcast_publish(ctx.srv, args[1], args[2], shard);
+    // The bus, from the cluster node in the server's state (not the glue above us).
+    if let Some(node) = ctx.srv.cluster.get() {
+        node.with_state(|st| st.publish(args[1], args[2], shard));
+    }
     ctx.srv
         .stats
         .pubsub_messages

@@ -212,7 +212,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     // valkey 9's FAILOVER modifier (persist::shutdown).
-    if args[1..].iter().any(|a| eq_ic(a, "failover")) && !crate::cluster::enabled(ctx.srv) {
+    if args[1..].iter().any(|a| eq_ic(a, "failover")) && !super::cluster_mode(ctx.srv) {
         return Err(CmdError::msg(
             "ERR SHUTDOWN FAILOVER is only supported in cluster mode.",
         ));
