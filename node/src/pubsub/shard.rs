@@ -199,7 +199,7 @@ impl PubSub {
         n
     }
 
-    /// PUBSUB SHARDCHANNELS [pattern].
+    /// PUBSUB SHARDCHANNELS \[pattern\].
     pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
         self.shard
             .inner
