@@ -121,7 +121,7 @@ mod layers {
         (
             "cmd/mod.rs",
             "persist",
-            "the dispatcher's MISCONF gate and propagation live in persist/",
+            "the dispatcher's MISCONF gate (persist::writes_denied)",
         ),
         (
             "cmd/mod.rs",
