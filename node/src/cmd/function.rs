@@ -76,7 +76,11 @@ fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if i != args.len() - 1 {
         return Err(CmdError::msg("ERR Function code is missing"));
     }
-    let name = ctx.srv.scripts.functions.load(Bytes::copy_from_slice(args[i]), replace)?;
+    let name = ctx
+        .srv
+        .scripts
+        .functions
+        .load(Bytes::copy_from_slice(args[i]), replace)?;
     ctx.out.bulk(name.as_bytes());
     Ok(())
 }
@@ -134,7 +138,11 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
         i += 1;
     }
-    let libs: Vec<_> = ctx.srv.scripts.functions.libraries()
+    let libs: Vec<_> = ctx
+        .srv
+        .scripts
+        .functions
+        .libraries()
         .into_iter()
         .filter(|l| pattern.is_none_or(|p| crate::pubsub::glob_match(p, l.name.as_bytes(), true)))
         .collect();
@@ -238,7 +246,10 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// Stops a function past busy-reply-threshold that has not written (`script::busy`).
 fn kill(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    ctx.srv.scripts.busy.kill(crate::script::busy::Kind::Function)?;
+    ctx.srv
+        .scripts
+        .busy
+        .kill(crate::script::busy::Kind::Function)?;
     ctx.out.ok();
     Ok(())
 }

@@ -86,7 +86,12 @@ const GRAPH_ROWS: usize = 4;
 
 fn graph(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let event = String::from_utf8_lossy(args[2]).into_owned();
-    let Some(s) = ctx.srv.latency.summary(&event).filter(|s| !s.samples.is_empty()) else {
+    let Some(s) = ctx
+        .srv
+        .latency
+        .summary(&event)
+        .filter(|s| !s.samples.is_empty())
+    else {
         return Err(CmdError::msg(format!(
             "ERR No samples available for event '{event}'"
         )));

@@ -19,10 +19,10 @@
 //! succeeded (see [`ctx::Effects`]); `cmd/fx_tests.rs` checks them per family.
 
 pub mod ctx;
-pub mod key_effects;
-pub mod propagation;
 #[cfg(test)]
 mod fx_tests;
+pub mod key_effects;
+pub mod propagation;
 pub mod spec;
 
 pub mod acl;

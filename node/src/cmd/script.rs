@@ -128,7 +128,11 @@ fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.out.array(args.len() - 2);
     for a in &args[2..] {
-        let found = ctx.srv.scripts.cache_get(&String::from_utf8_lossy(a)).is_some();
+        let found = ctx
+            .srv
+            .scripts
+            .cache_get(&String::from_utf8_lossy(a))
+            .is_some();
         ctx.out.int(found as i64);
     }
     Ok(())

@@ -81,8 +81,8 @@ pub fn writes_denied(srv: &Server, cl: &crate::server::ClientState) -> Option<Di
     if !rdb_failed && aof_errno == 0 {
         return None;
     }
-    let from_master = cl.from_master
-        || (cl.id != 0 && cl.id == srv.repl.master_client.load(Ordering::Relaxed));
+    let from_master =
+        cl.from_master || (cl.id != 0 && cl.id == srv.repl.master_client.load(Ordering::Relaxed));
     if cl.internal || from_master {
         return None;
     }
