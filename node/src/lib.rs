@@ -164,11 +164,6 @@ mod layers {
             "CLIENT LIST's tracking fields come from tracking::list_info",
         ),
         (
-            "server/evict.rs",
-            "cmd",
-            "ensure_memory returns cmd::CmdError (OOM)",
-        ),
-        (
             "server/mod.rs",
             "blocking",
             "Server owns each subsystem's state (the narrow pieces are not split out yet)",

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use rand::Rng;
 
 use super::{now_ms, Server};
-use crate::cmd::CmdError;
 use crate::config::MaxmemoryPolicy;
 use crate::db::{SLOTS_PER_STRIPE, STRIPES};
 
@@ -55,8 +54,14 @@ pub fn touch(e: &mut crate::db::Entry, clock: u32, lfu: bool) {
     }
 }
 
-/// Over maxmemory? Evicts per policy; OOM error if that isn't enough.
-pub fn ensure_memory(srv: &Server) -> Result<(), CmdError> {
+/// Used memory stays above maxmemory after eviction did what it could. Its text is the OOM
+/// reply the dispatcher sends (eviction sits below `cmd`, so it has its own error type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("OOM command not allowed when used memory > 'maxmemory'.")]
+pub struct OutOfMemory;
+
+/// Over maxmemory? Evicts per policy; [`OutOfMemory`] if that isn't enough.
+pub fn ensure_memory(srv: &Server) -> Result<(), OutOfMemory> {
     let (max, policy, samples) = {
         let c = &srv.config.read().typed;
         (c.maxmemory, c.maxmemory_policy, c.maxmemory_samples)
@@ -70,9 +75,7 @@ pub fn ensure_memory(srv: &Server) -> Result<(), CmdError> {
             || rounds > 100_000
             || !evict_one(srv, policy, samples.max(1) as usize)
         {
-            return Err(CmdError::msg(
-                "OOM command not allowed when used memory > 'maxmemory'.",
-            ));
+            return Err(OutOfMemory);
         }
         rounds += 1;
     }
