@@ -15,10 +15,6 @@ use tessera_operator::topology::{reconcile, Desired, EngineOptions};
 const LIMIT: Duration = Duration::from_secs(120);
 const KEYS: usize = 2000;
 
-fn tessera_bin() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/tessera-node").to_string()
-}
-
 fn url(n: &Node, pw: Option<&str>) -> String {
     match pw {
         Some(p) => format!("redis://:{p}@{}/", n.addr()),
@@ -166,15 +162,11 @@ async fn scenario(bin: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_switch_on_redis() {
-    scenario(&program("redis-server")).await;
+    scenario(tessera_testkit::redis_bin()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_switch_on_tessera_node() {
-    let bin = tessera_bin();
-    assert!(
-        std::path::Path::new(&bin).exists(),
-        "{bin} missing: `cargo build -p tessera-node` (make test builds it)"
-    );
-    scenario(&bin).await;
+    // The kit fails (naming `cargo build -p tessera-node`) when the binary is missing.
+    scenario(tessera_testkit::tessera_bin()).await;
 }

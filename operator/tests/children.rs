@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use tessera_operator::children::{self, Children};
 use tessera_operator::crd::RedisCluster;
+use tessera_testkit::{free_port, redis_bin, tessera_bin, valkey_bin, Launch, Server};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/children")
@@ -336,82 +337,37 @@ fn grace_period_covers_the_shutdown_handover() {
     );
 }
 
-/// A node process started from a generated node.conf; killed on drop, then its directory
-/// (held here) removed.
-struct Server(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A free port whose bus port (+10000) is free too.
-fn free_port() -> u16 {
-    for _ in 0..100 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 55000 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port pair");
-}
-
-/// Starts `bin` with `rc`'s node.conf and the pod's own arguments (address, port, dir) and
-/// returns `CONFIG GET shutdown-on-sigterm` once it answers.
-fn start_with_generated_conf(bin: &str, rc: &RedisCluster) -> (Server, String) {
+/// Starts `bin` (the kit's spawner) with `rc`'s node.conf first and the pod's own arguments
+/// (address, port, dir), and returns `CONFIG GET shutdown-on-sigterm` once it answers; a
+/// refused node.conf fails the start with the server's output.
+fn start_with_generated_conf(bin: &str, rc: &RedisCluster) -> String {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("node.conf");
     std::fs::write(&conf, children::configmap::node_conf(rc)).unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let port = free_port();
-    let child = std::process::Command::new(bin)
-        .arg(&conf)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
-        .arg(&data)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{bin}: {e}"));
-    let mut server = Server(child, dir);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    for _ in 0..100 {
-        if let Some(status) = server.0.try_wait().unwrap() {
-            panic!(
-                "{bin} refused the generated node.conf ({status}):\n{}",
-                children::configmap::node_conf(rc)
-            );
-        }
-        if let Ok(mut c) = client.get_connection_with_timeout(std::time::Duration::from_secs(1)) {
-            let got: Vec<String> = redis::cmd("CONFIG")
-                .arg("GET")
-                .arg("shutdown-on-sigterm")
-                .query(&mut c)
-                .unwrap();
-            return (server, got.get(1).cloned().unwrap_or_default());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("{bin} did not answer within 10 s");
+    let server = Launch::new(bin)
+        .verbatim()
+        .args(&[conf.to_str().unwrap()])
+        .args(&["--bind", "{ip}", "--port", "{port}", "--dir", "{dir}"])
+        .ready_within(std::time::Duration::from_secs(10))
+        .start();
+    let mut c = server.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("shutdown-on-sigterm")
+        .query(&mut c)
+        .unwrap();
+    got.get(1).cloned().unwrap_or_default()
 }
 
 #[test]
 fn every_node_program_accepts_its_generated_conf() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     for (bin, image, want) in [
-        (
-            format!("{root}/target/debug/tessera-node"),
-            "tessera/tessera-node:0.1.0",
-            "failover",
-        ),
-        (program("valkey-server"), "valkey/valkey:9.1", "failover"),
-        (program("redis-server"), "redis:7.0", "default"),
+        (tessera_bin(), "tessera/tessera-node:0.1.0", "failover"),
+        (valkey_bin(), "valkey/valkey:9.1", "failover"),
+        (redis_bin(), "redis:7.0", "default"),
     ] {
         for fixture in ["minimal", "production"] {
-            let (_server, got) = start_with_generated_conf(&bin, &with_image(fixture, image));
+            let got = start_with_generated_conf(bin, &with_image(fixture, image));
             assert_eq!(got, want, "{bin} ({fixture})");
         }
     }
@@ -492,34 +448,11 @@ fn readiness_is_an_exec_probe_each_image_can_run() {
     assert!(valkey[2].contains("valkey-cli"), "{valkey:?}");
 }
 
-/// A plain (non-cluster) server on a free port; killed on drop.
+/// A plain (non-cluster) server on a free port (the kit's spawner); killed on drop.
 fn start_plain(bin: &str, extra: &[&str]) -> (Server, u16) {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let child = std::process::Command::new(bin)
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-        ])
-        .args(["--dir"])
-        .arg(dir.path())
-        .args(extra)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{bin}: {e}"));
-    let server = Server(child, dir);
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (server, port);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("{bin} did not listen within 10 s");
+    let server = Launch::new(bin).args(&["--save", ""]).args(extra).start();
+    let port = server.port;
+    (server, port)
 }
 
 /// Runs `rc`'s readiness probe command against a node on 127.0.0.1:`port`, with the pod's env
@@ -531,10 +464,8 @@ fn probe_ready(rc: &RedisCluster, port: u16, password: Option<&str>) -> bool {
         .map(|a| a.replace("6379", &port.to_string()))
         .collect();
     let program = match cmd[0].as_str() {
-        "tessera-node" => {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/tessera-node").to_string()
-        }
-        other => other.to_string(),
+        "tessera-node" => tessera_bin(),
+        other => other,
     };
     let mut c = std::process::Command::new(program);
     c.args(&cmd[1..]).env_clear().env("POD_IP", "127.0.0.1");
@@ -544,7 +475,8 @@ fn probe_ready(rc: &RedisCluster, port: u16, password: Option<&str>) -> bool {
     if let Some(pw) = password {
         c.env("REDISCLI_AUTH", pw);
     }
-    let out = c.output().unwrap();
+    // Bounded: a probe that hangs fails the test instead of hanging it.
+    let out = tessera_testkit::output_within(&mut c, std::time::Duration::from_secs(30));
     eprintln!(
         "probe {cmd:?}: {} {}{}",
         out.status,
@@ -568,26 +500,21 @@ fn probe_until(rc: &RedisCluster, port: u16, password: Option<&str>, want: bool)
 
 #[test]
 fn readiness_probe_tells_the_truth() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     for (bin, image) in [
-        (
-            format!("{root}/target/debug/tessera-node"),
-            "tessera/tessera-node:0.1.0",
-        ),
-        (program("redis-server"), "redis:7.0"),
-        (program("valkey-server"), "valkey/valkey:9.1"),
+        (tessera_bin(), "tessera/tessera-node:0.1.0"),
+        (redis_bin(), "redis:7.0"),
+        (valkey_bin(), "valkey/valkey:9.1"),
     ] {
         let rc = with_image("minimal", image);
-        let (_master, master_port) = start_plain(&bin, &[]);
+        let (_master, master_port) = start_plain(bin, &[]);
         probe_until(&rc, master_port, None, true);
         // A replica of a master that does not answer: not ready.
         let dead = free_port();
-        let (_lost, lost_port) =
-            start_plain(&bin, &["--replicaof", "127.0.0.1", &dead.to_string()]);
+        let (_lost, lost_port) = start_plain(bin, &["--replicaof", "127.0.0.1", &dead.to_string()]);
         probe_until(&rc, lost_port, None, false);
         // A replica linked to its master: ready.
         let mp = master_port.to_string();
-        let (_linked, linked_port) = start_plain(&bin, &["--replicaof", "127.0.0.1", &mp]);
+        let (_linked, linked_port) = start_plain(bin, &["--replicaof", "127.0.0.1", &mp]);
         probe_until(&rc, linked_port, None, true);
         // Nothing listening: not ready.
         assert!(!probe_ready(&rc, dead, None), "{image}");
@@ -595,12 +522,12 @@ fn readiness_probe_tells_the_truth() {
         // With a password: the right one sees the replica's link; a password changed live
         // (the pod's env is stale) still lets an answering node be ready.
         let (_auth, auth_port) =
-            start_plain(&bin, &["--requirepass", "s3cret", "--masterauth", "s3cret"]);
+            start_plain(bin, &["--requirepass", "s3cret", "--masterauth", "s3cret"]);
         probe_until(&rc, auth_port, Some("s3cret"), true);
         probe_until(&rc, auth_port, Some("stale"), true);
         let ap = auth_port.to_string();
         let (_lost_auth, lost_auth_port) = start_plain(
-            &bin,
+            bin,
             &[
                 "--requirepass",
                 "s3cret",
@@ -611,7 +538,7 @@ fn readiness_probe_tells_the_truth() {
         );
         probe_until(&rc, lost_auth_port, Some("s3cret"), false);
         let (_linked_auth, linked_auth_port) = start_plain(
-            &bin,
+            bin,
             &[
                 "--requirepass",
                 "s3cret",
@@ -725,18 +652,13 @@ fn node_auth_secret_holds_the_password_as_config() {
 
 #[test]
 fn every_node_program_reads_the_password_from_the_included_file() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let password = "p@ss w\"o\\rd 'x' #1 é";
-    for bin in [
-        format!("{root}/target/debug/tessera-node"),
-        program("redis-server"),
-        program("valkey-server"),
-    ] {
+    for bin in [tessera_bin(), redis_bin(), valkey_bin()] {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("auth.conf");
         std::fs::write(&conf, children::auth::auth_conf(password)).unwrap();
-        let (server, port) = start_plain(&bin, &["--include", conf.to_str().unwrap()]);
-        let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.0.id())).unwrap();
+        let (server, port) = start_plain(bin, &["--include", conf.to_str().unwrap()]);
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid())).unwrap();
         assert!(
             !String::from_utf8_lossy(&cmdline).contains("p@ss"),
             "{bin}: {}",
@@ -757,20 +679,4 @@ fn every_node_program_reads_the_password_from_the_included_file() {
             .unwrap();
         assert_eq!(got[1], password, "{bin}");
     }
-}
-
-/// A reference server's binary: on PATH (`make` puts the project's `.tools/bin` first), else
-/// in the workspace's `.tools/bin` where `make deps` links what does not land on PATH.
-fn program(name: &str) -> String {
-    let tools = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin");
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(std::iter::once(tools))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not found on PATH or in .tools/bin: run `make deps`"))
-        .display()
-        .to_string()
 }

@@ -7,9 +7,7 @@
 
 mod support;
 
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +16,7 @@ use support::fake_api::FakeApi;
 use tessera_operator::controller::{reconcile, Context, RealEngine};
 use tessera_operator::crd::{Phase, RedisCluster};
 use tessera_operator::metrics::Metrics;
+use tessera_testkit::{Launch, Server};
 
 const NS: &str = "t";
 const RC: &str = "/apis/tessera.rs/v1alpha1/namespaces/t/redisclusters";
@@ -25,37 +24,14 @@ const STS: &str = "/apis/apps/v1/namespaces/t/statefulsets";
 const CM: &str = "/api/v1/namespaces/t/configmaps";
 const PODS: &str = "/api/v1/namespaces/t/pods";
 
-/// Processes this test started; killed on drop.
-struct Procs(Vec<(String, Child)>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for (_, c) in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A loopback address whose node and bus ports are free (127.0.190.x: this suite's block).
-fn free_ip(next: &mut u8) -> Ipv4Addr {
-    loop {
-        assert!(*next < 250, "no free loopback address in 127.0.190.0/24");
-        let ip = Ipv4Addr::new(127, 0, 190, *next);
-        *next += 1;
-        let ok = [6379u16, 16379]
-            .iter()
-            .all(|p| TcpListener::bind(SocketAddrV4::new(ip, *p)).is_ok());
-        if ok {
-            return ip;
-        }
-    }
-}
+/// Every pod listens on the port the pod spec says; pods differ by address.
+const POD_PORT: u16 = 6379;
 
 struct Kubelet {
     api: FakeApi,
     root: PathBuf,
-    procs: Procs,
+    /// The pods' processes by pod name (the kit's guards: killed on drop).
+    procs: Vec<(String, Server)>,
     next_ip: u8,
 }
 
@@ -83,7 +59,8 @@ impl Kubelet {
     }
 
     async fn start_pod(&mut self, sts: &Value, pod: &str, etc: &Path) {
-        let ip = free_ip(&mut self.next_ip).to_string();
+        // 127.0.190.x: this suite's block of pod addresses.
+        let ip = tessera_testkit::ports::free_ip_for(POD_PORT, [127, 0, 190], &mut self.next_ip);
         let data = self.root.join(pod);
         std::fs::create_dir_all(&data).unwrap();
         let c = &sts["spec"]["template"]["spec"]["containers"][0];
@@ -101,26 +78,16 @@ impl Kubelet {
                     .replace("/data", data.to_str().unwrap())
             })
             .collect();
-        let child = Command::new(program("redis-server"))
+        // Exactly the pod's command line (the kit adds nothing), ready once it answers.
+        let srv = Launch::redis()
+            .verbatim()
+            .ip(&ip)
+            .dir(&data)
+            .cwd()
             .args(&args)
-            .current_dir(&data)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        self.procs.0.push((pod.to_string(), child));
-        // The pod's TCP readiness probe.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect((ip.as_str(), 6379))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{pod} never listened on {ip}:6379"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            .ready_within(Duration::from_secs(30))
+            .start_at(POD_PORT);
+        self.procs.push((pod.to_string(), srv));
         let labels = sts["spec"]["template"]["metadata"]["labels"].clone();
         self.api.insert(
             PODS,
@@ -141,10 +108,9 @@ impl Kubelet {
             let owner = pod.rsplit_once('-').map(|(s, _)| s.to_string()).unwrap();
             if !live.contains(&owner) {
                 self.api.remove(PODS, &pod);
-                for (name, c) in &mut self.procs.0 {
+                for (name, srv) in &mut self.procs {
                     if *name == pod {
-                        let _ = c.kill();
-                        let _ = c.wait();
+                        srv.kill();
                     }
                 }
             }
@@ -193,22 +159,6 @@ async fn reconcile_until(
     }
 }
 
-/// A reference server's binary: on PATH (`make` puts the project's `.tools/bin` first), else
-/// in the workspace's `.tools/bin` where `make deps` links what does not land on PATH.
-fn program(name: &str) -> String {
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin");
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(std::iter::once(tools))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not found on PATH or in .tools/bin: run `make deps`"))
-        .display()
-        .to_string()
-}
-
 fn phase(rc: &RedisCluster) -> Option<Phase> {
     rc.status.as_ref().map(|s| s.phase)
 }
@@ -216,7 +166,7 @@ fn phase(rc: &RedisCluster) -> Option<Phase> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forms_a_real_cluster_and_drains_before_deleting() {
     // Fails (naming `make deps`) when redis-server is missing: never skipped.
-    program("redis-server");
+    tessera_testkit::redis_bin();
     let dir = tempfile::tempdir().unwrap();
     let api = FakeApi::new();
     api.insert(
@@ -233,7 +183,7 @@ async fn forms_a_real_cluster_and_drains_before_deleting() {
     let mut kubelet = Kubelet {
         api: api.clone(),
         root: dir.path().to_path_buf(),
-        procs: Procs(Vec::new()),
+        procs: Vec::new(),
         next_ip: 1,
     };
 

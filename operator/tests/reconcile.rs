@@ -51,6 +51,23 @@ impl TopologyEngine for FakeEngine {
     }
 }
 
+/// The spec of a `shards` x `replicas` redis:7.0 cluster.
+fn spec(shards: u32, replicas: u32) -> Value {
+    json!({"shards": shards, "replicasPerShard": replicas, "image": "redis:7.0"})
+}
+
+/// A replica's link to its master, up and in sync.
+fn in_sync(pod: &str) -> ReplicaSync {
+    ReplicaSync {
+        pod: pod.into(),
+        in_sync: true,
+        link_status: Some("up".into()),
+        last_io_seconds_ago: Some(1),
+        lag_bytes: Some(0),
+        ..ReplicaSync::default()
+    }
+}
+
 /// An even split of 16384 slots over `shards` shards, converged.
 fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
     let mut views = Vec::new();
@@ -68,14 +85,7 @@ fn report(shards: u32, extra_empty: &[u32]) -> TopologyReport {
             master_id: Some(format!("{s:040}")),
             slot_ranges: vec![(start as u16, end as u16)],
             replicas: vec![format!("demo-{s}-1")],
-            replica_sync: vec![ReplicaSync {
-                pod: format!("demo-{s}-1"),
-                in_sync: true,
-                link_status: Some("up".into()),
-                last_io_seconds_ago: Some(1),
-                lag_bytes: Some(0),
-                ..ReplicaSync::default()
-            }],
+            replica_sync: vec![in_sync(&format!("demo-{s}-1"))],
             master_agreed: true,
         });
     }
@@ -128,6 +138,28 @@ impl Harness {
             engine.clone(),
         ));
         Self { api, engine, ctx }
+    }
+
+    /// [`Harness::new`], reconciled once (children applied), with every pod running.
+    async fn with_pods(spec: Value) -> Self {
+        let h = Self::new(spec);
+        h.reconcile().await;
+        h.run_pods();
+        h
+    }
+
+    /// What the engine answers next (`None`: it reaches no node).
+    fn engine_next(&self, report: Option<TopologyReport>) {
+        *self.engine.next.lock().unwrap() = report;
+    }
+
+    /// The Secret `pw` a spec's `auth.secretName` names, password "s3cr3t".
+    fn insert_password_secret(&self) {
+        self.api.insert(
+            SECRETS,
+            json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
+        );
     }
 
     fn rc(&self) -> RedisCluster {
@@ -214,7 +246,7 @@ fn condition<'a>(
 
 #[tokio::test]
 async fn create_applies_every_child_and_never_claims_ready() {
-    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
+    let h = Harness::new(spec(3, 1));
     let rc = h.reconcile().await;
 
     let calls = h.api.calls();
@@ -265,16 +297,14 @@ async fn create_applies_every_child_and_never_claims_ready() {
 
 #[tokio::test]
 async fn pods_up_engine_called_and_ready_only_with_all_slots() {
-    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(3, 1)).await;
 
     // The engine answers but the cluster is not yet covering all slots: not Ready.
     let mut partial = report(3, &[]);
     partial.slots_assigned = 10000;
     partial.converged = false;
     partial.cluster_state = "fail".into();
-    *h.engine.next.lock().unwrap() = Some(partial);
+    h.engine_next(Some(partial));
     let rc = h.reconcile().await;
     {
         let calls = h.engine.calls.lock().unwrap();
@@ -296,7 +326,7 @@ async fn pods_up_engine_called_and_ready_only_with_all_slots() {
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Creating);
     assert_eq!(condition(&rc, "Ready").status, "False");
 
-    *h.engine.next.lock().unwrap() = Some(report(3, &[]));
+    h.engine_next(Some(report(3, &[])));
     let rc = h.reconcile().await;
     let st = rc.status.clone().unwrap();
     assert_eq!(st.phase, Phase::Ready);
@@ -321,10 +351,8 @@ async fn pods_up_engine_called_and_ready_only_with_all_slots() {
 
 #[tokio::test]
 async fn scale_out_then_scale_in_deletes_only_drained_shards() {
-    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(3, &[]));
+    let h = Harness::with_pods(spec(3, 1)).await;
+    h.engine_next(Some(report(3, &[])));
     h.reconcile().await;
 
     // Scale out to 4: a fourth StatefulSet, phase Scaling while the engine still sees 3.
@@ -335,14 +363,14 @@ async fn scale_out_then_scale_in_deletes_only_drained_shards() {
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Scaling);
     assert_eq!(rc.status.as_ref().unwrap().observed_generation, Some(2));
     h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(4, &[]));
+    h.engine_next(Some(report(4, &[])));
     let rc = h.reconcile().await;
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Ready);
     assert_eq!(h.engine.calls.lock().unwrap().last().unwrap().1.len(), 8);
 
     // Scale in to 2: shards 2 and 3 still hold slots, so nothing is deleted.
     h.set_spec(|s| s["shards"] = json!(2));
-    *h.engine.next.lock().unwrap() = Some(report(4, &[]));
+    h.engine_next(Some(report(4, &[])));
     h.api.take_calls();
     let rc = h.reconcile().await;
     assert!(!h.api.calls().iter().any(|c| c.method == "DELETE"));
@@ -351,7 +379,7 @@ async fn scale_out_then_scale_in_deletes_only_drained_shards() {
     assert_eq!(h.engine.calls.lock().unwrap().last().unwrap().0.shards, 2);
 
     // Drained: shards 0 and 1 serve every slot, 2 and 3 are empty masters → deleted.
-    *h.engine.next.lock().unwrap() = Some(report(2, &[2, 3]));
+    h.engine_next(Some(report(2, &[2, 3])));
     h.api.take_calls();
     h.reconcile().await;
     let deletes: Vec<String> = h
@@ -372,9 +400,7 @@ async fn scale_out_then_scale_in_deletes_only_drained_shards() {
 
 #[tokio::test]
 async fn spec_change_repatches_children() {
-    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(2, 1)).await;
     let rc = h.reconcile().await;
     assert!(rc
         .status
@@ -423,11 +449,7 @@ async fn auth_password_reaches_the_engine() {
         json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
                                 "auth": {"secretName": "pw"}}),
     );
-    h.api.insert(
-        SECRETS,
-        json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
-    );
+    h.insert_password_secret();
     h.reconcile().await;
     // Not formed yet: the pods start with this password, recorded as the nodes' own (the
     // operator logs in with it while a later password change is rolled out).
@@ -461,7 +483,7 @@ async fn auth_password_reaches_the_engine() {
         "{conf}"
     );
     h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.engine_next(Some(report(1, &[])));
     let rc = h.reconcile().await;
     assert_eq!(
         h.engine.calls.lock().unwrap()[0].2.as_deref(),
@@ -511,12 +533,10 @@ async fn deleted_resource_is_left_to_the_garbage_collector() {
 
 #[tokio::test]
 async fn engine_failure_after_formation_is_degraded() {
-    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    let h = Harness::with_pods(spec(1, 1)).await;
+    h.engine_next(Some(report(1, &[])));
     assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
-    *h.engine.next.lock().unwrap() = None; // engine now errors
+    h.engine_next(None); // engine now errors
     let rc = h.reconcile().await;
     let st = rc.status.clone().unwrap();
     assert_eq!(st.phase, Phase::Degraded);
@@ -528,10 +548,8 @@ async fn engine_failure_after_formation_is_degraded() {
 
 #[tokio::test]
 async fn finished_progress_is_removed_from_status() {
-    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 0, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(2, &[]));
+    let h = Harness::with_pods(spec(2, 0)).await;
+    h.engine_next(Some(report(2, &[])));
     h.reconcile().await;
     let mut moving = report(2, &[]);
     moving.converged = false;
@@ -539,11 +557,11 @@ async fn finished_progress_is_removed_from_status() {
         slots_moved: 10,
         slots_to_move: 100,
     });
-    *h.engine.next.lock().unwrap() = Some(moving);
+    h.engine_next(Some(moving));
     let rc = h.reconcile().await;
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Rebalancing);
     assert!(h.api.get(RC, "demo").unwrap()["status"]["progress"].is_object());
-    *h.engine.next.lock().unwrap() = Some(report(2, &[]));
+    h.engine_next(Some(report(2, &[])));
     let rc = h.reconcile().await;
     assert_eq!(rc.status.as_ref().unwrap().phase, Phase::Ready);
     let stored = h.api.get(RC, "demo").unwrap();
@@ -599,19 +617,24 @@ fn applied_paths(h: &Harness) -> Vec<String> {
     v
 }
 
-/// `tessera_operator_child_applies_total{result="..."}` from /metrics text.
-fn applies_metric(h: &Harness, result: &str) -> u64 {
+/// The value of `family{label="value"}` in the /metrics text (0 when absent).
+fn metric(h: &Harness, family: &str, label: &str, value: &str) -> u64 {
     let text = h.ctx.metrics.render();
-    let prefix = format!("tessera_operator_child_applies_total{{result=\"{result}\"}} ");
+    let prefix = format!("{family}{{{label}=\"{value}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
 
+/// `tessera_operator_child_applies_total{result="..."}` from /metrics text.
+fn applies_metric(h: &Harness, result: &str) -> u64 {
+    metric(h, "tessera_operator_child_applies_total", "result", result)
+}
+
 #[tokio::test]
 async fn unchanged_children_are_not_reapplied_but_drift_and_changes_are() {
-    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0"}));
+    let h = Harness::new(spec(2, 1));
     h.reconcile().await;
     assert_eq!(applied_paths(&h).len(), 1 + 2 + 2 + 2);
     assert_eq!(applies_metric(&h, "applied"), 7);
@@ -666,9 +689,7 @@ async fn unchanged_children_are_not_reapplied_but_drift_and_changes_are() {
 
 #[tokio::test]
 async fn stale_replica_is_deleted_then_the_restart_waits_for_it() {
-    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(1, 1)).await;
     // The StatefulSet controller saw a new template; both pods still run the old one.
     let mut sts = h.api.get(STS, "demo-0").unwrap();
     sts["metadata"]["generation"] = json!(2);
@@ -681,7 +702,7 @@ async fn stale_replica_is_deleted_then_the_restart_waits_for_it() {
         h.api.insert(PODS, pod);
     }
     let replica_uid = h.api.get(PODS, "demo-0-1").unwrap()["metadata"]["uid"].clone();
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.engine_next(Some(report(1, &[])));
     h.api.take_calls();
     let rc = h.reconcile().await;
 
@@ -741,9 +762,7 @@ async fn stale_replica_is_deleted_then_the_restart_waits_for_it() {
 /// its own, besides the Topology summary.
 #[tokio::test]
 async fn each_repair_gets_its_own_event() {
-    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(3, 1)).await;
     let mut r = report(3, &[]);
     r.converged = false;
     r.repairs = vec![
@@ -751,7 +770,7 @@ async fn each_repair_gets_its_own_event() {
         "repair replication of demo-0-1 to its master demo-0-0: replication is off".into(),
     ];
     r.actions = r.repairs.clone();
-    *h.engine.next.lock().unwrap() = Some(r);
+    h.engine_next(Some(r));
     h.reconcile().await;
     let events = h.events();
     assert!(
@@ -774,12 +793,10 @@ async fn each_repair_gets_its_own_event() {
 /// an Event of its own.
 #[tokio::test]
 async fn lowering_replicas_waits_for_the_master_to_move_off_a_removed_pod() {
-    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 2, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(2, 2)).await;
     let mut r = report(2, &[]);
     r.shards[0].master_pod = Some("demo-0-2".into());
-    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.engine_next(Some(r.clone()));
     h.reconcile().await;
     assert_eq!(h.api.get(STS, "demo-0").unwrap()["spec"]["replicas"], 3);
 
@@ -788,7 +805,7 @@ async fn lowering_replicas_waits_for_the_master_to_move_off_a_removed_pod() {
     r.handovers =
         vec!["fail shard 0 over from demo-0-2 to demo-0-0 (CLUSTER FAILOVER): lowered".into()];
     r.actions = r.handovers.clone();
-    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.engine_next(Some(r.clone()));
     h.reconcile().await;
     assert_eq!(
         h.engine
@@ -813,7 +830,7 @@ async fn lowering_replicas_waits_for_the_master_to_move_off_a_removed_pod() {
     r.shards[0].master_pod = Some("demo-0-0".into());
     r.handovers.clear();
     r.actions.clear();
-    *h.engine.next.lock().unwrap() = Some(r);
+    h.engine_next(Some(r));
     h.reconcile().await;
     assert_eq!(h.api.get(STS, "demo-0").unwrap()["spec"]["replicas"], 2);
     assert_eq!(h.api.get(STS, "demo-1").unwrap()["spec"]["replicas"], 2);
@@ -821,12 +838,12 @@ async fn lowering_replicas_waits_for_the_master_to_move_off_a_removed_pod() {
 
 /// `tessera_operator_reconcile_errors_total{category="..."}` from /metrics text.
 fn errors_metric(h: &Harness, category: &str) -> u64 {
-    let text = h.ctx.metrics.render();
-    let prefix = format!("tessera_operator_reconcile_errors_total{{category=\"{category}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    metric(
+        h,
+        "tessera_operator_reconcile_errors_total",
+        "category",
+        category,
+    )
 }
 
 /// Failures are counted by category: an engine that reaches no node is node_unreachable (the
@@ -834,10 +851,8 @@ fn errors_metric(h: &Harness, category: &str) -> u64 {
 /// validation (the user's to fix), not kube_api.
 #[tokio::test]
 async fn reconcile_errors_are_counted_by_category() {
-    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
-    *h.engine.next.lock().unwrap() = None; // the engine reaches no node
+    let h = Harness::with_pods(spec(1, 0)).await;
+    h.engine_next(None); // the engine reaches no node
     h.reconcile().await;
     assert_eq!(errors_metric(&h, "node_unreachable"), 1);
     assert_eq!(errors_metric(&h, "validation"), 0);
@@ -877,10 +892,8 @@ fn secret_calls(h: &Harness) -> Vec<(String, String)> {
 /// Secrets at all.
 #[tokio::test]
 async fn secrets_are_only_read_by_name_and_only_with_auth() {
-    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    let h = Harness::with_pods(spec(1, 0)).await;
+    h.engine_next(Some(report(1, &[])));
     h.reconcile().await;
     assert_eq!(secret_calls(&h), vec![], "no spec.auth: no Secret call");
 
@@ -888,14 +901,10 @@ async fn secrets_are_only_read_by_name_and_only_with_auth() {
         json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
                "auth": {"secretName": "pw"}}),
     );
-    h.api.insert(
-        SECRETS,
-        json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
-    );
+    h.insert_password_secret();
     h.reconcile().await;
     h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.engine_next(Some(report(1, &[])));
     assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
     let calls = secret_calls(&h);
     assert!(
@@ -974,9 +983,7 @@ fn event_notes(h: &Harness) -> Vec<(String, String, String)> {
 /// reset would only bump the first one's count.
 #[tokio::test]
 async fn repairs_of_different_pods_are_separate_events_naming_them() {
-    let h = Harness::new(json!({"shards": 3, "replicasPerShard": 1, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(3, 1)).await;
     let mut r = report(3, &[]);
     r.converged = false;
     r.repairs = vec![
@@ -985,7 +992,7 @@ async fn repairs_of_different_pods_are_separate_events_naming_them() {
     ];
     r.handovers =
         vec!["fail shard 1 over from demo-1-1 to demo-1-0 (CLUSTER FAILOVER): lowered".into()];
-    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.engine_next(Some(r.clone()));
     h.reconcile().await;
     // The next pass repairs other pods, for the same reasons.
     r.repairs = vec![
@@ -994,7 +1001,7 @@ async fn repairs_of_different_pods_are_separate_events_naming_them() {
     ];
     r.handovers =
         vec!["fail shard 2 over from demo-2-1 to demo-2-0 (CLUSTER FAILOVER): lowered".into()];
-    *h.engine.next.lock().unwrap() = Some(r);
+    h.engine_next(Some(r));
     h.reconcile().await;
     let events = event_notes(&h);
     for (reason, pod, text) in [
@@ -1018,9 +1025,7 @@ async fn repairs_of_different_pods_are_separate_events_naming_them() {
 /// message), not a repeat of the first pod's Event.
 #[tokio::test]
 async fn each_restarted_pod_gets_its_own_event() {
-    let h = Harness::new(json!({"shards": 1, "replicasPerShard": 2, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(1, 2)).await;
     let mut sts = h.api.get(STS, "demo-0").unwrap();
     sts["metadata"]["generation"] = json!(2);
     sts["status"] = json!({"observedGeneration": 2, "replicas": 3,
@@ -1035,17 +1040,9 @@ async fn each_restarted_pod_gets_its_own_event() {
         set_revision(name, "demo-0-old");
     }
     let mut r = report(1, &[]);
-    let replica = |pod: &str| ReplicaSync {
-        pod: pod.into(),
-        in_sync: true,
-        link_status: Some("up".into()),
-        last_io_seconds_ago: Some(1),
-        lag_bytes: Some(0),
-        ..ReplicaSync::default()
-    };
     r.shards[0].replicas = vec!["demo-0-1".into(), "demo-0-2".into()];
-    r.shards[0].replica_sync = vec![replica("demo-0-1"), replica("demo-0-2")];
-    *h.engine.next.lock().unwrap() = Some(r);
+    r.shards[0].replica_sync = vec![in_sync("demo-0-1"), in_sync("demo-0-2")];
+    h.engine_next(Some(r));
     h.reconcile().await;
     let deleted = |h: &Harness| -> Vec<String> {
         h.api
@@ -1141,7 +1138,7 @@ async fn storage_growth_publishes_resized_and_expanded_events() {
     claim["metadata"]["namespace"] = json!(NS);
     claim["metadata"]["labels"]["tessera.rs/cluster"] = json!("demo");
     h.api.insert(PVC, claim);
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.engine_next(Some(report(1, &[])));
     h.reconcile().await;
 
     h.set_spec(|s| s["storage"]["size"] = json!("2Gi"));
@@ -1176,14 +1173,10 @@ async fn removed_auth_reads_the_record_when_pods_mount_the_password() {
         json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
                "auth": {"secretName": "pw"}}),
     );
-    h.api.insert(
-        SECRETS,
-        json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
-    );
+    h.insert_password_secret();
     h.reconcile().await;
     h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(1, &[]));
+    h.engine_next(Some(report(1, &[])));
     h.reconcile().await;
     let mut obj = h.api.get(RC, "demo").unwrap();
     obj["status"]
@@ -1209,17 +1202,15 @@ async fn removed_auth_reads_the_record_when_pods_mount_the_password() {
 /// same message still only counts up the earlier Event.
 #[tokio::test]
 async fn a_changed_message_is_a_new_event_and_a_repeat_is_not() {
-    let h = Harness::new(json!({"shards": 2, "replicasPerShard": 0, "image": "redis:7.0"}));
-    h.reconcile().await;
-    h.run_pods();
+    let h = Harness::with_pods(spec(2, 0)).await;
     let mut r = report(2, &[]);
     r.converged = false;
     r.actions = vec!["meet demo-1-0 (127.0.2.1:6379) from demo-0-0".into()];
-    *h.engine.next.lock().unwrap() = Some(r.clone());
+    h.engine_next(Some(r.clone()));
     h.reconcile().await;
     h.reconcile().await; // the same message again
     r.actions = vec!["migrated 10 slots (0-9) from demo-0-0 to demo-1-0".into()];
-    *h.engine.next.lock().unwrap() = Some(r);
+    h.engine_next(Some(r));
     h.reconcile().await;
     let topology: Vec<String> = event_notes(&h)
         .into_iter()
@@ -1261,11 +1252,7 @@ async fn a_reconcile_reads_each_object_once_before_writing() {
         json!({"shards": 2, "replicasPerShard": 1, "image": "redis:7.0",
                                 "auth": {"secretName": "pw"}, "storage": {"size": "1Gi"}}),
     );
-    h.api.insert(
-        SECRETS,
-        json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "pw", "namespace": NS}, "data": {"password": "czNjcjN0"}}),
-    );
+    h.insert_password_secret();
     h.api.take_calls();
     let rc = h.reconcile().await;
     let reads = assert_reads_once_up_front(&h, "create");
@@ -1284,7 +1271,7 @@ async fn a_reconcile_reads_each_object_once_before_writing() {
     assert_eq!(rc.status.unwrap().phase, Phase::Creating);
 
     h.run_pods();
-    *h.engine.next.lock().unwrap() = Some(report(2, &[]));
+    h.engine_next(Some(report(2, &[])));
     assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
     assert_reads_once_up_front(&h, "formed");
 

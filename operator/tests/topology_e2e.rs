@@ -116,13 +116,13 @@ async fn check_writer_keys(conn: &redis::cluster_async::ClusterConnection, n: us
 
 async fn scale_in_out(keys: usize) {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut nodes = form(&program("redis-server"), tmp.path()).await;
+    let mut nodes = form(tessera_testkit::redis_bin(), tmp.path()).await;
     let conn = cluster_conn(&nodes[0]).await;
     load_keys(&conn, 0..keys).await;
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
 
     // 3 → 5 masters, with a write load running during the migration.
-    nodes.extend(start_nodes(&program("redis-server"), tmp.path(), 4, &[]).await);
+    nodes.extend(start_nodes(tessera_testkit::redis_bin(), tmp.path(), 4, &[]).await);
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -224,7 +224,7 @@ async fn redis_form_scale_out_in_100k_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn valkey_form_3x1() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let nodes = form(&program("valkey-server"), tmp.path()).await;
+    let nodes = form(tessera_testkit::valkey_bin(), tmp.path()).await;
     let conn = cluster_conn(&nodes[0]).await;
     load_keys(&conn, 0..5000).await;
     assert_eq!(missing_keys(&conn, 0..5000).await, 0);
@@ -262,13 +262,13 @@ fn converge_process(pods: &[PodEndpoint], batch: usize, parallel: usize) -> toki
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn engine_killed_mid_migration_resumes() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut nodes = start_nodes(&program("redis-server"), tmp.path(), 3, &[]).await;
+    let mut nodes = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 3, &[]).await;
     let refs: Vec<&Node> = nodes.iter().collect();
     converge(3, 0, &endpoints(&refs, 1), &test_opts(), LIMIT).await;
     let conn = cluster_conn(&nodes[0]).await;
     let keys = 20_000;
     load_keys(&conn, 0..keys).await;
-    nodes.extend(start_nodes(&program("redis-server"), tmp.path(), 1, &[]).await);
+    nodes.extend(start_nodes(tessera_testkit::redis_bin(), tmp.path(), 1, &[]).await);
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 1);
     let mut kills = 0;
@@ -326,7 +326,7 @@ async fn engine_killed_mid_migration_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_slot_left_by_crash_is_fixed() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let nodes = start_nodes(&program("redis-server"), tmp.path(), 3, &[]).await;
+    let nodes = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 3, &[]).await;
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 1);
     converge(3, 0, &pods, &test_opts(), LIMIT).await;
@@ -408,7 +408,7 @@ async fn open_slot_left_by_crash_is_fixed() {
 async fn all_nodes_readdressed_rejoin() {
     let tmp = tempfile::tempdir().expect("tmp");
     let mut nodes = start_nodes(
-        &program("redis-server"),
+        tessera_testkit::redis_bin(),
         tmp.path(),
         6,
         &["--appendonly", "yes"],
@@ -420,16 +420,7 @@ async fn all_nodes_readdressed_rejoin() {
     let keys = 5000;
     load_keys(&conn, 0..keys).await;
     drop(conn);
-    for n in nodes.iter_mut() {
-        n.stop();
-    }
-    for (k, n) in nodes.iter_mut().enumerate() {
-        let ip = format!("127.0.0.{}", 2 + k);
-        n.restart_on(&ip);
-    }
-    for n in &nodes {
-        wait_up(n).await;
-    }
+    readdress_all(&mut nodes).await;
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 2);
     let reports = converge(3, 1, &pods, &test_opts(), LIMIT).await;
@@ -446,7 +437,7 @@ async fn all_nodes_readdressed_rejoin() {
 async fn password_protected_scale_out() {
     let tmp = tempfile::tempdir().expect("tmp");
     let auth = ["--requirepass", "s3cret", "--masterauth", "s3cret"];
-    let mut nodes = start_nodes(&program("redis-server"), tmp.path(), 4, &auth).await;
+    let mut nodes = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 4, &auth).await;
     let opts = EngineOptions {
         password: Some("s3cret".to_string()),
         ..test_opts()
@@ -458,7 +449,7 @@ async fn password_protected_scale_out() {
         .expect("client");
     let conn = client.get_async_connection().await.expect("connect");
     load_keys(&conn, 0..3000).await;
-    nodes.extend(start_nodes(&program("redis-server"), tmp.path(), 2, &auth).await);
+    nodes.extend(start_nodes(tessera_testkit::redis_bin(), tmp.path(), 2, &auth).await);
     let refs: Vec<&Node> = nodes.iter().collect();
     let reports = converge(3, 1, &endpoints(&refs, 2), &opts, LIMIT).await;
     let last = reports.last().expect("report");
@@ -475,7 +466,7 @@ async fn password_protected_scale_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaced_master_pod_rejoins_as_replica() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut nodes = start_nodes(&program("redis-server"), tmp.path(), 6, &[]).await;
+    let mut nodes = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 6, &[]).await;
     let refs: Vec<&Node> = nodes.iter().collect();
     let reports = converge(3, 1, &endpoints(&refs, 2), &test_opts(), LIMIT).await;
     let old_id = reports
@@ -540,7 +531,7 @@ async fn replaced_master_pod_rejoins_as_replica() {
         on_replica, on_master,
         "replica and master hold different key counts before the master goes"
     );
-    let fresh = start_nodes(&program("redis-server"), tmp.path(), 1, &[]).await;
+    let fresh = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 1, &[]).await;
     nodes[0] = fresh.into_iter().next().expect("node");
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 2);
@@ -578,7 +569,7 @@ async fn replaced_master_pod_rejoins_as_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_scale_in_then_out_on_kept_dirs() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut nodes = form(&program("redis-server"), tmp.path()).await;
+    let mut nodes = form(tessera_testkit::redis_bin(), tmp.path()).await;
     let conn = cluster_conn(&nodes[0]).await;
     let keys = 3000;
     load_keys(&conn, 0..keys).await;
@@ -658,7 +649,7 @@ async fn known_nodes(n: &Node) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_lower_then_raise_replicas_per_shard() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut nodes = start_nodes(&program("redis-server"), tmp.path(), 6, &[]).await;
+    let mut nodes = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 6, &[]).await;
     let refs: Vec<&Node> = nodes.iter().collect();
     let pods = endpoints(&refs, 3);
     converge(2, 2, &pods, &test_opts(), LIMIT).await;
@@ -748,7 +739,7 @@ async fn redis_lower_then_raise_replicas_per_shard() {
     assert_eq!(f_low, 0, "writes failed lowering replicasPerShard");
 
     // Raise to 2: a fresh node per shard at ordinal 2, attached as a replica.
-    let mut fresh = start_nodes(&program("redis-server"), tmp.path(), 2, &[]).await;
+    let mut fresh = start_nodes(tessera_testkit::redis_bin(), tmp.path(), 2, &[]).await;
     nodes.insert(2, fresh.remove(0));
     nodes.push(fresh.remove(0));
     let refs: Vec<&Node> = nodes.iter().collect();

@@ -12,7 +12,7 @@ use tessera_operator::topology::{reconcile, Desired, PodEndpoint};
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn redis() -> String {
-    program("redis-server")
+    tessera_testkit::redis_bin().to_string()
 }
 
 fn desired(shards: u32, replicas: u32) -> Desired {
@@ -104,15 +104,7 @@ async fn redis_every_pod_deleted_pods_seen_one_by_one() {
     let keys = 3000;
     load_keys(&conn, 0..keys).await;
     drop(conn);
-    for n in nodes.iter_mut() {
-        n.stop();
-    }
-    for (k, n) in nodes.iter_mut().enumerate() {
-        n.restart_on(&format!("127.0.0.{}", 2 + k));
-    }
-    for n in &nodes {
-        wait_up(n).await;
-    }
+    readdress_all(&mut nodes).await;
     let pods = pods_of(&nodes);
 
     // Shard 0's pods got their IPs first: a few passes see only them.
@@ -136,10 +128,7 @@ async fn redis_every_pod_deleted_pods_seen_one_by_one() {
     let reports = converge(3, 1, &pods, &test_opts(), Duration::from_secs(30)).await;
     let healed = t.elapsed();
     let last = reports.last().expect("report");
-    for v in last.shards.iter().take(3) {
-        assert_eq!(v.replicas.len(), 1, "{v:?}");
-        assert_eq!(v.replicas_in_sync(), v.replicas, "{v:?}");
-    }
+    assert_replicas_in_sync(last, 3, 1);
     wait_check(&nodes[0].addr()).await;
     let conn = cluster_conn(&nodes[0]).await;
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
@@ -181,10 +170,7 @@ async fn redis_master_pod_deleted_replica_follows_its_new_address() {
     let reports = converge(3, 1, &pods, &test_opts(), Duration::from_secs(30)).await;
     let healed = t.elapsed();
     let last = reports.last().expect("report");
-    for v in last.shards.iter().take(3) {
-        assert_eq!(v.replicas.len(), 1, "{v:?}");
-        assert_eq!(v.replicas_in_sync(), v.replicas, "{v:?}");
-    }
+    assert_replicas_in_sync(last, 3, 1);
     // Shard 0's replica streams from the master's current address.
     let master = last.shards[0].master_pod.clone().expect("master");
     let replica = last.shards[0].replicas[0].clone();
@@ -216,25 +202,9 @@ async fn redis_master_pod_deleted_replica_follows_its_new_address() {
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
 }
 
-/// tessera-node as `make test` builds it.
+/// tessera-node as `make test` builds it (the kit fails naming the build when it is missing).
 fn tessera_node() -> String {
-    let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/tessera-node");
-    assert!(
-        std::path::Path::new(bin).is_file(),
-        "{bin} missing: `cargo build -p tessera-node` (make test builds it)"
-    );
-    bin.to_string()
-}
-
-/// SIGSTOP / SIGCONT a node process (a frozen or partitioned node, and its return).
-fn signal(n: &Node, sig: &str) {
-    let pid = n.child.as_ref().expect("running node").id();
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("run kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
+    tessera_testkit::tessera_bin().to_string()
 }
 
 /// The node id `n` reports, and the master it replicates (by its own CLUSTER NODES line).
@@ -293,7 +263,7 @@ async fn lost_master_of_two_shards(bin: &str) {
 
     let (old_id, _) = role_of(&nodes[m]).await.expect("old master's id");
     let (new_id, _) = role_of(&nodes[r]).await.expect("replica's id");
-    signal(&nodes[m], "-STOP");
+    nodes[m].signal("STOP"); // a frozen or partitioned node
     let t = Instant::now();
     // A frozen node accepts connections and never answers: short timeouts keep passes short.
     let opts = tessera_operator::topology::EngineOptions {
@@ -333,7 +303,7 @@ async fn lost_master_of_two_shards(bin: &str) {
     assert_eq!(missing_keys(&conn, 0..keys + 1000).await, 0);
 
     // The old master comes back and follows its former replica.
-    signal(&nodes[m], "-CONT");
+    nodes[m].signal("CONT");
     let t = Instant::now();
     loop {
         let now = role_of(&nodes[m]).await;
@@ -351,10 +321,7 @@ async fn lost_master_of_two_shards(bin: &str) {
     }
     let reports = converge(2, 1, &pods, &test_opts(), LIMIT).await;
     let last = reports.last().expect("report");
-    for v in last.shards.iter().take(2) {
-        assert_eq!(v.replicas.len(), 1, "{v:?}");
-        assert_eq!(v.replicas_in_sync(), v.replicas, "{v:?}");
-    }
+    assert_replicas_in_sync(last, 2, 1);
     assert_eq!(
         last.shards[0].master_pod.as_deref(),
         Some(pods[r].pod.as_str())

@@ -3,10 +3,12 @@
 //! FORGOTTEN) and is now back on its kept volumes. Its pods must be reset (CLUSTER RESET
 //! HARD, FLUSHALL first only for a master with stale keys) and then attached like new pods.
 
-use tessera_operator::topology::nodes::parse_cluster_nodes;
-use tessera_operator::topology::plan::plan_full;
+mod support;
+
+use support::observed::observed;
+use tessera_operator::topology::plan::{plan_full, Planned};
 use tessera_operator::topology::snapshot::{PodState, Snapshot};
-use tessera_operator::topology::{Desired, PodEndpoint, Step};
+use tessera_operator::topology::{Desired, Step};
 
 const A0: &str = "a000000000000000000000000000000000000000";
 const A1: &str = "a100000000000000000000000000000000000000";
@@ -71,27 +73,11 @@ fn nodes_text(me: &str, me_as: Option<&str>, others: &[(&str, Option<&str>)]) ->
 }
 
 fn pod(shard: u32, ordinal: u32, text: &str, dbsize: u64) -> PodState {
-    let r = parse_cluster_nodes(text).expect("CLUSTER NODES");
     PodState {
-        endpoint: PodEndpoint {
-            pod: format!("pv-{shard}-{ordinal}"),
-            shard,
-            ordinal,
-            host: r.myself.host.clone(),
-            port: 6379,
-        },
-        reachable: true,
-        error: None,
-        known_nodes: r.others.len() as u32 + 1,
-        myself: Some(r.myself),
-        peers: r.others,
-        migrating: r.migrating,
-        importing: r.importing,
         cluster_state: "ok".into(),
         current_epoch: 2,
         dbsize,
-        keys_in_slot: Default::default(),
-        replication: None,
+        ..observed(&format!("pv-{shard}-{ordinal}"), shard, ordinal, text)
     }
 }
 
@@ -100,6 +86,17 @@ const DESIRED: Desired = Desired {
     replicas_per_shard: 1,
     paused: false,
 };
+
+/// The plan for `pods` (and no other observation) toward [`DESIRED`].
+fn plan_pods(pods: Vec<PodState>) -> Planned {
+    plan_full(
+        &DESIRED,
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+    )
+}
 
 /// Shards 0 and 1 as they are after the scale-in; each of their nodes also knows `extra`.
 fn core(extra: &[(&str, Option<&str>)]) -> Vec<PodState> {
@@ -154,11 +151,7 @@ fn forgotten_pods_are_reset_not_met() {
     c1.push((C0, Some(B0)));
     pods.push(pod(2, 0, &nodes_text(C0, Some(B0), &c0), 300));
     pods.push(pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
-    let snap = Snapshot {
-        pods,
-        ..Default::default()
-    };
-    let planned = plan_full(&DESIRED, &snap);
+    let planned = plan_pods(pods);
     assert_eq!(
         resets(&planned.steps),
         vec![("pv-2-0".to_string(), false), ("pv-2-1".to_string(), false)],
@@ -236,11 +229,7 @@ fn shard_following_another_shard_gets_its_lowest_ordinal_reset() {
     c1.push((C0, Some(B0)));
     pods.push(pod(2, 0, &nodes_text(C0, Some(B0), &c0), 300));
     pods.push(pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
-    let snap = Snapshot {
-        pods,
-        ..Default::default()
-    };
-    let planned = plan_full(&DESIRED, &snap);
+    let planned = plan_pods(pods);
     assert_eq!(
         resets(&planned.steps),
         vec![("pv-2-0".to_string(), false)],
@@ -266,11 +255,7 @@ fn a_reset_pod_is_met_by_a_slot_holder() {
     // The sibling and a replica first in the pod list: order must not pick the meeter.
     pods.insert(0, pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
     pods.swap(1, 2);
-    let snap = Snapshot {
-        pods,
-        ..Default::default()
-    };
-    let planned = plan_full(&DESIRED, &snap);
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     let meets: Vec<(String, String)> = planned
         .steps
@@ -300,11 +285,7 @@ fn a_met_reset_pod_leads_its_shard() {
     c1.push((N0, None));
     pods.push(pod(2, 0, &nodes_text(N0, None, &n0), 0));
     pods.push(pod(2, 1, &nodes_text(C1, Some(B0), &c1), 300));
-    let snap = Snapshot {
-        pods,
-        ..Default::default()
-    };
-    let planned = plan_full(&DESIRED, &snap);
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     assert!(
         planned.steps.iter().any(|s| matches!(s,
@@ -322,11 +303,7 @@ fn two_reset_pods_are_both_met_by_slot_holders() {
     pods.swap(0, 1);
     pods.insert(0, pod(2, 0, &nodes_text(N0, None, &[]), 0));
     pods.push(pod(2, 1, &nodes_text(N1, None, &[]), 0));
-    let snap = Snapshot {
-        pods,
-        ..Default::default()
-    };
-    let planned = plan_full(&DESIRED, &snap);
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     let mut targets = Vec::new();
     for s in &planned.steps {
@@ -356,13 +333,7 @@ fn no_reset_while_unsure() {
     pods[1].reachable = false;
     pods[1].myself = None;
     pods[1].peers.clear();
-    let planned = plan_full(
-        &DESIRED,
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-    );
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 
     // A handshake in flight on A0.
@@ -371,13 +342,7 @@ fn no_reset_while_unsure() {
     hs.id = "e000000000000000000000000000000000000000".into();
     hs.handshake = true;
     pods[0].peers.push(hs);
-    let planned = plan_full(
-        &DESIRED,
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-    );
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 
     // An unknown node that claims slots (its nodes.conf says so) is not reset.
@@ -387,13 +352,7 @@ fn no_reset_while_unsure() {
     c0.replica_of = None;
     c0.config_epoch = 0;
     c0.slots = vec![(0, 10)];
-    let planned = plan_full(
-        &DESIRED,
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-    );
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 }
 
@@ -418,13 +377,7 @@ fn a_forgotten_pod_is_not_met_while_its_reset_waits() {
     hs.host = "10.0.2.1".into();
     hs.handshake = true;
     pods[0].peers.push(hs);
-    let planned = plan_full(
-        &DESIRED,
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-    );
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     for s in &planned.steps {
         assert!(!involves(s, "pv-2-1"), "{s:?} uses a pod whose reset waits");
@@ -443,13 +396,7 @@ fn a_forgotten_pod_is_not_met_while_its_reset_waits() {
     pods[1].reachable = false;
     pods[1].myself = None;
     pods[1].peers.clear();
-    let planned = plan_full(
-        &DESIRED,
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-    );
+    let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     for s in &planned.steps {
         assert!(!involves(s, "pv-2-1"), "{s:?} uses a pod whose reset waits");
@@ -491,13 +438,7 @@ fn a_healthy_cluster_plans_nothing() {
     for (k, id) in [A0, A1, B0, B1, C0, C1].iter().enumerate() {
         pods.push(pod(k as u32 / 2, k as u32 % 2, &view(id), 0));
     }
-    let planned = plan_full(
-        &DESIRED,
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-    );
+    let planned = plan_pods(pods);
     assert!(planned.steps.is_empty(), "{:#?}", planned.steps);
     assert!(planned.stuck.is_empty(), "{:?}", planned.stuck);
 }

@@ -5,14 +5,14 @@
 //! StatefulSet only once no removed pod is a master. Removed nodes are then forgotten; new
 //! pods are met and attached as replicas.
 
-use std::collections::BTreeMap;
+mod support;
 
-use tessera_operator::topology::nodes::parse_cluster_nodes;
+use support::observed::observed;
 use tessera_operator::topology::plan::plan_full;
 use tessera_operator::topology::report;
 use tessera_operator::topology::shrink::{shrink_blocked, Known};
 use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, PodEndpoint, Step};
+use tessera_operator::topology::{Desired, Step};
 
 const OFFSET: u64 = 5000;
 
@@ -82,7 +82,6 @@ impl Cluster {
         let mut pods = Vec::new();
         for s in 0..2u32 {
             for &o in &self.pods[s as usize] {
-                let r = parse_cluster_nodes(&self.nodes_text(s, o)).expect("CLUSTER NODES");
                 let master = self.masters[s as usize] == o;
                 let replication = if master {
                     ReplicationInfo {
@@ -106,25 +105,11 @@ impl Cluster {
                     }
                 };
                 pods.push(PodState {
-                    endpoint: PodEndpoint {
-                        pod: format!("rps-{s}-{o}"),
-                        shard: s,
-                        ordinal: o,
-                        host: host(s, o),
-                        port: 6379,
-                    },
-                    reachable: true,
-                    error: None,
-                    known_nodes: r.others.len() as u32 + 1,
-                    myself: Some(r.myself),
-                    peers: r.others,
-                    migrating: r.migrating,
-                    importing: r.importing,
                     cluster_state: "ok".into(),
                     current_epoch: 3,
                     dbsize: 100,
-                    keys_in_slot: BTreeMap::new(),
                     replication: Some(replication),
+                    ..observed(&format!("rps-{s}-{o}"), s, o, &self.nodes_text(s, o))
                 });
             }
         }
@@ -310,25 +295,14 @@ fn raised_replicas_are_met_then_attached() {
             "{fresh} {}:6379@16379 myself,master - 0 0 0 connected\n",
             host(s, 2)
         );
-        let r = parse_cluster_nodes(&text).expect("CLUSTER NODES");
         snap.pods.push(PodState {
-            endpoint: PodEndpoint {
-                pod: format!("rps-{s}-2"),
-                shard: s,
-                ordinal: 2,
-                host: host(s, 2),
-                port: 6379,
-            },
-            reachable: true,
-            known_nodes: 1,
-            myself: Some(r.myself),
             cluster_state: "fail".into(),
             replication: Some(ReplicationInfo {
                 role: "master".into(),
                 master_repl_offset: Some(0),
                 ..ReplicationInfo::default()
             }),
-            ..PodState::default()
+            ..observed(&format!("rps-{s}-2"), s, 2, &text)
         });
     }
     let planned = plan_full(&desired(2), &snap);

@@ -11,10 +11,12 @@
 //! not know each other yet" for a minute). A desired pod that is not observed yet may well be
 //! the node in question, so nothing is forgotten until every desired pod is seen.
 
-use tessera_operator::topology::nodes::parse_cluster_nodes;
-use tessera_operator::topology::plan::plan_full;
+mod support;
+
+use support::observed::observed;
+use tessera_operator::topology::plan::{plan_full, Planned};
 use tessera_operator::topology::snapshot::{PodState, Snapshot};
-use tessera_operator::topology::{Desired, PodEndpoint, Step};
+use tessera_operator::topology::{Desired, Step};
 
 /// Node ids of the run (shard 0 master/replica, shard 1, shard 2).
 const M0: &str = "28fb4e06e72babcc2689cc098e200a0e3a17ef4e";
@@ -46,27 +48,11 @@ d399a8ac302428cd98492ccf02bbae29914e86fa 127.0.20.5:6379@16379 slave 7e33e53adb0
 ";
 
 fn pod(shard: u32, ordinal: u32, text: &str) -> PodState {
-    let r = parse_cluster_nodes(text).expect("CLUSTER NODES");
     PodState {
-        endpoint: PodEndpoint {
-            pod: format!("allpv-{shard}-{ordinal}"),
-            shard,
-            ordinal,
-            host: r.myself.host.clone(),
-            port: 6379,
-        },
-        reachable: true,
-        error: None,
-        known_nodes: r.others.len() as u32 + 1,
-        myself: Some(r.myself),
-        peers: r.others,
-        migrating: r.migrating,
-        importing: r.importing,
         cluster_state: "fail".into(),
         current_epoch: 3,
         dbsize: 100,
-        keys_in_slot: Default::default(),
-        replication: None,
+        ..observed(&format!("allpv-{shard}-{ordinal}"), shard, ordinal, text)
     }
 }
 
@@ -75,6 +61,15 @@ const DESIRED: Desired = Desired {
     replicas_per_shard: 1,
     paused: false,
 };
+
+/// The plan says it waits, with a reason containing `why`.
+fn assert_stuck_on(planned: &Planned, why: &str) {
+    assert!(
+        planned.stuck.iter().any(|s| s.contains(why)),
+        "{:?}",
+        planned.stuck
+    );
+}
 
 /// Shard 0's pods are up; shards 1 and 2 have no pod with an IP yet. Their replicas' node ids
 /// (slotless, so the old plan counted them as nodes no pod runs) must not be forgotten, and
@@ -107,14 +102,7 @@ fn nodes_of_desired_pods_without_an_ip_yet_are_not_forgotten() {
         "{:#?}",
         planned.steps
     );
-    assert!(
-        planned
-            .stuck
-            .iter()
-            .any(|s| s.contains("shard 1 has 0 of 2 pods")),
-        "{:?}",
-        planned.stuck
-    );
+    assert_stuck_on(&planned, "shard 1 has 0 of 2 pods");
 }
 
 /// Five of six pods observed, the missing one shard 2's replica: its id is still not
@@ -174,12 +162,5 @@ fn one_missing_replica_pod_keeps_its_node_and_the_rest_heals() {
         "{:#?}",
         planned.steps
     );
-    assert!(
-        planned
-            .stuck
-            .iter()
-            .any(|s| s.contains("shard 2 has 1 of 2 pods")),
-        "{:?}",
-        planned.stuck
-    );
+    assert_stuck_on(&planned, "shard 2 has 1 of 2 pods");
 }

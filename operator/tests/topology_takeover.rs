@@ -3,7 +3,9 @@
 //! master is gone while the other masters are no majority gets its best-synced replica
 //! promoted with CLUSTER FAILOVER TAKEOVER, and only then.
 
-use tessera_operator::topology::nodes::parse_cluster_nodes;
+mod support;
+
+use support::observed::observed_at;
 use tessera_operator::topology::plan::{plan_full, Planned, SILENCE_TIMEOUTS};
 use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
 use tessera_operator::topology::{Desired, PodEndpoint, Step};
@@ -144,21 +146,12 @@ fn endpoint(n: N) -> PodEndpoint {
 }
 
 fn readable(text: &str, ep: PodEndpoint, repl: ReplicationInfo) -> PodState {
-    let r = parse_cluster_nodes(text).expect("CLUSTER NODES");
     PodState {
-        endpoint: ep,
-        reachable: true,
-        error: None,
-        known_nodes: r.others.len() as u32 + 1,
-        myself: Some(r.myself),
-        peers: r.others,
-        migrating: r.migrating,
-        importing: r.importing,
         cluster_state: "fail".into(),
         current_epoch: 3,
         dbsize: 10,
-        keys_in_slot: Default::default(),
         replication: Some(repl),
+        ..observed_at(ep, text)
     }
 }
 

@@ -59,6 +59,27 @@ pub fn free_port() -> u16 {
     free_port_on("127.0.0.1")
 }
 
+/// For servers that must all listen on one fixed `port` (a pod's port): the next loopback
+/// address `block.x`, x from `*next` up (advanced past it), where `port` and its bus port
+/// are free. A suite keeps its own block (a third octet no other suite uses).
+pub fn free_ip_for(port: u16, block: [u8; 3], next: &mut u8) -> String {
+    while *next < 255 {
+        let ip = format!("{}.{}.{}.{}", block[0], block[1], block[2], *next);
+        *next += 1;
+        if bindable(&ip, port)
+            && port
+                .checked_add(BUS_OFFSET)
+                .is_some_and(|b| bindable(&ip, b))
+        {
+            return ip;
+        }
+    }
+    panic!(
+        "no loopback address in {}.{}.{}.0/24 with port {port} and its bus port free",
+        block[0], block[1], block[2]
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +115,23 @@ mod tests {
         let q = free_port();
         assert_ne!(p, q);
         assert!(!held_ports.contains(&q), "{q} is held");
+    }
+
+    #[test]
+    fn free_ip_for_skips_an_address_whose_port_is_taken() {
+        let mut next = 1;
+        let first = free_ip_for(6379, [127, 0, 191], &mut next);
+        let octet: u8 = first
+            .rsplit('.')
+            .next()
+            .and_then(|x| x.parse().ok())
+            .expect("last octet");
+        assert_eq!(next, octet + 1, "advanced past {first}");
+        let held = TcpListener::bind((first.as_str(), 6379)).expect("hold the port");
+        let mut from = octet;
+        let second = free_ip_for(6379, [127, 0, 191], &mut from);
+        assert_ne!(first, second, "{first} has 6379 taken");
+        drop(held);
     }
 
     #[test]

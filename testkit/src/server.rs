@@ -205,15 +205,20 @@ impl Launch {
         }
     }
 
-    /// Starts the server and waits until it serves; panics after a few tries.
-    pub fn start(self) -> Server {
-        let (dir, tmp) = match &self.dir {
+    /// The data directory: the one given, else a fresh temp dir the server will own.
+    fn data_dir(&self) -> (PathBuf, Option<tempfile::TempDir>) {
+        match &self.dir {
             Some(d) => (d.clone(), None),
             None => {
                 let t = tempfile::tempdir().expect("tempdir");
                 (t.path().to_path_buf(), Some(t))
             }
-        };
+        }
+    }
+
+    /// Starts the server and waits until it serves; panics after a few tries.
+    pub fn start(self) -> Server {
+        let (dir, tmp) = self.data_dir();
         let out = tempfile::tempdir().expect("tempdir");
         let output = out.path().join("output.log");
         let ip = self.ip.clone();
@@ -233,13 +238,7 @@ impl Launch {
     /// Starts the server on exactly `port` of its ip (a restart that keeps its address) and
     /// waits until it serves; no retry elsewhere: a start that fails panics with its log.
     pub fn start_at(self, port: u16) -> Server {
-        let (dir, tmp) = match &self.dir {
-            Some(d) => (d.clone(), None),
-            None => {
-                let t = tempfile::tempdir().expect("tempdir");
-                (t.path().to_path_buf(), Some(t))
-            }
-        };
+        let (dir, tmp) = self.data_dir();
         let out = tempfile::tempdir().expect("tempdir");
         let output = out.path().join("output.log");
         let (child, ready) = self.spawn_at(&self.ip, port, &dir, &output);

@@ -1,17 +1,16 @@
-//! Shared helpers for the topology end-to-end tests: real node processes on loopback (killed
-//! on drop), a converge loop, key loading/checking through a real cluster client, and
+//! Shared helpers for the topology end-to-end tests: real node processes on loopback (the
+//! test kit's spawner, ports and binaries lookup), a converge loop, key loading/checking through a real cluster client, and
 //! `redis-cli --cluster check`.
 #![allow(dead_code)]
 
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
 use redis::AsyncCommands;
-use tessera_operator::topology::{reconcile, Desired, EngineOptions, PodEndpoint, TopologyReport};
+use tessera_testkit::{Launch, Server};
+use tessera_topology::{reconcile, Desired, EngineOptions, PodEndpoint, TopologyReport};
 
 /// Every test connection has these bounds, so a dead or stopped node fails a test instead
 /// of hanging it.
@@ -35,84 +34,43 @@ pub fn cluster_builder(urls: Vec<String>) -> redis::cluster::ClusterClientBuilde
         .response_timeout(RESPONSE_TIMEOUT)
 }
 
-/// Ports 20000-22999 belong to these tests (bus ports +10000).
-static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
-
-fn free(ip: Ipv4Addr, port: u16) -> bool {
-    TcpListener::bind(SocketAddrV4::new(ip, port)).is_ok()
-        && TcpListener::bind(SocketAddrV4::new(ip, port + 10000)).is_ok()
-}
-
-/// A port whose bus port is free too, on 127.0.0.1 and the other addresses tests move to.
-pub fn pick_port() -> u16 {
-    let _ = NEXT_PORT.compare_exchange(
-        0,
-        20000 + (std::process::id() % 60) as u16 * 40,
-        Ordering::SeqCst,
-        Ordering::SeqCst,
-    );
-    loop {
-        let mut p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
-        if p >= 23000 {
-            NEXT_PORT.store(20000, Ordering::SeqCst);
-            p = 20000;
-        }
-        let ips: Vec<Ipv4Addr> = (1..=7).map(|d| Ipv4Addr::new(127, 0, 0, d)).collect();
-        if ips.iter().all(|ip| free(*ip, p)) {
-            return p;
-        }
-    }
-}
-
-/// A node process; killed (SIGKILL) on drop.
+/// A cluster-mode node process (the kit's [`Server`], killed on drop, its log's tail printed
+/// when a test panics) with what these tests ask of it: its pod endpoint, an async
+/// connection, and a restart on another loopback address keeping its port and nodes.conf.
 pub struct Node {
-    pub bin: String,
-    pub ip: String,
-    pub port: u16,
-    pub dir: PathBuf,
-    pub child: Option<Child>,
-    pub extra: Vec<String>,
+    pub srv: Server,
 }
+
+tessera_testkit::deref_server!(Node);
 
 impl Node {
-    /// Start a cluster-mode node in `dir` (created), listening on ip:port.
-    pub fn start(bin: &str, ip: &str, port: u16, dir: &Path, extra: &[&str]) -> Node {
+    /// Start a cluster-mode node in `dir` (created) on a free port of `ip`.
+    pub fn start(bin: &str, ip: &str, dir: &Path, extra: &[&str]) -> Node {
         std::fs::create_dir_all(dir).expect("node dir");
-        let mut n = Node {
-            bin: bin.to_string(),
-            ip: ip.to_string(),
-            port,
-            dir: dir.to_path_buf(),
-            child: None,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        n.spawn();
-        n
-    }
-
-    fn spawn(&mut self) {
-        let log = self.dir.join("node.log");
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(["--port", &self.port.to_string()])
-            .args(["--bind", &self.ip])
-            .args(["--cluster-enabled", "yes"])
-            .args(["--cluster-config-file", "nodes.conf"])
-            .args(["--cluster-node-timeout", "3000"])
-            .args(["--cluster-announce-ip", &self.ip])
-            .args(["--dir", self.dir.to_str().expect("utf8 dir")])
-            .args(["--save", ""])
-            .args(["--protected-mode", "no"])
-            .args(["--daemonize", "no"])
-            .args(["--logfile", log.to_str().expect("utf8 log")])
-            .args(&self.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.child = Some(cmd.spawn().expect("spawn node"));
-    }
-
-    pub fn addr(&self) -> String {
-        format!("{}:{}", self.ip, self.port)
+        let srv = Launch::new(bin)
+            .ip(ip)
+            .dir(dir)
+            .logfile()
+            .args(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "3000",
+                // `{ip}` follows the node to the address of a restart_on.
+                "--cluster-announce-ip",
+                "{ip}",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--daemonize",
+                "no",
+            ])
+            .args(extra)
+            .start();
+        Node { srv }
     }
 
     pub fn endpoint(&self, shard: u32, ordinal: u32) -> PodEndpoint {
@@ -125,46 +83,19 @@ impl Node {
         }
     }
 
-    /// SIGTERM (so persistence is flushed) and wait, bounded: Redis refuses to exit while it
-    /// writes its initial AOF, so SIGTERM is repeated, then SIGKILL after ~15 s.
-    pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            for i in 0..150 {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                if i % 10 == 0 {
-                    let _ = Command::new("kill")
-                        .args(["-TERM", &c.id().to_string()])
-                        .status();
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Restart on another address with the same directory (and nodes.conf).
+    /// Restart on another address with the same port and directory (and nodes.conf): a pod
+    /// deleted and scheduled again. Stops cleanly first unless already stopped.
     pub fn restart_on(&mut self, ip: &str) {
-        self.stop();
-        self.ip = ip.to_string();
-        self.spawn();
+        self.srv.stop();
+        self.srv.ip = ip.to_string();
+        let port = self.port;
+        self.srv.restart_at(port);
     }
 
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
         open(&format!("redis://{}/", self.addr()))
             .await
             .expect("connect")
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 
@@ -186,23 +117,47 @@ pub async fn wait_up(n: &Node) {
     panic!("node {} did not come up", n.addr());
 }
 
-/// Start `count` nodes of `bin` on 127.0.0.1 under `root`.
+/// Start `count` nodes of `bin` on 127.0.0.1, each in a directory of its own under `root`.
 pub async fn start_nodes(bin: &str, root: &Path, count: usize, extra: &[&str]) -> Vec<Node> {
     let mut v = Vec::new();
     for _ in 0..count {
-        let port = pick_port();
-        v.push(Node::start(
-            bin,
-            "127.0.0.1",
-            port,
-            &root.join(port.to_string()),
-            extra,
-        ));
+        v.push(Node::start(bin, "127.0.0.1", &new_dir(root), extra));
     }
     for n in &v {
         wait_up(n).await;
     }
     v
+}
+
+/// `root/node-K` for the first K not taken yet (created here, so two calls never share one).
+fn new_dir(root: &Path) -> PathBuf {
+    std::fs::create_dir_all(root).expect("root dir");
+    (0..10_000)
+        .map(|k| root.join(format!("node-{k}")))
+        .find(|d| std::fs::create_dir(d).is_ok())
+        .expect("a free node directory")
+}
+
+/// Every pod deleted at once: all `nodes` stop, then node k comes back on 127.0.0.{2+k}
+/// with its directory (nodes.conf, data) and port, answering.
+pub async fn readdress_all(nodes: &mut [Node]) {
+    for n in nodes.iter_mut() {
+        n.stop();
+    }
+    for (k, n) in nodes.iter_mut().enumerate() {
+        n.restart_on(&format!("127.0.0.{}", 2 + k));
+    }
+    for n in nodes.iter() {
+        wait_up(n).await;
+    }
+}
+
+/// The first `shards` shards of `report` each have `replicas` replicas, all in sync.
+pub fn assert_replicas_in_sync(report: &TopologyReport, shards: usize, replicas: usize) {
+    for v in report.shards.iter().take(shards) {
+        assert_eq!(v.replicas.len(), replicas, "{v:?}");
+        assert_eq!(v.replicas_in_sync(), v.replicas, "{v:?}");
+    }
 }
 
 /// Endpoints for `nodes` grouped in shards of `group` (= 1 + replicas).
@@ -358,10 +313,7 @@ pub async fn missing_keys(
 
 /// `redis-cli --cluster check`; returns (passed, output).
 pub fn cluster_check(addr: &str) -> (bool, String) {
-    let out = Command::new("redis-cli")
-        .args(["--cluster", "check", addr])
-        .output()
-        .expect("run redis-cli");
+    let out = tessera_testkit::cli::cli_out(&[], &["--cluster", "check", addr]);
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let ok = out.status.success()
@@ -401,22 +353,6 @@ pub async fn master_keys(nodes: &[&Node]) -> u64 {
         }
     }
     total
-}
-
-/// A reference server's binary: on PATH (`make` puts the project's `.tools/bin` first), else
-/// in the workspace's `.tools/bin` where `make deps` links what does not land on PATH.
-pub fn program(name: &str) -> String {
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin");
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(std::iter::once(tools))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not found on PATH or in .tools/bin: run `make deps`"))
-        .display()
-        .to_string()
 }
 
 /// What a [`Writer`] did: writes acknowledged, failed (an error reply or no reply: the value

@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod fake_api;
+pub mod observed;
 pub mod replication;

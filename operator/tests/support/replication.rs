@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use tessera_operator::topology::nodes::{parse_cluster_nodes, parse_info};
+use tessera_operator::topology::nodes::parse_info;
 use tessera_operator::topology::snapshot::{PodState, ReplicationInfo};
 use tessera_operator::topology::PodEndpoint;
+
+use super::observed::observed_at;
 
 /// A file of tests/fixtures/replication.
 pub fn fixture(name: &str) -> String {
@@ -23,26 +25,17 @@ pub fn info(name: &str) -> BTreeMap<String, String> {
 
 /// Pod `demo-0-<ordinal>` as observed: its CLUSTER NODES fixture and, when given, its INFO.
 pub fn pod(ordinal: u32, nodes: &str, info: Option<BTreeMap<String, String>>) -> PodState {
-    let reply = parse_cluster_nodes(&fixture(nodes)).expect("CLUSTER NODES fixture");
+    let endpoint = PodEndpoint {
+        pod: format!("demo-0-{ordinal}"),
+        shard: 0,
+        ordinal,
+        host: "127.0.0.1".into(),
+        port: 20001 + ordinal as u16,
+    };
     PodState {
-        endpoint: PodEndpoint {
-            pod: format!("demo-0-{ordinal}"),
-            shard: 0,
-            ordinal,
-            host: "127.0.0.1".into(),
-            port: 20001 + ordinal as u16,
-        },
-        reachable: true,
-        error: None,
-        myself: Some(reply.myself),
-        peers: reply.others,
-        migrating: reply.migrating,
-        importing: reply.importing,
-        cluster_state: "ok".into(),
         current_epoch: 1,
         known_nodes: 2,
-        dbsize: 0,
-        keys_in_slot: Default::default(),
         replication: info.map(|i| ReplicationInfo::from_info(&i)),
+        ..observed_at(endpoint, &fixture(nodes))
     }
 }

@@ -1,0 +1,93 @@
+//! The operator's tests start servers, pick ports and find programs only through the test
+//! kit (tessera-testkit, issue 17 item 3): no hand-rolled spawner, port scheme or binary
+//! lookup may come back in a test file. The operator's own binary (CARGO_BIN_EXE) and helm
+//! are not servers and are out of scope.
+
+use std::path::{Path, PathBuf};
+
+/// What a second spawner, port scheme or lookup looks like in source.
+const FORBIDDEN: &[(&str, &str)] = &[
+    (
+        "fn program(",
+        "a binary lookup: use tessera_testkit::{redis_bin, valkey_bin, tool}",
+    ),
+    (
+        "target/debug",
+        "a checkout path: use tessera_testkit::tessera_bin",
+    ),
+    (
+        "fn free_port",
+        "a port scheme: use tessera_testkit::free_port",
+    ),
+    (
+        "fn pick_port",
+        "a port scheme: use tessera_testkit::free_port",
+    ),
+    (
+        "fn free_ip",
+        "an address scheme: use tessera_testkit::ports::free_ip_for",
+    ),
+    ("Command::new(bin", "a spawner: use tessera_testkit::Launch"),
+    (
+        "Command::new(&self.bin",
+        "a spawner: use tessera_testkit::Launch",
+    ),
+    (
+        "Command::new(program(",
+        "a spawner: use tessera_testkit::Launch",
+    ),
+    (
+        "Command::new(\"redis-cli\")",
+        "redis-cli: use tessera_testkit::cli::cli_out",
+    ),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `file: pattern (what to use)` for every forbidden pattern in `text`.
+fn offences(file: &str, text: &str) -> Vec<String> {
+    FORBIDDEN
+        .iter()
+        .filter(|(pat, _)| text.contains(pat))
+        .map(|(pat, fix)| format!("{file}: `{pat}` ({fix})"))
+        .collect()
+}
+
+#[test]
+fn servers_ports_and_programs_come_from_the_test_kit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let me = Path::new(file!()).file_name().expect("file name");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 10, "read the test files: {files:?}");
+    let found: Vec<String> = files
+        .iter()
+        .filter(|p| p.file_name() != Some(me))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+            offences(&p.display().to_string(), &text)
+        })
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_check_sees_a_hand_rolled_spawner() {
+    let text = "fn program(name: &str) -> String { todo!() }\nlet c = Command::new(bin).spawn();";
+    assert_eq!(
+        offences("x.rs", text).len(),
+        2,
+        "{:?}",
+        offences("x.rs", text)
+    );
+}
