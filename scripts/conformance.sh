@@ -24,11 +24,292 @@
 #   TESSERA_BIN      the tessera-node binary (default <target>/release/tessera-node, built with
 #                    `cargo build --release -p tessera-node` when missing or older than node/)
 #   OUT              the report (default bench/conformance-<UTC date>.md)
+#   REPORT_FROM      a run directory: only redo its report from its logs (nothing is run)
+#   NOTE             a paragraph put at the top of the report (e.g. "Partial trial: ...")
 # Raw logs and the two per-run copies of REDIS_SRC live under target/conformance/<date>/run-<time>/.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "conformance: $*" >&2; exit 2; }
+
+py=$(command -v python3 || true)
+[ -n "$py" ] || die "python3 is needed to parse the harness output"
+
+# report RUN_DIR OUT: parse a run's logs (manifest.tsv, meta.sh) into the markdown report, print
+# it and exit 0, or 3 when tessera-node is behind redis-server in that run.
+report() {
+  local run_dir=$1 out=$2 status=0
+  mkdir -p "$(dirname "$out")"
+  (
+    set -a
+    # shellcheck source=/dev/null
+    . "$run_dir/meta.sh"
+    [ -n "${NOTE:-}" ] && export CONF_NOTE=$NOTE
+    set +a
+    CONF_OUT=$out "$py" - <<'PY'
+import collections, os, re
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MODE_TITLE = {
+    "a": "Mode (a): `./runtest`, normal mode (the harness spawns src/redis-server)",
+    "b": "Mode (b): `./runtest --host --port`, external mode, one fresh server per unit",
+    "c": "Mode (c): `./runtest-cluster` (tests/cluster)",
+}
+
+
+def new_result():
+    return {"passed": [], "failed": [], "reasons": {}, "timedout": [], "skipped": [],
+            "stop": None, "done": False, "killed": 0, "last": None, "nostart": 0}
+
+
+def ok(r, name):
+    r["passed"].append(name)
+    r["last"] = name
+
+
+def fail(r, name, reason):
+    r["failed"].append(name)
+    r["last"] = name
+    reason = re.sub(r"\S*/trees/(?:redis|tessera)/", "", reason)  # paths inside the run's tree
+    r["reasons"].setdefault(name, reason.strip()[:200])
+
+
+def parse_runtest(lines):
+    """[ok]/[err]/[skip]/[ignore]/[exception]/[TIMEOUT] lines of tests/test_helper.tcl."""
+    r = new_result()
+    for i, l in enumerate(lines):
+        if l.startswith("[ok]: "):
+            ok(r, re.sub(r" \(\d+ ms\)$", "", l[6:]))
+        elif l.startswith("[err]: "):
+            name = re.sub(r" in tests/\S+\.tcl$", "", l[7:])
+            detail = lines[i + 1:i + 80]
+            reason = next((d for d in detail if d.startswith("ERROR:")), detail[0] if detail else "")
+            fail(r, name, reason)
+            if name == "Can't start the Redis server":
+                r["nostart"] += 1
+        elif l.startswith("[skip]: "):
+            r["skipped"].append(l[8:])
+        elif l.startswith("[ignore]: "):
+            r["skipped"].append(l[10:])
+        elif l.startswith("[exception]: "):
+            tail = "\n".join(lines[i:i + 400])
+            m = re.search(r'\n"test [{"]([^}"\n]*)[}"]', tail)
+            name = m.group(1) if m else "(outside a test)"
+            fail(r, name, "exception: " + l[13:])
+            r["stop"] = "exception in: " + name
+        elif l.startswith("[TIMEOUT]"):
+            name = "(unknown test)"
+            for nxt in lines[i + 1:i + 40]:
+                m = re.search(r"=> \((?:IN PROGRESS|OK|ERR)\) (.*)$", nxt)
+                if m:
+                    name = m.group(1)
+                    break
+            r["timedout"].append(name)
+            r["stop"] = "harness TIMEOUT in: " + name
+        elif re.match(r"^\[\d+/\d+ done\]: ", l):
+            r["done"] = True
+        elif l.startswith("Killing still running Redis server"):
+            r["killed"] += 1
+    return r
+
+
+def parse_cluster(lines):
+    """`HH:MM:SS> name: OK` / `FAILED: ...` lines of tests/instances.tcl."""
+    r = new_result()
+    pending = None
+    for l in lines:
+        m = re.match(r"^\d\d:\d\d:\d\d> (.*)$", l)
+        if m:
+            rest = m.group(1)
+            pending = None
+            # A test may print progress (dots, W) between its name and the verdict.
+            m_ok = re.match(r"^(.*): \S*OK$", rest)
+            m_fail = re.match(r"^(.*?): \S*FAILED: (.*)$", rest)
+            if m_ok:
+                ok(r, m_ok.group(1))
+            elif m_fail:
+                fail(r, m_fail.group(1), m_fail.group(2))
+                if m_fail.group(2).startswith("caught an error in the test"):
+                    r["stop"] = "exception in: " + m_fail.group(1)
+            else:
+                pending = rest[:-2] if rest.endswith(": ") else rest
+            continue
+        if l.startswith("FAILED: caught an error in the test"):
+            name = pending or "(outside a test)"
+            fail(r, name, "exception: " + l[len("FAILED: "):])
+            r["stop"] = "exception in: " + name
+            pending = None
+        elif pending is not None and l.rstrip().endswith("OK"):
+            ok(r, pending)
+            pending = None
+        elif pending is not None and l.startswith("FAILED: "):
+            fail(r, pending, l[8:])
+            pending = None
+        elif l.startswith("(Jumping to next unit after error)"):
+            r["stop"] = r["stop"] or "stopped at its first failure"
+        elif l.startswith("GOOD! No errors.") or re.match(r"^WARNING \d+ test\(s\) failed\.", l):
+            r["done"] = True
+    r["pending"] = pending
+    return r
+
+
+rows = []
+with open(os.environ["CONF_MANIFEST"]) as f:
+    for line in f:
+        mode, server, unit, log, rc, secs, note = line.rstrip("\n").split("\t")
+        try:
+            with open(log, errors="replace") as lf:
+                lines = [ANSI.sub("", x.rstrip("\r")) for x in lf.read().splitlines()]
+        except OSError:
+            lines = []
+        r = parse_cluster(lines) if mode == "c" else parse_runtest(lines)
+        rc = int(rc)
+        if rc in (124, 137):
+            # The harness does not print a test's start, so name the running one when known
+            # (cluster mode) or the last one that finished.
+            if r.get("pending"):
+                name, where = r["pending"], "in: " + r["pending"]
+            else:
+                last = r["last"]
+                name = "(test after: " + last + ")" if last else "(first test)"
+                where = "after: " + last if last else "before the first test ended"
+            r["timedout"].append(name)
+            r["stop"] = f"killed by the outer timeout ({secs} s) {where}"
+        elif note and rc == 98:
+            r["stop"] = note
+        elif r["stop"] is None and not r["done"]:
+            r["stop"] = f"no end line (exit {rc})" + (f"; {note}" if note else "")
+        elif note:
+            r["stop"] = (r["stop"] + "; " if r["stop"] else "") + note
+        r.update(mode=mode, server=server, unit=unit, log=log, rc=rc, secs=int(secs))
+        rows.append(r)
+
+servers = [s for s in os.environ["CONF_SERVERS"].split(",") if s]
+label = {"redis": "redis-server", "tessera": "tessera-node"}
+by = {(r["mode"], r["unit"], r["server"]): r for r in rows}
+order = []
+for r in rows:
+    if (r["mode"], r["unit"]) not in order:
+        order.append((r["mode"], r["unit"]))
+
+
+def esc(s):
+    return s.replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def cell(r):
+    if r is None:
+        return ["-"] * 5
+    status = "completed" if r["stop"] is None else "**" + esc(r["stop"]) + "**"
+    if r["nostart"]:
+        status += f"; **the harness could not start the server {r['nostart']}x**"
+    return [str(len(r["passed"])), str(len(r["failed"])), str(len(r["timedout"])),
+            str(len(r["skipped"])), status]
+
+
+out = []
+out.append(f"# Conformance with Redis 7.0.15's own suites, {os.environ['CONF_DAY']}")
+out.append("")
+if os.environ.get("CONF_NOTE"):
+    out += [os.environ["CONF_NOTE"], ""]
+out.append(f"- command: `{os.environ['CONF_CMDLINE']}`")
+out.append(f"- redis-server: `{os.environ['CONF_REDIS_VERSION']}` (Debian's, from PATH)")
+if os.environ.get("CONF_TESSERA_VERSION"):
+    out.append(f"- tessera-node: `{os.environ['CONF_TESSERA_VERSION']}` ({os.environ['CONF_GIT']})")
+out.append(f"- machine: {os.environ['CONF_NPROC']} cores; raw logs: `{os.environ['CONF_RUN_DIR']}/`")
+out.append("- columns per server: tests passed / failed / timed out / skipped (skip and tag-ignored) / "
+           "how the unit ended (`completed`, or why it stopped early)")
+for mode in ("a", "b", "c"):
+    units = [u for (m, u) in order if m == mode]
+    if not units:
+        continue
+    out += ["", "## " + MODE_TITLE[mode], ""]
+    head = ["unit"]
+    for s in servers:
+        n = label[s]
+        head += [f"{n} pass", "fail", "t/o", "skip", "end"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    totals = {s: [0, 0, 0, 0, 0] for s in servers}
+    for u in units:
+        line = [u]
+        for s in servers:
+            r = by.get((mode, u, s))
+            line += cell(r)
+            if r:
+                t = totals[s]
+                t[0] += len(r["passed"]); t[1] += len(r["failed"]); t[2] += len(r["timedout"])
+                t[3] += len(r["skipped"]); t[4] += r["stop"] is not None
+        out.append("| " + " | ".join(line) + " |")
+    line = ["**total**"]
+    for s in servers:
+        t = totals[s]
+        line += [str(t[0]), str(t[1]), str(t[2]), str(t[3]), f"{t[4]} of {len(units)} stopped early"]
+    out.append("| " + " | ".join(line) + " |")
+
+any_diff = False
+if "redis" in servers and "tessera" in servers:
+    out += ["", "## Tests that pass on redis-server and not on tessera-node", ""]
+    for mode in ("a", "b", "c"):
+        for (m, u) in order:
+            if m != mode:
+                continue
+            rr, tr = by.get((m, u, "redis")), by.get((m, u, "tessera"))
+            if rr is None or tr is None:
+                continue
+            missing = collections.Counter(rr["passed"]) - collections.Counter(tr["passed"])
+            if not missing:
+                continue
+            any_diff = True
+            out.append(f"### ({m}) {u}: {sum(missing.values())}")
+            out.append("")
+            for name in rr["passed"]:
+                if missing.get(name, 0) <= 0:
+                    continue
+                missing[name] -= 1
+                if name in tr["failed"]:
+                    why = "failed: " + tr["reasons"].get(name, "")
+                elif any(t == name or t.startswith(name + ": ") for t in tr["timedout"]):
+                    why = "timed out"
+                elif any(s == name or s.startswith(name + ": ") for s in tr["skipped"]):
+                    why = "skipped"
+                elif tr["stop"] is None:
+                    why = "not run (the unit ended normally without it)"
+                else:
+                    why = "not reached"
+                out.append(f"- {esc(name)} — {esc(why)}")
+            out.append("")
+    if not any_diff:
+        out.append("None.")
+
+text = "\n".join(out).rstrip() + "\n"
+with open(os.environ["CONF_OUT"], "w") as f:
+    f.write(text)
+print(text)
+# Exit 3 when tessera-node misses a test redis-server passes, or a tessera-node unit stops early.
+behind = "tessera" in servers and (
+    ("redis" in servers and any_diff) or any(r["stop"] for r in rows if r["server"] == "tessera"))
+raise SystemExit(3 if behind else 0)
+PY
+  ) || status=$?
+  echo "conformance: report written to ${out#"$root"/}; raw logs in ${run_dir#"$root"/}/"
+  case $status in
+    0) ;;
+    3) echo "conformance: tessera-node is behind redis-server in this run (exit 3)" >&2 ;;
+    *) die "parsing the logs failed (exit $status)" ;;
+  esac
+  exit "$status"
+}
+
+# REPORT_FROM=<run dir>: only redo the report of an earlier run, from its logs.
+if [ -n "${REPORT_FROM:-}" ]; then
+  [ -f "$REPORT_FROM/meta.sh" ] || die "REPORT_FROM=$REPORT_FROM has no meta.sh (not a finished run directory)"
+  from=$(cd "$REPORT_FROM" && pwd)
+  # shellcheck source=/dev/null
+  day=$(. "$from/meta.sh" && echo "$CONF_DAY")
+  report "$from" "${OUT:-$root/bench/conformance-$day.md}"
+fi
+
 
 # ---------------------------------------------------------------- inputs
 [ -n "${REDIS_SRC:-}" ] || die "REDIS_SRC is not set. Make one from a redis/redis clone:
@@ -62,8 +343,6 @@ for v in 8.5 8.6 8.7; do
   [ -n "$t" ] && tclsh=$t
 done
 [ -n "$tclsh" ] || die "no tclsh8.5/8.6/8.7 on PATH: Redis's test harness needs Tcl (bash scripts/install-deps.sh installs Debian's tcl8.6)"
-py=$(command -v python3 || true)
-[ -n "$py" ] || die "python3 is needed to parse the harness output"
 command -v timeout >/dev/null || die "coreutils timeout is needed"
 
 clients=${CLIENTS:-1}
@@ -249,247 +528,17 @@ git_rev="release build; tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/n
 git -C "$root" diff --quiet HEAD -- node 2>/dev/null || git_rev+=" (node/ had uncommitted changes)"
 [ -n "${TESSERA_BIN:-}" ] && git_rev="TESSERA_BIN=$TESSERA_BIN"
 
-mkdir -p "$(dirname "$out")"
-status=0
-CONF_MANIFEST=$manifest CONF_OUT=$out CONF_CMDLINE=$cmdline CONF_DAY=$day \
-CONF_REDIS_VERSION=$redis_version CONF_TESSERA_VERSION=$tessera_version CONF_GIT=$git_rev \
-CONF_RUN_DIR=${run_dir#"$root"/} CONF_SERVERS=$servers CONF_NPROC=$(nproc) \
-"$py" - <<'PY' || status=$?
-import collections, os, re
-
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-MODE_TITLE = {
-    "a": "Mode (a): `./runtest`, normal mode (the harness spawns src/redis-server)",
-    "b": "Mode (b): `./runtest --host --port`, external mode, one fresh server per unit",
-    "c": "Mode (c): `./runtest-cluster` (tests/cluster)",
-}
-
-
-def new_result():
-    return {"passed": [], "failed": [], "reasons": {}, "timedout": [], "skipped": [],
-            "stop": None, "done": False, "killed": 0, "last": None}
-
-
-def ok(r, name):
-    r["passed"].append(name)
-    r["last"] = name
-
-
-def fail(r, name, reason):
-    r["failed"].append(name)
-    r["last"] = name
-    r["reasons"].setdefault(name, reason.strip()[:200])
-
-
-def parse_runtest(lines):
-    """[ok]/[err]/[skip]/[ignore]/[exception]/[TIMEOUT] lines of tests/test_helper.tcl."""
-    r = new_result()
-    for i, l in enumerate(lines):
-        if l.startswith("[ok]: "):
-            ok(r, re.sub(r" \(\d+ ms\)$", "", l[6:]))
-        elif l.startswith("[err]: "):
-            name = re.sub(r" in tests/\S+\.tcl$", "", l[7:])
-            fail(r, name, lines[i + 1] if i + 1 < len(lines) else "")
-        elif l.startswith("[skip]: "):
-            r["skipped"].append(l[8:])
-        elif l.startswith("[ignore]: "):
-            r["skipped"].append(l[10:])
-        elif l.startswith("[exception]: "):
-            tail = "\n".join(lines[i:i + 400])
-            m = re.search(r'\n"test [{"]([^}"\n]*)[}"]', tail)
-            name = m.group(1) if m else "(outside a test)"
-            fail(r, name, "exception: " + l[13:])
-            r["stop"] = "exception in: " + name
-        elif l.startswith("[TIMEOUT]"):
-            name = "(unknown test)"
-            for nxt in lines[i + 1:i + 40]:
-                m = re.search(r"=> \((?:IN PROGRESS|OK|ERR)\) (.*)$", nxt)
-                if m:
-                    name = m.group(1)
-                    break
-            r["timedout"].append(name)
-            r["stop"] = "harness TIMEOUT in: " + name
-        elif re.match(r"^\[\d+/\d+ done\]: ", l):
-            r["done"] = True
-        elif l.startswith("Killing still running Redis server"):
-            r["killed"] += 1
-    return r
-
-
-def parse_cluster(lines):
-    """`HH:MM:SS> name: OK` / `FAILED: ...` lines of tests/instances.tcl."""
-    r = new_result()
-    pending = None
-    for l in lines:
-        m = re.match(r"^\d\d:\d\d:\d\d> (.*)$", l)
-        if m:
-            rest = m.group(1)
-            pending = None
-            # A test may print progress (dots, W) between its name and the verdict.
-            m_ok = re.match(r"^(.*): \S*OK$", rest)
-            m_fail = re.match(r"^(.*?): \S*FAILED: (.*)$", rest)
-            if m_ok:
-                ok(r, m_ok.group(1))
-            elif m_fail:
-                fail(r, m_fail.group(1), m_fail.group(2))
-            else:
-                pending = rest[:-2] if rest.endswith(": ") else rest
-            continue
-        if l.startswith("FAILED: caught an error in the test"):
-            name = pending or "(outside a test)"
-            fail(r, name, "exception: " + l[len("FAILED: "):])
-            r["stop"] = "exception in: " + name
-            pending = None
-        elif pending is not None and l.rstrip().endswith("OK"):
-            ok(r, pending)
-            pending = None
-        elif pending is not None and l.startswith("FAILED: "):
-            fail(r, pending, l[8:])
-            pending = None
-        elif l.startswith("(Jumping to next unit after error)"):
-            r["stop"] = r["stop"] or "stopped at its first failure"
-        elif l.startswith("GOOD! No errors.") or re.match(r"^WARNING \d+ test\(s\) failed\.", l):
-            r["done"] = True
-    r["pending"] = pending
-    return r
-
-
-rows = []
-with open(os.environ["CONF_MANIFEST"]) as f:
-    for line in f:
-        mode, server, unit, log, rc, secs, note = line.rstrip("\n").split("\t")
-        try:
-            with open(log, errors="replace") as lf:
-                lines = [ANSI.sub("", x.rstrip("\r")) for x in lf.read().splitlines()]
-        except OSError:
-            lines = []
-        r = parse_cluster(lines) if mode == "c" else parse_runtest(lines)
-        rc = int(rc)
-        if rc in (124, 137):
-            # The harness does not print a test's start, so name the running one when known
-            # (cluster mode) or the last one that finished.
-            if r.get("pending"):
-                name, where = r["pending"], "in: " + r["pending"]
-            else:
-                last = r["last"]
-                name = "(test after: " + last + ")" if last else "(first test)"
-                where = "after: " + last if last else "before the first test ended"
-            r["timedout"].append(name)
-            r["stop"] = f"killed by the outer timeout ({secs} s) {where}"
-        elif note and rc == 98:
-            r["stop"] = note
-        elif r["stop"] is None and not r["done"]:
-            r["stop"] = f"no end line (exit {rc})" + (f"; {note}" if note else "")
-        elif note:
-            r["stop"] = (r["stop"] + "; " if r["stop"] else "") + note
-        r.update(mode=mode, server=server, unit=unit, log=log, rc=rc, secs=int(secs))
-        rows.append(r)
-
-servers = [s for s in os.environ["CONF_SERVERS"].split(",") if s]
-label = {"redis": "redis-server", "tessera": "tessera-node"}
-by = {(r["mode"], r["unit"], r["server"]): r for r in rows}
-order = []
-for r in rows:
-    if (r["mode"], r["unit"]) not in order:
-        order.append((r["mode"], r["unit"]))
-
-
-def esc(s):
-    return s.replace("|", "\\|").replace("\n", " ").replace("`", "'")
-
-
-def cell(r):
-    if r is None:
-        return ["-"] * 5
-    status = "completed" if r["stop"] is None else "**" + esc(r["stop"]) + "**"
-    return [str(len(r["passed"])), str(len(r["failed"])), str(len(r["timedout"])),
-            str(len(r["skipped"])), status]
-
-
-out = []
-out.append(f"# Conformance with Redis 7.0.15's own suites, {os.environ['CONF_DAY']}")
-out.append("")
-out.append(f"- command: `{os.environ['CONF_CMDLINE']}`")
-out.append(f"- redis-server: `{os.environ['CONF_REDIS_VERSION']}` (Debian's, from PATH)")
-if os.environ.get("CONF_TESSERA_VERSION"):
-    out.append(f"- tessera-node: `{os.environ['CONF_TESSERA_VERSION']}` ({os.environ['CONF_GIT']})")
-out.append(f"- machine: {os.environ['CONF_NPROC']} cores; raw logs: `{os.environ['CONF_RUN_DIR']}/`")
-out.append("- columns per server: tests passed / failed / timed out / skipped (skip and tag-ignored) / "
-           "how the unit ended (`completed`, or why it stopped early)")
-for mode in ("a", "b", "c"):
-    units = [u for (m, u) in order if m == mode]
-    if not units:
-        continue
-    out += ["", "## " + MODE_TITLE[mode], ""]
-    head = ["unit"]
-    for s in servers:
-        n = label[s]
-        head += [f"{n} pass", "fail", "t/o", "skip", "end"]
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * len(head))
-    totals = {s: [0, 0, 0, 0, 0] for s in servers}
-    for u in units:
-        line = [u]
-        for s in servers:
-            r = by.get((mode, u, s))
-            line += cell(r)
-            if r:
-                t = totals[s]
-                t[0] += len(r["passed"]); t[1] += len(r["failed"]); t[2] += len(r["timedout"])
-                t[3] += len(r["skipped"]); t[4] += r["stop"] is not None
-        out.append("| " + " | ".join(line) + " |")
-    line = ["**total**"]
-    for s in servers:
-        t = totals[s]
-        line += [str(t[0]), str(t[1]), str(t[2]), str(t[3]), f"{t[4]} of {len(units)} stopped early"]
-    out.append("| " + " | ".join(line) + " |")
-
-any_diff = False
-if "redis" in servers and "tessera" in servers:
-    out += ["", "## Tests that pass on redis-server and not on tessera-node", ""]
-    for mode in ("a", "b", "c"):
-        for (m, u) in order:
-            if m != mode:
-                continue
-            rr, tr = by.get((m, u, "redis")), by.get((m, u, "tessera"))
-            if rr is None or tr is None:
-                continue
-            missing = collections.Counter(rr["passed"]) - collections.Counter(tr["passed"])
-            if not missing:
-                continue
-            any_diff = True
-            out.append(f"### ({m}) {u}: {sum(missing.values())}")
-            out.append("")
-            for name in rr["passed"]:
-                if missing.get(name, 0) <= 0:
-                    continue
-                missing[name] -= 1
-                if name in tr["failed"]:
-                    why = "failed: " + tr["reasons"].get(name, "")
-                elif any(t == name or t.startswith(name + ": ") for t in tr["timedout"]):
-                    why = "timed out"
-                elif any(s == name or s.startswith(name + ": ") for s in tr["skipped"]):
-                    why = "skipped"
-                else:
-                    why = "not reached"
-                out.append(f"- {esc(name)} — {esc(why)}")
-            out.append("")
-    if not any_diff:
-        out.append("None.")
-
-text = "\n".join(out).rstrip() + "\n"
-with open(os.environ["CONF_OUT"], "w") as f:
-    f.write(text)
-print(text)
-# Exit 3 when tessera-node misses a test redis-server passes, or a tessera-node unit stops early.
-behind = "tessera" in servers and (
-    ("redis" in servers and any_diff) or any(r["stop"] for r in rows if r["server"] == "tessera"))
-raise SystemExit(3 if behind else 0)
-PY
-echo "conformance: report written to ${out#"$root"/}; raw logs in ${run_dir#"$root"/}/"
-case $status in
-  0) ;;
-  3) echo "conformance: tessera-node is behind redis-server in this run (exit 3)" >&2 ;;
-  *) die "parsing the logs failed (exit $status)" ;;
-esac
-exit "$status"
+# Everything the report needs, so REPORT_FROM=<run dir> can redo it from the logs alone.
+{
+  printf 'CONF_MANIFEST=%q\n' "$manifest"
+  printf 'CONF_CMDLINE=%q\n' "$cmdline"
+  printf 'CONF_DAY=%q\n' "$day"
+  printf 'CONF_REDIS_VERSION=%q\n' "$redis_version"
+  printf 'CONF_TESSERA_VERSION=%q\n' "$tessera_version"
+  printf 'CONF_GIT=%q\n' "$git_rev"
+  printf 'CONF_RUN_DIR=%q\n' "${run_dir#"$root"/}"
+  printf 'CONF_SERVERS=%q\n' "$servers"
+  printf 'CONF_NPROC=%q\n' "$(nproc)"
+  printf 'CONF_NOTE=%q\n' "${NOTE:-}"
+} >"$run_dir/meta.sh"
+report "$run_dir" "$out"
