@@ -26,6 +26,7 @@
 #   OUT              the report (default bench/conformance-<UTC date>.md)
 #   REPORT_FROM      a run directory: only redo its report from its logs (nothing is run)
 #   NOTE             a paragraph put at the top of the report (e.g. "Partial trial: ...")
+#   LIST=1           only print the units each mode would run
 # Raw logs and the two per-run copies of REDIS_SRC live under target/conformance/<date>/run-<time>/.
 set -euo pipefail
 
@@ -399,9 +400,12 @@ manifest="$run_dir/manifest.tsv"
 make_tree() {
   local server=$1 tree="$run_dir/trees/$1"
   rm -rf "$tree"
-  mkdir -p "$tree/src"
-  cp -a "$REDIS_SRC/." "$tree/"
-  rm -rf "$tree/src"
+  mkdir -p "$tree"
+  # Only the suite: REDIS_SRC may also be a whole clone, whose src/ and .git we do not want.
+  local e
+  for e in runtest runtest-cluster tests utils; do
+    [ -e "$REDIS_SRC/$e" ] && cp -a "$REDIS_SRC/$e" "$tree/"
+  done
   mkdir -p "$tree/src" "$tree/tests/tmp"
   [ -d "$tree/tests/cluster" ] && mkdir -p "$tree/tests/cluster/tmp"
   local b
@@ -431,6 +435,16 @@ cluster_units=${CLUSTER_UNITS:-}
 has_mode a && [ -z "$normal_units" ] && normal_units=$(all_units "$first_server")
 has_mode b && [ -z "$external_units" ] && external_units=$(all_units "$first_server")
 has_mode c && [ -z "$cluster_units" ] && cluster_units=$(all_cluster_units "$first_server")
+if { has_mode a && [ -z "$normal_units" ]; } || { has_mode b && [ -z "$external_units" ]; } \
+  || { has_mode c && [ -z "$cluster_units" ]; }; then
+  die "no units to run (could not list the suite's units from REDIS_SRC)"
+fi
+if [ "${LIST:-0}" = 1 ]; then
+  has_mode a && echo "mode a: ${normal_units//$'\n'/ }"
+  has_mode b && echo "mode b: ${external_units//$'\n'/ }"
+  has_mode c && echo "mode c: ${cluster_units//$'\n'/ }"
+  exit 0
+fi
 
 runtest_args=(--clients "$clients" --timeout "$harness_timeout")
 [ -n "$tags" ] && runtest_args+=(--tags "$tags")
