@@ -354,6 +354,30 @@ for n in "$clients" "$harness_timeout" "$unit_timeout"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "CLIENTS, HARNESS_TIMEOUT and UNIT_TIMEOUT must be positive integers"
 done
 
+# ---------------------------------------------------------------- units
+# The suite lists its own units (--list-tests only parses, it runs nothing).
+all_units() { (cd "$REDIS_SRC" && "$tclsh" tests/test_helper.tcl --list-tests); }
+all_cluster_units() {
+  local f
+  for f in "$REDIS_SRC"/tests/cluster/tests/*.tcl; do basename "$f" .tcl; done
+}
+normal_units=${NORMAL_UNITS:-${UNITS:-}}
+external_units=${EXTERNAL_UNITS:-${UNITS:-}}
+cluster_units=${CLUSTER_UNITS:-}
+has_mode a && [ -z "$normal_units" ] && normal_units=$(all_units)
+has_mode b && [ -z "$external_units" ] && external_units=$(all_units)
+has_mode c && [ -z "$cluster_units" ] && cluster_units=$(all_cluster_units)
+if { has_mode a && [ -z "$normal_units" ]; } || { has_mode b && [ -z "$external_units" ]; } \
+  || { has_mode c && [ -z "$cluster_units" ]; }; then
+  die "no units to run (could not list the suite's units from REDIS_SRC)"
+fi
+if [ "${LIST:-0}" = 1 ]; then
+  has_mode a && echo "mode a: ${normal_units//$'\n'/ }"
+  has_mode b && echo "mode b: ${external_units//$'\n'/ }"
+  has_mode c && echo "mode c: ${cluster_units//$'\n'/ }"
+  exit 0
+fi
+
 # ---------------------------------------------------------------- binaries
 # Debian's binaries, from PATH: the reference server and every helper tool for both trees.
 declare -A deb
@@ -422,29 +446,6 @@ make_tree() {
 
 declare -A tree
 for s in ${servers//,/ }; do tree[$s]=$(make_tree "$s"); done
-
-all_units() { (cd "${tree[$1]}" && "$tclsh" tests/test_helper.tcl --list-tests); }
-all_cluster_units() {
-  local f
-  for f in "${tree[$1]}"/tests/cluster/tests/*.tcl; do basename "$f" .tcl; done
-}
-first_server=${servers%%,*}
-normal_units=${NORMAL_UNITS:-${UNITS:-}}
-external_units=${EXTERNAL_UNITS:-${UNITS:-}}
-cluster_units=${CLUSTER_UNITS:-}
-has_mode a && [ -z "$normal_units" ] && normal_units=$(all_units "$first_server")
-has_mode b && [ -z "$external_units" ] && external_units=$(all_units "$first_server")
-has_mode c && [ -z "$cluster_units" ] && cluster_units=$(all_cluster_units "$first_server")
-if { has_mode a && [ -z "$normal_units" ]; } || { has_mode b && [ -z "$external_units" ]; } \
-  || { has_mode c && [ -z "$cluster_units" ]; }; then
-  die "no units to run (could not list the suite's units from REDIS_SRC)"
-fi
-if [ "${LIST:-0}" = 1 ]; then
-  has_mode a && echo "mode a: ${normal_units//$'\n'/ }"
-  has_mode b && echo "mode b: ${external_units//$'\n'/ }"
-  has_mode c && echo "mode c: ${cluster_units//$'\n'/ }"
-  exit 0
-fi
 
 runtest_args=(--clients "$clients" --timeout "$harness_timeout")
 [ -n "$tags" ] && runtest_args+=(--tags "$tags")
