@@ -22,6 +22,6 @@ pub mod steps;
 pub mod storage;
 pub mod validate;
 
-/// The topology engine is its own crate (no kube dependency); this path keeps
-/// `tessera_operator::topology::...` working for callers not yet moved to `tessera_topology`.
+/// The topology engine is its own crate (no kube dependency); the operator and its tests use
+/// `tessera_topology` directly, this path keeps `tessera_operator::topology::...` working.
 pub use tessera_topology as topology;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common_topology::*;
 use tessera_operator::auth;
-use tessera_operator::topology::{reconcile, Desired, EngineOptions};
+use tessera_topology::{reconcile, Desired, EngineOptions};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const KEYS: usize = 2000;

@@ -11,7 +11,7 @@ use support::fake_api::FakeApi;
 use tessera_operator::controller::{reconcile, Context, TopologyEngine};
 use tessera_operator::crd::{Phase, RedisCluster};
 use tessera_operator::metrics::Metrics;
-use tessera_operator::topology::{
+use tessera_topology::{
     Desired, EngineOptions, PodEndpoint, ReplicaSync, ShardView, TopologyError, TopologyReport,
 };
 
@@ -553,7 +553,7 @@ async fn finished_progress_is_removed_from_status() {
     h.reconcile().await;
     let mut moving = report(2, &[]);
     moving.converged = false;
-    moving.progress = Some(tessera_operator::topology::Progress {
+    moving.progress = Some(tessera_topology::Progress {
         slots_moved: 10,
         slots_to_move: 100,
     });
@@ -1083,7 +1083,7 @@ async fn each_restarted_pod_gets_its_own_event() {
 #[test]
 fn events_name_the_first_pod_of_a_step() {
     use tessera_operator::steps::first_pod_named;
-    use tessera_operator::topology::plan::{NodeRef, Step};
+    use tessera_topology::plan::{NodeRef, Step};
     let node = |pod: &str| NodeRef {
         id: format!("{pod}-id"),
         pod: pod.into(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common_topology::*;
 use redis::AsyncCommands;
-use tessera_operator::topology::{reconcile, Desired, EngineOptions, PodEndpoint};
+use tessera_topology::{reconcile, Desired, EngineOptions, PodEndpoint};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

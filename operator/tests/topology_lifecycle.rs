@@ -7,7 +7,7 @@ mod common_topology;
 use std::time::{Duration, Instant};
 
 use common_topology::*;
-use tessera_operator::topology::{reconcile, Desired, PodEndpoint};
+use tessera_topology::{reconcile, Desired, PodEndpoint};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -215,7 +215,7 @@ async fn role_of(n: &Node) -> Option<(String, Option<String>)> {
         .query_async(&mut c)
         .await
         .ok()?;
-    let me = tessera_operator::topology::nodes::parse_cluster_nodes(&text)
+    let me = tessera_topology::nodes::parse_cluster_nodes(&text)
         .ok()?
         .myself;
     Some((me.id, me.replica_of))
@@ -266,7 +266,7 @@ async fn lost_master_of_two_shards(bin: &str) {
     nodes[m].signal("STOP"); // a frozen or partitioned node
     let t = Instant::now();
     // A frozen node accepts connections and never answers: short timeouts keep passes short.
-    let opts = tessera_operator::topology::EngineOptions {
+    let opts = tessera_topology::EngineOptions {
         connect_timeout: Duration::from_secs(1),
         command_timeout: Duration::from_secs(1),
         ..test_opts()

@@ -2,5 +2,3 @@
 #![allow(dead_code)]
 
 pub mod fake_api;
-pub mod observed;
-pub mod replication;

@@ -6,9 +6,9 @@
 mod support;
 
 use support::observed::observed_at;
-use tessera_operator::topology::plan::{plan_full, Planned, SILENCE_TIMEOUTS};
-use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, PodEndpoint, Step};
+use tessera_topology::plan::{plan_full, Planned, SILENCE_TIMEOUTS};
+use tessera_topology::snapshot::{PodState, ReplicationInfo, Snapshot};
+use tessera_topology::{Desired, PodEndpoint, Step};
 
 /// The node timeout every case runs with (as the e2e's `nodeTimeoutMs: 2000`).
 const TIMEOUT_MS: u64 = 2000;

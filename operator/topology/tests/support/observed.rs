@@ -2,9 +2,9 @@
 //! the parsed view (myself, peers, open slots, known-nodes count) of a reachable pod, every
 //! other field default for the case to set with `..` (struct update).
 
-use tessera_operator::topology::nodes::parse_cluster_nodes;
-use tessera_operator::topology::snapshot::PodState;
-use tessera_operator::topology::PodEndpoint;
+use tessera_topology::nodes::parse_cluster_nodes;
+use tessera_topology::snapshot::PodState;
+use tessera_topology::PodEndpoint;
 
 /// The port every pod of these cases listens on.
 pub const PORT: u16 = 6379;

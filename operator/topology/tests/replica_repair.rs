@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use support::replication::{info, pod};
 
-use tessera_operator::topology::plan::{plan_full, Planned, LINK_DOWN_GRACE_SECS};
-use tessera_operator::topology::report;
-use tessera_operator::topology::snapshot::{ReplicaLink, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, Step, TopologyReport};
+use tessera_topology::plan::{plan_full, Planned, LINK_DOWN_GRACE_SECS};
+use tessera_topology::report;
+use tessera_topology::snapshot::{ReplicaLink, ReplicationInfo, Snapshot};
+use tessera_topology::{Desired, Step, TopologyReport};
 
 const MASTER_ID: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 

@@ -14,9 +14,9 @@
 mod support;
 
 use support::observed::observed;
-use tessera_operator::topology::plan::{plan_full, Planned};
-use tessera_operator::topology::snapshot::{PodState, Snapshot};
-use tessera_operator::topology::{Desired, Step};
+use tessera_topology::plan::{plan_full, Planned};
+use tessera_topology::snapshot::{PodState, Snapshot};
+use tessera_topology::{Desired, Step};
 
 /// Node ids of the run (shard 0 master/replica, shard 1, shard 2).
 const M0: &str = "28fb4e06e72babcc2689cc098e200a0e3a17ef4e";

@@ -10,9 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use tessera_operator::topology::nodes::{to_ranges, NodeView};
-use tessera_operator::topology::snapshot::{PodState, Snapshot};
-use tessera_operator::topology::{plan, Desired, PodEndpoint, Step, SLOTS};
+use tessera_topology::nodes::{to_ranges, NodeView};
+use tessera_topology::snapshot::{PodState, Snapshot};
+use tessera_topology::{plan, Desired, PodEndpoint, Step, SLOTS};
 
 #[derive(Debug, Clone)]
 struct MNode {

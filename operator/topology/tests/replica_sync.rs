@@ -6,11 +6,11 @@ mod support;
 
 use support::replication::fixture;
 
-use tessera_operator::topology::nodes::{parse_cluster_nodes, parse_info};
-use tessera_operator::topology::plan::plan_full;
-use tessera_operator::topology::report;
-use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, TopologyReport};
+use tessera_topology::nodes::{parse_cluster_nodes, parse_info};
+use tessera_topology::plan::plan_full;
+use tessera_topology::report;
+use tessera_topology::snapshot::{PodState, ReplicationInfo, Snapshot};
+use tessera_topology::{Desired, TopologyReport};
 
 /// Pod `demo-0-<ordinal>` from its CLUSTER NODES fixture and, when named, its INFO fixture.
 fn pod(ordinal: u32, nodes: &str, info: Option<&str>) -> PodState {

@@ -8,11 +8,11 @@
 mod support;
 
 use support::observed::observed;
-use tessera_operator::topology::plan::plan_full;
-use tessera_operator::topology::report;
-use tessera_operator::topology::shrink::{shrink_blocked, Known};
-use tessera_operator::topology::snapshot::{PodState, ReplicationInfo, Snapshot};
-use tessera_operator::topology::{Desired, Step};
+use tessera_topology::plan::plan_full;
+use tessera_topology::report;
+use tessera_topology::shrink::{shrink_blocked, Known};
+use tessera_topology::snapshot::{PodState, ReplicationInfo, Snapshot};
+use tessera_topology::{Desired, Step};
 
 const OFFSET: u64 = 5000;
 

@@ -6,9 +6,9 @@
 mod support;
 
 use support::observed::observed;
-use tessera_operator::topology::plan::{plan_full, Planned};
-use tessera_operator::topology::snapshot::{PodState, Snapshot};
-use tessera_operator::topology::{Desired, Step};
+use tessera_topology::plan::{plan_full, Planned};
+use tessera_topology::snapshot::{PodState, Snapshot};
+use tessera_topology::{Desired, Step};
 
 const A0: &str = "a000000000000000000000000000000000000000";
 const A1: &str = "a100000000000000000000000000000000000000";

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use tessera_operator::topology::nodes::parse_info;
-use tessera_operator::topology::snapshot::{PodState, ReplicationInfo};
-use tessera_operator::topology::PodEndpoint;
+use tessera_topology::nodes::parse_info;
+use tessera_topology::snapshot::{PodState, ReplicationInfo};
+use tessera_topology::PodEndpoint;
 
 use super::observed::observed_at;
 
