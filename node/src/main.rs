@@ -25,7 +25,7 @@ fn main() -> anyhow::Result<()> {
     let config = match tessera_node::config::Config::load(
         file.as_deref(),
         &cli,
-        tessera_node::cmd::command_names(),
+        tessera_node::command_names(),
     ) {
         Ok(c) => c,
         Err(e) => {

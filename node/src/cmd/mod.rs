@@ -4,6 +4,9 @@
 //! Each family is a file `cmd/<family>.rs` exposing `pub fn commands() -> Vec<CommandSpec>`
 //! (see `strings.rs` for the pattern). [`all_commands`] concatenates them; add a family by
 //! declaring its `mod` and one `v.extend(<family>::commands());` line at the marked spot.
+//! The families of the layers above (script, repl, persist, cluster glue) live in their own
+//! layer (`<subsystem>/commands.rs`) and reach [`all_commands`] as [`UpperFamilies`], which
+//! the top of the crate assembles (`crate::all_commands`) and installs ([`install_table`]).
 //! Handlers take `(&mut Ctx, &[&[u8]])` (arguments borrowed from the connection's read
 //! buffer: anything kept beyond the command is copied, see [`owned_args`]), read and write
 //! keys through `ctx.ks` (which holds the locks of the keys the command's `KeyPos` names)
@@ -28,19 +31,14 @@ pub mod spec;
 pub mod acl;
 mod bitmap;
 mod client;
-mod cluster;
 mod command;
 mod config_cmd;
 mod connection;
-mod function;
 mod info;
 mod keys;
 mod latency;
 mod migrate;
-mod persist;
 mod pubsub;
-mod repl;
-mod script;
 mod server_cmds;
 mod sort;
 mod strings;
@@ -71,8 +69,23 @@ use crate::resp::Out;
 use crate::server::stats::CmdTimer;
 use crate::server::{ClientState, Server};
 
-/// Every command family's table entries.
-pub fn all_commands() -> Vec<CommandSpec> {
+/// The command families of the layers above this one, which this layer cannot name: the
+/// top of the crate fills them in (`crate::all_commands`).
+#[derive(Default)]
+pub struct UpperFamilies {
+    /// CLUSTER, READONLY, READWRITE, ASKING (cluster glue).
+    pub cluster: Vec<CommandSpec>,
+    /// SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE (persist).
+    pub persist: Vec<CommandSpec>,
+    /// REPLICAOF, PSYNC, WAIT, ... (repl).
+    pub repl: Vec<CommandSpec>,
+    /// EVAL*, SCRIPT, FCALL*, FUNCTION (script).
+    pub script: Vec<CommandSpec>,
+}
+
+/// Every command family's table entries: this layer's own with `upper` spliced in where those
+/// families always stood (the table's order is COMMAND's order).
+pub fn all_commands(upper: UpperFamilies) -> Vec<CommandSpec> {
     let mut v = Vec::new();
     v.extend(connection::commands());
     v.extend(server_cmds::commands());
@@ -87,13 +100,12 @@ pub fn all_commands() -> Vec<CommandSpec> {
     v.extend(bitmap::commands());
     v.extend(transaction::commands());
     v.extend(pubsub::commands());
-    v.extend(cluster::commands());
+    v.extend(upper.cluster);
     v.extend(migrate::commands());
-    v.extend(persist::commands());
-    v.extend(repl::commands());
+    v.extend(upper.persist);
+    v.extend(upper.repl);
     v.extend(sort::commands());
-    v.extend(script::commands());
-    v.extend(function::commands());
+    v.extend(upper.script);
     // ---- TYPES-HELPER: register collection families here, e.g. v.extend(hash::commands()); ----
     v.extend(hash::commands());
     v.extend(list::commands());
@@ -187,19 +199,6 @@ pub struct CommandTable {
     index: hashbrown::HashMap<&'static str, usize>,
 }
 
-static RENAMES: OnceLock<Vec<(String, String)>> = OnceLock::new();
-
-/// The config's `rename-command` lines; must run before the first [`table`] call (the
-/// server start does it first thing).
-pub fn set_renames(renames: &[(String, String)]) {
-    if renames.is_empty() {
-        return;
-    }
-    if RENAMES.set(renames.to_vec()).is_err() {
-        tracing::warn!("rename-command given twice in one process; the first set stays");
-    }
-}
-
 /// True in cluster mode. Read from the server's state (the cluster node it holds), so
 /// handlers need not call the cluster glue, which sits above the command layer.
 #[inline]
@@ -207,20 +206,44 @@ pub fn cluster_mode(srv: &Server) -> bool {
     srv.cluster.get().is_some()
 }
 
-/// Every top-level command name (config validation of rename-command).
-pub fn command_names() -> impl Iterator<Item = &'static str> {
-    all_commands().into_iter().map(|c| c.name)
+static TABLE: OnceLock<CommandTable> = OnceLock::new();
+
+/// Installs the command table: every family (`crate::all_commands`, assembled at the top
+/// where every layer is visible) and the config's `rename-command` lines. Must run before the
+/// first [`table`] call (the server start does it first thing); a second call changes nothing.
+pub fn install_table(cmds: Vec<CommandSpec>, renames: &[(String, String)]) {
+    if TABLE.set(CommandTable::new(cmds, renames)).is_err() && !renames.is_empty() {
+        tracing::warn!("the command table was installed twice in one process; the first stays");
+    }
 }
 
+/// The command table. Without [`install_table`] (a library user that never started a server)
+/// it holds this layer's own families only; unit tests get every family.
 pub fn table() -> &'static CommandTable {
-    static T: OnceLock<CommandTable> = OnceLock::new();
-    T.get_or_init(|| {
-        let cmds = all_commands();
+    TABLE.get_or_init(|| {
+        #[cfg(test)]
+        let cmds = test_table::every_family();
+        #[cfg(not(test))]
+        let cmds = all_commands(UpperFamilies::default());
+        CommandTable::new(cmds, &[])
+    })
+}
+
+/// Unit tests drive commands in-process without a server start: they see the whole table.
+#[cfg(test)]
+mod test_table {
+    pub(super) fn every_family() -> Vec<super::CommandSpec> {
+        crate::all_commands()
+    }
+}
+
+impl CommandTable {
+    fn new(cmds: Vec<CommandSpec>, renames: &[(String, String)]) -> CommandTable {
         let mut index: hashbrown::HashMap<&'static str, usize> =
             cmds.iter().enumerate().map(|(i, c)| (c.name, i)).collect();
         // rename-command: the command answers to its new name only ("" removes it), for
         // clients and scripts alike, as in Redis.
-        for (old, new) in RENAMES.get().into_iter().flatten() {
+        for (old, new) in renames {
             if let Some(i) = index.remove(old.as_str()) {
                 if !new.is_empty() {
                     index.insert(Box::leak(new.clone().into_boxed_str()), i);
@@ -228,10 +251,8 @@ pub fn table() -> &'static CommandTable {
             }
         }
         CommandTable { cmds, index }
-    })
-}
+    }
 
-impl CommandTable {
     /// Case-insensitive lookup without allocating. The last name found on this thread is
     /// remembered as sent: a pipeline repeats one command, and comparing up to 16 bytes is
     /// cheaper than lower-casing, hashing and probing (~4% of a -P 16 LPUSH's CPU).

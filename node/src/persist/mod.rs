@@ -8,6 +8,7 @@
 
 pub mod aof;
 mod aof_base;
+pub mod commands;
 use crate::propagate;
 pub mod shutdown;
 pub mod snapshot;

@@ -11,6 +11,7 @@
 //! stream order is the execution order of every key.
 
 pub mod backlog;
+pub mod commands;
 pub mod decoder;
 pub mod master;
 pub mod replica;

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::cmd::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::persist::{self, PersistError};
 
 pub fn commands() -> Vec<CommandSpec> {

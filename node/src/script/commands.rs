@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
+use crate::cmd::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::script;
 
 /// The spec of a command running Lua with `numkeys key... arg...` (EVAL*, FCALL*). Every
@@ -13,7 +13,7 @@ pub(super) fn lua_call_spec(
     name: &'static str,
     ro: bool,
     since: &'static str,
-    h: super::spec::Handler,
+    h: crate::cmd::spec::Handler,
 ) -> CommandSpec {
     let f = if ro {
         "readonly noscript stale lock_all"
@@ -180,5 +180,5 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ];
-    super::help_lines(ctx, &lines)
+    crate::cmd::help_lines(ctx, &lines)
 }

@@ -1,6 +1,6 @@
 //! CLUSTER (delegated to `tessera_cluster`), READONLY, READWRITE, ASKING.
 
-use super::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::cmd::{CmdError, CmdResult, CommandSpec, Ctx};
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
 

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::cmd::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::repl::{self, Pending};
 
 pub fn commands() -> Vec<CommandSpec> {

@@ -3,13 +3,13 @@
 
 use bytes::Bytes;
 
-use super::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+use crate::cmd::{eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 use crate::script::function::{self as func, Policy, FLAG_NAMES};
 
 pub fn commands() -> Vec<CommandSpec> {
     // Registry changes hold every stripe (lock_all) so they fall on one side of a snapshot
     // point taken with all stripes locked (a full sync, a save), like a keyspace write.
-    let fc = |name, ro, h| super::script::lua_call_spec(name, ro, "7.0.0", h);
+    let fc = |name, ro, h| super::commands::lua_call_spec(name, ro, "7.0.0", h);
     let s = |name, arity, f, h| CommandSpec::new(name, arity, f, (0, 0, 0), h);
     vec![
         fc("fcall", false, fcall),
@@ -297,5 +297,5 @@ fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ];
-    super::help_lines(ctx, &lines)
+    crate::cmd::help_lines(ctx, &lines)
 }
