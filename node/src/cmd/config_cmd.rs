@@ -43,10 +43,12 @@ fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if pairs.iter().any(|(n, _)| *n == name) {
             continue;
         }
-        if args[2..]
-            .iter()
-            .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes(), true))
-        {
+        // A hidden (test-only) setting answers its exact name only, as in Redis.
+        let hidden = crate::config::find(name).is_some_and(|d| d.hidden);
+        if args[2..].iter().any(|p| {
+            !(hidden && p.iter().any(|c| matches!(c, b'*' | b'?' | b'[')))
+                && glob_match(&p.to_ascii_lowercase(), name.as_bytes(), true)
+        }) {
             if let Some(v) = c.get(name) {
                 pairs.push((name, v));
             }

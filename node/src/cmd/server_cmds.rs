@@ -5,6 +5,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
+
+mod digest;
 use crate::db::Value;
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -261,11 +263,19 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return debug_populate(ctx, args);
     } else if eq_ic(args[1], "object") && args.len() == 3 {
         return debug_object(ctx, args[2]);
+    } else if eq_ic(args[1], "digest") && args.len() == 2 {
+        return digest::digest(ctx);
+    } else if eq_ic(args[1], "digest-value") && args.len() >= 2 {
+        return digest::digest_value(ctx, &args[2..]);
     } else if eq_ic(args[1], "help") {
         return super::help_lines(
             ctx,
             &[
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DIGEST",
+                "    Output a hex signature representing the current DB content.",
+                "DIGEST-VALUE <key> [<key> ...]",
+                "    Output a hex signature of the values of all the specified keys.",
                 "OBJECT <key>",
                 "    Show low level info about the ZIPLIST encoding of <key>.",
                 "POPULATE <count> [<prefix>] [<size>]",

@@ -244,6 +244,16 @@ fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let deleted = ctx.ks.del(args[1]);
     if deleted {
         ctx.notify(GENERIC, "del", args[1]);
+        // Replicas and the AOF get a DEL (UNLINK with lazyfree-lazy-user-del), as Redis
+        // 7.0 rewrites GETDEL.
+        if ctx.propagating() {
+            let lazy = ctx.srv.config.read().typed.lazyfree_lazy_user_del;
+            let name: &'static [u8] = if lazy { b"UNLINK" } else { b"DEL" };
+            ctx.propagate_as(vec![
+                Bytes::from_static(name),
+                Bytes::copy_from_slice(args[1]),
+            ]);
+        }
     }
     ctx.changed_if(deleted);
     Ok(())

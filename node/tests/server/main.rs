@@ -18,6 +18,7 @@ mod acl_default_user;
 mod busy_poll;
 mod client_tracking;
 mod config_diff;
+mod conform_diff;
 mod debug_cmd;
 mod harness_proc;
 mod latency;
