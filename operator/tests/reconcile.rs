@@ -148,6 +148,16 @@ impl Harness {
         h
     }
 
+    /// A 1x0 cluster whose spec names the password Secret `pw`, which exists.
+    fn with_password() -> Self {
+        let h = Self::new(
+            json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
+                   "auth": {"secretName": "pw"}}),
+        );
+        h.insert_password_secret();
+        h
+    }
+
     /// What the engine answers next (`None`: it reaches no node).
     fn engine_next(&self, report: Option<TopologyReport>) {
         *self.engine.next.lock().unwrap() = report;
@@ -216,11 +226,18 @@ impl Harness {
         }
     }
 
-    fn events(&self) -> Vec<(String, String)> {
+    /// Every stored Event object.
+    fn event_objects(&self) -> Vec<Value> {
         self.api
             .names(EVENTS)
             .into_iter()
             .filter_map(|n| self.api.get(EVENTS, &n))
+            .collect()
+    }
+
+    fn events(&self) -> Vec<(String, String)> {
+        self.event_objects()
+            .into_iter()
             .map(|e| {
                 (
                     e["type"].as_str().unwrap_or("").to_string(),
@@ -445,11 +462,7 @@ async fn spec_change_repatches_children() {
 
 #[tokio::test]
 async fn auth_password_reaches_the_engine() {
-    let h = Harness::new(
-        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
-                                "auth": {"secretName": "pw"}}),
-    );
-    h.insert_password_secret();
+    let h = Harness::with_password();
     h.reconcile().await;
     // Not formed yet: the pods start with this password, recorded as the nodes' own (the
     // operator logs in with it while a later password change is rolled out).
@@ -897,11 +910,7 @@ async fn secrets_are_only_read_by_name_and_only_with_auth() {
     h.reconcile().await;
     assert_eq!(secret_calls(&h), vec![], "no spec.auth: no Secret call");
 
-    let h = Harness::new(
-        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
-               "auth": {"secretName": "pw"}}),
-    );
-    h.insert_password_secret();
+    let h = Harness::with_password();
     h.reconcile().await;
     h.run_pods();
     h.engine_next(Some(report(1, &[])));
@@ -963,10 +972,8 @@ fn status_patch_clears_emptied_progress_moves() {
 
 /// Events as (reason, note, related object's name).
 fn event_notes(h: &Harness) -> Vec<(String, String, String)> {
-    h.api
-        .names(EVENTS)
+    h.event_objects()
         .into_iter()
-        .filter_map(|n| h.api.get(EVENTS, &n))
         .map(|e| {
             (
                 e["reason"].as_str().unwrap_or("").to_string(),
@@ -1169,11 +1176,7 @@ async fn storage_growth_publishes_resized_and_expanded_events() {
 /// switch the nodes off it) instead of stranding them on a password the operator forgot.
 #[tokio::test]
 async fn removed_auth_reads_the_record_when_pods_mount_the_password() {
-    let h = Harness::new(
-        json!({"shards": 1, "replicasPerShard": 0, "image": "redis:7.0",
-               "auth": {"secretName": "pw"}}),
-    );
-    h.insert_password_secret();
+    let h = Harness::with_password();
     h.reconcile().await;
     h.run_pods();
     h.engine_next(Some(report(1, &[])));

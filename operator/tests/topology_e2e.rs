@@ -40,14 +40,7 @@ async fn form(bin: &str, root: &std::path::Path) -> Vec<Node> {
     for v in &last.shards {
         for r in &v.replicas {
             let ep = pods.iter().find(|p| &p.pod == r).expect("replica pod");
-            let mut c = open(&format!("redis://{}:{}/", ep.host, ep.port))
-                .await
-                .expect("connect replica");
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut c)
-                .await
-                .expect("INFO replication");
+            let info = replication_info(ep).await;
             assert!(info.contains("role:slave"), "{r}: {info}");
             assert!(info.contains("master_link_status:up"), "{r}: {info}");
             assert!(info.contains("master_sync_in_progress:0"), "{r}: {info}");

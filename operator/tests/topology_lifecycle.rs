@@ -176,14 +176,7 @@ async fn redis_master_pod_deleted_replica_follows_its_new_address() {
     let replica = last.shards[0].replicas[0].clone();
     let ep = |name: &str| pods.iter().find(|p| p.pod == name).expect("pod").clone();
     let (mep, rep) = (ep(&master), ep(&replica));
-    let mut rc = open(&format!("redis://{}:{}/", rep.host, rep.port))
-        .await
-        .expect("replica");
-    let info: String = redis::cmd("INFO")
-        .arg("replication")
-        .query_async(&mut rc)
-        .await
-        .expect("INFO");
+    let info = replication_info(&rep).await;
     assert!(
         info.contains(&format!("master_host:{}\r", mep.host))
             && info.contains(&format!("master_port:{}\r", mep.port))

@@ -241,7 +241,7 @@ impl Launch {
         let (dir, tmp) = self.data_dir();
         let out = tempfile::tempdir().expect("tempdir");
         let output = out.path().join("output.log");
-        let (child, ready) = self.spawn_at(&self.ip, port, &dir, &output);
+        let (child, ready) = self.spawn_at(&self.ip, port, &dir, Some(&output));
         let srv = Server {
             child,
             port,
@@ -263,18 +263,20 @@ impl Launch {
         srv
     }
 
-    /// Starts the process on exactly `ip:port`, output appended to `output`, and waits until
-    /// it serves; false when it exited or did not serve in time (the child is returned to
-    /// be reaped or reported either way).
-    fn spawn_at(&self, ip: &str, port: u16, dir: &Path, output: &Path) -> (Child, bool) {
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(output)
-            .unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
-        let f2 = f.try_clone().expect("clone output file");
+    /// Starts the process on exactly `ip:port`, output appended to `output` (else discarded),
+    /// and waits until it serves; false when it exited (e.g. lost a port race) or did not
+    /// serve in time (the child is returned to be reaped or reported either way).
+    fn spawn_at(&self, ip: &str, port: u16, dir: &Path, output: Option<&Path>) -> (Child, bool) {
         let mut cmd = self.command(ip, port, dir);
-        cmd.stdout(f).stderr(f2);
+        if let Some(path) = output {
+            let f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+            let f2 = f.try_clone().expect("clone output file");
+            cmd.stdout(f).stderr(f2);
+        }
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
@@ -300,29 +302,11 @@ impl Launch {
     fn spawn_ready_logged(&self, ip: &str, dir: &Path, output: Option<&Path>) -> (Child, u16) {
         for _ in 0..ATTEMPTS {
             let port = crate::ports::free_port_on(ip);
-            let mut cmd = self.command(ip, port, dir);
-            if let Some(path) = output {
-                let f = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-                let f2 = f.try_clone().expect("clone log file");
-                cmd.stdout(f).stderr(f2);
+            let (mut child, ready) = self.spawn_at(ip, port, dir, output);
+            if ready {
+                return (child, port);
             }
-            let mut child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {}: {e}", self.bin));
-            let deadline = Instant::now() + self.ready_within;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // lost a port race with another process: retry elsewhere
-                }
-                if answers_ping(ip, port) && served_by(ip, port, child.id()) != Some(false) {
-                    return (child, port);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            // Lost a port race with another process (or too slow): retry elsewhere.
             kill(&mut child);
         }
         let mut tail = String::new();
@@ -473,7 +457,7 @@ impl Server {
         self.kill();
         let (child, ready) = self
             .launch
-            .spawn_at(&self.ip, port, &self.dir, &self.output);
+            .spawn_at(&self.ip, port, &self.dir, Some(&self.output));
         self.child = child;
         self.port = port;
         if !ready {

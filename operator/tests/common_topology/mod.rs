@@ -221,6 +221,18 @@ pub async fn converge(
     }
 }
 
+/// INFO replication of the node at `ep`.
+pub async fn replication_info(ep: &PodEndpoint) -> String {
+    let mut c = open(&format!("redis://{}:{}/", ep.host, ep.port))
+        .await
+        .unwrap_or_else(|e| panic!("connect {}: {e}", ep.pod));
+    redis::cmd("INFO")
+        .arg("replication")
+        .query_async(&mut c)
+        .await
+        .unwrap_or_else(|e| panic!("INFO replication of {}: {e}", ep.pod))
+}
+
 /// Print every pod's CLUSTER NODES (for failure diagnosis).
 pub async fn dump(pods: &[PodEndpoint]) {
     for p in pods {

@@ -319,6 +319,25 @@ fn two_reset_pods_are_both_met_by_slot_holders() {
     assert_eq!(targets, vec!["pv-2-0".to_string(), "pv-2-1".to_string()]);
 }
 
+/// `pods[1]` (shard 0's replica) does not answer.
+fn unreachable_shard0_replica(pods: &mut [PodState]) {
+    pods[1].reachable = false;
+    pods[1].myself = None;
+    pods[1].peers.clear();
+}
+
+/// `pods[0]` (A0) has a handshake in flight with a new node (at `host`, else A0's first
+/// peer's address).
+fn handshake_on_a0(pods: &mut [PodState], host: Option<&str>) {
+    let mut hs = pods[0].peers[0].clone();
+    hs.id = "e000000000000000000000000000000000000000".into();
+    if let Some(h) = host {
+        hs.host = h.into();
+    }
+    hs.handshake = true;
+    pods[0].peers.push(hs);
+}
+
 /// Never while a pod is unreachable or a handshake is in flight, and never a slot holder.
 #[test]
 fn no_reset_while_unsure() {
@@ -330,18 +349,13 @@ fn no_reset_while_unsure() {
     };
     // A pod of shard 0 unreachable.
     let mut pods = build();
-    pods[1].reachable = false;
-    pods[1].myself = None;
-    pods[1].peers.clear();
+    unreachable_shard0_replica(&mut pods);
     let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 
     // A handshake in flight on A0.
     let mut pods = build();
-    let mut hs = pods[0].peers[0].clone();
-    hs.id = "e000000000000000000000000000000000000000".into();
-    hs.handshake = true;
-    pods[0].peers.push(hs);
+    handshake_on_a0(&mut pods, None);
     let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
 
@@ -372,11 +386,7 @@ fn a_forgotten_pod_is_not_met_while_its_reset_waits() {
     };
     // A handshake in flight on A0 (the MEET of another pod).
     let mut pods = build();
-    let mut hs = pods[0].peers[0].clone();
-    hs.id = "e000000000000000000000000000000000000000".into();
-    hs.host = "10.0.2.1".into();
-    hs.handshake = true;
-    pods[0].peers.push(hs);
+    handshake_on_a0(&mut pods, Some("10.0.2.1"));
     let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     for s in &planned.steps {
@@ -393,9 +403,7 @@ fn a_forgotten_pod_is_not_met_while_its_reset_waits() {
 
     // A pod of shard 0 unreachable.
     let mut pods = build();
-    pods[1].reachable = false;
-    pods[1].myself = None;
-    pods[1].peers.clear();
+    unreachable_shard0_replica(&mut pods);
     let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
     for s in &planned.steps {
