@@ -1,6 +1,9 @@
 //! tessera-node binary: `tessera-node [file.conf] [--directive value ...]`.
 
+use std::sync::Arc;
+
 use anyhow::Context;
+use tessera_node::config::Config;
 
 mod ready_probe;
 
@@ -33,14 +36,21 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(1);
         }
     };
-    init_logging(&config);
+    let log = init_logging(&config);
+    startup_banner(&config, &log);
     // The main thread runs the cluster bus, replication and timers; `server::Workers`
     // starts the I/O threads that serve clients.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
+    let port = config.typed.port;
     if let Err(e) = rt.block_on(tessera_node::run(config)) {
+        if let tessera_node::server::ServerError::Bind { .. } = e {
+            // Redis's words: its test harness reads them to retry on another port.
+            tracing::warn!("Warning: {e}");
+            tracing::warn!("Failed listening on port {port} (TCP), aborting.");
+        }
         eprintln!("# {e}");
         std::process::exit(1);
     }
@@ -48,7 +58,27 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_logging(c: &tessera_node::config::Config) {
+/// Where the log goes: stdout, or the `logfile` ([`Config::log_path`]) opened for appending.
+enum Log {
+    Stdout,
+    File(Arc<std::fs::File>),
+}
+
+impl Log {
+    /// Writes `text` as is (Redis's LL_RAW lines: the logo).
+    fn raw(&self, text: &str) {
+        use std::io::Write;
+        let r = match self {
+            Log::Stdout => std::io::stdout().lock().write_all(text.as_bytes()),
+            Log::File(f) => (&**f).write_all(text.as_bytes()),
+        };
+        if let Err(e) = r {
+            eprintln!("Can't write to the log: {e}");
+        }
+    }
+}
+
+fn init_logging(c: &Config) -> Log {
     use tessera_node::config::LogLevel;
     let level = match c.typed.loglevel {
         LogLevel::Debug => "debug",
@@ -57,23 +87,67 @@ fn init_logging(c: &tessera_node::config::Config) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let logfile = c.typed.logfile.clone();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false);
-    if logfile.is_empty() {
+    let Some(path) = c.log_path() else {
         builder.with_writer(std::io::stdout).init();
-    } else {
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&logfile)
-        {
-            Ok(f) => builder.with_writer(std::sync::Mutex::new(f)).init(),
-            Err(e) => {
-                eprintln!("Can't open the log file: {e}");
-                std::process::exit(1);
-            }
+        return Log::Stdout;
+    };
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(f) => {
+            let f = Arc::new(f);
+            builder.with_writer(f.clone()).init();
+            Log::File(f)
         }
+        Err(e) => {
+            eprintln!("Can't open the log file {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Redis's startup lines. With the logo shown (always-show-logo, or a terminal on stdout),
+/// its ` PID: <pid>` line is what Redis's test harness waits for before it looks for
+/// "Ready to accept"; without it, Redis logs "Running mode=..., port=...".
+fn startup_banner(c: &Config, log: &Log) {
+    use std::io::IsTerminal;
+    let pid = std::process::id();
+    let version = tessera_node::REDIS_VERSION;
+    tracing::warn!("oO0OoO0OoO0Oo Redis is starting oO0OoO0OoO0Oo");
+    tracing::warn!(
+        "Redis version={version}, bits=64, commit=00000000, modified=0, pid={pid}, just started (tessera-node {})",
+        env!("CARGO_PKG_VERSION")
+    );
+    match &c.file {
+        Some(f) => tracing::warn!("Configuration loaded from {}", f.display()),
+        None => tracing::warn!(
+            "Warning: no config file specified, using the default config. In order to specify a config file use tessera-node /path/to/redis.conf"
+        ),
+    }
+    let mode = if c.typed.cluster_enabled {
+        "cluster"
+    } else {
+        "standalone"
+    };
+    let port = c.typed.port;
+    let show_logo = c.typed.always_show_logo
+        || (matches!(log, Log::Stdout)
+            && !c.typed.syslog_enabled
+            && std::io::stdout().is_terminal());
+    if matches!(c.typed.loglevel, tessera_node::config::LogLevel::Warning) {
+        return;
+    }
+    if show_logo {
+        log.raw(&format!(
+            "\n    tessera-node {} (Redis {version} compatible) 64 bit\n\n    Running in {mode} mode\n    Port: {port}\n    PID: {pid}\n\n",
+            env!("CARGO_PKG_VERSION")
+        ));
+    } else {
+        tracing::info!("Running mode={mode}, port={port}.");
     }
 }

@@ -734,6 +734,18 @@ impl Config {
         self.values.get(name).cloned()
     }
 
+    /// Where the log goes: None for stdout (`logfile ""`). A relative `logfile` names a file
+    /// in `dir`, wherever the two stand in the config: Redis applies config lines in order,
+    /// `dir` changes directory at once and the log is opened after (Redis 7.0 opens it at
+    /// every write), so `dir ./redis_1` then `logfile log.txt` logs to redis_1/log.txt.
+    pub fn log_path(&self) -> Option<PathBuf> {
+        let f = &self.typed.logfile;
+        if f.is_empty() {
+            return None;
+        }
+        Some(self.typed.dir.join(f))
+    }
+
     /// All directive names and old aliases (CONFIG GET pattern matching, as Redis lists
     /// both).
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {

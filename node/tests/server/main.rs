@@ -19,6 +19,7 @@ mod busy_poll;
 mod client_tracking;
 mod config_diff;
 mod conform_diff;
+mod conform_start;
 mod debug_cmd;
 mod harness_proc;
 mod latency;

@@ -1,0 +1,115 @@
+//! What Redis 7.0.15's test harness reads from a starting server, against redis-server 7.0
+//! (issue 18, the runner's first trial): the startup output it waits for (` PID: <pid>`,
+//! "Ready to accept", "Failed listening on port") and a `logfile` that follows an earlier
+//! `dir` of the config file.
+
+use std::time::Duration;
+
+use tessera_testkit::*;
+
+fn both() -> [Launch; 2] {
+    [Launch::redis(), Launch::tessera()]
+}
+
+/// The process's output once it holds `what` (bounded wait; the caller asserts on it).
+fn output_once(s: &Server, what: &str) -> String {
+    let mut out = String::new();
+    for _ in 0..200 {
+        out = std::fs::read_to_string(s.output_path()).unwrap_or_default();
+        if out.contains(what) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    out
+}
+
+/// With always-show-logo (the suite's default.conf), the harness waits for ` PID: <pid>` in
+/// the server's stdout and then counts "Ready to accept" lines; both servers print them.
+#[test]
+fn startup_output_has_pid_and_ready_like_redis() {
+    for l in both() {
+        let bin = l.bin().to_string();
+        let s = l.args(&["--save", "", "--always-show-logo", "yes"]).start();
+        let out = output_once(&s, "Ready to accept");
+        let pid = format!(" PID: {}", s.pid());
+        assert!(
+            out.contains(&pid),
+            "{bin}: no '{pid}' in its output:\n{out}"
+        );
+        assert_eq!(
+            out.matches("Ready to accept").count(),
+            1,
+            "{bin}: one 'Ready to accept' line expected:\n{out}"
+        );
+    }
+}
+
+/// The harness's busy-port check: a server that cannot listen says "Failed listening on
+/// port" in its output.
+#[test]
+fn busy_port_says_failed_listening_like_redis() {
+    for l in both() {
+        let bin = l.bin().to_string();
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = holder.local_addr().expect("addr").port().to_string();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let exit = l
+            .verbatim()
+            .args(&["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .args(&["--dir", &dir.path().display().to_string()])
+            .run_to_exit(dir.path(), Duration::from_secs(20));
+        assert!(exit.failed(), "{bin} kept running on a busy port");
+        assert!(
+            exit.output
+                .contains(&format!("Failed listening on port {port} (TCP), aborting.")),
+            "{bin}:\n{}",
+            exit.output
+        );
+    }
+}
+
+/// The cluster suite's instance config: `dir ./redis_N` then `logfile log.txt`. Redis
+/// applies the lines in order and `dir` changes directory at once, so the log lands in
+/// redis_N/.
+#[test]
+fn logfile_follows_dir_like_redis() {
+    for l in both() {
+        let bin = l.bin().to_string();
+        let top = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(top.path().join("inst")).expect("mkdir");
+        let conf = top.path().join("node.conf");
+        std::fs::write(&conf, "save \"\"\ndir ./inst\nlogfile log.txt\n").expect("conf");
+        let s = l
+            .dir(top.path())
+            .cwd()
+            .verbatim()
+            .args(&[
+                conf.display().to_string().as_str(),
+                "--port",
+                "{port}",
+                "--bind",
+                "{ip}",
+            ])
+            .start();
+        let log = top.path().join("inst").join("log.txt");
+        let mut text = String::new();
+        for _ in 0..200 {
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("Ready to accept") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        assert!(
+            text.contains("Ready to accept"),
+            "{bin}: no inst/log.txt with the startup log ({})",
+            log.display()
+        );
+        assert!(
+            !top.path().join("log.txt").exists(),
+            "{bin} opened log.txt in the start directory"
+        );
+        drop(s);
+    }
+}
