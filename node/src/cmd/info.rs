@@ -91,6 +91,8 @@ fn cpu_times() -> (f64, f64) {
 
 fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
     let srv = ctx.srv;
+    // The sections the layers above keep, handed down with the table.
+    let hooks = table().hooks;
     let st = &srv.stats;
     let ld = |a: &crate::server::stats::Counter| a.load(Ordering::Relaxed);
     match sec {
@@ -155,7 +157,11 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 srv.scripts.functions.memory()
             );
         }
-        "persistence" => s.push_str(&crate::persist::info(srv)),
+        "persistence" => {
+            if let Some(f) = hooks.info_persistence {
+                s.push_str(&f(srv));
+            }
+        }
         "stats" => {
             let (tk, ti, tp) = crate::tracking::totals();
             let _ = write!(
@@ -179,9 +185,15 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 ld(&st.protocol_errors),
                 ld(&st.prefetch_batches),
             );
-            s.push_str(&crate::repl::info_stats(srv));
+            if let Some(f) = hooks.info_repl_stats {
+                s.push_str(&f(srv));
+            }
         }
-        "replication" => s.push_str(&crate::repl::info(srv)),
+        "replication" => {
+            if let Some(f) = hooks.info_replication {
+                s.push_str(&f(srv));
+            }
+        }
         "cpu" => {
             let (sys, user) = cpu_times();
             let _ = write!(
@@ -200,7 +212,11 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 .clone();
             super::latency::info_section(&p, s);
         }
-        "cluster" => crate::cluster::info_section(srv, s),
+        "cluster" => {
+            if let Some(f) = hooks.info_cluster {
+                f(srv, s);
+            }
+        }
         "commandstats" => {
             s.push_str("# Commandstats\r\n");
             let mut emit = |c: &CommandSpec| {

@@ -83,6 +83,21 @@ pub struct UpperFamilies {
     pub script: Vec<CommandSpec>,
 }
 
+/// What the layers above hand this one besides their families, as plain functions (this
+/// layer cannot name them): the INFO sections they keep. Installed with the table; a table
+/// built without one ([`table`] before [`install_table`]) leaves those sections empty.
+#[derive(Default, Clone, Copy)]
+pub struct UpperHooks {
+    /// INFO's `# Persistence` section (persist).
+    pub info_persistence: Option<fn(&Server) -> String>,
+    /// INFO's `# Replication` section (repl).
+    pub info_replication: Option<fn(&Server) -> String>,
+    /// The replication lines at the end of INFO's `# Stats` section (repl).
+    pub info_repl_stats: Option<fn(&Server) -> String>,
+    /// INFO's `# Cluster` section (cluster glue).
+    pub info_cluster: Option<fn(&Server, &mut String)>,
+}
+
 /// Every command family's table entries: this layer's own with `upper` spliced in where those
 /// families always stood (the table's order is COMMAND's order).
 pub fn all_commands(upper: UpperFamilies) -> Vec<CommandSpec> {
@@ -196,6 +211,8 @@ thread_local! {
 /// The command table, built once.
 pub struct CommandTable {
     pub cmds: Vec<CommandSpec>,
+    /// The upper layers' pieces that commands of this layer call (INFO sections).
+    pub hooks: UpperHooks,
     index: hashbrown::HashMap<&'static str, usize>,
 }
 
@@ -211,8 +228,8 @@ static TABLE: OnceLock<CommandTable> = OnceLock::new();
 /// Installs the command table: every family (`crate::all_commands`, assembled at the top
 /// where every layer is visible) and the config's `rename-command` lines. Must run before the
 /// first [`table`] call (the server start does it first thing); a second call changes nothing.
-pub fn install_table(cmds: Vec<CommandSpec>, renames: &[(String, String)]) {
-    if TABLE.set(CommandTable::new(cmds, renames)).is_err() && !renames.is_empty() {
+pub fn install_table(cmds: Vec<CommandSpec>, hooks: UpperHooks, renames: &[(String, String)]) {
+    if TABLE.set(CommandTable::new(cmds, hooks, renames)).is_err() && !renames.is_empty() {
         tracing::warn!("the command table was installed twice in one process; the first stays");
     }
 }
@@ -222,10 +239,13 @@ pub fn install_table(cmds: Vec<CommandSpec>, renames: &[(String, String)]) {
 pub fn table() -> &'static CommandTable {
     TABLE.get_or_init(|| {
         #[cfg(test)]
-        let cmds = test_table::every_family();
+        let (cmds, hooks) = (test_table::every_family(), test_table::hooks());
         #[cfg(not(test))]
-        let cmds = all_commands(UpperFamilies::default());
-        CommandTable::new(cmds, &[])
+        let (cmds, hooks) = (
+            all_commands(UpperFamilies::default()),
+            UpperHooks::default(),
+        );
+        CommandTable::new(cmds, hooks, &[])
     })
 }
 
@@ -235,10 +255,18 @@ mod test_table {
     pub(super) fn every_family() -> Vec<super::CommandSpec> {
         crate::all_commands()
     }
+
+    pub(super) fn hooks() -> super::UpperHooks {
+        crate::upper_hooks()
+    }
 }
 
 impl CommandTable {
-    fn new(cmds: Vec<CommandSpec>, renames: &[(String, String)]) -> CommandTable {
+    fn new(
+        cmds: Vec<CommandSpec>,
+        hooks: UpperHooks,
+        renames: &[(String, String)],
+    ) -> CommandTable {
         let mut index: hashbrown::HashMap<&'static str, usize> =
             cmds.iter().enumerate().map(|(i, c)| (c.name, i)).collect();
         // rename-command: the command answers to its new name only ("" removes it), for
@@ -250,7 +278,7 @@ impl CommandTable {
                 }
             }
         }
-        CommandTable { cmds, index }
+        CommandTable { cmds, hooks, index }
     }
 
     /// Case-insensitive lookup without allocating. The last name found on this thread is
