@@ -222,6 +222,8 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args[1..].iter().any(|a| eq_ic(a, "abort")) {
         return Err(CmdError::msg("ERR No shutdown in progress."));
     }
+    // persist's steps, handed down with the table (persist sits above this layer).
+    let hooks = super::table().hooks;
     if let Some(e) = ctx.srv.scripts.busy.busy_error() {
         // A script past busy-reply-threshold: only NOSAVE may stop the server (Redis).
         if !args[1..].iter().any(|a| eq_ic(a, "nosave")) {
@@ -230,14 +232,20 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         // The thread running the script may be the one that would finish the shutdown:
         // flush the AOF (the script's writes are not in it yet) and exit from here.
         tracing::warn!("User requested shutdown... (a script is busy)");
-        crate::persist::note_shutdown_args(ctx.srv, args);
+        if let Some(note) = hooks.shutdown_note_args {
+            note(ctx.srv, args);
+        }
         ctx.srv.shutting_down.store(true, Ordering::SeqCst);
-        crate::persist::on_shutdown(ctx.srv);
+        if let Some(flush_and_save) = hooks.shutdown_now {
+            flush_and_save(ctx.srv);
+        }
         tracing::warn!("Redis is now ready to exit, bye bye...");
         std::process::exit(0);
     }
     tracing::warn!("User requested shutdown...");
-    crate::persist::note_shutdown_args(ctx.srv, args);
+    if let Some(note) = hooks.shutdown_note_args {
+        note(ctx.srv, args);
+    }
     ctx.srv.request_shutdown();
     // Like Redis, a successful SHUTDOWN sends no reply: the connection just closes.
     ctx.cl.close_after_reply = true;
@@ -263,6 +271,15 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return debug_populate(ctx, args);
     } else if eq_ic(args[1], "object") && args.len() == 3 {
         return debug_object(ctx, args[2]);
+    } else if eq_ic(args[1], "drop-cluster-packet-filter") && args.len() == 3 {
+        // Redis drops incoming bus messages of this type (-1: none). tessera-node has no
+        // such filter: -1, what the cluster suite's init sets, is the only state it has.
+        if arg_i64(args[2])? != -1 {
+            return Err(CmdError::msg(
+                "ERR DEBUG DROP-CLUSTER-PACKET-FILTER: tessera-node drops no bus messages (only -1 is supported)",
+            ));
+        }
+        ctx.out.ok();
     } else if eq_ic(args[1], "digest") && args.len() == 2 {
         return digest::digest(ctx);
     } else if eq_ic(args[1], "digest-value") && args.len() >= 2 {
@@ -274,6 +291,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DIGEST",
                 "    Output a hex signature representing the current DB content.",
+                "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+                "    Drop all packets that match the filtered type. Set to -1 allow all packets (tessera-node: only -1).",
                 "DIGEST-VALUE <key> [<key> ...]",
                 "    Output a hex signature of the values of all the specified keys.",
                 "OBJECT <key>",
@@ -293,7 +312,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         );
     } else {
         return Err(CmdError::msg(format!(
-            "ERR unknown subcommand '{}'. Try DEBUG HELP.",
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             String::from_utf8_lossy(args[1])
         )));
     }

@@ -238,3 +238,28 @@ fn getdel_aof_matches(lazy: &str) {
         "lazyfree-lazy-user-del {lazy}: tessera's AOF commands (left) differ from redis's (right)"
     );
 }
+
+/// The cluster suite's init runs `DEBUG DROP-CLUSTER-PACKET-FILTER -1` (no filter) on every
+/// node; a value that is no integer gets Redis's error.
+#[test]
+fn drop_cluster_packet_filter_off_like_redis() {
+    let [r, t] = both().map(|l| {
+        l.args(&[
+            "--save",
+            "",
+            "--enable-debug-command",
+            "yes",
+            "--cluster-enabled",
+            "yes",
+        ])
+        .start()
+    });
+    let (mut rc, mut tc) = (r.resp(), t.resp());
+    for args in [
+        &["DEBUG", "DROP-CLUSTER-PACKET-FILTER", "-1"][..],
+        &["DEBUG", "drop-cluster-packet-filter", "abc"][..],
+        &["DEBUG", "DROP-CLUSTER-PACKET-FILTER", "-1", "x"][..],
+    ] {
+        assert_eq!(tc.cmd(args), rc.cmd(args), "{args:?}");
+    }
+}
