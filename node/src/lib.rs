@@ -59,14 +59,16 @@ pub fn all_commands() -> Vec<cmd::CommandSpec> {
     })
 }
 
-/// The subsystems' pieces that commands in `cmd` call (INFO sections), handed down with the
-/// table.
+/// The subsystems' pieces that commands in `cmd` call (INFO sections, SHUTDOWN's steps),
+/// handed down with the table.
 pub fn upper_hooks() -> cmd::UpperHooks {
     cmd::UpperHooks {
         info_persistence: Some(persist::info),
         info_replication: Some(repl::info),
         info_repl_stats: Some(repl::info_stats),
         info_cluster: Some(cluster::info_section),
+        shutdown_note_args: Some(persist::note_shutdown_args),
+        shutdown_now: Some(persist::on_shutdown),
     }
 }
 
@@ -132,11 +134,6 @@ mod layers {
             "cmd/mod.rs",
             "repl",
             "the dispatcher's read-only replica / min-replicas gate (repl::deny)",
-        ),
-        (
-            "cmd/server_cmds.rs",
-            "persist",
-            "SHUTDOWN runs persist's shutdown steps",
         ),
         (
             "script/busy.rs",

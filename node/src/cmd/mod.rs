@@ -83,8 +83,11 @@ pub struct UpperFamilies {
     pub script: Vec<CommandSpec>,
 }
 
+/// A hook that reads a command's arguments (SHUTDOWN's modifiers).
+pub type ArgsHook = fn(&Server, &[&[u8]]);
+
 /// What the layers above hand this one besides their families, as plain functions (this
-/// layer cannot name them): the INFO sections they keep. Installed with the table; a table
+/// layer cannot name them): the INFO sections they keep and SHUTDOWN's steps. Installed with the table; a table
 /// built without one ([`table`] before [`install_table`]) leaves those sections empty.
 #[derive(Default, Clone, Copy)]
 pub struct UpperHooks {
@@ -96,6 +99,10 @@ pub struct UpperHooks {
     pub info_repl_stats: Option<fn(&Server) -> String>,
     /// INFO's `# Cluster` section (cluster glue).
     pub info_cluster: Option<fn(&Server, &mut String)>,
+    /// Records SHUTDOWN's arguments (NOSAVE / SAVE / NOW / FAILOVER) for the exit (persist).
+    pub shutdown_note_args: Option<ArgsHook>,
+    /// The final AOF flush and RDB save of a SHUTDOWN that exits on the spot (persist).
+    pub shutdown_now: Option<fn(&Server)>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those
@@ -211,7 +218,7 @@ thread_local! {
 /// The command table, built once.
 pub struct CommandTable {
     pub cmds: Vec<CommandSpec>,
-    /// The upper layers' pieces that commands of this layer call (INFO sections).
+    /// The upper layers' pieces that commands of this layer call (INFO sections, SHUTDOWN).
     pub hooks: UpperHooks,
     index: hashbrown::HashMap<&'static str, usize>,
 }
