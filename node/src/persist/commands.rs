@@ -1,4 +1,4 @@
-//! Persistence commands: SAVE, BGSAVE [SCHEDULE], BGREWRITEAOF. (LASTSAVE lives with the
+//! Persistence commands: SAVE, BGSAVE \[SCHEDULE\], BGREWRITEAOF. (LASTSAVE lives with the
 //! server commands; SHUTDOWN's SAVE/NOSAVE are recorded by `persist::note_shutdown_args`.)
 
 use std::sync::atomic::Ordering;
