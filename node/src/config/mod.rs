@@ -215,6 +215,23 @@ pub fn percentile_label(p: f64) -> String {
     f.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// A new `dir` as Redis's chdir() leaves it: a relative path starts from the current `dir`
+/// (Redis changes directory at once, so `dir` lines and CONFIG SETs compound), the directory
+/// must exist, and it is kept absolute (what CONFIG GET shows and files are joined to; the
+/// node itself never changes directory, several servers can share a process).
+fn resolve_dir(cur: &str, new: &str) -> Result<String, String> {
+    let p = Path::new(cur).join(new);
+    match std::fs::canonicalize(&p) {
+        Ok(abs) if abs.is_dir() => Ok(abs.display().to_string()),
+        Ok(_) => Err("Not a directory".into()),
+        // strerror's words, without Rust's " (os error N)".
+        Err(e) => {
+            let text = e.to_string();
+            Err(text.split(" (os error").next().unwrap_or(&text).to_string())
+        }
+    }
+}
+
 /// Redis's error for a value outside an enum's options.
 fn one_of(opts: &[&str]) -> String {
     format!(
@@ -503,6 +520,10 @@ impl Config {
                 }
                 args[0].clone()
             }
+            Kind::Str if d.name == "dir" => resolve_dir(
+                self.values.get("dir").map_or("./", |v| v.as_str()),
+                &args[0],
+            )?,
             Kind::Str if d.name == "proc-title-template" => {
                 if !valid_title_template(&args[0]) {
                     return Err("template format is invalid or contains unknown variables".into());
@@ -726,10 +747,14 @@ impl Config {
             ));
         }
         if name == "dir" {
-            return std::env::current_dir()
-                .ok()
-                .map(|p| p.display().to_string())
-                .or_else(|| self.values.get(name).cloned());
+            // The default "./" until a `dir` is set (then already absolute): shown absolute,
+            // as Redis's getcwd().
+            let d = self.values.get(name).map_or("./", |v| v.as_str());
+            return Some(
+                std::fs::canonicalize(d)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| d.to_string()),
+            );
         }
         self.values.get(name).cloned()
     }

@@ -113,3 +113,62 @@ fn logfile_follows_dir_like_redis() {
         drop(s);
     }
 }
+
+/// `dir` as Redis's chdir leaves it: config lines compound (`dir ./inst` then `dir ./sub` is
+/// inst/sub), CONFIG GET answers the absolute directory (what Redis's tests join file
+/// names to), a relative CONFIG SET starts from the current dir, a missing one is refused.
+#[test]
+fn dir_like_redis() {
+    let mut seen = Vec::new();
+    for l in both() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let top_path = std::fs::canonicalize(top.path()).expect("canonical");
+        std::fs::create_dir_all(top_path.join("inst").join("sub")).expect("mkdir");
+        let conf = top_path.join("node.conf");
+        std::fs::write(
+            &conf,
+            "save \"\"\nenable-protected-configs yes\ndir ./inst\ndir ./sub\n",
+        )
+        .expect("conf");
+        let s = l
+            .dir(&top_path)
+            .cwd()
+            .verbatim()
+            .args(&[
+                conf.display().to_string().as_str(),
+                "--port",
+                "{port}",
+                "--bind",
+                "{ip}",
+            ])
+            .start();
+        let mut c = s.raw();
+        let top_text = top_path.display().to_string();
+        let mut replies = Vec::new();
+        for args in [
+            &["CONFIG", "GET", "dir"][..],
+            &["CONFIG", "SET", "dir", ".."][..],
+            &["CONFIG", "GET", "dir"][..],
+            &["CONFIG", "SET", "dir", "./missing"][..],
+            &["CONFIG", "GET", "dir"][..],
+            &["CONFIG", "SET", "dir", "sub"][..],
+            &["CONFIG", "GET", "dir"][..],
+        ] {
+            let r = match c.cmd(args) {
+                R::Arr(items) => items
+                    .iter()
+                    .map(|i| i.s().replace(&top_text, "<top>"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                other => other.s(),
+            };
+            replies.push(format!("{args:?} -> {r}"));
+        }
+        seen.push(replies);
+    }
+    assert_eq!(seen[1], seen[0], "tessera (left), redis (right)");
+    assert_eq!(
+        seen[0][0],
+        "[\"CONFIG\", \"GET\", \"dir\"] -> dir <top>/inst/sub"
+    );
+}
