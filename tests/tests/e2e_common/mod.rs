@@ -585,6 +585,12 @@ pub async fn node_ids(ips: &[String]) -> Vec<String> {
 /// (redis-server needs a completed initial sync before a replica may ever fail over, and the
 /// operator may report Ready before that; see the report.)
 pub async fn replication_in_sync(client: &Client, name: &str) -> Result<(), String> {
+    replication_within(client, name, 0).await
+}
+
+/// Every replica's link is up and each master's replicas are online within `max_lag` bytes of
+/// its offset.
+async fn replication_within(client: &Client, name: &str, max_lag: u64) -> Result<(), String> {
     for ip in pod_ips(client, name).await {
         let mut c = node(&ip).await?;
         let info: String = redis::cmd("INFO")
@@ -601,19 +607,24 @@ pub async fn replication_in_sync(client: &Client, name: &str) -> Result<(), Stri
             if field("master_link_status").as_deref() != Some("up") {
                 return Err(format!("{ip}: replica link not up"));
             }
-        } else {
-            let offset = field("master_repl_offset").unwrap_or_default();
-            for l in info
-                .lines()
-                .filter(|l| l.starts_with("slave") && l.contains("offset="))
-            {
-                let o = l
-                    .split(',')
-                    .find_map(|kv| kv.strip_prefix("offset="))
-                    .unwrap_or("");
-                if o != offset {
-                    return Err(format!("{ip}: replica {l} behind master offset {offset}"));
-                }
+            continue;
+        }
+        let offset: u64 = field("master_repl_offset")
+            .and_then(|o| o.parse().ok())
+            .unwrap_or(0);
+        for l in info
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains("offset="))
+        {
+            let o: u64 = l
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("offset="))
+                .and_then(|o| o.parse().ok())
+                .unwrap_or(0);
+            if !l.contains("state=online") || offset.saturating_sub(o) > max_lag {
+                return Err(format!(
+                    "{ip}: replica {l} not online within {max_lag} bytes of master offset {offset}"
+                ));
             }
         }
     }
@@ -795,40 +806,5 @@ pub async fn secret_password(client: &Client, secret: &str) -> Result<String, St
 /// offset: [`replication_in_sync`] for a cluster that is being written to (offsets then never
 /// stay equal), e.g. before a disruption while a writer runs.
 pub async fn replicas_online(client: &Client, name: &str) -> Result<(), String> {
-    for ip in pod_ips(client, name).await {
-        let mut c = node(&ip).await?;
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        let field = |k: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}:")))
-                .map(|v| v.trim().to_string())
-        };
-        if field("role").as_deref() == Some("slave") {
-            if field("master_link_status").as_deref() != Some("up") {
-                return Err(format!("{ip}: replica link not up"));
-            }
-            continue;
-        }
-        let offset: u64 = field("master_repl_offset")
-            .and_then(|o| o.parse().ok())
-            .unwrap_or(0);
-        for l in info
-            .lines()
-            .filter(|l| l.starts_with("slave") && l.contains("offset="))
-        {
-            let o: u64 = l
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("offset="))
-                .and_then(|o| o.parse().ok())
-                .unwrap_or(0);
-            if !l.contains("state=online") || offset.saturating_sub(o) > 1 << 20 {
-                return Err(format!("{ip}: replica {l} not online near offset {offset}"));
-            }
-        }
-    }
-    Ok(())
+    replication_within(client, name, 1 << 20).await
 }
