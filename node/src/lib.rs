@@ -192,6 +192,11 @@ mod layers {
         ),
         (
             "server/mod.rs",
+            "tracking",
+            "Server owns each subsystem's state (CLIENT TRACKING's tables)",
+        ),
+        (
+            "server/mod.rs",
             "server::evict",
             "a new key's LFU start value (evict::lfu_new)",
         ),

@@ -87,7 +87,7 @@ pub fn publish(srv: &Server, events: &[Event]) {
 /// A key removed because its TTL passed (lazily or by the active cycle).
 #[inline]
 pub fn expired(srv: &Server, db: usize, key: &[u8]) {
-    if crate::tracking::live() {
+    if crate::tracking::live(srv) {
         crate::tracking::invalidate(srv, None, key);
         crate::tracking::flush_bcast(srv);
     }
@@ -99,7 +99,7 @@ pub fn expired(srv: &Server, db: usize, key: &[u8]) {
 /// A key removed by maxmemory eviction.
 #[inline]
 pub fn evicted(srv: &Server, db: usize, key: &[u8]) {
-    if crate::tracking::live() {
+    if crate::tracking::live(srv) {
         crate::tracking::invalidate(srv, None, key);
         crate::tracking::flush_bcast(srv);
     }

@@ -1,6 +1,6 @@
 //! Client-side caching (CLIENT TRACKING), after redis 7.0's tracking.c.
 //!
-//! The tables are process-wide (one node per process), like redis's: the default-mode
+//! The tables are the server's ([`Tracking`], `Server::tracking`), like redis's: the default-mode
 //! table maps a key name (any db, as redis) to the ids of the clients that read it, and the
 //! BCAST table maps each prefix to its clients and the keys modified since the last
 //! broadcast. Every key modification reaches [`invalidate`] through one of: `run_locked`
@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -68,19 +68,25 @@ struct Inner {
 }
 
 impl Inner {
-    fn update_live(&self) {
-        let live = !self.clients.is_empty() || !self.table.is_empty() || !self.prefixes.is_empty();
-        LIVE.store(live, Ordering::Relaxed);
+    fn update_live(&self, live: &AtomicBool) {
+        let now = !self.clients.is_empty() || !self.table.is_empty() || !self.prefixes.is_empty();
+        live.store(now, Ordering::Relaxed);
     }
 }
 
-static LIVE: AtomicBool = AtomicBool::new(false);
-static TABLES: LazyLock<Mutex<Inner>> = LazyLock::new(|| Mutex::new(Inner::default()));
+/// One server's tracking state (`Server::tracking`): each server in a process has its own
+/// tables, so tests running several servers in one process do not see each other's clients.
+#[derive(Default)]
+pub struct Tracking {
+    /// Whether the tables hold anything: the write path's single relaxed load.
+    live: AtomicBool,
+    tables: Mutex<Inner>,
+}
 
 /// Whether any tracking state exists (the write path's single check).
 #[inline]
-pub fn live() -> bool {
-    LIVE.load(Ordering::Relaxed)
+pub fn live(srv: &Server) -> bool {
+    srv.tracking.live.load(Ordering::Relaxed)
 }
 
 /// What one invalidation carries.
@@ -139,7 +145,7 @@ fn deliver(srv: &Server, list: Vec<Delivery>) {
             match srv.clients.get(d.redirect) {
                 Some(h) => (h, true),
                 None => {
-                    if let Some(t) = TABLES.lock().clients.get_mut(&d.id) {
+                    if let Some(t) = srv.tracking.tables.lock().clients.get_mut(&d.id) {
                         t.flags |= BROKEN;
                     }
                     if tracker_resp3 {
@@ -169,13 +175,13 @@ fn deliver(srv: &Server, list: Vec<Delivery>) {
 /// Invalidates `key` for its default-mode readers and queues it for BCAST prefixes
 /// (redis's trackingInvalidateKey). `writer`: the client that modified it (NOLOOP).
 pub fn invalidate(srv: &Server, writer: Option<u64>, key: &[u8]) {
-    if !live() {
+    if !live(srv) {
         return;
     }
     let list = {
-        let mut t = TABLES.lock();
+        let mut t = srv.tracking.tables.lock();
         let list = invalidate_locked(&mut t, writer, key);
-        t.update_live();
+        t.update_live(&srv.tracking.live);
         list
     };
     deliver(srv, list);
@@ -216,11 +222,11 @@ fn invalidate_locked(t: &mut Inner, writer: Option<u64>, key: &[u8]) -> Vec<Deli
 /// run once per event-loop turn there; here at the end of each read batch of a client,
 /// after expiry/eviction, and after each command of the master's stream).
 pub fn flush_bcast(srv: &Server) {
-    if !live() {
+    if !live(srv) {
         return;
     }
     let list = {
-        let mut t = TABLES.lock();
+        let mut t = srv.tracking.tables.lock();
         let t = &mut *t;
         let mut list = Vec::new();
         for b in t.prefixes.values_mut() {
@@ -256,11 +262,11 @@ pub fn flush_bcast(srv: &Server) {
 /// FLUSHDB / FLUSHALL: every tracking client gets a null invalidation and the table is
 /// emptied (redis's trackingInvalidateKeysOnFlush, which frees the whole table on any flush).
 pub fn on_flush(srv: &Server) {
-    if !live() {
+    if !live(srv) {
         return;
     }
     let list = {
-        let mut t = TABLES.lock();
+        let mut t = srv.tracking.tables.lock();
         t.table.clear();
         t.items = 0;
         let list = t
@@ -273,7 +279,7 @@ pub fn on_flush(srv: &Server) {
                 payload: Payload::Null,
             })
             .collect();
-        t.update_live();
+        t.update_live(&srv.tracking.live);
         list
     };
     deliver(srv, list);
@@ -293,7 +299,7 @@ pub fn tracks_reads(f: u8) -> bool {
 pub fn remember<'k>(srv: &Server, id: u64, keys: impl IntoIterator<Item = &'k [u8]>) {
     let max = srv.config.read().typed.tracking_table_max_keys as usize;
     let list = {
-        let mut t = TABLES.lock();
+        let mut t = srv.tracking.tables.lock();
         for key in keys {
             let inserted = match t.table.get_mut(key) {
                 Some(ids) => ids.insert(id),
@@ -313,7 +319,7 @@ pub fn remember<'k>(srv: &Server, id: u64, keys: impl IntoIterator<Item = &'k [u
         } else {
             Vec::new()
         };
-        t.update_live();
+        t.update_live(&srv.tracking.live);
         list
     };
     deliver(srv, list);
@@ -342,12 +348,12 @@ pub fn after_command(cl: &mut ClientState, was_client_cmd: bool) {
 
 /// Stops tracking (CLIENT TRACKING OFF, RESET, disconnect). Keys it read stay in the
 /// table until invalidated, as in redis.
-pub fn disable(cl: &mut ClientState) {
+pub fn disable(srv: &Server, cl: &mut ClientState) {
     if cl.tracking & ON == 0 {
         return;
     }
     cl.tracking = 0;
-    let mut t = TABLES.lock();
+    let mut t = srv.tracking.tables.lock();
     if let Some(c) = t.clients.remove(&cl.id) {
         for p in &c.prefixes {
             if let Some(b) = t.prefixes.get_mut(p) {
@@ -358,7 +364,7 @@ pub fn disable(cl: &mut ClientState) {
             }
         }
     }
-    t.update_live();
+    t.update_live(&srv.tracking.live);
 }
 
 /// Whether one of two prefixes starts the other (redis's stringCheckPrefix).
@@ -368,7 +374,7 @@ fn overlap(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The reason CLIENT TRACKING ON with these options is refused, or None.
-pub fn check_on(cl: &ClientState, opts: u8, prefixes: &[Bytes]) -> Option<String> {
+pub fn check_on(srv: &Server, cl: &ClientState, opts: u8, prefixes: &[Bytes]) -> Option<String> {
     if opts & BCAST == 0 && !prefixes.is_empty() {
         return Some("ERR PREFIX option requires BCAST mode to be enabled".into());
     }
@@ -386,7 +392,7 @@ pub fn check_on(cl: &ClientState, opts: u8, prefixes: &[Bytes]) -> Option<String
         return Some("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.".into());
     }
     if opts & BCAST != 0 {
-        let t = TABLES.lock();
+        let t = srv.tracking.tables.lock();
         let existing = t.clients.get(&cl.id).map(|c| &c.prefixes);
         for (i, p) in prefixes.iter().enumerate() {
             if let Some(ex) = existing {
@@ -411,10 +417,10 @@ pub fn check_on(cl: &ClientState, opts: u8, prefixes: &[Bytes]) -> Option<String
 }
 
 /// CLIENT TRACKING ON (options already checked by [`check_on`]); redis's enableTracking.
-pub fn enable(cl: &mut ClientState, redirect: u64, opts: u8, prefixes: &[Bytes]) {
+pub fn enable(srv: &Server, cl: &mut ClientState, redirect: u64, opts: u8, prefixes: &[Bytes]) {
     let keep_caching = cl.tracking & CACHING;
     cl.tracking = ON | (opts & (BCAST | OPTIN | OPTOUT | NOLOOP)) | keep_caching;
-    let mut t = TABLES.lock();
+    let mut t = srv.tracking.tables.lock();
     let t = &mut *t;
     let c = t.clients.entry(cl.id).or_insert_with(|| Tracker {
         handle: cl.handle.clone(),
@@ -435,41 +441,41 @@ pub fn enable(cl: &mut ClientState, redirect: u64, opts: u8, prefixes: &[Bytes])
             t.prefixes.entry(p).or_default().clients.insert(cl.id);
         }
     }
-    t.update_live();
+    t.update_live(&srv.tracking.live);
 }
 
 /// Number of clients with tracking on (INFO tracking_clients).
-pub fn clients() -> usize {
-    if !live() {
+pub fn clients(srv: &Server) -> usize {
+    if !live(srv) {
         return 0;
     }
-    TABLES.lock().clients.len()
+    srv.tracking.tables.lock().clients.len()
 }
 
 /// INFO stats: tracking_total_keys, tracking_total_items, tracking_total_prefixes.
-pub fn totals() -> (usize, usize, usize) {
-    if !live() {
+pub fn totals(srv: &Server) -> (usize, usize, usize) {
+    if !live(srv) {
         return (0, 0, 0);
     }
-    let t = TABLES.lock();
+    let t = srv.tracking.tables.lock();
     (t.table.len(), t.items, t.prefixes.len())
 }
 
 /// A client's registry flags (ON, BCAST, OPTIN, OPTOUT, NOLOOP, BROKEN), redirect and
 /// prefixes; None when it doesn't track.
-pub fn describe(id: u64) -> Option<(u8, u64, Vec<Bytes>)> {
-    if !live() {
+pub fn describe(srv: &Server, id: u64) -> Option<(u8, u64, Vec<Bytes>)> {
+    if !live(srv) {
         return None;
     }
-    let t = TABLES.lock();
+    let t = srv.tracking.tables.lock();
     t.clients
         .get(&id)
         .map(|c| (c.flags, c.redirect, c.prefixes.iter().cloned().collect()))
 }
 
 /// CLIENT LIST / INFO: appends `t`, `R`, `B` to the flags and returns `redir`.
-pub fn list_info(id: u64, flags: &mut String) -> i64 {
-    match describe(id) {
+pub fn list_info(srv: &Server, id: u64, flags: &mut String) -> i64 {
+    match describe(srv, id) {
         Some((f, redirect, _)) => {
             flags.push('t');
             if f & BROKEN != 0 {

@@ -419,10 +419,10 @@ struct Entry {
 /// count as one (Redis's grouping).
 const GROUP_MS: u64 = 60_000;
 
-fn entries() -> &'static Mutex<VecDeque<Entry>> {
-    static E: std::sync::OnceLock<Mutex<VecDeque<Entry>>> = std::sync::OnceLock::new();
-    E.get_or_init(|| Mutex::new(VecDeque::new()))
-}
+/// One server's ACL LOG (`Server::acl_log`), newest entry first: each server in a process
+/// keeps its own.
+#[derive(Default)]
+pub struct AclLog(Mutex<VecDeque<Entry>>);
 
 /// Records a failed AUTH/HELLO AUTH (called by the connection commands).
 pub fn log_auth_failure(ctx: &Ctx<'_>, command: &str, username: &[u8]) {
@@ -436,7 +436,7 @@ pub fn log_auth_failure(ctx: &Ctx<'_>, command: &str, username: &[u8]) {
     let info = ctx.cl.handle.info_line(ctx.srv);
     let context = if ctx.in_exec { "multi" } else { "toplevel" };
     let username = String::from_utf8_lossy(username).into_owned();
-    let mut log = entries().lock();
+    let mut log = ctx.srv.acl_log.0.lock();
     if let Some(e) = log.iter_mut().find(|e| {
         e.reason == "auth"
             && e.context == context
@@ -468,7 +468,7 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let count = match args.get(2) {
         None => 10,
         Some(a) if a.eq_ignore_ascii_case(b"reset") => {
-            entries().lock().clear();
+            ctx.srv.acl_log.0.lock().clear();
             ctx.out.ok();
             return Ok(());
         }
@@ -477,7 +477,7 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             .max(0) as usize,
     };
     let now = crate::server::now_ms();
-    let log = entries().lock();
+    let log = ctx.srv.acl_log.0.lock();
     let n = count.min(log.len());
     ctx.out.array(n);
     for e in log.iter().take(n) {

@@ -394,12 +394,12 @@ fn tracking(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         j += 1;
     }
     if eq_ic(args[2], "on") {
-        if let Some(e) = tr::check_on(ctx.cl, opts, &prefixes) {
+        if let Some(e) = tr::check_on(ctx.srv, ctx.cl, opts, &prefixes) {
             return Err(CmdError::msg(e));
         }
-        tr::enable(ctx.cl, redirect, opts, &prefixes);
+        tr::enable(ctx.srv, ctx.cl, redirect, opts, &prefixes);
     } else if eq_ic(args[2], "off") {
-        tr::disable(ctx.cl);
+        tr::disable(ctx.srv, ctx.cl);
     } else {
         return Err(CmdError::Syntax);
     }
@@ -436,7 +436,7 @@ fn caching(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// CLIENT GETREDIR: the redirect id, 0 without one, -1 when not tracking.
 fn getredir(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    let r = crate::tracking::describe(ctx.cl.id).map_or(-1, |(_, r, _)| r as i64);
+    let r = crate::tracking::describe(ctx.srv, ctx.cl.id).map_or(-1, |(_, r, _)| r as i64);
     ctx.out.int(r);
     Ok(())
 }
@@ -444,7 +444,7 @@ fn getredir(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 /// CLIENT TRACKINGINFO: a map of flags (a set), redirect and prefixes, as redis 7.0.
 fn trackinginfo(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     use crate::tracking as tr;
-    let d = tr::describe(ctx.cl.id);
+    let d = tr::describe(ctx.srv, ctx.cl.id);
     let f = d.as_ref().map_or(0, |d| d.0);
     let caching = ctx.cl.tracking & tr::CACHING != 0;
     let mut names: Vec<&str> = vec![if f & tr::ON != 0 { "on" } else { "off" }];

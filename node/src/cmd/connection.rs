@@ -90,7 +90,7 @@ fn reset(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.cl.handle.monitor.store(false, Ordering::Relaxed);
     ctx.cl.db = 0;
     ctx.cl.handle.db.store(0, Ordering::Relaxed);
-    crate::tracking::disable(ctx.cl);
+    crate::tracking::disable(ctx.srv, ctx.cl);
     ctx.cl.reply_mode = crate::server::clients::ReplyMode::On;
     ctx.cl.handle.no_evict.store(false, Ordering::Relaxed);
     *ctx.cl.handle.name.lock() = None;

@@ -719,7 +719,7 @@ fn queues_a_write(cl: &ClientState) -> bool {
 pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let reply_at = ctx.out.len();
     let missing = key_effects::missing_keys(ctx, cmd, args);
-    let absent = if crate::tracking::live() && cmd.has(flags::WRITE) {
+    let absent = if crate::tracking::live(ctx.srv) && cmd.has(flags::WRITE) {
         key_effects::absent_keys(ctx, cmd, args)
     } else {
         0
@@ -743,7 +743,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     let writes = writes && !ctx.noop;
     // Client-side caching: remember a tracking client's reads, invalidate the keys of a
     // write (one relaxed load when nobody tracks).
-    if crate::tracking::live() {
+    if crate::tracking::live(ctx.srv) {
         key_effects::track_after_run(ctx, cmd, args, res.is_ok(), touches, absent);
     }
     // What the handler reported besides its reply (see `ctx::Effects`); both are empty

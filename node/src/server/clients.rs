@@ -179,7 +179,7 @@ impl ClientHandle {
         if srv.blocking.is_blocked(self.id) {
             flags.push('b');
         }
-        let redir = crate::tracking::list_info(self.id, &mut flags);
+        let redir = crate::tracking::list_info(srv, self.id, &mut flags);
         if self.no_evict.load(Ordering::Relaxed) {
             flags.push('e');
         }

@@ -137,7 +137,7 @@ fn cleanup(srv: &Server, cl: &mut ClientState) {
     srv.pubsub.unsubscribe_all(cl);
     srv.watch.unwatch(cl);
     srv.monitors.remove(cl.id);
-    crate::tracking::disable(cl);
+    crate::tracking::disable(srv, cl);
 }
 
 /// Whether protected mode refuses a client from `peer`: as Redis 7.0's

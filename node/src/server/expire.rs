@@ -61,7 +61,9 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
         for db in 0..ndb {
             if st.db(db).is_some_and(|d| d.volatile_len() > 0) {
                 // The per-key path also sends client-side caching invalidations.
-                n += if srv.persist.prop.active() || srv.notify.on() != 0 || crate::tracking::live()
+                n += if srv.persist.prop.active()
+                    || srv.notify.on() != 0
+                    || crate::tracking::live(srv)
                 {
                     crate::propagate::expire_sweep(srv, &mut st, db, now)
                 } else {

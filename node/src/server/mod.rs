@@ -109,6 +109,10 @@ pub struct Server {
     pub repl: crate::repl::Repl,
     /// The script cache, the function registry and the running script (`crate::script`).
     pub scripts: Arc<crate::script::Scripts>,
+    /// CLIENT TRACKING's tables (see `crate::tracking`).
+    pub tracking: crate::tracking::Tracking,
+    /// ACL LOG's entries (see `crate::cmd::acl`).
+    pub acl_log: crate::cmd::acl::AclLog,
 }
 
 impl Server {
@@ -151,6 +155,8 @@ impl Server {
             persist: Default::default(),
             repl: Default::default(),
             scripts: Default::default(),
+            tracking: Default::default(),
+            acl_log: Default::default(),
         };
         srv.config_changed();
         Arc::new(srv)
@@ -713,5 +719,39 @@ mod tests {
         };
         assert_eq!(saves(&a).as_deref(), Some("1"));
         assert_eq!(saves(&b).as_deref(), Some("0"));
+    }
+
+    /// Two servers in one process have their own client-tracking tables and ACL logs (both
+    /// were process-wide statics: one server's tracking clients showed in the other's INFO,
+    /// and a failed AUTH on one showed in the other's ACL LOG).
+    #[test]
+    fn two_servers_own_tracking_and_acl_log() {
+        let a = Server::new(Config::default());
+        let b = Server::new(Config::default());
+        let mut tracker = ClientState::detached(7, 0);
+        let mut out = crate::resp::Out::new(false);
+        crate::cmd::execute(&a, &mut tracker, &mut out, &[b"CLIENT", b"TRACKING", b"ON"]);
+        assert_eq!(String::from_utf8_lossy(&out.buf), "+OK\r\n");
+        crate::cmd::execute(&a, &mut tracker, &mut out, &[b"GET", b"k"]);
+        let tracking = |s: &Arc<Server>| {
+            let info = run(s, &["INFO"]);
+            ["tracking_clients:", "tracking_total_keys:"].map(|f| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(f).map(str::to_string))
+                    .unwrap_or_default()
+            })
+        };
+        assert_eq!(tracking(&a), ["1", "1"]);
+        assert_eq!(tracking(&b), ["0", "0"]);
+        assert_eq!(
+            run(&b, &["CLIENT", "TRACKINGINFO"]),
+            run(&Server::new(Config::default()), &["CLIENT", "TRACKINGINFO"]),
+            "b knows nothing of a's tracking client"
+        );
+        // The ACL log.
+        assert_eq!(run(&b, &["ACL", "LOG", "RESET"]), "+OK\r\n");
+        assert!(run(&a, &["AUTH", "nobody", "wrong"]).starts_with("-WRONGPASS"));
+        assert!(run(&a, &["ACL", "LOG"]).starts_with("*1\r\n"));
+        assert_eq!(run(&b, &["ACL", "LOG"]), "*0\r\n");
     }
 }
