@@ -106,6 +106,26 @@ pub fn tessera_bin() -> &'static str {
     }
 }
 
+/// Another program of this workspace's build (tessera-operator), looked up as
+/// [`tessera_bin`]: next to the test executable's directory. Panics with what to build when
+/// it is missing.
+pub fn workspace_bin(name: &str) -> String {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let candidates: Vec<PathBuf> = exe
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .map(|d| d.join(name))
+        .collect();
+    match candidates.iter().find(|p| is_executable(p)) {
+        Some(p) => p.display().to_string(),
+        None => panic!(
+            "{name} not found next to the test executable ({candidates:?}): \
+             run `cargo build -p {name}` (make test builds it)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

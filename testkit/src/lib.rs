@@ -27,7 +27,7 @@ pub mod resp;
 pub mod server;
 mod wait;
 
-pub use bins::{redis_bin, redis_cli_bin, tessera_bin, valkey_bin};
+pub use bins::{redis_bin, redis_cli_bin, tessera_bin, valkey_bin, workspace_bin};
 pub use cli::output_within;
 pub use node::Node;
 pub use ports::{free_port, free_port_on};

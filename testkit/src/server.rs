@@ -263,6 +263,35 @@ impl Launch {
         srv
     }
 
+    /// Starts the server on a free port expecting either outcome (a config probe): the
+    /// running server, or how it stopped (killed if it neither served nor stopped within
+    /// `ready_within`) with everything it printed.
+    pub fn start_or_exit(self) -> Result<Server, Exit> {
+        let (dir, tmp) = self.data_dir();
+        let out = tempfile::tempdir().expect("tempdir");
+        let output = out.path().join("output.log");
+        let port = crate::ports::free_port_on(&self.ip);
+        let (mut child, ready) = self.spawn_at(&self.ip, port, &dir, Some(&output));
+        if !ready {
+            let status = wait_exit(&mut child, Duration::from_secs(5));
+            kill(&mut child);
+            return Err(Exit {
+                status,
+                output: std::fs::read_to_string(&output).unwrap_or_default(),
+            });
+        }
+        Ok(Server {
+            child,
+            port,
+            ip: self.ip.clone(),
+            dir,
+            launch: self,
+            output,
+            _out: out,
+            _tmp: tmp,
+        })
+    }
+
     /// Starts the process on exactly `ip:port`, output appended to `output` (else discarded),
     /// and waits until it serves; false when it exited (e.g. lost a port race) or did not
     /// serve in time (the child is returned to be reaped or reported either way).

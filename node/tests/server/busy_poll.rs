@@ -89,13 +89,13 @@ fn directive_reads_sets_and_refuses_bad_values() {
         );
     }
     // A bad value at startup stops the node, naming the directive.
-    let out = tessera_testkit::output_within(
-        std::process::Command::new(tessera_bin()).args(["--port", "0", "--busy-poll-usec", "soon"]),
-        std::time::Duration::from_secs(60),
-    );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("busy-poll-usec"), "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Launch::tessera()
+        .verbatim()
+        .args(&["--port", "0", "--busy-poll-usec", "soon"])
+        .run_to_exit(dir.path(), Duration::from_secs(60));
+    assert!(out.failed(), "{out:?}");
+    assert!(out.output.contains("busy-poll-usec"), "{}", out.output);
 }
 
 #[test]

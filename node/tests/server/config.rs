@@ -1,24 +1,26 @@
-use std::process::Command;
+use std::time::Duration;
 
-use tessera_testkit::{free_port, kill, tessera_bin as bin, Node, Raw, R};
+use tessera_testkit::{free_port, Exit, Launch, Node, Raw, R};
+
+/// Runs the node with exactly `args` (no address or dir added), expecting it to stop by
+/// itself: its exit code and everything it printed.
+fn run_refused(args: &[&str]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let Exit { status, output } = Launch::tessera()
+        .verbatim()
+        .args(args)
+        .run_to_exit(dir.path(), Duration::from_secs(60));
+    let status = status.unwrap_or_else(|| panic!("{args:?} did not stop:\n{output}"));
+    (status.code().unwrap_or(-1), output)
+}
 
 fn run_with_conf(text: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.conf");
     std::fs::write(&path, text).unwrap();
-    let out = tessera_testkit::output_within(
-        Command::new(bin()).arg(&path),
-        std::time::Duration::from_secs(60),
-    );
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        out.status.code().unwrap_or(-1),
-        all.replace(&path.display().to_string(), "FILE"),
-    )
+    let path = path.display().to_string();
+    let (code, all) = run_refused(&[&path]);
+    (code, all.replace(&path, "FILE"))
 }
 
 #[test]
@@ -45,20 +47,16 @@ fn bad_config_lines_stop_the_node() {
     assert_ne!(code, 0);
     assert!(msg.contains("maxmemory-policy"), "{msg}");
 
-    let out = tessera_testkit::output_within(
-        Command::new(bin()).arg("/nonexistent/x.conf"),
-        std::time::Duration::from_secs(60),
+    let (code, msg) = run_refused(&["/nonexistent/x.conf"]);
+    assert_ne!(code, 0);
+    assert!(
+        msg.contains("can't open config file '/nonexistent/x.conf'"),
+        "{msg}"
     );
-    assert_ne!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("can't open config file '/nonexistent/x.conf'"));
 
-    let out = tessera_testkit::output_within(
-        Command::new(bin()).args(["--port", "notaport"]),
-        std::time::Duration::from_secs(60),
-    );
-    assert_ne!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("port"));
+    let (code, msg) = run_refused(&["--port", "notaport"]);
+    assert_ne!(code, 0);
+    assert!(msg.contains("port"), "{msg}");
 }
 
 #[test]
@@ -71,9 +69,15 @@ fn config_file_and_command_line() {
         format!("port {port}\nbind 127.0.0.1\nmaxmemory 100mb\nsave \"\"\nmaxmemory-policy allkeys-lru\n"),
     )
     .unwrap();
-    let child = Command::new(bin())
-        .arg(&path)
-        .args([
+    // The port is the config file's: the kit adds nothing to the command line and waits
+    // for the node on that port.
+    let conf = path.display().to_string();
+    let node = Launch::tessera()
+        .verbatim()
+        .dir(dir.path())
+        .cwd()
+        .args(&[
+            conf.as_str(),
             "--hz",
             "20",
             "--client-output-buffer-limit",
@@ -82,26 +86,8 @@ fn config_file_and_command_line() {
             "512kb",
             "30",
         ])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Started from a config file (the port is in the file), so not through the kit's
-    // spawner: this guard kills it however the test ends (and keeps its dir until then).
-    struct Guard(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            kill(&mut self.0);
-        }
-    }
-    let mut n = Guard(child, dir);
-    let mut c = loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break Raw::connect(port);
-        }
-        assert!(n.0.try_wait().unwrap().is_none(), "node exited");
-        std::thread::sleep(std::time::Duration::from_millis(30));
-    };
+        .start_at(port);
+    let mut c = Raw::connect(node.port);
     assert_eq!(
         c.cmd(&["CONFIG", "GET", "maxmemory"]).s(),
         "[maxmemory,104857600]"

@@ -4,7 +4,6 @@
 //! startup arguments, and Debian's stock /etc/redis/redis.conf as a config file.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tessera_testkit::*;
@@ -207,68 +206,39 @@ fn config_set_probes_match_redis() {
 fn startup(bin: &str, args: &[&str]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     match start_in(bin, None, args, dir.path()) {
-        Ok((mut child, _)) => {
-            kill(&mut child);
-            "serving".into()
-        }
+        Ok(_) => "serving".into(),
         Err(reason) => reason,
     }
 }
 
-/// Starts `bin [conf] --port P ... args` in `dir`: the running child and its port, or the
-/// reason its config was refused.
+/// Starts `bin [conf] --port P --bind 127.0.0.1 --save "" args` in `dir` (its working
+/// directory): the running server, or the reason its config was refused.
 fn start_in(
     bin: &str,
     conf: Option<&std::path::Path>,
     args: &[&str],
     dir: &std::path::Path,
-) -> Result<(std::process::Child, u16), String> {
-    let port = free_port();
-    let mut cmd = Command::new(bin);
-    if let Some(f) = conf {
-        cmd.arg(f);
-    }
-    let mut child = cmd
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
+) -> Result<Server, String> {
+    let conf = conf.map(|f| f.display().to_string());
+    let exit = match Launch::new(bin)
+        .verbatim()
+        .dir(dir)
+        .cwd()
+        .ready_within(Duration::from_secs(30))
+        .args(conf.as_slice())
+        .args(&["--port", "{port}", "--bind", "{ip}", "--save", ""])
         .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut outcome = None;
-    wait_for(
-        Duration::from_secs(30),
-        "the server to start or fail",
-        || {
-            if let Ok(Some(_)) = child.try_wait() {
-                outcome = Some(false);
-                return true;
-            }
-            if answers_ping("127.0.0.1", port) {
-                outcome = Some(true);
-                return true;
-            }
-            false
-        },
+        .start_or_exit()
+    {
+        Ok(srv) => return Ok(srv),
+        Err(exit) => exit,
+    };
+    assert!(
+        exit.status.is_some(),
+        "{bin} {args:?} neither served nor stopped:\n{}",
+        exit.output
     );
-    if outcome == Some(true) {
-        return Ok((child, port));
-    }
-    let out = child.wait_with_output().expect("output");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = exit.output;
     // Both print ">>> 'line'" and then the reason.
     let mut lines = text.lines().skip_while(|l| !l.starts_with(">>> "));
     let _ = lines.next();
@@ -327,32 +297,23 @@ fn debian_stock_redis_conf() {
     assert!(stock.exists(), "redis-server's package installs {stock:?}");
     let mut values = Vec::new();
     for bin in [redis_bin(), tessera_bin()] {
-        let port = free_port();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let d = dir.path().display().to_string();
-        let mut child = Command::new(bin)
-            .arg(stock)
-            .args(["--port", &port.to_string(), "--daemonize", "no"])
-            .args(["--logfile", "", "--dir", &d, "--supervised", "no"])
-            .args(["--pidfile", &format!("{d}/pid"), "--unixsocket", ""])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        wait_for(Duration::from_secs(30), "the server to start", || {
-            if let Ok(Some(s)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                panic!("{bin} stopped ({s}) with the stock redis.conf:\n{err}");
-            }
-            answers_ping("127.0.0.1", port)
-        });
-        let mut c = Raw::connect(port);
+        let stock = stock.display().to_string();
+        let srv = Launch::new(bin)
+            .verbatim()
+            .ready_within(Duration::from_secs(30))
+            .args(&[stock.as_str(), "--port", "{port}", "--daemonize", "no"])
+            .args(&["--logfile", "", "--dir", "{dir}", "--supervised", "no"])
+            .args(&["--pidfile", "{dir}/pid", "--unixsocket", ""])
+            .start_or_exit()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{bin} stopped ({:?}) with the stock redis.conf:\n{}",
+                    e.status, e.output
+                )
+            });
+        let mut c = Raw::connect(srv.port);
         values.push(all_config(&mut c));
-        kill(&mut child);
+        drop(srv);
     }
     let (want, got) = (&values[0], &values[1]);
     let diffs: Vec<String> = want
@@ -455,9 +416,9 @@ fn rename_command_and_include_match_redis() {
             ),
         )
         .expect("write");
-        let (mut child, port) = start_in(bin, Some(&conf), &[], dir.path())
+        let srv = start_in(bin, Some(&conf), &[], dir.path())
             .unwrap_or_else(|e| panic!("{bin} refused the config: {e}"));
-        let mut c = Raw::connect(port);
+        let mut c = Raw::connect(srv.port);
         let log: Vec<String> = probes
             .iter()
             .map(|p| {
@@ -465,7 +426,7 @@ fn rename_command_and_include_match_redis() {
                 c.cmd(&a).s()
             })
             .collect();
-        kill(&mut child);
+        drop(srv);
         logs.push(log);
     }
     assert_eq!(logs[1], logs[0]);
@@ -533,17 +494,13 @@ fn signal_shutdown_settings_match_redis() {
             } else {
                 "--shutdown-on-sigint"
             };
-            let (mut child, port) =
-                start_in(bin, None, &["--save", save, setting, flags], dir.path())
-                    .unwrap_or_else(|e| panic!("{bin}: {e}"));
-            let mut c = Raw::connect(port);
+            let mut srv = start_in(bin, None, &["--save", save, setting, flags], dir.path())
+                .unwrap_or_else(|e| panic!("{bin}: {e}"));
+            let mut c = Raw::connect(srv.port);
             assert_eq!(c.cmd(&["SET", "k", "v"]), R::Simple("OK".into()));
-            // SAFETY: kill(2) on our own child.
-            unsafe {
-                libc::kill(child.id() as i32, sig);
-            }
+            srv.signal(if sig == libc::SIGTERM { "TERM" } else { "INT" });
             assert!(
-                wait_exit(&mut child, Duration::from_secs(30)).is_some(),
+                srv.wait_exit(Duration::from_secs(30)).is_some(),
                 "{bin} did not exit"
             );
             saved.push(dir.path().join("dump.rdb").exists());

@@ -359,18 +359,13 @@ fn bad_config_file_value_stops_the_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path().join("bad.conf");
     std::fs::write(&conf, "notify-keyspace-events Q\n").expect("write");
-    let out = tessera_testkit::output_within(
-        std::process::Command::new(tessera_bin())
-            .arg(&conf)
-            .args(["--port", "0"]),
-        std::time::Duration::from_secs(60),
-    );
-    assert!(!out.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let conf = conf.display().to_string();
+    let out = Launch::tessera()
+        .verbatim()
+        .args(&[conf.as_str(), "--port", "0"])
+        .run_to_exit(dir.path(), std::time::Duration::from_secs(60));
+    assert!(out.failed(), "{out:?}");
+    let text = out.output;
     assert!(
         text.contains("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."),
         "{text}"
