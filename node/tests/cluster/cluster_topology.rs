@@ -3,7 +3,6 @@
 //! through MIGRATE both ways), with a checker that no key is lost and `redis-cli --cluster
 //! check` agreeing after every step.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -11,28 +10,11 @@ use redis::Commands;
 use tessera_testkit::cluster::*;
 use tessera_testkit::*;
 
-/// target/<profile>/tessera-operator next to this test binary; the workspace builds it
-/// (`make test` runs `cargo build --workspace --bins` first). Missing fails the test.
-fn operator_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let p = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("tessera-operator"))
-        .expect("target/<profile>");
-    assert!(
-        p.exists(),
-        "tessera-operator not found at {}: run `cargo build -p tessera-operator` (make test builds it)",
-        p.display()
-    );
-    p
-}
-
 /// Runs one `converge` to `shards` × (1 + `replicas`) over `nodes`; returns its duration.
-fn converge(bin: &PathBuf, shards: u32, replicas: u32, nodes: &[Proc]) -> Duration {
+fn converge(operator: &str, shards: u32, replicas: u32, nodes: &[Proc]) -> Duration {
     let start = Instant::now();
     let out = tessera_testkit::output_within(
-        Command::new(bin)
+        Command::new(operator)
             .args(["converge", "--shards", &shards.to_string()])
             .args(["--replicas", &replicas.to_string(), "--timeout", "180"])
             .args(nodes.iter().map(|n| n.addr())),
@@ -75,10 +57,10 @@ fn wait_check(n: &Proc, what: &str) {
 /// 2 (8192 more): ~25 s in a debug build on a loaded 2-core machine.
 #[test]
 fn operator_converges_tessera_nodes() {
-    let bin = operator_bin();
+    let operator = workspace_bin("tessera-operator");
     let total = Instant::now();
     let nodes = cluster_nodes(tessera_bin(), 8, 5000);
-    let form = converge(&bin, 3, 1, &nodes[..6]);
+    let form = converge(&operator, 3, 1, &nodes[..6]);
     wait_check(&nodes[0], "check after forming");
     let client = cluster_client(&nodes[..6]);
     let mut con = client.get_connection().expect("cluster connection");
@@ -86,7 +68,7 @@ fn operator_converges_tessera_nodes() {
     for i in 0..N {
         let _: () = con.set(format!("t:{i}"), i).expect("set");
     }
-    let grow = converge(&bin, 4, 1, &nodes);
+    let grow = converge(&operator, 4, 1, &nodes);
     wait_check(&nodes[6], "check after growth");
     let new_master = nodes[6..]
         .iter()
@@ -96,7 +78,7 @@ fn operator_converges_tessera_nodes() {
     assert!(new_master > 0, "the new shard received keys");
     check_keys(&nodes.iter().collect::<Vec<_>>(), N);
     assert_eq!(master_keys(&nodes), N);
-    let shrink = converge(&bin, 2, 1, &nodes);
+    let shrink = converge(&operator, 2, 1, &nodes);
     wait_check(&nodes[0], "check after shrinking");
     check_keys(&nodes[..4].iter().collect::<Vec<_>>(), N);
     let masters_with_slots: Vec<&Proc> = nodes[..4]

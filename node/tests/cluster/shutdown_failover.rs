@@ -8,7 +8,6 @@
 //! well before a failure could even be detected (node-timeout), the old master exits 0
 //! within shutdown-timeout, and every acknowledged write is on the new master.
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,14 +17,6 @@ use tessera_testkit::*;
 
 const NODE_TIMEOUT_MS: u64 = 5000;
 const SHUTDOWN_TIMEOUT_S: u64 = 5;
-
-fn signal(pid: u32, sig: &str) {
-    let st = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success(), "kill {sig} {pid}");
-}
 
 fn log_of(p: &Proc) -> String {
     p.log_path()
@@ -206,10 +197,9 @@ fn stop_master(replica_bin: &'static str, failover: bool, how: Stop) -> Duration
         m0.cli(&["DBSIZE"]).trim().parse::<u64>().unwrap_or(0) > 200
     });
 
-    let pid = nodes[0].pid();
     let t0 = Instant::now();
     match how {
-        Stop::Sigterm => signal(pid, "-TERM"),
+        Stop::Sigterm => nodes[0].signal("TERM"),
         // The connection closes without a reply once the node exits.
         Stop::ShutdownFailover => {
             let m0 = nodes[0].addr();
@@ -340,13 +330,13 @@ fn shutdown_timeout_bounds_the_wait_for_a_stopped_replica() {
         m.cli(&["CONFIG", "SET", "shutdown-timeout", "2"]).trim(),
         "OK"
     );
-    signal(r.pid(), "-STOP");
+    r.signal("STOP");
     // A write the stopped replica cannot acknowledge.
     assert_eq!(m.cli(&["SET", "k", "v"]).trim(), "OK");
     let mut c = m.client();
     c.set_read_timeout(Some(Duration::from_millis(500))).ok();
     let t0 = Instant::now();
-    signal(m.pid(), "-TERM");
+    m.signal("TERM");
     // While the master waits its writes are paused (a SET gets no answer in time).
     std::thread::sleep(Duration::from_millis(300));
     let paused = redis::cmd("SET")
@@ -356,7 +346,7 @@ fn shutdown_timeout_bounds_the_wait_for_a_stopped_replica() {
         .is_err();
     let status = m.wait_exit(Duration::from_secs(10)).expect("master exits");
     let took = t0.elapsed();
-    signal(r.pid(), "-CONT");
+    r.signal("CONT");
     let log = log_of(&m);
     assert!(status.success(), "exit status {status}\n{log}");
     assert!(paused, "a write was acknowledged during the shutdown wait");
@@ -381,10 +371,10 @@ fn shutdown_timeout_bounds_the_wait_for_a_stopped_replica() {
     wait_for(Duration::from_secs(20), "link up", || {
         info_field(&r, "master_link_status") == "up"
     });
-    signal(r.pid(), "-STOP");
+    r.signal("STOP");
     let _ = m2.cli(&["SHUTDOWN", "NOW"]);
     let status = m2.wait_exit(Duration::from_secs(1));
-    signal(r.pid(), "-CONT");
+    r.signal("CONT");
     assert!(status.is_some_and(|s| s.success()), "SHUTDOWN NOW waited");
     assert!(!log_of(&m2).contains("Waiting for replicas"));
     // SHUTDOWN FAILOVER is cluster-only (valkey's error).
