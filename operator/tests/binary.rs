@@ -4,28 +4,17 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::fake_api::FakeApi;
 use tessera_operator::crd::Phase;
+use tessera_testkit::Process;
 
 const RC: &str = "/apis/tessera.rs/v1alpha1/namespaces/t/redisclusters";
 const STS: &str = "/apis/apps/v1/namespaces/t/statefulsets";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
-
-/// Kills the operator if the test ends early.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -71,49 +60,37 @@ async fn binary_reconciles_and_shuts_down_gracefully() {
     )
     .unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera-operator"))
-        .args([
-            "run",
-            "--metrics-addr=127.0.0.1:0",
-            "--lease-namespace=ops",
-            "--requeue-seconds=1",
-            "--log-format=json",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "info")
-        .env_remove("POD_NAMESPACE")
-        .env_remove("WATCH_NAMESPACES")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tessera-operator");
-    let stdout = child.stdout.take().unwrap();
-    let pid = child.id();
-    let guard = Guard(child);
+    // The kit's guard: output to a log file, killed on drop, its tail shown on a panic.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera-operator"));
+    cmd.args([
+        "run",
+        "--metrics-addr=127.0.0.1:0",
+        "--lease-namespace=ops",
+        "--requeue-seconds=1",
+        "--log-format=json",
+    ])
+    .env("KUBECONFIG", &kubeconfig)
+    .env("RUST_LOG", "info")
+    .env_remove("POD_NAMESPACE")
+    .env_remove("WATCH_NAMESPACES");
+    let mut operator = Process::spawn(cmd);
 
     // JSON logs: find the metrics address.
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
     let mut metrics_addr = None;
-    let mut log = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(90);
     while metrics_addr.is_none() && Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            if v["fields"]["message"] == "metrics listening" {
-                metrics_addr = v["fields"]["addr"].as_str().map(String::from);
-            }
-            log.push(line);
+        metrics_addr = operator.log().lines().find_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+            (v["fields"]["message"] == "metrics listening")
+                .then(|| v["fields"]["addr"].as_str().map(String::from))
+                .flatten()
+        });
+        if metrics_addr.is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     let metrics_addr =
-        metrics_addr.unwrap_or_else(|| panic!("no metrics address in log: {log:#?}"));
+        metrics_addr.unwrap_or_else(|| panic!("no metrics address in log:\n{}", operator.log()));
 
     wait_for("the lease", || {
         api.get(LEASES, "tessera-operator")
@@ -167,15 +144,10 @@ async fn binary_reconciles_and_shuts_down_gracefully() {
     );
 
     // SIGTERM: the controller stops, the lease is released, exit 0.
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mut guard = guard;
+    operator.signal("TERM");
     let deadline = Instant::now() + Duration::from_secs(60);
     let exit = loop {
-        if let Some(s) = guard.0.try_wait().unwrap() {
+        if let Some(s) = operator.try_wait() {
             break s;
         }
         assert!(

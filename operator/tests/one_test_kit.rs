@@ -1,7 +1,8 @@
 //! The operator's tests start servers, pick ports and find programs only through the test
 //! kit (tessera-testkit, issue 17 item 3): no hand-rolled spawner, port scheme or binary
-//! lookup may come back in a test file. The operator's own binary (CARGO_BIN_EXE) and helm
-//! are not servers and are out of scope.
+//! lookup may come back in a test file. The operator's own binary (CARGO_BIN_EXE) runs in the
+//! kit's `Process` guard (log file, killed on drop) and is signalled through it; helm is a
+//! one-shot tool and out of scope.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,18 @@ const FORBIDDEN: &[(&str, &str)] = &[
     (
         "Command::new(\"redis-cli\")",
         "redis-cli: use tessera_testkit::cli::cli_out",
+    ),
+    (
+        ".spawn()",
+        "a raw child process: hand the Command to tessera_testkit::Process::spawn (or Launch)",
+    ),
+    (
+        "kill_on_drop",
+        "a raw child process: hand the Command to tessera_testkit::Process::spawn",
+    ),
+    (
+        "Command::new(\"kill\")",
+        "a signal: use Process::signal / Server::signal",
     ),
 ];
 
@@ -83,10 +96,12 @@ fn servers_ports_and_programs_come_from_the_test_kit() {
 
 #[test]
 fn the_check_sees_a_hand_rolled_spawner() {
-    let text = "fn program(name: &str) -> String { todo!() }\nlet c = Command::new(bin).spawn();";
+    let text = "fn program(name: &str) -> String { todo!() }\nlet c = Command::new(bin);\n\
+                let o = Command::new(env!(\"CARGO_BIN_EXE_tessera-operator\")).spawn();\n\
+                Command::new(\"kill\").args([\"-TERM\", &pid]);";
     assert_eq!(
         offences("x.rs", text).len(),
-        2,
+        4,
         "{:?}",
         offences("x.rs", text)
     );

@@ -223,10 +223,14 @@ async fn valkey_form_3x1() {
     assert_eq!(missing_keys(&conn, 0..5000).await, 0);
 }
 
-/// `tessera-operator converge` (the real binary) for 4 shards over `pods`, as a child
-/// process killed on drop.
-fn converge_process(pods: &[PodEndpoint], batch: usize, parallel: usize) -> tokio::process::Child {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tessera-operator"));
+/// `tessera-operator converge` (the real binary) for 4 shards over `pods`, in the kit's
+/// guard (killed on drop, its output shown if the test panics).
+fn converge_process(
+    pods: &[PodEndpoint],
+    batch: usize,
+    parallel: usize,
+) -> tessera_testkit::Process {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tessera-operator"));
     cmd.args([
         "converge",
         "--shards",
@@ -243,11 +247,8 @@ fn converge_process(pods: &[PodEndpoint], batch: usize, parallel: usize) -> toki
         &parallel.to_string(),
     ])
     .args(pods.iter().map(|p| format!("{}:{}", p.host, p.port)))
-    .env("RUST_LOG", "warn")
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .kill_on_drop(true);
-    cmd.spawn().expect("spawn tessera-operator converge")
+    .env("RUST_LOG", "warn");
+    tessera_testkit::Process::spawn(cmd)
 }
 
 /// SIGKILL the `tessera-operator converge` process while a slot is open, three times, then
@@ -271,7 +272,7 @@ async fn engine_killed_mid_migration_resumes() {
         // Wait for an open slot on any node, then SIGKILL the engine right there.
         let mut seen = false;
         for _ in 0..2000 {
-            if engine.try_wait().expect("try_wait").is_some() {
+            if engine.try_wait().is_some() {
                 break;
             }
             for n in &nodes {
@@ -293,8 +294,8 @@ async fn engine_killed_mid_migration_resumes() {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // Child::kill sends SIGKILL: no destructor, no cleanup, like an OOM kill.
-        let _ = engine.kill().await;
+        // SIGKILL: no destructor, no cleanup, like an OOM kill.
+        engine.kill();
         if seen {
             kills += 1;
             eprintln!("round {round}: engine SIGKILLed with a slot open");
@@ -303,10 +304,8 @@ async fn engine_killed_mid_migration_resumes() {
     eprintln!("engine killed mid-migration {kills} times");
     assert!(kills >= 1, "the engine was never caught with a slot open");
     let mut last = converge_process(&pods, 1000, 16);
-    let status = tokio::time::timeout(Duration::from_secs(180), last.wait())
-        .await
-        .expect("converge finishes")
-        .expect("wait");
+    let status = tokio::task::block_in_place(|| last.wait_exit(Duration::from_secs(180)))
+        .expect("converge finishes");
     assert!(status.success(), "converge after the kills: {status}");
     wait_check(&nodes[0].addr()).await;
     let conn = cluster_conn(&nodes[0]).await;
