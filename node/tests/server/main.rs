@@ -25,6 +25,7 @@ mod harness_proc;
 mod latency;
 mod noop_writes;
 mod notify_diff;
+mod one_test_kit;
 mod pubsub_client;
 mod pubsub_shard;
 mod watch_diff;
