@@ -162,11 +162,6 @@ mod layers {
         ),
         (
             "server/mod.rs",
-            "cmd",
-            "Server holds MULTI watch state, asks cmd::acl and CommandSpec flags (pause)",
-        ),
-        (
-            "server/mod.rs",
             "notify",
             "Server owns each subsystem's state (the narrow pieces are not split out yet)",
         ),

@@ -11,10 +11,8 @@
 //! The ACL state is one per process (tests may run several servers in one; they share it
 //! only if they use ACL SETUSER).
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use super::{help_lines, table, CmdError, CmdResult, CommandSpec, Ctx};
@@ -104,61 +102,6 @@ const CATEGORIES: &[&str] = &[
     "scripting",
 ];
 
-/// The default user's credentials once ACL SETUSER changed them.
-#[derive(Clone)]
-struct DefaultUser {
-    passwords: Vec<String>,
-    nopass: bool,
-}
-
-/// None: the default user follows `requirepass`.
-static USER: Mutex<Option<DefaultUser>> = Mutex::new(None);
-
-fn current(requirepass: &str) -> DefaultUser {
-    USER.lock().clone().unwrap_or_else(|| DefaultUser {
-        nopass: requirepass.is_empty(),
-        passwords: if requirepass.is_empty() {
-            Vec::new()
-        } else {
-            vec![requirepass.to_string()]
-        },
-    })
-}
-
-/// Whether connections must AUTH (the default user has no `nopass`).
-pub fn requires_auth(requirepass: &str) -> bool {
-    !current(requirepass).nopass
-}
-
-/// Whether `pass` logs in as the default user. Compared as Redis 7.0 does, in time that
-/// does not depend on where the two differ: SHA-256 digests of both, compared in full (a
-/// byte-wise `==` stops at the first difference, a timing oracle for the password).
-pub fn password_ok(requirepass: &str, pass: &[u8]) -> bool {
-    let u = current(requirepass);
-    if u.nopass {
-        return true;
-    }
-    let given = Sha256::digest(pass);
-    // Every password is compared (no early exit on a match either).
-    u.passwords.iter().fold(false, |ok, p| {
-        digests_equal(&Sha256::digest(p.as_bytes()), &given) | ok
-    })
-}
-
-/// Constant-time equality of two digests: all bytes are always looked at.
-fn digests_equal(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
-/// CONFIG SET requirepass: the default user has that one password again.
-pub fn requirepass_set() {
-    *USER.lock() = None;
-}
-
 /// Redis's subcommand syntax error for ACL.
 fn syntax_error(args: &[&[u8]]) -> CmdError {
     CmdError::msg(format!(
@@ -189,7 +132,10 @@ fn sha256_hex(p: &str) -> String {
 
 /// The default user's password hashes and its nopass flag.
 fn credentials(ctx: &Ctx<'_>) -> (Vec<String>, bool) {
-    let u = current(&ctx.srv.config.read().typed.requirepass);
+    let u = ctx
+        .srv
+        .default_user
+        .current(&ctx.srv.config.read().typed.requirepass);
     (
         u.passwords.iter().map(|p| sha256_hex(p)).collect(),
         u.nopass,
@@ -360,7 +306,10 @@ fn setuser(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "ERR tessera-node has only the 'default' user (ACL users are not supported)",
         ));
     }
-    let mut u = current(&ctx.srv.config.read().typed.requirepass);
+    let mut u = ctx
+        .srv
+        .default_user
+        .current(&ctx.srv.config.read().typed.requirepass);
     for rule in &args[3..] {
         let r = String::from_utf8_lossy(rule);
         match r.as_ref() {
@@ -397,32 +346,17 @@ fn setuser(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
         }
     }
-    *USER.lock() = Some(u);
+    ctx.srv.default_user.set(u);
     ctx.srv.config_changed();
     ctx.out.ok();
     Ok(())
-}
-
-/// One ACL LOG entry (Redis 7.0's fields).
-struct Entry {
-    count: u64,
-    reason: &'static str,
-    context: &'static str,
-    object: String,
-    username: String,
-    /// Unix ms of the latest occurrence.
-    at_ms: u64,
-    client_info: String,
 }
 
 /// Entries newest first; same reason, context, object and user within this many ms
 /// count as one (Redis's grouping).
 const GROUP_MS: u64 = 60_000;
 
-/// One server's ACL LOG (`Server::acl_log`), newest entry first: each server in a process
-/// keeps its own.
-#[derive(Default)]
-pub struct AclLog(Mutex<VecDeque<Entry>>);
+use crate::server::auth::Entry;
 
 /// Records a failed AUTH/HELLO AUTH (called by the connection commands).
 pub fn log_auth_failure(ctx: &Ctx<'_>, command: &str, username: &[u8]) {
@@ -498,21 +432,4 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.out.bulk(e.client_info.as_bytes());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn password_check_compares_digests() {
-        assert!(password_ok("s3cret", b"s3cret"));
-        for wrong in [&b"s3creX"[..], b"S3cret", b"s3c", b"s3cret-and-more", b""] {
-            assert!(!password_ok("s3cret", wrong), "{wrong:?}");
-        }
-        assert!(password_ok("", b"anything"), "nopass");
-        assert!(digests_equal(b"abc", b"abc"));
-        assert!(!digests_equal(b"abc", b"abd"));
-        assert!(!digests_equal(b"abc", b"ab"));
-    }
 }

@@ -112,7 +112,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .chunks(2)
         .any(|p| p[0].eq_ignore_ascii_case(b"requirepass"))
     {
-        crate::cmd::acl::requirepass_set();
+        ctx.srv.default_user.requirepass_set();
     }
     ctx.srv.config_changed();
     ctx.out.ok();

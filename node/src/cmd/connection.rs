@@ -124,7 +124,7 @@ fn password_matches(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(
             "WRONGPASS invalid username-password pair or user is disabled.",
         ));
     }
-    if super::acl::password_ok(rp, pass) {
+    if ctx.srv.default_user.password_ok(rp, pass) {
         Ok(())
     } else {
         Err(CmdError::msg(

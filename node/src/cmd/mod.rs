@@ -567,7 +567,9 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         out.simple("QUEUED");
         return Outcome::Done;
     }
-    if let Some(until) = srv.pause_until(cmd) {
+    let pause_exempt =
+        matches!(cmd.name, "unpause" | "pause") || cmd.full_name.starts_with("client|");
+    if let Some(until) = srv.pause_until(cmd.has(flags::WRITE), pause_exempt) {
         return Outcome::Paused(until);
     }
     if cmd.has(flags::DENYOOM) {

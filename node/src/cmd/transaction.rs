@@ -1,37 +1,16 @@
 //! MULTI / EXEC / DISCARD / WATCH / UNWATCH, the WATCH registry, and re-running a blocked
 //! client's command on its behalf.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::Mutex;
 
 use super::{flags, table, CmdError, CmdResult, CommandSpec, Ctx, KeyView, Outcome};
 use crate::resp::Out;
+use crate::server::watches::Watcher;
+pub use crate::server::watches::Watches;
 use crate::server::{now_ms, ClientState, Server};
-
-/// One client's watch on one key, with what Redis 7.0 remembers about it.
-struct Watcher {
-    id: u64,
-    dirty: Arc<AtomicBool>,
-    /// The key existed (and was not logically expired) at WATCH time.
-    existed: bool,
-    /// The key was logically expired at WATCH time (Redis's `wk->expired`): its later
-    /// deletion is no change; only a write that leaves it existing is.
-    expired: bool,
-    /// Written since WATCH while `expired` (decided at EXEC by whether the key exists).
-    pending: bool,
-}
-
-/// Watched keys → their watchers.
-type WatchMap = hashbrown::HashMap<(usize, Bytes), Vec<Watcher>>;
-
-#[derive(Default)]
-pub struct Watches {
-    map: Mutex<WatchMap>,
-    count: AtomicUsize,
-}
 
 /// A key as a watch sees it: absent, or present with its expiry (ms, `NO_EXPIRE`).
 type Phys = Option<u64>;

@@ -55,7 +55,7 @@ pub fn admit(
     sock: std::net::TcpStream,
     peer: SocketAddr,
 ) -> Option<(TcpStream, Admission)> {
-    if protected_denies(&srv.config.read(), peer.ip()) {
+    if protected_denies(&srv.config.read(), &srv.default_user, peer.ip()) {
         srv.stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
@@ -145,10 +145,12 @@ fn cleanup(srv: &Server, cl: &mut ClientState) {
 /// every client not on loopback, whatever `bind` says (Redis 6 skipped the check when bind
 /// was set; 7.0 does not). Loopback is all of 127.0.0.0/8 and ::1 (Redis compares the
 /// strings "127.0.0.1" and "::1"; our tests and local pods use other 127.x addresses).
-fn protected_denies(c: &crate::config::Config, peer: std::net::IpAddr) -> bool {
-    c.typed.protected_mode
-        && !crate::cmd::acl::requires_auth(&c.typed.requirepass)
-        && !peer.is_loopback()
+fn protected_denies(
+    c: &crate::config::Config,
+    auth: &super::auth::DefaultUserAuth,
+    peer: std::net::IpAddr,
+) -> bool {
+    c.typed.protected_mode && !auth.requires_auth(&c.typed.requirepass) && !peer.is_loopback()
 }
 
 /// client-query-buffer-limit, checked after every read as Redis's readQueryFromClient does:
@@ -585,19 +587,31 @@ mod tests {
                 d.push(("bind", b));
             }
             let c = config(&d);
-            assert!(protected_denies(&c, outside), "bind {bind:?}");
-            assert!(protected_denies(&c, outside6), "bind {bind:?}");
-            assert!(!protected_denies(&c, local), "bind {bind:?}");
-            assert!(!protected_denies(&c, local6), "bind {bind:?}");
+            assert!(
+                protected_denies(&c, &Default::default(), outside),
+                "bind {bind:?}"
+            );
+            assert!(
+                protected_denies(&c, &Default::default(), outside6),
+                "bind {bind:?}"
+            );
+            assert!(
+                !protected_denies(&c, &Default::default(), local),
+                "bind {bind:?}"
+            );
+            assert!(
+                !protected_denies(&c, &Default::default(), local6),
+                "bind {bind:?}"
+            );
             d.push(("protected-mode", "no"));
             assert!(
-                !protected_denies(&config(&d), outside),
+                !protected_denies(&config(&d), &Default::default(), outside),
                 "bind {bind:?}, off"
             );
             d.pop();
             d.push(("requirepass", "pw"));
             assert!(
-                !protected_denies(&config(&d), outside),
+                !protected_denies(&config(&d), &Default::default(), outside),
                 "bind {bind:?}, password"
             );
         }

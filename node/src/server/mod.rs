@@ -1,5 +1,6 @@
 //! The server: shared state, the listener, background cycles and shutdown.
 
+pub mod auth;
 pub mod busy_io;
 pub mod clients;
 pub mod conn;
@@ -8,6 +9,7 @@ pub mod expire;
 pub mod prefetch;
 pub mod spin;
 pub mod stats;
+pub mod watches;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -21,10 +23,10 @@ pub use clients::{ClientHandle, ClientRegistry, ClientState};
 pub use stats::{Monitors, SlowLog, Stats};
 
 use crate::blocking::Blocking;
-use crate::cmd::transaction::Watches;
 use crate::config::Config;
 use crate::db::Keyspace;
 use crate::pubsub::PubSub;
+use watches::Watches;
 
 /// Unix time in milliseconds.
 #[inline]
@@ -112,7 +114,9 @@ pub struct Server {
     /// CLIENT TRACKING's tables (see `crate::tracking`).
     pub tracking: crate::tracking::Tracking,
     /// ACL LOG's entries (see `crate::cmd::acl`).
-    pub acl_log: crate::cmd::acl::AclLog,
+    pub acl_log: auth::AclLog,
+    /// The default user's credentials (`requirepass`, or what ACL SETUSER default set).
+    pub default_user: auth::DefaultUserAuth,
 }
 
 impl Server {
@@ -157,6 +161,7 @@ impl Server {
             scripts: Default::default(),
             tracking: Default::default(),
             acl_log: Default::default(),
+            default_user: Default::default(),
         };
         srv.config_changed();
         Arc::new(srv)
@@ -168,7 +173,7 @@ impl Server {
     pub fn config_changed(&self) {
         let c = self.config.read();
         self.has_requirepass.store(
-            crate::cmd::acl::requires_auth(&c.typed.requirepass),
+            self.default_user.requires_auth(&c.typed.requirepass),
             Ordering::Relaxed,
         );
         self.lfu_policy
@@ -221,8 +226,9 @@ impl Server {
         }
     }
 
-    /// When clients are paused for this command, the instant to retry at.
-    pub fn pause_until(&self, cmd: &crate::cmd::CommandSpec) -> Option<Instant> {
+    /// When clients are paused for a command (`write`: it may write; `exempt`: CLIENT's own
+    /// subcommands, which must run to end a pause), the instant to retry at.
+    pub fn pause_until(&self, write: bool, exempt: bool) -> Option<Instant> {
         let until = self.pause.until.load(Ordering::Relaxed);
         if until == 0 {
             return None;
@@ -231,10 +237,10 @@ impl Server {
         if until <= now {
             return None;
         }
-        if self.pause.write_only.load(Ordering::Relaxed) && !cmd.has(crate::cmd::flags::WRITE) {
+        if self.pause.write_only.load(Ordering::Relaxed) && !write {
             return None;
         }
-        if matches!(cmd.name, "unpause" | "pause") || cmd.full_name.starts_with("client|") {
+        if exempt {
             return None;
         }
         Some(Instant::now() + Duration::from_millis((until - now).min(100)))
