@@ -206,6 +206,7 @@ fn deleting_every_pod_with_storage_ends_in_sync() {
         eprintln!(
             "every pod deleted (storage, appendonly): Ready after {to_ready:?}, replicas in sync after {in_sync:?}; {tally}"
         );
+        report_scenario("every pod deleted (storage, appendonly)", to_ready, &tally);
         env.stop().await;
     });
 }
