@@ -4,7 +4,7 @@
 //! kit's `Process` guard (log file, killed on drop) and is signalled through it; helm is a
 //! one-shot tool and out of scope.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What a second spawner, port scheme or lookup looks like in source.
 const FORBIDDEN: &[(&str, &str)] = &[
@@ -55,18 +55,6 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ),
 ];
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// `file: pattern (what to use)` for every forbidden pattern in `text`.
 fn offences(file: &str, text: &str) -> Vec<String> {
     FORBIDDEN
@@ -79,18 +67,7 @@ fn offences(file: &str, text: &str) -> Vec<String> {
 #[test]
 fn servers_ports_and_programs_come_from_the_test_kit() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let me = Path::new(file!()).file_name().expect("file name");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    assert!(files.len() > 10, "read the test files: {files:?}");
-    let found: Vec<String> = files
-        .iter()
-        .filter(|p| p.file_name() != Some(me))
-        .flat_map(|p| {
-            let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
-            offences(&p.display().to_string(), &text)
-        })
-        .collect();
+    let found = tessera_testkit::guard::scan(&root, file!(), 11, offences);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod cluster;
 pub mod dataset;
 pub mod diff;
+pub mod guard;
 pub mod node;
 pub mod persist;
 pub mod ports;

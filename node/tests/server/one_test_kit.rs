@@ -4,7 +4,7 @@
 //! (redis-cli, redis-check-rdb, redis-benchmark, the operator's `converge`) stay plain
 //! `Command`s found through the kit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The programs that are servers: started only by `Launch` / `Server` (or `Node`, `Proc`).
 const SERVERS: &[&str] = &[
@@ -16,18 +16,6 @@ const SERVERS: &[&str] = &[
     "\"redis-server\"",
     "\"valkey-server\"",
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// `file: what (what to use)` for every raw server spawn or kill command in `text`.
 fn offences(file: &str, text: &str) -> Vec<String> {
@@ -79,18 +67,7 @@ fn offences(file: &str, text: &str) -> Vec<String> {
 #[test]
 fn servers_and_signals_go_through_the_test_kit() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let me = Path::new(file!()).file_name().expect("file name");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    assert!(files.len() > 20, "read the test files: {files:?}");
-    let found: Vec<String> = files
-        .iter()
-        .filter(|p| p.file_name() != Some(me))
-        .flat_map(|p| {
-            let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
-            offences(&p.display().to_string(), &text)
-        })
-        .collect();
+    let found = tessera_testkit::guard::scan(&root, file!(), 21, offences);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
