@@ -5,7 +5,7 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
-use crate::db::{Entry, NO_EXPIRE, STRIPES};
+use crate::db::{Entry, NO_EXPIRE, SLOTS_PER_STRIPE, STRIPES};
 use crate::notify::GENERIC;
 use crate::pubsub::glob_match;
 use crate::slot::SLOTS;
@@ -362,8 +362,10 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// SCAN's cursor is the next hash slot to visit: each call returns whole slots, so a key
-/// present for the whole scan is always returned, whatever rehashing happens in between.
+/// SCAN's cursor is the next hash slot to visit, in stripe-major order: each call returns
+/// whole slots, so a key present for the whole scan is always returned, whatever rehashing
+/// happens in between. A call visits slots until COUNT keys were seen or the keyspace ends
+/// (empty slots cost only a look), so a small keyspace comes back in one call, as in Redis.
 fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let cursor: u64 = std::str::from_utf8(args[1])
         .ok()
@@ -393,15 +395,20 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let db = ctx.ks.db;
     let now = ctx.ks.now;
-    let mut slot = cursor as usize;
+    // Position in stripe-major order: `pos / SLOTS_PER_STRIPE` is the stripe, the rest
+    // its local slot, so one lock serves up to 16 slots.
+    let mut pos = usize::try_from(cursor).unwrap_or(SLOTS).min(SLOTS);
     let mut out: Vec<Vec<u8>> = Vec::new();
     let mut visited = 0i64;
-    let mut slots_seen = 0usize;
-    while slot < SLOTS && visited < count {
-        let sidx = slot & (STRIPES - 1);
-        let local = slot >> 10;
+    while pos < SLOTS && visited < count {
+        let sidx = pos / SLOTS_PER_STRIPE;
         let mut visit = |st: &mut crate::db::Stripe| {
-            if let Some(d) = st.db(db) {
+            while pos < SLOTS && pos / SLOTS_PER_STRIPE == sidx && visited < count {
+                let local = pos % SLOTS_PER_STRIPE;
+                pos += 1;
+                let Some(d) = st.db(db) else {
+                    continue;
+                };
                 for (k, e) in &d.maps[local] {
                     visited += 1;
                     if e.expire_at() != NO_EXPIRE && e.expire_at() <= now {
@@ -421,14 +428,8 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Some(st) => visit(st),
             None => visit(&mut ctx.srv.ks.lock_stripe(sidx)),
         }
-        slot += 1;
-        // Empty slots cost only a lock; bound them so one call stays short.
-        slots_seen += 1;
-        if slots_seen >= 4096 {
-            break;
-        }
     }
-    let next = if slot >= SLOTS { 0 } else { slot };
+    let next = if pos >= SLOTS { 0 } else { pos };
     ctx.out.array(2);
     ctx.out.bulk_int(next as i64);
     ctx.out.bulks(out.iter());

@@ -10,6 +10,7 @@ mod polish_incrbyfloat;
 mod resp_codec;
 mod types_blocking;
 mod types_command_info;
+mod types_conform_keyspace;
 mod types_diff;
 mod types_geo;
 mod types_hll;
