@@ -207,12 +207,17 @@ impl Value {
 /// Expiry sentinel: the key has no TTL.
 pub const NO_EXPIRE: u64 = 0;
 
-/// Expiry is stored as ms since this base (2020-01-01), in 42 bits (until year 2159).
+/// Near deadlines are ms since this base (2020-01-01) in the low `NEAR_BITS` bits of an
+/// entry's meta word (until 2089), beside the access word.
 const EXPIRE_BASE: u64 = 1_577_836_800_000;
-const EXPIRE_BITS: u32 = 42;
-const EXPIRE_MASK: u64 = (1 << EXPIRE_BITS) - 1;
+const NEAR_BITS: u32 = 41;
+const NEAR_MASK: u64 = (1 << NEAR_BITS) - 1;
+/// Set for a far deadline (Redis accepts any i64 of milliseconds): the other 63 bits are
+/// then the absolute unix ms, and the key has no access word (rare enough to not grow
+/// every entry for it).
+const FAR: u64 = 1 << 63;
 /// Bits of the LRU/LFU access word.
-pub const ACCESS_BITS: u32 = 64 - EXPIRE_BITS;
+pub const ACCESS_BITS: u32 = 22;
 pub const ACCESS_MASK: u32 = (1 << ACCESS_BITS) - 1;
 
 /// One key's value with its absolute expiry and LRU/LFU word, packed into one u64 so a
@@ -231,37 +236,53 @@ impl Entry {
     /// Absolute expiry in unix ms, or `NO_EXPIRE`.
     #[inline]
     pub fn expire_at(&self) -> u64 {
-        match self.meta & EXPIRE_MASK {
+        if self.meta & FAR != 0 {
+            return self.meta & !FAR;
+        }
+        match self.meta & NEAR_MASK {
             0 => NO_EXPIRE,
             v => v + EXPIRE_BASE,
         }
     }
 
-    /// Sets the expiry (unix ms; `NO_EXPIRE` clears it). Deadlines past 2159 are clamped.
+    /// Sets the expiry (unix ms; `NO_EXPIRE` clears it), exactly up to `i64::MAX` (larger
+    /// values are clamped to it; deadlines before 2020 are kept as 2020-01-01, already
+    /// past). A far deadline drops the access word; leaving it starts a fresh one.
     #[inline]
     pub fn set_expire_at(&mut self, at: u64) {
-        let v = if at == NO_EXPIRE {
-            0
+        let access = (self.access() as u64) << NEAR_BITS;
+        if at == NO_EXPIRE {
+            self.meta = access;
+            return;
+        }
+        let near = at.saturating_sub(EXPIRE_BASE).max(1);
+        self.meta = if near <= NEAR_MASK {
+            access | near
         } else {
-            at.saturating_sub(EXPIRE_BASE).clamp(1, EXPIRE_MASK)
+            FAR | at.min(i64::MAX as u64)
         };
-        self.meta = (self.meta & !EXPIRE_MASK) | v;
     }
 
     #[inline]
     pub fn has_expire(&self) -> bool {
-        self.meta & EXPIRE_MASK != 0
+        self.meta & (FAR | NEAR_MASK) != 0
     }
 
-    /// LRU clock (seconds) or LFU word (minutes << 8 | counter), `ACCESS_BITS` wide.
+    /// LRU clock (seconds) or LFU word (minutes << 8 | counter), `ACCESS_BITS` wide; 0 for
+    /// a key with a far deadline.
     #[inline]
     pub fn access(&self) -> u32 {
-        (self.meta >> EXPIRE_BITS) as u32
+        if self.meta & FAR != 0 {
+            return 0;
+        }
+        (self.meta >> NEAR_BITS) as u32 & ACCESS_MASK
     }
 
     #[inline]
     pub fn set_access(&mut self, a: u32) {
-        self.meta = (self.meta & EXPIRE_MASK) | (((a & ACCESS_MASK) as u64) << EXPIRE_BITS);
+        if self.meta & FAR == 0 {
+            self.meta = (self.meta & NEAR_MASK) | (((a & ACCESS_MASK) as u64) << NEAR_BITS);
+        }
     }
 }
 
@@ -282,6 +303,35 @@ mod tests {
         e.set_expire_at(NO_EXPIRE);
         assert!(!e.has_expire());
         assert_eq!(e.access(), 12345);
+    }
+
+    /// Deadlines past the packed range (2089) up to i64::MAX ms are exact (issue 18:
+    /// EXPIREAT k 33177117420 read back as 5975883311).
+    #[test]
+    fn far_deadlines_are_exact() {
+        let mut e = Entry::new(Value::Int(1));
+        e.set_access(777);
+        for at in [
+            33_177_117_420_000,
+            33_177_117_420_123,
+            EXPIRE_BASE + NEAR_MASK + 1,
+            9_223_372_036_854_770_000,
+            i64::MAX as u64,
+        ] {
+            e.set_expire_at(at);
+            assert!(e.has_expire());
+            assert_eq!(e.expire_at(), at);
+        }
+        e.set_expire_at(u64::MAX);
+        assert_eq!(e.expire_at(), i64::MAX as u64);
+        // Back to a near deadline, then none: the access word is usable again.
+        e.set_expire_at(EXPIRE_BASE + NEAR_MASK);
+        assert_eq!(e.expire_at(), EXPIRE_BASE + NEAR_MASK);
+        e.set_access(99);
+        assert_eq!(e.access(), 99);
+        e.set_expire_at(NO_EXPIRE);
+        assert!(!e.has_expire());
+        assert_eq!((e.expire_at(), e.access()), (NO_EXPIRE, 99));
     }
 
     #[test]
