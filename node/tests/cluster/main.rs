@@ -1,6 +1,7 @@
 //! Cluster mode: topology, redis-cli --cluster, mixed clusters with redis-server and
 //! valkey-server, DUMP/RESTORE/MIGRATE both ways, failover on shutdown, the bus's send path.
 
+mod cluster_conform;
 mod cluster_mixed;
 mod cluster_redis_cli;
 mod cluster_sendbuf;

