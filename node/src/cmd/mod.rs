@@ -477,8 +477,12 @@ fn admit(
     }
     // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
     // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
-    // the AOF replay itself runs as an internal client.
-    if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
+    // the AOF replay itself runs as an internal client. A short load is waited out first,
+    // as Redis's clients wait on its event loop (persist::wait_short_load).
+    if srv.persist.loading.load(Ordering::Relaxed)
+        && !cl.internal
+        && denied_while_loading(cl, cmd)
+        && !crate::persist::wait_short_load(srv)
     {
         return Err(Reject::flagged(LOADING));
     }

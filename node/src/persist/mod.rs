@@ -111,6 +111,9 @@ pub struct Persist {
     pub last_bgsave_time_sec: AtomicI64,
     pub current_save_started: AtomicU64,
     pub loading: AtomicBool,
+    /// Bytes of RDB read so far by the running load (0 between loads): a command waits for
+    /// a load that has not yet read loading-process-events-interval-bytes ([`wait_short_load`]).
+    pub load_progress: AtomicU64,
     /// Bumped when a replica starts replacing its dataset with its master's RDB (before the
     /// flush). A command that passed the `loading` check just before and then ran across
     /// the flush sees it change, and answers -LOADING instead of a half-loaded result.
@@ -139,6 +142,7 @@ impl Default for Persist {
             last_bgsave_time_sec: AtomicI64::new(-1),
             current_save_started: AtomicU64::new(0),
             loading: AtomicBool::new(false),
+            load_progress: AtomicU64::new(0),
             load_epoch: AtomicU64::new(0),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             shutdown_now: AtomicBool::new(false),
@@ -299,6 +303,34 @@ pub fn start(srv: &Arc<Server>) {
             cron(&srv);
         }
     });
+}
+
+/// Longest a command waits for a load that is still short of
+/// loading-process-events-interval-bytes before it is answered -LOADING anyway.
+const SHORT_LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Called by the dispatcher before answering -LOADING. Redis loads inside its event loop
+/// and serves clients (with -LOADING) only each time loading-process-events-interval-bytes
+/// more of the RDB are read: during a shorter load a client's command just waits, and runs
+/// on the loaded data (Redis's cluster harness asks a fresh replica for CLUSTER NODES right
+/// after CLUSTER REPLICATE). So wait while a load runs and has read less than that, bounded
+/// by [`SHORT_LOAD_WAIT`]. True when no load runs any more.
+pub fn wait_short_load(srv: &Server) -> bool {
+    let interval = srv
+        .config
+        .read()
+        .typed
+        .loading_process_events_interval_bytes;
+    let deadline = Instant::now() + SHORT_LOAD_WAIT;
+    while srv.persist.loading.load(Ordering::Acquire) {
+        if srv.persist.load_progress.load(Ordering::Relaxed) >= interval
+            || Instant::now() >= deadline
+        {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
 }
 
 /// Loads the dataset at start: the AOF when `appendonly yes` and it exists, else dump.rdb.

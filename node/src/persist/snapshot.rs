@@ -166,8 +166,18 @@ pub fn load_rdb_stream<R: std::io::Read>(
     let (mut repl_id, mut repl_offset, mut stream_db) = (None, None, None);
     let text = |v: &Bytes| std::str::from_utf8(v).ok().map(str::to_string);
     let mut libraries = Vec::new();
+    // Read bytes, for commands waiting on a short load (persist::wait_short_load); back
+    // to 0 however the load ends.
+    struct Progress<'a>(&'a std::sync::atomic::AtomicU64);
+    impl Drop for Progress<'_> {
+        fn drop(&mut self) {
+            self.0.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let progress = Progress(&srv.persist.load_progress);
     loop {
         let pos = rd.position();
+        progress.0.store(pos, std::sync::atomic::Ordering::Relaxed);
         match rd.next_event().map_err(|e| err(pos, e))? {
             None | Some(RdbEvent::End { .. }) => break,
             Some(RdbEvent::Aux { key, value }) => match &key[..] {

@@ -3,3 +3,4 @@
 
 mod persist_aof;
 mod persist_rdb;
+mod short_load;
