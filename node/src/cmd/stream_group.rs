@@ -92,6 +92,13 @@ fn read_generic(
         let more = args.len() - 1 - i;
         let o = args[i];
         if eq_ic(o, "block") && more > 0 {
+            if ctx.cl.in_script {
+                // As Redis: refused when parsed, before the timeout is read.
+                return Err(CmdError::msg(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(args[0])
+                )));
+            }
             let t = crate::types::parse_i64_strict(args[i + 1]).ok_or(CmdError::msg(
                 "ERR timeout is not an integer or out of range",
             ))?;

@@ -51,6 +51,7 @@ pub fn commands() -> Vec<CommandSpec> {
                 s("exists", -3, "noscript", exists),
                 s("flush", -2, "noscript", flush),
                 s("kill", 2, "noscript allow_busy", kill),
+                s("debug", 3, "noscript", debug),
                 s("help", 2, "loading stale", help),
             ]),
     ]
@@ -158,6 +159,28 @@ fn kill(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.srv.scripts.busy.kill(script::busy::Kind::Eval)?;
     ctx.out.ok();
     Ok(())
+}
+
+/// SCRIPT DEBUG: NO (the default) is accepted; YES and SYNC would start Redis's Lua
+/// debugger (LDB), which tessera-node does not have, so they are refused plainly rather
+/// than accepted and ignored.
+fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if ctx.in_exec {
+        return Err(CmdError::msg(
+            "ERR SCRIPT DEBUG must be called outside MULTI",
+        ));
+    }
+    let mode = args[2];
+    if eq_ic(mode, "no") {
+        ctx.out.ok();
+        Ok(())
+    } else if eq_ic(mode, "yes") || eq_ic(mode, "sync") {
+        Err(CmdError::msg(
+            "ERR SCRIPT DEBUG YES|SYNC is not supported: tessera-node has no Lua debugger",
+        ))
+    } else {
+        Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+    }
 }
 
 fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {

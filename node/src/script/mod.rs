@@ -619,7 +619,9 @@ fn call_core(
         e.run.resp.set(2);
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
+        let was_script = ctx.cl.in_script;
         ctx.in_exec = true;
+        ctx.cl.in_script = true;
         // Published for busy-reply-threshold / SCRIPT KILL until the script returns.
         // FCALL names its origin "<fn>, on @user_function" (FUNCTION KILL applies to it).
         let kind = match origin {
@@ -655,6 +657,7 @@ fn call_core(
             Err(_) => {}
         }
         ctx.in_exec = was_exec;
+        ctx.cl.in_script = was_script;
         ctx.cl.db = caller_db;
         ctx.ks.db = caller_db;
         ctx.out.resp3 = was_resp3;
@@ -664,6 +667,16 @@ fn call_core(
         }
         result.map(|_| ()).map_err(lua_err)
     }
+}
+
+/// A subcommand Redis flags `noscript` of a container that dispatches its subcommands
+/// itself (no subcommand specs to carry the flag): CLUSTER RESET.
+fn noscript_sub(cmd: &crate::cmd::CommandSpec, argv: &[&[u8]]) -> bool {
+    cmd.name == "cluster"
+        && cmd.subcommands.is_empty()
+        && argv
+            .get(1)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"reset"))
 }
 
 /// What redis.call answers when no script runs on this thread (it can't be reached from a
@@ -802,7 +815,7 @@ fn call_command(
     if !cmd.arity_ok(argv.len()) {
         return fail("ERR Wrong number of args calling Redis command from script");
     }
-    if cmd.has(flags::NOSCRIPT) || cmd.has(flags::CONN) {
+    if cmd.has(flags::NOSCRIPT) || cmd.has(flags::CONN) || noscript_sub(cmd, &argv) {
         return fail("ERR This Redis command is not allowed from script");
     }
     if cmd.has(flags::WRITE) && read_only {

@@ -246,6 +246,9 @@ pub struct ClientState {
     pub cluster: crate::cluster::ClientFlags,
     /// CLIENT TRACKING flags (`crate::tracking::ON` ...), read on every command.
     pub tracking: u8,
+    /// A script this client called is running the command (Redis's CLIENT_SCRIPT, seen
+    /// by the handlers whose answer differs from a script: XREAD's BLOCK).
+    pub in_script: bool,
     /// This is the replica link applying its master's stream: not re-fed to the write
     /// subscribers, not refused as a write on a read-only replica, expired keys still seen.
     pub from_master: bool,
@@ -291,6 +294,7 @@ impl ClientState {
             now_ms: 0,
             cluster: Default::default(),
             tracking: 0,
+            in_script: false,
             from_master: false,
             pending: None,
             aof_mark: 0,

@@ -7,4 +7,5 @@ mod functions_persist;
 mod script_busy;
 mod script_cjson;
 mod script_libs;
+mod script_refusals;
 mod scripting;

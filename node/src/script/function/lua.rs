@@ -61,6 +61,9 @@ struct FnEngine {
     set_loading: Function,
     /// The load-time `redis` table (`register_function` is set on it during a load).
     api: Table,
+    /// `register_function` outside a load: a library may keep the load-time table and
+    /// call it from a function, which Redis answers with an error of its own.
+    outside_load: Function,
     /// Libraries compiled here, by name, valid for one server's registry generation.
     compiled: RefCell<(Validity<Functions>, hashbrown::HashMap<String, CompiledLib>)>,
     /// The server this state's heap is charged to (INFO used_memory_vm_functions), and how
@@ -115,11 +118,15 @@ fn new_fn_engine() -> mlua::Result<FnEngine> {
         .load(ENV)
         .set_name("=function_env")
         .call((base.globals.clone(), api.clone()))?;
+    // SAFETY: `outside_load` follows the lua_CFunction protocol (see its doc).
+    let outside_load = unsafe { lua.create_c_function(outside_load)? };
+    api.raw_set("register_function", outside_load.clone())?;
     Ok(FnEngine {
         base,
         env,
         set_loading,
         api,
+        outside_load,
         compiled: RefCell::new((Validity::new(), hashbrown::HashMap::new())),
         charged: RefCell::new((Weak::new(), 0)),
     })
@@ -209,7 +216,8 @@ impl FnEngine {
             })?;
             self.api.raw_set("register_function", rf)?;
             let r = chunk.call::<()>(());
-            self.api.raw_set("register_function", Value::Nil)?;
+            self.api
+                .raw_set("register_function", self.outside_load.clone())?;
             r
         });
         lua.remove_hook();
@@ -243,6 +251,25 @@ impl FnEngine {
             .cloned()
             .ok_or_else(|| CmdError::msg("ERR Function not found"))
     }
+}
+
+/// `redis.register_function` called outside FUNCTION LOAD: raises Redis's error as a table
+/// (reported as is, without the "ERR " and position a string error gets). A C function, so
+/// that `return lib.register_function(...)` keeps the caller's frame (and its line) on the
+/// stack, as Redis's C function does.
+///
+/// # Safety
+/// A lua_CFunction: the error longjmps across it (nothing here needs Drop); it uses 3 of the
+/// LUA_MINSTACK free slots.
+unsafe extern "C-unwind" fn outside_load(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    ffi::lua_createtable(l, 0, 1);
+    ffi::lua_pushstring(
+        l,
+        c"ERR redis.register_function can only be called on FUNCTION LOAD command".as_ptr(),
+    );
+    ffi::lua_setfield(l, -2, c"err".as_ptr());
+    ffi::lua_error(l)
 }
 
 fn rt_err<T>(m: &str) -> mlua::Result<T> {
