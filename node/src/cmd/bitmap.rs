@@ -40,15 +40,21 @@ fn read_bytes(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError
     }
 }
 
-/// The growable buffer of the string at `key`, created when absent, at least `len` long.
+/// The growable buffer of the string at `key`, created when absent, at least `len` long,
+/// and whether it was created or grown (Redis's `lookupStringForBitCommand` dirty flag:
+/// such a write counts as a change even when the bits it sets were already 0).
 fn write_buf<'c>(
     ctx: &'c mut Ctx<'_>,
     key: &[u8],
     len: usize,
-) -> Result<&'c mut Vec<u8>, CmdError> {
+) -> Result<(&'c mut Vec<u8>, bool), CmdError> {
     super::strings::check_size(ctx, len as u64)?;
+    let mut grew = false;
     match ctx.ks.get_w(key) {
-        None => ctx.ks.set(key, Value::Buf(Box::default())),
+        None => {
+            ctx.ks.set(key, Value::Buf(Box::default()));
+            grew = true;
+        }
         Some(v) if !v.is_string() => return Err(CmdError::WrongType),
         Some(_) => {}
     }
@@ -56,8 +62,9 @@ fn write_buf<'c>(
     let b = v.make_buf().ok_or(CmdError::WrongType)?;
     if b.len() < len {
         b.resize(len, 0);
+        grew = true;
     }
-    Ok(b)
+    Ok((b, grew))
 }
 
 fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -68,15 +75,22 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         _ => return Err(CmdError::msg("ERR bit is not an integer or out of range")),
     };
     let byte = (off >> 3) as usize;
-    let buf = write_buf(ctx, args[1], byte + 1)?;
+    let (buf, grew) = write_buf(ctx, args[1], byte + 1)?;
     let mask = 1u8 << (7 - (off & 7));
-    let old = buf[byte] & mask != 0;
+    let cell = buf.get_mut(byte).ok_or(CmdError::NoSuchKey)?;
+    let old = *cell & mask != 0;
     if on {
-        buf[byte] |= mask;
+        *cell |= mask;
     } else {
-        buf[byte] &= !mask;
+        *cell &= !mask;
     }
-    ctx.notify(STRING, "setbit", args[1]);
+    // As Redis: a bit set to what it was, in a string neither created nor grown, is no
+    // change (not counted, propagated, nor notified).
+    if grew || old != on {
+        ctx.notify(STRING, "setbit", args[1]);
+    } else {
+        ctx.unchanged();
+    }
     ctx.out.int(old as i64);
     Ok(())
 }
@@ -90,60 +104,88 @@ fn getbit(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Parses the optional `start end [BYTE|BIT]` of BITCOUNT/BITPOS into a bit range.
-fn bit_range(args: &[&[u8]], len: usize, end_given: bool) -> Result<Option<(u64, u64)>, CmdError> {
-    let start = arg_i64(args[0])?;
-    let end = if end_given { arg_i64(args[1])? } else { -1 };
-    let is_bit = match args.get(2) {
-        None => false,
-        Some(a) if eq_ic(a, "bit") => true,
-        Some(a) if eq_ic(a, "byte") => false,
-        Some(_) => return Err(CmdError::Syntax),
-    };
-    let total = if is_bit { len as i64 * 8 } else { len as i64 };
+/// BYTE or BIT (the unit of a BITCOUNT/BITPOS range): true for BIT.
+fn parse_unit(a: &[u8]) -> Result<bool, CmdError> {
+    if eq_ic(a, "bit") {
+        Ok(true)
+    } else if eq_ic(a, "byte") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
+/// Redis's clamping of a `start end` range to a string of `total` units (bytes, or bits
+/// with BIT), as an inclusive bit range; None when empty.
+fn clamp_range(start: i64, end: i64, total: i64, is_bit: bool) -> Option<(u64, u64)> {
     let (mut s, mut e) = (start, end);
     if s < 0 {
-        s += total;
+        s = s.saturating_add(total);
     }
     if e < 0 {
-        e += total;
+        e = e.saturating_add(total);
     }
     s = s.max(0);
     e = e.max(0);
     if e >= total {
         e = total - 1;
     }
-    if s > e || total == 0 {
-        return Ok(None);
+    if s > e {
+        return None;
     }
-    Ok(Some(if is_bit {
-        (s as u64, e as u64)
-    } else {
-        (s as u64 * 8, e as u64 * 8 + 7)
-    }))
+    let (s, e) = (s as u64, e as u64);
+    Some(if is_bit { (s, e) } else { (s * 8, e * 8 + 7) })
+}
+
+/// The whole string as a bit range (None when empty).
+fn whole(len: usize) -> Option<(u64, u64)> {
+    (len > 0).then(|| (0, len as u64 * 8 - 1))
+}
+
+/// Units of a string of `len` bytes.
+fn units(len: usize, is_bit: bool) -> i64 {
+    len as i64 * if is_bit { 8 } else { 1 }
 }
 
 fn get_bit(b: &[u8], i: u64) -> bool {
-    b[(i >> 3) as usize] & (1 << (7 - (i & 7))) != 0
+    b.get((i >> 3) as usize)
+        .is_some_and(|c| c & (1 << (7 - (i & 7))) != 0)
 }
 
+/// In Redis's order: a missing key answers 0 before anything else is parsed; two
+/// negative indexes with start > end answer 0 before the unit is parsed.
 fn bitcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if args.len() == 3 || args.len() > 5 {
-        return Err(CmdError::Syntax);
-    }
-    let b = read_bytes(ctx, args[1])?.unwrap_or_default();
-    let range = if args.len() >= 4 {
-        bit_range(&args[2..], b.len(), true)?
-    } else if b.is_empty() {
-        None
-    } else {
-        Some((0, b.len() as u64 * 8 - 1))
+    let Some(b) = read_bytes(ctx, args[1])? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let range = match args.len() {
+        2 => whole(b.len()),
+        4 | 5 => {
+            let start = arg_i64(args[2])?;
+            let end = arg_i64(args[3])?;
+            if start < 0 && end < 0 && start > end {
+                ctx.out.int(0);
+                return Ok(());
+            }
+            let is_bit = match args.get(4) {
+                Some(a) => parse_unit(a)?,
+                None => false,
+            };
+            clamp_range(start, end, units(b.len(), is_bit), is_bit)
+        }
+        _ => return Err(CmdError::Syntax),
     };
     let n = match range {
         None => 0,
         Some((s, e)) => {
             let (sb, eb) = ((s >> 3) as usize, (e >> 3) as usize);
-            let mut n: u64 = b[sb..=eb].iter().map(|c| c.count_ones() as u64).sum();
+            let mut n: u64 = b
+                .get(sb..=eb)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.count_ones() as u64)
+                .sum();
             // Trim partial first/last bytes (BIT ranges).
             for i in (sb as u64 * 8)..s {
                 n -= get_bit(&b, i) as u64;
@@ -158,26 +200,31 @@ fn bitcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// In Redis's order: the bit argument, then the key (missing: an endless run of zeros),
+/// then start, the unit, end.
 fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let bit = match args[2] {
-        b"1" => true,
-        b"0" => false,
+    let bit = match arg_i64(args[2])? {
+        1 => true,
+        0 => false,
         _ => return Err(CmdError::msg("ERR The bit argument must be 1 or 0.")),
     };
-    if args.len() > 6 {
-        return Err(CmdError::Syntax);
-    }
     let Some(b) = read_bytes(ctx, args[1])? else {
         ctx.out.int(if bit { -1 } else { 0 });
         return Ok(());
     };
     let end_given = args.len() >= 5;
-    let range = if args.len() >= 4 {
-        bit_range(&args[3..], b.len(), end_given)?
-    } else if b.is_empty() {
-        None
-    } else {
-        Some((0, b.len() as u64 * 8 - 1))
+    let range = match args.len() {
+        3 => whole(b.len()),
+        4..=6 => {
+            let start = arg_i64(args[3])?;
+            let is_bit = match args.get(5) {
+                Some(a) => parse_unit(a)?,
+                None => false,
+            };
+            let end = if end_given { arg_i64(args[4])? } else { -1 };
+            clamp_range(start, end, units(b.len(), is_bit), is_bit)
+        }
+        _ => return Err(CmdError::Syntax),
     };
     let Some((s, e)) = range else {
         ctx.out.int(-1);
@@ -233,10 +280,12 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             _ => srcs.iter().map(byte).fold(0, |a, b| a ^ b),
         };
     }
-    // An empty result deletes the destination.
+    // An empty result deletes the destination (no change when there was none).
     if res.is_empty() {
         if ctx.ks.del(args[2]) {
             ctx.notify(GENERIC, "del", args[2]);
+        } else {
+            ctx.unchanged();
         }
     } else {
         ctx.ks.set(args[2], Value::Buf(Box::new(res)));
@@ -415,7 +464,8 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
         .max();
     let mut results: Vec<Option<i64>> = Vec::new();
     let mut ov = Overflow::Wrap;
-    // SETs and INCRBYs that wrote (OVERFLOW FAIL may refuse them all).
+    // SETs and INCRBYs that changed the field, or wrote into a string they created or
+    // grew (Redis's count; OVERFLOW FAIL may refuse them all).
     let mut changes = 0;
     match writes {
         None => {
@@ -427,7 +477,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
             }
         }
         Some(need) => {
-            let buf = write_buf(ctx, args[1], need as usize)?;
+            let (buf, grew) = write_buf(ctx, args[1], need as usize)?;
             for op in &ops {
                 match op {
                     Op::Overflow(o) => ov = *o,
@@ -438,7 +488,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
                             Some(nv) => {
                                 write_field(buf, *off, *t, nv);
                                 results.push(Some(old));
-                                changes += 1;
+                                changes += usize::from(grew || nv != old);
                             }
                             None => results.push(None),
                         }
@@ -449,7 +499,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdRes
                             Some(nv) => {
                                 write_field(buf, *off, *t, nv);
                                 results.push(Some(nv));
-                                changes += 1;
+                                changes += usize::from(grew || nv != old);
                             }
                             None => results.push(None),
                         }
