@@ -35,7 +35,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::db::StreamGone;
-use crate::server::{ClientState, Server};
+use crate::server::{ClientHandle, ClientState, Server};
 
 /// Redis 7.0's reply to a client blocked in XREADGROUP whose stream key went away.
 pub const UNBLOCKED_DELETED: &str = "UNBLOCKED the stream key no longer exists";
@@ -58,21 +58,41 @@ pub struct BlockRequest {
 /// A woken waiter's reply and the keys its run made ready in turn.
 pub type Served = (BytesMut, Vec<(usize, Bytes)>);
 
-/// How a woken waiter's command is re-run (server, db, client id, RESP3, arguments); None
-/// while it still has nothing to serve. The command layer passes its runner when it
-/// registers a waiter ([`Blocking::register`]), so this layer never calls up into it.
-pub type Rerun = fn(&Arc<Server>, usize, u64, bool, &[&[u8]]) -> Option<Served>;
+/// The blocked client a command is re-run for.
+pub struct Woken<'a> {
+    pub db: usize,
+    pub client_id: u64,
+    pub resp3: bool,
+    /// Its connection's handle (address and name, for the slow log).
+    pub client: &'a Arc<ClientHandle>,
+    /// The command as the client sent it (the re-run may get it narrowed to one key).
+    pub sent: &'a [Bytes],
+}
+
+/// How a woken waiter's command is re-run (with these arguments); None while it still has
+/// nothing to serve.
+pub type Rerun = fn(&Arc<Server>, &Woken<'_>, &[&[u8]]) -> Option<Served>;
+
+/// What the command layer hands a waiter when it registers it ([`Blocking::register`]), so
+/// this layer never calls up into it.
+#[derive(Clone, Copy)]
+pub struct WaiterOps {
+    /// Re-runs the command when a key it waits on is ready.
+    pub rerun: Rerun,
+    /// Accounts for a wait CLIENT UNBLOCK ended (the client, its command, the reply sent).
+    pub unblocked: fn(&Server, &Arc<ClientHandle>, &[Bytes], &[u8]),
+}
 
 struct Waiter {
     /// Re-runs the command when a key it waits on is ready.
-    rerun: Rerun,
+    ops: &'static WaiterOps,
+    client: Arc<ClientHandle>,
     db: usize,
     keys: Vec<Bytes>,
     args: Vec<Bytes>,
     /// The group of an XREADGROUP (what a vanished stream key ends).
     group: Option<Bytes>,
     resp3: bool,
-    client_id: u64,
     tx: oneshot::Sender<BytesMut>,
 }
 
@@ -208,11 +228,16 @@ impl StreamGone for GoneSink {
 /// hands the waiter back, still waiting.
 fn try_serve(srv: &Arc<Server>, w: Waiter, key: &[u8]) -> Result<Vec<(usize, Bytes)>, Waiter> {
     let narrowed = narrowed_to(&w.args, key);
-    let Some((reply, more)) = (w.rerun)(
+    let woken = Woken {
+        db: w.db,
+        client_id: w.client.id,
+        resp3: w.resp3,
+        client: &w.client,
+        sent: &w.args,
+    };
+    let Some((reply, more)) = (w.ops.rerun)(
         srv,
-        w.db,
-        w.client_id,
-        w.resp3,
+        &woken,
         &crate::resp::arg_view(narrowed.as_deref().unwrap_or(&w.args)),
     ) else {
         return Err(w);
@@ -310,7 +335,7 @@ impl Blocking {
         cl: &ClientState,
         args: &[&[u8]],
         resp3: bool,
-        rerun: Rerun,
+        ops: &'static WaiterOps,
     ) -> WaitHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
@@ -327,13 +352,13 @@ impl Blocking {
             &mut st,
             id,
             Waiter {
-                rerun,
+                ops,
+                client: cl.handle.clone(),
                 db: req.db,
                 keys: req.keys,
                 args,
                 group,
                 resp3,
-                client_id: cl.id,
                 tx,
             },
         );
@@ -380,13 +405,19 @@ impl Blocking {
     }
 
     /// CLIENT UNBLOCK: ends the wait of `client_id` with the reply `reply(resp3, command)`
-    /// builds. False if that client is not blocked on keys.
-    pub fn unblock(&self, client_id: u64, reply: impl FnOnce(bool, &[u8]) -> BytesMut) -> bool {
-        let mut st = self.state.lock();
+    /// builds, and has the command layer account for it. False if that client is not
+    /// blocked on keys.
+    pub fn unblock(
+        srv: &Server,
+        client_id: u64,
+        reply: impl FnOnce(bool, &[u8]) -> BytesMut,
+    ) -> bool {
+        let this = &srv.blocking;
+        let mut st = this.state.lock();
         let Some(id) = st
             .waiters
             .iter()
-            .find(|(_, w)| w.client_id == client_id)
+            .find(|(_, w)| w.client.id == client_id)
             .map(|(id, _)| *id)
         else {
             return false;
@@ -395,9 +426,11 @@ impl Blocking {
             return false;
         };
         drop(st);
-        self.count.fetch_sub(1, Ordering::Relaxed);
+        this.count.fetch_sub(1, Ordering::Relaxed);
         let name = w.args.first().map(|a| &a[..]).unwrap_or_default();
-        let _ = w.tx.send(reply(w.resp3, name));
+        let r = reply(w.resp3, name);
+        (w.ops.unblocked)(srv, &w.client, &w.args, &r);
+        let _ = w.tx.send(r);
         true
     }
 
@@ -407,7 +440,7 @@ impl Blocking {
             .lock()
             .waiters
             .values()
-            .any(|w| w.client_id == client_id)
+            .any(|w| w.client.id == client_id)
     }
 
     /// Takes the first waiter of a key not in `tried`, out of every queue it is in.

@@ -195,7 +195,7 @@ fn unblock(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     };
     let done = id > 0
-        && ctx.srv.blocking.unblock(id as u64, |resp3, name| {
+        && crate::blocking::Blocking::unblock(ctx.srv, id as u64, |resp3, name| {
             let mut o = crate::resp::Out {
                 buf: bytes::BytesMut::new(),
                 resp3,

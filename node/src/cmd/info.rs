@@ -181,8 +181,8 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 tk,
                 ti,
                 tp,
+                st.errors.total(),
                 ld(&st.unexpected_error_replies),
-                ld(&st.protocol_errors),
                 ld(&st.prefetch_batches),
             );
             if let Some(f) = hooks.info_repl_stats {
@@ -202,7 +202,10 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             );
         }
         "modules" => s.push_str("# Modules\r\n"),
-        "errorstats" => s.push_str("# Errorstats\r\n"),
+        "errorstats" => {
+            s.push_str("# Errorstats\r\n");
+            st.errors.info_lines(s);
+        }
         "latencystats" => {
             let p = srv
                 .config

@@ -167,6 +167,11 @@ pub enum CmdError {
     /// The full message, e.g. "ERR invalid expire time in 'set' command".
     #[error("{0}")]
     Msg(Cow<'static, str>),
+    /// An error already counted in INFO errorstats: a script re-raising the error a command
+    /// it called returned (Redis's `ERR_REPLY_FLAG_NO_STATS_UPDATE`). Written like `Msg`;
+    /// the dispatcher counts only the command's `failed_calls`, not the error again.
+    #[error("{0}")]
+    Counted(Cow<'static, str>),
 }
 
 impl CmdError {
@@ -376,6 +381,38 @@ pub fn arity_error(c: &CommandSpec) -> CmdError {
     ))
 }
 
+/// Counts one error reply written to `cl` in INFO errorstats and `total_error_replies`
+/// (Redis's afterErrorReply); an error our master gets is also `unexpected_error_replies`.
+/// `msg` is the message without the wire's `-`.
+///
+/// The dispatcher counts the errors of the commands it runs (their result, their refusal);
+/// a layer that writes an error reply of its own (a script's checks before `redis.call`
+/// runs a command, say) counts it here, and when it re-raises an error already counted it
+/// returns [`CmdError::Counted`].
+pub fn count_error(srv: &Server, cl: &ClientState, msg: &[u8]) {
+    srv.stats.errors.count(msg);
+    if cl.from_master {
+        srv.stats
+            .unexpected_error_replies
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A command refused before it ran by a layer other than the dispatcher (a script's
+/// pre-call checks: OOM, a write in a read-only script, ...): its `rejected_calls` and the
+/// error counted, as Redis's scriptCall does with the Lua client's rejection.
+pub fn count_rejected(srv: &Server, cl: &ClientState, cmd: &CommandSpec, msg: &[u8]) {
+    cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    count_error(srv, cl, msg);
+}
+
+/// The message of a top-level error reply written at `at` in `buf` (without `-` and CRLF).
+fn error_at(buf: &[u8], at: usize) -> Option<&[u8]> {
+    let rest = buf.get(at..)?.strip_prefix(b"-")?;
+    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    Some(&rest[..end])
+}
+
 /// What the connection must do after a command.
 pub enum Outcome {
     Done,
@@ -444,6 +481,7 @@ fn reject(srv: &Server, cl: &mut ClientState, cmd: &CommandSpec, out: &mut Out, 
     if r.count == Count::Rejected {
         cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
     }
+    count_error(srv, cl, r.msg.as_bytes());
     out.error(&r.msg);
 }
 
@@ -499,13 +537,31 @@ fn admit(
             return Err(Reject::new(e, OnMulti::Keep, Count::None));
         }
     }
+    // maxmemory: evict, or refuse a command that may grow memory (an EXEC that queued one,
+    // and inside MULTI anything but EXEC, DISCARD, QUIT and RESET: the queue grows) before
+    // it is queued or run, as Redis's processCommand.
+    let exec = cmd.name == "exec" && cmd.has(flags::CONN);
+    let queued = cl.multi.is_some() && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset");
+    if cmd.has(flags::DENYOOM) || queued || (exec && queues_flag(cl, flags::DENYOOM)) {
+        if let Err(e) = crate::server::evict::ensure_memory(srv) {
+            return Err(if exec {
+                Reject::new(
+                    format!("EXECABORT Transaction discarded because of: {e}"),
+                    OnMulti::Discard,
+                    Count::Rejected,
+                )
+            } else {
+                Reject::flagged(e.to_string())
+            });
+        }
+    }
     // A disk that cannot persist refuses writes, PING, and an EXEC with queued writes, as
     // redis's MISCONF (crate::persist::writes_denied: two atomic loads when all is well).
     if let Some(e) = crate::persist::writes_denied(srv, cl) {
         if cmd.has(flags::WRITE) || cmd.name == "ping" {
             return Err(Reject::flagged(e.to_string()));
         }
-        if cmd.name == "exec" && queues_a_write(cl) {
+        if cmd.name == "exec" && queues_flag(cl, flags::WRITE) {
             return Err(Reject::new(
                 format!("EXECABORT Transaction discarded because of: {e}"),
                 OnMulti::Discard,
@@ -524,14 +580,12 @@ fn admit(
                 cmd.full_name
             ),
             OnMulti::Keep,
-            Count::None,
+            Count::Rejected,
         ));
     }
     if cl.multi.is_some() && cmd.has(flags::NO_MULTI) {
-        return Err(Reject::new(
+        return Err(Reject::flagged(
             "ERR Command not allowed inside a transaction",
-            OnMulti::Flag,
-            Count::None,
         ));
     }
     Ok(())
@@ -546,14 +600,14 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     let cmd = match t.resolve(args) {
         Ok(c) => c,
         Err(e) => {
-            // No command to count it on: INFO's unexpected_error_replies.
+            // No command to count it on: errorstats only, as Redis's rejectCommand
+            // without a command.
             if cl.multi.is_some() {
                 cl.multi_error = true;
             }
-            srv.stats
-                .unexpected_error_replies
-                .fetch_add(1, Ordering::Relaxed);
-            out.error(&e.to_string());
+            let msg = e.to_string();
+            count_error(srv, cl, msg.as_bytes());
+            out.error(&msg);
             return Outcome::Done;
         }
     };
@@ -576,16 +630,9 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     if let Some(until) = srv.pause_until(cmd.has(flags::WRITE), pause_exempt) {
         return Outcome::Paused(until);
     }
-    if cmd.has(flags::DENYOOM) {
-        if let Err(e) = crate::server::evict::ensure_memory(srv) {
-            let r = Reject::new(e.to_string(), OnMulti::Keep, Count::Rejected);
-            reject(srv, cl, cmd, out, r);
-            return Outcome::Done;
-        }
-    }
     if cmd.name == "exec" && cmd.has(flags::CONN) {
         let start = CmdTimer::start();
-        let o = transaction::exec(srv, cl, out);
+        let o = transaction::exec(srv, cl, out, cmd);
         record(srv, cl, cmd, args, start);
         return o;
     }
@@ -629,7 +676,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
             ctx.cl,
             args,
             ctx.out.resp3,
-            transaction::run_for_waiter,
+            &transaction::WAITER_OPS,
         )),
         None => Outcome::Done,
     };
@@ -647,7 +694,8 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         out.buf.truncate(mark);
         out.error(LOADING);
     }
-    record(srv, cl, cmd, args, start);
+    let blocked = matches!(outcome, Outcome::Blocked(_));
+    record_run(srv, cl, cmd, args, start.elapsed_us(), blocked);
     if cl.close_after_reply {
         return Outcome::Close;
     }
@@ -711,12 +759,13 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
     false
 }
 
-/// Whether the client's MULTI queue holds a write command (its EXEC is then a write).
-fn queues_a_write(cl: &ClientState) -> bool {
+/// Whether the client's MULTI queue holds a command with `flag` (a write makes its EXEC a
+/// write, a `denyoom` one makes it refused when out of memory).
+fn queues_flag(cl: &ClientState, flag: u32) -> bool {
     let t = table();
     cl.multi.as_ref().is_some_and(|q| {
         q.iter()
-            .any(|a| t.resolve(&arg_view(a)).is_ok_and(|c| c.has(flags::WRITE)))
+            .any(|a| t.resolve(&arg_view(a)).is_ok_and(|c| c.has(flag)))
     })
 }
 
@@ -756,6 +805,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     // (no allocation) unless notifications are on or the command is rewritten.
     let events = std::mem::take(&mut ctx.ks.fx.events);
     let rewrite = ctx.ks.fx.propagate.take();
+    let ok_reply = res.is_ok();
     match res {
         Ok(()) => {
             if !events.is_empty() {
@@ -783,7 +833,18 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
         }
         Err(e) => {
             cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
-            ctx.out.error(&e.to_string());
+            let msg = e.to_string();
+            if !matches!(e, CmdError::Counted(_)) {
+                count_error(ctx.srv, ctx.cl, msg.as_bytes());
+            }
+            ctx.out.error(&msg);
+        }
+    }
+    // A handler that wrote an error reply itself failed as much as one that returned it.
+    if ok_reply {
+        if let Some(msg) = error_at(&ctx.out.buf, reply_at) {
+            cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+            count_error(ctx.srv, ctx.cl, msg);
         }
     }
 }
@@ -796,12 +857,26 @@ pub fn record(
     args: &[&[u8]],
     start: CmdTimer,
 ) {
-    let us = start.elapsed_us();
+    record_run(srv, cl, cmd, args, start.elapsed_us(), false);
+}
+
+/// [`record`] for a run of `us` microseconds. A command that blocked is counted as a call
+/// now, but its latency histogram and slow log entry wait for the end of the wait
+/// ([`record_unblocked`]), as Redis's call() leaves them to updateStatsOnUnblock. EXEC is
+/// never slow-logged (Redis's `skip_slowlog`): the commands it ran are.
+fn record_run(
+    srv: &Server,
+    cl: &ClientState,
+    cmd: &'static CommandSpec,
+    args: &[&[u8]],
+    us: u64,
+    blocked: bool,
+) {
     cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
     cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
     // One config snapshot load for the latency and slowlog settings.
     let cfg = srv.config.read();
-    if cfg.typed.latency_tracking {
+    if cfg.typed.latency_tracking && !blocked {
         cmd.stats.hist.record(us);
     }
     srv.latency.add_sample_if_needed(
@@ -815,9 +890,34 @@ pub fn record(
     );
     srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);
     cl.handle.touch_cmd(cmd.full_name.as_str());
-    srv.slowlog.maybe_record(&cfg.typed, cl, args, us);
+    if !blocked && cmd.name != "exec" {
+        srv.slowlog.maybe_record(&cfg.typed, &cl.handle, args, us);
+    }
     drop(cfg);
     if srv.monitors.active() && !cmd.has(flags::ADMIN) {
         srv.monitors.feed(cl, args);
     }
+}
+
+/// Stats of a blocked command whose wait ended (served, or CLIENT UNBLOCK): the time its
+/// serving took, its latency histogram and slow log entry (with the client's own
+/// arguments), and `failed_calls` if it ended in error (Redis's updateStatsOnUnblock). Its
+/// call was counted when it blocked.
+pub fn record_unblocked(
+    srv: &Server,
+    handle: &crate::server::ClientHandle,
+    cmd: &CommandSpec,
+    args: &[&[u8]],
+    us: u64,
+    failed: bool,
+) {
+    cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
+    if failed {
+        cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    let cfg = srv.config.read();
+    if cfg.typed.latency_tracking {
+        cmd.stats.hist.record(us);
+    }
+    srv.slowlog.maybe_record(&cfg.typed, handle, args, us);
 }

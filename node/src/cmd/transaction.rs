@@ -314,14 +314,19 @@ fn unwatch(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 /// EXEC: aborts on queueing errors or touched WATCH keys; otherwise locks the union of the
 /// queued commands' stripes (all of them if one is a whole-keyspace command) and runs them
 /// atomically.
-pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
+pub fn exec(
+    srv: &Arc<Server>,
+    cl: &mut ClientState,
+    out: &mut Out,
+    exec_cmd: &CommandSpec,
+) -> Outcome {
     let Some(queue) = cl.multi.take() else {
-        out.error("ERR EXEC without MULTI");
+        failed(srv, cl, out, exec_cmd, "ERR EXEC without MULTI");
         return Outcome::Done;
     };
     if cl.multi_error {
         end_multi(srv, cl);
-        out.error("EXECABORT Transaction discarded because of previous errors.");
+        failed(srv, cl, out, exec_cmd, EXECABORT);
         return Outcome::Done;
     }
     let t = table();
@@ -336,7 +341,7 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         // error reply is better than a panic.
         let Ok(c) = t.resolve(args) else {
             end_multi(srv, cl);
-            out.error("EXECABORT Transaction discarded because of previous errors.");
+            failed(srv, cl, out, exec_cmd, EXECABORT);
             return Outcome::Done;
         };
         if c.has(flags::GLOBAL) {
@@ -346,13 +351,6 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
         c.key_indices(args, &mut idx);
         slots.extend(idx.iter().map(|&i| crate::slot::key_hash_slot(args[i])));
         cmds.push((c, args));
-    }
-    if cmds.iter().any(|(c, _)| c.has(flags::DENYOOM)) {
-        if let Err(e) = crate::server::evict::ensure_memory(srv) {
-            end_multi(srv, cl);
-            out.error(&format!("EXECABORT Transaction discarded because of: {e}"));
-            return Outcome::Done;
-        }
     }
     // The watched keys' stripes too: EXEC checks them (see `watched_changed`) and must not
     // lock one more stripe out of order while holding these.
@@ -397,8 +395,11 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
     for (c, args) in &cmds {
         // SELECT inside MULTI changes the db for the following commands.
         ctx.ks.db = ctx.cl.db;
+        let start = crate::server::stats::CmdTimer::start();
         super::run_locked(&mut ctx, c, args);
-        c.stats.calls.fetch_add(1, Ordering::Relaxed);
+        // Each queued command is a call of its own: commandstats, latency, slow log and
+        // MONITOR, as Redis's EXEC runs each through call().
+        super::record(srv, ctx.cl, c, args, start);
     }
     super::propagation::end_exec(&mut ctx);
     let ready = std::mem::take(&mut ctx.ks.ready);
@@ -413,17 +414,32 @@ pub fn exec(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out) -> Outcome {
     Outcome::Done
 }
 
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// An EXEC that fails without running anything: its error counted and its `failed_calls`.
+fn failed(srv: &Server, cl: &ClientState, out: &mut Out, exec_cmd: &CommandSpec, msg: &str) {
+    exec_cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+    super::count_error(srv, cl, msg.as_bytes());
+    out.error(msg);
+}
+
+/// How the blocking layer re-runs and accounts for this layer's blocked clients.
+pub const WAITER_OPS: crate::blocking::WaiterOps = crate::blocking::WaiterOps {
+    rerun: run_for_waiter,
+    unblocked,
+};
+
 /// Re-runs a blocked client's command. Returns its reply and the keys it made ready, or
 /// None if it still has nothing to serve (the handler wrote no reply).
 pub fn run_for_waiter(
     srv: &Arc<Server>,
-    db: usize,
-    client_id: u64,
-    resp3: bool,
+    w: &crate::blocking::Woken<'_>,
     args: &[&[u8]],
 ) -> Option<(BytesMut, Vec<(usize, Bytes)>)> {
+    let (db, resp3) = (w.db, w.resp3);
+    let start = crate::server::stats::CmdTimer::start();
     let c = table().resolve(args).ok()?;
-    let mut cl = ClientState::detached(client_id, db);
+    let mut cl = ClientState::detached(w.client_id, db);
     let mut out = Out {
         buf: BytesMut::new(),
         resp3,
@@ -453,6 +469,38 @@ pub fn run_for_waiter(
     if out.buf.is_empty() {
         return None;
     }
-    c.stats.calls.fetch_add(1, Ordering::Relaxed);
+    // Its call was counted when it blocked; run_locked counted a failure already.
+    super::record_unblocked(
+        srv,
+        w.client,
+        c,
+        &super::arg_view(w.sent),
+        start.elapsed_us(),
+        false,
+    );
     Some((out.buf, ready))
+}
+
+/// A wait CLIENT UNBLOCK ended (Redis 7.0.15's updateStatsOnUnblock(.., had_errors=1) in
+/// CLIENT UNBLOCK, for TIMEOUT too): the command's `failed_calls` and slow log entry, and
+/// the UNBLOCKED error counted when that is the reply.
+pub fn unblocked(
+    srv: &Server,
+    client: &Arc<crate::server::ClientHandle>,
+    sent: &[Bytes],
+    reply: &[u8],
+) {
+    let args = super::arg_view(sent);
+    let Ok(c) = table().resolve(&args) else {
+        return;
+    };
+    if let Some(msg) = super::error_at(reply, 0) {
+        srv.stats.errors.count(msg);
+        // Redis counts a command failed when an error reply was counted while it ran, to
+        // whomever it went: CLIENT UNBLOCK ... ERROR fails too.
+        if let Ok(unblock) = table().resolve(&[b"client", b"unblock"]) {
+            unblock.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    super::record_unblocked(srv, client, c, &args, 0, true);
 }

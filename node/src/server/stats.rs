@@ -28,6 +28,13 @@ pub struct Stats {
     pub unexpected_error_replies: Counter,
     pub dirty: Counter,
     pub pubsub_messages: Counter,
+    /// INFO errorstats and `total_error_replies`.
+    pub errors: ErrorStats,
+    /// Objects UNLINK and the lazyfree-lazy-* paths freed on a background thread
+    /// (INFO `lazyfreed_objects`).
+    pub lazyfreed_objects: Counter,
+    /// Objects handed to a background thread and not yet freed (`lazyfree_pending_objects`).
+    pub lazyfree_pending: AtomicU64,
 }
 
 impl Stats {
@@ -47,9 +54,105 @@ impl Stats {
             &self.prefetch_batches,
             &self.unexpected_error_replies,
             &self.pubsub_messages,
+            &self.lazyfreed_objects,
         ] {
             a.store(0, Ordering::Relaxed);
         }
+        self.errors.reset();
+    }
+}
+
+/// How many distinct error prefixes errorstats keeps before it stops adding new ones
+/// (Redis 7.2's bound, #13141; 7.0.15 had none). A script can make up any prefix with
+/// `redis.error_reply`, and this table is listed by every INFO: it must stay small.
+const ERROR_PREFIXES_MAX: usize = 128;
+
+/// Error replies by prefix (`ERR`, `WRONGTYPE`, ...), as Redis's `server.errors` rax and
+/// `stat_total_error_replies`: every error reply a client gets counts once.
+#[derive(Default)]
+pub struct ErrorStats {
+    total: Counter,
+    table: Mutex<ErrorTable>,
+}
+
+#[derive(Default)]
+struct ErrorTable {
+    /// Byte order, as a rax iterates.
+    by_prefix: std::collections::BTreeMap<Box<[u8]>, u64>,
+    /// Set when the table reached [`ERROR_PREFIXES_MAX`]: only CONFIG RESETSTAT clears it.
+    disabled: bool,
+}
+
+/// The prefix an error reply counts under: its first word when a space ends it within
+/// Redis's 32-byte window (counting the `-` the wire adds), else `ERR`.
+pub fn error_prefix(msg: &[u8]) -> &[u8] {
+    let window = &msg[..msg.len().min(31)];
+    match window.iter().position(|&c| c == b' ') {
+        Some(0) | None => b"ERR",
+        Some(n) => &msg[..n],
+    }
+}
+
+impl ErrorStats {
+    /// Counts one error reply; `msg` is the message without the wire's leading `-`.
+    pub fn count(&self, msg: &[u8]) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let prefix = error_prefix(msg);
+        let mut t = self.table.lock();
+        if t.disabled {
+            return;
+        }
+        if let Some(n) = t.by_prefix.get_mut(prefix) {
+            *n += 1;
+            return;
+        }
+        if t.by_prefix.len() >= ERROR_PREFIXES_MAX {
+            let names: Vec<String> = t
+                .by_prefix
+                .keys()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect();
+            tracing::warn!(
+                "Errorstats stopped adding new errors because the number of errors reached the limit, may be misuse of lua error_reply, please check INFO ERRORSTATS, this can be re-enabled via CONFIG RESETSTAT."
+            );
+            tracing::warn!("Current errors code list: {}", names.join(", "));
+            t.by_prefix.clear();
+            t.by_prefix
+                .insert(Box::from(&b"ERRORSTATS_DISABLED"[..]), 1);
+            t.disabled = true;
+            return;
+        }
+        t.by_prefix.insert(Box::from(prefix), 1);
+    }
+
+    /// `total_error_replies`.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// INFO's `# Errorstats` lines (`errorstat_<PREFIX>:count=<n>`), without the header.
+    pub fn info_lines(&self, out: &mut String) {
+        use std::fmt::Write;
+        for (k, n) in self.table.lock().by_prefix.iter() {
+            // Redis's getSafeInfoString: these would break INFO's line format.
+            let name: String = String::from_utf8_lossy(k)
+                .chars()
+                .map(|c| {
+                    if matches!(c, '#' | ':' | '\n' | '\r') {
+                        '_'
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            let _ = write!(out, "errorstat_{name}:count={n}\r\n");
+        }
+    }
+
+    /// CONFIG RESETSTAT: empties the table and lifts the prefix bound.
+    pub fn reset(&self) {
+        self.total.store(0, Ordering::Relaxed);
+        *self.table.lock() = ErrorTable::default();
     }
 }
 
@@ -74,7 +177,7 @@ impl SlowLog {
     pub fn maybe_record(
         &self,
         cfg: &crate::config::Settings,
-        cl: &ClientState,
+        client: &ClientHandle,
         args: &[&[u8]],
         usec: u64,
     ) {
@@ -107,9 +210,8 @@ impl SlowLog {
             time: super::now_ms() / 1000,
             usec,
             args: argv,
-            addr: cl.handle.addr.clone(),
-            name: cl
-                .handle
+            addr: client.addr.clone(),
+            name: client
                 .name
                 .lock()
                 .as_ref()
@@ -298,6 +400,41 @@ pub fn repr(out: &mut String, bytes: &[u8]) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::{error_prefix, ErrorStats, ERROR_PREFIXES_MAX};
+
+    #[test]
+    fn prefix_is_the_first_word_within_redis_window() {
+        assert_eq!(error_prefix(b"WRONGTYPE Operation against"), b"WRONGTYPE");
+        assert_eq!(error_prefix(b"NOSPACEHERE"), b"ERR");
+        assert_eq!(error_prefix(b""), b"ERR");
+        let long = [b'A'; 40];
+        assert_eq!(error_prefix(&long), b"ERR");
+        let mut edge = vec![b'B'; 30];
+        edge.extend_from_slice(b" x");
+        assert_eq!(error_prefix(&edge), &edge[..30]);
+    }
+
+    #[test]
+    fn table_stops_growing_at_the_bound_until_reset() {
+        let e = ErrorStats::default();
+        for i in 0..=ERROR_PREFIXES_MAX {
+            e.count(format!("E{i} x").as_bytes());
+        }
+        let mut s = String::new();
+        e.info_lines(&mut s);
+        assert_eq!(s, "errorstat_ERRORSTATS_DISABLED:count=1\r\n");
+        e.count(b"ERR again");
+        assert_eq!(e.total() as usize, ERROR_PREFIXES_MAX + 2);
+        e.reset();
+        e.count(b"ERR x");
+        let mut s = String::new();
+        e.info_lines(&mut s);
+        assert_eq!(s, "errorstat_ERR:count=1\r\n");
+    }
 }
 
 #[cfg(test)]

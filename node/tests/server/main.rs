@@ -21,6 +21,7 @@ mod config_diff;
 mod conform_diff;
 mod conform_start;
 mod debug_cmd;
+mod errorstats_diff;
 mod harness_proc;
 mod latency;
 mod noop_writes;
