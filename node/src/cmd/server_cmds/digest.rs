@@ -4,7 +4,7 @@
 
 use tessera_rdb::RdbValue;
 
-use super::live;
+use super::debug::live;
 use crate::cmd::{CmdResult, Ctx};
 use crate::db::value::NO_EXPIRE;
 use crate::db::{Entry, STRIPES};
