@@ -175,3 +175,163 @@ fn migrating_multikey_answers_like_redis() {
     );
     assert_eq!(migration_view(&s, &d), want);
 }
+
+/// One node's view of the others: per node id, its flags (without `myself`) and the
+/// hostname after the address, sorted by id.
+fn flags_view(n: &Proc) -> Vec<String> {
+    let mut v: Vec<String> = n
+        .nodes()
+        .iter()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let host = f[1].split_once(',').map(|(_, h)| h).unwrap_or("");
+            let flags: Vec<&str> = f[2].split(',').filter(|f| *f != "myself").collect();
+            format!("{} {} host={host}", f[0], flags.join(","))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// (id, hostname) of every node in CLUSTER SHARDS, sorted.
+fn shards_hostnames(n: &Proc) -> Vec<String> {
+    let Reply::Array(shards) = conn(n).cmd(&["CLUSTER", "SHARDS"]) else {
+        panic!("CLUSTER SHARDS is not an array");
+    };
+    let field = |m: &[Reply], name: &str| -> Option<String> {
+        m.chunks(2)
+            .find(|kv| kv[0] == Reply::Bulk(name.as_bytes().to_vec()))
+            .map(|kv| match &kv[1] {
+                Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            })
+    };
+    let mut out = Vec::new();
+    for s in shards {
+        let Reply::Array(s) = s else { panic!("shard") };
+        let Some(Reply::Array(nodes)) = s
+            .chunks(2)
+            .find(|kv| kv[0] == Reply::Bulk(b"nodes".to_vec()))
+            .map(|kv| kv[1].clone())
+        else {
+            panic!("shard without nodes");
+        };
+        for node in nodes {
+            let Reply::Array(m) = node else {
+                panic!("node")
+            };
+            out.push(format!(
+                "{} hostname={}",
+                field(&m, "id").unwrap_or_default(),
+                field(&m, "hostname").unwrap_or_default()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The endpoints CLUSTER SLOTS gives for each range (preferred endpoint type hostname).
+fn slots_endpoints(n: &Proc) -> Reply {
+    let Reply::Array(ranges) = conn(n).cmd(&["CLUSTER", "SLOTS"]) else {
+        panic!("CLUSTER SLOTS is not an array");
+    };
+    let v = ranges
+        .into_iter()
+        .map(|r| match r {
+            Reply::Array(e) => Reply::Array(
+                e.into_iter()
+                    .map(|x| match x {
+                        // [endpoint, port, id, {extra}]: keep endpoint, id and extras.
+                        Reply::Array(node) => Reply::Array(
+                            node.into_iter()
+                                .enumerate()
+                                .filter(|(i, _)| *i != 1)
+                                .map(|(_, y)| y)
+                                .collect(),
+                        ),
+                        other => other,
+                    })
+                    .collect(),
+            ),
+            other => other,
+        })
+        .collect();
+    Reply::Array(v).normalized(true)
+}
+
+/// cluster-replica-no-failover and cluster-announce-hostname, set at run time on a
+/// tessera-node replica and on a redis-server replica, reach every other node over the bus
+/// both ways (the nofailover header flag, the hostname ping extension): CLUSTER NODES,
+/// SHARDS and SLOTS (preferred endpoint type hostname) show the same on both masters.
+#[test]
+fn nofailover_and_hostname_propagate_like_redis() {
+    let t = Proc::cluster(tessera_bin(), "127.0.0.1", 3000);
+    let r = Proc::cluster(redis_bin(), "127.0.0.1", 3000);
+    let tr = Proc::cluster(tessera_bin(), "127.0.0.1", 3000);
+    let rr = Proc::cluster(redis_bin(), "127.0.0.1", 3000);
+    assert_eq!(
+        t.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).trim(),
+        "OK"
+    );
+    assert_eq!(
+        r.cli(&["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]).trim(),
+        "OK"
+    );
+    join(&[&t, &r, &tr, &rr]);
+    // Each replica follows the master of the other implementation.
+    assert_eq!(tr.cli(&["CLUSTER", "REPLICATE", &r.myid()]).trim(), "OK");
+    assert_eq!(rr.cli(&["CLUSTER", "REPLICATE", &t.myid()]).trim(), "OK");
+    for (n, host) in [(&tr, "tr.example.net"), (&rr, "rr.example.net")] {
+        for (k, v) in [
+            ("cluster-replica-no-failover", "yes"),
+            ("cluster-announce-hostname", host),
+        ] {
+            assert_eq!(n.cli(&["CONFIG", "SET", k, v]).trim(), "OK");
+        }
+    }
+    for n in [&t, &r] {
+        assert_eq!(
+            n.cli(&[
+                "CONFIG",
+                "SET",
+                "cluster-preferred-endpoint-type",
+                "hostname"
+            ])
+            .trim(),
+            "OK"
+        );
+    }
+    let (trid, rrid) = (tr.myid(), rr.myid());
+    let settled = |n: &Proc| {
+        let v = flags_view(n);
+        [(&trid, "tr.example.net"), (&rrid, "rr.example.net")]
+            .iter()
+            .all(|(id, host)| {
+                v.iter().any(|l| {
+                    l.starts_with(id.as_str())
+                        && l.contains("slave,nofailover ")
+                        && l.ends_with(&format!("host={host}"))
+                })
+            })
+    };
+    wait_for(
+        Duration::from_secs(30),
+        "both masters see both replicas' nofailover flag and hostname",
+        || settled(&r) && settled(&t),
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "the same CLUSTER SHARDS hostnames",
+        || shards_hostnames(&t) == shards_hostnames(&r),
+    );
+    assert!(shards_hostnames(&r)
+        .iter()
+        .any(|l| l == &format!("{trid} hostname=tr.example.net")));
+    wait_for(
+        Duration::from_secs(30),
+        "the same CLUSTER SLOTS endpoints",
+        || slots_endpoints(&t) == slots_endpoints(&r),
+    );
+    assert_eq!(flags_view(&t), flags_view(&r));
+}

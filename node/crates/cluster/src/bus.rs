@@ -92,13 +92,14 @@ impl ClusterNode {
         let now = now_ms();
         let seed = rand::random::<u64>();
         let path = config.config_file.clone();
-        let state = match nodes_conf::load(&path, config.clone(), now, seed)? {
+        let mut state = match nodes_conf::load(&path, config.clone(), now, seed)? {
             Some(st) => {
                 info!(file = %path.display(), "loaded cluster config");
                 st
             }
             None => ClusterState::new(config.clone(), now, seed),
         };
+        state.sync_myself_config();
         let addr = format!("{}:{}", config.bind, config.bus_port());
         let listener = TcpListener::bind(&addr)
             .await
@@ -132,6 +133,7 @@ impl ClusterNode {
                 let replicating = s3.host.replication_master();
                 locked(&s3, |st| {
                     st.config.apply_runtime(&live);
+                    st.sync_myself_config();
                     if let Some(target) = replicating {
                         st.note_replication_target(target);
                     }

@@ -79,6 +79,8 @@ impl ClusterConfig {
         self.migration_barrier = live.migration_barrier;
         self.replica_no_failover = live.replica_no_failover;
         self.link_sendbuf_limit = live.link_sendbuf_limit;
+        self.announce_hostname = live.announce_hostname.clone();
+        self.preferred_endpoint_type = live.preferred_endpoint_type;
     }
 
     /// The port the bus listens on.

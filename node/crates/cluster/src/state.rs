@@ -391,6 +391,28 @@ impl ClusterState {
         me.hostname = self.config.announce_hostname.clone().unwrap_or_default();
     }
 
+    /// Brings myself in line with the run-time settable config (clusterUpdateMyselfFlags,
+    /// clusterUpdateMyselfHostname): the nofailover flag and the announced hostname, both
+    /// carried to peers by the next PING/PONG (header flags, hostname extension).
+    pub fn sync_myself_config(&mut self) {
+        let nofailover = self.config.replica_no_failover;
+        let hostname = self.config.announce_hostname.clone().unwrap_or_default();
+        let me = self.me_mut();
+        let mut changed = false;
+        if (me.flags & FLAG_NOFAILOVER != 0) != nofailover {
+            me.flags ^= FLAG_NOFAILOVER;
+            changed = true;
+        }
+        if me.hostname != hostname {
+            me.hostname = hostname;
+            changed = true;
+        }
+        if changed {
+            self.todo_save = true;
+            self.todo_update_state = true;
+        }
+    }
+
     pub fn me(&self) -> &Node {
         &self.nodes[&self.myself]
     }
