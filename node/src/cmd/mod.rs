@@ -681,9 +681,6 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         None => Outcome::Done,
     };
     drop(ctx);
-    if !ready.is_empty() {
-        crate::blocking::serve(srv, ready);
-    }
     // A replica began loading its master's RDB while this ran: what it read may be half
     // flushed, half loaded. Answer as if it had arrived during the load.
     if matches!(outcome, Outcome::Done)
@@ -696,6 +693,11 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     }
     let blocked = matches!(outcome, Outcome::Blocked(_));
     record_run(srv, cl, cmd, args, start.elapsed_us(), blocked);
+    // The clients this command made ready are served after it was counted and logged, as
+    // Redis's handleClientsBlockedOnKeys runs after call().
+    if !ready.is_empty() {
+        crate::blocking::serve(srv, ready);
+    }
     if cl.close_after_reply {
         return Outcome::Close;
     }
@@ -891,11 +893,12 @@ fn record_run(
     srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);
     cl.handle.touch_cmd(cmd.full_name.as_str());
     if !blocked && cmd.name != "exec" {
-        srv.slowlog.maybe_record(&cfg.typed, &cl.handle, args, us);
+        srv.slowlog
+            .maybe_record(&cfg.typed, &cl.handle, &shown_args(cmd, args), us);
     }
     drop(cfg);
     if srv.monitors.active() && !cmd.has(flags::ADMIN) {
-        srv.monitors.feed(cl, args);
+        srv.monitors.feed(cl, &shown_args(cmd, args));
     }
 }
 
@@ -919,5 +922,82 @@ pub fn record_unblocked(
     if cfg.typed.latency_tracking {
         cmd.stats.hist.record(us);
     }
-    srv.slowlog.maybe_record(&cfg.typed, handle, args, us);
+    srv.slowlog
+        .maybe_record(&cfg.typed, handle, &shown_args(cmd, args), us);
+}
+
+const REDACTED: &[u8] = b"(redacted)";
+
+/// Directives whose values are secrets (Redis's SENSITIVE_CONFIG).
+const SENSITIVE_CONFIGS: [&str; 3] = ["masterauth", "masteruser", "requirepass"];
+
+/// The arguments as the slow log and MONITOR show them: what Redis 7.0's commands pass to
+/// redactClientCommandArgument (AUTH's, HELLO AUTH's and MIGRATE AUTH / AUTH2's
+/// credentials, ACL SETUSER's arguments, the values of sensitive CONFIG SETs) reads
+/// "(redacted)". Borrowed unchanged for every other command.
+fn shown_args<'s, 'a>(cmd: &CommandSpec, args: &'s [&'a [u8]]) -> Cow<'s, [&'a [u8]]> {
+    let mut hide: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
+    let n = args.len();
+    match cmd.full_name.as_str() {
+        "auth" if n <= 3 => hide.extend(1..n),
+        "hello" => {
+            // The protocol version first: a bad one answers before any redaction.
+            let mut j = 1;
+            if n >= 2 {
+                match crate::types::parse_i64_strict(args[1]) {
+                    Some(2 | 3) => j = 2,
+                    _ => return Cow::Borrowed(args),
+                }
+            }
+            while j < n {
+                let more = n - 1 - j;
+                if eq_ic(args[j], "auth") && more >= 2 {
+                    hide.extend([j + 1, j + 2]);
+                    j += 3;
+                } else if eq_ic(args[j], "setname") && more >= 1 {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+        }
+        "acl|setuser" if n >= 3 => hide.extend(2..n),
+        "config|set" => {
+            let mut i = 2;
+            while i + 1 < n {
+                if SENSITIVE_CONFIGS.iter().any(|c| eq_ic(args[i], c)) {
+                    hide.push(i + 1);
+                }
+                i += 2;
+            }
+        }
+        "migrate" => {
+            let mut j = 6;
+            while j < n {
+                let more = n - 1 - j;
+                if eq_ic(args[j], "copy") || eq_ic(args[j], "replace") {
+                    j += 1;
+                } else if eq_ic(args[j], "auth") && more >= 1 {
+                    hide.push(j + 1);
+                    j += 2;
+                } else if eq_ic(args[j], "auth2") && more >= 2 {
+                    hide.extend([j + 1, j + 2]);
+                    j += 3;
+                } else {
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
+    if hide.is_empty() {
+        return Cow::Borrowed(args);
+    }
+    let mut v = args.to_vec();
+    for i in hide {
+        if let Some(a) = v.get_mut(i) {
+            *a = REDACTED;
+        }
+    }
+    Cow::Owned(v)
 }

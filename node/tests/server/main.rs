@@ -29,4 +29,5 @@ mod notify_diff;
 mod one_test_kit;
 mod pubsub_client;
 mod pubsub_shard;
+mod slowlog_diff;
 mod watch_diff;
