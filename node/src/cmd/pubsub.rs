@@ -2,6 +2,12 @@
 //! SSUBSCRIBE SUNSUBSCRIBE SPUBLISH (the channel is the key: cluster routing applies).
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use crate::resp::Out;
+use crate::server::{ClientState, Server};
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 
@@ -93,27 +99,46 @@ pub fn allowed_in_context(name: &str) -> bool {
     )
 }
 
+/// Runs a (un)subscribe that writes confirmation pushes. Under CLIENT REPLY OFF|SKIP they
+/// are kept aside and still sent (Redis's CLIENT_PUSHING), in RESP2 as in RESP3.
+fn confirm(ctx: &mut Ctx<'_>, f: impl FnOnce(&Arc<Server>, &mut ClientState, &mut Out)) {
+    if ctx.cl.replies_dropped() {
+        let mut o = Out {
+            buf: BytesMut::new(),
+            resp3: ctx.out.resp3,
+        };
+        f(ctx.srv, ctx.cl, &mut o);
+        ctx.cl.kept_pushes.extend_from_slice(&o.buf);
+    } else {
+        f(ctx.srv, ctx.cl, ctx.out);
+    }
+}
+
 fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.srv.pubsub.subscribe(ctx.cl, ctx.out, &args[1..], false);
+    confirm(ctx, |srv, cl, out| {
+        srv.pubsub.subscribe(cl, out, &args[1..], false)
+    });
     Ok(())
 }
 
 fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.srv
-        .pubsub
-        .unsubscribe(ctx.cl, ctx.out, &args[1..], false);
+    confirm(ctx, |srv, cl, out| {
+        srv.pubsub.unsubscribe(cl, out, &args[1..], false)
+    });
     Ok(())
 }
 
 fn psubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.srv.pubsub.subscribe(ctx.cl, ctx.out, &args[1..], true);
+    confirm(ctx, |srv, cl, out| {
+        srv.pubsub.subscribe(cl, out, &args[1..], true)
+    });
     Ok(())
 }
 
 fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.srv
-        .pubsub
-        .unsubscribe(ctx.cl, ctx.out, &args[1..], true);
+    confirm(ctx, |srv, cl, out| {
+        srv.pubsub.unsubscribe(cl, out, &args[1..], true)
+    });
     Ok(())
 }
 
@@ -148,14 +173,16 @@ fn ssubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
         ));
     }
-    ctx.srv
-        .pubsub
-        .ssubscribe(ctx.srv, ctx.cl, ctx.out, &args[1..]);
+    confirm(ctx, |srv, cl, out| {
+        srv.pubsub.ssubscribe(srv, cl, out, &args[1..])
+    });
     Ok(())
 }
 
 fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.srv.pubsub.sunsubscribe(ctx.cl, ctx.out, &args[1..]);
+    confirm(ctx, |srv, cl, out| {
+        srv.pubsub.sunsubscribe(cl, out, &args[1..])
+    });
     Ok(())
 }
 
@@ -164,13 +191,17 @@ fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn shardchannels(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 3 {
+        return Err(channels_syntax(args[1]));
+    }
     let v = ctx.srv.pubsub.shard_channels(args.get(2).map(|b| &b[..]));
     ctx.out.bulks(v.iter());
     Ok(())
 }
 
+/// A flat array of channel, count pairs in RESP3 too (Redis 7.0 answers no map).
 fn shardnumsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.out.map(args.len() - 2);
+    ctx.out.array(2 * (args.len() - 2));
     for c in &args[2..] {
         ctx.out.bulk(c);
         ctx.out.int(ctx.srv.pubsub.shard_numsub(c) as i64);
@@ -178,14 +209,27 @@ fn shardnumsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// CHANNELS / SHARDCHANNELS with more than a pattern: Redis's subcommand syntax error.
+/// The subcommand is quoted as typed.
+fn channels_syntax(sub: &[u8]) -> CmdError {
+    CmdError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
 fn channels(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 3 {
+        return Err(channels_syntax(args[1]));
+    }
     let v = ctx.srv.pubsub.channels(args.get(2).map(|b| &b[..]));
     ctx.out.bulks(v.iter());
     Ok(())
 }
 
+/// A flat array of channel, count pairs in RESP3 too (Redis 7.0 answers no map).
 fn numsub(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    ctx.out.map(args.len() - 2);
+    ctx.out.array(2 * (args.len() - 2));
     for c in &args[2..] {
         ctx.out.bulk(c);
         ctx.out.int(ctx.srv.pubsub.numsub(c) as i64);

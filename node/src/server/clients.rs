@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
 
@@ -235,6 +235,9 @@ pub struct ClientState {
     pub psubs: HashSet<Bytes>,
     pub close_after_reply: bool,
     pub reply_mode: ReplyMode,
+    /// Pushes written while CLIENT REPLY OFF|SKIP drops the command's reply (pub/sub
+    /// confirmations: Redis's CLIENT_PUSHING), sent after the dropped reply.
+    pub kept_pushes: BytesMut,
     pub scratch_idx: Vec<usize>,
     pub scratch_slots: Vec<u16>,
     /// The cluster router's key list (crate::cluster::route), kept for its allocation.
@@ -288,6 +291,7 @@ impl ClientState {
             psubs: HashSet::new(),
             close_after_reply: false,
             reply_mode: ReplyMode::On,
+            kept_pushes: BytesMut::new(),
             scratch_idx: Vec::new(),
             scratch_slots: Vec::new(),
             route_keys: Vec::new(),
@@ -308,6 +312,11 @@ impl ClientState {
         s.db = db;
         s.internal = true;
         s
+    }
+
+    /// Whether CLIENT REPLY OFF|SKIP drops the reply of the command running now.
+    pub fn replies_dropped(&self) -> bool {
+        matches!(self.reply_mode, ReplyMode::Off | ReplyMode::Skip)
     }
 
     /// RESP2 subscribed clients may only run (P)SUBSCRIBE & co.

@@ -443,6 +443,10 @@ async fn process(
             }
         }
         apply_reply_mode(cl, out, mark, is_client_reply);
+        if !cl.kept_pushes.is_empty() {
+            out.raw(&cl.kept_pushes);
+            cl.kept_pushes.clear();
+        }
         if !matches!(outcome, Outcome::Done) {
             // Time passed (pause, block): later commands of the batch need a fresh clock.
             cl.now_ms = 0;

@@ -17,6 +17,7 @@ mod transactions;
 mod acl_default_user;
 mod busy_poll;
 mod client_tracking;
+mod clients_diff;
 mod config_diff;
 mod conform_diff;
 mod conform_start;

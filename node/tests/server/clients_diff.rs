@@ -1,0 +1,155 @@
+//! Pub/sub replies and CLIENT subcommands against redis-server 7.0 (issue 18): the same
+//! requests on both servers, raw reply bytes compared (RESP2 and RESP3).
+
+use std::time::Duration;
+
+use tessera_testkit::*;
+
+fn both() -> [Server; 2] {
+    [Launch::redis(), Launch::tessera()].map(|l| l.args(&["--save", ""]).start())
+}
+
+/// Sends one command and reads its reply as raw bytes.
+fn raw(c: &mut Conn, args: &[&str]) -> Vec<u8> {
+    c.send(args);
+    c.read_raw()
+}
+
+/// Lines "<args>: redis <bytes> / tessera <bytes>" for every request whose replies differ.
+fn grid_diffs(rc: &mut Conn, tc: &mut Conn, grid: &[Vec<&str>]) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for args in grid {
+        let (want, got) = (raw(rc, args), raw(tc, args));
+        if want != got {
+            diffs.push(format!(
+                "{args:?}: redis {:?} / tessera {:?}",
+                String::from_utf8_lossy(&want),
+                String::from_utf8_lossy(&got)
+            ));
+        }
+    }
+    diffs
+}
+
+/// Every PUBSUB subcommand (and its malformed forms) answers as Redis 7.0 in RESP2 and
+/// RESP3: NUMSUB and SHARDNUMSUB are flat arrays in both (tessera answered a RESP3 map).
+#[test]
+fn pubsub_introspection_shapes_like_redis() {
+    let servers = both();
+    let mut diffs = Vec::new();
+    for resp3 in [false, true] {
+        let mut conns = servers.each_ref().map(|s| {
+            let mut sub = Conn::with_proto(s.port, resp3);
+            for args in [
+                ["SUBSCRIBE", "x"],
+                ["SSUBSCRIBE", "y"],
+                ["PSUBSCRIBE", "p*"],
+            ] {
+                sub.send(&args);
+                sub.read_raw();
+            }
+            (sub, Conn::with_proto(s.port, resp3))
+        });
+        let [(_, rc), (_, tc)] = &mut conns;
+        let grid: Vec<Vec<&str>> = [
+            "PUBSUB NUMSUB x z",
+            "PUBSUB NUMSUB",
+            "PUBSUB SHARDNUMSUB y z",
+            "PUBSUB SHARDNUMSUB",
+            "PUBSUB CHANNELS",
+            "PUBSUB CHANNELS x*",
+            "PUBSUB CHANNELS a b",
+            "PUBSUB SHARDCHANNELS",
+            "PUBSUB SHARDCHANNELS y",
+            "PUBSUB SHARDCHANNELS a b",
+            "PUBSUB NUMPAT",
+            "PUBSUB NUMPAT x",
+            "PUBSUB HELP",
+            "PUBSUB HELP x",
+            "PUBSUB FOO",
+            "PUBSUB",
+        ]
+        .iter()
+        .map(|l| l.split(' ').collect())
+        .collect();
+        for d in grid_diffs(rc, tc, &grid) {
+            diffs.push(format!("resp3={resp3} {d}"));
+        }
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+/// A session of pub/sub requests under CLIENT REPLY OFF / SKIP: what the client receives
+/// up to the final ECHO, as raw replies.
+fn reply_off_session(s: &Server, resp3: bool) -> Vec<String> {
+    let mut c = Conn::with_proto(s.port, resp3);
+    let mut p = Conn::connect(s.port);
+    c.w.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let steps: &[&[&str]] = &[
+        &["CLIENT", "REPLY", "OFF"],
+        &["SUBSCRIBE", "channel"],
+        &["PSUBSCRIBE", "ch*"],
+        &["SSUBSCRIBE", "shard"],
+        &["PING"],
+        &["@PUBLISH", "channel", "hello"],
+        &["@SPUBLISH", "shard", "hi"],
+        &["UNSUBSCRIBE", "channel"],
+        &["PUNSUBSCRIBE"],
+        &["SUNSUBSCRIBE"],
+        &["SET", "k", "v"],
+        &["CLIENT", "REPLY", "ON"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["SUBSCRIBE", "a", "b"],
+        // Named: a bare UNSUBSCRIBE's order is Redis's hash order.
+        &["UNSUBSCRIBE", "b", "a"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["PSUBSCRIBE", "q*"],
+        &["PUNSUBSCRIBE", "q*", "r*"],
+        &["GET", "k"],
+        &["CLIENT", "REPLY", "ON"],
+        &["ECHO", "end-of-session"],
+    ];
+    let mut log = Vec::new();
+    for step in steps {
+        match step[0].strip_prefix('@') {
+            // From the other connection: the publisher's count, then what `c` got.
+            Some(cmd) => {
+                // `c`'s requests so far have run once its subscriptions show.
+                wait_until("subscribed", Duration::from_secs(10), || {
+                    raw(&mut p, &["PUBSUB", "SHARDNUMSUB", "shard"])
+                        == b"*2\r\n$5\r\nshard\r\n:1\r\n"
+                });
+                let mut args = vec![cmd];
+                args.extend(&step[1..]);
+                log.push(format!(
+                    "publisher {:?}",
+                    String::from_utf8_lossy(&raw(&mut p, &args))
+                ));
+            }
+            None => c.send(step),
+        }
+    }
+    // Everything `c` got, up to the final ECHO (bounded).
+    for _ in 0..64 {
+        let r = String::from_utf8_lossy(&c.read_raw()).into_owned();
+        let done = r == "$14\r\nend-of-session\r\n";
+        log.push(r);
+        if done {
+            break;
+        }
+    }
+    log
+}
+
+/// Under CLIENT REPLY OFF or SKIP, Redis 7.0 still sends the (un)subscribe confirmations
+/// and the messages (CLIENT_PUSHING), in RESP2 and RESP3; tessera dropped the
+/// confirmations with the rest of the reply, so a client waiting for them hung.
+#[test]
+fn pubsub_under_client_reply_off_like_redis() {
+    let [r, t] = both();
+    for resp3 in [false, true] {
+        let (want, got) = (reply_off_session(&r, resp3), reply_off_session(&t, resp3));
+        assert_eq!(want, got, "resp3={resp3}");
+    }
+}
