@@ -250,25 +250,36 @@ pub(crate) fn distinct_positions(len: usize, n: usize) -> Vec<usize> {
     rand::seq::index::sample(&mut rand::rng(), len, n).into_vec()
 }
 
-/// Parses the count of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER (out-of-range like Redis).
-pub(crate) fn rand_count(b: &[u8], with_values: bool) -> Result<i64, CmdError> {
+/// Parses the count of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER as Redis does (its
+/// getRangeLongFromObjectOrReply over -LONG_MAX..LONG_MAX), before any other argument.
+pub(crate) fn rand_count(b: &[u8]) -> Result<i64, CmdError> {
     let n = arg_i64(b)?;
-    let bound = if with_values { i64::MAX / 2 } else { i64::MAX };
-    if n < -bound {
-        return Err(CmdError::msg("ERR value is out of range"));
+    if n == i64::MIN {
+        return Err(CmdError::msg(
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
     }
     Ok(n)
 }
 
+/// With WITHVALUES/WITHSCORES the reply has two entries per pick: Redis refuses counts
+/// whose double would overflow (checked after the syntax).
+pub(crate) fn check_pair_count(n: Option<i64>, pairs: bool) -> Result<(), CmdError> {
+    match n {
+        Some(n) if pairs && (n < -(i64::MAX / 2) || n > i64::MAX / 2) => {
+            Err(CmdError::msg("ERR value is out of range"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let count = args.get(2).map(|c| rand_count(c)).transpose()?;
     if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], "withvalues")) {
         return Err(CmdError::Syntax);
     }
     let withvalues = args.len() == 4;
-    let count = match args.get(2) {
-        Some(c) => Some(rand_count(c, withvalues)?),
-        None => None,
-    };
+    check_pair_count(count, withvalues)?;
     let h = ctx.ks.get_hash(args[1])?;
     let out = &mut *ctx.out;
     let Some(count) = count else {

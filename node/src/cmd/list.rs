@@ -153,8 +153,12 @@ fn pop_n(
 }
 
 fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
+    // Arity -2 with at most one count: Redis answers the arity error for more.
     if args.len() > 3 {
-        return Err(CmdError::Syntax);
+        return Err(CmdError::msg(format!(
+            "ERR wrong number of arguments for '{}' command",
+            if left { "lpop" } else { "rpop" }
+        )));
     }
     let count = match args.get(2) {
         Some(c) => Some(positive_count(c)?),
@@ -243,12 +247,14 @@ fn index_of(i: i64, len: usize) -> Option<usize> {
     (i >= 0 && (i as usize) < len).then_some(i as usize)
 }
 
+/// The key is looked up (missing: nil; WRONGTYPE) before the index is parsed, as Redis.
 fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let Some(l) = ctx.ks.get_list(args[1])? else {
+        ctx.out.null();
+        return Ok(());
+    };
     let i = arg_i64(args[2])?;
-    let v = ctx
-        .ks
-        .get_list(args[1])?
-        .and_then(|l| index_of(i, l.len()).and_then(|i| l.get(i)));
+    let v = index_of(i, l.len()).and_then(|i| l.get(i));
     match v {
         Some(v) => ctx.out.bulk(v),
         None => ctx.out.null(),
@@ -256,10 +262,11 @@ fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// The key is looked up (no such key; WRONGTYPE) before the index is parsed, as Redis.
 fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let i = arg_i64(args[2])?;
     let lim = ctx.limits();
     let l = ctx.ks.get_list(args[1])?.ok_or(CmdError::NoSuchKey)?;
+    let i = arg_i64(args[2])?;
     let i = index_of(i, l.len()).ok_or(CmdError::OutOfRange)?;
     l.set(i, args[3], &lim);
     ctx.notify(LIST, "lset", args[1]);
@@ -525,7 +532,8 @@ pub(crate) fn mpop_count(args: &[&[u8]], mut i: usize) -> Result<usize, CmdError
     let mut count = None;
     while i < args.len() {
         if eq_ic(args[i], "count") && i + 1 < args.len() && count.is_none() {
-            let n = arg_i64(args[i + 1])?;
+            // Redis's getRangeLongFromObjectOrReply: one message for all bad counts.
+            let n = arg_i64(args[i + 1]).unwrap_or(0);
             if n <= 0 {
                 return Err(CmdError::msg("ERR count should be greater than 0"));
             }
@@ -544,12 +552,13 @@ pub(crate) fn mpop_keys<'a, 'b>(
     args: &'a [&'b [u8]],
     at: usize,
 ) -> Result<&'a [&'b [u8]], CmdError> {
-    let n = arg_i64(args[at])?;
+    // Non-integers get the same message (Redis's getRangeLongFromObjectOrReply).
+    let n = arg_i64(args[at]).unwrap_or(0);
     if n <= 0 {
         return Err(CmdError::msg("ERR numkeys should be greater than 0"));
     }
-    let n = n as usize;
-    if n > args.len() - at - 1 {
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if n > args.len().saturating_sub(at + 1) {
         return Err(CmdError::Syntax);
     }
     Ok(&args[at + 1..at + 1 + n])

@@ -193,7 +193,7 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let count = match args.get(2) {
-        Some(c) => Some(rand_count(c, false)?),
+        Some(c) => Some(rand_count(c)?),
         None => None,
     };
     let s = ctx.ks.get_set(args[1])?;
@@ -393,12 +393,13 @@ pub(crate) fn numkeys_args<'a, 'b>(
     args: &'a [&'b [u8]],
     at: usize,
 ) -> Result<&'a [&'b [u8]], CmdError> {
-    let n = arg_i64(args[at])?;
+    // Non-integers get the same message (Redis's getRangeLongFromObjectOrReply).
+    let n = arg_i64(args[at]).unwrap_or(0);
     if n <= 0 {
         return Err(CmdError::msg("ERR numkeys should be greater than 0"));
     }
-    let n = n as usize;
-    if n > args.len() - at - 1 {
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if n > args.len().saturating_sub(at + 1) {
         return Err(CmdError::msg(
             "ERR Number of keys can't be greater than number of args",
         ));

@@ -106,51 +106,69 @@ struct SetOpts {
     rewrite_at: Option<usize>,
 }
 
-/// `args` with the deadline option at `i` replaced by `PXAT at`: replicas and the AOF
-/// get the absolute time, so a replay gives the same TTL.
+/// The deadline options of SET and GETEX.
+const EXPIRE_OPTS: [&str; 4] = ["ex", "px", "exat", "pxat"];
+
+/// `args` with the deadline option at `i` replaced by `PXAT at` (and the same option
+/// given earlier, which Redis allows, dropped): replicas and the AOF get the absolute
+/// time, so a replay gives the same TTL.
 fn with_pxat(args: &[&[u8]], i: usize, at: u64) -> Vec<Bytes> {
-    let mut v: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-    if i + 1 < v.len() {
-        v[i] = Bytes::from_static(b"PXAT");
-        v[i + 1] = super::keys::num(at);
+    let mut v: Vec<Bytes> = Vec::with_capacity(args.len());
+    let mut j = 0;
+    while j < args.len() {
+        let a = args[j];
+        if j >= 3 && EXPIRE_OPTS.iter().any(|k| eq_ic(a, k)) {
+            if j == i {
+                v.push(Bytes::from_static(b"PXAT"));
+                v.push(super::keys::num(at));
+            } else if j > i {
+                v.extend(
+                    args[j..(j + 2).min(args.len())]
+                        .iter()
+                        .map(|a| Bytes::copy_from_slice(a)),
+                );
+            }
+            j += 2;
+        } else {
+            v.push(Bytes::copy_from_slice(a));
+            j += 1;
+        }
     }
     v
 }
 
+/// In Redis's order: every option's syntax first (the same deadline option may repeat,
+/// the last wins; two different ones are a syntax error), then the deadline's value.
 fn parse_set_opts(args: &[&[u8]], now: u64, allow_get: bool) -> Result<SetOpts, CmdError> {
     let mut o = SetOpts::default();
+    // The deadline option given and its value.
+    let mut deadline: Option<(&str, &[u8])> = None;
     let mut i = 3;
     while i < args.len() {
         let a = &args[i];
-        let next = args.get(i + 1);
+        let opt = EXPIRE_OPTS.into_iter().find(|k| eq_ic(a, k));
         if eq_ic(a, "nx") && !o.xx {
             o.nx = true;
         } else if eq_ic(a, "xx") && !o.nx {
             o.xx = true;
         } else if eq_ic(a, "get") && allow_get {
             o.get = true;
-        } else if eq_ic(a, "keepttl") && o.expire.is_none() {
+        } else if eq_ic(a, "keepttl") && deadline.is_none() {
             o.keepttl = true;
-        } else if (eq_ic(a, "ex") || eq_ic(a, "px") || eq_ic(a, "exat") || eq_ic(a, "pxat"))
-            && !o.keepttl
-            && o.expire.is_none()
-            && next.is_some()
+        } else if let Some(k) = opt
+            .filter(|k| !o.keepttl && deadline.is_none_or(|(p, _)| p == *k) && i + 1 < args.len())
         {
-            let unit = if eq_ic(a, "ex") || eq_ic(a, "exat") {
-                1000
-            } else {
-                1
-            };
-            let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
-            o.expire = Some(parse_expire(args[i + 1], unit, abs, now, "set")?);
-            if !eq_ic(a, "pxat") {
-                o.rewrite_at = Some(i);
-            }
+            deadline = Some((k, args[i + 1]));
+            o.rewrite_at = (k != "pxat").then_some(i);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
         }
         i += 1;
+    }
+    if let Some((k, v)) = deadline {
+        let unit = if k.starts_with('e') { 1000 } else { 1 };
+        o.expire = Some(parse_expire(v, unit, k.ends_with("at"), now, "set")?);
     }
     Ok(o)
 }
@@ -259,31 +277,50 @@ fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// In Redis's order: the options' syntax, then the key (missing: nil; WRONGTYPE), then
+/// the expire value.
 fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let now = ctx.ks.now;
-    let mut action: Option<u64> = None; // Some(NO_EXPIRE) = persist
+    // The option given (PERSIST, EX, PX, EXAT, PXAT): repeating it is allowed (the
+    // last value wins), mixing two is a syntax error, as Redis.
+    let mut kind: Option<&str> = None;
+    // (value, unit ms, absolute) of EX/PX/EXAT/PXAT, parsed once the key is known.
+    let mut expire: Option<(&[u8], u64, bool)> = None;
     let mut i = 2;
     while i < args.len() {
-        let a = &args[i];
-        if eq_ic(a, "persist") && action.is_none() {
-            action = Some(NO_EXPIRE);
-        } else if (eq_ic(a, "ex") || eq_ic(a, "px") || eq_ic(a, "exat") || eq_ic(a, "pxat"))
-            && action.is_none()
-            && i + 1 < args.len()
-        {
-            let unit = if eq_ic(a, "ex") || eq_ic(a, "exat") {
-                1000
-            } else {
-                1
-            };
-            let abs = eq_ic(a, "exat") || eq_ic(a, "pxat");
-            action = Some(parse_expire(args[i + 1], unit, abs, now, "getex")?);
-            i += 1;
-        } else {
+        let a = args[i];
+        let Some(k) = std::iter::once("persist")
+            .chain(EXPIRE_OPTS)
+            .find(|k| eq_ic(a, k))
+        else {
             return Err(CmdError::Syntax);
+        };
+        if kind.is_some_and(|p| p != k) || (k != "persist" && i + 1 >= args.len()) {
+            return Err(CmdError::Syntax);
+        }
+        kind = Some(k);
+        if k != "persist" {
+            let unit = if k.starts_with('e') { 1000 } else { 1 };
+            expire = Some((args[i + 1], unit, k.ends_with("at")));
+            i += 1;
         }
         i += 1;
     }
+    let persist = kind == Some("persist");
+    match ctx.ks.get(args[1]) {
+        None => {
+            ctx.unchanged();
+            ctx.out.null();
+            return Ok(());
+        }
+        Some(v) if !v.is_string() => return Err(CmdError::WrongType),
+        Some(_) => {}
+    }
+    // Some(NO_EXPIRE) = persist
+    let action: Option<u64> = match expire {
+        Some((v, unit, abs)) => Some(parse_expire(v, unit, abs, now, "getex")?),
+        None => persist.then_some(NO_EXPIRE),
+    };
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
     // Without an option, on a missing key, or PERSIST of a key without a TTL: a read.
     let cur = ctx.ks.entry(args[1]).map(|e| e.expire_at());
@@ -701,4 +738,38 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     o.bulk(b"len");
     o.int(total as i64);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SET's deadline reaches replicas as one PXAT, even when the option was repeated
+    /// (Redis accepts `EX 10 EX 20`; a replica must not get `EX 10 PXAT ...`).
+    #[test]
+    fn set_rewrite_keeps_one_deadline() {
+        let args: Vec<&[u8]> = vec![
+            b"SET", b"k", b"v", b"ex", b"10", b"NX", b"EX", b"20", b"GET",
+        ];
+        let o = parse_set_opts(&args, 1_000, true).expect("valid");
+        assert_eq!(o.expire, Some(21_000));
+        let Some(i) = o.rewrite_at else {
+            panic!("EX is rewritten");
+        };
+        let v = with_pxat(&args, i, 21_000);
+        let got: Vec<&[u8]> = v.iter().map(|b| &b[..]).collect();
+        let want: Vec<&[u8]> = vec![b"SET", b"k", b"v", b"NX", b"PXAT", b"21000", b"GET"];
+        assert_eq!(got, want);
+        // Two different deadline options, or KEEPTTL with one: a syntax error first.
+        for bad in [
+            vec![&b"SET"[..], b"k", b"v", b"EX", b"x", b"PX", b"1"],
+            vec![&b"SET"[..], b"k", b"v", b"EX", b"x", b"KEEPTTL"],
+            vec![&b"SET"[..], b"k", b"v", b"EX", b"x", b"foo"],
+        ] {
+            assert!(matches!(
+                parse_set_opts(&bad, 0, true),
+                Err(CmdError::Syntax)
+            ));
+        }
+    }
 }

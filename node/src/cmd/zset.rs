@@ -7,7 +7,7 @@ mod setops;
 
 use rand::Rng;
 
-use super::hash::{distinct_positions, parse_scan, rand_count};
+use super::hash::{check_pair_count, distinct_positions, parse_scan, rand_count};
 use super::list::norm_range;
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::Value;
@@ -649,14 +649,12 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 // ---- ZRANDMEMBER / ZSCAN ----
 
 fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let count = args.get(2).map(|c| rand_count(c)).transpose()?;
     if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], "withscores")) {
         return Err(CmdError::Syntax);
     }
     let withscores = args.len() == 4;
-    let count = match args.get(2) {
-        Some(c) => Some(rand_count(c, withscores)?),
-        None => None,
-    };
+    check_pair_count(count, withscores)?;
     let z = ctx.ks.get_zset(args[1])?;
     let out = &mut *ctx.out;
     let Some(count) = count else {

@@ -428,6 +428,34 @@ fn malformed_calls_match_redis() {
         bitpos str 01
         bitpos nok 1 1 2 bit 4
         bitpos str 1 1 2 bit 4
+        hrandfield h 5000000000000000000 withvalues
+        hrandfield h -5000000000000000000 withvalues
+        hrandfield h -9223372036854775808 foo
+        zrandmember z 5000000000000000000 withscores
+        zrandmember z a withscores
+        zrandmember z 1 foo
+        srandmember s a b
+        getex str ex a
+        getex str ex 0
+        getex str persist ex 10
+        getex str ex 10 ex 10
+        getex l ex a
+        lindex str a
+        lset str a b
+        lset l a b
+        lset l 99 b
+        set k v ex 10 ex 20
+        ttl k
+        set k v px 100000 px 200000
+        set k v ex 10 px 10
+        set k v ex abc foo
+        set k v keepttl keepttl
+        set k v ex 10 keepttl
+        getex k persist persist
+        getex k ex 100 ex 200
+        ttl k
+        getex k pxat 1 pxat 2
+        exists k
         "#,
     );
 }
