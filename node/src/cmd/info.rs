@@ -140,13 +140,15 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             };
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:0\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
                 human(used),
                 human(rss),
                 human(peak),
                 human(max),
                 if used > 0 { rss as f64 / used as f64 } else { 0.0 },
                 crate::alloc::allocator_name(),
+                srv.stats.lazyfree.pending(),
+                srv.stats.lazyfree.freed(),
             );
             // Redis 7.0's function lines (the Lua heap summed over the threads' states).
             let (libs, funcs) = srv.scripts.functions.counts();

@@ -14,7 +14,7 @@ pub fn commands() -> Vec<CommandSpec> {
     let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h).group("generic");
     vec![
         s("del", -2, "write", (1, -1, 1), del),
-        s("unlink", -2, "write fast", (1, -1, 1), del).since("4.0.0"),
+        s("unlink", -2, "write fast", (1, -1, 1), unlink).since("4.0.0"),
         s("exists", -2, "readonly fast", (1, -1, 1), exists),
         s("type", 2, "readonly fast", (1, 1, 1), type_),
         s("expire", -3, "write fast", (1, 1, 1), expire),
@@ -38,9 +38,22 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let lazy = ctx.srv.config.read().typed.lazyfree_lazy_user_del;
+    del_keys(ctx, args, lazy)
+}
+
+/// UNLINK: DEL whose big values are freed on the lazyfree thread.
+fn unlink(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    del_keys(ctx, args, true)
+}
+
+fn del_keys(ctx: &mut Ctx<'_>, args: &[&[u8]], lazy: bool) -> CmdResult {
     let mut n = 0;
     for k in &args[1..] {
-        if ctx.ks.del(k) {
+        if let Some(e) = ctx.ks.remove(k) {
+            if lazy {
+                ctx.srv.stats.lazyfree.free_value(e.value);
+            }
             ctx.notify(GENERIC, "del", k);
             n += 1;
         }

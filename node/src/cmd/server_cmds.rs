@@ -93,10 +93,11 @@ fn dbsize(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// FLUSHDB/FLUSHALL's mode: true for ASYNC (the data is freed on another thread).
-fn flush_mode(args: &[&[u8]]) -> Result<bool, CmdError> {
+/// FLUSHDB/FLUSHALL's mode: true for ASYNC (the data is freed on another thread), and
+/// without an argument when lazyfree-lazy-user-flush is set.
+fn flush_mode(ctx: &Ctx<'_>, args: &[&[u8]]) -> Result<bool, CmdError> {
     match args.get(1) {
-        None => Ok(false),
+        None => Ok(ctx.srv.config.read().typed.lazyfree_lazy_user_flush),
         Some(a) if args.len() == 2 && eq_ic(a, "async") => Ok(true),
         Some(a) if args.len() == 2 && eq_ic(a, "sync") => Ok(false),
         Some(_) => Err(CmdError::Syntax),
@@ -124,12 +125,11 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
         }
     });
     if !garbage.is_empty() {
-        let spawned = std::thread::Builder::new()
-            .name("tessera-lazyfree".into())
-            .spawn(move || drop(garbage));
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "no lazyfree thread: the flushed data was freed inline");
-        }
+        // Every key counts as one object (Redis's emptyDbAsync).
+        ctx.srv
+            .stats
+            .lazyfree
+            .free_all(Box::new(garbage), removed as u64);
     }
     // Every tracked key is gone: tracking clients get a flush (null) invalidation.
     crate::tracking::on_flush(ctx.srv);
@@ -137,7 +137,7 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let lazy = flush_mode(args)?;
+    let lazy = flush_mode(ctx, args)?;
     let db = ctx.ks.db;
     flush_db(ctx, Some(db), lazy);
     ctx.out.ok();
@@ -145,7 +145,7 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let lazy = flush_mode(args)?;
+    let lazy = flush_mode(ctx, args)?;
     flush_db(ctx, None, lazy);
     ctx.out.ok();
     Ok(())

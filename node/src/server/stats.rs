@@ -30,11 +30,8 @@ pub struct Stats {
     pub pubsub_messages: Counter,
     /// INFO errorstats and `total_error_replies`.
     pub errors: ErrorStats,
-    /// Objects UNLINK and the lazyfree-lazy-* paths freed on a background thread
-    /// (INFO `lazyfreed_objects`).
-    pub lazyfreed_objects: Counter,
-    /// Objects handed to a background thread and not yet freed (`lazyfree_pending_objects`).
-    pub lazyfree_pending: AtomicU64,
+    /// Values freed on a background thread (UNLINK, FLUSHALL ASYNC, lazyfree-lazy-*).
+    pub lazyfree: LazyFree,
 }
 
 impl Stats {
@@ -54,11 +51,116 @@ impl Stats {
             &self.prefetch_batches,
             &self.unexpected_error_replies,
             &self.pubsub_messages,
-            &self.lazyfreed_objects,
         ] {
             a.store(0, Ordering::Relaxed);
         }
         self.errors.reset();
+        self.lazyfree.counts.freed.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Above this many allocations a value is freed on the background thread (Redis's
+/// LAZYFREE_THRESHOLD).
+const LAZYFREE_THRESHOLD: usize = 64;
+
+/// Redis's lazyfreeGetFreeEffort: about how many allocations freeing `v` takes. Packed
+/// encodings (listpack, intset, a string) are one; a list counts its nodes; a hash table or
+/// skiplist its entries; a stream its rax nodes plus, per group, one and the first group's
+/// PEL size.
+pub fn free_effort(v: &crate::db::Value) -> usize {
+    use crate::db::Value;
+    match v {
+        Value::List(l) => l.node_count(),
+        Value::Set(s) if s.encoding() == "hashtable" => s.len(),
+        Value::Hash(h) if h.encoding() == "hashtable" => h.len(),
+        Value::ZSet(z) if z.encoding() == "skiplist" => z.len(),
+        Value::Stream(st) => {
+            let groups = st.groups.len();
+            let pel = st.groups.values().next().map_or(0, |g| g.pel.len());
+            st.entries
+                .rax_nodes()
+                .saturating_add(groups.saturating_mul(pel.saturating_add(1)))
+        }
+        _ => 1,
+    }
+}
+
+/// A batch of values for the background thread, and how many objects it counts for.
+struct Garbage(Box<dyn Send>, u64);
+
+#[derive(Default)]
+struct LazyCounts {
+    /// Handed over and not yet freed (INFO `lazyfree_pending_objects`).
+    pending: AtomicU64,
+    /// Freed by the background thread (INFO `lazyfreed_objects`; CONFIG RESETSTAT zeroes it).
+    freed: Counter,
+}
+
+/// Redis's lazyfree: values whose freeing is work are dropped on one background thread,
+/// after the command released its locks, so a big UNLINK or FLUSHALL ASYNC does not stall
+/// the keyspace. The thread starts with the first batch and ends with the server.
+#[derive(Default)]
+pub struct LazyFree {
+    counts: Arc<LazyCounts>,
+    tx: Mutex<Option<std::sync::mpsc::Sender<Garbage>>>,
+}
+
+impl LazyFree {
+    /// Frees `v` here, or on the background thread when that is worth it (UNLINK, and the
+    /// deletions the lazyfree-lazy-* configs make lazy).
+    pub fn free_value(&self, v: crate::db::Value) {
+        if free_effort(&v) > LAZYFREE_THRESHOLD {
+            self.hand_over(Box::new(v), 1);
+        }
+    }
+
+    /// Frees `data` on the background thread, counted as `objects` (FLUSHALL / FLUSHDB
+    /// ASYNC: every key of the emptied databases).
+    pub fn free_all(&self, data: Box<dyn Send>, objects: u64) {
+        self.hand_over(data, objects);
+    }
+
+    fn hand_over(&self, data: Box<dyn Send>, objects: u64) {
+        self.counts.pending.fetch_add(objects, Ordering::Relaxed);
+        let mut tx = self.tx.lock();
+        if tx.is_none() {
+            let (send, recv) = std::sync::mpsc::channel::<Garbage>();
+            let counts = self.counts.clone();
+            let spawned = std::thread::Builder::new()
+                .name("tessera-lazyfree".into())
+                .spawn(move || {
+                    for Garbage(data, n) in recv {
+                        drop(data);
+                        counts.pending.fetch_sub(n, Ordering::Relaxed);
+                        counts.freed.fetch_add(n, Ordering::Relaxed);
+                    }
+                });
+            match spawned {
+                Ok(_) => *tx = Some(send),
+                Err(e) => tracing::warn!(error = %e, "no lazyfree thread: freeing inline"),
+            }
+        }
+        let rejected = match tx.as_ref() {
+            Some(t) => t.send(Garbage(data, objects)).err().map(|e| e.0),
+            None => Some(Garbage(data, objects)),
+        };
+        drop(tx);
+        // No thread to take it: free it here, counted all the same.
+        if let Some(Garbage(data, n)) = rejected {
+            drop(data);
+            self.counts.pending.fetch_sub(n, Ordering::Relaxed);
+            self.counts.freed.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// INFO `lazyfree_pending_objects`.
+    pub fn pending(&self) -> u64 {
+        self.counts.pending.load(Ordering::Relaxed)
+    }
+
+    /// INFO `lazyfreed_objects`.
+    pub fn freed(&self) -> u64 {
+        self.counts.freed.load(Ordering::Relaxed)
     }
 }
 

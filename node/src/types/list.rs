@@ -62,6 +62,14 @@ impl Default for ListValue {
 }
 
 impl ListValue {
+    /// Its nodes (Redis's quicklist length: what freeing it costs, see lazyfree).
+    pub fn node_count(&self) -> usize {
+        match self {
+            ListValue::One(_) => 1,
+            ListValue::Many(q) => q.nodes.len(),
+        }
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

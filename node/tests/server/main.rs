@@ -25,6 +25,7 @@ mod debug_cmd;
 mod errorstats_diff;
 mod harness_proc;
 mod latency;
+mod lazyfree_diff;
 mod noop_writes;
 mod notify_diff;
 mod one_test_kit;
