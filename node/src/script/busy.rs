@@ -241,9 +241,15 @@ impl Busy {
         Ok(())
     }
 
+    /// Whether SCRIPT KILL / FUNCTION KILL was accepted for the running script (its Lua
+    /// state's hook then fires on every line: see [`Busy::hook`]).
+    pub fn kill_requested(&self) -> bool {
+        self.kill.load(Ordering::Relaxed)
+    }
+
     /// The count hook's work for the script running on this thread (see
     /// [`install_busy_hook`]).
-    fn hook(&self) -> mlua::Result<mlua::VmState> {
+    fn hook(&self, lua: &mlua::Lua) -> mlua::Result<mlua::VmState> {
         match self.state.load(Ordering::Relaxed) {
             RUNNING => {
                 let run = self.run.lock();
@@ -273,6 +279,11 @@ impl Busy {
                     crate::server::busy_io::serve_stuck_thread();
                 }
                 if self.kill.load(Ordering::Relaxed) {
+                    // From now on on every line, as Redis: a pcall that catches the error
+                    // gets it again as soon as its caller runs a line, so a loop around
+                    // pcall cannot keep the script alive. The engine puts the count hook
+                    // back when the script has ended.
+                    hook_every_line(lua);
                     return Err(mlua::Error::RuntimeError(KILLED.to_string()));
                 }
             }
@@ -309,9 +320,38 @@ impl Drop for RunGuard<'_> {
 /// once a kill was accepted. The kill stays requested until the script ends, so a `pcall`
 /// that catches it is interrupted again at the next hook.
 pub fn install_busy_hook(lua: &mlua::Lua) {
-    let triggers = mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY);
+    set_hook(
+        lua,
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+    );
+}
+
+/// Makes the installed hook fire on every line too. Only the mask of the running thread's
+/// hook changes (mlua's `set_hook` would swap the callback from inside it).
+fn hook_every_line(lua: &mlua::Lua) {
+    use mlua::ffi;
+    // SAFETY: the closure runs in mlua's protected call on the current thread's state and
+    // only reads and sets that state's hook (no allocation, no error).
+    let r = unsafe {
+        lua.exec_raw::<()>((), |l| {
+            let count = ffi::lua_gethookcount(l);
+            ffi::lua_sethook(
+                l,
+                ffi::lua_gethook(l),
+                ffi::lua_gethookmask(l) | ffi::LUA_MASKLINE,
+                count,
+            );
+        })
+    };
+    if let Err(e) = r {
+        tracing::warn!(error = %e, "cannot make the killed script's hook fire on every line");
+    }
+}
+
+/// The busy hook on `triggers`.
+fn set_hook(lua: &mlua::Lua, triggers: mlua::HookTriggers) {
     let hook = |lua: &mlua::Lua, _: &mlua::Debug| match super::bound(lua) {
-        Some(s) => s.busy.hook(),
+        Some(s) => s.busy.hook(lua),
         None => Ok(mlua::VmState::Continue),
     };
     if let Err(e) = lua.set_hook(triggers, hook) {

@@ -639,7 +639,12 @@ fn call_core(
         let current = CurrentScript::enter(&e.run, ctx, read_only);
         let result = invoke(e, &call);
         drop(current);
+        // A killed script left its hook firing on every line (busy::Busy::hook).
+        let killed = scripts.busy.kill_requested();
         drop(running);
+        if killed {
+            busy::install_busy_hook(&e.lua);
+        }
         // The reply is in the client's protocol, whatever the script's redis.call used.
         ctx.out.resp3 = was_resp3;
         match &result {
