@@ -27,6 +27,7 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let Some(node) = crate::cluster::node(ctx.srv) else {
         return Err(CmdError::msg(DISABLED));
     };
+    crate::cluster::sync_config(ctx.srv, node);
     let a: Vec<&[u8]> = args[1..].iter().map(|b| &b[..]).collect();
     let r = if ctx.cl.from_master
         && a.first()

@@ -39,6 +39,15 @@ pub fn enabled(srv: &Server) -> bool {
     srv.cluster.get().is_some()
 }
 
+/// Applies a CONFIG SET of `cluster-*` directives to the cluster state before a command
+/// reads it (the cron would take up to 100 ms): one snapshot load and compare when
+/// nothing changed.
+#[inline]
+pub fn sync_config(srv: &Server, node: &ClusterNode) {
+    let token = &**srv.config.read() as *const Config as usize as u64;
+    node.refresh_config_now(token);
+}
+
 /// The `cluster-*` directives as a [`ClusterConfig`]; nodes.conf is relative to `dir`.
 pub fn config_from(c: &Config, port: u16) -> ClusterConfig {
     let c = &c.typed;

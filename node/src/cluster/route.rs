@@ -33,6 +33,7 @@ pub fn route(
     args: &[&[u8]],
 ) -> Option<String> {
     let node = srv.cluster.get()?;
+    crate::cluster::sync_config(srv, node);
     let asking = cl.cluster.asking;
     let is_exec = cmd.name == "exec" && cmd.has(flags::CONN);
     // ASKING lasts for one command, or until the end of the transaction it was sent in.

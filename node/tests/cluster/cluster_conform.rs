@@ -335,3 +335,75 @@ fn nofailover_and_hostname_propagate_like_redis() {
     );
     assert_eq!(flags_view(&t), flags_view(&r));
 }
+
+/// `r` with the node ids and ports of `names` replaced by their labels.
+fn mask(r: Reply, names: &[(String, u16, &str)]) -> Reply {
+    let text = |s: String| {
+        let mut s = s;
+        for (id, port, label) in names {
+            s = s
+                .replace(id.as_str(), label)
+                .replace(&port.to_string(), &format!("<{label}port>"));
+        }
+        s
+    };
+    match r {
+        Reply::Bulk(b) => Reply::Bulk(text(String::from_utf8_lossy(&b).into_owned()).into_bytes()),
+        Reply::Error(e) => Reply::Error(text(e)),
+        Reply::Int(i) if names.iter().any(|(_, p, _)| i64::from(*p) == i) => {
+            Reply::Simple("<port>".into())
+        }
+        Reply::Array(v) => Reply::Array(v.into_iter().map(|x| mask(x, names)).collect()),
+        other => other,
+    }
+}
+
+/// Replies of node `a` (slots 0-8191; `b` has the rest) to CLUSTER SLOTS and a redirect,
+/// right after each CONFIG SET of its hostname and preferred endpoint type.
+fn endpoint_view(a: &Proc, b: &Proc) -> Vec<Reply> {
+    assert_eq!(
+        a.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).trim(),
+        "OK"
+    );
+    assert_eq!(
+        b.cli(&["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]).trim(),
+        "OK"
+    );
+    join(&[a, b]);
+    wait_state_ok(&[a, b]);
+    let names = [(a.myid(), a.port, "A"), (b.myid(), b.port, "B")];
+    let mut c = conn(a);
+    let mut out = Vec::new();
+    // "foo" hashes to slot 12182, b's.
+    for (k, v) in [
+        ("cluster-announce-hostname", "me.com"),
+        ("cluster-preferred-endpoint-type", "hostname"),
+        ("cluster-preferred-endpoint-type", "unknown-endpoint"),
+        ("cluster-announce-hostname", ""),
+        ("cluster-preferred-endpoint-type", "ip"),
+    ] {
+        out.push(c.cmd(&["CONFIG", "SET", k, v]));
+        out.push(mask(c.cmd(&["CLUSTER", "SLOTS"]), &names));
+        out.push(mask(c.cmd(&["SET", "foo", "bar"]), &names));
+    }
+    out
+}
+
+/// A CONFIG SET of the hostname or preferred endpoint type shows at once in the node's own
+/// CLUSTER SLOTS and redirects, and unknown-endpoint gives a null endpoint in CLUSTER SLOTS
+/// and an empty one in MOVED, as redis-server.
+#[test]
+fn endpoint_config_applies_at_once_like_redis() {
+    let want = {
+        let (a, b) = (
+            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
+            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
+        );
+        endpoint_view(&a, &b)
+    };
+    let (a, b) = (
+        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
+        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
+    );
+    assert_eq!(endpoint_view(&a, &b), want);
+}

@@ -69,6 +69,9 @@ struct Shared {
     /// Fingerprint of the state the snapshot must reflect (set under the state lock at
     /// every change); a snapshot with another fingerprint is stale and not used.
     route_want: AtomicU64,
+    /// Identity of the node's config snapshot last applied by
+    /// [`ClusterNode::refresh_config_now`] (0: none yet).
+    config_token: AtomicU64,
 }
 
 /// A running cluster node: state plus its bus. Dropping it stops every task and link.
@@ -119,6 +122,7 @@ impl ClusterNode {
             saver: Saver::default(),
             route: RwLock::new(RouteTable::default()),
             route_want: AtomicU64::new(u64::MAX),
+            config_token: AtomicU64::new(0),
         });
         locked(&shared, |_| ());
         let s2 = shared.clone();
@@ -204,6 +208,22 @@ impl ClusterNode {
     }
 
     /// The keyspace/pubsub host this node was started with.
+    /// Applies the run-time settable config at once (not at the next cron tick) when
+    /// `token`, an identity of the node's config snapshot, differs from the last one seen:
+    /// right after CONFIG SET, CLUSTER SLOTS and redirects use the new hostname and
+    /// preferred endpoint type, as Redis's config apply functions make them.
+    pub fn refresh_config_now(&self, token: u64) {
+        if self.shared.config_token.swap(token, Ordering::AcqRel) == token {
+            return;
+        }
+        let mut live = self.shared.state.lock().config.clone();
+        self.shared.host.refresh_config(&mut live);
+        locked(&self.shared, |st| {
+            st.config.apply_runtime(&live);
+            st.sync_myself_config();
+        });
+    }
+
     pub fn host(&self) -> &Arc<dyn Host> {
         &self.shared.host
     }

@@ -667,8 +667,14 @@ fn node_entry(st: &ClusterState, n: &Node) -> Reply {
     if ep != crate::config::EndpointType::Hostname && !n.hostname.is_empty() {
         extra.push((Reply::bulk("hostname"), Reply::bulk(&n.hostname)));
     }
+    // unknown-endpoint: a null endpoint (addNodeToNodeReply).
+    let endpoint = if ep == crate::config::EndpointType::UnknownEndpoint {
+        Reply::Nil
+    } else {
+        Reply::Bulk(preferred_endpoint(st, n).into_bytes())
+    };
     Reply::Array(vec![
-        Reply::Bulk(preferred_endpoint(st, n).into_bytes()),
+        endpoint,
         Reply::Int(n.port as i64),
         Reply::bulk(n.name),
         Reply::Map(extra),

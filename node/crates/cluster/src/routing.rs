@@ -99,7 +99,9 @@ pub fn preferred_endpoint(st: &ClusterState, n: &Node) -> String {
     match st.config.preferred_endpoint_type {
         EndpointType::Ip => n.ip.clone(),
         EndpointType::Hostname if !n.hostname.is_empty() => n.hostname.clone(),
-        EndpointType::Hostname | EndpointType::UnknownEndpoint => "?".into(),
+        EndpointType::Hostname => "?".into(),
+        // Redis 7.0's getPreferredEndpoint: empty (CLUSTER SLOTS shows a null instead).
+        EndpointType::UnknownEndpoint => String::new(),
     }
 }
 
