@@ -67,6 +67,8 @@ pub struct Woken<'a> {
     pub client: &'a Arc<ClientHandle>,
     /// The command as the client sent it (the re-run may get it narrowed to one key).
     pub sent: &'a [Bytes],
+    /// The key that became ready.
+    pub key: &'a [u8],
 }
 
 /// How a woken waiter's command is re-run (with these arguments); None while it still has
@@ -119,13 +121,44 @@ pub struct Blocking {
     sink: std::sync::OnceLock<Arc<GoneSink>>,
 }
 
-/// A stream reader blocked on several keys re-run for one ready `key`: its arguments with
-/// only that key and its ID after STREAMS, as Redis serves a blocked reader from the one
-/// stream that became ready (a MULTI adding to two of its streams serves the first).
-/// None when the command is not a stream read, or reads that one key only.
+/// A client blocked on several keys re-run for one ready `key`: its arguments with only
+/// that key, as Redis serves a blocked client from the one key that became ready (a MULTI
+/// adding to two of its streams serves the first; BLPOP on a key turned into a string and a
+/// list that got data pops the list). For stream reads that key and its ID after STREAMS;
+/// for BLPOP / BRPOP / BZPOPMIN / BZPOPMAX and BLMPOP / BZMPOP the key list is that key.
+/// None when the command waits on that one key only.
 fn narrowed_to(args: &[Bytes], key: &[u8]) -> Option<Vec<Bytes>> {
     let name = args.first()?;
-    if !name.eq_ignore_ascii_case(b"xread") && !name.eq_ignore_ascii_case(b"xreadgroup") {
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if is("blpop") || is("brpop") || is("bzpopmin") || is("bzpopmax") {
+        // NAME key... timeout
+        let keys = args.get(1..args.len().checked_sub(1)?)?;
+        if keys.len() < 2 || !keys.iter().any(|k| k[..] == *key) {
+            return None;
+        }
+        return Some(vec![
+            name.clone(),
+            Bytes::copy_from_slice(key),
+            args.last()?.clone(),
+        ]);
+    }
+    if is("blmpop") || is("bzmpop") {
+        // NAME timeout numkeys key... rest
+        let n: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+        let keys = args.get(3..3usize.checked_add(n)?)?;
+        if n < 2 || !keys.iter().any(|k| k[..] == *key) {
+            return None;
+        }
+        let mut v = vec![
+            name.clone(),
+            args[1].clone(),
+            Bytes::from_static(b"1"),
+            Bytes::copy_from_slice(key),
+        ];
+        v.extend(args[3 + n..].iter().cloned());
+        return Some(v);
+    }
+    if !is("xread") && !is("xreadgroup") {
         return None;
     }
     let mut i = 1;
@@ -234,6 +267,7 @@ fn try_serve(srv: &Arc<Server>, w: Waiter, key: &[u8]) -> Result<Vec<(usize, Byt
         resp3: w.resp3,
         client: &w.client,
         sent: &w.args,
+        key,
     };
     let Some((reply, more)) = (w.ops.rerun)(
         srv,

@@ -463,6 +463,14 @@ pub fn run_for_waiter(
         untouched: false,
         changes: 1,
     };
+    // Redis serves a client only from a key holding the type it waits for: a list replaced
+    // by a string leaves BLPOP blocked (XREADGROUP is re-run whatever the key holds: it
+    // answers the end of its stream itself).
+    if let Some(want) = waits_for(c) {
+        if ctx.ks.get_w(w.key).map(|v| v.type_name()) != Some(want) {
+            return None;
+        }
+    }
     super::run_locked(&mut ctx, c, args);
     let ready = std::mem::take(&mut ctx.ks.ready);
     drop(ctx);
@@ -479,6 +487,16 @@ pub fn run_for_waiter(
         false,
     );
     Some((out.buf, ready))
+}
+
+/// The type a blocked command is served from (Redis's per-type serveClientsBlockedOn*Key).
+fn waits_for(c: &CommandSpec) -> Option<&'static str> {
+    match c.name {
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => Some("list"),
+        "bzpopmin" | "bzpopmax" | "bzmpop" => Some("zset"),
+        "xread" => Some("stream"),
+        _ => None,
+    }
 }
 
 /// A wait CLIENT UNBLOCK ended (Redis 7.0.15's updateStatsOnUnblock(.., had_errors=1) in

@@ -15,6 +15,7 @@ mod tools;
 mod transactions;
 
 mod acl_default_user;
+mod blocked_type_diff;
 mod busy_poll;
 mod client_tracking;
 mod clients_diff;
