@@ -37,6 +37,7 @@ mod connection;
 mod info;
 mod keys;
 mod latency;
+mod lolwut;
 mod migrate;
 mod pubsub;
 mod server_cmds;
@@ -103,6 +104,9 @@ pub struct UpperHooks {
     pub shutdown_note_args: Option<ArgsHook>,
     /// The final AOF flush and RDB save of a SHUTDOWN that exits on the spot (persist).
     pub shutdown_now: Option<fn(&Server)>,
+    /// DEBUG's subcommands of the layers above (persist's RELOAD and LOADAOF, repl's
+    /// CHANGE-REPL-ID): Some(result) when `args[1]` is one of them.
+    pub debug_upper: Option<fn(&mut Ctx<'_>, &[&[u8]]) -> Option<CmdResult>>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those
@@ -116,6 +120,7 @@ pub fn all_commands(upper: UpperFamilies) -> Vec<CommandSpec> {
     v.extend(config_cmd::commands());
     v.extend(acl::commands());
     v.extend(latency::commands());
+    v.extend(lolwut::commands());
     v.extend(info::commands());
     v.extend(keys::commands());
     v.extend(strings::commands());
@@ -528,7 +533,16 @@ fn admit(
     // sleep on its locks (crate::script::busy). One relaxed load when no script runs.
     if srv.scripts.busy.active() {
         if let Some(e) = srv.scripts.busy.gate(cmd) {
-            return Err(Reject::flagged(e));
+            // EXEC refused: the transaction is discarded (Redis's execCommandAbort).
+            return Err(if cmd.name == "exec" && cmd.has(flags::CONN) {
+                Reject::new(
+                    format!("EXECABORT Transaction discarded because of: {e}"),
+                    OnMulti::Discard,
+                    Count::Rejected,
+                )
+            } else {
+                Reject::flagged(e)
+            });
         }
     }
     // The master's stream is never redirected (crate::repl).

@@ -48,6 +48,23 @@ pub struct Share {
     fd: RawFd,
     /// Parked between requests in a state the hook may answer for (see the module doc).
     idle: AtomicBool,
+    /// The hook changed the connection's transaction state (MULTI, a refused command that
+    /// dooms the transaction, EXEC refused, DISCARD): applied by the task when it runs
+    /// again ([`Share::resume`]).
+    tx_changed: AtomicBool,
+    tx: parking_lot::Mutex<TxChange>,
+}
+
+/// What the hook did to a connection's transaction, as Redis would have done it to the
+/// client: the task's own state catches up in [`Share::resume`].
+#[derive(Default)]
+struct TxChange {
+    /// A transaction ended (DISCARD, or EXEC refused: discarded, watches dropped).
+    ended: bool,
+    /// In a transaction afterwards.
+    in_multi: bool,
+    /// That transaction had a command refused: its EXEC answers EXECABORT.
+    flagged: bool,
 }
 
 impl Share {
@@ -63,12 +80,57 @@ impl Share {
     pub fn unpark(&self) {
         self.idle.store(false, Ordering::Relaxed);
     }
+
+    /// Called by the connection loop when it runs again (after [`Share::unpark`]): applies
+    /// to its client state what the hook did to its transaction meanwhile. One relaxed
+    /// load when nothing happened.
+    #[inline]
+    pub fn resume(&self, srv: &Server, cl: &mut ClientState) {
+        if self.tx_changed.load(Ordering::Relaxed) {
+            self.apply_tx(srv, cl);
+        }
+    }
+
+    #[cold]
+    fn apply_tx(&self, srv: &Server, cl: &mut ClientState) {
+        let t = std::mem::take(&mut *self.tx.lock());
+        self.tx_changed.store(false, Ordering::Relaxed);
+        if t.ended {
+            cmd::transaction::end_multi(srv, cl);
+        }
+        if t.in_multi {
+            if cl.multi.is_none() {
+                cl.multi = Some(Vec::new());
+                cl.multi_error = false;
+            }
+            cl.multi_error |= t.flagged;
+            self.handle.in_multi.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Records what one request answered by the hook did to the transaction (`was`: in
+    /// one before it; `cl`: the hook's view of the client after it).
+    fn note_tx(&self, was: bool, cl: &ClientState) {
+        let now = cl.multi.is_some();
+        if was == now && !(now && cl.multi_error) {
+            return;
+        }
+        let mut t = self.tx.lock();
+        if was && !now {
+            t.ended = true;
+            t.flagged = false;
+        }
+        t.in_multi = now;
+        t.flagged |= now && cl.multi_error;
+        self.tx_changed.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Whether a parked client's state lets the hook answer for it.
 pub fn servable(cl: &ClientState) -> bool {
+    // A transaction is allowed: the hook refuses its commands with BUSY (dooming it), as
+    // Redis does, and records that for the task (`Share::resume`).
     cl.authenticated
-        && cl.multi.is_none()
         && cl.tracking == 0
         && !cl.close_after_reply
         && matches!(cl.reply_mode, ReplyMode::On)
@@ -109,6 +171,8 @@ pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Regi
         handle,
         fd,
         idle: AtomicBool::new(false),
+        tx_changed: AtomicBool::new(false),
+        tx: parking_lot::Mutex::new(TxChange::default()),
     });
     CONNS.with(|c| c.borrow_mut().insert(share.handle.id, share.clone()));
     Registration { share }
@@ -191,6 +255,10 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
     let mut out = Out::new(resp3);
     let mut cl = ClientState::new(share.handle.clone(), true);
     cl.db = share.handle.db.load(Ordering::Relaxed);
+    // In a transaction: its queue stays with the task; here only refusals happen to it.
+    if share.handle.in_multi.load(Ordering::Relaxed) {
+        cl.multi = Some(Vec::new());
+    }
     let lim = Limits {
         max_bulk: srv.config.read().typed.proto_max_bulk_len as i64,
         authenticated: true,
@@ -211,7 +279,12 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
             used += len;
             continue;
         }
-        match answer(srv, &mut cl, &mut out, &args) {
+        let was = cl.multi.is_some();
+        let a = answer(srv, &mut cl, &mut out, &args);
+        if !matches!(a, Answer::Leave) {
+            share.note_tx(was, &cl);
+        }
+        match a {
             Answer::Done => used += len,
             Answer::Quit => {
                 used += len;
@@ -292,11 +365,17 @@ enum Answer {
 
 /// Runs one request for a connection of the stuck thread. Commands Redis allows during a
 /// busy script either run here (they need no connection state) or are left to the task.
+///
+/// In a transaction, every command but MULTI, DISCARD and QUIT is refused with BUSY here
+/// (EXEC too: EXECABORT), so nothing is ever queued in the hook's empty stand-in queue;
+/// allowed commands that would be queued (SCRIPT KILL...) are left to the task.
 fn answer(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) -> Answer {
+    let in_tx = cl.multi.is_some();
     if let Ok(spec) = cmd::table().resolve(args) {
         if spec.has(flags::ALLOW_BUSY) {
             match spec.full_name.as_str() {
-                "script|kill" | "function|kill" | "function|stats" | "shutdown" => {}
+                "multi" | "discard" => {}
+                "script|kill" | "function|kill" | "function|stats" | "shutdown" if !in_tx => {}
                 "quit" => {
                     out.simple("OK");
                     return Answer::Quit;

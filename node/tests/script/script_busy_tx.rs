@@ -144,7 +144,6 @@ fn tx_scenario(t: Target, variant: &str) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "in progress: MULTI on the busy script's own I/O thread hangs"]
 fn transactions_against_a_busy_script_match_redis() {
     for variant in ["multi", "exec", "body", "justexec", "discard"] {
         let want = tx_scenario(Target::Redis, variant);
