@@ -37,7 +37,6 @@ mod connection;
 mod info;
 mod keys;
 mod latency;
-mod lolwut;
 mod migrate;
 mod pubsub;
 mod server_cmds;
@@ -104,9 +103,6 @@ pub struct UpperHooks {
     pub shutdown_note_args: Option<ArgsHook>,
     /// The final AOF flush and RDB save of a SHUTDOWN that exits on the spot (persist).
     pub shutdown_now: Option<fn(&Server)>,
-    /// DEBUG's subcommands of the layers above (persist's RELOAD and LOADAOF, repl's
-    /// CHANGE-REPL-ID): Some(result) when `args[1]` is one of them.
-    pub debug_upper: Option<fn(&mut Ctx<'_>, &[&[u8]]) -> Option<CmdResult>>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those
@@ -120,7 +116,6 @@ pub fn all_commands(upper: UpperFamilies) -> Vec<CommandSpec> {
     v.extend(config_cmd::commands());
     v.extend(acl::commands());
     v.extend(latency::commands());
-    v.extend(lolwut::commands());
     v.extend(info::commands());
     v.extend(keys::commands());
     v.extend(strings::commands());
