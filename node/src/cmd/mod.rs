@@ -37,6 +37,7 @@ mod connection;
 mod info;
 mod keys;
 mod latency;
+mod lolwut;
 mod migrate;
 mod pubsub;
 mod server_cmds;
@@ -116,6 +117,7 @@ pub fn all_commands(upper: UpperFamilies) -> Vec<CommandSpec> {
     v.extend(config_cmd::commands());
     v.extend(acl::commands());
     v.extend(latency::commands());
+    v.extend(lolwut::commands());
     v.extend(info::commands());
     v.extend(keys::commands());
     v.extend(strings::commands());

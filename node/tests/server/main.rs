@@ -27,6 +27,7 @@ mod errorstats_diff;
 mod harness_proc;
 mod latency;
 mod lazyfree_diff;
+mod lolwut_diff;
 mod noop_writes;
 mod notify_diff;
 mod one_test_kit;
