@@ -102,39 +102,27 @@ struct SetOpts {
     get: bool,
     keepttl: bool,
     expire: Option<u64>,
-    /// Where a relative or EXAT deadline was given (replicas get it as PXAT).
-    rewrite_at: Option<usize>,
 }
 
 /// The deadline options of SET and GETEX.
 const EXPIRE_OPTS: [&str; 4] = ["ex", "px", "exat", "pxat"];
 
-/// `args` with the deadline option at `i` replaced by `PXAT at` (and the same option
-/// given earlier, which Redis allows, dropped): replicas and the AOF get the absolute
-/// time, so a replay gives the same TTL.
-fn with_pxat(args: &[&[u8]], i: usize, at: u64) -> Vec<Bytes> {
-    let mut v: Vec<Bytes> = Vec::with_capacity(args.len());
-    let mut j = 0;
-    while j < args.len() {
-        let a = args[j];
-        if j >= 3 && EXPIRE_OPTS.iter().any(|k| eq_ic(a, k)) {
-            if j == i {
-                v.push(Bytes::from_static(b"PXAT"));
-                v.push(super::keys::num(at));
-            } else if j > i {
-                v.extend(
-                    args[j..(j + 2).min(args.len())]
-                        .iter()
-                        .map(|a| Bytes::copy_from_slice(a)),
-                );
-            }
-            j += 2;
-        } else {
-            v.push(Bytes::copy_from_slice(a));
-            j += 1;
-        }
+/// What replicas and the AOF get for a SET with a deadline, as Redis 7.0 rewrites it:
+/// `SET key value PXAT <absolute ms>` (NX/XX/GET dropped: already applied), so a replay
+/// gives the same TTL. None when the command already reads exactly so.
+fn with_pxat(args: &[&[u8]], at: u64) -> Option<Vec<Bytes>> {
+    let ms = super::keys::num(at);
+    if args.len() == 5 && args[0] == b"SET" && args[3] == b"PXAT" && args[4] == &ms[..] {
+        return None;
     }
-    v
+    let b = |a: &[u8]| Bytes::copy_from_slice(a);
+    Some(vec![
+        Bytes::from_static(b"SET"),
+        b(args[1]),
+        b(args[2]),
+        Bytes::from_static(b"PXAT"),
+        ms,
+    ])
 }
 
 /// In Redis's order: every option's syntax first (the same deadline option may repeat,
@@ -159,7 +147,6 @@ fn parse_set_opts(args: &[&[u8]], now: u64, allow_get: bool) -> Result<SetOpts, 
             .filter(|k| !o.keepttl && deadline.is_none_or(|(p, _)| p == *k) && i + 1 < args.len())
         {
             deadline = Some((k, args[i + 1]));
-            o.rewrite_at = (k != "pxat").then_some(i);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -199,8 +186,8 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if let Some(at) = o.expire {
             ctx.ks.set_expire(key, at);
             ctx.notify(GENERIC, "expire", key);
-            if let (Some(i), true) = (o.rewrite_at, ctx.propagating()) {
-                ctx.propagate_as(with_pxat(args, i, at));
+            if let Some(argv) = ctx.propagating().then(|| with_pxat(args, at)).flatten() {
+                ctx.propagate_as(argv);
             }
         }
     }
@@ -744,22 +731,24 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 mod tests {
     use super::*;
 
-    /// SET's deadline reaches replicas as one PXAT, even when the option was repeated
-    /// (Redis accepts `EX 10 EX 20`; a replica must not get `EX 10 PXAT ...`).
+    /// SET's deadline reaches replicas as Redis 7.0 sends it, `SET key value PXAT <ms>`,
+    /// whatever the option (and when it was repeated, which Redis accepts).
     #[test]
     fn set_rewrite_keeps_one_deadline() {
         let args: Vec<&[u8]> = vec![
-            b"SET", b"k", b"v", b"ex", b"10", b"NX", b"EX", b"20", b"GET",
+            b"set", b"k", b"v", b"ex", b"10", b"NX", b"EX", b"20", b"GET",
         ];
         let o = parse_set_opts(&args, 1_000, true).expect("valid");
         assert_eq!(o.expire, Some(21_000));
-        let Some(i) = o.rewrite_at else {
-            panic!("EX is rewritten");
-        };
-        let v = with_pxat(&args, i, 21_000);
+        let v = with_pxat(&args, 21_000).expect("rewritten");
         let got: Vec<&[u8]> = v.iter().map(|b| &b[..]).collect();
-        let want: Vec<&[u8]> = vec![b"SET", b"k", b"v", b"NX", b"PXAT", b"21000", b"GET"];
+        let want: Vec<&[u8]> = vec![b"SET", b"k", b"v", b"PXAT", b"21000"];
         assert_eq!(got, want);
+        let args: Vec<&[u8]> = vec![b"SET", b"k", b"v", b"pxat", b"21000"];
+        let v = with_pxat(&args, 21_000).expect("rewritten");
+        assert_eq!(&v[3][..], b"PXAT");
+        let args: Vec<&[u8]> = vec![b"SET", b"k", b"v", b"PXAT", b"21000"];
+        assert!(with_pxat(&args, 21_000).is_none());
         // Two different deadline options, or KEEPTTL with one: a syntax error first.
         for bad in [
             vec![&b"SET"[..], b"k", b"v", b"EX", b"x", b"PX", b"1"],

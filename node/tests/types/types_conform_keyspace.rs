@@ -459,3 +459,76 @@ fn malformed_calls_match_redis() {
         "#,
     );
 }
+
+/// The commands of an AOF directory's incremental file, one string each, with absolute
+/// millisecond times (13+ digits) masked.
+fn aof_commands(dir: &std::path::Path) -> Vec<String> {
+    let aofdir = dir.join("appendonlydir");
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(&aofdir).unwrap_or_else(|e| panic!("{aofdir:?}: {e}"));
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".incr.aof") {
+            continue;
+        }
+        let text = std::fs::read(e.path()).expect("read aof");
+        let text = String::from_utf8_lossy(&text).into_owned();
+        let mut cur: Vec<String> = Vec::new();
+        let mut left = 0usize;
+        for line in text.split("\r\n") {
+            if let Some(n) = line.strip_prefix('*') {
+                left = n.parse().unwrap_or(0);
+                cur.clear();
+            } else if line.starts_with('$') {
+                continue;
+            } else if left > 0 {
+                let masked = if line.len() >= 13 && line.bytes().all(|b| b.is_ascii_digit()) {
+                    "<ms>".to_string()
+                } else {
+                    line.to_string()
+                };
+                cur.push(masked);
+                left -= 1;
+                if left == 0 {
+                    out.push(cur.join(" "));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// SET with EX/PX/EXAT/PXAT (whatever the case, repeated, with NX/GET) reaches the AOF as
+/// Redis 7.0 writes it: `SET key value PXAT <ms>` (Redis's unit/expire "All TTL in
+/// commands are propagated as absolute timestamp").
+#[test]
+fn set_deadlines_reach_the_aof_as_redis_writes_them() {
+    let args = [
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ];
+    let (t, r) = (Server::tessera(&args), Server::redis(&args));
+    let (mut tc, mut rc) = (Conn::connect(t.port), Conn::connect(r.port));
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    let lines = [
+        "set foo1 bar ex 100".to_string(),
+        "set foo2 bar px 100000".to_string(),
+        format!("set foo3 bar exat {}", now_ms / 1000 + 100),
+        format!("set foo4 bar pxat {}", now_ms + 100_000),
+        format!("SET foo5 bar PXAT {}", now_ms + 100_000),
+        "set foo6 bar ex 10 ex 100 nx".to_string(),
+        "set foo6 baz px 100000 get xx".to_string(),
+        "set foo7 bar keepttl".to_string(),
+    ];
+    let diffs = diff_lines(&mut tc, &mut rc, &lines);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    let (ta, ra) = (aof_commands(&t.dir), aof_commands(&r.dir));
+    assert_eq!(ta, ra, "AOF of tessera (left) and redis (right)");
+}
