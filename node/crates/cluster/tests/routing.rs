@@ -84,10 +84,11 @@ fn basic_decisions_and_error_strings() {
         route(&st, &q(&[b"bar"]), none).error().as_deref(),
         Some("MOVED 5061 node-b.example:7001")
     );
+    // unknown-endpoint: an empty endpoint, as redis-server 7.0 answers.
     st.config.preferred_endpoint_type = tessera_cluster::EndpointType::UnknownEndpoint;
     assert_eq!(
         route(&st, &q(&[b"bar"]), none).error().as_deref(),
-        Some("MOVED 5061 ?:7001")
+        Some("MOVED 5061 :7001")
     );
 }
 
