@@ -517,12 +517,9 @@ fn admit(
     }
     // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
     // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
-    // the AOF replay itself runs as an internal client. A short load is waited out first,
-    // as Redis's clients wait on its event loop (persist::wait_short_load).
-    if srv.persist.loading.load(Ordering::Relaxed)
-        && !cl.internal
-        && denied_while_loading(cl, cmd)
-        && !crate::persist::wait_short_load(srv)
+    // the AOF replay itself runs as an internal client (a short load was waited out in
+    // `execute`).
+    if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
     {
         return Err(Reject::flagged(LOADING));
     }
@@ -622,6 +619,12 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
             return Outcome::Done;
         }
     };
+    // A short load is waited out first, as Redis's clients wait on its event loop
+    // (persist::wait_short_load); the epoch below is then the one after it.
+    if srv.persist.loading.load(Ordering::Relaxed) && !cl.internal && denied_while_loading(cl, cmd)
+    {
+        crate::persist::wait_short_load(srv);
+    }
     // Read before `loading` and before the command reads the keyspace (see the check after
     // it ran): a load that starts meanwhile is then noticed.
     let load_epoch = srv.persist.load_epoch.load(Ordering::Acquire);
