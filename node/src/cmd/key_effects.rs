@@ -97,6 +97,10 @@ pub fn track_after_run(
     if matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro") {
         return;
     }
+    // A script's read: its caller tracks the keys the script declared (crate::script).
+    if ctx.cl.in_script {
+        return;
+    }
     let mut idx = Vec::new();
     cmd.key_indices(args, &mut idx);
     if idx.is_empty() {

@@ -220,6 +220,10 @@ pub(crate) struct RunSlot {
     /// The last error `redis.call` raised: a script failing with exactly it is reported
     /// without the "ERR " prefix a plain Lua error gets (as Redis does).
     pub(crate) last_call_err: RefCell<Option<String>>,
+    /// The keys the running script declared, when its caller tracks its reads (client-side
+    /// caching): each read-only command the script calls makes the caller track them all,
+    /// as Redis's trackingRememberKeys on the caller's command. Empty otherwise.
+    tracked_keys: RefCell<Vec<Bytes>>,
 }
 
 impl RunSlot {
@@ -636,8 +640,19 @@ fn call_core(
             ctx.srv.config.read().typed.busy_reply_threshold,
             ctx.cl.from_master,
         );
+        let tracks = crate::tracking::live(srv) && crate::tracking::tracks_reads(ctx.cl.tracking);
+        if tracks {
+            *e.run.tracked_keys.borrow_mut() = call
+                .keys
+                .iter()
+                .map(|k| Bytes::copy_from_slice(k))
+                .collect();
+        }
         let current = CurrentScript::enter(&e.run, ctx, read_only);
         let result = invoke(e, &call);
+        if tracks {
+            e.run.tracked_keys.borrow_mut().clear();
+        }
         drop(current);
         // A killed script left its hook firing on every line (busy::Busy::hook).
         let killed = scripts.busy.kill_requested();
@@ -863,6 +878,12 @@ fn call_command(
     ctx.out.resp3 = run.resp.get() == 3;
     ctx.ks.db = ctx.cl.db;
     crate::cmd::run_locked(ctx, cmd, &argv);
+    if cmd.has(flags::READONLY) && !cmd.has(flags::PUBSUB) {
+        let keys = run.tracked_keys.borrow();
+        if !keys.is_empty() {
+            crate::tracking::remember(ctx.srv, ctx.cl.id, keys.iter().map(|k| &k[..]));
+        }
+    }
     // INFO commandstats counts commands scripts run, as EXEC does for queued ones.
     cmd.stats
         .calls

@@ -9,4 +9,5 @@ mod script_busy_tx;
 mod script_cjson;
 mod script_libs;
 mod script_refusals;
+mod script_tracking;
 mod scripting;
