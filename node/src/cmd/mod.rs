@@ -577,9 +577,19 @@ fn admit(
             ));
         }
     }
-    // Read-only replica, stale-data and min-replicas checks (crate::repl::deny).
+    // Read-only replica, stale-data and min-replicas checks (crate::repl::deny). EXEC is
+    // checked as the commands it queued (Redis's mstate flags): refused, it discards them.
     if let Some(e) = crate::repl::deny(srv, cl, cmd) {
         return Err(Reject::flagged(e));
+    }
+    if exec {
+        if let Some(e) = queued_denied(srv, cl) {
+            return Err(Reject::new(
+                format!("EXECABORT Transaction discarded because of: {e}"),
+                OnMulti::Discard,
+                Count::Rejected,
+            ));
+        }
     }
     if cl.in_pubsub_context() && !resp3 && !pubsub::allowed_in_context(cmd.name) {
         return Err(Reject::new(
@@ -773,6 +783,17 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
         });
     }
     false
+}
+
+/// The replication rule (crate::repl::deny) the first of the client's queued commands
+/// breaks, if any.
+fn queued_denied(srv: &Server, cl: &ClientState) -> Option<&'static str> {
+    let t = table();
+    cl.multi.as_ref()?.iter().find_map(|a| {
+        t.resolve(&arg_view(a))
+            .ok()
+            .and_then(|c| crate::repl::deny(srv, cl, c))
+    })
 }
 
 /// Whether the client's MULTI queue holds a command with `flag` (a write makes its EXEC a

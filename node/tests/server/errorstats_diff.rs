@@ -272,3 +272,33 @@ fn blocked_client_errors_count_like_redis() {
     }
     assert_eq!(got[0], got[1], "redis first, tessera second");
 }
+
+/// EXEC is refused as the commands it queued would be when the replication state changed
+/// since (min-replicas-to-write, a stale replica): EXECABORT with the reason, nothing run,
+/// counted as EXEC's rejected call (unit/multi).
+#[test]
+fn exec_refused_by_replication_state_like_redis() {
+    let [r, t] = both().map(|l| l.args(&["--save", ""]).start());
+    let mut got = Vec::new();
+    for s in [&r, &t] {
+        let (mut c, mut admin) = (s.resp(), s.resp());
+        let mut seen = Vec::new();
+        c.cmd(&["SET", "xx", "1"]);
+        c.cmd(&["CONFIG", "RESETSTAT"]);
+        c.cmd(&["MULTI"]);
+        c.cmd(&["INCR", "xx"]);
+        admin.cmd(&["CONFIG", "SET", "min-replicas-to-write", "2"]);
+        seen.push(format!("{:?}", c.cmd(&["EXEC"])));
+        admin.cmd(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+        seen.push(format!("{:?}", c.cmd(&["GET", "xx"])));
+        // Reads are not refused by min-replicas-to-write.
+        c.cmd(&["MULTI"]);
+        c.cmd(&["GET", "xx"]);
+        admin.cmd(&["CONFIG", "SET", "min-replicas-to-write", "2"]);
+        seen.push(format!("{:?}", c.cmd(&["EXEC"])));
+        admin.cmd(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+        seen.push(counters(&mut c));
+        got.push(seen.join("\n"));
+    }
+    assert_eq!(got[0], got[1], "redis first, tessera second");
+}
