@@ -819,7 +819,15 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     ctx.noop = false;
     ctx.untouched = false;
     ctx.changes = 1;
+    let monitored = ctx.srv.monitors.active() && !cmd.has(flags::ADMIN);
+    if monitored && !ctx.cl.in_script && skips_monitor(cmd) {
+        // EVAL & co. are fed before they run, so their script's commands follow them.
+        ctx.srv.monitors.feed(ctx.cl, &shown_args(cmd, args));
+    }
     let res = (cmd.handler)(ctx, args);
+    if monitored && ctx.cl.in_script {
+        ctx.srv.monitors.feed_script(ctx.cl, &shown_args(cmd, args));
+    }
     // The hints name `args`' memory: they must not outlive this call.
     ctx.ks.clear_slot_hints();
     // A write that changed nothing (its handler said so, or a blocking command blocked
@@ -932,9 +940,16 @@ fn record_run(
             .maybe_record(&cfg.typed, &cl.handle, &shown_args(cmd, args), us);
     }
     drop(cfg);
-    if srv.monitors.active() && !cmd.has(flags::ADMIN) {
+    if srv.monitors.active() && !cmd.has(flags::ADMIN) && !skips_monitor(cmd) {
         srv.monitors.feed(cl, &shown_args(cmd, args));
     }
+}
+
+/// Redis's `skip_monitor` commands (EVAL, EVALSHA, FCALL and their _RO forms): fed to
+/// MONITOR by [`run_locked`] before they run instead of after.
+fn skips_monitor(cmd: &CommandSpec) -> bool {
+    command::command_meta::meta(cmd.full_name.as_str())
+        .is_some_and(|m| m.flags.contains(&"skip_monitor"))
 }
 
 /// Stats of a blocked command whose wait ended (served, or CLIENT UNBLOCK): the time its

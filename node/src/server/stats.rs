@@ -357,6 +357,16 @@ impl Monitors {
 
     /// Sends `+<time> [<db> <addr>] "cmd" "arg"...` to every monitor.
     pub fn feed(&self, cl: &ClientState, args: &[&[u8]]) {
+        self.feed_as(cl, &cl.handle.addr, args);
+    }
+
+    /// A command a script ran for `cl`: `[<db> lua]`, the script's db (Redis's
+    /// CLIENT_SCRIPT form).
+    pub fn feed_script(&self, cl: &ClientState, args: &[&[u8]]) {
+        self.feed_as(cl, "lua", args);
+    }
+
+    fn feed_as(&self, cl: &ClientState, origin: &str, args: &[&[u8]]) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -365,7 +375,7 @@ impl Monitors {
             now.as_secs(),
             now.subsec_micros(),
             cl.db,
-            cl.handle.addr
+            origin
         );
         for a in args {
             line.push(' ');
