@@ -177,6 +177,10 @@ struct Files {
     /// until the retry writes them.
     stale: Vec<IncrFile>,
     scratch: Vec<u8>,
+    /// The AOF was just turned on and its first rewrite runs (Redis's AOF_WAIT_REWRITE):
+    /// `incr` is the temp incr file, not in the manifest yet, and writes on stripes not
+    /// copied yet are dropped (the new base will hold them).
+    waiting: bool,
 }
 
 impl Files {
@@ -229,6 +233,22 @@ pub struct AofState {
     fsync_errno: AtomicI32,
     pub current_size: AtomicU64,
     pub base_size: AtomicU64,
+    /// A rewrite waits for a running BGSAVE (INFO aof_rewrite_scheduled); the cron starts it.
+    pub rewrite_scheduled: AtomicBool,
+    /// Tells the running rewrite to stop (Redis kills its rewrite child).
+    cancel: AtomicBool,
+    /// The running (or last) rewrite thread.
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Serialises turning the AOF on or off with starting a rewrite.
+    switch: Mutex<()>,
+    /// The server this state belongs to, for CONFIG SET appendonly (`configure` gets only
+    /// the config); set by [`attach`] once the server runs.
+    server: std::sync::OnceLock<std::sync::Weak<Server>>,
+    /// The manifest while the AOF is off, and the last incr sequence number used (Redis
+    /// keeps both in memory: a rewrite with the AOF off, or turning it on, goes on from them).
+    idle: Mutex<Option<(AofManifest, u64)>>,
+    subscribed: AtomicBool,
+    fsync_thread: AtomicBool,
 }
 
 impl Default for AofState {
@@ -250,6 +270,14 @@ impl Default for AofState {
             fsync_errno: AtomicI32::new(0),
             current_size: AtomicU64::new(0),
             base_size: AtomicU64::new(0),
+            rewrite_scheduled: AtomicBool::new(false),
+            cancel: AtomicBool::new(false),
+            worker: Mutex::new(None),
+            switch: Mutex::new(()),
+            server: std::sync::OnceLock::new(),
+            idle: Mutex::new(None),
+            subscribed: AtomicBool::new(false),
+            fsync_thread: AtomicBool::new(false),
         }
     }
 }
@@ -294,9 +322,23 @@ impl AofState {
     }
 
     /// The config changed (`Server::config_changed`): `appendfsync` applies from the next
-    /// write on, as CONFIG SET appendfsync does in redis.
+    /// write on, as CONFIG SET appendfsync does in redis; `appendonly` turns the AOF on
+    /// (a rewrite starts at once, as Redis's startAppendOnly) or off (stopAppendOnly: the
+    /// file is flushed and fsynced, a running rewrite stopped) once the server runs.
     pub fn configure(&self, c: &crate::config::Settings) {
         *self.fsync.lock() = c.appendfsync;
+        let Some(srv) = self.server.get().and_then(std::sync::Weak::upgrade) else {
+            return;
+        };
+        let _sw = self.switch.lock();
+        if c.appendonly == self.enabled() {
+            return;
+        }
+        if c.appendonly {
+            start_aof(&srv);
+        } else {
+            stop_aof(&srv);
+        }
     }
 
     /// fsyncs every byte appended so far, unless another thread already did (group commit).
@@ -368,12 +410,16 @@ impl WriteSubscriber for AofState {
         let Some(f) = g.as_mut() else {
             return;
         };
-        // Mid-rewrite, a write on stripes not copied yet belongs with the old incr file.
-        let to_old = f.old.is_some()
+        // Mid-rewrite, a write on stripes not copied yet belongs with the old incr file
+        // (or nowhere while the AOF is being turned on: the new base will hold it).
+        let to_old = !f.copied.is_empty()
             && !w.stripes.is_empty()
             && w.stripes
                 .iter()
                 .all(|&s| !f.copied.get(s as usize).copied().unwrap_or(false));
+        if to_old && f.waiting {
+            return;
+        }
         let Files {
             incr, old, scratch, ..
         } = f;
@@ -678,6 +724,43 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
     Ok(())
 }
 
+/// DEBUG LOADAOF (persist::debug): every byte appended so far is written and fsynced,
+/// then the manifest's files are replayed into the dataset (the caller emptied it), in
+/// load order, as at start.
+pub(super) fn replay_current(srv: &Arc<Server>) -> Result<(), PersistError> {
+    let a = &srv.persist.aof;
+    let current = {
+        let mut g = a.files.lock();
+        g.as_mut().map(|f| {
+            f.flush_all(a);
+            let order: Vec<AofFileInfo> = f.manifest.load_order().cloned().collect();
+            (f.dir.clone(), order)
+        })
+    };
+    // With the AOF off, Redis loads the files its manifest names (a rewrite made them).
+    let (dir, order) = match current {
+        Some(c) => c,
+        None => {
+            let (dir, prefix) = aof_location(srv)?;
+            let (m, _) = idle_manifest(a, &dir, &prefix)?;
+            let order = m.load_order().cloned().collect();
+            (dir, order)
+        }
+    };
+    a.sync_upto(a.written_mark());
+    let mut rp = Replayer::new();
+    for (i, fi) in order.iter().enumerate() {
+        let p = dir.join(&fi.name);
+        let last = i + 1 == order.len();
+        if !p.exists() && last && fi.kind == AofFileKind::Incr {
+            continue;
+        }
+        let n = load_file(srv, &mut rp, &p, last)?;
+        tracing::info!(file = %fi.name, commands = n, "AOF file loaded");
+    }
+    Ok(())
+}
+
 fn install(srv: &Arc<Server>, dir: PathBuf, prefix: String, manifest: AofManifest, incr: IncrFile) {
     let a = &srv.persist.aof;
     *a.files.lock() = Some(Files {
@@ -689,10 +772,28 @@ fn install(srv: &Arc<Server>, dir: PathBuf, prefix: String, manifest: AofManifes
         copied: Vec::new(),
         stale: Vec::new(),
         scratch: Vec::with_capacity(4096),
+        waiting: false,
     });
     a.on.store(true, Ordering::Release);
-    srv.persist.prop.subscribe(aof_subscriber(srv));
-    start_fsync_thread(srv);
+    subscribe_once(srv);
+}
+
+/// The AOF's propagation subscriber and fsync thread, once per server (the AOF can be
+/// turned off and on again; with it off there are no files and both do nothing).
+fn subscribe_once(srv: &Arc<Server>) {
+    let a = &srv.persist.aof;
+    if !a.subscribed.swap(true, Ordering::AcqRel) {
+        srv.persist.prop.subscribe(aof_subscriber(srv));
+    }
+    if !a.fsync_thread.swap(true, Ordering::AcqRel) {
+        start_fsync_thread(srv);
+    }
+}
+
+/// Lets CONFIG SET appendonly start and stop the AOF of this server (see
+/// [`AofState::configure`]). Called once the dataset is loaded.
+pub fn attach(srv: &Arc<Server>) {
+    let _ = srv.persist.aof.server.set(Arc::downgrade(srv));
 }
 
 /// The AOF as a propagation subscriber (shares the server's state).
@@ -737,7 +838,7 @@ fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), P
     let rdb = srv.config.read().typed.aof_use_rdb_preamble;
     let base_name = AofManifest::base_name(&prefix, 1, rdb);
     let base_path = dir.join(&base_name);
-    let size = super::aof_base::write_base(srv, &base_path, rdb, &|_| {})?;
+    let size = super::aof_base::write_base(srv, &base_path, rdb, &super::aof_base::Hooks::NONE)?;
     let incr_name = AofManifest::incr_name(&prefix, 1);
     let file = open_append(&dir.join(&incr_name))?;
     let manifest = AofManifest {
@@ -760,47 +861,120 @@ fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), P
     Ok(())
 }
 
-/// BGREWRITEAOF: starts a rewrite thread. Err when one is running or the AOF is off.
-pub fn bgrewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
-    if !srv.persist.aof.enabled() {
-        return Err(
-            "ERR Background append only file rewriting is only possible with appendonly yes",
-        );
+/// BGREWRITEAOF's replies (Redis 7.0's bgrewriteaofCommand).
+pub const REWRITE_STARTED: &str = "Background append only file rewriting started";
+pub const REWRITE_SCHEDULED: &str = "Background append only file rewriting scheduled";
+pub const REWRITE_RUNNING: &str = "ERR Background append only file rewriting already in progress";
+pub const REWRITE_FAILED: &str = "ERR Can't execute an AOF background rewriting. Please check the server logs for more information.";
+
+/// BGREWRITEAOF, as Redis 7.0: refused while a rewrite runs; scheduled while a BGSAVE runs
+/// or inside EXEC (`in_exec`; the cron starts it); else started, whatever appendonly says
+/// (with the AOF off only a new base and a manifest naming it are written). Ok: the status
+/// reply; Err: the error reply.
+pub fn bgrewrite_command(srv: &Arc<Server>, in_exec: bool) -> Result<&'static str, &'static str> {
+    let a = &srv.persist.aof;
+    if a.rewrite_in_progress.load(Ordering::Acquire) {
+        return Err(REWRITE_RUNNING);
     }
-    if srv
-        .persist
-        .aof
-        .rewrite_in_progress
+    if in_exec || srv.persist.bgsave_in_progress.load(Ordering::Acquire) {
+        a.rewrite_scheduled.store(true, Ordering::Release);
+        return Ok(REWRITE_SCHEDULED);
+    }
+    bgrewrite(srv).map(|()| REWRITE_STARTED)
+}
+
+/// Starts a rewrite thread (BGREWRITEAOF, the cron, a replica after its full sync). Err
+/// (an error reply) when one runs or it cannot start.
+pub fn bgrewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
+    let _sw = srv.persist.aof.switch.lock();
+    spawn_rewrite(srv)
+}
+
+/// What a rewrite does once its base is written, by the AOF's state when it started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The AOF is on: the new incr file is listed already, the old incr files go.
+    On,
+    /// The AOF is being turned on: the temp incr file becomes the next incr file.
+    Start,
+    /// The AOF is off: only the base is written, and a manifest naming only it.
+    Off,
+}
+
+struct Plan {
+    mode: Mode,
+    dir: PathBuf,
+    prefix: String,
+    base_seq: u64,
+    /// On/Start: the new incr file's sequence number; Off: the last one used.
+    incr_seq: u64,
+    rdb: bool,
+    /// Off: the manifest the new one replaces.
+    previous: Option<AofManifest>,
+}
+
+/// [`bgrewrite`] with `switch` held.
+fn spawn_rewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
+    let a = &srv.persist.aof;
+    if a.rewrite_in_progress
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
-        return Err("ERR Background append only file rewriting already in progress");
+        return Err(REWRITE_RUNNING);
     }
+    // The last rewrite's thread has finished (or is returning): reap it.
+    if let Some(h) = a.worker.lock().take() {
+        let _ = h.join();
+    }
+    let plan = match prepare(srv) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "Can't rewrite append only file in background");
+            a.last_rewrite_ok.store(false, Ordering::Relaxed);
+            a.rewrite_in_progress.store(false, Ordering::Release);
+            return Err(REWRITE_FAILED);
+        }
+    };
+    a.cancel.store(false, Ordering::Release);
+    a.rewrite_scheduled.store(false, Ordering::Release);
+    let n = a.rewrites.fetch_add(1, Ordering::Relaxed) + 1;
+    tracing::info!("Background append only file rewriting started by thread {n}");
     let srv2 = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("tessera-aofrw".into())
         .spawn(move || {
             let started = Instant::now();
-            let r = rewrite(&srv2);
+            let r = rewrite(&srv2, plan);
             let a = &srv2.persist.aof;
+            let cancelled = a.cancel.load(Ordering::Acquire);
             match &r {
                 Ok(()) => tracing::info!("Background AOF rewrite finished successfully"),
-                Err(e) => tracing::warn!(error = %e, "Background AOF rewrite failed"),
+                Err(_) if cancelled => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "Background AOF rewrite terminated with error")
+                }
             }
-            a.last_rewrite_ok.store(r.is_ok(), Ordering::Relaxed);
+            // Stopped on purpose is no failure (Redis's SIGUSR1 to its child).
+            if !cancelled {
+                a.last_rewrite_ok.store(r.is_ok(), Ordering::Relaxed);
+            }
             a.last_rewrite_time_sec
                 .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
-            a.rewrites.fetch_add(1, Ordering::Relaxed);
             a.rewrite_in_progress.store(false, Ordering::Release);
         });
-    if spawned.is_err() {
-        srv.persist
-            .aof
-            .rewrite_in_progress
-            .store(false, Ordering::Release);
-        return Err("ERR Can't start the AOF rewrite thread");
+    match spawned {
+        Ok(h) => {
+            *a.worker.lock() = Some(h);
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Can't start the AOF rewrite thread");
+            undo_rewrite(a);
+            a.last_rewrite_ok.store(false, Ordering::Relaxed);
+            a.rewrite_in_progress.store(false, Ordering::Release);
+            Err(REWRITE_FAILED)
+        }
     }
-    Ok(())
 }
 
 /// The sequence number after `seq`, within what the manifest parser accepts.
@@ -826,35 +1000,167 @@ fn keep_old(f: &mut Files, old: Option<IncrFile>) {
     }
 }
 
-fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
-    let a = &srv.persist.aof;
-    // 1. Open the next incr file and list it in the manifest.
-    let (dir, prefix, new_seq, base_seq) = {
-        let mut g = a.files.lock();
-        let Some(f) = g.as_mut() else {
-            return Ok(());
-        };
-        let seq = next_seq(f.incr.seq)?;
-        let base_seq = next_seq(f.manifest.base.as_ref().map(|b| b.seq).unwrap_or(0))?;
-        let name = AofManifest::incr_name(&f.prefix, seq);
-        let file = open_append(&f.dir.join(&name))?;
-        let mut m = f.manifest.clone();
-        m.incr.push(AofFileInfo {
-            name,
-            seq,
-            kind: AofFileKind::Incr,
-        });
-        write_manifest(&f.dir, &f.prefix, &m)?;
-        f.manifest = m;
-        let old = std::mem::replace(&mut f.incr, IncrFile::new(file, seq));
-        f.old = Some(old);
-        f.copied = vec![false; STRIPES];
-        (f.dir.clone(), f.prefix.clone(), seq, base_seq)
+/// The temp incr file that collects writes while the AOF is being turned on.
+fn temp_incr_name(prefix: &str) -> String {
+    format!("temp-{prefix}.incr")
+}
+
+/// The AOF directory and file prefix from the config, created when missing.
+fn aof_location(srv: &Server) -> Result<(PathBuf, String), PersistError> {
+    let (dir, dirname, prefix) = {
+        let c = srv.config.read();
+        (
+            c.typed.dir.clone(),
+            c.typed.appenddirname.clone(),
+            c.typed.appendfilename.clone(),
+        )
     };
-    // 2. Write the new base, marking each stripe copied while its lock is held.
+    if !is_base_name(&prefix) {
+        return Err(PersistError::BadName(
+            "appendfilename can't be a path, just a filename",
+        ));
+    }
+    if !is_base_name(&dirname) {
+        return Err(PersistError::BadName(
+            "appenddirname can't be a path, just a dirname",
+        ));
+    }
+    let dir = dir.join(dirname);
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    Ok((dir, prefix))
+}
+
+/// The manifest while the AOF is off, and the last incr sequence number used: the one kept
+/// in memory, else the one on disk (empty when there is none).
+fn idle_manifest(
+    a: &AofState,
+    dir: &Path,
+    prefix: &str,
+) -> Result<(AofManifest, u64), PersistError> {
+    if let Some(kept) = a.idle.lock().clone() {
+        return Ok(kept);
+    }
+    let mpath = dir.join(AofManifest::manifest_name(prefix));
+    if !mpath.exists() {
+        return Ok((AofManifest::default(), 0));
+    }
+    let text = std::fs::read_to_string(&mpath).map_err(io_err(&mpath))?;
+    let m = AofManifest::parse(&text).map_err(|source| PersistError::AofManifest {
+        path: mpath.display().to_string(),
+        source,
+    })?;
+    let last = m.incr.iter().map(|i| i.seq).max().unwrap_or(0);
+    Ok((m, last))
+}
+
+/// Everything a rewrite sets up before its thread starts (Redis's
+/// rewriteAppendOnlyFileBackground before the fork): with the AOF on, the next incr file,
+/// listed in the manifest; while turning it on, the temp incr file; with it off, nothing.
+fn prepare(srv: &Arc<Server>) -> Result<Plan, PersistError> {
+    let a = &srv.persist.aof;
     let rdb = srv.config.read().typed.aof_use_rdb_preamble;
-    let base_name = AofManifest::base_name(&prefix, base_seq, rdb);
-    let base_path = dir.join(&base_name);
+    {
+        let mut g = a.files.lock();
+        if let Some(f) = g.as_mut() {
+            let seq = next_seq(f.incr.seq)?;
+            let base_seq = next_seq(f.manifest.base.as_ref().map(|b| b.seq).unwrap_or(0))?;
+            let name = AofManifest::incr_name(&f.prefix, seq);
+            let file = open_append(&f.dir.join(&name))?;
+            let mut m = f.manifest.clone();
+            m.incr.push(AofFileInfo {
+                name: name.clone(),
+                seq,
+                kind: AofFileKind::Incr,
+            });
+            write_manifest(&f.dir, &f.prefix, &m)?;
+            tracing::info!("Creating AOF incr file {name} on background rewrite");
+            f.manifest = m;
+            let old = std::mem::replace(&mut f.incr, IncrFile::new(file, seq));
+            f.old = Some(old);
+            f.copied = vec![false; STRIPES];
+            return Ok(Plan {
+                mode: Mode::On,
+                dir: f.dir.clone(),
+                prefix: f.prefix.clone(),
+                base_seq,
+                incr_seq: seq,
+                rdb,
+                previous: None,
+            });
+        }
+    }
+    let (dir, prefix) = aof_location(srv)?;
+    let (manifest, last_incr) = idle_manifest(a, &dir, &prefix)?;
+    let base_seq = next_seq(manifest.base.as_ref().map(|b| b.seq).unwrap_or(0))?;
+    if !a.enabled() {
+        return Ok(Plan {
+            mode: Mode::Off,
+            dir,
+            prefix,
+            base_seq,
+            incr_seq: last_incr,
+            rdb,
+            previous: Some(manifest),
+        });
+    }
+    let incr_seq = next_seq(last_incr)?;
+    let temp = dir.join(temp_incr_name(&prefix));
+    match std::fs::remove_file(&temp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&temp)(e)),
+        _ => {}
+    }
+    let file = open_append(&temp)?;
+    tracing::info!(
+        "Creating AOF incr file {} on background rewrite",
+        temp_incr_name(&prefix)
+    );
+    *a.files.lock() = Some(Files {
+        dir: dir.clone(),
+        prefix: prefix.clone(),
+        manifest,
+        incr: IncrFile::new(file, incr_seq),
+        old: None,
+        copied: vec![false; STRIPES],
+        stale: Vec::new(),
+        scratch: Vec::with_capacity(4096),
+        waiting: true,
+    });
+    subscribe_once(srv);
+    Ok(Plan {
+        mode: Mode::Start,
+        dir,
+        prefix,
+        base_seq,
+        incr_seq,
+        rdb,
+        previous: None,
+    })
+}
+
+/// A rewrite that will not finish: with the AOF on, the old incr file stops receiving
+/// writes and stays listed; while turning it on, the temp incr file goes and the rewrite
+/// is scheduled again (Redis retries until the AOF is on).
+fn undo_rewrite(a: &AofState) {
+    let mut g = a.files.lock();
+    let Some(f) = g.as_mut() else {
+        return;
+    };
+    if f.waiting {
+        let temp = f.dir.join(temp_incr_name(&f.prefix));
+        *g = None;
+        let _ = std::fs::remove_file(temp);
+        a.rewrite_scheduled.store(true, Ordering::Release);
+        return;
+    }
+    let old = f.old.take();
+    f.copied = Vec::new();
+    keep_old(f, old);
+}
+
+fn rewrite(srv: &Arc<Server>, plan: Plan) -> Result<(), PersistError> {
+    let a = &srv.persist.aof;
+    let base_name = AofManifest::base_name(&plan.prefix, plan.base_seq, plan.rdb);
+    let base_path = plan.dir.join(&base_name);
     // Each stripe is marked copied while its lock is held (see the module docs).
     let mark = |i: usize| {
         if let Some(f) = a.files.lock().as_mut() {
@@ -863,71 +1169,225 @@ fn rewrite(srv: &Arc<Server>) -> Result<(), PersistError> {
             }
         }
     };
-    let r = super::aof_base::write_base(srv, &base_path, rdb, &mark);
+    let cancelled = || a.cancel.load(Ordering::Acquire);
+    let hooks = super::aof_base::Hooks {
+        copied: &mark,
+        cancelled: &cancelled,
+    };
+    let size = match super::aof_base::write_base(srv, &base_path, plan.rdb, &hooks) {
+        Ok(size) if !cancelled() => size,
+        Ok(_) => {
+            let _ = std::fs::remove_file(&base_path);
+            undo_rewrite(a);
+            return Err(super::aof_base::cancelled_error());
+        }
+        Err(e) => {
+            undo_rewrite(a);
+            return Err(e);
+        }
+    };
+    let base = AofFileInfo {
+        name: base_name,
+        seq: plan.base_seq,
+        kind: AofFileKind::Base,
+    };
+    let r = match plan.mode {
+        Mode::Off => finish_off(a, &plan, base),
+        Mode::On | Mode::Start => finish_on(a, &plan, base, size),
+    };
+    if r.is_err() {
+        let _ = std::fs::remove_file(&base_path);
+    }
+    r
+}
+
+/// Installs a rewrite made with the AOF off: the manifest names only the new base (every
+/// older file becomes history and is removed), as Redis 7.0.
+fn finish_off(a: &AofState, plan: &Plan, base: AofFileInfo) -> Result<(), PersistError> {
+    let m = AofManifest {
+        base: Some(base),
+        incr: Vec::new(),
+        history: Vec::new(),
+    };
+    write_manifest(&plan.dir, &plan.prefix, &m)?;
+    if let Some(prev) = &plan.previous {
+        for i in prev.load_order().chain(prev.history.iter()) {
+            tracing::info!("Removing the history file {} in the background", i.name);
+            let _ = std::fs::remove_file(plan.dir.join(&i.name));
+        }
+    }
+    *a.idle.lock() = Some((m, plan.incr_seq));
+    Ok(())
+}
+
+/// Installs a rewrite made with the AOF on (or being turned on): new base + the incr files
+/// from the rewrite's on; older files become history and are removed.
+fn finish_on(a: &AofState, plan: &Plan, base: AofFileInfo, size: u64) -> Result<(), PersistError> {
     let mut g = a.files.lock();
     let Some(f) = g.as_mut() else {
-        return Ok(());
+        return Err(super::aof_base::cancelled_error());
     };
     // Whatever happens now, the old incr file stops receiving writes.
     let old = f.old.take();
     f.copied = Vec::new();
-    let size = match r {
-        Ok(size) => size,
-        Err(e) => {
-            keep_old(f, old);
-            return Err(e);
+    let mut current = f.manifest.clone();
+    let mut renamed = None;
+    if f.waiting {
+        // The temp incr file becomes the next incr file.
+        let name = AofManifest::incr_name(&plan.prefix, plan.incr_seq);
+        let (from, to) = (
+            plan.dir.join(temp_incr_name(&plan.prefix)),
+            plan.dir.join(&name),
+        );
+        if let Err(e) = std::fs::rename(&from, &to) {
+            drop(g);
+            undo_rewrite(a);
+            return Err(io_err(&to)(e));
         }
-    };
-    // 3. Install: new base + the new incr file; older files become history and are removed.
+        renamed = Some(to);
+        current.incr.push(AofFileInfo {
+            name,
+            seq: plan.incr_seq,
+            kind: AofFileKind::Incr,
+        });
+    }
     let mut m = AofManifest {
-        base: Some(AofFileInfo {
-            name: base_name,
-            seq: base_seq,
-            kind: AofFileKind::Base,
-        }),
-        incr: f
-            .manifest
+        base: Some(base),
+        incr: current
             .incr
             .iter()
-            .filter(|i| i.seq >= new_seq)
+            .filter(|i| i.seq >= plan.incr_seq)
             .cloned()
             .collect(),
         history: Vec::new(),
     };
-    let obsolete: Vec<String> = f
-        .manifest
+    let obsolete: Vec<String> = current
         .load_order()
-        .chain(f.manifest.history.iter())
-        .filter(|i| !(i.kind == AofFileKind::Incr && i.seq >= new_seq))
+        .chain(current.history.iter())
+        .filter(|i| !(i.kind == AofFileKind::Incr && i.seq >= plan.incr_seq))
         .map(|i| i.name.clone())
         .collect();
-    if let Err(e) = write_manifest(&dir, &prefix, &m) {
-        keep_old(f, old);
+    if let Err(e) = write_manifest(&plan.dir, &plan.prefix, &m) {
+        if let Some(to) = renamed {
+            let _ = std::fs::rename(&to, plan.dir.join(temp_incr_name(&plan.prefix)));
+            drop(g);
+            undo_rewrite(a);
+        } else {
+            keep_old(f, old);
+        }
         return Err(e);
     }
     // The new base holds what the old incr file (and anything still pending for it) held.
     drop(old);
     for n in obsolete {
-        let _ = std::fs::remove_file(dir.join(n));
+        tracing::info!("Removing the history file {n} in the background");
+        let _ = std::fs::remove_file(plan.dir.join(n));
     }
     m.history.clear();
     f.manifest = m;
+    f.waiting = false;
     a.base_size.store(size, Ordering::Relaxed);
     a.current_size.store(
-        size + file_len(&dir.join(AofManifest::incr_name(&prefix, new_seq))),
+        size + file_len(
+            &plan
+                .dir
+                .join(AofManifest::incr_name(&plan.prefix, plan.incr_seq)),
+        ),
         Ordering::Relaxed,
     );
     Ok(())
 }
 
-/// Once a second: automatic rewrite when the AOF grew past the configured percentage.
-pub fn cron(srv: &Arc<Server>) {
+/// Stops the running rewrite and waits for its thread (Redis's killAppendOnlyChild).
+fn kill_rewrite(a: &AofState) {
+    let Some(h) = a.worker.lock().take() else {
+        return;
+    };
+    if a.rewrite_in_progress.load(Ordering::Acquire) {
+        tracing::info!(
+            "Killing running AOF rewrite child: {}",
+            a.rewrites.load(Ordering::Relaxed)
+        );
+        a.cancel.store(true, Ordering::Release);
+    }
+    let _ = h.join();
+    a.cancel.store(false, Ordering::Release);
+}
+
+/// CONFIG SET appendonly yes (Redis's startAppendOnly): the AOF counts as on at once and
+/// a rewrite starts (scheduled while a BGSAVE runs); writes reach the AOF's new incr file
+/// as the rewrite copies their keys. `switch` is held.
+fn start_aof(srv: &Arc<Server>) {
     let a = &srv.persist.aof;
-    if !a.enabled() {
+    if a.rewrite_in_progress.load(Ordering::Acquire) {
+        // A rewrite begun with the AOF off does not collect the writes made since.
+        tracing::warn!("AOF was enabled but there is already an AOF rewriting in background. Stopping background AOF and starting a rewrite now.");
+        kill_rewrite(a);
+    }
+    a.on.store(true, Ordering::Release);
+    // Earlier write or fsync errors are forgotten, as in Redis.
+    a.write_errno.store(0, Ordering::Relaxed);
+    a.fsync_errno.store(0, Ordering::Relaxed);
+    if srv.persist.bgsave_in_progress.load(Ordering::Acquire) {
+        a.rewrite_scheduled.store(true, Ordering::Release);
+        tracing::warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
         return;
     }
-    a.retry_pending();
-    if a.rewrite_in_progress.load(Ordering::Relaxed) {
+    if spawn_rewrite(srv).is_err() {
+        a.on.store(false, Ordering::Release);
+        tracing::warn!("Redis needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error.");
+    }
+}
+
+/// CONFIG SET appendonly no (Redis's stopAppendOnly): what was appended is written and
+/// fsynced, the files are closed, a running rewrite is stopped. `switch` is held.
+fn stop_aof(srv: &Arc<Server>) {
+    let a = &srv.persist.aof;
+    kill_rewrite(a);
+    if let Some(f) = a.files.lock().as_mut() {
+        f.flush_all(a);
+    }
+    a.sync_upto(a.written_mark());
+    let files = a.files.lock().take();
+    if let Some(f) = files {
+        for x in std::iter::once(&f.incr)
+            .chain(f.old.iter())
+            .chain(f.stale.iter())
+        {
+            if let Err(e) = x.file.sync_data() {
+                tracing::warn!(error = %e, "Fail to fsync the AOF file");
+            }
+        }
+        if f.waiting {
+            let _ = std::fs::remove_file(f.dir.join(temp_incr_name(&f.prefix)));
+        } else {
+            *a.idle.lock() = Some((f.manifest, f.incr.seq));
+        }
+    }
+    a.on.store(false, Ordering::Release);
+    a.rewrite_scheduled.store(false, Ordering::Release);
+}
+
+/// Once a second: a scheduled rewrite once no BGSAVE runs, then the automatic rewrite
+/// when the AOF grew past the configured percentage.
+pub fn cron(srv: &Arc<Server>) {
+    let a = &srv.persist.aof;
+    if a.enabled() {
+        a.retry_pending();
+    }
+    if a.rewrite_in_progress.load(Ordering::Acquire)
+        || srv.persist.bgsave_in_progress.load(Ordering::Acquire)
+    {
+        return;
+    }
+    if a.rewrite_scheduled.load(Ordering::Acquire) {
+        if let Err(e) = bgrewrite(srv) {
+            tracing::warn!(error = e, "scheduled AOF rewrite not started");
+        }
+        return;
+    }
+    let installed = a.files.lock().as_ref().is_some_and(|f| !f.waiting);
+    if !a.enabled() || !installed {
         return;
     }
     let (pct, min) = {
@@ -942,9 +1402,10 @@ pub fn cron(srv: &Arc<Server>) {
     }
 }
 
-/// At shutdown: fsync whatever was appended.
+/// At shutdown: a running rewrite is stopped, then whatever was appended is fsynced.
 pub fn flush_on_shutdown(srv: &Server) {
     let a = &srv.persist.aof;
+    kill_rewrite(a);
     if a.enabled() {
         a.sync_upto(a.written.load(Ordering::Acquire));
     }

@@ -81,16 +81,39 @@ fn key_commands(buf: &mut Vec<u8>, key: &Bytes, v: &RdbValue, exp: Option<i64>) 
     }
 }
 
-/// Writes a base file via a temp file, fsync and rename. `mark_copied(i)` is called with
-/// stripe `i` still locked, right after its keys were copied. Returns the file size.
+/// What a rewrite is told while it writes a base file.
+pub struct Hooks<'a> {
+    /// Called with stripe `i` still locked, right after its keys were copied.
+    pub copied: &'a dyn Fn(usize),
+    /// True once the rewrite must stop (CONFIG SET appendonly no: Redis kills its child).
+    pub cancelled: &'a dyn Fn() -> bool,
+}
+
+impl Hooks<'_> {
+    /// No stripe tracking, never cancelled (the base written at start).
+    pub const NONE: Hooks<'static> = Hooks {
+        copied: &|_| {},
+        cancelled: &|| false,
+    };
+}
+
+/// The error of a rewrite stopped by [`Hooks::cancelled`].
+pub fn cancelled_error() -> PersistError {
+    PersistError::Io {
+        path: "AOF rewrite".into(),
+        source: std::io::Error::new(std::io::ErrorKind::Interrupted, "rewrite cancelled"),
+    }
+}
+
+/// Writes a base file via a temp file, fsync and rename. Returns the file size.
 pub fn write_base(
     srv: &Server,
     path: &Path,
     rdb: bool,
-    mark_copied: &dyn Fn(usize),
+    hooks: &Hooks<'_>,
 ) -> Result<u64, PersistError> {
     let tmp = path.with_extension("tmp");
-    let r = write_inner(srv, &tmp, path, rdb, mark_copied);
+    let r = write_inner(srv, &tmp, path, rdb, hooks);
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -102,7 +125,7 @@ fn write_inner(
     tmp: &Path,
     path: &Path,
     rdb: bool,
-    mark_copied: &dyn Fn(usize),
+    hooks: &Hooks<'_>,
 ) -> Result<u64, PersistError> {
     let rdb_err = |e| PersistError::Rdb {
         path: tmp.display().to_string(),
@@ -143,12 +166,15 @@ fn write_inner(
     let ndb = srv.ks.databases();
     let mut per_db: Vec<Vec<snapshot::Copied>> = (0..ndb).map(|_| Vec::new()).collect();
     for i in 0..STRIPES {
+        if (hooks.cancelled)() {
+            return Err(cancelled_error());
+        }
         {
             let guard = srv.ks.lock_stripe(i);
             for (db, out) in per_db.iter_mut().enumerate() {
                 snapshot::copy_locked(&guard, db, now, out);
             }
-            mark_copied(i);
+            (hooks.copied)(i);
         }
         for (db, items) in per_db.iter_mut().enumerate() {
             if items.is_empty() {
@@ -160,6 +186,9 @@ fn write_inner(
                     w.select_db(db as u64, items.len() as u64, vol)
                         .map_err(rdb_err)?;
                     for (k, v, e) in items.drain(..) {
+                        if snapshot::key_save_delay(srv, hooks.cancelled) {
+                            return Err(cancelled_error());
+                        }
                         w.entry(&k, &v, e).map_err(rdb_err)?;
                     }
                 }
@@ -170,6 +199,9 @@ fn write_inner(
                         *cur = Some(db);
                     }
                     for (k, v, e) in items.drain(..) {
+                        if snapshot::key_save_delay(srv, hooks.cancelled) {
+                            return Err(cancelled_error());
+                        }
                         key_commands(buf, &k, &v, e);
                         if buf.len() > 32 * 1024 {
                             out.write_all(buf).map_err(io)?;

@@ -37,19 +37,24 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some(a) if eq_ic(a, "schedule") && args.len() == 2 => true,
         Some(_) => return Err(CmdError::Syntax),
     };
+    // Redis 7.0's bgsaveCommand: a running AOF rewrite (its other child) or EXEC
+    // schedules the save (SCHEDULE) or refuses it; a running save refuses it.
+    let p = &ctx.srv.persist;
+    if p.bgsave_in_progress.load(Ordering::Acquire) {
+        return Err(CmdError::msg("ERR Background save already in progress"));
+    }
+    if ctx.in_exec || p.aof.rewrite_in_progress.load(Ordering::Acquire) {
+        if !(schedule || ctx.in_exec) {
+            return Err(CmdError::msg("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."));
+        }
+        p.bgsave_scheduled.store(true, Ordering::Release);
+        ctx.out.simple("Background saving scheduled");
+        return Ok(());
+    }
     match persist::bgsave(ctx.srv) {
         Ok(()) => ctx.out.simple("Background saving started"),
-        Err(PersistError::InProgress) if schedule => {
-            ctx.srv
-                .persist
-                .bgsave_scheduled
-                .store(true, Ordering::Release);
-            ctx.out.simple("Background saving scheduled");
-        }
         Err(PersistError::InProgress) => {
-            return Err(CmdError::msg(
-                "ERR Background save already in progress; use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
-            ))
+            return Err(CmdError::msg("ERR Background save already in progress"))
         }
         Err(e) => return Err(CmdError::msg(format!("ERR {e}"))),
     }
@@ -57,10 +62,9 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn bgrewriteaof(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    match persist::aof::bgrewrite(ctx.srv) {
-        Ok(()) => {
-            ctx.out
-                .simple("Background append only file rewriting started");
+    match persist::aof::bgrewrite_command(ctx.srv, ctx.in_exec) {
+        Ok(status) => {
+            ctx.out.simple(status);
             Ok(())
         }
         Err(e) => Err(CmdError::msg(e)),

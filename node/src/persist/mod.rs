@@ -264,7 +264,11 @@ fn finish_save(
 pub fn cron(srv: &Arc<Server>) {
     aof::cron(srv);
     let p = &srv.persist;
-    if p.bgsave_in_progress.load(Ordering::Acquire) || p.loading.load(Ordering::Relaxed) {
+    // One background job at a time, as Redis's single child.
+    if p.bgsave_in_progress.load(Ordering::Acquire)
+        || p.loading.load(Ordering::Relaxed)
+        || p.aof.rewrite_in_progress.load(Ordering::Acquire)
+    {
         return;
     }
     if p.bgsave_scheduled.swap(false, Ordering::AcqRel) {
@@ -291,6 +295,7 @@ pub fn cron(srv: &Arc<Server>) {
 
 /// Starts the once-a-second persistence cron and the AOF writer.
 pub fn start(srv: &Arc<Server>) {
+    aof::attach(srv);
     let srv = srv.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -430,7 +435,7 @@ pub fn info(srv: &Server) -> String {
     let ok = |b: bool| if b { "ok" } else { "err" };
     let a = &p.aof;
     format!(
-        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_current_size:{}\r\naof_base_size:{}\r\n",
+        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_current_size:{}\r\naof_base_size:{}\r\n",
         p.loading.load(Ordering::Relaxed) as u8,
         srv.stats.dirty.load(Ordering::Relaxed),
         bg as u8,
@@ -441,6 +446,7 @@ pub fn info(srv: &Server) -> String {
         p.saves.load(Ordering::Relaxed),
         a.enabled() as u8,
         a.rewrite_in_progress.load(Ordering::Relaxed) as u8,
+        a.rewrite_scheduled.load(Ordering::Relaxed) as u8,
         a.last_rewrite_time_sec.load(Ordering::Relaxed),
         ok(a.last_rewrite_ok.load(Ordering::Relaxed)),
         a.rewrites.load(Ordering::Relaxed),

@@ -84,11 +84,42 @@ pub fn write_body<W: Write>(
             buf.clear();
             copy_stripe(srv, db, i, now, &mut buf);
             for (k, val, exp) in buf.drain(..) {
+                key_save_delay(srv, &|| false);
                 w.entry(&k, &val, exp)?;
             }
         }
     }
     Ok(())
+}
+
+/// rdb-key-save-delay (a test-only config): before each key a save writes, sleep that
+/// many microseconds, as Redis's rdbSaveKeyValuePair does (a negative value sleeps 1 us
+/// once in that many keys, on average). Redis's save runs in a child with a frozen copy of
+/// the config, which the suites then kill; here the save is a thread of the server, so the
+/// wait is cut short as soon as the config goes back to 0 (or `stop` says so). True when
+/// `stop` ended it.
+pub fn key_save_delay(srv: &Server, stop: &dyn Fn() -> bool) -> bool {
+    let first = srv.config.read().typed.rdb_key_save_delay;
+    if first == 0 {
+        return false;
+    }
+    if first < 0 {
+        if rand::random_range(0..first.unsigned_abs()) == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(1));
+        }
+        return false;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_micros(first as u64);
+    loop {
+        if stop() {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if now >= until || srv.config.read().typed.rdb_key_save_delay <= 0 {
+            return false;
+        }
+        std::thread::sleep((until - now).min(std::time::Duration::from_millis(10)));
+    }
 }
 
 /// Writes dump.rdb crash-safely (temp file, fsync, rename). Returns the file size.
@@ -198,6 +229,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
                 if insert_loaded(srv, db, &en.key, en.value, en.expire_ms, now, &lim) {
                     n += 1;
                 }
+                super::debug::key_load_delay(srv);
             }
             Some(_) => {}
         }
