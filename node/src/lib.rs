@@ -69,6 +69,7 @@ pub fn upper_hooks() -> cmd::UpperHooks {
         info_cluster: Some(cluster::info_section),
         shutdown_note_args: Some(persist::note_shutdown_args),
         shutdown_now: Some(persist::on_shutdown),
+        debug_upper: Some(persist::debug::debug_upper),
     }
 }
 

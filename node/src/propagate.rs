@@ -51,6 +51,21 @@ impl Propagator {
         self.active.load(Ordering::Relaxed)
     }
 
+    /// Takes every subscriber out: DEBUG LOADAOF replays the AOF without feeding it back
+    /// to the AOF or to replicas. [`Propagator::reattach`] puts them back.
+    pub fn detach_all(&self) -> Vec<Arc<dyn WriteSubscriber>> {
+        let mut v = self.subs.write();
+        self.active.store(false, Ordering::Release);
+        std::mem::take(&mut *v)
+    }
+
+    /// Puts back what [`Propagator::detach_all`] took (with any subscribed meanwhile).
+    pub fn reattach(&self, subs: Vec<Arc<dyn WriteSubscriber>>) {
+        let mut v = self.subs.write();
+        v.extend(subs);
+        self.active.store(!v.is_empty(), Ordering::Release);
+    }
+
     /// Feeds the commands `cmds` ((db, args) each) of one write to every subscriber under
     /// one read of the list, wrapped in MULTI ... EXEC when there are several (Redis's
     /// also-propagate and EXEC: a crash never replays half of them).

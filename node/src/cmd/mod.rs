@@ -87,6 +87,9 @@ pub struct UpperFamilies {
 /// A hook that reads a command's arguments (SHUTDOWN's modifiers).
 pub type ArgsHook = fn(&Server, &[&[u8]]);
 
+/// DEBUG subcommands of an upper layer: None when `args[1]` is not one of them.
+pub type DebugHook = fn(&mut Ctx<'_>, &[&[u8]]) -> Option<CmdResult>;
+
 /// What the layers above hand this one besides their families, as plain functions (this
 /// layer cannot name them): the INFO sections they keep and SHUTDOWN's steps. Installed with the table; a table
 /// built without one ([`table`] before [`install_table`]) leaves those sections empty.
@@ -104,6 +107,9 @@ pub struct UpperHooks {
     pub shutdown_note_args: Option<ArgsHook>,
     /// The final AOF flush and RDB save of a SHUTDOWN that exits on the spot (persist).
     pub shutdown_now: Option<fn(&Server)>,
+    /// DEBUG's subcommands of the layers above (persist's RELOAD and LOADAOF, repl's
+    /// CHANGE-REPL-ID): Some(result) when `args[1]` is one of them.
+    pub debug_upper: Option<DebugHook>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those

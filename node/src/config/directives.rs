@@ -301,11 +301,11 @@ directives! {
     tls_cluster: bool = d("tls-cluster", Kind::Bool, "no");
     tls_replication: bool = d("tls-replication", Kind::Bool, "no");
     // Redis 7.0's hidden test-only settings (its own test suites set them), with Redis's
-    // ranges. Accepted and shown, and they change nothing here: tessera-node has no
-    // per-key delay when loading (key-load-delay) or saving (rdb-key-save-delay) an RDB,
-    // no event processing between loaded bytes (loading-process-events-interval-bytes),
-    // no SIGALRM watchdog (watchdog-period), and a panic aborts the process
-    // (use-exit-on-panic).
+    // ranges: a per-key sleep while loading (key-load-delay, persist::debug) or saving
+    // (rdb-key-save-delay, persist::snapshot) an RDB; how much of a load a waiting command
+    // lets pass before it is answered -LOADING (loading-process-events-interval-bytes,
+    // persist::wait_short_load). Accepted and shown with no effect: there is no SIGALRM
+    // watchdog (watchdog-period), and a panic aborts the process (use-exit-on-panic).
     key_load_delay: i64 = hid("key-load-delay", I32, "0");
     rdb_key_save_delay: i64 = hid("rdb-key-save-delay", I32, "0");
     loading_process_events_interval_bytes: u64 = hid("loading-process-events-interval-bytes", Kind::Int { min: 1024, max: i32::MAX as i64 }, "2097152");

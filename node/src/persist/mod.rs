@@ -9,6 +9,7 @@
 pub mod aof;
 mod aof_base;
 pub mod commands;
+pub mod debug;
 use crate::propagate;
 pub mod shutdown;
 pub mod snapshot;

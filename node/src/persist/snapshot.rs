@@ -230,6 +230,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
                     n += 1;
                 }
                 super::debug::key_load_delay(srv);
+                super::debug::key_load_delay(srv);
             }
             Some(_) => {}
         }

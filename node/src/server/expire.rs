@@ -52,6 +52,10 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
     if srv.repl.is_replica() {
         return cursor;
     }
+    // DEBUG SET-ACTIVE-EXPIRE 0: keys past their TTL go only when touched.
+    if !srv.debug.active_expire.load(Ordering::Relaxed) {
+        return cursor;
+    }
     let start = Instant::now();
     let ndb = srv.ks.databases();
     for _ in 0..STRIPES {

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod busy_io;
 pub mod clients;
 pub mod conn;
+pub mod debug_switches;
 pub mod evict;
 pub mod expire;
 pub mod prefetch;
@@ -117,6 +118,8 @@ pub struct Server {
     pub acl_log: auth::AclLog,
     /// The default user's credentials (`requirepass`, or what ACL SETUSER default set).
     pub default_user: auth::DefaultUserAuth,
+    /// What DEBUG switched (SET-ACTIVE-EXPIRE and the like).
+    pub debug: debug_switches::DebugSwitches,
 }
 
 impl Server {
@@ -162,6 +165,7 @@ impl Server {
             tracking: Default::default(),
             acl_log: Default::default(),
             default_user: Default::default(),
+            debug: Default::default(),
         };
         srv.config_changed();
         Arc::new(srv)

@@ -23,6 +23,7 @@ mod config_diff;
 mod conform_diff;
 mod conform_start;
 mod debug_cmd;
+mod debug_reload;
 mod errorstats_diff;
 mod harness_proc;
 mod latency;

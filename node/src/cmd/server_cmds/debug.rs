@@ -2,6 +2,7 @@
 //! real effect where the data model has one. RELOAD and LOADAOF belong to the persistence
 //! layer above this one and come down as [`crate::cmd::UpperHooks`].
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::digest;
@@ -9,18 +10,92 @@ use crate::cmd::{arg_i64, eq_ic, CmdError, CmdResult, Ctx};
 use crate::db::Value;
 
 pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if eq_ic(args[1], "sleep") && args.len() == 3 {
+    // RELOAD, LOADAOF, CHANGE-REPL-ID: the layers above (persist, repl).
+    if let Some(upper) = crate::cmd::table().hooks.debug_upper {
+        if let Some(r) = upper(ctx, args) {
+            return r;
+        }
+    }
+    let sw = &ctx.srv.debug;
+    let sub = args[1];
+    let n = args.len();
+    if eq_ic(sub, "sleep") && n == 3 {
         let secs = crate::cmd::arg_f64(args[2])?;
         // Blocks this worker thread like Redis blocks its event loop (tests rely on it).
         std::thread::sleep(Duration::from_secs_f64(secs.clamp(0.0, 3600.0)));
         ctx.out.ok();
-    } else if eq_ic(args[1], "set-active-expire") && args.len() == 3 {
+    } else if eq_ic(sub, "set-active-expire") && n == 3 {
+        sw.active_expire.store(atoi(args[2]) != 0, Relaxed);
         ctx.out.ok();
-    } else if eq_ic(args[1], "populate") && (3..=5).contains(&args.len()) {
+    } else if eq_ic(sub, "set-skip-checksum-validation") && n == 3 {
+        sw.skip_checksum_validation
+            .store(atoi(args[2]) != 0, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "set-disable-deny-scripts") && n == 3 {
+        sw.disable_deny_scripts.store(atoi(args[2]) != 0, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "pause-cron") && n == 3 {
+        sw.pause_cron.store(atoi(args[2]) != 0, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "aof-flush-sleep") && n == 3 {
+        sw.aof_flush_sleep_us
+            .store(atoi(args[2]).max(0) as u64, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "quicklist-packed-threshold") && n == 3 {
+        // Redis's quicklistisSetPackedThreshold: up to 4 GiB - 1 MiB, 0 = the default.
+        let sz = std::str::from_utf8(args[2])
+            .ok()
+            .and_then(crate::config::parse_memory)
+            .filter(|&sz| sz <= (1u64 << 32) - (1 << 20))
+            .ok_or_else(|| {
+                CmdError::msg(
+                    "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                )
+            })?;
+        let sz = if sz == 0 {
+            crate::server::debug_switches::PACKED_THRESHOLD_DEFAULT
+        } else {
+            sz
+        };
+        sw.quicklist_packed_threshold.store(sz, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "replybuffer") && n == 4 {
+        if eq_ic(args[2], "peak-reset-time") {
+            let ms = if eq_ic(args[3], "never") {
+                -1
+            } else if eq_ic(args[3], "reset") {
+                5000
+            } else {
+                arg_i64(args[3])?
+            };
+            sw.reply_buffer_peak_reset_ms.store(ms, Relaxed);
+        } else if eq_ic(args[2], "resizing") {
+            sw.reply_buffer_resizing.store(atoi(args[3]) != 0, Relaxed);
+        } else {
+            return Err(unknown(sub));
+        }
+        ctx.out.ok();
+    } else if eq_ic(sub, "log") && n == 3 {
+        tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));
+        ctx.out.ok();
+    } else if eq_ic(sub, "error") && n == 3 {
+        // The argument is the whole error line (no ERR prefix added).
+        ctx.out.error(&String::from_utf8_lossy(args[2]));
+    } else if eq_ic(sub, "protocol") && n == 3 {
+        return protocol(ctx, args[2]);
+    } else if eq_ic(sub, "listpack") && n == 3 {
+        encoding_probe(ctx, args[2], "listpack", "Listpack")?;
+    } else if eq_ic(sub, "quicklist") && (n == 3 || n == 4) {
+        encoding_probe(ctx, args[2], "quicklist", "Quicklist")?;
+    } else if eq_ic(sub, "stringmatch-test") && n == 2 {
+        // Redis fuzzes its glob matcher here; ours is covered by its own tests.
+        ctx.out
+            .simple("Apparently Redis did not crash: test passed");
+    } else if eq_ic(sub, "populate") && (3..=5).contains(&n) {
         return debug_populate(ctx, args);
-    } else if eq_ic(args[1], "object") && args.len() == 3 {
+    } else if eq_ic(sub, "object") && n == 3 {
         return debug_object(ctx, args[2]);
-    } else if eq_ic(args[1], "drop-cluster-packet-filter") && args.len() == 3 {
+    } else if eq_ic(sub, "drop-cluster-packet-filter") && n == 3 {
         // Redis drops incoming bus messages of this type (-1: none). tessera-node has no
         // such filter: -1, what the cluster suite's init sets, is the only state it has.
         if arg_i64(args[2])? != -1 {
@@ -29,44 +104,191 @@ pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ));
         }
         ctx.out.ok();
-    } else if eq_ic(args[1], "digest") && args.len() == 2 {
+    } else if eq_ic(sub, "digest") && n == 2 {
         return digest::digest(ctx);
-    } else if eq_ic(args[1], "digest-value") && args.len() >= 2 {
+    } else if eq_ic(sub, "digest-value") && n >= 2 {
         return digest::digest_value(ctx, &args[2..]);
-    } else if eq_ic(args[1], "help") {
-        return crate::cmd::help_lines(
-            ctx,
-            &[
-                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "DIGEST",
-                "    Output a hex signature representing the current DB content.",
-                "DROP-CLUSTER-PACKET-FILTER <packet-type>",
-                "    Drop all packets that match the filtered type. Set to -1 allow all packets (tessera-node: only -1).",
-                "DIGEST-VALUE <key> [<key> ...]",
-                "    Output a hex signature of the values of all the specified keys.",
-                "OBJECT <key>",
-                "    Show low level info about the ZIPLIST encoding of <key>.",
-                "POPULATE <count> [<prefix>] [<size>]",
-                "    Create <count> string keys named key:<num>. If <prefix> is specified then",
-                "    it is used instead of the 'key' prefix. These are not propagated to",
-                "    replicas. Cluster slots are not respected so keys not belonging to the",
-                "    current node can be created in cluster mode.",
-                "SET-ACTIVE-EXPIRE <0|1>",
-                "    Setting it to 0 disables expiry of volatile keys in the background (accepted; tessera-node keeps expiring).",
-                "SLEEP <seconds>",
-                "    Stop the server for <seconds>. Decimals allowed.",
-                "HELP",
-                "    Prints this help.",
-            ],
-        );
+    } else if eq_ic(sub, "help") {
+        return crate::cmd::help_lines(ctx, HELP);
     } else {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(args[1])
-        )));
+        return Err(unknown(sub));
     }
     Ok(())
 }
+
+/// Redis's addReplySubcommandSyntaxError for DEBUG.
+fn unknown(sub: &[u8]) -> CmdError {
+    CmdError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
+/// C's atoi, as Redis reads DEBUG's switches: leading blanks, a sign, digits; 0 if none.
+fn atoi(b: &[u8]) -> i64 {
+    let s = std::str::from_utf8(b).unwrap_or("").trim_start();
+    let (neg, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut v: i64 = 0;
+    for c in digits.bytes().take_while(u8::is_ascii_digit) {
+        v = v.saturating_mul(10).saturating_add(i64::from(c - b'0'));
+    }
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// DEBUG LISTPACK / QUICKLIST key: Redis prints the structure on its stdout; here the
+/// same replies (no such key, wrong encoding, printed) without the dump.
+fn encoding_probe(ctx: &mut Ctx<'_>, key: &[u8], enc: &str, name: &str) -> CmdResult {
+    let db = ctx.cl.db;
+    let now = crate::server::now_ms();
+    let slot = crate::slot::key_hash_slot(key);
+    let found = {
+        let g = ctx.srv.ks.lock_stripe(crate::db::stripe_of(slot));
+        g.get(db, slot, key)
+            .filter(|e| live(e, now))
+            .map(|e| e.value.encoding() == enc)
+    };
+    match found {
+        None => Err(CmdError::msg("ERR no such key")),
+        Some(false) => Err(CmdError::msg(format!("ERR Not a {enc} encoded object."))),
+        Some(true) => {
+            ctx.out
+                .simple(&format!("{name} structure printed on stdout"));
+            Ok(())
+        }
+    }
+}
+
+/// DEBUG PROTOCOL type: one test value of each reply type (unit/protocol's RESP3 checks).
+fn protocol(ctx: &mut Ctx<'_>, name: &[u8]) -> CmdResult {
+    let o = &mut *ctx.out;
+    if eq_ic(name, "string") {
+        o.bulk(b"Hello World");
+    } else if eq_ic(name, "integer") {
+        o.int(12345);
+    } else if eq_ic(name, "double") {
+        // Redis's test value, not pi.
+        #[allow(clippy::approx_constant)]
+        o.double(3.141);
+    } else if eq_ic(name, "bignum") {
+        o.big_number("1234567999999999999999999999999999999");
+    } else if eq_ic(name, "null") {
+        o.null();
+    } else if eq_ic(name, "array") || eq_ic(name, "set") {
+        if eq_ic(name, "set") {
+            o.set(3);
+        } else {
+            o.array(3);
+        }
+        for j in 0..3 {
+            o.int(j);
+        }
+    } else if eq_ic(name, "map") {
+        o.map(3);
+        for j in 0..3 {
+            o.int(j);
+            o.boolean(j == 1);
+        }
+    } else if eq_ic(name, "attrib") {
+        if o.resp3 {
+            o.raw(b"|1\r\n");
+            o.bulk(b"key-popularity");
+            o.array(2);
+            o.bulk(b"key:123");
+            o.int(90);
+        }
+        // An attribute is not a reply: a real one follows.
+        o.bulk(b"Some real reply following the attribute");
+    } else if eq_ic(name, "push") {
+        if !o.resp3 {
+            return Err(CmdError::msg("ERR RESP2 is not supported by this command"));
+        }
+        o.push(2);
+        o.bulk(b"server-cpu-usage");
+        o.int(42);
+        // A push is not the command's reply: a real one follows.
+        o.bulk(b"Some real reply following the push reply");
+    } else if eq_ic(name, "true") {
+        o.boolean(true);
+    } else if eq_ic(name, "false") {
+        o.boolean(false);
+    } else if eq_ic(name, "verbatim") {
+        o.verbatim(b"This is a verbatim\nstring", "txt");
+    } else {
+        return Err(CmdError::msg("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false"));
+    }
+    Ok(())
+}
+
+const HELP: &[&str] = &[
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing (recorded only).",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets (tessera-node: only -1).",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Enables or disables checksum checks for RDB files and RESTORE's payload (recorded only).",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "STRINGMATCH-TEST",
+    "    Run a fuzz tester against the stringmatchlen() function.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key>.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing (recorded only).",
+    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job.",
+    "HELP",
+    "    Prints this help.",
+];
 
 /// Not past its TTL (DEBUG reads the stripe directly, without lazy expiry).
 pub(super) fn live(e: &crate::db::Entry, now: u64) -> bool {
