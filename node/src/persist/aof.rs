@@ -761,43 +761,6 @@ pub(super) fn replay_current(srv: &Arc<Server>) -> Result<(), PersistError> {
     Ok(())
 }
 
-/// DEBUG LOADAOF (persist::debug): every byte appended so far is written and fsynced,
-/// then the manifest's files are replayed into the dataset (the caller emptied it), in
-/// load order, as at start.
-pub(super) fn replay_current(srv: &Arc<Server>) -> Result<(), PersistError> {
-    let a = &srv.persist.aof;
-    let current = {
-        let mut g = a.files.lock();
-        g.as_mut().map(|f| {
-            f.flush_all(a);
-            let order: Vec<AofFileInfo> = f.manifest.load_order().cloned().collect();
-            (f.dir.clone(), order)
-        })
-    };
-    // With the AOF off, Redis loads the files its manifest names (a rewrite made them).
-    let (dir, order) = match current {
-        Some(c) => c,
-        None => {
-            let (dir, prefix) = aof_location(srv)?;
-            let (m, _) = idle_manifest(a, &dir, &prefix)?;
-            let order = m.load_order().cloned().collect();
-            (dir, order)
-        }
-    };
-    a.sync_upto(a.written_mark());
-    let mut rp = Replayer::new();
-    for (i, fi) in order.iter().enumerate() {
-        let p = dir.join(&fi.name);
-        let last = i + 1 == order.len();
-        if !p.exists() && last && fi.kind == AofFileKind::Incr {
-            continue;
-        }
-        let n = load_file(srv, &mut rp, &p, last)?;
-        tracing::info!(file = %fi.name, commands = n, "AOF file loaded");
-    }
-    Ok(())
-}
-
 fn install(srv: &Arc<Server>, dir: PathBuf, prefix: String, manifest: AofManifest, incr: IncrFile) {
     let a = &srv.persist.aof;
     *a.files.lock() = Some(Files {

@@ -230,7 +230,6 @@ pub fn load_rdb_stream<R: std::io::Read>(
                     n += 1;
                 }
                 super::debug::key_load_delay(srv);
-                super::debug::key_load_delay(srv);
             }
             Some(_) => {}
         }
