@@ -46,6 +46,11 @@ pub fn route(
     // The key list reuses the connection's buffers: no allocation per routed command.
     let mut keys = crate::resp::recycle_view(std::mem::take(&mut cl.route_keys));
     let mut is_write = cmd.has(flags::WRITE);
+    // A script declaring writes (shebang or function flags) is a write, as Redis's
+    // getCommandFlags: redirected away from a READONLY replica.
+    if !is_write && cl.cluster.readonly && cmd.has(flags::LOCK_ALL) {
+        is_write = crate::script::declares_writes(srv, cmd, args);
+    }
     if is_exec {
         let mut idx = Vec::new();
         let queue = cl.multi.as_ref()?;

@@ -689,6 +689,35 @@ fn call_core(
     }
 }
 
+/// Whether a script command is a write as Redis's getCommandFlags sees it before running
+/// it: EVAL* of a body with a shebang without `no-writes`, FCALL* of a function without
+/// `no-writes` (a script without a shebang keeps the command's own flags). The cluster
+/// router redirects such a command away from a READONLY replica, as Redis does.
+pub fn declares_writes(
+    srv: &crate::server::Server,
+    cmd: &crate::cmd::CommandSpec,
+    args: &[&[u8]],
+) -> bool {
+    let body_writes =
+        |b: &[u8]| matches!(shebang::parse(b), Ok((f, _)) if f.shebang && !f.no_writes);
+    let Some(&a) = args.get(1) else {
+        return false;
+    };
+    match cmd.name {
+        "eval" | "eval_ro" => body_writes(a),
+        "evalsha" | "evalsha_ro" => std::str::from_utf8(a)
+            .ok()
+            .and_then(|sha| srv.scripts.cache_get(sha))
+            .is_some_and(|b| body_writes(&b)),
+        "fcall" | "fcall_ro" => srv
+            .scripts
+            .functions
+            .lookup(a)
+            .is_some_and(|(_, info)| info.flags & function::NO_WRITES == 0),
+        _ => false,
+    }
+}
+
 /// A subcommand Redis flags `noscript` of a container that dispatches its subcommands
 /// itself (no subcommand specs to carry the flag): CLUSTER RESET.
 fn noscript_sub(cmd: &crate::cmd::CommandSpec, argv: &[&[u8]]) -> bool {

@@ -6,6 +6,7 @@ mod functions_cluster;
 mod functions_persist;
 mod script_busy;
 mod script_busy_tx;
+mod script_cluster_replica;
 mod script_cjson;
 mod script_libs;
 mod script_refusals;
