@@ -183,6 +183,9 @@ fn show_running(ctx: &mut Ctx<'_>, sub: &str) {
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 if the client was blocked on keys and is now
 /// released with its timeout reply (or the UNBLOCKED error), else 0.
 fn unblock(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 4 {
+        return Err(sub_syntax(args));
+    }
     let id = arg_i64(args[2])?;
     let error = match args.get(3) {
         None => false,
@@ -251,10 +254,10 @@ fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     for p in args[2..].chunks(2) {
         let v = String::from_utf8_lossy(p[1]).into_owned();
         if eq_ic(p[0], "id") {
+            // Redis refuses a non-number and a non-positive id alike.
+            let n = arg_i64(p[1]).ok().filter(|&n| n > 0);
             id = Some(
-                arg_i64(p[1])
-                    .map_err(|_| CmdError::msg("ERR client-id should be greater than 0"))?
-                    as u64,
+                n.ok_or_else(|| CmdError::msg("ERR client-id should be greater than 0"))? as u64,
             );
         } else if eq_ic(p[0], "addr") {
             addr = Some(v);
@@ -297,7 +300,18 @@ fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// Redis's answer to a subcommand given too many arguments (it is quoted as typed).
+fn sub_syntax(args: &[&[u8]]) -> CmdError {
+    CmdError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+        String::from_utf8_lossy(args.get(1).copied().unwrap_or_default())
+    ))
+}
+
 fn pause(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 4 {
+        return Err(sub_syntax(args));
+    }
     let ms = arg_i64(args[2])
         .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
     if ms < 0 {
@@ -307,7 +321,7 @@ fn pause(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         None => false,
         Some(a) if eq_ic(a, "write") => true,
         Some(a) if eq_ic(a, "all") => false,
-        Some(_) => return Err(CmdError::Syntax),
+        Some(_) => return Err(CmdError::msg("ERR CLIENT PAUSE mode must be WRITE or ALL")),
     };
     let p = &ctx.srv.pause;
     p.write_only.store(write_only, Ordering::Relaxed);

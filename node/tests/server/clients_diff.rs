@@ -153,3 +153,106 @@ fn pubsub_under_client_reply_off_like_redis() {
         assert_eq!(want, got, "resp3={resp3}");
     }
 }
+
+/// Malformed and edge CLIENT calls (every subcommand) answer Redis 7.0's replies and error
+/// texts: CLIENT KILL ID -1 / 0 ("client-id should be greater than 0"), PAUSE's mode
+/// error, PAUSE and UNBLOCK with extra arguments.
+#[test]
+fn client_subcommand_errors_like_redis() {
+    let grid: Vec<Vec<String>> = [
+        "CLIENT",
+        "CLIENT FOO",
+        "CLIENT HELP x",
+        "CLIENT KILL",
+        "CLIENT KILL 1.2.3.4:5",
+        "CLIENT KILL nosuch",
+        "CLIENT KILL ID",
+        "CLIENT KILL ID 10 wrong_arg",
+        "CLIENT KILL ID str",
+        "CLIENT KILL ID -1",
+        "CLIENT KILL ID 0",
+        "CLIENT KILL ID 99999",
+        "CLIENT KILL ID 1.5",
+        "CLIENT KILL TYPE wrong_type",
+        "CLIENT KILL TYPE normal",
+        "CLIENT KILL TYPE master",
+        "CLIENT KILL TYPE slave",
+        "CLIENT KILL TYPE replica",
+        "CLIENT KILL TYPE pubsub",
+        "CLIENT KILL USER wrong_user",
+        "CLIENT KILL SKIPME yes_or_no",
+        "CLIENT KILL SKIPME yes",
+        "CLIENT KILL ADDR 1.2.3.4:5",
+        "CLIENT KILL LADDR 1.2.3.4:5",
+        "CLIENT KILL MAXAGE 10",
+        "CLIENT KILL MAXAGE x",
+        "CLIENT KILL ID 5 ID 6",
+        "CLIENT KILL FOO bar",
+        "CLIENT KILL ID 10 SKIPME",
+        "CLIENT LIST x",
+        "CLIENT LIST TYPE",
+        "CLIENT LIST TYPE foo",
+        "CLIENT LIST TYPE normal x",
+        "CLIENT LIST ID",
+        "CLIENT LIST ID x",
+        "CLIENT LIST ID -1",
+        "CLIENT LIST ID 0",
+        "CLIENT LIST ID 99999",
+        "CLIENT LIST ID 1 x",
+        "CLIENT INFO x",
+        "CLIENT ID x",
+        "CLIENT GETNAME x",
+        "CLIENT SETNAME",
+        "CLIENT SETNAME a b",
+        "CLIENT SETNAME a\\x20b",
+        "CLIENT SETNAME a\\nb",
+        "CLIENT REPLY",
+        "CLIENT REPLY foo",
+        "CLIENT REPLY on x",
+        "CLIENT PAUSE",
+        "CLIENT PAUSE x",
+        "CLIENT PAUSE -1",
+        "CLIENT PAUSE 10 foo",
+        "CLIENT PAUSE 10 WRITE x",
+        "CLIENT UNPAUSE x",
+        "CLIENT UNBLOCK",
+        "CLIENT UNBLOCK x",
+        "CLIENT UNBLOCK 1 foo",
+        "CLIENT UNBLOCK 1 error x",
+        "CLIENT UNBLOCK 99999",
+        "CLIENT CACHING",
+        "CLIENT CACHING yes",
+        "CLIENT CACHING foo",
+        "CLIENT TRACKING",
+        "CLIENT TRACKING foo",
+        "CLIENT TRACKING on foo",
+        "CLIENT TRACKING on REDIRECT",
+        "CLIENT TRACKING on REDIRECT x",
+        "CLIENT TRACKING on REDIRECT 99999",
+        "CLIENT TRACKING on PREFIX a",
+        "CLIENT TRACKING on BCAST PREFIX",
+        "CLIENT TRACKING off x",
+        "CLIENT TRACKINGINFO x",
+        "CLIENT GETREDIR x",
+        "CLIENT NO-EVICT",
+        "CLIENT NO-EVICT foo",
+        "CLIENT NO-EVICT on x",
+        "CLIENT NO-EVICT ON",
+        "CLIENT NO-EVICT off",
+    ]
+    .iter()
+    .map(|l| {
+        l.split(' ')
+            .map(|a| a.replace("\\x20", " ").replace("\\n", "\n"))
+            .collect()
+    })
+    .collect();
+    let grid: Vec<Vec<&str>> = grid
+        .iter()
+        .map(|v| v.iter().map(String::as_str).collect())
+        .collect();
+    let [r, t] = both();
+    let (mut rc, mut tc) = (r.resp(), t.resp());
+    let diffs = grid_diffs(&mut rc, &mut tc, &grid);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
