@@ -564,6 +564,16 @@ pub(crate) fn mpop_keys<'a, 'b>(
     Ok(&args[at + 1..at + 1 + n])
 }
 
+/// What replicas and the AOF get for a pop that served `key` (Redis 7.0 rewrites
+/// BLPOP/BRPOP, LMPOP/BLMPOP and the zset pops so): `name key [n]`, `n` the elements popped.
+pub(crate) fn pop_argv(name: &'static [u8], key: &[u8], n: Option<usize>) -> Vec<Bytes> {
+    let mut p = vec![Bytes::from_static(name), Bytes::copy_from_slice(key)];
+    if let Some(n) = n {
+        p.push(super::keys::num(n as u64));
+    }
+    p
+}
+
 fn write_mpop(out: &mut crate::resp::Out, key: &[u8], vals: &[Vec<u8>]) {
     out.array(2);
     out.bulk(key);
@@ -577,6 +587,10 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some((k, v)) => {
             ctx.count_changes(v.len());
             write_mpop(ctx.out, k, &v);
+            if ctx.propagating() {
+                let name: &'static [u8] = if left { b"LPOP" } else { b"RPOP" };
+                ctx.propagate_as(pop_argv(name, k, Some(v.len())));
+            }
         }
         None => {
             ctx.unchanged();
@@ -611,14 +625,8 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], left: bool) -> CmdResult {
             ctx.out.bulk(k);
             ctx.out.bulk(&val);
             if ctx.propagating() {
-                // Replayed as LMPOP over the same keys: the same list serves it.
-                let mut p = vec![
-                    Bytes::from_static(b"LMPOP"),
-                    super::keys::num(keys.len() as u64),
-                ];
-                p.extend(keys.iter().map(|k| Bytes::copy_from_slice(k)));
-                p.push(Bytes::from_static(if left { b"LEFT" } else { b"RIGHT" }));
-                ctx.propagate_as(p);
+                // Replayed as LPOP/RPOP of the key served, as Redis.
+                ctx.propagate_as(pop_argv(if left { b"LPOP" } else { b"RPOP" }, k, None));
             }
         }
         None => block_or_timeout(ctx, keys, timeout, false),
@@ -679,10 +687,8 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.count_changes(v.len());
             write_mpop(ctx.out, k, &v);
             if ctx.propagating() {
-                // Replayed as LMPOP without the timeout.
-                let mut p = vec![Bytes::from_static(b"LMPOP")];
-                p.extend(args[2..].iter().map(|a| Bytes::copy_from_slice(a)));
-                ctx.propagate_as(p);
+                let name: &'static [u8] = if left { b"LPOP" } else { b"RPOP" };
+                ctx.propagate_as(pop_argv(name, k, Some(v.len())));
             }
         }
         None => block_or_timeout(ctx, keys, timeout, false),

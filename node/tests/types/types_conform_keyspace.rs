@@ -532,3 +532,62 @@ fn set_deadlines_reach_the_aof_as_redis_writes_them() {
     let (ta, ra) = (aof_commands(&t.dir), aof_commands(&r.dir));
     assert_eq!(ta, ra, "AOF of tessera (left) and redis (right)");
 }
+
+/// List and sorted-set pops reach the AOF as Redis 7.0 writes them: LMPOP/BLMPOP as
+/// LPOP/RPOP key <popped>, BLPOP/BRPOP as LPOP/RPOP key, ZMPOP/BZMPOP as ZPOPMIN/ZPOPMAX key
+/// <popped>, BZPOPMIN/BZPOPMAX as ZPOPMIN/ZPOPMAX key; also when served after blocking
+/// (Redis's "LMPOP/BLMPOP/ZMPOP/BZMPOP propagate as pop with count command to replica").
+#[test]
+fn pops_reach_the_aof_as_redis_writes_them() {
+    let args = [
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ];
+    let (t, r) = (Server::tessera(&args), Server::redis(&args));
+    let lines: Vec<String> = [
+        "rpush l a b c d e",
+        "lmpop 1 l left count 2",
+        "lmpop 2 nol l right count 10",
+        "rpush l2 x y z",
+        "blpop l2 0",
+        "brpop nol l2 0",
+        "blmpop 0 1 l2 left count 3",
+        "zadd z 1 a 2 b 3 c 4 d 5 e",
+        "zmpop 1 z min count 2",
+        "bzpopmax z 0",
+        "bzpopmin z 0",
+        "bzmpop 0 2 noz z max count 9",
+        "lmpop 1 nol left",
+        "zmpop 1 noz min",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (mut tc, mut rc) = (Conn::connect(t.port), Conn::connect(r.port));
+    let diffs = diff_lines(&mut tc, &mut rc, &lines);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    // Served after blocking.
+    for (port, c) in [(t.port, &mut tc), (r.port, &mut rc)] {
+        let mut blocked = Conn::connect(port);
+        blocked.send(&["BLMPOP", "0", "1", "bl", "RIGHT", "COUNT", "2"]);
+        wait_blocked(c, 1);
+        c.cmd(&["RPUSH", "bl", "1", "2", "3"]);
+        assert!(matches!(blocked.read(), Reply::Array(_)));
+        blocked.send(&["BZMPOP", "0", "1", "bz", "MIN", "COUNT", "5"]);
+        wait_blocked(c, 1);
+        c.cmd(&["ZADD", "bz", "1", "x", "2", "y"]);
+        assert!(matches!(blocked.read(), Reply::Array(_)));
+        blocked.send(&["BLPOP", "bl2", "0"]);
+        wait_blocked(c, 1);
+        c.cmd(&["RPUSH", "bl2", "q"]);
+        assert!(matches!(blocked.read(), Reply::Array(_)));
+        // Everything reached the AOF (appendfsync always) once this answers.
+        c.cmd(&["PING"]);
+    }
+    let (ta, ra) = (aof_commands(&t.dir), aof_commands(&r.dir));
+    assert_eq!(ta, ra, "AOF of tessera (left) and redis (right)");
+}

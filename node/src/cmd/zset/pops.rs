@@ -1,9 +1,6 @@
 //! ZPOPMIN ZPOPMAX BZPOPMIN BZPOPMAX ZMPOP BZMPOP.
 
-use bytes::Bytes;
-
-use super::super::keys::num;
-use super::super::list::mpop_keys;
+use super::super::list::{mpop_keys, pop_argv};
 use super::super::{arg_timeout, eq_ic, CmdError, CmdResult, Ctx};
 use super::{write_items, Scored};
 use crate::resp::Out;
@@ -81,11 +78,8 @@ fn bzpop(ctx: &mut Ctx<'_>, args: &[&[u8]], max: bool) -> CmdResult {
             ctx.out.bulk(&m);
             ctx.out.double(s);
             if ctx.propagating() {
-                // Replayed as ZMPOP over the same keys: the same set serves it.
-                let mut p = vec![Bytes::from_static(b"ZMPOP"), num(keys.len() as u64)];
-                p.extend(keys.iter().map(|k| Bytes::copy_from_slice(k)));
-                p.push(Bytes::from_static(if max { b"MAX" } else { b"MIN" }));
-                ctx.propagate_as(p);
+                // Replayed as ZPOPMIN/ZPOPMAX of the key served, as Redis.
+                ctx.propagate_as(pop_argv(zpop_name(max), k, None));
             }
         }
         None => block_or_timeout(ctx, keys, timeout),
@@ -113,6 +107,15 @@ fn mpop_opts(args: &[&[u8]], at: usize) -> Result<(bool, usize), CmdError> {
     Ok((max, crate::cmd::list::mpop_count(args, at + 1)?))
 }
 
+/// The pop replicas and the AOF get for ZMPOP/BZMPOP/BZPOPMIN/BZPOPMAX, as Redis.
+fn zpop_name(max: bool) -> &'static [u8] {
+    if max {
+        b"ZPOPMAX"
+    } else {
+        b"ZPOPMIN"
+    }
+}
+
 fn write_mpop(out: &mut Out, key: &[u8], items: &[(Vec<u8>, f64)]) {
     out.array(2);
     out.bulk(key);
@@ -126,6 +129,9 @@ pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some((k, items)) => {
             ctx.count_changes(items.len());
             write_mpop(ctx.out, k, &items);
+            if ctx.propagating() {
+                ctx.propagate_as(pop_argv(zpop_name(max), k, Some(items.len())));
+            }
         }
         None => {
             ctx.unchanged();
@@ -144,10 +150,7 @@ pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ctx.count_changes(items.len());
             write_mpop(ctx.out, k, &items);
             if ctx.propagating() {
-                // Replayed as ZMPOP without the timeout.
-                let mut p = vec![Bytes::from_static(b"ZMPOP")];
-                p.extend(args[2..].iter().map(|a| Bytes::copy_from_slice(a)));
-                ctx.propagate_as(p);
+                ctx.propagate_as(pop_argv(zpop_name(max), k, Some(items.len())));
             }
         }
         None => block_or_timeout(ctx, keys, timeout),
