@@ -66,10 +66,19 @@ impl IncrFile {
         }
     }
 
-    /// Encodes `w` (after a SELECT when its database differs from the previous command's)
-    /// and writes it, behind any pending bytes. Returns the bytes that reached the file.
-    fn append(&mut self, scratch: &mut Vec<u8>, w: &Write<'_>) -> Result<u64, WriteFailure> {
+    /// Encodes `w` (after a `#TS:` annotation when `ts` is given, then a SELECT when its
+    /// database differs from the previous command's, as Redis's feedAppendOnlyFile) and
+    /// writes it, behind any pending bytes. Returns the bytes that reached the file.
+    fn append(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        w: &Write<'_>,
+        ts: Option<u64>,
+    ) -> Result<u64, WriteFailure> {
         scratch.clear();
+        if let Some(ts) = ts {
+            tessera_rdb::aof::encode_timestamp_annotation(scratch, ts);
+        }
         if self.db != Some(w.db) {
             let db = itoa::Buffer::new().format(w.db).to_string();
             encode_command(scratch, &[b"SELECT".as_slice(), db.as_bytes()]);
@@ -249,6 +258,9 @@ pub struct AofState {
     idle: Mutex<Option<(AofManifest, u64)>>,
     subscribed: AtomicBool,
     fsync_thread: AtomicBool,
+    /// aof-timestamp-enabled, and the second of the last `#TS:` annotation written.
+    timestamps: AtomicBool,
+    cur_ts: AtomicU64,
 }
 
 impl Default for AofState {
@@ -278,6 +290,8 @@ impl Default for AofState {
             idle: Mutex::new(None),
             subscribed: AtomicBool::new(false),
             fsync_thread: AtomicBool::new(false),
+            timestamps: AtomicBool::new(false),
+            cur_ts: AtomicU64::new(0),
         }
     }
 }
@@ -327,6 +341,8 @@ impl AofState {
     /// file is flushed and fsynced, a running rewrite stopped) once the server runs.
     pub fn configure(&self, c: &crate::config::Settings) {
         *self.fsync.lock() = c.appendfsync;
+        self.timestamps
+            .store(c.aof_timestamp_enabled, Ordering::Relaxed);
         let Some(srv) = self.server.get().and_then(std::sync::Weak::upgrade) else {
             return;
         };
@@ -427,7 +443,12 @@ impl WriteSubscriber for AofState {
             Some(o) if to_old => o,
             _ => incr,
         };
-        match target.append(scratch, w) {
+        // aof-timestamp-enabled: a `#TS:` line before the first write of each second.
+        let ts = self.timestamps.load(Ordering::Relaxed).then(|| {
+            let now = crate::server::now_ms() / 1000;
+            (self.cur_ts.swap(now, Ordering::Relaxed) < now).then_some(now)
+        });
+        match target.append(scratch, w, ts.flatten()) {
             Ok(n) => self.count_written(n),
             Err(e) => {
                 if self.policy() == Fsync::Always {
@@ -568,50 +589,84 @@ fn load_file(
     }
     let mut cr = AofCommandReader::with_offset(reader, offset);
     let mut cmds = 0u64;
-    loop {
+    // Redis's log names the file alone; the lines are its own (the suites grep for them).
+    let fname = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.clone());
+    // Where the open MULTI began: a transaction the file does not finish is cut off there.
+    let mut multi_at: Option<u64> = None;
+    let cut_at = loop {
+        let before = cr.offset();
         match cr.next_command() {
             Ok(Some(args)) if args.is_empty() => {}
             Ok(Some(args)) => {
+                let cmd = &args[0];
+                if crate::cmd::table().get(cmd).is_none() {
+                    let cmd = String::from_utf8_lossy(cmd);
+                    tracing::warn!("Unknown command '{cmd}' reading the append only file {fname}");
+                    return Err(PersistError::AofCorrupt {
+                        path: name,
+                        offset: before,
+                        reason: format!("unknown command '{cmd}'"),
+                    });
+                }
+                if cmd.eq_ignore_ascii_case(b"multi") {
+                    multi_at = Some(before);
+                } else if cmd.eq_ignore_ascii_case(b"exec") || cmd.eq_ignore_ascii_case(b"discard")
+                {
+                    multi_at = None;
+                }
                 rp.run(srv, &crate::cmd::arg_view(&args));
                 cmds += 1;
             }
-            Ok(None) => break,
-            Err(AofReadError::Truncated { valid_up_to }) => {
-                if last && srv.config.read().typed.aof_load_truncated {
-                    tracing::warn!(
-                        file = %name,
-                        offset = valid_up_to,
-                        "!!! Warning: short read while loading the AOF file !!! AOF loaded anyway because aof-load-truncated is enabled; truncating"
-                    );
-                    let f = OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .map_err(io_err(path))?;
-                    f.set_len(valid_up_to).map_err(io_err(path))?;
-                    f.sync_all().map_err(io_err(path))?;
-                    break;
+            Ok(None) => match multi_at {
+                None => return Ok(cmds),
+                Some(at) => {
+                    tracing::warn!("Revert incomplete MULTI/EXEC transaction in AOF file {fname}");
+                    break at;
                 }
-                return Err(PersistError::AofTruncated {
-                    path: name,
-                    offset: valid_up_to,
-                });
-            }
+            },
+            Err(AofReadError::Truncated { valid_up_to }) => break valid_up_to,
             Err(AofReadError::Corrupt { offset, reason }) => {
+                tracing::warn!("Bad file format reading the append only file {fname}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>");
                 return Err(PersistError::AofCorrupt {
                     path: name,
                     offset,
                     reason: reason.to_string(),
-                })
+                });
             }
             Err(AofReadError::Io(e)) => {
+                tracing::warn!("Unrecoverable error reading the append only file {fname}: {e}");
                 return Err(PersistError::Io {
                     path: name,
                     source: e,
-                })
+                });
             }
         }
+    };
+    // An unexpected end of file (Redis's uxeof).
+    if srv.config.read().typed.aof_load_truncated {
+        tracing::warn!("!!! Warning: short read while loading the AOF file {fname}!!!");
+        tracing::warn!("!!! Truncating the AOF {fname} at offset {cut_at} !!!");
+        let f = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        f.set_len(cut_at).map_err(io_err(path))?;
+        f.sync_all().map_err(io_err(path))?;
+        tracing::warn!("AOF {fname} loaded anyway because aof-load-truncated is enabled");
+        if last {
+            return Ok(cmds);
+        }
+        tracing::warn!("Fatal error: the truncated file is not the last file");
+    } else {
+        tracing::warn!("Unexpected end of file reading the append only file {fname}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.");
     }
-    Ok(cmds)
+    Err(PersistError::AofTruncated {
+        path: name,
+        offset: cut_at,
+    })
 }
 
 /// A reader that counts the bytes it hands out (the RDB preamble's length).

@@ -146,10 +146,15 @@ fn write_inner(
         .map_err(rdb_err)?;
         Sink::Rdb(w)
     } else {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        // aof-timestamp-enabled: a RESP base starts with the time of the rewrite.
+        if srv.config.read().typed.aof_timestamp_enabled {
+            tessera_rdb::aof::encode_timestamp_annotation(&mut buf, crate::server::now_ms() / 1000);
+        }
         Sink::Resp {
             out: snapshot::buffered(f),
             db: None,
-            buf: Vec::with_capacity(64 * 1024),
+            buf,
         }
     };
     // Function libraries first: FUNCTION2 records in an RDB base, FUNCTION LOAD commands in

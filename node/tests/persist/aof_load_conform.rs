@@ -1,0 +1,168 @@
+//! Loading a bad AOF as Redis 7.0 does (issue 18, Redis's integration/aof): the same
+//! outcome (refused, or loaded after cutting the file) and the same log line, which the
+//! suite greps for; and aof-timestamp-enabled's `#TS:` annotations.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tessera_testkit::*;
+
+const INCR: &str = "appendonly.aof.1.incr.aof";
+
+fn resp(args: &[&str]) -> String {
+    let mut s = format!("*{}\r\n", args.len());
+    for a in args {
+        s.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s
+}
+
+/// A data dir whose appendonlydir holds one incr file with `body`, and its manifest.
+fn aof_dir(body: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let a = d.path().join("appendonlydir");
+    std::fs::create_dir_all(&a).expect("appendonlydir");
+    std::fs::write(a.join(INCR), body).expect("incr file");
+    std::fs::write(
+        a.join("appendonly.aof.manifest"),
+        format!("file {INCR} seq 1 type i\n"),
+    )
+    .expect("manifest");
+    d
+}
+
+/// The message of a log line: Redis's after its level mark, ours after the target.
+fn message(line: &str) -> Option<&str> {
+    if let Some((_, m)) = line.split_once(" # ") {
+        return Some(m);
+    }
+    if let Some((_, m)) = line.split_once(" * ") {
+        return Some(m);
+    }
+    line.split_once("tessera_node::persist::aof: ")
+        .map(|(_, m)| m)
+}
+
+/// How each server took `body`: refused (with its log lines about the AOF that name the
+/// incr file or a transaction), or started (with GET of `keys` and the incr file's size).
+fn outcome(launch: Launch, body: &str, truncated: &str, keys: &[&str]) -> String {
+    let d = aof_dir(body);
+    let args = [
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--aof-load-truncated",
+        truncated,
+    ];
+    match launch
+        .dir(d.path())
+        .args(&args)
+        .ready_within(Duration::from_secs(20))
+        .start_or_exit()
+    {
+        Ok(s) => {
+            let mut c = s.resp();
+            let got: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{k}={:?}", c.cmd(&["GET", k])))
+                .collect();
+            let size = std::fs::metadata(Path::new(&s.dir).join("appendonlydir").join(INCR))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            format!("started {got:?} incr {size} bytes")
+        }
+        Err(exit) => {
+            let lines: Vec<&str> = exit
+                .output
+                .lines()
+                .filter_map(message)
+                .filter(|m| m.contains(INCR) || m.contains("MULTI") || m.contains("last file"))
+                .collect();
+            format!("refused (failed: {}) {lines:#?}", exit.failed())
+        }
+    }
+}
+
+#[test]
+fn bad_aof_files_load_like_redis() {
+    let set = resp(&["set", "foo", "hello"]);
+    let short = resp(&["incr", "foo"]);
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("bad format", format!("{set}!!!{set}"), "yes"),
+        (
+            "unknown command",
+            format!("{set}{}{set}", resp(&["bla", "foo", "hello"])),
+            "yes",
+        ),
+        (
+            "unfinished MULTI, truncated no",
+            format!(
+                "{set}{}{}",
+                resp(&["multi"]),
+                resp(&["set", "bar", "world"])
+            ),
+            "no",
+        ),
+        (
+            "unfinished MULTI, truncated yes",
+            format!(
+                "{set}{}{}",
+                resp(&["multi"]),
+                resp(&["set", "bar", "world"])
+            ),
+            "yes",
+        ),
+        (
+            "short read, truncated no",
+            format!("{short}{short}{}", &short[..short.len() - 1]),
+            "no",
+        ),
+        (
+            "short read, truncated yes",
+            format!("{short}{short}{}", &short[..short.len() - 1]),
+            "yes",
+        ),
+    ];
+    let mut diffs = Vec::new();
+    for (what, body, truncated) in &cases {
+        let want = outcome(Launch::redis(), body, truncated, &["foo", "bar"]);
+        let got = outcome(Launch::tessera(), body, truncated, &["foo", "bar"]);
+        if want != got {
+            diffs.push(format!("{what}:\n redis   {want}\n tessera {got}"));
+        }
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+/// aof-timestamp-enabled: the incr file gets a `#TS:` line before the first write of a
+/// second, a RESP base starts with one.
+#[test]
+fn timestamp_annotations_like_redis() {
+    let first_line = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .map(|l| l.split(':').next().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    let mut seen = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let s = l.args(&["--save", "", "--appendonly", "yes"]).start();
+        let mut c = s.resp();
+        c.cmd(&["CONFIG", "SET", "aof-timestamp-enabled", "yes"]);
+        c.cmd(&["CONFIG", "SET", "aof-use-rdb-preamble", "no"]);
+        c.cmd(&["SET", "foo", "bar"]);
+        let dir = s.dir.join("appendonlydir");
+        let incr = first_line(&dir.join(INCR));
+        c.cmd(&["BGREWRITEAOF"]);
+        wait_until("rewrite done", Duration::from_secs(30), || {
+            s.info("persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+        });
+        let base = first_line(&dir.join("appendonly.aof.2.base.aof"));
+        seen.push((incr, base));
+    }
+    assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
+    assert_eq!(seen[0], ("#TS".to_string(), "#TS".to_string()));
+}
