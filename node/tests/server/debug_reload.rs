@@ -329,3 +329,33 @@ fn key_load_delay_slows_a_load_like_redis() {
         assert_eq!(b.cmd(&["DBSIZE"]), Reply::Int(500), "{}", s.bin());
     }
 }
+
+/// DEBUG LOADAOF with appendonly no (unit/aofrw): the files a BGREWRITEAOF made are
+/// loaded, so a key written after the rewrite is gone, as in Redis.
+#[test]
+fn debug_loadaof_with_aof_off_like_redis() {
+    let [r, t] = both(&[]);
+    let (mut rc, mut tc) = (r.resp(), t.resp());
+    let mut diffs = Vec::new();
+    compare(&mut rc, &mut tc, &["SET a 1", "RPUSH l x y"], &mut diffs);
+    for c in [&mut rc, &mut tc] {
+        assert!(matches!(c.cmd(&["BGREWRITEAOF"]), Reply::Simple(_)));
+        wait_until("the AOF rewrite", Duration::from_secs(30), || {
+            field(c, "aof_rewrite_in_progress") == "0"
+        });
+    }
+    compare(
+        &mut rc,
+        &mut tc,
+        &[
+            "SET b 2",
+            "DEBUG LOADAOF",
+            "GET a",
+            "GET b",
+            "LRANGE l 0 -1",
+            "DEBUG DIGEST",
+        ],
+        &mut diffs,
+    );
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
