@@ -179,3 +179,56 @@ fn register_function_outside_load_matches_redis() {
         fails.join("\n")
     );
 }
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS 1 lets scripts call commands flagged `noscript` (Redis's
+/// test suites use it for DEBUG PROTOCOL and CLIENT LIST from scripts); 0 refuses them again.
+#[test]
+fn disable_deny_scripts_matches_redis() {
+    let args = ["--enable-debug-command", "yes"];
+    let (t, r) = (tessera_with(&args), Server::redis(&args));
+    let steps: &[&[&str]] = &[
+        &[
+            "EVAL",
+            "return redis.pcall('debug', 'protocol', 'bignum')",
+            "0",
+        ],
+        &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"],
+        &[
+            "EVAL",
+            "return redis.call('debug', 'protocol', 'bignum')",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "redis.setresp(3); return redis.call('debug', 'protocol', 'map')",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "redis.setresp(3); return redis.call('debug', 'protocol', 'double')",
+            "0",
+        ],
+        &["EVAL", "return type(redis.call('client', 'list'))", "0"],
+        &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"],
+        &["EVAL", "return redis.pcall('client', 'list')", "0"],
+    ];
+    let mut fails = Vec::new();
+    for resp3 in [false, true] {
+        let mut a = Conn::with_proto(t.port, resp3);
+        let mut b = Conn::with_proto(r.port, resp3);
+        for s in steps {
+            let (x, y) = (a.cmd(s), b.cmd(s));
+            if x != y {
+                fails.push(format!(
+                    "resp3 {resp3} {s:?}\n  tessera: {x:?}\n  redis:   {y:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        fails.is_empty(),
+        "{} differ:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
+}
