@@ -48,6 +48,21 @@ pub fn sync_config(srv: &Server, node: &ClusterNode) {
     node.refresh_config_now(token);
 }
 
+/// True when nodes.conf names this node a replica. Redis reads nodes.conf before the
+/// dataset, and a replica keeps the keys of its RDB that expired meanwhile (its master's
+/// DELs remove them); a file that cannot be read is reported by [`start`], not here.
+pub fn starts_as_replica(c: &Config) -> bool {
+    if !c.typed.cluster_enabled {
+        return false;
+    }
+    let cfg = config_from(c, c.typed.port);
+    let path = cfg.config_file.clone();
+    matches!(
+        tessera_cluster::nodes_conf::load(&path, cfg, 0, 0),
+        Ok(Some(st)) if st.me().is_replica()
+    )
+}
+
 /// The `cluster-*` directives as a [`ClusterConfig`]; nodes.conf is relative to `dir`.
 pub fn config_from(c: &Config, port: u16) -> ClusterConfig {
     let c = &c.typed;

@@ -129,6 +129,9 @@ pub struct Persist {
     pub last_failed_save: AtomicU64,
     /// Successful RDB saves since start (INFO rdb_saves).
     pub saves: AtomicU64,
+    /// Keys the last RDB load kept, and skipped as expired (INFO rdb_last_load_keys_*).
+    pub last_load_keys: AtomicU64,
+    pub last_load_keys_expired: AtomicU64,
     pub aof: aof::AofState,
     /// Subscribers of the write stream (the AOF; replication later).
     pub prop: propagate::Propagator,
@@ -150,6 +153,8 @@ impl Default for Persist {
             shutdown_failover: AtomicBool::new(false),
             last_failed_save: AtomicU64::new(0),
             saves: AtomicU64::new(0),
+            last_load_keys: AtomicU64::new(0),
+            last_load_keys_expired: AtomicU64::new(0),
             aof: aof::AofState::default(),
             prop: propagate::Propagator::default(),
         }
@@ -344,16 +349,26 @@ pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
     ignore_sigxfsz();
     srv.persist.loading.store(true, Ordering::Relaxed);
     let started = Instant::now();
+    // A replica (replicaof, or a replica in nodes.conf) keeps expired keys, as Redis's
+    // rdbLoad does when not iAmMaster().
+    let replica = {
+        let c = srv.config.read();
+        c.typed.replicaof.is_some() || crate::cluster::starts_as_replica(&c)
+    };
     let r = if srv.config.read().typed.appendonly {
         aof::load_and_open(srv)
     } else {
         let path = rdb_path(srv);
-        if path.exists() {
-            snapshot::load_rdb(srv, &path).map(|n| {
+        if !path.exists() {
+            Ok(())
+        } else if replica {
+            load_rdb_keeping_expired(srv, &path).map(|n| {
                 tracing::info!(keys = n, "DB loaded from disk");
             })
         } else {
-            Ok(())
+            snapshot::load_rdb(srv, &path).map(|n| {
+                tracing::info!(keys = n, "DB loaded from disk");
+            })
         }
     };
     srv.persist.loading.store(false, Ordering::Relaxed);
@@ -366,6 +381,22 @@ pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
         );
     }
     r
+}
+
+/// [`snapshot::load_rdb`] for a replica: keys whose TTL passed are loaded too.
+fn load_rdb_keeping_expired(srv: &Server, path: &std::path::Path) -> Result<u64, PersistError> {
+    let f = std::fs::File::open(path).map_err(|e| PersistError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let (n, _, repl) = snapshot::load_rdb_stream(
+        srv,
+        std::io::BufReader::with_capacity(1 << 20, f),
+        &path.display().to_string(),
+        true,
+    )?;
+    *srv.repl.restored.lock() = repl;
+    Ok(n)
 }
 
 /// Past a file-size limit (RLIMIT_FSIZE) a write raises SIGXFSZ, which kills the process.
@@ -436,7 +467,7 @@ pub fn info(srv: &Server) -> String {
     let ok = |b: bool| if b { "ok" } else { "err" };
     let a = &p.aof;
     format!(
-        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_current_size:{}\r\naof_base_size:{}\r\n",
+        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:{}\r\naof_current_size:{}\r\naof_base_size:{}\r\n",
         p.loading.load(Ordering::Relaxed) as u8,
         srv.stats.dirty.load(Ordering::Relaxed),
         bg as u8,
@@ -445,6 +476,8 @@ pub fn info(srv: &Server) -> String {
         p.last_bgsave_time_sec.load(Ordering::Relaxed),
         cur,
         p.saves.load(Ordering::Relaxed),
+        p.last_load_keys_expired.load(Ordering::Relaxed),
+        p.last_load_keys.load(Ordering::Relaxed),
         a.enabled() as u8,
         a.rewrite_in_progress.load(Ordering::Relaxed) as u8,
         a.rewrite_scheduled.load(Ordering::Relaxed) as u8,

@@ -407,3 +407,73 @@ fn endpoint_config_applies_at_once_like_redis() {
     );
     assert_eq!(endpoint_view(&a, &b), want);
 }
+
+/// DBSIZE of a replica (`bin`) of a redis-server master, restarted after its master's keys
+/// all expired: Redis 7.0 knows from nodes.conf that it is a replica before loading its
+/// RDB, and a replica keeps expired keys (its master's DELs remove them).
+fn replica_dbsize_after_restart(bin: &'static str) -> (i64, i64) {
+    // The master's active expiry is switched off with DEBUG.
+    let m = Proc {
+        srv: Launch::new(redis_bin())
+            .args(&[
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                "3000",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .logfile()
+            .start(),
+    };
+    let mut r = Proc::cluster(bin, "127.0.0.1", 3000);
+    assert_eq!(
+        m.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).trim(),
+        "OK"
+    );
+    join(&[&m, &r]);
+    wait_state_ok(&[&m, &r]);
+    assert_eq!(r.cli(&["CLUSTER", "REPLICATE", &m.myid()]).trim(), "OK");
+    wait_for(Duration::from_secs(30), "the replica's link is up", || {
+        info_field(&r.cli(&["INFO", "replication"]), "master_link_status").as_deref() == Some("up")
+    });
+    let mut mc = conn(&m);
+    for i in 0..50 {
+        let k = format!("{{t}}persistent:{i}");
+        assert_eq!(mc.cmd(&["SET", &k, "v"]), Reply::Simple("OK".into()));
+        let k = format!("{{t}}volatile:{i}");
+        assert_eq!(
+            mc.cmd(&["SET", &k, "v", "PX", "3000"]),
+            Reply::Simple("OK".into())
+        );
+    }
+    wait_for(Duration::from_secs(30), "the replica has every key", || {
+        conn(&r).cmd(&["DBSIZE"]) == Reply::Int(100)
+    });
+    assert_eq!(conn(&r).cmd(&["SAVE"]), Reply::Simple("OK".into()));
+    r.kill();
+    // No DELs from the master while the replica is away.
+    assert_eq!(
+        mc.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+        Reply::Simple("OK".into())
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    r.spawn();
+    let after = conn(&r).cmd(&["DBSIZE"]).as_int().unwrap_or(-1);
+    let role = r.cli(&["ROLE"]);
+    assert!(role.starts_with("slave"), "restarted as a replica: {role}");
+    (100, after)
+}
+
+/// A cluster replica restarted from its RDB keeps the keys that expired meanwhile, as
+/// redis-server does (runtest-cluster 14-consistency-check).
+#[test]
+fn restarted_replica_keeps_expired_keys_like_redis() {
+    let want = replica_dbsize_after_restart(redis_bin());
+    assert_eq!(want, (100, 100), "redis-server");
+    assert_eq!(replica_dbsize_after_restart(tessera_bin()), want);
+}
