@@ -1,7 +1,7 @@
 //! The DEBUG subcommands that belong to the persistence and replication layer, handed down
 //! to `cmd`'s DEBUG as [`crate::cmd::UpperHooks::debug_upper`]: RELOAD [MERGE] [NOFLUSH]
 //! [NOSAVE] and LOADAOF, which Redis 7.0's suites use to check that a dataset survives a
-//! save and load (debug.c), and CHANGE-REPL-ID.
+//! save and load (debug.c), CHANGE-REPL-ID and REPLICATE.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,6 +19,8 @@ pub fn debug_upper(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Option<CmdResult> {
         Some(loadaof(ctx))
     } else if eq_ic(sub, "change-repl-id") && args.len() == 2 {
         Some(change_repl_id(ctx))
+    } else if eq_ic(sub, "replicate") && args.len() >= 3 {
+        Some(replicate(ctx, args.get(2..).unwrap_or_default()))
     } else {
         None
     }
@@ -183,6 +185,28 @@ fn change_repl_id(ctx: &mut Ctx<'_>) -> CmdResult {
         sh.replid = crate::repl::new_replid();
         sh.replid2 = "0".repeat(40);
         sh.second_offset = -1;
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// DEBUG REPLICATE args...: the command goes into the replication stream as it is, to the
+/// replicas only (Redis's replicationFeedSlaves with the stream's current database: no
+/// SELECT), so the suites can make a replica diverge. A replica feeds nothing.
+fn replicate(ctx: &mut Ctx<'_>, argv: &[&[u8]]) -> CmdResult {
+    let srv = ctx.srv;
+    if !srv.repl.is_replica() {
+        let mut sh = srv.repl.shared.lock();
+        if sh.backlog.is_some() {
+            let mut b = Vec::with_capacity(16 + argv.iter().map(|a| a.len() + 16).sum::<usize>());
+            b.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+            for a in argv {
+                b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                b.extend_from_slice(a);
+                b.extend_from_slice(b"\r\n");
+            }
+            sh.push(bytes::Bytes::from(b));
+        }
     }
     ctx.out.ok();
     Ok(())

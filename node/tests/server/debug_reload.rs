@@ -359,3 +359,45 @@ fn debug_loadaof_with_aof_off_like_redis() {
     );
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// DEBUG REPLICATE args...: the command goes to the replicas only (Redis's
+/// replicationFeedSlaves, for the suites' data divergence tests): the replica has the key,
+/// the master does not.
+#[test]
+fn debug_replicate_feeds_only_replicas_like_redis() {
+    for launch in [Launch::redis, Launch::tessera] {
+        let start = || {
+            launch()
+                .args(&["--save", "", "--enable-debug-command", "yes"])
+                .start()
+        };
+        let (m, r) = (start(), start());
+        let (mut mc, mut rc) = (m.resp(), r.resp());
+        let port = m.port.to_string();
+        assert_eq!(
+            rc.cmd(&["REPLICAOF", "127.0.0.1", &port]),
+            Reply::Simple("OK".into())
+        );
+        wait_until("the replica's link", Duration::from_secs(30), || {
+            let info = R::from(rc.cmd(&["INFO", "replication"])).s();
+            info_field(&info, "master_link_status").as_deref() == Some("up")
+        });
+        assert_eq!(
+            mc.cmd(&["DEBUG", "REPLICATE", "SET", "diverged", "1"]),
+            Reply::Simple("OK".into()),
+            "{}",
+            m.bin()
+        );
+        mc.cmd(&["SET", "after", "2"]);
+        wait_until("the write after it", Duration::from_secs(30), || {
+            rc.cmd(&["GET", "after"]) == Reply::Bulk(b"2".to_vec())
+        });
+        assert_eq!(
+            rc.cmd(&["GET", "diverged"]),
+            Reply::Bulk(b"1".to_vec()),
+            "{}",
+            m.bin()
+        );
+        assert_eq!(mc.cmd(&["GET", "diverged"]), Reply::Null, "{}", m.bin());
+    }
+}
