@@ -263,6 +263,12 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let added = ctx.ks.set_or_create(dst)?.insert(m, &lim);
     if added {
         ctx.notify(SET, "sadd", dst);
+    } else {
+        // Redis signals the destination modified only when the member was new there:
+        // signal the source alone (WATCH, client-side caching), still count and propagate.
+        ctx.metadata_only();
+        ctx.srv.watch.touch(ctx.ks.db, src);
+        crate::tracking::invalidate(ctx.srv, Some(ctx.cl.id), src);
     }
     ctx.count_changes(1 + usize::from(added));
     ctx.out.int(1);

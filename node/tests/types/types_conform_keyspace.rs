@@ -591,3 +591,37 @@ fn pops_reach_the_aof_as_redis_writes_them() {
     let (ta, ra) = (aof_commands(&t.dir), aof_commands(&r.dir));
     assert_eq!(ta, ra, "AOF of tessera (left) and redis (right)");
 }
+
+/// SMOVE signals the destination modified (WATCH, tracking) only when the member was
+/// added there, as Redis (its unit/type/set "SMOVE only notify dstset when the addition
+/// is successful"); the source is signalled whenever the member moved.
+#[test]
+fn smove_touches_the_destination_only_when_it_adds() {
+    let (t, r) = pair();
+    let mut diffs = Vec::new();
+    for (watched, expect_fail) in [("dst", false), ("src", true)] {
+        let mut got = Vec::new();
+        for port in [t.port, r.port] {
+            let mut c = Conn::connect(port);
+            let mut other = Conn::connect(port);
+            c.cmd(&["DEL", "src", "dst"]);
+            c.cmd(&["SADD", "src", "a", "b"]);
+            c.cmd(&["SADD", "dst", "a"]);
+            c.cmd(&["WATCH", watched]);
+            c.cmd(&["MULTI"]);
+            c.cmd(&["SADD", "dst", "c"]);
+            other.cmd(&["SMOVE", "src", "dst", "a"]);
+            let exec = c.cmd(&["EXEC"]);
+            got.push((exec, c.cmd(&["SCARD", "dst"])));
+        }
+        if got[0] != got[1] {
+            diffs.push(format!(
+                "WATCH {watched}: tessera {:?}, redis {:?}",
+                got[0], got[1]
+            ));
+        }
+        let aborted = matches!(got[1].0, Reply::NullArray | Reply::Null);
+        assert_eq!(aborted, expect_fail, "redis itself: WATCH {watched}");
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
