@@ -241,7 +241,7 @@ fn write_inner(
 fn stream_commands(buf: &mut Vec<u8>, k: &[u8], st: &tessera_rdb::RdbStream) {
     let id = tessera_rdb::StreamId::to_string;
     if st.entries.is_empty() {
-        let last = id(&st.last_id);
+        // Always 0-1, as Redis: the last ID may be 0-0, which XADD refuses (XSETID follows).
         encode_command(
             buf,
             &[
@@ -249,7 +249,7 @@ fn stream_commands(buf: &mut Vec<u8>, k: &[u8], st: &tessera_rdb::RdbStream) {
                 k,
                 b"MAXLEN",
                 b"0",
-                last.as_bytes(),
+                b"0-1",
                 b"x",
                 b"y",
             ],

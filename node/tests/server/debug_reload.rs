@@ -401,3 +401,40 @@ fn debug_replicate_feeds_only_replicas_like_redis() {
         assert_eq!(mc.cmd(&["GET", "diverged"]), Reply::Null, "{}", m.bin());
     }
 }
+
+/// unit/type/stream-cgroups' "Empty stream with no lastid can be rewrite into AOF
+/// correctly": an empty stream with a group survives BGREWRITEAOF (no RDB preamble) and
+/// DEBUG LOADAOF, as in Redis (the rewrite creates it with XADD ... MAXLEN 0 0-1).
+#[test]
+fn empty_stream_survives_rewrite_and_loadaof_like_redis() {
+    let [r, t] = both(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    let (mut rc, mut tc) = (r.resp(), t.resp());
+    let mut diffs = Vec::new();
+    compare(
+        &mut rc,
+        &mut tc,
+        &[
+            "XGROUP CREATE mystream group-name $ MKSTREAM",
+            "XINFO GROUPS mystream",
+        ],
+        &mut diffs,
+    );
+    for c in [&mut rc, &mut tc] {
+        assert!(matches!(c.cmd(&["BGREWRITEAOF"]), Reply::Simple(_)));
+        wait_until("the AOF rewrite", Duration::from_secs(30), || {
+            field(c, "aof_rewrite_in_progress") == "0"
+        });
+    }
+    compare(
+        &mut rc,
+        &mut tc,
+        &[
+            "DEBUG LOADAOF",
+            "EXISTS mystream",
+            "XLEN mystream",
+            "XINFO GROUPS mystream",
+        ],
+        &mut diffs,
+    );
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
