@@ -363,6 +363,13 @@ impl Blocking {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// Counts a client blocked outside the key waits (SHUTDOWN waiting for replicas) in
+    /// INFO blocked_clients while the guard lives.
+    pub fn hold_other(&self) -> HeldBlock<'_> {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        HeldBlock(self)
+    }
+
     pub fn register(
         &self,
         req: BlockRequest,
@@ -541,5 +548,14 @@ pub fn serve(srv: &Arc<Server>, mut ready: Vec<(usize, Bytes)>) {
             }
         }
         ready = next;
+    }
+}
+
+/// See [`Blocking::hold_other`].
+pub struct HeldBlock<'a>(&'a Blocking);
+
+impl Drop for HeldBlock<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -118,6 +118,10 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 c.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
                 env!("CARGO_PKG_VERSION"),
             );
+            // Only while a shutdown waits for replicas (Redis 7.0).
+            if let Some(ms) = srv.repl.shutdown.remaining_ms() {
+                let _ = write!(s, "shutdown_in_milliseconds:{ms}\r\n");
+            }
         }
         "clients" => {
             let _ = write!(
@@ -138,9 +142,10 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 let c = &srv.config.read().typed;
                 (c.maxmemory, c.maxmemory_policy.name())
             };
+            let (repl_backlog, repl_total, repl_slaves) = srv.repl.buffer_memory();
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_replication_backlog:{repl_backlog}\r\nmem_total_replication_buffers:{repl_total}\r\nmem_clients_slaves:{repl_slaves}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
                 human(used),
                 human(rss),
                 human(peak),

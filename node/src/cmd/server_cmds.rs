@@ -219,8 +219,18 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "ERR SHUTDOWN FAILOVER is only supported in cluster mode.",
         ));
     }
-    if args[1..].iter().any(|a| eq_ic(a, "abort")) {
-        return Err(CmdError::msg("ERR No shutdown in progress."));
+    let has = |w: &str| args[1..].iter().any(|a| eq_ic(a, w));
+    // Redis's illegal combinations: ABORT with anything, NOSAVE with SAVE.
+    if (has("abort") && args.len() > 2) || (has("nosave") && has("save")) {
+        return Err(CmdError::Syntax);
+    }
+    if has("abort") {
+        // Answered by the shutdown's owner (persist::shutdown, via repl::run_pending).
+        ctx.cl.pending = Some(crate::server::clients::Pending::Shutdown {
+            abort: true,
+            force: false,
+        });
+        return Ok(());
     }
     // persist's steps, handed down with the table (persist sits above this layer).
     let hooks = super::table().hooks;
@@ -246,9 +256,12 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if let Some(note) = hooks.shutdown_note_args {
         note(ctx.srv, args);
     }
-    ctx.srv.request_shutdown();
-    // Like Redis, a successful SHUTDOWN sends no reply: the connection just closes.
-    ctx.cl.close_after_reply = true;
+    // Like Redis, the caller blocks: a successful SHUTDOWN sends no reply (the process
+    // exits), a shutdown given up answers an error (persist::shutdown).
+    ctx.cl.pending = Some(crate::server::clients::Pending::Shutdown {
+        abort: false,
+        force: has("force"),
+    });
     Ok(())
 }
 

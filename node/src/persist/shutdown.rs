@@ -1,10 +1,14 @@
 //! What a master does between SHUTDOWN / SIGTERM and its exit, so that no acknowledged write
-//! is lost:
+//! is lost, as Redis 7.0's prepareForShutdown / finishShutdown:
 //!
-//! - Redis 7.0's `shutdown-timeout` (default 10 s): with replicas attached, client writes
-//!   are paused and the node waits, at most that long, until every replica acknowledged the
-//!   offset the writes stopped at. SHUTDOWN NOW (or `now` in shutdown-on-sigterm/sigint), or
-//!   a timeout of 0, skips the wait.
+//! - `shutdown-timeout` (default 10 s): with replicas attached, client writes are paused
+//!   and the node waits, at most that long, until every replica acknowledged the offset the
+//!   writes stopped at (INFO shows `shutdown_in_milliseconds` meanwhile). SHUTDOWN NOW (or
+//!   `now` in shutdown-on-sigterm/sigint), or a timeout of 0, skips the wait.
+//! - SHUTDOWN blocks its caller until then (INFO blocked_clients counts it). SHUTDOWN ABORT
+//!   during the wait, or a final save that fails without FORCE, gives the shutdown up: writes
+//!   resume, every blocked SHUTDOWN answers "Errors trying to SHUTDOWN. Check logs." and the
+//!   node keeps serving until the next SHUTDOWN or signal.
 //! - valkey 9's shutdown failover (`SHUTDOWN FAILOVER`, `failover` in
 //!   shutdown-on-sigterm/sigint; off by default): a cluster master serving slots then tells
 //!   the in-sync replica with the highest offset to take over at once, with the message
@@ -12,63 +16,263 @@
 //!   link, so a valkey replica of ours takes over too. It waits (bounded) for the new master
 //!   to claim the slots, so the cluster never waits for cluster-node-timeout.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::repl::backlog::encode;
 use crate::repl::master::STATE_ONLINE;
-use crate::server::Server;
+use crate::server::{now_ms, ClientHandle, Server};
 
 /// How long a master that handed over waits for the replica to win its election (votes
 /// from the other masters arrive within milliseconds; the election itself times out after
 /// twice cluster-node-timeout, which a pod's grace period may not cover).
 const TAKEOVER_WAIT: Duration = Duration::from_secs(3);
 
-/// Runs before the server closes its clients and saves: the replica wait, then the
-/// failover when asked for. Bounded by shutdown-timeout plus [`TAKEOVER_WAIT`].
+/// What Redis answers every SHUTDOWN blocked on a shutdown that was given up.
+pub const GAVE_UP_REPLY: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
+
+/// An ongoing shutdown as SHUTDOWN, SHUTDOWN ABORT and INFO see it (Redis's shutdown_asap,
+/// shutdown_mstime and the clients blocked on SHUTDOWN).
+pub struct ShutdownCtl {
+    /// A shutdown was asked for and is neither done nor given up.
+    requested: AtomicBool,
+    /// Unix ms the wait for replicas ends at (0: no wait under way).
+    deadline_ms: AtomicU64,
+    /// SHUTDOWN ABORT arrived during the wait.
+    abort: AtomicBool,
+    /// A SHUTDOWN with FORCE is under way: a failed save does not stop the exit.
+    force: AtomicBool,
+    /// Wakes the wait for replicas (SHUTDOWN ABORT).
+    wake: Notify,
+    /// Bumped each time a shutdown is given up; blocked SHUTDOWN callers then answer.
+    gave_up: watch::Sender<u64>,
+}
+
+impl Default for ShutdownCtl {
+    fn default() -> Self {
+        ShutdownCtl {
+            requested: AtomicBool::new(false),
+            deadline_ms: AtomicU64::new(0),
+            abort: AtomicBool::new(false),
+            force: AtomicBool::new(false),
+            wake: Notify::new(),
+            gave_up: watch::Sender::new(0),
+        }
+    }
+}
+
+impl ShutdownCtl {
+    /// INFO's shutdown_in_milliseconds: Some while the node waits for its replicas.
+    pub fn remaining_ms(&self) -> Option<u64> {
+        match self.deadline_ms.load(Ordering::Relaxed) {
+            0 => None,
+            d => Some(d.saturating_sub(now_ms())),
+        }
+    }
+}
+
+/// SHUTDOWN (without ABORT): asks for the shutdown and blocks until the process exits or
+/// the shutdown is given up (true: answer [`GAVE_UP_REPLY`]). False when the client was
+/// killed meanwhile.
+pub async fn block_caller(srv: &Server, handle: &ClientHandle, force: bool) -> bool {
+    let ctl = &srv.repl.shutdown;
+    let mut rx = ctl.gave_up.subscribe();
+    let _held = srv.blocking.hold_other();
+    if force {
+        ctl.force.store(true, Ordering::Relaxed);
+    }
+    ctl.requested.store(true, Ordering::SeqCst);
+    srv.shutdown.notify_one();
+    tokio::select! {
+        r = rx.changed() => r.is_ok(),
+        _ = handle.kill.notified() => false,
+    }
+}
+
+/// SHUTDOWN ABORT: false when no shutdown is under way ("No shutdown in progress.").
+pub fn abort(srv: &Server) -> bool {
+    let ctl = &srv.repl.shutdown;
+    if !ctl.requested.load(Ordering::SeqCst) {
+        return false;
+    }
+    ctl.abort.store(true, Ordering::SeqCst);
+    ctl.wake.notify_one();
+    true
+}
+
+/// Runs once the server was asked to stop (SHUTDOWN or a signal), before it closes its
+/// clients: the wait for replicas, the failover when asked for, the final save. Returns
+/// only when the process is to exit; a shutdown given up (SHUTDOWN ABORT, a failed save)
+/// waits here for the next SHUTDOWN or signal while the node keeps serving.
 pub async fn before_exit(srv: &Arc<Server>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    loop {
+        let ctl = &srv.repl.shutdown;
+        ctl.requested.store(true, Ordering::SeqCst);
+        if attempt(srv).await {
+            return;
+        }
+        give_up(srv);
+        // The next request: a SHUTDOWN (its flag; a stale wake-up of a SHUTDOWN answered
+        // with the error is skipped) or a signal.
+        loop {
+            tokio::select! {
+                _ = srv.shutdown.notified() => {
+                    if ctl.requested.load(Ordering::SeqCst) {
+                        break;
+                    }
+                }
+                Some(()) = recv(&mut term) => {
+                    tracing::warn!("Received SIGTERM scheduling shutdown...");
+                    let flags = srv.config.read().typed.shutdown_on_sigterm.clone();
+                    note_signal_flags(srv, &flags);
+                    break;
+                }
+                Some(()) = recv(&mut int) => {
+                    tracing::warn!("Received SIGINT scheduling shutdown...");
+                    let flags = srv.config.read().typed.shutdown_on_sigint.clone();
+                    note_signal_flags(srv, &flags);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A signal's shutdown follows `shutdown-on-sigterm` / `shutdown-on-sigint` as SHUTDOWN
+/// follows its arguments.
+fn note_signal_flags(srv: &Server, flags: &str) {
+    let words: Vec<&[u8]> = std::iter::once(&b"shutdown"[..])
+        .chain(flags.split_whitespace().map(str::as_bytes))
+        .collect();
+    crate::persist::note_shutdown_args(srv, &words);
+    if flags
+        .split_whitespace()
+        .any(|w| w.eq_ignore_ascii_case("force"))
+    {
+        srv.repl.shutdown.force.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One try: true when the node is to exit now.
+async fn attempt(srv: &Arc<Server>) -> bool {
     let p = &srv.persist;
+    let ctl = &srv.repl.shutdown;
     let now = p.shutdown_now.load(Ordering::Relaxed);
     let failover = p.shutdown_failover.load(Ordering::Relaxed);
     let timeout_s = srv.config.read().typed.shutdown_timeout_secs;
-    let replicas = srv.repl.shared.lock().replicas.clone();
-    if replicas.is_empty() {
-        if failover && crate::cluster::enabled(srv) && !srv.repl.is_replica() {
-            tracing::warn!("Unable to find a replica to perform the auto failover on shutdown.");
-        }
-        return;
+    let replicas = srv.repl.shared.lock().replicas.len();
+    if replicas == 0 && failover && crate::cluster::enabled(srv) && !srv.repl.is_replica() {
+        tracing::warn!("Unable to find a replica to perform the auto failover on shutdown.");
     }
-    let wait = !now && timeout_s > 0;
-    if !wait && !failover {
-        return;
-    }
+    // Writes stop here for good unless the shutdown is given up.
     let target = pause_writes(srv);
-    if wait {
+    if replicas > 0 && !now && timeout_s > 0 && in_sync(srv, target) < replicas {
         tracing::warn!("Waiting for replicas before shutting down.");
-        request_acks(srv);
         let deadline = Instant::now() + Duration::from_secs(timeout_s);
+        ctl.deadline_ms
+            .store(now_ms() + timeout_s.saturating_mul(1000), Ordering::Relaxed);
+        request_acks(srv);
         loop {
             let notified = srv.repl.ack.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if in_sync(srv, target) == srv.repl.shared.lock().replicas.len()
+            if ctl.abort.load(Ordering::SeqCst) {
+                ctl.deadline_ms.store(0, Ordering::Relaxed);
+                tracing::warn!("Shutdown manually aborted.");
+                return false;
+            }
+            if in_sync(srv, target) >= srv.repl.shared.lock().replicas.len()
                 || Instant::now() >= deadline
             {
                 break;
             }
             tokio::select! {
                 _ = &mut notified => {}
+                _ = ctl.wake.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
         }
+        ctl.deadline_ms.store(0, Ordering::Relaxed);
+    }
+    if replicas > 0 {
         log_sync_state(srv, target);
     }
-    if failover {
+    if failover && replicas > 0 {
         hand_over(srv, target).await;
     }
+    final_save(srv)
+}
+
+/// finishShutdown's save: dump.rdb when save points are configured (or SHUTDOWN SAVE),
+/// unless NOSAVE. A failed save stops the exit unless FORCE. On success the exit path's
+/// own save is skipped (it would write the same file again).
+fn final_save(srv: &Server) -> bool {
+    use crate::persist::{SHUTDOWN_NOSAVE, SHUTDOWN_SAVE};
+    let p = &srv.persist;
+    let mode = p.shutdown_mode.load(Ordering::Relaxed);
+    let wanted = match mode {
+        SHUTDOWN_NOSAVE => false,
+        SHUTDOWN_SAVE => true,
+        _ => !crate::persist::save_points(srv).is_empty(),
+    };
+    if !wanted {
+        return true;
+    }
+    crate::persist::aof::flush_on_shutdown(srv);
+    // A background save may be writing the same file; let it finish first.
+    while p.bgsave_in_progress.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tracing::info!("Saving the final RDB snapshot before exiting.");
+    match crate::persist::save(srv) {
+        Ok(_) => {
+            tracing::info!("DB saved on disk");
+            p.shutdown_mode.store(SHUTDOWN_NOSAVE, Ordering::Relaxed);
+            true
+        }
+        Err(e) if srv.repl.shutdown.force.load(Ordering::Relaxed) => {
+            tracing::warn!(error = %e, "Error trying to save the DB. Exit anyway.");
+            p.shutdown_mode.store(SHUTDOWN_NOSAVE, Ordering::Relaxed);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Error trying to save the DB, can't exit.");
+            false
+        }
+    }
+}
+
+/// Redis's cancelShutdown: writes resume, the flags are forgotten, every blocked SHUTDOWN
+/// answers the error.
+fn give_up(srv: &Server) {
+    tracing::warn!("Errors trying to shut down the server. Check the logs for more information.");
+    let ctl = &srv.repl.shutdown;
+    ctl.deadline_ms.store(0, Ordering::Relaxed);
+    ctl.abort.store(false, Ordering::SeqCst);
+    ctl.force.store(false, Ordering::Relaxed);
+    ctl.requested.store(false, Ordering::SeqCst);
+    let p = &srv.persist;
+    p.shutdown_mode
+        .store(crate::persist::SHUTDOWN_DEFAULT, Ordering::Relaxed);
+    p.shutdown_now.store(false, Ordering::Relaxed);
+    p.shutdown_failover.store(false, Ordering::Relaxed);
+    srv.pause.until.store(0, Ordering::SeqCst);
+    srv.pause.write_only.store(false, Ordering::SeqCst);
+    ctl.gave_up.send_modify(|n| *n = n.wrapping_add(1));
 }
 
 /// Pauses client writes for good (the process is exiting) and returns the replication

@@ -100,6 +100,11 @@ impl ReplicaInfo {
         }
     }
 
+    /// Stream bytes queued for this replica and not yet written to its socket.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     /// Seconds since the last ACK.
     pub fn lag(&self) -> u64 {
         now_ms().saturating_sub(self.last_ack_ms.load(Ordering::Relaxed)) / 1000

@@ -128,6 +128,8 @@ pub struct Repl {
     /// repl-stream-db aux fields), adopted by the first REPLICAOF so a restarted replica
     /// continues with a partial resync, as Redis 7.0 does.
     pub restored: Mutex<Option<tessera_rdb::ReplAux>>,
+    /// An ongoing SHUTDOWN's wait for replicas (persist::shutdown).
+    pub shutdown: crate::persist::shutdown::ShutdownCtl,
 }
 
 impl Default for Repl {
@@ -160,6 +162,7 @@ impl Default for Repl {
             apply_lock: Mutex::new(()),
             master_db: AtomicUsize::new(0),
             restored: Mutex::new(None),
+            shutdown: Default::default(),
         }
     }
 }
@@ -188,6 +191,23 @@ impl Repl {
             repl_id: sh.replid.clone(),
             repl_offset: sh.offset as i64,
         })
+    }
+
+    /// INFO memory's (mem_replication_backlog, mem_total_replication_buffers,
+    /// mem_clients_slaves). Redis 7.0 shares one buffer between the backlog and its
+    /// replicas: its size is the larger of the backlog's history and the slowest replica's
+    /// pending bytes, the part past the backlog counted as the replicas'.
+    pub fn buffer_memory(&self) -> (u64, u64, u64) {
+        let sh = self.shared.lock();
+        let hist = sh.backlog.as_ref().map_or(0, |b| b.histlen()) as u64;
+        let pending = sh
+            .replicas
+            .iter()
+            .map(|r| r.queued() as u64)
+            .max()
+            .unwrap_or(0);
+        let total = hist.max(pending);
+        (hist, total, total - hist)
     }
 
     /// Adopts the history read from dump.rdb (see `restored`) if this node has none yet.
@@ -351,6 +371,26 @@ pub async fn run_pending(
             let n = master::wait(srv, &cl.handle, numreplicas, timeout_ms, offset).await;
             out.int(n as i64);
             cl.now_ms = 0;
+            Ok(true)
+        }
+        Pending::Shutdown { abort, force } => {
+            if abort {
+                if crate::persist::shutdown::abort(srv) {
+                    out.ok();
+                } else {
+                    out.error("ERR No shutdown in progress.");
+                }
+                return Ok(true);
+            }
+            if !out.buf.is_empty() {
+                crate::persist::aof::before_reply(srv, cl.aof_mark).await;
+                sock.write_all(&out.buf).await?;
+                out.buf.clear();
+            }
+            if !crate::persist::shutdown::block_caller(srv, &cl.handle, force).await {
+                return Ok(false);
+            }
+            out.error(crate::persist::shutdown::GAVE_UP_REPLY);
             Ok(true)
         }
     }

@@ -273,6 +273,9 @@ pub enum Pending {
         timeout_ms: u64,
         offset: u64,
     },
+    /// SHUTDOWN: block until the exit or until the shutdown is given up (persist::shutdown);
+    /// with `abort`, SHUTDOWN ABORT.
+    Shutdown { abort: bool, force: bool },
 }
 
 impl ClientState {

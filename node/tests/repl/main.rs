@@ -8,3 +8,4 @@ mod repl_failover;
 mod repl_interop;
 mod repl_lifecycle;
 mod repl_repoint;
+mod repl_shutdown;
