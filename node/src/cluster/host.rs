@@ -148,6 +148,17 @@ impl tessera_cluster::Host for KeyspaceHost {
         }
     }
 
+    fn drop_packet_filter(&self) -> i64 {
+        self.srv
+            .upgrade()
+            .map(|s| {
+                s.debug
+                    .cluster_drop_packet_filter
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .unwrap_or(-1)
+    }
+
     fn publish_local(&self, channel: &[u8], message: &[u8], shard: bool) {
         let Some(s) = self.srv.upgrade() else { return };
         let limit = s.config.read().cobl[2];

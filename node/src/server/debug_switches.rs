@@ -23,6 +23,9 @@ pub struct DebugSwitches {
     /// DEBUG REPLYBUFFER PEAK-RESET-TIME in ms (-1: never) and RESIZING (recorded).
     pub reply_buffer_peak_reset_ms: AtomicI64,
     pub reply_buffer_resizing: AtomicBool,
+    /// DEBUG DROP-CLUSTER-PACKET-FILTER: the bus drops incoming messages of this type
+    /// (-1: none).
+    pub cluster_drop_packet_filter: AtomicI64,
 }
 
 impl Default for DebugSwitches {
@@ -36,6 +39,7 @@ impl Default for DebugSwitches {
             aof_flush_sleep_us: AtomicU64::new(0),
             reply_buffer_peak_reset_ms: AtomicI64::new(5000),
             reply_buffer_resizing: AtomicBool::new(true),
+            cluster_drop_packet_filter: AtomicI64::new(-1),
         }
     }
 }

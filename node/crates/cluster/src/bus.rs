@@ -584,10 +584,12 @@ async fn read_loop(
             Ok(m) => m,
             Err(e) => return format!("bad message: {e}"),
         };
+        let filter = shared.host.drop_packet_filter();
         let known = locked_lazy(shared, |st| {
             if !st.links.contains_key(&link) {
                 return None;
             }
+            st.drop_packet_filter = filter;
             st.process(link, m, peer_ip, local_ip, now_ms());
             Some(st.links.get(&link).is_some_and(|l| l.node.is_some()))
         });

@@ -78,6 +78,11 @@ pub trait Host: Send + Sync + 'static {
     /// Fills in the run-time settable `cluster-*` directives (CONFIG SET); polled by the
     /// cron every 100 ms on a copy of the config, outside the state lock.
     fn refresh_config(&self, _config: &mut ClusterConfig) {}
+    /// DEBUG DROP-CLUSTER-PACKET-FILTER: the type of incoming bus message to drop (-1:
+    /// none). Read once per message received.
+    fn drop_packet_filter(&self) -> i64 {
+        -1
+    }
 }
 
 /// A [`Host`] with an empty keyspace that drops published messages: for tests and tools.

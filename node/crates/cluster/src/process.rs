@@ -170,6 +170,10 @@ impl ClusterState {
         if let Some(c) = self.stats.received.get_mut(ty as usize) {
             *c += 1;
         }
+        if self.drop_packet_filter == i64::from(ty) {
+            tracing::warn!("Dropping packet that matches debug drop filter");
+            return;
+        }
         let link_node = linfo.node.filter(|n| self.nodes.contains_key(n));
         let sender: Option<Name> = match link_node {
             Some(n) if !linfo.inbound && !self.nodes[&n].in_handshake() => Some(n),

@@ -331,6 +331,9 @@ pub struct ClusterState {
     /// Earliest time (ms) the cron asks again for a re-point (a host that did not take the
     /// last one is not asked every tick).
     pub(crate) repl_repair_after: u64,
+    /// Incoming messages of this type are counted and dropped (DEBUG
+    /// DROP-CLUSTER-PACKET-FILTER, set by the bus from the host; -1: none).
+    pub drop_packet_filter: i64,
 }
 
 impl ClusterState {
@@ -374,6 +377,7 @@ impl ClusterState {
             repl_last_io: 0,
             repl_target: None,
             repl_repair_after: 0,
+            drop_packet_filter: -1,
         };
         let mut me = Node::new(myself, FLAG_MYSELF | FLAG_MASTER, now);
         st.fill_myself_addr(&mut me);

@@ -96,13 +96,12 @@ pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     } else if eq_ic(sub, "object") && n == 3 {
         return debug_object(ctx, args[2]);
     } else if eq_ic(sub, "drop-cluster-packet-filter") && n == 3 {
-        // Redis drops incoming bus messages of this type (-1: none). tessera-node has no
-        // such filter: -1, what the cluster suite's init sets, is the only state it has.
-        if arg_i64(args[2])? != -1 {
-            return Err(CmdError::msg(
-                "ERR DEBUG DROP-CLUSTER-PACKET-FILTER: tessera-node drops no bus messages (only -1 is supported)",
-            ));
-        }
+        // The cluster bus drops incoming messages of this type (-1: none).
+        let ty = arg_i64(args[2])?;
+        ctx.srv
+            .debug
+            .cluster_drop_packet_filter
+            .store(ty, std::sync::atomic::Ordering::Relaxed);
         ctx.out.ok();
     } else if eq_ic(sub, "digest") && n == 2 {
         return digest::digest(ctx);
@@ -248,7 +247,7 @@ const HELP: &[&str] = &[
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
     "DROP-CLUSTER-PACKET-FILTER <packet-type>",
-    "    Drop all packets that match the filtered type. Set to -1 allow all packets (tessera-node: only -1).",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
