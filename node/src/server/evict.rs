@@ -143,6 +143,13 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> bool {
     let slot = crate::slot::key_hash_slot(&key);
     let mut st = srv.ks.lock_stripe(idx);
     if st.remove(db, slot, &key).is_some() {
+        // The stripe's last key of this db: free its slot table too (about half a KB, more
+        // than a small key), or evicting sparse keys could never get under the limit.
+        if st.db(db).is_some_and(|d| d.is_empty()) {
+            if let Some(d) = st.dbs.get_mut(db) {
+                *d = None;
+            }
+        }
         crate::propagate::deleted(srv, db, &key);
         crate::notify::evicted(srv, db, &key);
         srv.stats.evicted_keys.fetch_add(1, Ordering::Relaxed);

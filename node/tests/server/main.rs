@@ -29,6 +29,7 @@ mod harness_proc;
 mod latency;
 mod lazyfree_diff;
 mod lolwut_diff;
+mod maxmemory_diff;
 mod monitor_diff;
 mod noop_writes;
 mod notify_diff;
