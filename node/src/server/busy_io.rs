@@ -53,6 +53,9 @@ pub struct Share {
     /// again ([`Share::resume`]).
     tx_changed: AtomicBool,
     tx: parking_lot::Mutex<TxChange>,
+    /// The hook ran HELLO for the connection: its protocol (`ClientHandle::resp3`) may
+    /// have changed; the task's reply buffer follows it in [`Share::resume`].
+    hello: AtomicBool,
 }
 
 /// What the hook did to a connection's transaction, as Redis would have done it to the
@@ -85,9 +88,13 @@ impl Share {
     /// to its client state what the hook did to its transaction meanwhile. One relaxed
     /// load when nothing happened.
     #[inline]
-    pub fn resume(&self, srv: &Server, cl: &mut ClientState) {
+    pub fn resume(&self, srv: &Server, cl: &mut ClientState, out: &mut Out) {
         if self.tx_changed.load(Ordering::Relaxed) {
             self.apply_tx(srv, cl);
+        }
+        if self.hello.load(Ordering::Relaxed) {
+            self.hello.store(false, Ordering::Relaxed);
+            out.resp3 = self.handle.resp3.load(Ordering::Relaxed);
         }
     }
 
@@ -173,6 +180,7 @@ pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Regi
         idle: AtomicBool::new(false),
         tx_changed: AtomicBool::new(false),
         tx: parking_lot::Mutex::new(TxChange::default()),
+        hello: AtomicBool::new(false),
     });
     CONNS.with(|c| c.borrow_mut().insert(share.handle.id, share.clone()));
     Registration { share }
@@ -280,7 +288,7 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
             continue;
         }
         let was = cl.multi.is_some();
-        let a = answer(srv, &mut cl, &mut out, &args);
+        let a = answer(srv, share, &mut cl, &mut out, &args);
         if !matches!(a, Answer::Leave) {
             share.note_tx(was, &cl);
         }
@@ -369,12 +377,21 @@ enum Answer {
 /// In a transaction, every command but MULTI, DISCARD and QUIT is refused with BUSY here
 /// (EXEC too: EXECABORT), so nothing is ever queued in the hook's empty stand-in queue;
 /// allowed commands that would be queued (SCRIPT KILL...) are left to the task.
-fn answer(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) -> Answer {
+fn answer(
+    srv: &Arc<Server>,
+    share: &Share,
+    cl: &mut ClientState,
+    out: &mut Out,
+    args: &[&[u8]],
+) -> Answer {
     let in_tx = cl.multi.is_some();
     if let Ok(spec) = cmd::table().resolve(args) {
         if spec.has(flags::ALLOW_BUSY) {
             match spec.full_name.as_str() {
                 "multi" | "discard" => {}
+                // HELLO [proto] [SETNAME name]: the name lives in the shared handle, the
+                // protocol too (the task's buffer follows it when it runs again).
+                "hello" if !in_tx => share.hello.store(true, Ordering::Relaxed),
                 "script|kill" | "function|kill" | "function|stats" | "shutdown" if !in_tx => {}
                 "quit" => {
                     out.simple("OK");

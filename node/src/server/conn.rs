@@ -206,7 +206,7 @@ async fn serve(
             // branch (no per-iteration `kill.notified()` registration).
             msg = rx.recv() => {
                 share.unpark();
-                share.resume(srv, cl);
+                share.resume(srv, cl, &mut out);
                 let Some(msg) = msg else { return Ok(()) };
                 out.raw(&msg);
                 handle.queued.fetch_sub(msg.len(), Ordering::Relaxed);
@@ -221,7 +221,7 @@ async fn serve(
             }
             n = sock.read_buf(&mut inbuf) => {
                 share.unpark();
-                share.resume(srv, cl);
+                share.resume(srv, cl, &mut out);
                 let n = n?;
                 if n == 0 {
                     return Ok(());

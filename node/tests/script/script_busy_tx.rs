@@ -17,6 +17,10 @@ enum Target {
 }
 
 fn start(t: Target) -> Server {
+    start_with(t, &[])
+}
+
+fn start_with(t: Target, extra: &[&str]) -> Server {
     let base = [
         "--save",
         "",
@@ -26,9 +30,10 @@ fn start(t: Target) -> Server {
         "100",
     ];
     match t {
-        Target::Redis => Launch::new(redis_bin()).args(&base).start(),
+        Target::Redis => Launch::new(redis_bin()).args(&base).args(extra).start(),
         Target::Tessera { workers } => Launch::new(tessera_bin())
             .args(&base)
+            .args(extra)
             .args(&["--worker-threads", &workers.to_string()])
             .start(),
     }
@@ -196,5 +201,54 @@ fn script_looping_in_pcall_is_killed_as_redis() {
             let got = pcall_kill_scenario(Target::Tessera { workers }, function);
             assert_eq!(got, want, "function {function}, worker-threads {workers}");
         }
+    }
+}
+
+/// unit/scripting's "Timedout scripts and unblocked command": a busy script waits (through
+/// CLIENT LIST, allowed by DEBUG SET-DISABLE-DENY-SCRIPTS) until another connection, open
+/// before it, names itself with HELLO (allowed while busy); a client blocked on the
+/// script's key is served after the script, with its last push.
+fn hello_scenario(t: Target) -> Vec<String> {
+    let srv = start_with(t, &["--enable-debug-command", "yes"]);
+    let port = srv.port;
+    let mut r = conn(port, 30);
+    let mut rd = conn(port, 60);
+    let mut rd2 = conn(port, 60);
+    let mut r3 = conn(port, 30);
+    let mut log = Vec::new();
+    rd2.send(&encode(&[b"BLPOP", b"x", b"0"]));
+    wait_for(Duration::from_secs(60), "the BLPOP to block", || {
+        r.cmd(&["INFO", "clients"])
+            .s()
+            .contains("blocked_clients:1")
+    });
+    log.push(r.cmd(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]).s());
+    let script = "local clients
+        redis.call('lpush',KEYS[1],'y');
+        while true do
+            clients = redis.call('client','list')
+            if string.find(clients, 'abortscript') ~= nil then break end
+        end
+        redis.call('lpush',KEYS[1],'z');
+        return clients";
+    rd.send(&encode(&[b"EVAL", script.as_bytes(), b"1", b"x"]));
+    wait_busy(port);
+    let hello = r3.cmd(&["HELLO", "2", "SETNAME", "abortscript"]);
+    log.push(format!("hello answered: {}", matches!(hello, R::Arr(_))));
+    log.push(format!("blpop: {}", rd2.read().s()));
+    log.push(format!(
+        "script saw the name: {}",
+        rd.read().s().contains("name=abortscript")
+    ));
+    log.push(r3.cmd(&["CLIENT", "GETNAME"]).s());
+    log
+}
+
+#[test]
+fn hello_from_the_busy_thread_ends_a_waiting_script_as_redis() {
+    let want = hello_scenario(Target::Redis);
+    for workers in [1, 2] {
+        let got = hello_scenario(Target::Tessera { workers });
+        assert_eq!(got, want, "worker-threads {workers}");
     }
 }
