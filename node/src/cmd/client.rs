@@ -162,7 +162,12 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if ids.as_ref().is_some_and(|v| !v.contains(&h.id)) {
             continue;
         }
-        s.push_str(&h.info_line(ctx.srv));
+        let obl = if h.id == ctx.cl.id {
+            pending_out(ctx)
+        } else {
+            0
+        };
+        s.push_str(&h.info_line_with(ctx.srv, obl));
         s.push('\n');
     }
     ctx.out.verbatim(s.as_bytes(), "txt");
@@ -221,10 +226,16 @@ fn unblock(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn info(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     show_running(ctx, "info");
     ctx.cl.handle.db.store(ctx.cl.db, Ordering::Relaxed);
-    let mut s = ctx.cl.handle.info_line(ctx.srv);
+    let mut s = ctx.cl.handle.info_line_with(ctx.srv, pending_out(ctx));
     s.push('\n');
     ctx.out.verbatim(s.as_bytes(), "txt");
     Ok(())
+}
+
+/// CLIENT LIST / INFO's `obl` of the running client: the replies of its batch written so
+/// far (Redis's fixed reply buffer, 16 KiB; what passes it goes to the reply list).
+fn pending_out(ctx: &Ctx<'_>) -> usize {
+    ctx.out.len().min(16 * 1024)
 }
 
 fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

@@ -57,6 +57,10 @@ pub struct ClientHandle {
     pub kind: AtomicU8,
     /// Output buffer over the soft limit since this unix ms (0 = not over).
     pub soft_since: AtomicU64,
+    /// The query buffer's bytes held and its allocation's free room (CLIENT LIST qbuf and
+    /// qbuf-free), published by the connection after each read and batch.
+    pub qbuf: AtomicUsize,
+    pub qbuf_free: AtomicUsize,
 }
 
 impl ClientHandle {
@@ -89,6 +93,8 @@ impl ClientHandle {
             monitor: AtomicBool::new(false),
             kind: AtomicU8::new(KIND_NORMAL),
             soft_since: AtomicU64::new(0),
+            qbuf: AtomicUsize::new(0),
+            qbuf_free: AtomicUsize::new(0),
         };
         (Arc::new(h), rx)
     }
@@ -160,6 +166,12 @@ impl ClientHandle {
 
     /// CLIENT LIST / CLIENT INFO line.
     pub fn info_line(&self, srv: &Server) -> String {
+        self.info_line_with(srv, 0)
+    }
+
+    /// The line with `obl`, the reply bytes waiting in the output buffer: known only to
+    /// the connection itself (CLIENT LIST / INFO about the client running them).
+    pub fn info_line_with(&self, srv: &Server, obl: usize) -> String {
         let now = now_ms();
         let mut flags = String::new();
         match self.kind.load(Ordering::Relaxed) {
@@ -194,7 +206,7 @@ impl ClientHandle {
             .unwrap_or_default();
         let idle = now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl={} oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -207,6 +219,9 @@ impl ClientHandle {
             self.psubs.load(Ordering::Relaxed),
             self.ssubs.load(Ordering::Relaxed),
             if self.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            self.qbuf.load(Ordering::Relaxed),
+            self.qbuf_free.load(Ordering::Relaxed),
+            obl,
             self.queued.load(Ordering::Relaxed),
             self.last_cmd.lock(),
             redir,

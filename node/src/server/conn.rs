@@ -179,16 +179,19 @@ async fn serve(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     share: &Share,
 ) -> std::io::Result<()> {
-    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut inbuf = BytesMut::with_capacity(QueryBuf::IO_LEN);
+    let mut qb = QueryBuf::new(&inbuf);
     let mut out = Out::new(false);
     let mut rd = Requests::default();
     // The argument view's allocation, reused by every request of the connection.
     let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
     let handle = cl.handle.clone();
+    qb.publish(&handle, &inbuf);
+    // The query buffer's resize check (Redis's clientsCron), armed while it holds memory.
+    let cron = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(cron);
+    let mut cron_armed = false;
     loop {
-        if inbuf.capacity() - inbuf.len() < 4096 {
-            inbuf.reserve(16 * 1024);
-        }
         if handle.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -219,12 +222,34 @@ async fn serve(
                 }
                 flush(sock, &mut out, srv, &handle, cl.aof_mark).await?;
             }
-            n = sock.read_buf(&mut inbuf) => {
+            _ = &mut cron, if cron_armed => {
                 share.unpark();
                 share.resume(srv, cl, &mut out);
-                let n = n?;
+                let idle_ms = now_ms().saturating_sub(handle.last_active_ms.load(Ordering::Relaxed));
+                cron_armed = qb.cron(&mut inbuf, idle_ms);
+                qb.publish(&handle, &inbuf);
+                if cron_armed {
+                    cron.as_mut().reset(tokio::time::Instant::now() + QueryBuf::CRON);
+                }
+            }
+            r = sock.readable() => {
+                share.unpark();
+                share.resume(srv, cl, &mut out);
+                r?;
+                // Room to read into (a buffer freed while idle is allocated again here).
+                qb.reserve(&mut inbuf, 4096);
+                let n = match sock.try_read_buf(&mut inbuf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                };
                 if n == 0 {
                     return Ok(());
+                }
+                qb.note_read(&handle, &inbuf);
+                if !cron_armed {
+                    cron_armed = true;
+                    cron.as_mut().reset(tokio::time::Instant::now() + QueryBuf::CRON);
                 }
                 if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
@@ -237,7 +262,8 @@ async fn serve(
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
-                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args).await?;
+                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args, &mut qb).await?;
+                qb.publish(&handle, &inbuf);
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
                 end_of_tick(handle.id, sock.as_raw_fd(), &mut out).await;
@@ -364,6 +390,78 @@ async fn flush(
     Ok(())
 }
 
+/// The query buffer's size as Redis manages and reports it (CLIENT LIST qbuf and
+/// qbuf-free; unit/querybuf): 16 KiB to start, grown by reads, freed after 2 s idle, and
+/// trimmed back toward the recent peak once it is more than twice that peak.
+struct QueryBuf {
+    /// The buffer's allocation: its capacity with nothing consumed.
+    alloc: usize,
+    /// The most the buffer held since the last check.
+    peak: usize,
+}
+
+impl QueryBuf {
+    /// Redis's PROTO_IOBUF_LEN: the room a read asks for.
+    const IO_LEN: usize = 16 * 1024;
+    /// Redis's PROTO_RESIZE_THRESHOLD: a buffer this large is trimmed toward its peak.
+    const RESIZE_THRESHOLD: usize = 32 * 1024;
+    /// How often a connection holding a buffer checks it (Redis's clientsCron visits a
+    /// client about this often when few are connected).
+    const CRON: Duration = Duration::from_millis(200);
+
+    fn new(inbuf: &BytesMut) -> QueryBuf {
+        QueryBuf {
+            alloc: inbuf.capacity(),
+            peak: 0,
+        }
+    }
+
+    /// Makes room for `min_free` more bytes (a 16 KiB step); a reserve that had to act
+    /// leaves the data at the start of the allocation, so the capacity is all of it.
+    fn reserve(&mut self, inbuf: &mut BytesMut, min_free: usize) {
+        if inbuf.capacity() - inbuf.len() < min_free {
+            inbuf.reserve(Self::IO_LEN);
+            self.alloc = inbuf.capacity();
+        }
+    }
+
+    fn note_read(&mut self, handle: &ClientHandle, inbuf: &BytesMut) {
+        self.peak = self.peak.max(inbuf.len());
+        self.publish(handle, inbuf);
+    }
+
+    fn publish(&self, handle: &ClientHandle, inbuf: &BytesMut) {
+        handle.qbuf.store(inbuf.len(), Ordering::Relaxed);
+        handle
+            .qbuf_free
+            .store(self.alloc.saturating_sub(inbuf.len()), Ordering::Relaxed);
+    }
+
+    /// Redis's clientsCronResizeQueryBuffer: with more than 4 KiB unused, an idle (over
+    /// 2 s) buffer keeps only its data, a big one shrinks to its recent peak. Returns
+    /// whether to check again (the buffer still holds memory).
+    fn cron(&mut self, inbuf: &mut BytesMut, idle_ms: u64) -> bool {
+        let len = inbuf.len();
+        if self.alloc.saturating_sub(len) > 4 * 1024 {
+            let target = if idle_ms / 1000 > 2 {
+                Some(len)
+            } else if self.alloc > Self::RESIZE_THRESHOLD && self.alloc / 2 > self.peak {
+                Some(len.max(self.peak))
+            } else {
+                None
+            };
+            if let Some(t) = target {
+                let mut fresh = BytesMut::with_capacity(t);
+                fresh.extend_from_slice(inbuf);
+                *inbuf = fresh;
+                self.alloc = inbuf.capacity();
+            }
+        }
+        self.peak = len;
+        self.alloc > 0
+    }
+}
+
 /// A connection's request parser and its look-ahead (which parses ahead with its own).
 #[derive(Default)]
 struct Requests {
@@ -381,6 +479,7 @@ async fn process(
     rd: &mut Requests,
     inbuf: &mut BytesMut,
     store: &mut Vec<&'static [u8]>,
+    qb: &mut QueryBuf,
 ) -> std::io::Result<bool> {
     loop {
         // One snapshot load per request for the settings this loop reads.
@@ -458,7 +557,7 @@ async fn process(
             Outcome::Close => return Ok(false),
             Outcome::Blocked(w) => {
                 flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
-                if !wait_blocked(srv, sock, cl, out, inbuf, w).await? {
+                if !wait_blocked(srv, sock, cl, out, inbuf, w, qb).await? {
                     return Ok(false);
                 }
             }
@@ -510,6 +609,7 @@ async fn wait_blocked(
     out: &mut Out,
     inbuf: &mut BytesMut,
     mut w: crate::blocking::WaitHandle,
+    qb: &mut QueryBuf,
 ) -> std::io::Result<bool> {
     let sleep = async {
         if w.timeout_ms == 0 {
@@ -558,9 +658,8 @@ async fn wait_blocked(
                     }
                     return Ok(false);
                 }
-                if inbuf.capacity() - inbuf.len() < 1024 {
-                    inbuf.reserve(16 * 1024);
-                }
+                qb.note_read(&cl.handle, inbuf);
+                qb.reserve(inbuf, 1024);
             }
         }
     }

@@ -256,3 +256,122 @@ fn client_subcommand_errors_like_redis() {
     let diffs = grid_diffs(&mut rc, &mut tc, &grid);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// `name=value` of one CLIENT LIST / INFO line.
+fn field(line: &str, name: &str) -> Option<String> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")).map(String::from))
+}
+
+fn text(r: Reply) -> String {
+    match r {
+        Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        r => panic!("not a bulk: {r:?}"),
+    }
+}
+
+/// CLIENT INFO / LIST show the query buffer holding the running request as Redis does
+/// (qbuf=26 for a lone CLIENT INFO, the whole pipeline when pipelined) and the output
+/// buffer fields of a client with nothing pending (unit/introspection's CLIENT LIST/INFO).
+#[test]
+fn client_info_buffers_like_redis() {
+    let [r, t] = both();
+    let mut seen = Vec::new();
+    for s in [&r, &t] {
+        let mut c = s.resp();
+        let mut v = Vec::new();
+        let info = text(c.cmd(&["CLIENT", "INFO"]));
+        let list = text(c.cmd(&["CLIENT", "LIST"]));
+        let two = c.pipeline(
+            [encode(&[b"CLIENT", b"INFO"]), encode(&[b"CLIENT", b"INFO"])].concat(),
+            2,
+        );
+        let two: Vec<String> = two.into_iter().map(text).collect();
+        for (i, line) in [&info, &list].into_iter().chain(&two).enumerate() {
+            for f in ["qbuf", "multi-mem", "obl", "oll", "omem", "events"] {
+                if i == 3 && f == "obl" {
+                    continue; // checked below
+                }
+                v.push(format!("{f}={:?}", field(line, f)));
+            }
+        }
+        // The second of the pipeline sees the first's reply waiting (its values, thus its
+        // length, differ between the servers): obl is that reply's size on the wire.
+        let first = two[0].len();
+        let wire = format!("${first}\r\n").len() + first + 2;
+        let obl = field(&two[1], "obl").and_then(|o| o.parse::<usize>().ok());
+        v.push(format!(
+            "obl of the 2nd = 1st reply's size: {}",
+            obl == Some(wire)
+        ));
+        seen.push(v);
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+/// qbuf + qbuf-free of the client named `name`, as unit/querybuf reads it.
+fn query_buffer(c: &mut Conn, name: &str) -> u64 {
+    let list = text(c.cmd(&["CLIENT", "LIST"]));
+    let line = list
+        .lines()
+        .find(|l| field(l, "name").as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("no client {name} in {list}"));
+    let n = |f| {
+        field(line, f)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    n("qbuf") + n("qbuf-free")
+}
+
+/// unit/querybuf's checks: a fresh client's buffer is 16..32 KiB, freed after 2 s idle; a
+/// buffer grown by a 400 kB request shrinks back toward its recent peak (not to 0) while
+/// the client keeps sending small requests.
+fn querybuf_behaviour(s: &Server) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut r = s.resp();
+    let mut c = s.resp();
+    c.cmd(&["CLIENT", "SETNAME", "test_client"]);
+    let orig = query_buffer(&mut r, "test_client");
+    v.push(format!(
+        "fresh in 16K..32K: {}",
+        (16384..32768).contains(&orig)
+    ));
+    let start = std::time::Instant::now();
+    let mut freed = false;
+    while start.elapsed() < Duration::from_secs(6) {
+        if query_buffer(&mut r, "test_client") == 0 {
+            freed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    v.push(format!("idle freed: {freed}"));
+    let mut c = s.resp();
+    c.cmd(&["CLIENT", "SETNAME", "big_client"]);
+    let big = "A".repeat(400_000);
+    c.cmd(&["SET", "x", &big]);
+    let orig = query_buffer(&mut r, "big_client");
+    v.push(format!("grown over 32K: {}", orig > 32768));
+    let small = "A".repeat(100);
+    let start = std::time::Instant::now();
+    let mut now = orig;
+    while start.elapsed() < Duration::from_secs(3) {
+        c.cmd(&["SET", "x", &small]);
+        now = query_buffer(&mut r, "big_client");
+        if now < orig {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    v.push(format!("shrunk, not to 0: {}", now > 0 && now < orig));
+    v
+}
+
+#[test]
+fn query_buffer_resizes_like_redis() {
+    let [r, t] = both();
+    let want = querybuf_behaviour(&r);
+    assert!(want.iter().all(|l| l.ends_with("true")), "redis: {want:?}");
+    assert_eq!(want, querybuf_behaviour(&t));
+}
