@@ -411,8 +411,12 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     // Position in stripe-major order: `pos / SLOTS_PER_STRIPE` is the stripe, the rest
     // its local slot, so one lock serves up to 16 slots.
     let mut pos = usize::try_from(cursor).unwrap_or(SLOTS).min(SLOTS);
+    let srv = ctx.srv;
     let mut out: Vec<Vec<u8>> = Vec::new();
     let mut visited = 0i64;
+    // Expired keys the pattern lets through, deleted as a lookup would (Redis's SCAN
+    // calls expireIfNeeded on them).
+    let mut dead: Vec<Vec<u8>> = Vec::new();
     while pos < SLOTS && visited < count {
         let sidx = pos / SLOTS_PER_STRIPE;
         let mut visit = |st: &mut crate::db::Stripe| {
@@ -424,16 +428,20 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 };
                 for (k, e) in &d.maps[local] {
                     visited += 1;
-                    if e.expire_at() != NO_EXPIRE && e.expire_at() <= now {
+                    if pat.as_ref().is_some_and(|p| !glob_match(p, k, false)) {
                         continue;
                     }
-                    if pat.as_ref().is_some_and(|p| !glob_match(p, k, false)) {
+                    if e.expire_at() != NO_EXPIRE && e.expire_at() <= now {
+                        dead.push(k.to_vec());
                         continue;
                     }
                     if ty.as_ref().is_some_and(|t| t != e.value.type_name()) {
                         continue;
                     }
                     out.push(k.to_vec());
+                }
+                for k in dead.drain(..) {
+                    expire_now(srv, st, db, &k);
                 }
             }
         };
@@ -449,9 +457,11 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// Expired keys met on the way are deleted, as Redis's dbRandomKey does.
 fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let db = ctx.ks.db;
     let now = ctx.ks.now;
+    let srv = ctx.srv;
     let mut rng = rand::rng();
     let start = rng.random_range(0..SLOTS);
     let mut found: Option<Vec<u8>> = None;
@@ -464,15 +474,16 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
             if m.is_empty() {
                 return None;
             }
-            let live: Vec<&crate::db::SBytes> = m
+            let (live, dead): (Vec<_>, Vec<_>) = m
                 .iter()
-                .filter(|(_, e)| e.expire_at() == NO_EXPIRE || e.expire_at() > now)
-                .map(|(k, _)| k)
-                .collect();
-            if live.is_empty() {
-                return None;
+                .partition(|(_, e)| e.expire_at() == NO_EXPIRE || e.expire_at() > now);
+            let pick = (!live.is_empty())
+                .then(|| live[rand::rng().random_range(0..live.len())].0.to_vec());
+            let dead: Vec<Vec<u8>> = dead.iter().map(|(k, _)| k.to_vec()).collect();
+            for k in dead {
+                expire_now(srv, st, db, &k);
             }
-            Some(live[rand::rng().random_range(0..live.len())].to_vec())
+            pick
         };
         found = match ctx.ks.locks.stripe(sidx) {
             Some(st) => pick(st),
@@ -487,6 +498,23 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         None => ctx.out.null(),
     }
     Ok(())
+}
+
+/// Deletes `key` of `db`, found past its TTL by SCAN or RANDOMKEY, as a lookup would
+/// (Redis's expireIfNeeded): counted, DEL to replicas and the AOF, the `expired` event. A
+/// replica leaves it to its master.
+fn expire_now(srv: &crate::server::Server, st: &mut crate::db::Stripe, db: usize, key: &[u8]) {
+    if srv.repl.is_replica() {
+        return;
+    }
+    let slot = crate::slot::key_hash_slot(key);
+    if st.remove(db, slot, key).is_some() {
+        srv.stats
+            .expired_keys
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::propagate::deleted(srv, db, key);
+        crate::notify::expired(srv, db, key);
+    }
 }
 
 /// `n` as a decimal argument.

@@ -625,3 +625,59 @@ fn smove_touches_the_destination_only_when_it_adds() {
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+fn expired_keys(c: &mut Conn) -> i64 {
+    let Reply::Bulk(info) = c.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats");
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|l| l.strip_prefix("expired_keys:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("expired_keys")
+}
+
+/// SCAN and RANDOMKEY delete the logically expired keys they meet (Redis's
+/// expireIfNeeded: counted in expired_keys, DEL propagated), with active expiry off.
+#[test]
+fn scan_and_randomkey_expire_what_they_meet() {
+    let args = [
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let (t, r) = (Server::tessera(&args), Server::redis(&args));
+    let mut diffs = Vec::new();
+    for cmd in [
+        &["SCAN", "0"][..],
+        &["SCAN", "0", "MATCH", "foo*"],
+        &["RANDOMKEY"],
+    ] {
+        let mut got = Vec::new();
+        for port in [t.port, r.port] {
+            let mut c = Conn::connect(port);
+            c.cmd(&["FLUSHALL"]);
+            c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+            c.cmd(&["SET", "foo1", "bar", "PX", "1"]);
+            c.cmd(&["SET", "foo2", "bar", "PX", "1"]);
+            c.cmd(&["SET", "other", "bar", "PX", "1"]);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let before = c.cmd(&["DBSIZE"]);
+            let expired0 = expired_keys(&mut c);
+            let reply = c.cmd(cmd).normalized(true);
+            let expired = expired_keys(&mut c) - expired0;
+            got.push((before, reply, c.cmd(&["DBSIZE"]), expired));
+            c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+        }
+        if got[0] != got[1] {
+            diffs.push(format!(
+                "{cmd:?}: tessera {:?}\n   redis {:?}",
+                got[0], got[1]
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
