@@ -1,4 +1,4 @@
-//! Replication commands: REPLICAOF / SLAVEOF, ROLE, SYNC, PSYNC, REPLCONF, WAIT.
+//! Replication commands: REPLICAOF / SLAVEOF, ROLE, SYNC, PSYNC, REPLCONF, WAIT, FAILOVER.
 //!
 //! SYNC, PSYNC and WAIT need the connection itself (it becomes a replica link, or waits for
 //! ACKs): their handlers leave a [`crate::repl::Pending`] that the connection runs next.
@@ -28,6 +28,14 @@ pub fn commands() -> Vec<CommandSpec> {
         )
         .group(g),
         CommandSpec::new("wait", 3, "noscript", none, wait).group("generic"),
+        CommandSpec::new(
+            "failover",
+            -1,
+            "admin noscript stale",
+            none,
+            repl::failover::command,
+        )
+        .group(g),
     ]
 }
 
@@ -115,6 +123,11 @@ fn sync(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 }
 
 fn psync(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    // FAILOVER from our master: we become a master before answering (repl::failover).
+    if args.len() > 3 && eq_ic(args[3], "failover") {
+        let from = ctx.cl.handle.addr.clone();
+        repl::failover::on_psync_failover(ctx.srv, args[1], &from).map_err(CmdError::msg)?;
+    }
     ctx.cl.pending = Some(Pending::Sync {
         psync: Some((
             Bytes::copy_from_slice(args[1]),

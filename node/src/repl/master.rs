@@ -205,6 +205,7 @@ pub fn start_cron(srv: &Arc<Server>) {
                 srv.repl.good_replicas.store(good, Ordering::Relaxed);
                 if !srv.repl.is_replica()
                     && !sh.replicas.is_empty()
+                    && !srv.repl.failover.active()
                     && now.saturating_sub(last_ping) >= period
                 {
                     last_ping = now;
@@ -212,6 +213,7 @@ pub fn start_cron(srv: &Arc<Server>) {
                 }
                 sh.offset
             };
+            super::failover::tick(&srv);
             if let Some(node) = srv.cluster.get() {
                 let replica = srv.repl.is_replica();
                 let up = srv.repl.link_up.load(Ordering::Relaxed);
@@ -345,6 +347,11 @@ pub async fn serve_replica(
     if !out.buf.is_empty() {
         sock.write_all(&out.buf).await?;
         out.buf.clear();
+    }
+    if srv.repl.failover.active() {
+        sock.write_all(b"-NOMASTERLINK Can't SYNC while failing over\r\n")
+            .await?;
+        return Ok(());
     }
     if srv.repl.is_replica() && !srv.repl.link_up.load(Ordering::Relaxed) {
         sock.write_all(b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n")

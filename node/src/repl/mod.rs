@@ -13,6 +13,7 @@
 pub mod backlog;
 pub mod commands;
 pub mod decoder;
+pub mod failover;
 pub mod master;
 pub mod replica;
 
@@ -130,6 +131,8 @@ pub struct Repl {
     pub restored: Mutex<Option<tessera_rdb::ReplAux>>,
     /// An ongoing SHUTDOWN's wait for replicas (persist::shutdown).
     pub shutdown: crate::persist::shutdown::ShutdownCtl,
+    /// FAILOVER's state (see [`failover`]).
+    pub failover: failover::FailoverCtl,
 }
 
 impl Default for Repl {
@@ -163,6 +166,7 @@ impl Default for Repl {
             master_db: AtomicUsize::new(0),
             restored: Mutex::new(None),
             shutdown: Default::default(),
+            failover: Default::default(),
         }
     }
 }
@@ -469,8 +473,12 @@ pub fn info(srv: &Server) -> String {
     };
     let _ = write!(
         s,
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n",
-        sh.replid, sh.replid2, sh.offset, sh.second_offset,
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n",
+        r.failover.phase().name(),
+        sh.replid,
+        sh.replid2,
+        sh.offset,
+        sh.second_offset,
     );
     s
 }

@@ -268,13 +268,26 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     if fresh {
         c.send(&[b"PSYNC", b"?", b"-1"]).await?;
     } else {
-        c.send(&[b"PSYNC", replid.as_bytes(), next.as_bytes()])
-            .await?;
+        let failing_over = srv.repl.failover.phase() == super::failover::Phase::InProgress;
+        let mut args: Vec<&[u8]> = vec![b"PSYNC", replid.as_bytes(), next.as_bytes()];
+        if failing_over {
+            args.push(b"FAILOVER");
+        }
+        c.send(&args).await?;
     }
     c.dec.expect_psync();
     let r = c.psync_reply().await?;
     if stale() {
         return Err(LinkError::Stale);
+    }
+    // The answer to a PSYNC FAILOVER ends the failover either way.
+    match &r {
+        Psync::Refused(_) if srv.repl.failover.phase() == super::failover::Phase::InProgress => {
+            super::failover::abort(srv, "Failover target rejected psync request");
+            return Err(LinkError::Stale);
+        }
+        Psync::Refused(_) => {}
+        _ => super::failover::psync_answered(srv),
     }
     match r {
         Psync::Full {

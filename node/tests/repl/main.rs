@@ -5,6 +5,7 @@ mod repl_basic;
 mod repl_bench;
 mod repl_cluster;
 mod repl_failover;
+mod repl_failover_cmd;
 mod repl_interop;
 mod repl_lifecycle;
 mod repl_repoint;
