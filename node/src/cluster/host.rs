@@ -148,6 +148,12 @@ impl tessera_cluster::Host for KeyspaceHost {
         }
     }
 
+    fn loading(&self) -> bool {
+        self.srv
+            .upgrade()
+            .is_some_and(|s| s.persist.loading.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     fn drop_packet_filter(&self) -> i64 {
         self.srv
             .upgrade()

@@ -524,3 +524,70 @@ fn drop_cluster_packet_filter_like_redis() {
     assert_eq!(want[2], "known 1 1", "redis-server: {want:?}");
     assert_eq!(packet_filter_view(tessera_bin()), want);
 }
+
+/// A redis-server master's CLUSTER SHARDS health of its replica (`bin`) while that replica
+/// loads a full sync slowly (key-load-delay): Redis 7.0's replica announces offset 0 while
+/// it loads, so its master shows it "loading" and CLUSTER SLOTS hides it
+/// (runtest-cluster 22-replica-in-sync, 28-cluster-shards).
+fn master_sees_replica_loading(bin: &'static str) -> bool {
+    let m = Proc::cluster(redis_bin(), "127.0.0.1", 3000);
+    let r = Proc::cluster(bin, "127.0.0.1", 3000);
+    assert_eq!(
+        m.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).trim(),
+        "OK"
+    );
+    join(&[&m, &r]);
+    wait_state_ok(&[&m, &r]);
+    let rid = r.myid();
+    assert_eq!(r.cli(&["CLUSTER", "REPLICATE", &m.myid()]).trim(), "OK");
+    let health = |want: &str| {
+        let Reply::Array(shards) = conn(&m).cmd(&["CLUSTER", "SHARDS"]) else {
+            return false;
+        };
+        format!("{shards:?}").contains(&format!(
+            "Bulk({:?}), Bulk({:?})",
+            b"health".to_vec(),
+            want.as_bytes().to_vec()
+        )) && format!("{shards:?}").contains(&format!("{:?}", rid.as_bytes().to_vec()))
+    };
+    wait_for(Duration::from_secs(30), "the replica is online", || {
+        health("online") && !health("loading")
+    });
+    let mut mc = conn(&m);
+    let value = "A".repeat(1024);
+    for j in 0..100 {
+        let k = format!("{{0}}{j}");
+        assert_eq!(mc.cmd(&["SET", &k, &value]), Reply::Simple("OK".into()));
+    }
+    for (k, v) in [
+        ("key-load-delay", "40000"),
+        ("loading-process-events-interval-bytes", "1024"),
+    ] {
+        assert_eq!(r.cli(&["CONFIG", "SET", k, v]).trim(), "OK");
+    }
+    assert_eq!(
+        m.cli(&["CONFIG", "SET", "repl-backlog-size", "16384"])
+            .trim(),
+        "OK"
+    );
+    // A full sync: the backlog cannot cover what the replica misses.
+    assert_eq!(m.cli(&["CLIENT", "KILL", "TYPE", "replica"]).trim(), "1");
+    for j in 0..100 {
+        let k = format!("{{0}}{j}");
+        assert_eq!(mc.cmd(&["SET", &k, &value]), Reply::Simple("OK".into()));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if health("loading") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn loading_replica_is_shown_loading_like_redis() {
+    assert!(master_sees_replica_loading(redis_bin()), "redis-server");
+    assert!(master_sees_replica_loading(tessera_bin()), "tessera-node");
+}

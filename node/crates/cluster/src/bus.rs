@@ -135,7 +135,9 @@ impl ClusterNode {
                 let mut live = s3.state.lock().config.clone();
                 s3.host.refresh_config(&mut live);
                 let replicating = s3.host.replication_master();
+                let loading = s3.host.loading();
                 locked(&s3, |st| {
+                    st.host_loading = loading;
                     st.config.apply_runtime(&live);
                     st.sync_myself_config();
                     if let Some(target) = replicating {

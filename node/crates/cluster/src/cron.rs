@@ -23,7 +23,12 @@ impl ClusterState {
             port: self.config.announced_port(),
             current_epoch: self.current_epoch,
             config_epoch: master.map(|m| m.config_epoch).unwrap_or(me.config_epoch),
-            offset: me.repl_offset,
+            // A loading replica has no master offset yet: peers show it as loading.
+            offset: if self.host_loading && me.is_replica() {
+                0
+            } else {
+                me.repl_offset
+            },
             sender: self.myself,
             slots,
             slaveof: if me.is_replica() {

@@ -83,6 +83,10 @@ pub trait Host: Send + Sync + 'static {
     fn drop_packet_filter(&self) -> i64 {
         -1
     }
+    /// True while the node loads a dataset (a replica's full sync); polled by the cron.
+    fn loading(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Host`] with an empty keyspace that drops published messages: for tests and tools.

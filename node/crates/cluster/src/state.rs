@@ -334,6 +334,9 @@ pub struct ClusterState {
     /// Incoming messages of this type are counted and dropped (DEBUG
     /// DROP-CLUSTER-PACKET-FILTER, set by the bus from the host; -1: none).
     pub drop_packet_filter: i64,
+    /// The host is loading a dataset (set by the cron): a replica then announces offset 0,
+    /// as Redis's replicationGetSlaveOffset while its master link is being rebuilt.
+    pub host_loading: bool,
 }
 
 impl ClusterState {
@@ -378,6 +381,7 @@ impl ClusterState {
             repl_target: None,
             repl_repair_after: 0,
             drop_packet_filter: -1,
+            host_loading: false,
         };
         let mut me = Node::new(myself, FLAG_MYSELF | FLAG_MASTER, now);
         st.fill_myself_addr(&mut me);
