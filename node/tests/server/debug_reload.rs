@@ -438,3 +438,59 @@ fn empty_stream_survives_rewrite_and_loadaof_like_redis() {
     );
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// unit/introspection's "CONFIG REWRITE sanity": DEBUG CONFIG-REWRITE-FORCE-ALL writes every
+/// option (defaults too) into the config file, and a restart from it has the very same
+/// CONFIG GET *.
+#[test]
+fn config_rewrite_force_all_like_redis() {
+    for launch in [Launch::redis, Launch::tessera] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = ports::free_port();
+        let path = dir.path().join("node.conf");
+        std::fs::write(
+            &path,
+            format!("port {port}\nbind 127.0.0.1\nsave \"\"\nenable-debug-command yes\nmaxmemory 100mb\n"),
+        )
+        .expect("config file");
+        let conf = path.display().to_string();
+        let mut s = launch()
+            .verbatim()
+            .dir(dir.path())
+            .cwd()
+            .args(&[conf.as_str()])
+            .start_at(port);
+        let all = |s: &Server| {
+            let Reply::Array(v) = s.resp().cmd(&["CONFIG", "GET", "*"]) else {
+                panic!("CONFIG GET *")
+            };
+            let mut pairs: Vec<(String, String)> = v
+                .chunks(2)
+                .map(|p| (R::from(p[0].clone()).s(), R::from(p[1].clone()).s()))
+                .collect();
+            pairs.sort();
+            pairs
+        };
+        let before = all(&s);
+        assert_eq!(
+            s.resp().cmd(&["DEBUG", "CONFIG-REWRITE-FORCE-ALL"]),
+            Reply::Simple("OK".into()),
+            "{}",
+            s.bin()
+        );
+        let text = std::fs::read_to_string(&path).expect("rewritten file");
+        assert!(
+            text.contains("hz 10"),
+            "{}: defaults written too:\n{text}",
+            s.bin()
+        );
+        s.restart_at(port);
+        let after = all(&s);
+        let changed: Vec<_> = before.iter().zip(&after).filter(|(a, b)| a != b).collect();
+        assert!(
+            before.len() == after.len() && changed.is_empty(),
+            "{}: {changed:?}",
+            s.bin()
+        );
+    }
+}

@@ -87,6 +87,11 @@ pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         encoding_probe(ctx, args[2], "listpack", "Listpack")?;
     } else if eq_ic(sub, "quicklist") && (n == 3 || n == 4) {
         encoding_probe(ctx, args[2], "quicklist", "Quicklist")?;
+    } else if eq_ic(sub, "config-rewrite-force-all") && n == 2 {
+        let c = ctx.srv.config.read().clone();
+        c.rewrite_force_all()
+            .map_err(|e| CmdError::msg(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}")))?;
+        ctx.out.ok();
     } else if eq_ic(sub, "stringmatch-test") && n == 2 {
         // Redis fuzzes its glob matcher here; ours is covered by its own tests.
         ctx.out
@@ -233,6 +238,9 @@ const HELP: &[&str] = &[
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
     "DIGEST",
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
