@@ -48,6 +48,9 @@ fn same(what: &str, setup: &[&[&str]], block: &[&str], steps: &[&[&str]]) -> Opt
     (want != got).then(|| format!("{what}:\n  redis   {want}\n  tessera {got}"))
 }
 
+/// A scenario: its name, the blocking command, the steps run meanwhile.
+type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a [&'a str]]);
+
 #[test]
 fn blocked_pops_wait_for_their_type_like_redis() {
     let replaced: &[&[&str]] = &[
@@ -69,7 +72,7 @@ fn blocked_pops_wait_for_their_type_like_redis() {
         &["ZADD", "k", "1", "bar"],
     ];
     let mut diffs = Vec::new();
-    let cases: Vec<(&str, &[&str], &[&[&str]])> = vec![
+    let cases: Vec<Case> = vec![
         ("BLPOP, LPUSH + DEL + SET", &["BLPOP", "k", "0"], replaced),
         (
             "BLMPOP, LPUSH + DEL + SET",

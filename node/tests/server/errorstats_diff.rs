@@ -98,12 +98,15 @@ fn same_counters(what: &str, setup: &[&[&str]], steps: &[&[&str]]) -> Vec<String
     diffs
 }
 
+/// A scenario: its name, its setup (before CONFIG RESETSTAT), its steps.
+type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a [&'a str]]);
+
 /// Failed calls (the command's own error) and refusals (unknown command, arity, OOM,
 /// MULTI queueing errors, EXECABORT, the pub/sub context), as unit/info checks them.
 #[test]
 fn errorstats_and_command_failures_match_redis() {
     let mut diffs = Vec::new();
-    let cases: &[(&str, &[&[&str]], &[&[&str]])] = &[
+    let cases: &[Case] = &[
         ("auth failure", &[], &[&["AUTH", "k"]]),
         (
             "failure inside MULTI/EXEC",
