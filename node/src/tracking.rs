@@ -325,6 +325,29 @@ pub fn remember<'k>(srv: &Server, id: u64, keys: impl IntoIterator<Item = &'k [u
     deliver(srv, list);
 }
 
+/// tracking-table-max-keys lowered while keys are tracked: Redis's serverCron evicts the
+/// excess (trackingLimitUsedSlots) without waiting for the next read. Called by the
+/// clients' periodic loop.
+pub fn enforce_limit(srv: &Server) {
+    if !live(srv) {
+        return;
+    }
+    let max = srv.config.read().typed.tracking_table_max_keys as usize;
+    if max == 0 {
+        return;
+    }
+    let list = {
+        let mut t = srv.tracking.tables.lock();
+        if t.table.len() <= max {
+            return;
+        }
+        let list = limit_table(&mut t, max);
+        t.update_live(&srv.tracking.live);
+        list
+    };
+    deliver(srv, list);
+}
+
 /// Evicts keys (sending their invalidations) until the table holds at most `max`, as
 /// redis's trackingLimitUsedSlots (which picks random keys; hash order here).
 fn limit_table(t: &mut Inner, max: usize) -> Vec<Delivery> {

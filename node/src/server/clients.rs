@@ -405,10 +405,13 @@ impl ClientRegistry {
     }
 }
 
-/// Closes clients idle longer than `timeout` seconds (not pub/sub or blocked ones).
+/// Every 500 ms: closes clients idle longer than `timeout` seconds (not pub/sub or blocked
+/// ones) and enforces tracking-table-max-keys (both parts of Redis's cron).
 pub async fn timeout_loop(srv: Arc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        // Also Redis's cron's tracking-table-max-keys check.
+        crate::tracking::enforce_limit(&srv);
         let t = srv.config.read().typed.timeout_secs;
         if t == 0 {
             continue;

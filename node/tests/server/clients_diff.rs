@@ -375,3 +375,47 @@ fn query_buffer_resizes_like_redis() {
     assert!(want.iter().all(|l| l.ends_with("true")), "redis: {want:?}");
     assert_eq!(want, querybuf_behaviour(&t));
 }
+
+/// Lowering tracking-table-max-keys evicts tracked keys (each sent as an invalidation) on
+/// the server's next cron, without waiting for another read (unit/tracking's "Tracking gets
+/// notification on tracking table key eviction", which hung).
+fn table_limit_invalidates(s: &Server) -> String {
+    let mut redir = s.resp();
+    let id = redir.cmd(&["CLIENT", "ID"]);
+    let id = id.as_int().expect("id").to_string();
+    assert_eq!(
+        redir
+            .cmd(&["SUBSCRIBE", "__redis__:invalidate"])
+            .normalized(false),
+        Reply::Array(vec![
+            Reply::Bulk(b"subscribe".to_vec()),
+            Reply::Bulk(b"__redis__:invalidate".to_vec()),
+            Reply::Int(1)
+        ])
+    );
+    let mut c = s.resp();
+    c.cmd(&["CLIENT", "TRACKING", "on", "REDIRECT", &id, "NOLOOP"]);
+    c.cmd(&["MSET", "key1", "1", "key2", "2"]);
+    c.cmd(&["MGET", "key1", "key2"]);
+    c.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    redir
+        .w
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut got = redir.read();
+    // ["message", "__redis__:invalidate", [key]]: which key is the server's pick.
+    if let Reply::Array(v) = &mut got {
+        if let Some(Reply::Array(keys)) = v.get_mut(2) {
+            let one = keys.len() == 1
+                && matches!(&keys[0], Reply::Bulk(k) if k == b"key1" || k == b"key2");
+            *keys = vec![Reply::Simple(format!("one of key1/key2: {one}"))];
+        }
+    }
+    format!("{got:?}")
+}
+
+#[test]
+fn tracking_table_limit_evicts_like_redis() {
+    let [r, t] = both();
+    assert_eq!(table_limit_invalidates(&r), table_limit_invalidates(&t));
+}
