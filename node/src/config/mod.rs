@@ -509,6 +509,10 @@ impl Config {
                 shown
             }
             Kind::Str if d.name == "cluster-announce-hostname" => {
+                // Redis's isValidAnnouncedHostname: under NET_HOST_STR_LEN (256) bytes.
+                if args[0].len() >= 256 {
+                    return Err("Hostnames must be less than 256 characters".into());
+                }
                 if !args[0]
                     .bytes()
                     .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')

@@ -591,3 +591,20 @@ fn loading_replica_is_shown_loading_like_redis() {
     assert!(master_sees_replica_loading(redis_bin()), "redis-server");
     assert!(master_sees_replica_loading(tessera_bin()), "tessera-node");
 }
+
+/// CONFIG SET cluster-announce-hostname validates as Redis 7.0 (isValidAnnouncedHostname):
+/// 256 characters or more, or a character outside [A-Za-z0-9.-], is refused with its text.
+#[test]
+fn announce_hostname_validation_like_redis() {
+    let replies = |s: &Server| {
+        let mut c = Conn::connect(s.port);
+        let long = "x".repeat(256);
+        let fits = "x".repeat(255);
+        [long.as_str(), fits.as_str(), "?.com", "abcXYZ-09.", ""]
+            .iter()
+            .map(|h| c.cmd(&["CONFIG", "SET", "cluster-announce-hostname", h]))
+            .collect::<Vec<_>>()
+    };
+    let want = replies(&Server::redis(&["--save", ""]));
+    assert_eq!(replies(&Server::tessera(&["--save", ""])), want);
+}
