@@ -442,6 +442,10 @@ impl<'a> KeyView<'a> {
         }
         let slot = self.slot_of(key);
         let db = self.db;
+        // A writable replica expires the TTLs its own clients set (Redis 7.0).
+        if at != NO_EXPIRE && !self.from_master && self.srv.repl.is_replica() {
+            self.srv.replica_ttls.remember(db, key);
+        }
         self.stripe(slot).set_expire(db, slot, key, at)
     }
 

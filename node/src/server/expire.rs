@@ -1,12 +1,13 @@
 //! The active expiry cycle: every 1/hz seconds, sweep stripes that hold keys with a TTL and
 //! drop the expired ones, one stripe lock at a time, within a CPU budget (25% of a tick).
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{now_ms, Server};
-use crate::db::STRIPES;
+use crate::db::{NO_EXPIRE, STRIPES};
 
 pub async fn active_expire_loop(srv: Arc<Server>) {
     let mut cursor = 0usize;
@@ -45,15 +46,56 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
     }
 }
 
+/// Keys a writable replica's own clients gave a TTL (Redis's `slaveKeysWithExpire`): the
+/// master never sends a DEL for them, so the replica's expiry cycle removes them.
+#[derive(Default)]
+pub struct ReplicaTtls(parking_lot::Mutex<HashSet<(usize, Vec<u8>)>>);
+
+impl ReplicaTtls {
+    /// Called when a replica's own client sets a TTL on `key` of `db`.
+    pub fn remember(&self, db: usize, key: &[u8]) {
+        self.0.lock().insert((db, key.to_vec()));
+    }
+
+    /// Removes the remembered keys that are past their TTL (Redis's `expireSlaveKeys`),
+    /// forgetting those gone or without a TTL; at most `MAX` checks per call.
+    fn sweep(&self, srv: &Server) {
+        const MAX: usize = 1000;
+        let batch: Vec<(usize, Vec<u8>)> = self.0.lock().iter().take(MAX).cloned().collect();
+        for (db, key) in batch {
+            let slot = crate::slot::key_hash_slot(&key);
+            let mut st = srv.ks.lock_stripe(crate::db::stripe_of(slot));
+            let at = st.get(db, slot, &key).map(|e| e.expire_at());
+            let keep = match at {
+                Some(at) if at != NO_EXPIRE && at <= now_ms() => {
+                    st.remove(db, slot, &key);
+                    srv.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+                    crate::propagate::deleted(srv, db, &key);
+                    crate::notify::expired(srv, db, &key);
+                    false
+                }
+                Some(at) => at != NO_EXPIRE,
+                None => false,
+            };
+            drop(st);
+            if !keep {
+                self.0.lock().remove(&(db, key));
+            }
+        }
+    }
+}
+
 /// Sweeps stripes from `cursor` until the budget is spent or a full round is done.
 /// Returns the next cursor.
 pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
-    // A replica's keys expire by its master's DEL (crate::repl), never by its own clock.
-    if srv.repl.is_replica() {
-        return cursor;
-    }
     // DEBUG SET-ACTIVE-EXPIRE 0: keys past their TTL go only when touched.
     if !srv.debug.active_expire.load(Ordering::Relaxed) {
+        return cursor;
+    }
+    // A replica's keys expire by its master's DEL (crate::repl), never by its own clock,
+    // except those its own clients gave a TTL.
+    if srv.repl.is_replica() {
+        srv.replica_ttls.sweep(srv);
         return cursor;
     }
     let start = Instant::now();

@@ -120,6 +120,8 @@ pub struct Server {
     pub default_user: auth::DefaultUserAuth,
     /// What DEBUG switched (SET-ACTIVE-EXPIRE and the like).
     pub debug: debug_switches::DebugSwitches,
+    /// Keys a writable replica's own clients gave a TTL (see `expire::ReplicaTtls`).
+    pub replica_ttls: expire::ReplicaTtls,
 }
 
 impl Server {
@@ -166,6 +168,7 @@ impl Server {
             acl_log: Default::default(),
             default_user: Default::default(),
             debug: Default::default(),
+            replica_ttls: Default::default(),
         };
         srv.config_changed();
         Arc::new(srv)

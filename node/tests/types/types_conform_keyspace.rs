@@ -681,3 +681,74 @@ fn scan_and_randomkey_expire_what_they_meet() {
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// On a writable replica, a key its own client gave a TTL is removed by the replica's
+/// active expiry (its master never sends a DEL for it), as Redis's slaveKeysWithExpire;
+/// a key with a TTL from the master stays until the master's DEL (here: no active expiry
+/// on the master, so it stays).
+#[test]
+fn writable_replica_expires_its_own_keys() {
+    let mut diffs = Vec::new();
+    for tessera in [true, false] {
+        let start = |args: &[&str]| {
+            if tessera {
+                Server::tessera(args)
+            } else {
+                Server::redis(args)
+            }
+        };
+        let base = [
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+        ];
+        let master = start(&base);
+        let port = master.port.to_string();
+        let mut args = base.to_vec();
+        args.extend([
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--replica-read-only",
+            "no",
+        ]);
+        let replica = start(&args);
+        let (mut m, mut r) = (Conn::connect(master.port), Conn::connect(replica.port));
+        m.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        m.cmd(&["SET", "frommaster", "v", "PX", "1"]);
+        m.cmd(&["SET", "marker", "v"]);
+        tessera_testkit::wait_until(
+            "replica in sync",
+            std::time::Duration::from_secs(20),
+            || r.cmd(&["DBSIZE"]) == Reply::Int(2),
+        );
+        let before = expired_keys(&mut r);
+        assert_eq!(
+            r.cmd(&["SET", "local", "v", "PX", "1"]),
+            Reply::Simple("OK".into())
+        );
+        let mut expired = false;
+        for _ in 0..200 {
+            if expired_keys(&mut r) > before {
+                expired = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        let name = if tessera { "tessera" } else { "redis" };
+        if !expired {
+            diffs.push(format!("{name}: the replica's own key was not expired"));
+        }
+        // The master's expired key stays on the replica (only the master expires it).
+        let held = r.cmd(&["DBSIZE"]);
+        if held != Reply::Int(2) {
+            diffs.push(format!(
+                "{name}: replica DBSIZE {held:?}, want 2 (the master's keys)"
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
