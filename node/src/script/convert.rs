@@ -169,6 +169,16 @@ fn parse_nested(
             t.raw_set(if kind == b'%' { "map" } else { "set" }, inner)?;
             Value::Table(t)
         }
+        // An attribute: not exposed to scripts (as Redis 7.0); the reply after it counts.
+        b'|' => {
+            let n = num(l).ok_or_else(bad)?;
+            for _ in 0..n.max(0).saturating_mul(2) {
+                if let Parsed::Err(_) = parse_reply(lua, r, pos, false)? {
+                    return Err(bad());
+                }
+            }
+            return parse_reply(lua, r, pos, top);
+        }
         _ => return Err(bad()),
     };
     Ok(Parsed::Val(v))

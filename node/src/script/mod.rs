@@ -214,6 +214,9 @@ pub(crate) struct RunSlot {
     current: std::cell::Cell<Option<(*mut (), bool)>>,
     /// The protocol the script asked for with `redis.setresp` (2 by default).
     pub(crate) resp: std::cell::Cell<u8>,
+    /// `redis.set_repl` flags for the writes that follow (REPL_ALL, 3, by default): with
+    /// REPL_NONE they reach neither replicas nor the AOF.
+    pub(crate) repl: std::cell::Cell<u8>,
     /// A function without `allow-cross-slot-keys` in cluster mode: the one slot its
     /// commands may use (-1 until the first keyed one). None: any local slot (EVAL).
     pub(crate) slot_rule: std::cell::Cell<Option<i32>>,
@@ -621,6 +624,7 @@ fn call_core(
         // SELECT inside a script changes the script's db only (Redis 7.0).
         let caller_db = ctx.cl.db;
         e.run.resp.set(2);
+        e.run.repl.set(3);
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
         let was_script = ctx.cl.in_script;
@@ -913,7 +917,13 @@ fn call_command(
     let at = ctx.out.len();
     ctx.out.resp3 = run.resp.get() == 3;
     ctx.ks.db = ctx.cl.db;
+    let propagated = ctx.ks.fx.exec_writes.len();
     crate::cmd::run_locked(ctx, cmd, &argv);
+    // redis.set_repl(redis.REPL_NONE): this write reaches neither replicas nor the AOF.
+    // (REPL_AOF and REPL_REPLICA alone still feed both: the feed has no per-target path.)
+    if run.repl.get() == 0 {
+        ctx.ks.fx.exec_writes.truncate(propagated);
+    }
     if cmd.has(flags::READONLY) && !cmd.has(flags::PUBSUB) {
         let keys = run.tracked_keys.borrow();
         if !keys.is_empty() {

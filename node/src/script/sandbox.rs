@@ -47,7 +47,6 @@ redis.status_reply = function(s)
   return {ok = s}
 end
 redis.replicate_commands = function() return true end
-redis.set_repl = function() end
 redis.breakpoint = function() return false end
 redis.debug = function() end
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
@@ -149,6 +148,32 @@ pub(crate) fn build(run: std::rc::Rc<super::RunSlot>) -> mlua::Result<(Lua, Tabl
                     "RESP version must be 2 or 3.".into(),
                 ))
             }
+        })?,
+    )?;
+    let repl_slot = run.clone();
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(move |lua, args: MultiValue| {
+            if args.len() != 1 {
+                // Redis 7.0's text.
+                return Err(mlua::Error::RuntimeError(
+                    "redis.set_repl() requires two arguments.".into(),
+                ));
+            }
+            // lua_tonumber, then C's cast to int: a non-number is 0 (REPL_NONE).
+            let n = args
+                .front()
+                .and_then(|v| lua.coerce_number(v.clone()).ok().flatten())
+                .unwrap_or(0.0);
+            let flags = n as i64;
+            if flags & !3 != 0 {
+                return Err(mlua::Error::RuntimeError(
+                    "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
+                        .into(),
+                ));
+            }
+            repl_slot.repl.set(flags as u8);
+            Ok(())
         })?,
     )?;
     redis.raw_set("REDIS_VERSION", crate::REDIS_VERSION)?;

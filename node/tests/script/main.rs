@@ -10,5 +10,6 @@ mod script_cluster_replica;
 mod script_cjson;
 mod script_libs;
 mod script_refusals;
+mod script_repl;
 mod script_tracking;
 mod scripting;

@@ -209,6 +209,16 @@ fn disable_deny_scripts_matches_redis() {
             "0",
         ],
         &["EVAL", "return type(redis.call('client', 'list'))", "0"],
+        &[
+            "EVAL",
+            "redis.setresp(3); return redis.call('debug', 'protocol', 'attrib')",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('debug', 'protocol', 'attrib')",
+            "0",
+        ],
         &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"],
         &["EVAL", "return redis.pcall('client', 'list')", "0"],
     ];

@@ -1,0 +1,86 @@
+//! `redis.set_repl`, compared with redis-server 7.0 (issue 18, unit/scripting): its
+//! argument checks, and REPL_NONE keeping a script's writes from its replica.
+
+use std::time::Duration;
+
+use tessera_testkit::diff::*;
+use tessera_testkit::*;
+
+#[test]
+fn set_repl_arguments_match_redis() {
+    let (t, r) = (tessera(), redis());
+    let (mut a, mut b) = (t.resp(), r.resp());
+    let scripts = [
+        "redis.set_repl()",
+        "redis.set_repl(12345)",
+        "redis.set_repl(1, 2)",
+        "redis.set_repl('a') return 1",
+        "redis.set_repl(1.5) return 1",
+        "redis.set_repl(-1) return 1",
+        "redis.set_repl(4) return 1",
+        "redis.set_repl(redis.REPL_ALL) return 1",
+        "return {redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL}",
+    ];
+    let mut fails = Vec::new();
+    for s in scripts {
+        let (x, y) = (a.cmd(&["EVAL", s, "0"]), b.cmd(&["EVAL", s, "0"]));
+        if x != y {
+            fails.push(format!("{s}\n  tessera: {x:?}\n  redis:   {y:?}"));
+        }
+    }
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
+/// What a replica of `bin` holds after a script that writes a, then b under REPL_NONE,
+/// then d under REPL_ALL again.
+fn replica_view(bin: &'static str) -> (Reply, Reply) {
+    let m = Launch::new(bin)
+        .args(&["--save", "", "--appendonly", "no"])
+        .start();
+    let port = m.port.to_string();
+    let r = Launch::new(bin)
+        .args(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ])
+        .start();
+    let mut mc = m.resp();
+    let mut rc = r.resp();
+    wait_until(
+        "the replica in sync",
+        Duration::from_secs(60),
+        || matches!(rc.cmd(&["INFO", "replication"]), Reply::Bulk(b) if String::from_utf8_lossy(&b).contains("master_link_status:up")),
+    );
+    mc.cmd(&[
+        "EVAL",
+        "redis.call('set','a','1'); redis.set_repl(redis.REPL_NONE); redis.call('set','b','2'); redis.set_repl(redis.REPL_ALL); redis.call('set','d','4')",
+        "0",
+    ]);
+    mc.cmd(&["SET", "done", "1"]);
+    wait_until("the writes on the replica", Duration::from_secs(60), || {
+        rc.cmd(&["GET", "done"]) == Reply::Bulk(b"1".to_vec())
+    });
+    (
+        mc.cmd(&["MGET", "a", "b", "d"]),
+        rc.cmd(&["MGET", "a", "b", "d"]),
+    )
+}
+
+#[test]
+fn repl_none_keeps_writes_from_the_replica_as_redis() {
+    let want = replica_view(redis_bin());
+    assert_eq!(
+        want.1,
+        Reply::Array(vec![
+            Reply::Bulk(b"1".to_vec()),
+            Reply::Null,
+            Reply::Bulk(b"4".to_vec())
+        ])
+    );
+    assert_eq!(replica_view(tessera_bin()), want);
+}
