@@ -261,6 +261,10 @@ pub struct AofState {
     /// aof-timestamp-enabled, and the second of the last `#TS:` annotation written.
     timestamps: AtomicBool,
     cur_ts: AtomicU64,
+    /// Unix seconds the running rewrite started (INFO aof_current_rewrite_time_sec).
+    rewrite_started: AtomicU64,
+    /// Rewrites failed in a row (INFO aof_rewrites_consecutive_failures).
+    pub consecutive_failures: AtomicU64,
 }
 
 impl Default for AofState {
@@ -292,6 +296,8 @@ impl Default for AofState {
             fsync_thread: AtomicBool::new(false),
             timestamps: AtomicBool::new(false),
             cur_ts: AtomicU64::new(0),
+            rewrite_started: AtomicU64::new(0),
+            consecutive_failures: AtomicU64::new(0),
         }
     }
 }
@@ -299,6 +305,15 @@ impl Default for AofState {
 impl AofState {
     pub fn enabled(&self) -> bool {
         self.on.load(Ordering::Relaxed)
+    }
+
+    /// Seconds the running rewrite has taken, -1 when none runs.
+    pub fn current_rewrite_secs(&self) -> i64 {
+        if !self.rewrite_in_progress.load(Ordering::Relaxed) {
+            return -1;
+        }
+        let now = crate::server::now_ms() / 1000;
+        now.saturating_sub(self.rewrite_started.load(Ordering::Relaxed)) as i64
     }
 
     /// INFO's aof_last_write_status: neither a write nor the last fsync failed.
@@ -992,6 +1007,8 @@ fn spawn_rewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
     };
     a.cancel.store(false, Ordering::Release);
     a.rewrite_scheduled.store(false, Ordering::Release);
+    a.rewrite_started
+        .store(crate::server::now_ms() / 1000, Ordering::Relaxed);
     let n = a.rewrites.fetch_add(1, Ordering::Relaxed) + 1;
     tracing::info!("Background append only file rewriting started by thread {n}");
     let srv2 = srv.clone();
@@ -1012,6 +1029,11 @@ fn spawn_rewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
             // Stopped on purpose is no failure (Redis's SIGUSR1 to its child).
             if !cancelled {
                 a.last_rewrite_ok.store(r.is_ok(), Ordering::Relaxed);
+                if r.is_ok() {
+                    a.consecutive_failures.store(0, Ordering::Relaxed);
+                } else {
+                    a.consecutive_failures.fetch_add(1, Ordering::Relaxed);
+                }
             }
             a.last_rewrite_time_sec
                 .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
@@ -1455,6 +1477,14 @@ pub fn cron(srv: &Arc<Server>) {
         tracing::info!(cur, base, "Starting automatic rewriting of AOF");
         let _ = bgrewrite(srv);
     }
+}
+
+/// The AOF was just turned on and its first rewrite has not finished (Redis's
+/// AOF_WAIT_REWRITE): the files do not hold the dataset yet (a shutdown must not exit).
+pub fn writing_initial(srv: &Server) -> bool {
+    let a = &srv.persist.aof;
+    // No files yet (the rewrite is scheduled behind a BGSAVE) counts too.
+    a.enabled() && a.files.lock().as_ref().is_none_or(|f| f.waiting)
 }
 
 /// At shutdown: a running rewrite is stopped, then whatever was appended is fsynced.

@@ -23,17 +23,17 @@ pub fn copy_stripe(srv: &Server, db: usize, idx: usize, now: u64, out: &mut Vec<
     copy_locked(&g, db, now, out);
 }
 
-/// Copies the live keys of `db` in a stripe the caller has locked.
-pub fn copy_locked(g: &crate::db::Stripe, db: usize, now: u64, out: &mut Vec<Copied>) {
+/// Copies the keys of `db` in a stripe the caller has locked. Keys whose TTL passed but
+/// that were not deleted yet are copied too, as Redis's rdbSaveRio and AOF rewrite do: the
+/// loader skips and counts them (INFO rdb_last_load_keys_expired). `_now` is kept for the
+/// callers' sake.
+pub fn copy_locked(g: &crate::db::Stripe, db: usize, _now: u64, out: &mut Vec<Copied>) {
     let Some(d) = g.db(db) else {
         return;
     };
     for m in d.maps.iter() {
         for (k, e) in m.iter() {
             let at = e.expire_at();
-            if at != NO_EXPIRE && at <= now {
-                continue;
-            }
             let exp = (at != NO_EXPIRE).then_some(at as i64);
             out.push((Bytes::copy_from_slice(k.as_slice()), to_rdb(&e.value), exp));
         }
@@ -184,16 +184,19 @@ pub fn load_rdb_stream<R: std::io::Read>(
     name: &str,
     keep_expired: bool,
 ) -> Result<(u64, R, Option<ReplAux>), PersistError> {
-    let err = |offset: u64, e| PersistError::Rdb {
-        path: name.to_string(),
-        offset,
-        source: e,
+    let err = |offset: u64, e| {
+        log_load_error(offset, &e);
+        PersistError::Rdb {
+            path: name.to_string(),
+            offset,
+            source: e,
+        }
     };
     let mut rd = RdbReader::new(r).map_err(|e| err(0, e))?;
     let ndb = srv.ks.databases();
     let now = if keep_expired { 0 } else { now_ms() };
     let lim = srv.type_limits();
-    let mut n = 0u64;
+    let (mut n, mut expired) = (0u64, 0u64);
     let (mut repl_id, mut repl_offset, mut stream_db) = (None, None, None);
     let text = |v: &Bytes| std::str::from_utf8(v).ok().map(str::to_string);
     let mut libraries = Vec::new();
@@ -226,7 +229,9 @@ pub fn load_rdb_stream<R: std::io::Read>(
                 if db >= ndb {
                     return Err(PersistError::TooManyDbs(ndb));
                 }
-                if insert_loaded(srv, db, &en.key, en.value, en.expire_ms, now, &lim) {
+                if en.expire_ms.is_some_and(|at| at <= now as i64) {
+                    expired += 1;
+                } else if insert_loaded(srv, db, &en.key, en.value, en.expire_ms, now, &lim) {
                     n += 1;
                 }
                 super::debug::key_load_delay(srv);
@@ -234,6 +239,12 @@ pub fn load_rdb_stream<R: std::io::Read>(
             Some(_) => {}
         }
     }
+    // INFO's rdb_last_load_keys_loaded / _expired, and Redis's closing line.
+    srv.persist.last_load_keys.store(n, Ordering::Relaxed);
+    srv.persist
+        .last_load_keys_expired
+        .store(expired, Ordering::Relaxed);
+    tracing::info!("Done loading RDB, keys loaded: {n}, keys expired: {expired}.");
     // The stream's libraries replace the current ones (a replica's full sync; at startup
     // there are none). One that fails stops the load, naming it, as in Redis.
     crate::script::function::load_from_rdb(&srv.scripts.functions, libraries).map_err(|m| {
@@ -256,12 +267,40 @@ pub fn load_rdb_stream<R: std::io::Read>(
     Ok((n, rd.into_inner(), repl))
 }
 
+/// Redis's log lines for an RDB that cannot be loaded (rdbLoadRio's and rdbReportError's
+/// words; the suites look for them in the log).
+fn log_load_error(offset: u64, e: &tessera_rdb::RdbError) {
+    use tessera_rdb::RdbError;
+    let reason = match e {
+        RdbError::Checksum { stored, computed } => {
+            tracing::warn!(
+                "Wrong RDB checksum expected: ({computed:x}) but got ({stored:x}). Aborting now."
+            );
+            "RDB CRC error".to_string()
+        }
+        RdbError::Truncated => {
+            tracing::warn!("Short read or OOM loading DB. Unrecoverable error, aborting now.");
+            "Unexpected EOF reading RDB file".to_string()
+        }
+        other => other.to_string(),
+    };
+    tracing::warn!(
+        "Internal error in RDB reading offset {offset}, function at rdb.c:0 -> {reason}"
+    );
+}
+
 /// Loads dump.rdb.
 #[tracing::instrument(skip(srv))]
 pub fn load_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
-    let f = File::open(path).map_err(|e| PersistError::Io {
-        path: path.display().to_string(),
-        source: e,
+    let f = File::open(path).map_err(|e| {
+        tracing::warn!(
+            "Fatal error loading the DB: {}. Exiting.",
+            super::aof::strerror(e.raw_os_error().unwrap_or(libc::EIO))
+        );
+        PersistError::Io {
+            path: path.display().to_string(),
+            source: e,
+        }
     })?;
     let (n, _, repl) = load_rdb_stream(
         srv,

@@ -5,4 +5,5 @@ mod aof_load_conform;
 mod aofrw_conform;
 mod persist_aof;
 mod persist_rdb;
+mod rdb_conform;
 mod short_load;

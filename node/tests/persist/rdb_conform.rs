@@ -1,0 +1,102 @@
+//! RDB loading as Redis 7.0 reports it (issue 18, Redis's integration/rdb): INFO's
+//! persistence fields and rdb_last_load_keys_loaded / _expired, and the log lines of a file
+//! with a bad checksum (the suite greps for "CRC error").
+
+use std::time::Duration;
+
+use tessera_testkit::*;
+
+fn field_names(s: &Server) -> Vec<String> {
+    let mut c = s.resp();
+    let Reply::Bulk(b) = c.cmd(&["INFO", "persistence"]) else {
+        panic!("INFO persistence is not a bulk string");
+    };
+    String::from_utf8_lossy(&b)
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// INFO persistence lists Redis 7.0's fields in its order, with the AOF on and off.
+#[test]
+fn info_persistence_fields_like_redis() {
+    for aof in ["no", "yes"] {
+        let [r, t] = [Launch::redis(), Launch::tessera()]
+            .map(|l| l.args(&["--save", "", "--appendonly", aof]).start());
+        assert_eq!(
+            field_names(&t),
+            field_names(&r),
+            "appendonly {aof}: tessera vs redis"
+        );
+    }
+}
+
+/// A restart reports the keys the load kept and those it skipped as expired.
+#[test]
+fn load_counts_kept_and_expired_keys_like_redis() {
+    let mut seen = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let mut s = l
+            .args(&["--save", "", "--enable-debug-command", "yes"])
+            .start();
+        let mut c = s.resp();
+        assert_eq!(
+            c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+            Reply::Simple("OK".into())
+        );
+        for i in 0..20 {
+            c.cmd(&["SET", &format!("k{i}"), "v"]);
+        }
+        for i in 0..7 {
+            c.cmd(&["SELECT", &(i % 3).to_string()]);
+            c.cmd(&["SET", &format!("e{i}"), "v", "PX", "100"]);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        c.cmd(&["SAVE"]);
+        drop(c);
+        s.restart();
+        let get = |f: &str| s.info("persistence", f).unwrap_or_default();
+        wait_until("loaded", Duration::from_secs(10), || get("loading") == "0");
+        seen.push((
+            get("rdb_last_load_keys_loaded"),
+            get("rdb_last_load_keys_expired"),
+        ));
+    }
+    assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
+    assert_eq!(seen[0], ("20".to_string(), "7".to_string()));
+}
+
+/// A dump whose checksum is wrong stops both servers, logging Redis's checksum line and
+/// "RDB CRC error".
+#[test]
+fn bad_checksum_is_logged_like_redis() {
+    // One dump (redis-server's) for both, so that the checksums are the same.
+    let src = Server::redis(&["--save", ""]);
+    let mut c = src.resp();
+    c.cmd(&["SET", "a", "1"]);
+    c.cmd(&["SAVE"]);
+    let mut dump = std::fs::read(src.dir.join("dump.rdb")).expect("dump.rdb");
+    let at = dump.len() - 8;
+    dump[at..].copy_from_slice(b"foobar00");
+    let mut seen = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("dump.rdb"), &dump).expect("write dump");
+        let exit = match l.dir(d.path()).args(&["--save", ""]).start_or_exit() {
+            Ok(_) => panic!("a server started on a dump with a bad checksum"),
+            Err(e) => e,
+        };
+        let checksum = exit
+            .output
+            .lines()
+            .find_map(|l| l.find("Wrong RDB checksum").map(|i| l[i..].to_string()))
+            .unwrap_or_default();
+        let crc = exit
+            .output
+            .lines()
+            .any(|l| l.contains("Internal error in RDB") && l.ends_with("-> RDB CRC error"));
+        seen.push((exit.failed(), checksum, crc));
+    }
+    assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
+    assert!(seen[0].2, "{seen:?}");
+}
