@@ -127,7 +127,10 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             let _ = write!(
                 s,
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
-                srv.clients.len(),
+                // Replica links are not counted (Redis: clients minus slaves).
+                srv.clients
+                    .len()
+                    .saturating_sub(srv.repl.shared.lock().replicas.len()),
                 srv.config.read().typed.maxclients,
                 srv.blocking.blocked_clients(),
                 crate::tracking::clients(ctx.srv),

@@ -223,6 +223,14 @@ async fn attempt(srv: &Arc<Server>) -> bool {
 fn final_save(srv: &Server) -> bool {
     use crate::persist::{SHUTDOWN_NOSAVE, SHUTDOWN_SAVE};
     let p = &srv.persist;
+    let force = srv.repl.shutdown.force.load(Ordering::Relaxed);
+    if crate::persist::aof::writing_initial(srv) {
+        if !force {
+            tracing::warn!("Writing initial AOF, can't exit.");
+            return false;
+        }
+        tracing::warn!("Writing initial AOF. Exit anyway.");
+    }
     let mode = p.shutdown_mode.load(Ordering::Relaxed);
     let wanted = match mode {
         SHUTDOWN_NOSAVE => false,
@@ -244,7 +252,7 @@ fn final_save(srv: &Server) -> bool {
             p.shutdown_mode.store(SHUTDOWN_NOSAVE, Ordering::Relaxed);
             true
         }
-        Err(e) if srv.repl.shutdown.force.load(Ordering::Relaxed) => {
+        Err(e) if force => {
             tracing::warn!(error = %e, "Error trying to save the DB. Exit anyway.");
             p.shutdown_mode.store(SHUTDOWN_NOSAVE, Ordering::Relaxed);
             true

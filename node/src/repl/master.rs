@@ -195,14 +195,9 @@ pub fn start_cron(srv: &Arc<Server>) {
                 if let Some(b) = sh.backlog.as_mut() {
                     b.resize(size);
                 }
-                let good = sh
-                    .replicas
-                    .iter()
-                    .filter(|r| {
-                        r.state.load(Ordering::Relaxed) == STATE_ONLINE && r.lag() <= max_lag
-                    })
-                    .count();
-                srv.repl.good_replicas.store(good, Ordering::Relaxed);
+                srv.repl
+                    .good_replicas
+                    .store(good_count(&sh, max_lag), Ordering::Relaxed);
                 if !srv.repl.is_replica()
                     && !sh.replicas.is_empty()
                     && !srv.repl.failover.active()
@@ -227,6 +222,14 @@ pub fn start_cron(srv: &Arc<Server>) {
             }
         }
     });
+}
+
+/// Online replicas whose last ACK is at most `max_lag` seconds old (min-replicas-to-write).
+pub fn good_count(sh: &Shared, max_lag: u64) -> usize {
+    sh.replicas
+        .iter()
+        .filter(|r| r.state.load(Ordering::Relaxed) == STATE_ONLINE && r.lag() <= max_lag)
+        .count()
 }
 
 /// REPLCONF options of a connection (before its PSYNC).

@@ -265,9 +265,18 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         return None;
     }
     if cmd.has(flags::WRITE) {
-        let min = srv.config.read().typed.min_replicas_to_write as usize;
+        let (min, max_lag) = {
+            let c = &srv.config.read().typed;
+            (c.min_replicas_to_write as usize, c.min_replicas_max_lag)
+        };
         if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
-            return Some("NOREPLICAS Not enough good replicas to write.");
+            // The cron's count may predate a CONFIG SET of min-replicas-*: recount before
+            // refusing (Redis refreshes the count when those change).
+            let good = master::good_count(&repl.shared.lock(), max_lag);
+            repl.good_replicas.store(good, Ordering::Relaxed);
+            if good < min {
+                return Some("NOREPLICAS Not enough good replicas to write.");
+            }
         }
     }
     None

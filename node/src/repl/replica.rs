@@ -632,8 +632,33 @@ fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]
         }
     }
     cl.now_ms = 0;
+    log_error_to_master(&out.buf, args);
     out.buf.clear();
     srv.repl.master_db.store(cl.db, Ordering::Relaxed);
     // SYNC/WAIT have no meaning on the master's link: never leave them to a client.
     cl.pending = None;
+}
+
+/// A command of our master's stream that failed here (data divergence: a writable
+/// replica's own key, a command we do not know): Redis 7.0 logs it as its afterErrorReply
+/// does, so the divergence shows in the log.
+fn log_error_to_master(reply: &[u8], args: &[&[u8]]) {
+    let Some(msg) = reply.strip_prefix(b"-") else {
+        return;
+    };
+    let end = msg
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(msg.len());
+    let text = String::from_utf8_lossy(&msg[..end]);
+    let name = if text.starts_with("ERR unknown command") {
+        "<unknown>".to_string()
+    } else {
+        args.first()
+            .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+            .unwrap_or_default()
+    };
+    tracing::warn!(
+        "== CRITICAL == This replica is sending an error to its master: '{text}' after processing the command '{name}'"
+    );
 }

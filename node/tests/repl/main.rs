@@ -4,6 +4,7 @@
 mod repl_basic;
 mod repl_bench;
 mod repl_cluster;
+mod repl_conform;
 mod repl_failover;
 mod repl_failover_cmd;
 mod repl_interop;

@@ -59,6 +59,10 @@ fn abort_while_waiting(tessera: bool) -> Vec<String> {
     wait_until("two blocked SHUTDOWNs", Duration::from_secs(10), || {
         info_of(&mut m, "clients", "blocked_clients").as_deref() == Some("2")
     });
+    seen.push(format!(
+        "connected_clients: {:?}",
+        info_of(&mut m, "clients", "connected_clients")
+    ));
     let left =
         info_of(&mut m, "server", "shutdown_in_milliseconds").and_then(|v| v.parse::<u64>().ok());
     seen.push(format!("waiting: {}", left.is_some_and(|ms| ms > 0)));
@@ -110,5 +114,40 @@ fn failed_save(tessera: bool) -> Vec<String> {
 fn failed_final_save_keeps_the_server_like_redis() {
     let theirs = failed_save(false);
     let ours = failed_save(true);
+    assert_eq!(ours, theirs);
+}
+
+/// The AOF just turned on and its first rewrite still running (slowed by
+/// rdb-key-save-delay): SHUTDOWN refuses to exit ("Writing initial AOF, can't exit."),
+/// SHUTDOWN NOSAVE FORCE exits anyway.
+fn initial_aof(tessera: bool) -> Vec<String> {
+    let mut srv = start(tessera, &["--save", ""]);
+    let mut c = srv.resp();
+    let mut seen = Vec::new();
+    for i in 0..5 {
+        seen.push(format!("{:?}", c.cmd(&["SET", &format!("k{i}"), "v"])));
+    }
+    seen.push(format!(
+        "{:?}",
+        c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"])
+    ));
+    seen.push(format!(
+        "{:?}",
+        c.cmd(&["CONFIG", "SET", "appendonly", "yes"])
+    ));
+    seen.push(format!("{:?}", c.cmd(&["SHUTDOWN"])));
+    seen.push(format!("{:?}", c.cmd(&["PING"])));
+    c.send(&["SHUTDOWN", "NOSAVE", "FORCE"]);
+    seen.push(format!(
+        "exited: {}",
+        srv.wait_exit(Duration::from_secs(10)).is_some()
+    ));
+    seen
+}
+
+#[test]
+fn initial_aof_rewrite_stops_shutdown_like_redis() {
+    let theirs = initial_aof(false);
+    let ours = initial_aof(true);
     assert_eq!(ours, theirs);
 }
