@@ -266,7 +266,7 @@ pub(crate) fn rand_count(b: &[u8]) -> Result<i64, CmdError> {
 /// whose double would overflow (checked after the syntax).
 pub(crate) fn check_pair_count(n: Option<i64>, pairs: bool) -> Result<(), CmdError> {
     match n {
-        Some(n) if pairs && (n < -(i64::MAX / 2) || n > i64::MAX / 2) => {
+        Some(n) if pairs && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&n) => {
             Err(CmdError::msg("ERR value is out of range"))
         }
         _ => Ok(()),
