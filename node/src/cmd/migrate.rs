@@ -98,7 +98,14 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ttl < 0 {
         return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
     }
-    let rv = tessera_rdb::restore_value(args[3]).map_err(|e| CmdError::msg(e.to_string()))?;
+    // DEBUG SET-SKIP-CHECKSUM-VALIDATION 1: the payload's CRC64 is not compared.
+    let check_crc = !ctx
+        .srv
+        .debug
+        .skip_checksum_validation
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let rv = tessera_rdb::restore_value_checked(args[3], tessera_rdb::RDB_VERSION, check_crc)
+        .map_err(|e| CmdError::msg(e.to_string()))?;
     let lim = ctx.limits();
     let Some(value) = convert::from_rdb(rv, &lim) else {
         return Err(CmdError::msg("ERR Bad data format"));

@@ -10,7 +10,8 @@ pub struct DebugSwitches {
     /// DEBUG SET-ACTIVE-EXPIRE: false stops the active expiry cycle (keys past their TTL
     /// then go only when touched).
     pub active_expire: AtomicBool,
-    /// DEBUG SET-SKIP-CHECKSUM-VALIDATION (recorded; RESTORE and RDB loads still check).
+    /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE does not compare the payload's CRC64
+    /// (RDB files are still checked).
     pub skip_checksum_validation: AtomicBool,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (recorded).
     pub disable_deny_scripts: AtomicBool,

@@ -494,3 +494,39 @@ fn config_rewrite_force_all_like_redis() {
         );
     }
 }
+
+/// DEBUG SET-SKIP-CHECKSUM-VALIDATION 1 (integration/corrupt-dump's setup): RESTORE takes a
+/// payload whose CRC64 is wrong (the version is still checked); 0 checks it again.
+#[test]
+fn skip_checksum_validation_like_redis() {
+    let [r, t] = both(&[]);
+    let mut diffs = Vec::new();
+    for s in [&r, &t] {
+        let mut c = s.resp();
+        c.cmd(&["RPUSH", "src", "a", "b", "c"]);
+        let Reply::Bulk(mut payload) = c.cmd(&["DUMP", "src"]) else {
+            panic!("DUMP")
+        };
+        let n = payload.len();
+        payload[n - 1] ^= 0xff;
+        let mut bad_version = payload.clone();
+        bad_version[n - 10] = 0xff;
+        let restore = |c: &mut Conn, key: &str, p: &[u8]| {
+            let mut out = Vec::new();
+            let args: [&[u8]; 4] = [b"RESTORE", key.as_bytes(), b"0", p];
+            c.raw_write(&tessera_testkit::resp::encode(&args));
+            out.push(c.read());
+            out
+        };
+        let mut got = Vec::new();
+        got.extend(restore(&mut c, "k1", &payload));
+        got.push(c.cmd(&["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1"]));
+        got.extend(restore(&mut c, "k2", &payload));
+        got.push(c.cmd(&["LRANGE", "k2", "0", "-1"]));
+        got.extend(restore(&mut c, "k3", &bad_version));
+        got.push(c.cmd(&["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "0"]));
+        got.extend(restore(&mut c, "k4", &payload));
+        diffs.push(got);
+    }
+    assert_eq!(diffs[1], diffs[0], "tessera-node vs redis-server");
+}

@@ -32,6 +32,16 @@ pub fn dump_value(v: &RdbValue) -> Vec<u8> {
 
 /// Checks a payload's footer: version ≤ `max_version` and a matching CRC64.
 pub fn verify_payload(payload: &[u8], max_version: u16) -> Result<(), RestoreError> {
+    verify_footer(payload, max_version, true)
+}
+
+/// [`verify_payload`], the CRC64 compared only with `check_crc` (Redis's DEBUG
+/// SET-SKIP-CHECKSUM-VALIDATION 1 turns it off; the version is always checked).
+pub fn verify_footer(
+    payload: &[u8],
+    max_version: u16,
+    check_crc: bool,
+) -> Result<(), RestoreError> {
     if payload.len() < 10 {
         return Err(RestoreError::VersionOrChecksum);
     }
@@ -39,6 +49,9 @@ pub fn verify_payload(payload: &[u8], max_version: u16) -> Result<(), RestoreErr
     let version = u16::from_le_bytes([payload[n - 10], payload[n - 9]]);
     if version > max_version {
         return Err(RestoreError::VersionOrChecksum);
+    }
+    if !check_crc {
+        return Ok(());
     }
     let mut stored = [0u8; 8];
     stored.copy_from_slice(&payload[n - 8..]);
@@ -58,7 +71,17 @@ pub fn restore_value_with_max_version(
     payload: &[u8],
     max_version: u16,
 ) -> Result<RdbValue, RestoreError> {
-    verify_payload(payload, max_version)?;
+    restore_value_checked(payload, max_version, true)
+}
+
+/// Decodes a DUMP payload; the CRC64 is compared only with `check_crc` (see
+/// [`verify_footer`]).
+pub fn restore_value_checked(
+    payload: &[u8],
+    max_version: u16,
+    check_crc: bool,
+) -> Result<RdbValue, RestoreError> {
+    verify_footer(payload, max_version, check_crc)?;
     let body = &payload[..payload.len() - 10];
     let mut src = Source::new(body);
     let ty = src.u8().map_err(RestoreError::BadData)?;

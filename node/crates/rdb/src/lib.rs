@@ -56,8 +56,8 @@ use crc::{Crc, CRC_64_REDIS};
 
 pub use atomic::{write_atomic, AtomicRdbFile};
 pub use dump::{
-    dump_value, dump_value_bytes, restore_value, restore_value_with_max_version, verify_payload,
-    RestoreError,
+    dump_value, dump_value_bytes, restore_value, restore_value_checked,
+    restore_value_with_max_version, verify_footer, verify_payload, RestoreError,
 };
 pub use error::{RdbError, Result};
 pub use reader::{read_entries, RdbEntry, RdbEvent, RdbReader, DEFAULT_MAX_READ_VERSION};

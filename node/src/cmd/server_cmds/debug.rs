@@ -278,7 +278,7 @@ const HELP: &[&str] = &[
     "    Sets the threshold for elements to be inserted as plain vs packed nodes",
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
     "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
-    "    Enables or disables checksum checks for RDB files and RESTORE's payload (recorded only).",
+    "    Enables or disables checksum checks for RESTORE's payload (RDB files: always checked).",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "STRINGMATCH-TEST",
