@@ -81,6 +81,9 @@ pub struct Tracking {
     /// Whether the tables hold anything: the write path's single relaxed load.
     live: AtomicBool,
     tables: Mutex<Inner>,
+    /// The table's key count as last seen by [`remember`] / [`enforce_limit`] (may run
+    /// high after invalidations): lets the per-command limit check skip the lock.
+    size: std::sync::atomic::AtomicUsize,
 }
 
 /// Whether any tracking state exists (the write path's single check).
@@ -320,32 +323,38 @@ pub fn remember<'k>(srv: &Server, id: u64, keys: impl IntoIterator<Item = &'k [u
             Vec::new()
         };
         t.update_live(&srv.tracking.live);
+        srv.tracking.size.store(t.table.len(), Ordering::Relaxed);
         list
     };
     deliver(srv, list);
 }
 
-/// tracking-table-max-keys lowered while keys are tracked: Redis's serverCron evicts the
-/// excess (trackingLimitUsedSlots) without waiting for the next read. Called by the
-/// clients' periodic loop.
-pub fn enforce_limit(srv: &Server) {
+/// tracking-table-max-keys lowered while keys are tracked: Redis evicts the excess
+/// (trackingLimitUsedSlots) from its cron and before each client command, without waiting
+/// for the next read. Called by the clients' periodic loop and the connection before each
+/// command; true when invalidations were sent.
+pub fn enforce_limit(srv: &Server) -> bool {
     if !live(srv) {
-        return;
+        return false;
     }
     let max = srv.config.read().typed.tracking_table_max_keys as usize;
-    if max == 0 {
-        return;
+    if max == 0 || srv.tracking.size.load(Ordering::Relaxed) <= max {
+        return false;
     }
     let list = {
         let mut t = srv.tracking.tables.lock();
-        if t.table.len() <= max {
-            return;
-        }
-        let list = limit_table(&mut t, max);
+        let list = if t.table.len() > max {
+            limit_table(&mut t, max)
+        } else {
+            Vec::new()
+        };
         t.update_live(&srv.tracking.live);
+        srv.tracking.size.store(t.table.len(), Ordering::Relaxed);
         list
     };
+    let sent = !list.is_empty();
     deliver(srv, list);
+    sent
 }
 
 /// Evicts keys (sending their invalidations) until the table holds at most `max`, as

@@ -410,8 +410,10 @@ impl ClientRegistry {
 pub async fn timeout_loop(srv: Arc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        // Also Redis's cron's tracking-table-max-keys check.
-        crate::tracking::enforce_limit(&srv);
+        // Also Redis's cron's tracking-table-max-keys check (not while DEBUG PAUSE-CRON).
+        if !srv.debug.pause_cron.load(Ordering::Relaxed) {
+            crate::tracking::enforce_limit(&srv);
+        }
         let t = srv.config.read().typed.timeout_secs;
         if t == 0 {
             continue;

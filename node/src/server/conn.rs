@@ -262,7 +262,7 @@ async fn serve(
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
-                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args, &mut qb).await?;
+                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args, &mut qb, rx).await?;
                 qb.publish(&handle, &inbuf);
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
@@ -480,6 +480,7 @@ async fn process(
     inbuf: &mut BytesMut,
     store: &mut Vec<&'static [u8]>,
     qb: &mut QueryBuf,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
 ) -> std::io::Result<bool> {
     loop {
         // One snapshot load per request for the settings this loop reads.
@@ -516,6 +517,14 @@ async fn process(
             inbuf.advance(len);
             ahead.consumed(len);
             continue;
+        }
+        // Redis's processCommand first evicts tracked keys past tracking-table-max-keys: an
+        // invalidation for this client goes out ahead of the command's reply.
+        if crate::tracking::enforce_limit(srv) {
+            while let Ok(m) = rx.try_recv() {
+                out.raw(&m);
+                cl.handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
+            }
         }
         let mark = out.buf.len();
         let outcome = loop {

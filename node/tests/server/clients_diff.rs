@@ -419,3 +419,44 @@ fn tracking_table_limit_evicts_like_redis() {
     let [r, t] = both();
     assert_eq!(table_limit_invalidates(&r), table_limit_invalidates(&t));
 }
+
+/// Redis evicts tracked keys past tracking-table-max-keys before each client command too
+/// (cron paused here): the invalidation reaches the client ahead of that command's reply,
+/// also for a command queued in MULTI (unit/tracking's "Regression test for #11715").
+fn table_limit_before_command(s: &Server) -> Vec<String> {
+    let mut r = s.resp();
+    r.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "2"]);
+    assert_eq!(
+        r.cmd(&["DEBUG", "PAUSE-CRON", "1"]),
+        Reply::Simple("OK".into())
+    );
+    let mut c = Conn::with_proto(s.port, true);
+    c.cmd(&["CLIENT", "TRACKING", "on"]);
+    c.cmd(&["MGET", "1{tag}", "2{tag}"]);
+    c.cmd(&["MULTI"]);
+    r.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    c.send(&["PING"]);
+    c.send(&["EXEC"]);
+    let mut v: Vec<String> = (0..3)
+        .map(|_| match c.read() {
+            // Which of the two keys goes is the server's pick.
+            Reply::Push(p) if p.len() == 2 => format!("push {:?} <key>", p[0]),
+            r => format!("{r:?}"),
+        })
+        .collect();
+    r.cmd(&["DEBUG", "PAUSE-CRON", "0"]);
+    v.push(format!("{:?}", c.cmd(&["PING"])));
+    v
+}
+
+#[test]
+fn tracking_table_limit_before_command_like_redis() {
+    let [r, t] = [Launch::redis(), Launch::tessera()].map(|l| {
+        l.args(&["--save", "", "--enable-debug-command", "yes"])
+            .start()
+    });
+    assert_eq!(
+        table_limit_before_command(&r),
+        table_limit_before_command(&t)
+    );
+}
