@@ -568,6 +568,11 @@ fn admit(
                 Reject::flagged(e.to_string())
             });
         }
+    } else {
+        // Every other command evicts too, and runs whatever the outcome (Redis's
+        // performEvictions before each command): a lowered maxmemory empties the keyspace
+        // down to it even when only reads follow.
+        let _ = crate::server::evict::ensure_memory(srv);
     }
     // A disk that cannot persist refuses writes, PING, and an EXEC with queued writes, as
     // redis's MISCONF (crate::persist::writes_denied: two atomic loads when all is well).

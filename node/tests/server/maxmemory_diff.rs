@@ -76,3 +76,35 @@ fn eviction_keeps_under_the_limit_like_redis() {
     });
     assert_eq!(got[0], got[1], "redis first, tessera second");
 }
+
+/// Every command evicts, not only the ones that may grow memory: lowering maxmemory then
+/// only reading (DBSIZE) still empties the keyspace down to the limit (unit/maxmemory
+/// "propagation with eviction"), and the reads are answered.
+#[test]
+fn reads_evict_too_like_redis() {
+    let [r, t] = [Launch::redis(), Launch::tessera()].map(|l| l.args(&["--save", ""]).start());
+    let got = [&r, &t].map(|s| {
+        let mut c = s.resp();
+        for k in ["asdf1", "asdf2", "asdf3"] {
+            c.cmd(&["SET", k, "1"]);
+        }
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        c.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(format!("{:?}", c.cmd(&["DBSIZE"])));
+        }
+        seen.push(format!("{:?}", c.cmd(&["GET", "asdf1"])));
+        c.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        let stats = match c.cmd(&["INFO", "stats"]) {
+            Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("INFO answered {other:?}"),
+        };
+        seen.push(format!(
+            "evicted_keys:{:?}",
+            info_field(&stats, "evicted_keys")
+        ));
+        seen.join(" ")
+    });
+    assert_eq!(got[0], got[1], "redis first, tessera second");
+}
