@@ -608,3 +608,73 @@ fn announce_hostname_validation_like_redis() {
     let want = replies(&Server::redis(&["--save", ""]));
     assert_eq!(replies(&Server::tessera(&["--save", ""])), want);
 }
+
+/// LOADING replies to CLUSTER NODES (sent back to back, as the cluster suite's helpers do)
+/// on a replica of `bin` while its master forces three full syncs.
+fn cluster_nodes_loading_during_syncs(bin: &'static str) -> usize {
+    let m = Proc::cluster(bin, "127.0.0.1", 3000);
+    let r = Proc::cluster(bin, "127.0.0.1", 3000);
+    assert_eq!(
+        m.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).trim(),
+        "OK"
+    );
+    join(&[&m, &r]);
+    wait_state_ok(&[&m, &r]);
+    assert_eq!(r.cli(&["CLUSTER", "REPLICATE", &m.myid()]).trim(), "OK");
+    let link_up = || {
+        info_field(&r.cli(&["INFO", "replication"]), "master_link_status").as_deref() == Some("up")
+    };
+    wait_for(Duration::from_secs(30), "the replica's link is up", link_up);
+    assert_eq!(
+        m.cli(&["CONFIG", "SET", "repl-backlog-size", "16384"])
+            .trim(),
+        "OK"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let port = r.port;
+    let spam = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = Conn::connect(port);
+            let mut loading = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Reply::Error(e) = c.cmd(&["CLUSTER", "NODES"]) {
+                    assert!(e.starts_with("LOADING"), "{e}");
+                    loading += 1;
+                }
+            }
+            loading
+        })
+    };
+    let mut mc = conn(&m);
+    let value = "A".repeat(1024);
+    for round in 0..3 {
+        // More than the backlog holds: the replica must sync in full.
+        for j in 0..40 {
+            let k = format!("{{0}}{round}:{j}");
+            assert_eq!(mc.cmd(&["SET", &k, &value]), Reply::Simple("OK".into()));
+        }
+        assert_eq!(m.cli(&["CLIENT", "KILL", "TYPE", "replica"]).trim(), "1");
+        std::thread::sleep(Duration::from_millis(200));
+        wait_for(Duration::from_secs(30), "the replica resynced", link_up);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spam.join().expect("spam thread")
+}
+
+/// A replica's full sync never answers LOADING to CLUSTER NODES (which reads no keys), as
+/// redis-server: runtest-cluster's cluster creation asks every node for CLUSTER NODES right
+/// after CLUSTER REPLICATE.
+#[test]
+fn cluster_nodes_not_loading_during_sync_like_redis() {
+    assert_eq!(
+        cluster_nodes_loading_during_syncs(redis_bin()),
+        0,
+        "redis-server"
+    );
+    assert_eq!(
+        cluster_nodes_loading_during_syncs(tessera_bin()),
+        0,
+        "tessera-node"
+    );
+}
