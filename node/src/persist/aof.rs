@@ -747,20 +747,26 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
         }
     })?;
     let order: Vec<AofFileInfo> = manifest.load_order().cloned().collect();
+    // Every file the manifest names must be there before any is loaded (Redis 7.0's
+    // getBaseAndIncrAppendOnlyFilesSize; a missing one is fatal, the last incr file too).
+    for fi in &order {
+        let p = dir.join(&fi.name);
+        if let Err(e) = std::fs::metadata(&p) {
+            tracing::warn!(
+                "Unable to obtain the AOF file {} length. stat: {}",
+                fi.name,
+                strerror(e.raw_os_error().unwrap_or(libc::ENOENT))
+            );
+            return Err(PersistError::Io {
+                path: p.display().to_string(),
+                source: e,
+            });
+        }
+    }
     let mut rp = Replayer::new();
     let mut total = 0;
     for (i, fi) in order.iter().enumerate() {
         let p = dir.join(&fi.name);
-        if !p.exists() {
-            // Redis tolerates a missing empty incr file only as the last one.
-            if i + 1 == order.len() && fi.kind == AofFileKind::Incr {
-                continue;
-            }
-            return Err(PersistError::Io {
-                path: p.display().to_string(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "AOF file missing"),
-            });
-        }
         let n = load_file(srv, &mut rp, &p, i + 1 == order.len())?;
         tracing::info!(file = %fi.name, commands = n, "AOF file loaded");
         total += file_len(&p);

@@ -166,3 +166,75 @@ fn timestamp_annotations_like_redis() {
     assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
     assert_eq!(seen[0], ("#TS".to_string(), "#TS".to_string()));
 }
+
+/// Starts a server on an appendonlydir holding `files` and `manifest`; the lines of its
+/// output that contain `needle` (message part only), or "started".
+fn refusal(launch: Launch, files: &[(&str, String)], manifest: &str, needle: &str) -> String {
+    let d = tempfile::tempdir().expect("tempdir");
+    let a = d.path().join("appendonlydir");
+    std::fs::create_dir_all(&a).expect("appendonlydir");
+    for (name, body) in files {
+        std::fs::write(a.join(name), body).expect("aof file");
+    }
+    std::fs::write(a.join("appendonly.aof.manifest"), manifest).expect("manifest");
+    match launch
+        .dir(d.path())
+        .args(&["--save", "", "--appendonly", "yes"])
+        .ready_within(Duration::from_secs(20))
+        .start_or_exit()
+    {
+        Ok(_) => "started".into(),
+        Err(exit) => {
+            // The distinct lines (this node also repeats its fatal error on stderr).
+            let lines: std::collections::BTreeSet<&str> = exit
+                .output
+                .lines()
+                .filter(|l| l.contains(needle))
+                .filter_map(|l| l.find(needle).map(|i| &l[i..]))
+                .collect();
+            format!("refused (failed: {}) {lines:?}", exit.failed())
+        }
+    }
+}
+
+/// A file the manifest names is missing (any of them, the last incr file too, in Redis
+/// 7.0.15), or the manifest has a blank line: the load is refused with Redis's line.
+#[test]
+fn missing_files_and_blank_manifest_lines_like_redis() {
+    let set = |k: &str| resp(&["set", k, "v"]);
+    let cases: Vec<(&str, Vec<(&str, String)>, String, &str)> = vec![
+        (
+            "incr 1 of 2 missing",
+            vec![
+                ("appendonly.aof.1.base.aof", set("k1")),
+                ("appendonly.aof.2.incr.aof", set("k2")),
+            ],
+            "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\nfile appendonly.aof.2.incr.aof seq 2 type i\n".into(),
+            "Unable to obtain the AOF file",
+        ),
+        (
+            "last incr missing",
+            vec![("appendonly.aof.1.base.aof", set("k1"))],
+            "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n".into(),
+            "Unable to obtain the AOF file",
+        ),
+        (
+            "blank line",
+            vec![
+                ("appendonly.aof.1.incr.aof", set("k1")),
+                ("appendonly.aof.3.incr.aof", set("k2")),
+            ],
+            "file appendonly.aof.1.incr.aof seq 1 type i\n\nfile appendonly.aof.3.incr.aof seq 3 type i\n".into(),
+            "Invalid AOF manifest file format",
+        ),
+    ];
+    let mut diffs = Vec::new();
+    for (what, files, manifest, needle) in &cases {
+        let want = refusal(Launch::redis(), files, manifest, needle);
+        let got = refusal(Launch::tessera(), files, manifest, needle);
+        if want != got || want == "started" {
+            diffs.push(format!("{what}:\n redis   {want}\n tessera {got}"));
+        }
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}

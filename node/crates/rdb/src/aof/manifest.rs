@@ -141,8 +141,13 @@ impl AofManifest {
             if raw.len() > MAX_LINE {
                 return Err(bad(ManifestFault::TooLong));
             }
-            if line.is_empty() || line.starts_with('#') {
+            // As Redis 7.0's loader: a comment starts at the line's first byte; a blank
+            // line is a format error.
+            if raw.starts_with('#') {
                 continue;
+            }
+            if line.is_empty() {
+                return Err(bad(ManifestFault::Format));
             }
             let args = split_args(line).ok_or_else(|| bad(ManifestFault::Format))?;
             if args.len() < 6 || args.len() % 2 != 0 {
@@ -355,6 +360,20 @@ fn split_args(line: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Redis 7.0 refuses a blank line (its suite: "can't load data when there are blank
+    /// lines in the manifest file"); only a line starting with `#` is a comment.
+    #[test]
+    fn blank_lines_are_refused_like_redis() {
+        let text = "file a.1.incr.aof seq 1 type i\n\nfile a.3.incr.aof seq 3 type i\n";
+        match AofManifest::parse(text) {
+            Err(ManifestError::Line { line, fault, .. }) => {
+                assert_eq!((line, fault), (2, ManifestFault::Format))
+            }
+            other => panic!("blank line accepted: {other:?}"),
+        }
+        assert!(AofManifest::parse("# c\nfile a.1.incr.aof seq 1 type i\n").is_ok());
+    }
 
     #[test]
     fn parse_and_write_redis_manifest() {
