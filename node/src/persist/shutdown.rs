@@ -115,10 +115,24 @@ pub async fn before_exit(srv: &Arc<Server>) {
     loop {
         let ctl = &srv.repl.shutdown;
         ctl.requested.store(true, Ordering::SeqCst);
-        if attempt(srv).await {
-            return;
+        let outcome = if cron_may_run(srv).await {
+            attempt(srv).await
+        } else {
+            Outcome::Aborted
+        };
+        match outcome {
+            Outcome::Exit => return,
+            Outcome::Failed => {
+                tracing::warn!(
+                    "Errors trying to shut down the server. Check the logs for more information."
+                );
+                give_up(srv);
+            }
+            Outcome::Aborted => {
+                tracing::warn!("Shutdown manually aborted.");
+                give_up(srv);
+            }
         }
-        give_up(srv);
         // The next request: a SHUTDOWN (its flag; a stale wake-up of a SHUTDOWN answered
         // with the error is skipped) or a signal.
         loop {
@@ -145,6 +159,33 @@ pub async fn before_exit(srv: &Arc<Server>) {
     }
 }
 
+/// How one try ended.
+enum Outcome {
+    /// The process exits now.
+    Exit,
+    /// A step failed (the final save, the first AOF rewrite still running).
+    Failed,
+    /// SHUTDOWN ABORT.
+    Aborted,
+}
+
+/// Redis runs a signal's shutdown (and the end of the wait for replicas) from serverCron:
+/// while DEBUG PAUSE-CRON holds the cron, the shutdown waits, and SHUTDOWN ABORT can still
+/// cancel it. False when it was aborted meanwhile.
+async fn cron_may_run(srv: &Server) -> bool {
+    let ctl = &srv.repl.shutdown;
+    while srv.debug.pause_cron.load(Ordering::Relaxed) {
+        if ctl.abort.load(Ordering::SeqCst) {
+            return false;
+        }
+        tokio::select! {
+            _ = ctl.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+    !ctl.abort.load(Ordering::SeqCst)
+}
+
 async fn recv(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
     match s {
         Some(s) => s.recv().await,
@@ -167,8 +208,8 @@ fn note_signal_flags(srv: &Server, flags: &str) {
     }
 }
 
-/// One try: true when the node is to exit now.
-async fn attempt(srv: &Arc<Server>) -> bool {
+/// One try: the wait for replicas, the failover when asked for, the final save.
+async fn attempt(srv: &Arc<Server>) -> Outcome {
     let p = &srv.persist;
     let ctl = &srv.repl.shutdown;
     let now = p.shutdown_now.load(Ordering::Relaxed);
@@ -192,8 +233,7 @@ async fn attempt(srv: &Arc<Server>) -> bool {
             notified.as_mut().enable();
             if ctl.abort.load(Ordering::SeqCst) {
                 ctl.deadline_ms.store(0, Ordering::Relaxed);
-                tracing::warn!("Shutdown manually aborted.");
-                return false;
+                return Outcome::Aborted;
             }
             if in_sync(srv, target) >= srv.repl.shared.lock().replicas.len()
                 || Instant::now() >= deadline
@@ -214,7 +254,11 @@ async fn attempt(srv: &Arc<Server>) -> bool {
     if failover && replicas > 0 {
         hand_over(srv, target).await;
     }
-    final_save(srv)
+    if final_save(srv) {
+        Outcome::Exit
+    } else {
+        Outcome::Failed
+    }
 }
 
 /// finishShutdown's save: dump.rdb when save points are configured (or SHUTDOWN SAVE),
@@ -267,7 +311,6 @@ fn final_save(srv: &Server) -> bool {
 /// Redis's cancelShutdown: writes resume, the flags are forgotten, every blocked SHUTDOWN
 /// answers the error.
 fn give_up(srv: &Server) {
-    tracing::warn!("Errors trying to shut down the server. Check the logs for more information.");
     let ctl = &srv.repl.shutdown;
     ctl.deadline_ms.store(0, Ordering::Relaxed);
     ctl.abort.store(false, Ordering::SeqCst);

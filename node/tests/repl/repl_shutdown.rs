@@ -151,3 +151,31 @@ fn initial_aof_rewrite_stops_shutdown_like_redis() {
     let ours = initial_aof(true);
     assert_eq!(ours, theirs);
 }
+
+/// A SIGTERM while DEBUG PAUSE-CRON holds the cron (where Redis runs a signal's shutdown)
+/// waits; SHUTDOWN ABORT cancels it and the server goes on.
+fn abort_paused_sigterm(tessera: bool) -> Vec<String> {
+    let srv = start(tessera, &["--save", "", "--enable-debug-command", "yes"]);
+    let mut c = srv.resp();
+    let mut seen = vec![format!("{:?}", c.cmd(&["DEBUG", "PAUSE-CRON", "1"]))];
+    srv.signal("TERM");
+    std::thread::sleep(Duration::from_millis(200));
+    seen.push(format!("{:?}", c.cmd(&["SHUTDOWN", "ABORT"])));
+    seen.push(format!("{:?}", c.cmd(&["DEBUG", "PAUSE-CRON", "0"])));
+    std::thread::sleep(Duration::from_millis(300));
+    seen.push(format!("{:?}", c.cmd(&["PING"])));
+    seen.push(format!("{:?}", c.cmd(&["SHUTDOWN", "ABORT"])));
+    let log = std::fs::read_to_string(srv.output_path()).unwrap_or_default();
+    seen.push(format!(
+        "aborted in the log: {}",
+        log.contains("Shutdown manually aborted")
+    ));
+    seen
+}
+
+#[test]
+fn shutdown_abort_cancels_a_sigterm_while_the_cron_is_paused_like_redis() {
+    let theirs = abort_paused_sigterm(false);
+    let ours = abort_paused_sigterm(true);
+    assert_eq!(ours, theirs);
+}
