@@ -23,6 +23,33 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
+/// CLUSTER subcommands that read no key: their answer cannot be half-loaded.
+const KEYLESS: &[&str] = &[
+    "nodes",
+    "info",
+    "slots",
+    "shards",
+    "myid",
+    "myshardid",
+    "links",
+    "keyslot",
+    "replicas",
+    "slaves",
+    "count-failure-reports",
+    "help",
+];
+
+/// True for a CLUSTER subcommand that reads no key (NODES, INFO, SLOTS...): a replica's
+/// load that started while it ran did not change its answer, so the dispatcher keeps it
+/// instead of answering LOADING (in Redis the load cannot start mid-command; the cluster
+/// suite asks a new replica for CLUSTER NODES right after CLUSTER REPLICATE).
+pub fn reads_no_keys(name: &str, args: &[&[u8]]) -> bool {
+    name == "cluster"
+        && args
+            .get(1)
+            .is_some_and(|s| KEYLESS.iter().any(|k| s.eq_ignore_ascii_case(k.as_bytes())))
+}
+
 fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let Some(node) = crate::cluster::node(ctx.srv) else {
         return Err(CmdError::msg(DISABLED));

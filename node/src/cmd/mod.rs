@@ -722,6 +722,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         && !cl.internal
         && srv.persist.load_epoch.load(Ordering::Relaxed) != load_epoch
         && denied_while_loading(cl, cmd)
+        && !crate::cluster::commands::reads_no_keys(cmd.name, args)
     {
         out.buf.truncate(mark);
         out.error(LOADING);

@@ -678,3 +678,51 @@ fn cluster_nodes_not_loading_during_sync_like_redis() {
         "tessera-node"
     );
 }
+
+/// As the cluster suite's create_cluster: each of `n` fresh nodes of `bin` is made a replica
+/// of one master and asked CLUSTER NODES right after, for 300 ms; the LOADING replies.
+fn cluster_nodes_loading_after_replicate(bin: &'static str, n: usize) -> usize {
+    let nodes: Vec<Proc> = (0..=n)
+        .map(|_| Proc::cluster(bin, "127.0.0.1", 3000))
+        .collect();
+    assert_eq!(
+        nodes[0]
+            .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+            .trim(),
+        "OK"
+    );
+    let refs: Vec<&Proc> = nodes.iter().collect();
+    join(&refs);
+    wait_state_ok(&refs);
+    let mid = nodes[0].myid();
+    let mut loading = 0;
+    for x in &nodes[1..] {
+        let mut c = conn(x);
+        assert_eq!(
+            c.cmd(&["CLUSTER", "REPLICATE", &mid]),
+            Reply::Simple("OK".into())
+        );
+        let until = std::time::Instant::now() + Duration::from_millis(300);
+        while std::time::Instant::now() < until {
+            if let Reply::Error(e) = c.cmd(&["CLUSTER", "NODES"]) {
+                assert!(e.starts_with("LOADING"), "{e}");
+                loading += 1;
+            }
+        }
+    }
+    loading
+}
+
+#[test]
+fn cluster_nodes_after_replicate_not_loading_like_redis() {
+    assert_eq!(
+        cluster_nodes_loading_after_replicate(redis_bin(), 5),
+        0,
+        "redis-server"
+    );
+    assert_eq!(
+        cluster_nodes_loading_after_replicate(tessera_bin(), 5),
+        0,
+        "tessera-node"
+    );
+}
