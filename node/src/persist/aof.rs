@@ -726,9 +726,11 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
             "appenddirname can't be a path, just a dirname",
         ));
     }
-    let dir = dir.join(dirname);
+    let root = dir;
+    let dir = root.join(&dirname);
     *srv.persist.aof.fsync.lock() = fsync;
     let mpath = dir.join(AofManifest::manifest_name(&prefix));
+    upgrade_old_aof(&root, &dir, &dirname, &prefix, &mpath)?;
     if !mpath.exists() {
         let rdb = super::rdb_path(srv);
         if rdb.exists() {
@@ -784,7 +786,8 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
     let incr = match manifest.incr.last().cloned() {
         Some(fi) => IncrFile::new(open_append(&dir.join(&fi.name))?, fi.seq),
         None => {
-            let seq = next_seq(manifest.base.as_ref().map(|b| b.seq).unwrap_or(0))?;
+            // Incr files count on their own (Redis's curr_incr_file_seq): the first is 1.
+            let seq = next_seq(manifest.incr.iter().map(|i| i.seq).max().unwrap_or(0))?;
             let name = AofManifest::incr_name(&prefix, seq);
             let file = open_append(&dir.join(&name))?;
             manifest.incr.push(AofFileInfo {
@@ -797,6 +800,60 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
         }
     };
     install(srv, dir, prefix, manifest, incr);
+    Ok(())
+}
+
+/// A Redis < 7.0 AOF (`appendfilename` in the server dir) is moved into the AOF directory
+/// as its base, as Redis 7.0's aofUpgradePrepare: when the directory or its manifest is
+/// missing, or the manifest names only that base and the directory lacks it (an upgrade
+/// that was interrupted).
+fn upgrade_old_aof(
+    root: &Path,
+    dir: &Path,
+    dirname: &str,
+    prefix: &str,
+    mpath: &Path,
+) -> Result<(), PersistError> {
+    let old = root.join(prefix);
+    if !old.is_file() {
+        return Ok(());
+    }
+    let upgrade = if !dir.is_dir() || !mpath.exists() {
+        true
+    } else {
+        let text = std::fs::read_to_string(mpath).map_err(io_err(mpath))?;
+        match AofManifest::parse(&text) {
+            Ok(m) => {
+                m.incr.is_empty()
+                    && m.base.as_ref().is_some_and(|b| b.name == prefix)
+                    && !dir.join(prefix).exists()
+            }
+            // The load reports it.
+            Err(_) => false,
+        }
+    };
+    if !upgrade {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        tracing::warn!("Can't open or create append-only dir {dirname}: {e}");
+        io_err(dir)(e)
+    })?;
+    let m = AofManifest {
+        base: Some(AofFileInfo {
+            name: prefix.to_string(),
+            seq: 1,
+            kind: AofFileKind::Base,
+        }),
+        incr: Vec::new(),
+        history: Vec::new(),
+    };
+    write_manifest(dir, prefix, &m)?;
+    std::fs::rename(&old, dir.join(prefix)).map_err(|e| {
+        tracing::warn!("Error trying to move the old AOF file {prefix} into dir {dirname}: {e}");
+        io_err(&old)(e)
+    })?;
+    tracing::info!("Successfully migrated an old-style AOF file ({prefix}) into the AOF directory ({dirname}).");
     Ok(())
 }
 

@@ -238,3 +238,51 @@ fn missing_files_and_blank_manifest_lines_like_redis() {
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// What a start over an old-style AOF (Redis < 7.0: `appendonly.aof` in the data dir) left:
+/// the keys, the appendonlydir's files and manifest, whether the old file is still there.
+fn upgraded(launch: Launch, manifest: Option<&str>) -> String {
+    let d = tempfile::tempdir().expect("tempdir");
+    let body = format!(
+        "{}{}",
+        resp(&["set", "k1", "v1"]),
+        resp(&["set", "k2", "v2"])
+    );
+    std::fs::write(d.path().join("appendonly.aof"), body).expect("old aof");
+    let a = d.path().join("appendonlydir");
+    if let Some(m) = manifest {
+        std::fs::create_dir_all(&a).expect("appendonlydir");
+        std::fs::write(a.join("appendonly.aof.manifest"), m).expect("manifest");
+    }
+    let s = launch
+        .dir(d.path())
+        .args(&["--save", "", "--appendonly", "yes"])
+        .start();
+    let mut c = s.resp();
+    let keys = (c.cmd(&["GET", "k1"]), c.cmd(&["GET", "k2"]));
+    let mut names: Vec<String> = std::fs::read_dir(&a)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let manifest = std::fs::read_to_string(a.join("appendonly.aof.manifest")).unwrap_or_default();
+    let old_left = d.path().join("appendonly.aof").exists();
+    format!("{keys:?} {names:?} {manifest:?} old file left: {old_left}")
+}
+
+/// Redis 7.0 moves an old-style AOF into the AOF directory as its base (fresh, or an
+/// upgrade interrupted after the manifest was written), then starts incr file 1.
+#[test]
+fn old_style_aof_upgrades_like_redis() {
+    for manifest in [None, Some("file appendonly.aof seq 1 type b\n")] {
+        let want = upgraded(Launch::redis(), manifest);
+        let got = upgraded(Launch::tessera(), manifest);
+        assert_eq!(
+            got, want,
+            "manifest before: {manifest:?}; tessera (left) vs redis (right)"
+        );
+    }
+}
