@@ -722,6 +722,14 @@ pub fn declares_writes(
     }
 }
 
+/// A replica whose link with its master is down, configured not to serve stale data.
+fn stale_replica(srv: &crate::server::Server) -> bool {
+    let repl = &srv.repl;
+    repl.is_replica()
+        && !repl.link_up.load(std::sync::atomic::Ordering::Relaxed)
+        && !srv.config.read().typed.replica_serve_stale_data
+}
+
 /// A subcommand Redis flags `noscript` of a container that dispatches its subcommands
 /// itself (no subcommand specs to carry the flag): CLUSTER RESET.
 fn noscript_sub(cmd: &crate::cmd::CommandSpec, argv: &[&[u8]]) -> bool {
@@ -877,6 +885,11 @@ fn call_command(
         .load(std::sync::atomic::Ordering::Relaxed);
     if cmd.has(flags::CONN) || (deny && (cmd.has(flags::NOSCRIPT) || noscript_sub(cmd, &argv))) {
         return fail("ERR This Redis command is not allowed from script");
+    }
+    // A replica whose link is down and must not serve stale data runs only stale-flagged
+    // commands from an allow-stale script (Redis's scriptVerifyAllowStale).
+    if !cmd.has(flags::STALE) && !ctx.cl.from_master && stale_replica(ctx.srv) {
+        return fail("ERR Can not execute the command on a stale replica");
     }
     if cmd.has(flags::WRITE) && read_only {
         return fail("ERR Write commands are not allowed from read-only scripts.");

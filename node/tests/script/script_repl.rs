@@ -84,3 +84,48 @@ fn repl_none_keeps_writes_from_the_replica_as_redis() {
     );
     assert_eq!(replica_view(tessera_bin()), want);
 }
+
+/// On a replica whose link is down with replica-serve-stale-data no, an allow-stale script
+/// may run but the commands it calls must be flagged stale themselves (Redis's
+/// scriptVerifyAllowStale): GET answers "Can not execute the command on a stale replica".
+#[test]
+fn stale_replica_script_calls_match_redis() {
+    let (t, r) = (tessera(), redis());
+    let lib = "#!lua name=test
+redis.register_function{function_name='f1', callback=function() return 'hello' end, flags={'no-writes'}}
+redis.register_function{function_name='f2', callback=function() return 'hello' end, flags={'allow-stale', 'no-writes'}}
+redis.register_function{function_name='f3', callback=function() return redis.call('get', 'x') end, flags={'allow-stale', 'no-writes'}}
+redis.register_function{function_name='f4', callback=function() return type(redis.call('info', 'server')) end, flags={'allow-stale', 'no-writes'}}
+redis.register_function{function_name='f5', callback=function() return redis.pcall('get', 'x') end, flags={'allow-stale', 'no-writes'}}";
+    let steps: &[&[&str]] = &[
+        &["FUNCTION", "LOAD", lib],
+        &["CONFIG", "SET", "replica-serve-stale-data", "no"],
+        &["REPLICAOF", "127.0.0.1", "1"],
+        &["FCALL", "f1", "0"],
+        &["FCALL", "f2", "0"],
+        &["FCALL", "f3", "0"],
+        &["FCALL", "f4", "0"],
+        &["FCALL", "f5", "0"],
+        &[
+            "EVAL",
+            "#!lua flags=allow-stale,no-writes\nreturn redis.call('get','x')",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "#!lua flags=allow-stale,no-writes\nreturn redis.pcall('ping')",
+            "0",
+        ],
+        &["REPLICAOF", "NO", "ONE"],
+        &["FCALL", "f3", "0"],
+    ];
+    let (mut a, mut b) = (t.resp(), r.resp());
+    let mut fails = Vec::new();
+    for s in steps {
+        let (x, y) = (a.cmd(s), b.cmd(s));
+        if x != y {
+            fails.push(format!("{s:?}\n  tessera: {x:?}\n  redis:   {y:?}"));
+        }
+    }
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
