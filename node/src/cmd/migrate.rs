@@ -105,7 +105,13 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .skip_checksum_validation
         .load(std::sync::atomic::Ordering::Relaxed);
     let rv = tessera_rdb::restore_value_checked(args[3], tessera_rdb::RDB_VERSION, check_crc)
-        .map_err(|e| CmdError::msg(e.to_string()))?;
+        .map_err(|e| {
+            // Redis logs why it refused the payload (its tests grep these lines).
+            if let tessera_rdb::RestoreError::BadData(why) = &e {
+                tracing::warn!("RESTORE: {}", why.log_line());
+            }
+            CmdError::msg(e.to_string())
+        })?;
     let lim = ctx.limits();
     let Some(value) = convert::from_rdb(rv, &lim) else {
         return Err(CmdError::msg("ERR Bad data format"));

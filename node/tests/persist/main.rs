@@ -3,6 +3,7 @@
 
 mod aof_load_conform;
 mod aofrw_conform;
+mod corrupt_restore;
 mod persist_aof;
 mod persist_rdb;
 mod rdb_conform;

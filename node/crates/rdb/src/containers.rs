@@ -58,22 +58,31 @@ fn sign_extend(v: u64, bits: u32) -> i64 {
 pub fn ziplist_entries(blob: &[u8]) -> Result<Vec<Bytes>> {
     let mut c = Cur::new(blob, "ziplist");
     let zlbytes = u32::from_le_bytes(c.arr()?) as usize;
-    let _zltail = u32::from_le_bytes(c.arr()?);
+    let zltail = u32::from_le_bytes(c.arr()?) as usize;
     let zllen = u16::from_le_bytes(c.arr()?);
     if zlbytes != blob.len() {
         return Err(c.err("zlbytes does not match blob size"));
     }
     let mut out = Vec::with_capacity(usize::from(zllen).min(blob.len()));
+    // Redis's deep check (ziplistValidateIntegrity): every entry's prevlen is the previous
+    // entry's size and zltail is the offset of the last entry (the header's end when empty).
+    let (mut prev_start, mut prev_size) = (c.p, 0usize);
     loop {
         if c.peek()? == 0xff {
             c.p += 1;
             break;
         }
+        let start = c.p;
         let prev = c.u8()?;
-        if prev == 0xfe {
-            c.take(4)?;
+        let prevlen = if prev == 0xfe {
+            u32::from_le_bytes(c.arr()?) as usize
         } else if prev == 0xff {
             return Err(c.err("bad prevlen"));
+        } else {
+            usize::from(prev)
+        };
+        if prevlen != prev_size {
+            return Err(c.err("prevlen does not match the previous entry"));
         }
         let enc = c.u8()?;
         let entry = match enc >> 6 {
@@ -106,9 +115,13 @@ pub fn ziplist_entries(blob: &[u8]) -> Result<Vec<Bytes>> {
             }
         };
         out.push(entry);
+        (prev_start, prev_size) = (start, c.p - start);
     }
     if !c.done() {
         return Err(c.err("data after end marker"));
+    }
+    if zltail != prev_start {
+        return Err(c.err("zltail is not the last entry's offset"));
     }
     if zllen != u16::MAX && usize::from(zllen) != out.len() {
         return Err(c.err("element count mismatch"));

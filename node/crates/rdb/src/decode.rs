@@ -1,5 +1,6 @@
 //! Decoding one RDB value of a given type from a [`Source`].
 
+use std::collections::HashSet;
 use std::io::Read;
 
 use bytes::Bytes;
@@ -30,6 +31,7 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
             Ok(if ty == TYPE_LIST {
                 RdbValue::List(v)
             } else {
+                no_dups(v.iter(), "Set")?;
                 RdbValue::Set(v)
             })
         }
@@ -48,6 +50,7 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
                 }
                 v.push((member, score));
             }
+            no_dups(v.iter().map(|p| &p.0), "Zset")?;
             Ok(RdbValue::ZSet(v))
         }
         TYPE_HASH => {
@@ -58,21 +61,51 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
                 let val = src.string()?;
                 v.push((f, val));
             }
+            no_dups(v.iter().map(|p| &p.0), "Hash")?;
             Ok(RdbValue::Hash(v))
         }
-        TYPE_HASH_ZIPMAP => Ok(RdbValue::Hash(zipmap_pairs(&src.string()?)?)),
-        TYPE_LIST_ZIPLIST => Ok(RdbValue::List(ziplist_entries(&src.string()?)?)),
-        TYPE_SET_INTSET => Ok(RdbValue::Set(intset_members(&src.string()?)?)),
-        TYPE_SET_LISTPACK => Ok(RdbValue::Set(listpack_entries(&src.string()?)?)),
-        TYPE_ZSET_ZIPLIST => zset_from_flat(ziplist_entries(&src.string()?)?),
-        TYPE_ZSET_LISTPACK => zset_from_flat(listpack_entries(&src.string()?)?),
-        TYPE_HASH_ZIPLIST => hash_from_flat(ziplist_entries(&src.string()?)?),
-        TYPE_HASH_LISTPACK => hash_from_flat(listpack_entries(&src.string()?)?),
+        TYPE_HASH_ZIPMAP => {
+            let pairs = labelled(zipmap_pairs(&src.string()?), "Zipmap")?;
+            labelled(no_dups(pairs.iter().map(|p| &p.0), "Zipmap"), "Zipmap")?;
+            Ok(RdbValue::Hash(pairs))
+        }
+        TYPE_LIST_ZIPLIST => Ok(RdbValue::List(labelled(
+            ziplist_entries(&src.string()?),
+            "Ziplist",
+        )?)),
+        TYPE_SET_INTSET => Ok(RdbValue::Set(labelled(
+            intset_members(&src.string()?),
+            "Intset",
+        )?)),
+        TYPE_SET_LISTPACK => {
+            let m = labelled(listpack_entries(&src.string()?), "Set listpack")?;
+            no_dups(m.iter(), "Set listpack")?;
+            Ok(RdbValue::Set(m))
+        }
+        TYPE_ZSET_ZIPLIST => labelled(
+            ziplist_entries(&src.string()?).and_then(|f| zset_from_flat(f, "Zset ziplist")),
+            "Zset ziplist",
+        ),
+        TYPE_ZSET_LISTPACK => labelled(
+            listpack_entries(&src.string()?).and_then(|f| zset_from_flat(f, "Zset listpack")),
+            "Zset listpack",
+        ),
+        TYPE_HASH_ZIPLIST => labelled(
+            ziplist_entries(&src.string()?).and_then(|f| hash_from_flat(f, "Hash ziplist")),
+            "Hash ziplist",
+        ),
+        TYPE_HASH_LISTPACK => labelled(
+            listpack_entries(&src.string()?).and_then(|f| hash_from_flat(f, "Hash listpack")),
+            "Hash listpack",
+        ),
         TYPE_LIST_QUICKLIST => {
             let nodes = src.len_usize()?;
             let mut v = Vec::new();
             for _ in 0..nodes {
-                v.extend(ziplist_entries(&src.string()?)?);
+                v.extend(labelled(
+                    ziplist_entries(&src.string()?),
+                    "Quicklist ziplist",
+                )?);
             }
             Ok(RdbValue::List(v))
         }
@@ -83,8 +116,14 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
                 let container = src.len()?;
                 let blob = src.string()?;
                 match container {
+                    // Redis refuses an empty node of either kind (rdbLoadObject).
+                    _ if blob.is_empty() => {
+                        return Err(RdbError::corrupt("Quicklist", "empty node"))
+                    }
                     QUICKLIST_NODE_PLAIN => v.push(blob),
-                    QUICKLIST_NODE_PACKED => v.extend(listpack_entries(&blob)?),
+                    QUICKLIST_NODE_PACKED => {
+                        v.extend(labelled(listpack_entries(&blob), "Quicklist listpack")?)
+                    }
                     c => {
                         return Err(RdbError::corrupt(
                             "quicklist",
@@ -109,7 +148,27 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
     }
 }
 
-fn zset_from_flat(flat: Vec<Bytes>) -> Result<RdbValue> {
+/// Redis refuses duplicate set members, hash fields and zset members in every encoding (a
+/// plain set/hash/zset always, a compact one under deep sanitization; we always check).
+fn no_dups<'a>(items: impl Iterator<Item = &'a Bytes>, what: &'static str) -> Result<()> {
+    let mut seen = HashSet::new();
+    for it in items {
+        if !seen.insert(&it[..]) {
+            return Err(RdbError::corrupt(what, "listpack with dup elements"));
+        }
+    }
+    Ok(())
+}
+
+/// Names the container a corrupt-blob error came from (Redis's "<what> integrity check failed").
+fn labelled<T>(r: Result<T>, what: &'static str) -> Result<T> {
+    r.map_err(|e| match e {
+        RdbError::Corrupt { detail, .. } => RdbError::Corrupt { what, detail },
+        other => other,
+    })
+}
+
+fn zset_from_flat(flat: Vec<Bytes>, what: &'static str) -> Result<RdbValue> {
     if flat.len() % 2 != 0 {
         return Err(RdbError::corrupt("zset", "odd number of elements"));
     }
@@ -121,10 +180,11 @@ fn zset_from_flat(flat: Vec<Bytes>) -> Result<RdbValue> {
             .ok_or_else(|| RdbError::corrupt("zset", "bad score"))?;
         v.push((m, score));
     }
+    no_dups(v.iter().map(|p| &p.0), what)?;
     Ok(RdbValue::ZSet(v))
 }
 
-fn hash_from_flat(flat: Vec<Bytes>) -> Result<RdbValue> {
+fn hash_from_flat(flat: Vec<Bytes>, what: &'static str) -> Result<RdbValue> {
     if flat.len() % 2 != 0 {
         return Err(RdbError::corrupt("hash", "odd number of elements"));
     }
@@ -133,6 +193,7 @@ fn hash_from_flat(flat: Vec<Bytes>) -> Result<RdbValue> {
     while let (Some(f), Some(val)) = (it.next(), it.next()) {
         v.push((f, val));
     }
+    no_dups(v.iter().map(|p| &p.0), what)?;
     Ok(RdbValue::Hash(v))
 }
 

@@ -28,6 +28,20 @@ pub enum RdbError {
 }
 
 impl RdbError {
+    /// The warning Redis logs when it refuses such data (its tests grep for these texts,
+    /// e.g. "Zset ziplist integrity check failed").
+    pub fn log_line(&self) -> String {
+        match self {
+            RdbError::Corrupt { what, detail } if detail.starts_with("Duplicate") => {
+                format!("{detail} ({what})")
+            }
+            RdbError::Corrupt { what, detail } => {
+                format!("{what} integrity check failed: {detail}")
+            }
+            other => other.to_string(),
+        }
+    }
+
     pub(crate) fn corrupt(what: &'static str, detail: impl Into<String>) -> Self {
         RdbError::Corrupt {
             what,

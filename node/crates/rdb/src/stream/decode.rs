@@ -20,7 +20,7 @@ use crate::value::{RdbStream, RdbStreamConsumer, RdbStreamGroup, StreamId};
 const MAX_PREALLOC: usize = 1024;
 
 fn corrupt(detail: impl Into<String>) -> RdbError {
-    RdbError::corrupt("stream", detail)
+    RdbError::corrupt("Stream listpack", detail)
 }
 
 /// Reads the body of a stream of type `ty` (15, 19 or 21).
@@ -121,7 +121,7 @@ fn read_group<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbStreamGroup> {
     for _ in 0..nconsumers {
         let cname = src.string()?;
         if !names.insert(cname.clone()) {
-            return Err(corrupt("duplicate consumer name"));
+            return Err(corrupt("Duplicate stream consumer detected"));
         }
         let seen_time = u64::from_le_bytes(src.array()?);
         let active_time = if ty == TYPE_STREAM_LISTPACKS_3 {
@@ -196,7 +196,10 @@ fn read_node(
     lp: &[u8],
     out: &mut Vec<(StreamId, Vec<(Bytes, Bytes)>)>,
 ) -> Result<()> {
-    let all = listpack_entries(lp)?;
+    let all = listpack_entries(lp).map_err(|e| match e {
+        RdbError::Corrupt { detail, .. } => RdbError::corrupt("Stream listpack", detail),
+        other => other,
+    })?;
     let total = all.len();
     if total == 0 {
         return Err(corrupt("empty listpack node"));
