@@ -246,7 +246,12 @@ pub use crate::server::clients::Pending;
 /// while its link is down; a master refuses writes without enough good replicas.
 pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'static str> {
     let repl = &srv.repl;
-    if cl.from_master || cl.id == repl.master_client.load(Ordering::Relaxed) && cl.id != 0 {
+    // The master's stream, and the server's own clients (the AOF replay: DEBUG LOADAOF on
+    // a read-only replica replays its writes, as Redis's fake AOF client does).
+    if cl.from_master
+        || cl.internal
+        || cl.id == repl.master_client.load(Ordering::Relaxed) && cl.id != 0
+    {
         return None;
     }
     if repl.is_replica() {

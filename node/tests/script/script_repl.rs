@@ -129,3 +129,38 @@ redis.register_function{function_name='f5', callback=function() return redis.pca
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
+
+/// DEBUG LOADAOF on a read-only replica replays the AOF's writes (FUNCTION LOAD, SET...):
+/// the replay is the server's own client, not refused as a write from a user (unit/functions
+/// "FUNCTION can processes create, delete and flush commands in AOF when doing debug
+/// loadaof in read-only slaves").
+#[test]
+fn loadaof_on_a_read_only_replica_matches_redis() {
+    let args = ["--enable-debug-command", "yes", "--appendonly", "yes"];
+    let (t, r) = (tessera_with(&args), Server::redis(&args));
+    let lib = "#!lua name=test\nredis.register_function('test', function() return 'hello' end)";
+    let steps: &[&[&str]] = &[
+        &["FUNCTION", "LOAD", lib],
+        &["SET", "k", "v"],
+        &["CONFIG", "SET", "replica-read-only", "yes"],
+        &["REPLICAOF", "127.0.0.1", "0"],
+        &["DEBUG", "LOADAOF"],
+        &["REPLICAOF", "NO", "ONE"],
+        &["FUNCTION", "LIST"],
+        &["GET", "k"],
+        &["FUNCTION", "DELETE", "test"],
+        &["REPLICAOF", "127.0.0.1", "0"],
+        &["DEBUG", "LOADAOF"],
+        &["REPLICAOF", "NO", "ONE"],
+        &["FUNCTION", "LIST"],
+    ];
+    let (mut a, mut b) = (t.resp(), r.resp());
+    let mut fails = Vec::new();
+    for s in steps {
+        let (x, y) = (a.cmd(s), b.cmd(s));
+        if x != y {
+            fails.push(format!("{s:?}\n  tessera: {x:?}\n  redis:   {y:?}"));
+        }
+    }
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
