@@ -180,13 +180,14 @@ async fn serve(
     share: &Share,
 ) -> std::io::Result<()> {
     let mut inbuf = BytesMut::with_capacity(QueryBuf::IO_LEN);
-    let mut qb = QueryBuf::new(&inbuf);
     let mut out = Out::new(false);
-    let mut rd = Requests::default();
-    // The argument view's allocation, reused by every request of the connection.
-    let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
+    let mut rd = Requests {
+        args: Vec::with_capacity(8),
+        qb: QueryBuf::new(&inbuf),
+        ..Default::default()
+    };
     let handle = cl.handle.clone();
-    qb.publish(&handle, &inbuf);
+    rd.qb.publish(&handle, &inbuf);
     // The query buffer's resize check (Redis's clientsCron), armed while it holds memory.
     let cron = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(cron);
@@ -226,8 +227,8 @@ async fn serve(
                 share.unpark();
                 share.resume(srv, cl, &mut out);
                 let idle_ms = now_ms().saturating_sub(handle.last_active_ms.load(Ordering::Relaxed));
-                cron_armed = qb.cron(&mut inbuf, idle_ms);
-                qb.publish(&handle, &inbuf);
+                cron_armed = rd.qb.cron(&mut inbuf, idle_ms);
+                rd.qb.publish(&handle, &inbuf);
                 if cron_armed {
                     cron.as_mut().reset(tokio::time::Instant::now() + QueryBuf::CRON);
                 }
@@ -237,7 +238,7 @@ async fn serve(
                 share.resume(srv, cl, &mut out);
                 r?;
                 // Room to read into (a buffer freed while idle is allocated again here).
-                qb.reserve(&mut inbuf, 4096);
+                rd.qb.reserve(&mut inbuf, 4096);
                 let n = match sock.try_read_buf(&mut inbuf) {
                     Ok(n) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -246,7 +247,7 @@ async fn serve(
                 if n == 0 {
                     return Ok(());
                 }
-                qb.note_read(&handle, &inbuf);
+                rd.qb.note_read(&handle, &inbuf);
                 if !cron_armed {
                     cron_armed = true;
                     cron.as_mut().reset(tokio::time::Instant::now() + QueryBuf::CRON);
@@ -262,8 +263,8 @@ async fn serve(
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
-                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, &mut args, &mut qb, rx).await?;
-                qb.publish(&handle, &inbuf);
+                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, rx).await?;
+                rd.qb.publish(&handle, &inbuf);
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
                 end_of_tick(handle.id, sock.as_raw_fd(), &mut out).await;
@@ -393,6 +394,7 @@ async fn flush(
 /// The query buffer's size as Redis manages and reports it (CLIENT LIST qbuf and
 /// qbuf-free; unit/querybuf): 16 KiB to start, grown by reads, freed after 2 s idle, and
 /// trimmed back toward the recent peak once it is more than twice that peak.
+#[derive(Default)]
 struct QueryBuf {
     /// The buffer's allocation: its capacity with nothing consumed.
     alloc: usize,
@@ -462,11 +464,16 @@ impl QueryBuf {
     }
 }
 
-/// A connection's request parser and its look-ahead (which parses ahead with its own).
+/// A connection's request parser and its look-ahead (which parses ahead with its own),
+/// the argument view's allocation and the query buffer's bookkeeping.
 #[derive(Default)]
 struct Requests {
     parser: Parser,
     ahead: Lookahead,
+    /// The argument view's allocation, reused by every request of the connection.
+    args: Vec<&'static [u8]>,
+    /// The query buffer's size bookkeeping.
+    qb: QueryBuf,
 }
 
 /// Executes every complete request in `inbuf`. Returns false when the connection must close
@@ -478,8 +485,6 @@ async fn process(
     out: &mut Out,
     rd: &mut Requests,
     inbuf: &mut BytesMut,
-    store: &mut Vec<&'static [u8]>,
-    qb: &mut QueryBuf,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
 ) -> std::io::Result<bool> {
     loop {
@@ -496,7 +501,12 @@ async fn process(
             max_bulk: max_bulk as i64,
             authenticated: cl.authenticated,
         };
-        let Requests { parser, ahead } = rd;
+        let Requests {
+            parser,
+            ahead,
+            args: store,
+            ..
+        } = rd;
         let len = match parser.parse(inbuf, lim) {
             Ok(None) => return Ok(true),
             Ok(Some(len)) => len,
@@ -566,7 +576,7 @@ async fn process(
             Outcome::Close => return Ok(false),
             Outcome::Blocked(w) => {
                 flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
-                if !wait_blocked(srv, sock, cl, out, inbuf, w, qb).await? {
+                if !wait_blocked(srv, sock, cl, out, inbuf, w, &mut rd.qb).await? {
                     return Ok(false);
                 }
             }
