@@ -66,6 +66,10 @@ pub(crate) fn read_value<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbValu
         }
         TYPE_HASH_ZIPMAP => {
             let pairs = labelled(zipmap_pairs(&src.string()?), "Zipmap")?;
+            // Redis's zipmapValidateIntegrity refuses a zipmap without entries.
+            if pairs.is_empty() {
+                return Err(RdbError::corrupt("Zipmap", "no entries"));
+            }
             labelled(no_dups(pairs.iter().map(|p| &p.0), "Zipmap"), "Zipmap")?;
             Ok(RdbValue::Hash(pairs))
         }
