@@ -185,7 +185,9 @@ pub fn save(srv: &Server) -> Result<u64, PersistError> {
         let _apply = srv.repl.apply_lock.lock();
         snapshot::write_rdb(srv, &path, srv.repl.save_info())
     } else {
-        snapshot::write_rdb(srv, &path, None)
+        // A master's history only while its writes are stopped (the shutdown's save):
+        // restarted, it lets its replicas continue (repl::Repl::master_save_info).
+        snapshot::write_rdb(srv, &path, srv.repl.master_save_info())
     };
     finish_save(srv, dirty, &r, started, false);
     r

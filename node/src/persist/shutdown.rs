@@ -46,6 +46,9 @@ pub struct ShutdownCtl {
     abort: AtomicBool,
     /// A SHUTDOWN with FORCE is under way: a failed save does not stop the exit.
     force: AtomicBool,
+    /// Client writes are stopped and drained (the shutdown's pause): the stream offset
+    /// matches the dataset, so the final save may record it.
+    writes_stopped: AtomicBool,
     /// Wakes the wait for replicas (SHUTDOWN ABORT).
     wake: Notify,
     /// Bumped each time a shutdown is given up; blocked SHUTDOWN callers then answer.
@@ -59,6 +62,7 @@ impl Default for ShutdownCtl {
             deadline_ms: AtomicU64::new(0),
             abort: AtomicBool::new(false),
             force: AtomicBool::new(false),
+            writes_stopped: AtomicBool::new(false),
             wake: Notify::new(),
             gave_up: watch::Sender::new(0),
         }
@@ -72,6 +76,11 @@ impl ShutdownCtl {
             0 => None,
             d => Some(d.saturating_sub(now_ms())),
         }
+    }
+
+    /// See `writes_stopped`.
+    pub fn writes_stopped(&self) -> bool {
+        self.writes_stopped.load(Ordering::SeqCst)
     }
 }
 
@@ -321,6 +330,7 @@ fn give_up(srv: &Server) {
         .store(crate::persist::SHUTDOWN_DEFAULT, Ordering::Relaxed);
     p.shutdown_now.store(false, Ordering::Relaxed);
     p.shutdown_failover.store(false, Ordering::Relaxed);
+    ctl.writes_stopped.store(false, Ordering::SeqCst);
     srv.pause.until.store(0, Ordering::SeqCst);
     srv.pause.write_only.store(false, Ordering::SeqCst);
     ctl.gave_up.send_modify(|n| *n = n.wrapping_add(1));
@@ -333,6 +343,10 @@ fn pause_writes(srv: &Server) -> u64 {
     srv.pause.until.store(u64::MAX, Ordering::SeqCst);
     // Every write runs with its stripes locked and feeds the stream before unlocking.
     drop(srv.ks.lock_all());
+    srv.repl
+        .shutdown
+        .writes_stopped
+        .store(true, Ordering::SeqCst);
     srv.repl.shared.lock().offset
 }
 

@@ -380,6 +380,11 @@ pub async fn serve_replica(
         handle: cl.handle.clone(),
     });
     let is_psync = psync.is_some();
+    srv.repl.adopt_restored_as_master(
+        backlog_size(srv),
+        srv.stats.dirty.load(Ordering::Relaxed),
+        srv.persist.last_load_keys_expired.load(Ordering::Relaxed),
+    );
     let cont = psync.and_then(|(id, off)| {
         let mut sh = srv.repl.shared.lock();
         try_continue(&mut sh, &info, &id, &off)

@@ -129,6 +129,9 @@ pub struct Repl {
     /// repl-stream-db aux fields), adopted by the first REPLICAOF so a restarted replica
     /// continues with a partial resync, as Redis 7.0 does.
     pub restored: Mutex<Option<tessera_rdb::ReplAux>>,
+    /// The dirty counter when replication started (after the load): see
+    /// [`Repl::adopt_restored_as_master`].
+    dirty_at_start: AtomicU64,
     /// An ongoing SHUTDOWN's wait for replicas (persist::shutdown).
     pub shutdown: crate::persist::shutdown::ShutdownCtl,
     /// FAILOVER's state (see [`failover`]).
@@ -165,6 +168,7 @@ impl Default for Repl {
             apply_lock: Mutex::new(()),
             master_db: AtomicUsize::new(0),
             restored: Mutex::new(None),
+            dirty_at_start: AtomicU64::new(0),
             shutdown: Default::default(),
             failover: Default::default(),
         }
@@ -212,6 +216,58 @@ impl Repl {
             .unwrap_or(0);
         let total = hist.max(pending);
         (hist, total, total - hist)
+    }
+
+    /// What the shutdown's final save of a master records (Redis 7.0 saves repl-id and
+    /// repl-offset for a master too): the stream offset, valid only while client writes
+    /// are stopped and drained, so that the restarted master lets its replicas continue.
+    pub fn master_save_info(&self) -> Option<tessera_rdb::ReplAux> {
+        if self.is_replica() || !self.shutdown.writes_stopped() {
+            return None;
+        }
+        let sh = self.shared.lock();
+        sh.backlog.as_ref()?;
+        Some(tessera_rdb::ReplAux {
+            stream_db: sh.last_db.unwrap_or(0) as u64,
+            repl_id: sh.replid.clone(),
+            repl_offset: sh.offset as i64,
+        })
+    }
+
+    /// A master restarted from a file that recorded its history (see
+    /// [`Repl::master_save_info`]) takes it as its second history at the first replica's
+    /// PSYNC, with a fresh replid and an empty backlog at that offset, as Redis 7.0 does at
+    /// load, so its replicas continue partially. A write since the start (the dirty
+    /// counter moved, `dirty`) makes the file's offset stale: it is dropped then; so do keys
+    /// the load dropped as expired (`expired_at_load`: Redis propagates their deletion into
+    /// the new backlog, which this node does not, so its replicas must resync fully).
+    pub fn adopt_restored_as_master(&self, backlog_size: usize, dirty: u64, expired_at_load: u64) {
+        if self.is_replica() {
+            return;
+        }
+        if dirty != self.dirty_at_start.load(Ordering::Relaxed) || expired_at_load > 0 {
+            self.restored.lock().take();
+            return;
+        }
+        let Some(r) = self.restored.lock().take() else {
+            return;
+        };
+        if r.repl_offset < 0 || r.repl_id.len() != 40 {
+            return;
+        }
+        let mut sh = self.shared.lock();
+        if sh.offset != 0 || sh.backlog.is_some() {
+            return;
+        }
+        tracing::info!(
+            replid2 = %r.repl_id,
+            offset = r.repl_offset,
+            "Restored the replication history of this master from the RDB file"
+        );
+        sh.replid2 = r.repl_id;
+        sh.offset = r.repl_offset as u64;
+        sh.second_offset = r.repl_offset + 1;
+        sh.ensure_backlog(backlog_size);
     }
 
     /// Adopts the history read from dump.rdb (see `restored`) if this node has none yet.
@@ -289,6 +345,9 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
 
 /// Starts replication at boot: the subscriber, the cron, and `replicaof` from the config.
 pub fn start(srv: &Arc<Server>) {
+    srv.repl
+        .dirty_at_start
+        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
     master::start_cron(srv);
     let target = srv.config.read().typed.replicaof.clone();
     if target.is_some() {

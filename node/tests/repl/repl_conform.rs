@@ -102,3 +102,81 @@ fn stream_errors_on_a_writable_replica_are_logged_like_redis() {
     let ours = divergence(true);
     assert_eq!(ours, theirs);
 }
+
+/// A master stopped with SHUTDOWN NOW (its final save records its replication history)
+/// and started again on the same port: its replica continues with a partial resync, the
+/// old history becoming the master's second one (Redis's psync2-master-restart).
+fn master_restart(tessera: bool) -> Vec<String> {
+    let args = [
+        "--save",
+        "3600 1",
+        "--repl-ping-replica-period",
+        "3600",
+        "--repl-timeout",
+        "3600",
+    ];
+    let mut master = if tessera {
+        Server::tessera(&args)
+    } else {
+        Server::redis(&args)
+    };
+    let replica = start(tessera);
+    let (mut m, mut r) = replica_of(&master, &replica);
+    for i in 0..100 {
+        m.cmd(&["SET", &format!("k{i}"), "v"]);
+    }
+    let off = |c: &mut Conn| info_of(c, "replication", "master_repl_offset");
+    wait_until("offsets match", Duration::from_secs(20), || {
+        let mo = off(&mut m);
+        mo.is_some() && mo == off(&mut r)
+    });
+    let replid = info_of(&mut m, "replication", "master_replid");
+    let at: u64 = off(&mut m).and_then(|v| v.parse().ok()).unwrap_or(0);
+    r.cmd(&["CONFIG", "RESETSTAT"]);
+    m.send(&["SHUTDOWN", "NOW"]);
+    let exited = master.wait_exit(Duration::from_secs(20)).is_some();
+    let port = master.port;
+    master.restart_at(port);
+    let mut m = master.resp();
+    wait_until("link up again", Duration::from_secs(30), || {
+        info_of(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+            && info_of(&mut m, "replication", "connected_slaves").as_deref() == Some("1")
+    });
+    vec![
+        format!("exited: {exited}"),
+        format!(
+            "new replid: {}",
+            info_of(&mut m, "replication", "master_replid") != replid
+        ),
+        format!(
+            "replid2 is the old one: {}",
+            info_of(&mut m, "replication", "master_replid2") == replid
+        ),
+        format!(
+            "offset kept: {}",
+            info_of(&mut m, "replication", "master_repl_offset") == Some(at.to_string())
+        ),
+        format!(
+            "second offset: {}",
+            info_of(&mut m, "replication", "second_repl_offset") == Some((at + 1).to_string())
+        ),
+        format!(
+            "replica partial: {:?} full: {:?}",
+            info_of(&mut r, "stats", "sync_partial_ok"),
+            info_of(&mut r, "stats", "sync_full")
+        ),
+        format!(
+            "master partial: {:?} full: {:?}",
+            info_of(&mut m, "stats", "sync_partial_ok"),
+            info_of(&mut m, "stats", "sync_full")
+        ),
+        format!("{:?}", m.cmd(&["DBSIZE"])),
+    ]
+}
+
+#[test]
+fn restarted_master_lets_its_replica_continue_like_redis() {
+    let theirs = master_restart(false);
+    let ours = master_restart(true);
+    assert_eq!(ours, theirs);
+}
