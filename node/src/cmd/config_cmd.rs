@@ -70,6 +70,10 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             String::from_utf8_lossy(args[2])
         )));
     }
+    let old_listen = {
+        let c = &ctx.srv.config.read().typed;
+        (c.bind.clone(), c.port)
+    };
     // Validate everything on a copy, then publish it whole (Redis 7 multi-set semantics).
     ctx.srv.config.update(|copy| {
         for p in args[2..].chunks(2) {
@@ -108,6 +112,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
         Ok(())
     })?;
+    listen_changed(ctx, args, old_listen)?;
     if args[2..]
         .chunks(2)
         .any(|p| p[0].eq_ignore_ascii_case(b"requirepass"))
@@ -116,6 +121,44 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     ctx.srv.config_changed();
     ctx.out.ok();
+    Ok(())
+}
+
+/// Rebinds the listeners after CONFIG SET port / bind, as Redis's updatePort / applyBind
+/// (port only when it changed, bind always); on failure the old values are put back, the
+/// old listeners keep serving, and the reply is Redis's error.
+fn listen_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, u16)) -> CmdResult {
+    let named = |n: &[u8]| args[2..].chunks(2).any(|p| p[0].eq_ignore_ascii_case(n));
+    let new = {
+        let c = &ctx.srv.config.read().typed;
+        (c.bind.clone(), c.port)
+    };
+    let (arg, reason) = if named(b"bind") {
+        ("bind", "Failed to bind to specified addresses.")
+    } else if named(b"port") && new.1 != old.1 {
+        ("port", "Unable to listen on this port. Check server logs.")
+    } else {
+        return Ok(());
+    };
+    let res = ctx
+        .srv
+        .listeners
+        .rebind(ctx.srv, (&new.0, new.1), (&old.0, old.1));
+    if res.is_err() {
+        tracing::warn!(
+            "Failed applying new configuration. Possibly related to new {arg} setting. Restoring previous settings."
+        );
+        let (bind, port) = (old.0.clone(), old.1.to_string());
+        ctx.srv.config.update(|c| {
+            let words: Vec<String> = bind.split_whitespace().map(String::from).collect();
+            c.set_directive("bind", &words)
+                .and_then(|_| c.set_directive("port", &[port]))
+                .map_err(CmdError::msg)
+        })?;
+        return Err(CmdError::msg(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{arg}') - {reason}"
+        )));
+    }
     Ok(())
 }
 

@@ -107,8 +107,8 @@ const MEM_I64: Kind = Kind::Mem {
 // Every directive tessera-node accepts, one line each: the typed field readers use, its
 // type, then the name, kind and default (`im`: can't be changed with CONFIG SET).
 directives! {
-    port: u16 = im("port", Kind::Int { min: 0, max: 65535 }, "6379");
-    bind: String = im("bind", Kind::Special, "* -::*");
+    port: u16 = d("port", Kind::Int { min: 0, max: 65535 }, "6379");
+    bind: String = d("bind", Kind::Special, "* -::*");
     protected_mode: bool = d("protected-mode", Kind::Bool, "yes");
     requirepass: String = d("requirepass", Kind::Str, "");
     maxclients: u64 = d("maxclients", Kind::Int { min: 1, max: u32::MAX as i64 }, "10000");

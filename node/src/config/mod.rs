@@ -668,11 +668,11 @@ impl Config {
                 self.values.insert(name, shown.join(" "));
             }
             "bind" => {
-                if args.is_empty() {
-                    return Err("wrong number of arguments".into());
-                }
+                // No address (or one empty word, Redis's `bind ""`) listens on no TCP
+                // address; CONFIG SET bind "" relies on it.
+                let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
                 self.bind_explicit = true;
-                self.values.insert(name, args.join(" "));
+                self.values.insert(name, words.join(" "));
             }
             "save" => {
                 let joined: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();

@@ -7,6 +7,7 @@ pub mod conn;
 pub mod debug_switches;
 pub mod evict;
 pub mod expire;
+pub mod listen;
 pub mod prefetch;
 pub mod spin;
 pub mod stats;
@@ -87,6 +88,8 @@ pub struct Server {
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
     pub port: AtomicU32,
+    /// The client listeners (CONFIG SET port / bind rebinds them).
+    pub listeners: listen::Listeners,
     /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
     pub prefetch_active: AtomicBool,
     /// The node has a whole CPU for each busy-polling I/O thread beside one for everything
@@ -153,6 +156,7 @@ impl Server {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             port: AtomicU32::new(0),
+            listeners: Default::default(),
             prefetch_active: AtomicBool::new(false),
             spin_allowed: AtomicBool::new(true),
             memory_peak: AtomicU64::new(0),
@@ -265,27 +269,6 @@ impl Server {
     }
 }
 
-/// The addresses to listen on, from `bind` (`-` prefix = optional, `*` = all IPv4).
-fn bind_addrs(bind: &str, port: u16) -> Vec<(SocketAddr, bool)> {
-    let mut v = Vec::new();
-    for w in bind.split_whitespace() {
-        let (optional, a) = match w.strip_prefix('-') {
-            Some(a) => (true, a),
-            None => (false, w),
-        };
-        let ip: std::net::IpAddr = match a {
-            "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
-            "::*" => std::net::Ipv6Addr::UNSPECIFIED.into(),
-            other => match other.parse() {
-                Ok(ip) => ip,
-                Err(_) => continue,
-            },
-        };
-        v.push((SocketAddr::new(ip, port), optional));
-    }
-    v
-}
-
 /// Binds the listeners, then serves until shutdown. Returns when every connection task has
 /// been told to stop.
 pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
@@ -294,34 +277,13 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         (c.bind.clone(), c.port)
     };
     crate::persist::load_at_start(&srv)?;
-    let mut listeners = Vec::new();
-    for (addr, optional) in bind_addrs(&bind, port) {
-        let sock = match addr {
-            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
-            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
-        };
-        let res = sock.and_then(|s| {
-            s.set_reuseaddr(true)?;
-            if addr.is_ipv6() {
-                let sref = socket2::SockRef::from(&s);
-                sref.set_only_v6(true)?;
-            }
-            s.bind(addr)?;
-            s.listen(511)
-        });
-        match res {
-            Ok(l) => listeners.push(l),
-            Err(e) if optional => {
-                tracing::debug!(%addr, error = %e, "optional bind address unavailable");
-            }
-            Err(e) => {
-                return Err(ServerError::Bind {
-                    addr: addr.to_string(),
-                    source: e,
-                })
-            }
-        }
-    }
+    let listeners = listen::bind_all(&bind, port).map_err(|e| match e {
+        listen::ListenError::Bind { addr, source } => ServerError::Bind { addr, source },
+        other => ServerError::Bind {
+            addr: format!("{bind}:{port}"),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })?;
     if listeners.is_empty() {
         return Err(ServerError::Bind {
             addr: format!("{bind}:{port}"),
@@ -335,10 +297,6 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         .map_err(ServerError::Cluster)?;
     tracing::info!(port = actual, "Ready to accept connections tcp");
     let workers = Arc::new(Workers::spawn(&srv));
-    let listeners = listeners
-        .into_iter()
-        .map(|l| l.into_std())
-        .collect::<Result<Vec<_>, _>>()?;
     spawn_accept_thread(srv.clone(), listeners, workers)?;
     tokio::spawn(expire::active_expire_loop(srv.clone()));
     tokio::spawn(purge_loop());
@@ -595,14 +553,12 @@ fn spawn_accept_thread(
                 }
             };
             rt.block_on(async move {
-                for l in listeners {
-                    match TcpListener::from_std(l) {
-                        Ok(l) => {
-                            tokio::spawn(accept_loop(srv.clone(), l, workers.clone()));
-                        }
-                        Err(e) => tracing::error!(error = %e, "cannot register a listener"),
-                    }
-                }
+                srv.listeners.start(
+                    &srv,
+                    tokio::runtime::Handle::current(),
+                    workers.clone(),
+                    listeners,
+                );
                 while !srv.shutting_down.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     workers.rescue();
@@ -612,9 +568,26 @@ fn spawn_accept_thread(
     Ok(())
 }
 
-async fn accept_loop(srv: Arc<Server>, l: TcpListener, workers: Arc<Workers>) {
+/// Accepts until told to stop (a rebind: [`listen::Listeners::rebind`]), then closes its
+/// socket and says so.
+async fn accept_loop(
+    srv: Arc<Server>,
+    l: TcpListener,
+    workers: Arc<Workers>,
+    mut stop: tokio::sync::oneshot::Receiver<std::sync::mpsc::SyncSender<()>>,
+) {
     loop {
-        match l.accept().await {
+        let accepted = tokio::select! {
+            s = &mut stop => {
+                drop(l);
+                if let Ok(ack) = s {
+                    let _ = ack.send(());
+                }
+                return;
+            }
+            a = l.accept() => a,
+        };
+        match accepted {
             Ok((sock, peer)) => {
                 if srv.shutting_down.load(Ordering::Relaxed) {
                     return;

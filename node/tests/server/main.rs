@@ -31,6 +31,7 @@ mod lazyfree_diff;
 mod lolwut_diff;
 mod maxmemory_diff;
 mod monitor_diff;
+mod net_rebind;
 mod noop_writes;
 mod notify_diff;
 mod one_test_kit;

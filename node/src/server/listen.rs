@@ -1,0 +1,265 @@
+//! The client listeners and their run-time rebinding (CONFIG SET port / bind), as Redis
+//! 7.0's changeListenPort / changeBindAddr: existing connections stay, and a failed change
+//! keeps (or restores) the listeners the server had.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Server, Workers};
+
+/// Why a set of addresses could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("{addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The accept thread is not running yet (or stopped): nothing to rebind.
+    #[error("the listeners are not started")]
+    NotStarted,
+}
+
+/// One `bind` word: an address, optional when it had a `-` prefix.
+struct BindWord {
+    /// The address as written (error messages).
+    text: String,
+    ip: Option<IpAddr>,
+    optional: bool,
+}
+
+/// The words of `bind` (`-` prefix = optional, `*` = all IPv4, `::*` = all IPv6). A word
+/// that is no IP literal is resolved as a host name, as Redis's getaddrinfo does; one that
+/// does not resolve has no address (binding it fails unless it is optional).
+fn bind_words(bind: &str) -> Vec<BindWord> {
+    bind.split_whitespace()
+        .map(|w| {
+            let (optional, a) = match w.strip_prefix('-') {
+                Some(a) => (true, a),
+                None => (false, w),
+            };
+            let ip = match a {
+                "*" => Some(Ipv4Addr::UNSPECIFIED.into()),
+                "::*" => Some(Ipv6Addr::UNSPECIFIED.into()),
+                other => other.parse().ok().or_else(|| {
+                    (other, 0u16)
+                        .to_socket_addrs()
+                        .ok()
+                        .and_then(|mut it| it.next())
+                        .map(|sa| sa.ip())
+                }),
+            };
+            BindWord {
+                text: a.to_string(),
+                ip,
+                optional,
+            }
+        })
+        .collect()
+}
+
+/// A listening socket on `addr` (SO_REUSEADDR, IPv6 sockets IPv6-only, backlog 511 like
+/// Redis's default tcp-backlog), non-blocking for tokio.
+fn listen_on(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let domain = socket2::Domain::for_address(addr);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(511)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+fn skippable(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EADDRNOTAVAIL
+                | libc::EPROTONOSUPPORT
+                | libc::ENOPROTOOPT
+                | libc::ESOCKTNOSUPPORT
+                | libc::EAFNOSUPPORT
+        )
+    )
+}
+
+/// Binds every address of `bind` on `port`; an optional address that fails is skipped, any
+/// other failure closes what was bound and is returned.
+pub fn bind_all(bind: &str, port: u16) -> Result<Vec<std::net::TcpListener>, ListenError> {
+    let mut out = Vec::new();
+    for w in bind_words(bind) {
+        let res = match w.ip {
+            Some(ip) => listen_on(SocketAddr::new(ip, port)),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "Name or service not known",
+            )),
+        };
+        match res {
+            Ok(l) => out.push(l),
+            // As Redis's listenToPort: `-` forgives only an address this host lacks or a
+            // protocol it does not have, not a name that does not resolve.
+            Err(e) if w.optional && w.ip.is_some() && skippable(&e) => {
+                tracing::debug!(addr = %w.text, error = %e, "optional bind address unavailable");
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "Could not create server TCP listening socket {}:{port}: {e}",
+                    w.text
+                );
+                return Err(ListenError::Bind {
+                    addr: format!("{}:{port}", w.text),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A running accept loop: telling it to stop hands back a channel it answers once its
+/// socket is closed.
+struct Running {
+    stop: tokio::sync::oneshot::Sender<std::sync::mpsc::SyncSender<()>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The accept thread's runtime (where accept loops run) and the I/O threads.
+    runtime: Option<(tokio::runtime::Handle, Arc<Workers>)>,
+    running: Vec<Running>,
+}
+
+/// The server's client listeners.
+#[derive(Default)]
+pub struct Listeners {
+    state: parking_lot::Mutex<State>,
+}
+
+impl Listeners {
+    /// Called on the accept thread's runtime: registers it and starts accepting on `ls`.
+    pub(super) fn start(
+        &self,
+        srv: &Arc<Server>,
+        handle: tokio::runtime::Handle,
+        workers: Arc<Workers>,
+        ls: Vec<std::net::TcpListener>,
+    ) {
+        let mut st = self.state.lock();
+        st.runtime = Some((handle, workers));
+        for l in ls {
+            if let Some(r) = spawn_loop(srv, &st, l) {
+                st.running.push(r);
+            }
+        }
+    }
+
+    /// Rebinds to the config's current `bind` and `port` (CONFIG SET). New listeners are
+    /// bound before the old ones close; when that fails (the new set overlaps the old one),
+    /// the old ones are closed first and, if the new set still cannot be bound, `old_bind`
+    /// / `old_port` are bound again, as Redis does. Port 0 (or an empty bind) leaves no TCP
+    /// listener, as Redis's listenToPort.
+    pub fn rebind(
+        &self,
+        srv: &Arc<Server>,
+        (bind, port): (&str, u16),
+        (old_bind, old_port): (&str, u16),
+    ) -> Result<(), ListenError> {
+        let mut st = self.state.lock();
+        if st.runtime.is_none() {
+            return Err(ListenError::NotStarted);
+        }
+        let new = if port == 0 {
+            Ok(Vec::new())
+        } else {
+            bind_all(bind, port)
+        };
+        let new = match new {
+            Ok(ls) => {
+                close_all(&mut st);
+                Ok(ls)
+            }
+            Err(_) => {
+                close_all(&mut st);
+                bind_all(bind, port).map_err(|e| {
+                    // Back to what we had; if even that fails, nothing listens (Redis
+                    // logs and carries on the same way).
+                    let old = if old_port == 0 {
+                        Ok(Vec::new())
+                    } else {
+                        bind_all(old_bind, old_port)
+                    };
+                    match old {
+                        Ok(ls) => start_all(srv, &mut st, ls),
+                        Err(e2) => {
+                            tracing::warn!(error = %e2, "Failed to restore the old listeners")
+                        }
+                    }
+                    e
+                })
+            }
+        };
+        let ls = new.inspect_err(|e| tracing::warn!(error = %e, "Failed to bind"))?;
+        start_all(srv, &mut st, ls);
+        srv.port
+            .store(u32::from(port), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn start_all(srv: &Arc<Server>, st: &mut State, ls: Vec<std::net::TcpListener>) {
+    for l in ls {
+        if let Some(r) = spawn_loop(srv, st, l) {
+            st.running.push(r);
+        }
+    }
+}
+
+/// Stops every accept loop and waits (bounded) until each has closed its socket, so the
+/// old port refuses connections once CONFIG SET has answered.
+fn close_all(st: &mut State) {
+    let mut acks = Vec::new();
+    for r in st.running.drain(..) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if r.stop.send(tx).is_ok() {
+            acks.push(rx);
+        }
+    }
+    for rx in acks {
+        // An Err is a loop that already ended (its socket is closed too).
+        let _ = rx.recv_timeout(Duration::from_secs(2));
+    }
+}
+
+fn spawn_loop(srv: &Arc<Server>, st: &State, l: std::net::TcpListener) -> Option<Running> {
+    let (handle, workers) = st.runtime.as_ref()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (srv, workers) = (srv.clone(), workers.clone());
+    handle.spawn(async move {
+        match tokio::net::TcpListener::from_std(l) {
+            Ok(l) => super::accept_loop(srv, l, workers, rx).await,
+            Err(e) => tracing::error!(error = %e, "cannot register a listener"),
+        }
+    });
+    Some(Running { stop: tx })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An address that is neither an IP nor a host name fails unless it is optional.
+    #[test]
+    fn bad_addresses_fail_unless_optional() {
+        assert!(bind_all("999.999.999.999", 0).is_err());
+        assert!(bind_all("-999.999.999.999", 0).is_err(), "as Redis");
+        assert!(bind_all("-192.0.2.1", 0)
+            .map(|v| v.is_empty())
+            .unwrap_or(false));
+    }
+}
