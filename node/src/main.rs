@@ -5,6 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tessera_node::config::Config;
 
+mod crash;
 mod ready_probe;
 
 #[global_allocator]
@@ -38,6 +39,9 @@ fn main() -> anyhow::Result<()> {
     };
     let log = init_logging(&config);
     startup_banner(&config, &log);
+    if let Err(e) = crash::install(log.fd()) {
+        tracing::warn!("Can't install the crash report handler: {e}");
+    }
     // The main thread runs the cluster bus, replication and timers; `server::Workers`
     // starts the I/O threads that serve clients.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -65,6 +69,15 @@ enum Log {
 }
 
 impl Log {
+    /// The descriptor a crash report is written to (it stays open for the process's life).
+    fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        match self {
+            Log::Stdout => std::io::stdout().as_raw_fd(),
+            Log::File(f) => f.as_raw_fd(),
+        }
+    }
+
     /// Writes `text` as is (Redis's LL_RAW lines: the logo).
     fn raw(&self, text: &str) {
         use std::io::Write;

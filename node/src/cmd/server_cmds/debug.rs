@@ -75,6 +75,34 @@ pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             return Err(unknown(sub));
         }
         ctx.out.ok();
+    } else if eq_ic(sub, "segfault") && n == 2 {
+        // A real SIGSEGV on this thread: the binary's crash handler (if installed) logs
+        // Redis's bug report, then the process dies of the signal as Redis's does.
+        tracing::warn!("DEBUG SEGFAULT: crashing the server with SIGSEGV");
+        // SAFETY: raise(3) only sends a signal to the calling thread.
+        unsafe {
+            libc::raise(libc::SIGSEGV);
+        }
+        ctx.out.ok();
+    } else if (eq_ic(sub, "panic") || eq_ic(sub, "assert")) && n == 2 {
+        // Redis's _serverPanic / _serverAssert: the message, then abort() (SIGABRT, whose
+        // handler writes the report), or exit(1) with use-exit-on-panic.
+        tracing::error!("------------------------------------------------");
+        if eq_ic(sub, "assert") {
+            tracing::error!("=== ASSERTION FAILED ===");
+            tracing::error!("==> debug.c:0 '1 == 2' is not true");
+        } else {
+            tracing::error!("!!! Software Failure. Press left mouse button to continue");
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            tracing::error!("Guru Meditation: DEBUG PANIC called at Unix time {now} #debug.c:0");
+        }
+        if ctx.srv.config.read().typed.use_exit_on_panic {
+            std::process::exit(1);
+        }
+        std::process::abort();
     } else if eq_ic(sub, "log") && n == 3 {
         tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));
         ctx.out.ok();
@@ -279,6 +307,12 @@ const HELP: &[&str] = &[
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
     "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
     "    Enables or disables checksum checks for RESTORE's payload (RDB files: always checked).",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
+    "ASSERT",
+    "    Crash by assertion failed.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "STRINGMATCH-TEST",
