@@ -122,8 +122,15 @@ fn parse_meta(code: &[u8]) -> Result<(String, usize), CmdError> {
     let Some(nl) = memchr::memchr(b'\n', code) else {
         return Err(CmdError::msg("ERR Invalid library metadata"));
     };
-    let line = String::from_utf8_lossy(&code[..nl]);
-    let mut parts = line.split_ascii_whitespace();
+    // Split as Redis's sdssplitargs: quoted values, unbalanced quotes are invalid.
+    let Some(words) = crate::resp::parser::split_args(&code[..nl]) else {
+        return Err(CmdError::msg("ERR Invalid library metadata"));
+    };
+    let words: Vec<String> = words
+        .iter()
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let mut parts = words.iter().map(String::as_str);
     let engine = parts.next().unwrap_or("#!").get(2..).unwrap_or("");
     let mut name: Option<String> = None;
     for p in parts {

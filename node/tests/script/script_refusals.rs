@@ -242,3 +242,31 @@ fn disable_deny_scripts_matches_redis() {
         fails.join("\n")
     );
 }
+
+/// FUNCTION LOAD's metadata line is split as Redis's sdssplitargs: quoted values, and
+/// unbalanced quotes as invalid metadata (unit/functions "function test name with quotes").
+#[test]
+fn library_metadata_quoting_matches_redis() {
+    let (t, r) = (tessera(), redis());
+    let (mut a, mut b) = (t.resp(), r.resp());
+    let mut fails = Vec::new();
+    for meta in [
+        "#!lua name=\"foo\"",
+        "#!lua name='foo'",
+        "#!lua \"name=foo\"",
+        "#!lua name=\"foo",
+        "#!lua name=\"fo o\"",
+        "#!lua name=\"foo\"bar",
+        "#!lua name=foo name=bar",
+        "#!lua name=\"a\\x41\"",
+        "#!\"lua\" name=foo",
+    ] {
+        let code = format!("{meta}\nredis.register_function('foo', function() return 1 end)");
+        let s = ["FUNCTION", "LOAD", "REPLACE", &code];
+        let (x, y) = (a.cmd(&s), b.cmd(&s));
+        if x != y {
+            fails.push(format!("{meta}\n  tessera: {x:?}\n  redis:   {y:?}"));
+        }
+    }
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
