@@ -70,9 +70,12 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             String::from_utf8_lossy(args[2])
         )));
     }
-    let old_listen = {
+    let (old_listen, old_oom) = {
         let c = &ctx.srv.config.read().typed;
-        (c.bind.clone(), c.port)
+        (
+            (c.bind.clone(), c.port),
+            (c.oom_score_adj.clone(), c.oom_score_adj_values.clone()),
+        )
     };
     // Validate everything on a copy, then publish it whole (Redis 7 multi-set semantics).
     ctx.srv.config.update(|copy| {
@@ -113,6 +116,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Ok(())
     })?;
     listen_changed(ctx, args, old_listen)?;
+    oom_changed(ctx, args, old_oom)?;
     if args[2..]
         .chunks(2)
         .any(|p| p[0].eq_ignore_ascii_case(b"requirepass"))
@@ -160,6 +164,34 @@ fn listen_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, u16)) -> CmdR
         )));
     }
     Ok(())
+}
+
+/// Applies oom-score-adj / oom-score-adj-values to the process after CONFIG SET, as
+/// Redis's updateOOMScoreAdj; on failure the old values are put back (and applied again)
+/// and the reply is Redis's error.
+fn oom_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, String)) -> CmdResult {
+    let named = |n: &[u8]| args[2..].chunks(2).any(|p| p[0].eq_ignore_ascii_case(n));
+    let arg = if named(b"oom-score-adj") {
+        "oom-score-adj"
+    } else if named(b"oom-score-adj-values") {
+        "oom-score-adj-values"
+    } else {
+        return Ok(());
+    };
+    if ctx.srv.oom.apply_for(ctx.srv).is_ok() {
+        return Ok(());
+    }
+    let (mode, values) = old;
+    ctx.srv.config.update(|c| {
+        let words: Vec<String> = values.split_whitespace().map(String::from).collect();
+        c.set_directive("oom-score-adj-values", &words)
+            .and_then(|_| c.set_directive("oom-score-adj", &[mode]))
+            .map_err(CmdError::msg)
+    })?;
+    let _ = ctx.srv.oom.apply_for(ctx.srv);
+    Err(CmdError::msg(format!(
+        "ERR CONFIG SET failed (possibly related to argument '{arg}') - Failed to set current oom_score_adj. Check server logs."
+    )))
 }
 
 /// Redis's allowProtectedAction: `setting` (enable-protected-configs,

@@ -45,6 +45,8 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     if eq_ic(args[1], "no") && eq_ic(args[2], "one") {
         repl::set_master(ctx.srv, None);
+        // The master's oom-score-adj value again (as Redis's replicaofCommand).
+        let _ = ctx.srv.oom.apply_for(ctx.srv);
         ctx.out.ok();
         return Ok(());
     }
@@ -65,6 +67,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     repl::set_master(ctx.srv, Some((host, port as u16)));
+    let _ = ctx.srv.oom.apply_for(ctx.srv);
     ctx.out.ok();
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod debug_switches;
 pub mod evict;
 pub mod expire;
 pub mod listen;
+pub mod oom;
 pub mod prefetch;
 pub mod spin;
 pub mod stats;
@@ -90,6 +91,8 @@ pub struct Server {
     pub port: AtomicU32,
     /// The client listeners (CONFIG SET port / bind rebinds them).
     pub listeners: listen::Listeners,
+    /// What oom-score-adj changed in /proc/self/oom_score_adj.
+    pub oom: oom::OomScore,
     /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
     pub prefetch_active: AtomicBool,
     /// The node has a whole CPU for each busy-polling I/O thread beside one for everything
@@ -157,6 +160,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             port: AtomicU32::new(0),
             listeners: Default::default(),
+            oom: Default::default(),
             prefetch_active: AtomicBool::new(false),
             spin_allowed: AtomicBool::new(true),
             memory_peak: AtomicU64::new(0),
@@ -277,6 +281,8 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         (c.bind.clone(), c.port)
     };
     crate::persist::load_at_start(&srv)?;
+    // As Redis at start: a failure is logged and the node runs on.
+    let _ = srv.oom.apply_for(&srv);
     let listeners = listen::bind_all(&bind, port).map_err(|e| match e {
         listen::ListenError::Bind { addr, source } => ServerError::Bind { addr, source },
         other => ServerError::Bind {

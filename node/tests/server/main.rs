@@ -33,6 +33,7 @@ mod lolwut_diff;
 mod maxmemory_diff;
 mod monitor_diff;
 mod net_oom;
+mod net_oom;
 mod net_rebind;
 mod noop_writes;
 mod notify_diff;
