@@ -196,7 +196,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
     let ndb = srv.ks.databases();
     let now = if keep_expired { 0 } else { now_ms() };
     let lim = srv.type_limits();
-    let (mut n, mut expired) = (0u64, 0u64);
+    let (mut n, mut expired, mut empty) = (0u64, 0u64, 0u64);
     let (mut repl_id, mut repl_offset, mut stream_db) = (None, None, None);
     let text = |v: &Bytes| std::str::from_utf8(v).ok().map(str::to_string);
     let mut libraries = Vec::new();
@@ -229,7 +229,16 @@ pub fn load_rdb_stream<R: std::io::Read>(
                 if db >= ndb {
                     return Err(PersistError::TooManyDbs(ndb));
                 }
-                if en.expire_ms.is_some_and(|at| at <= now as i64) {
+                if is_empty_collection(&en.value) {
+                    // Redis's RDB_LOAD_ERR_EMPTY_KEY: skipped, the first ten logged.
+                    if empty < 10 {
+                        tracing::info!(
+                            "rdbLoadObject skipping empty key: {}",
+                            String::from_utf8_lossy(&en.key)
+                        );
+                    }
+                    empty += 1;
+                } else if en.expire_ms.is_some_and(|at| at <= now as i64) {
                     expired += 1;
                 } else if insert_loaded(srv, db, &en.key, en.value, en.expire_ms, now, &lim) {
                     n += 1;
@@ -244,7 +253,11 @@ pub fn load_rdb_stream<R: std::io::Read>(
     srv.persist
         .last_load_keys_expired
         .store(expired, Ordering::Relaxed);
-    tracing::info!("Done loading RDB, keys loaded: {n}, keys expired: {expired}.");
+    if empty > 0 {
+        tracing::warn!("Done loading RDB, keys loaded: {n}, keys expired: {expired}, empty keys skipped: {empty}.");
+    } else {
+        tracing::info!("Done loading RDB, keys loaded: {n}, keys expired: {expired}.");
+    }
     // The stream's libraries replace the current ones (a replica's full sync; at startup
     // there are none). One that fails stops the load, naming it, as in Redis.
     crate::script::function::load_from_rdb(&srv.scripts.functions, libraries).map_err(|m| {
@@ -265,6 +278,16 @@ pub fn load_rdb_stream<R: std::io::Read>(
         _ => None,
     };
     Ok((n, rd.into_inner(), repl))
+}
+
+/// A list, set, hash or sorted set without elements (a stream may be empty).
+fn is_empty_collection(v: &RdbValue) -> bool {
+    match v {
+        RdbValue::List(x) | RdbValue::Set(x) => x.is_empty(),
+        RdbValue::Hash(x) => x.is_empty(),
+        RdbValue::ZSet(x) => x.is_empty(),
+        RdbValue::String(_) | RdbValue::Stream(_) => false,
+    }
 }
 
 /// Redis's log lines for an RDB that cannot be loaded (rdbLoadRio's and rdbReportError's

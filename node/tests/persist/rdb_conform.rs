@@ -100,3 +100,62 @@ fn bad_checksum_is_logged_like_redis() {
     assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
     assert!(seen[0].2, "{seen:?}");
 }
+
+/// Starts a server over `dump`; (started, DBSIZE or -1, the lines that contain one of
+/// `needles`, from the needle on, distinct).
+fn over_dump(launch: Launch, dump: &[u8], needles: &[&str]) -> (bool, i64, Vec<String>) {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::write(d.path().join("dump.rdb"), dump).expect("write dump");
+    let (started, size, output) = match launch
+        .dir(d.path())
+        .args(&["--save", ""])
+        .ready_within(Duration::from_secs(20))
+        .start_or_exit()
+    {
+        Ok(s) => {
+            let n = match s.resp().cmd(&["DBSIZE"]) {
+                Reply::Int(n) => n,
+                _ => -2,
+            };
+            let out = std::fs::read_to_string(s.output_path()).unwrap_or_default();
+            (true, n, out)
+        }
+        Err(e) => (false, -1, e.output),
+    };
+    let mut lines: Vec<String> = output
+        .lines()
+        .filter_map(|l| {
+            needles
+                .iter()
+                .find_map(|n| l.find(n).map(|i| l[i..].to_string()))
+        })
+        .collect();
+    lines.sort();
+    lines.dedup();
+    (started, size, lines)
+}
+
+/// Empty collections in an RDB are skipped and logged (Redis's "skipping empty key"), also
+/// in a dump cut short, which stops the start (Redis's checker exits before its
+/// "Terminating server after rdb file reading failure." line).
+#[test]
+fn empty_keys_and_short_dump_like_redis() {
+    let mut dump = b"REDIS0009".to_vec();
+    dump.extend_from_slice(&[0xFE, 0x00]);
+    dump.extend_from_slice(&[0x02, 3, b's', b'e', b't', 0x00]);
+    dump.extend_from_slice(&[0x04, 4, b'h', b'a', b's', b'h', 0x00]);
+    dump.extend_from_slice(&[0x00, 1, b'k', 1, b'v']);
+    let mut full = dump.clone();
+    full.push(0xFF);
+    full.extend_from_slice(&[0; 8]);
+    let needles = [
+        "skipping empty key",
+        "empty keys skipped",
+        "Terminating server after rdb file reading failure.",
+    ];
+    for (what, bytes) in [("empty keys", &full), ("cut short", &dump)] {
+        let want = over_dump(Launch::redis(), bytes, &needles);
+        let got = over_dump(Launch::tessera(), bytes, &needles);
+        assert_eq!(got, want, "{what}: tessera (left) vs redis (right)");
+    }
+}
