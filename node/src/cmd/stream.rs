@@ -383,6 +383,13 @@ fn exact_rewrite(
 }
 
 fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let lim = {
+        let c = &ctx.srv.config.read().typed;
+        stream::NodeLimits {
+            entries: c.stream_node_max_entries,
+            bytes: c.stream_node_max_bytes,
+        }
+    };
     let mut fx = StreamFx::new(ctx);
     let t = parse_trim_args(args, true)?;
     let fields = args.get(t.next..).unwrap_or(&[]);
@@ -460,7 +467,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     };
     let p = stream::pack(fields.chunks_exact(2).map(|c| (c[0], c[1])));
-    s.append(id, &p);
+    s.append_limited(id, &p, lim);
     fx.event("xadd", args[1]);
     if trim(s, &t) > 0 {
         fx.event("xtrim", args[1]);

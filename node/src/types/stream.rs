@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 #[path = "stream_entries.rs"]
 pub mod entries;
-pub use entries::{Entries, Trim};
+pub use entries::{Entries, NodeLimits, Trim};
 
 use bytes::Bytes;
 use tessera_rdb::{RdbStream, RdbStreamConsumer, RdbStreamGroup, StreamId};
@@ -158,10 +158,15 @@ impl StreamValue {
 
     /// Appends an entry (the caller checked `id > last_id`).
     pub fn append(&mut self, id: StreamId, p: &[u8]) {
+        self.append_limited(id, p, Default::default());
+    }
+
+    /// [`StreamValue::append`] with the config's node bounds (XADD).
+    pub fn append_limited(&mut self, id: StreamId, p: &[u8], lim: NodeLimits) {
         if self.entries.is_empty() {
             self.first_id = id;
         }
-        self.entries.push(id, p);
+        self.entries.push_limited(id, p, lim);
         self.last_id = id;
         // Wraps as Redis's uint64_t does (a restored counter may sit at the maximum).
         self.entries_added = self.entries_added.wrapping_add(1);

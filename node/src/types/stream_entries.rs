@@ -18,8 +18,27 @@ use tessera_rdb::StreamId;
 use super::items;
 
 /// Redis's stream-node-max-entries / stream-node-max-bytes defaults.
-const NODE_ENTRIES: u32 = 100;
+const NODE_ENTRIES: u64 = 100;
 const NODE_BYTES: u64 = 4096;
+/// Redis's STREAM_LISTPACK_MAX_SIZE: the byte bound when stream-node-max-bytes is 0 or above.
+const NODE_BYTES_CAP: u64 = 1 << 30;
+
+/// When a node is full: `stream-node-max-entries` (0: no bound) and
+/// `stream-node-max-bytes` (0: Redis's 1 GB cap), read by XADD from the config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeLimits {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            entries: NODE_ENTRIES,
+            bytes: NODE_BYTES,
+        }
+    }
+}
 
 /// Size of a listpack element holding `len` bytes of encoding + data, with its backlen.
 fn with_backlen(len: u64) -> u64 {
@@ -158,8 +177,13 @@ impl Block {
     }
 
     /// Whether redis would start a new node for an entry of `raw` field+value bytes.
-    fn full_for(&self, raw: u64) -> bool {
-        self.lp_bytes + raw >= NODE_BYTES || self.n + self.deleted >= NODE_ENTRIES
+    fn full_for(&self, raw: u64, lim: NodeLimits) -> bool {
+        let max_bytes = match lim.bytes {
+            0 => NODE_BYTES_CAP,
+            b => b.min(NODE_BYTES_CAP),
+        };
+        self.lp_bytes + raw >= max_bytes
+            || (lim.entries != 0 && u64::from(self.n) + u64::from(self.deleted) >= lim.entries)
     }
 
     /// Appends to this node (streamAppendItem's existing-node branch).
@@ -320,9 +344,14 @@ impl Entries {
     /// Appends an entry (`fields` packed as `stream::pack` does); the caller checked `id`
     /// is above every ID the stream ever had.
     pub fn push(&mut self, id: StreamId, fields: &[u8]) {
+        self.push_limited(id, fields, NodeLimits::default());
+    }
+
+    /// [`Entries::push`] with the node bounds the config sets.
+    pub fn push_limited(&mut self, id: StreamId, fields: &[u8], lim: NodeLimits) {
         let raw: u64 = items(fields).map(|x| x.len() as u64).sum();
         match self.blocks.values_mut().next_back() {
-            Some(b) if !b.full_for(raw) => b.append(id, fields),
+            Some(b) if !b.full_for(raw, lim) => b.append(id, fields),
             last => {
                 if let Some(b) = last {
                     b.buf.shrink_to_fit();
