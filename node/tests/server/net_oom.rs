@@ -24,7 +24,7 @@ fn oom_story(s: &Server) -> Vec<String> {
     let mut c = s.resp();
     let mut out = Vec::new();
     let base = read_score(pid);
-    let mut step = |c: &mut Conn, args: &[&str], out: &mut Vec<String>| {
+    let step = |c: &mut Conn, args: &[&str], out: &mut Vec<String>| {
         let reply = c.cmd(args);
         out.push(format!(
             "{args:?} -> {reply:?}, score {}",
