@@ -492,6 +492,12 @@ fn keys_of(args: &[&[u8]]) -> Result<(&'static CommandSpec, Vec<usize>), CmdErro
     let c = table()
         .resolve(sub)
         .map_err(|_| CmdError::msg("ERR Invalid command specified"))?;
+    // Redis checks that the command takes keys at all before its arity.
+    let keyless = matches!(c.keys, KeyPos::None)
+        || (!c.key_flags.is_empty() && c.key_flags.iter().all(|f| f.contains(&"not_key")));
+    if keyless {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
     if !c.arity_ok(sub.len()) {
         return Err(CmdError::msg(
             "ERR Invalid number of arguments specified for command",
@@ -503,7 +509,14 @@ fn keys_of(args: &[&[u8]]) -> Result<(&'static CommandSpec, Vec<usize>), CmdErro
         c.key_indices(sub, &mut idx);
     }
     if idx.is_empty() {
-        return Err(CmdError::msg("ERR The command has no key arguments"));
+        // Redis 7.0 (commandGetKeysCommand): a command that may take zero keys (EVAL and
+        // FCALL with numkeys 0) has none; any other command given no keys is misused.
+        let no_mandatory =
+            meta(&c.full_name).is_some_and(|m| m.flags.contains(&"no_mandatory_keys"));
+        if no_mandatory {
+            return Ok((c, idx));
+        }
+        return Err(CmdError::msg("ERR Invalid arguments specified for command"));
     }
     Ok((c, idx))
 }

@@ -279,6 +279,41 @@ fn getkeysandflags_matches_redis() {
     }
 }
 
+/// The calls that find no key: EVAL/FCALL with numkeys 0 answer an empty array (Redis's
+/// `no_mandatory_keys`), keyless or channel-only commands say so before arity is checked,
+/// other misuse is "Invalid arguments" (unit/introspection-2 "COMMAND GETKEYS EVAL without
+/// keys").
+#[test]
+fn getkeys_without_keys_matches_redis() {
+    let t = tessera();
+    let r = redis();
+    let (mut a, mut b) = (Conn::connect(t.port), Conn::connect(r.port));
+    for call in [
+        "EVAL x 0",
+        "EVAL_RO x 0",
+        "EVALSHA x 0",
+        "FCALL f 0",
+        "FCALL_RO f 0",
+        "PING",
+        "PING x",
+        "SSUBSCRIBE ch",
+        "SSUBSCRIBE",
+        "SPUBLISH c m",
+        "ZUNIONSTORE dst 0",
+        "XREAD STREAMS",
+        "SORT abc",
+        "LMPOP 1 a LEFT",
+        "NOSUCHCOMMAND a",
+        "GET",
+    ] {
+        let mut args = vec!["COMMAND", "GETKEYS"];
+        args.extend(call.split_whitespace());
+        assert_eq!(a.cmd(&args), b.cmd(&args), "GETKEYS {call}");
+        args[1] = "GETKEYSANDFLAGS";
+        assert_eq!(a.cmd(&args), b.cmd(&args), "GETKEYSANDFLAGS {call}");
+    }
+}
+
 #[test]
 fn list_filterby_aclcat_matches_redis() {
     let t = tessera();
