@@ -200,9 +200,13 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
             c.typed.dir.clone(),
         )
     };
-    let sock = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
-        .await
-        .map_err(|_| LinkError::Timeout)??;
+    let source = srv.config.read().typed.bind_source_addr.clone();
+    let sock = tokio::time::timeout(
+        timeout,
+        crate::server::listen::connect_from(host, port, &source),
+    )
+    .await
+    .map_err(|_| LinkError::Timeout)??;
     let _ = sock.set_nodelay(true);
     tracing::info!(host, port, "MASTER <-> REPLICA sync started");
     let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();

@@ -186,7 +186,7 @@ impl Listeners {
             }
             Err(_) => {
                 close_all(&mut st);
-                bind_all(bind, port).map_err(|e| {
+                bind_all(bind, port).inspect_err(|_| {
                     // Back to what we had; if even that fails, nothing listens (Redis
                     // logs and carries on the same way).
                     let old = if old_port == 0 {
@@ -200,7 +200,6 @@ impl Listeners {
                             tracing::warn!(error = %e2, "Failed to restore the old listeners")
                         }
                     }
-                    e
                 })
             }
         };
@@ -247,6 +246,37 @@ fn spawn_loop(srv: &Arc<Server>, st: &State, l: std::net::TcpListener) -> Option
         }
     });
     Some(Running { stop: tx })
+}
+
+/// Connects to `host`:`port` from `source` when it is set (bind-source-addr), as Redis's
+/// anetTcpNonBlockBestEffortBindConnect: a source address that cannot be bound is dropped
+/// and the connection made without it.
+pub async fn connect_from(
+    host: &str,
+    port: u16,
+    source: &str,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let src: Option<IpAddr> = source.parse().ok();
+    let mut last = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let sock = if addr.is_ipv6() {
+            tokio::net::TcpSocket::new_v6()?
+        } else {
+            tokio::net::TcpSocket::new_v4()?
+        };
+        if let Some(ip) = src.filter(|ip| ip.is_ipv6() == addr.is_ipv6()) {
+            if let Err(e) = sock.bind(SocketAddr::new(ip, 0)) {
+                tracing::debug!(%ip, error = %e, "bind-source-addr not bound");
+            }
+        }
+        match sock.connect(addr).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no address for the host")
+    }))
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ mod monitor_diff;
 mod net_oom;
 mod net_oom;
 mod net_rebind;
+mod net_source_addr;
 mod net_stream_nodes;
 mod noop_writes;
 mod notify_diff;
