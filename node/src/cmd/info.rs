@@ -79,14 +79,49 @@ fn human(n: u64) -> String {
     }
 }
 
-fn cpu_times() -> (f64, f64) {
+fn cpu_times(who: libc::c_int) -> (f64, f64) {
     // SAFETY: getrusage only writes into the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return (0.0, 0.0);
     }
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     (t(ru.ru_stime), t(ru.ru_utime))
+}
+
+/// (allocator_active, allocator_resident): mimalloc has one figure for both, the memory it
+/// has committed from the OS; `used` when it reports none.
+fn allocator_pages(used: u64) -> (u64, u64) {
+    let (mut elapsed, mut utime, mut stime, mut rss, mut peak_rss) = (0, 0, 0, 0, 0);
+    let (mut commit, mut peak_commit, mut faults) = (0usize, 0, 0);
+    // SAFETY: mi_process_info only writes the eight usize outputs we pass.
+    unsafe {
+        libmimalloc_sys::mi_process_info(
+            &mut elapsed,
+            &mut utime,
+            &mut stime,
+            &mut rss,
+            &mut peak_rss,
+            &mut commit,
+            &mut peak_commit,
+            &mut faults,
+        )
+    };
+    let c = (commit as u64).max(used);
+    (c, c)
+}
+
+/// MemTotal of /proc/meminfo in bytes (Redis's total_system_memory; 0 if unreadable).
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines().find_map(|l| {
+                l.strip_prefix("MemTotal:")
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+        })
+        .map_or(0, |kb| kb.saturating_mul(1024))
 }
 
 fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
@@ -146,25 +181,73 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 (c.maxmemory, c.maxmemory_policy.name())
             };
             let (repl_backlog, repl_total, repl_slaves) = srv.repl.buffer_memory();
+            let startup = srv.stats.startup_memory.0;
+            let (cached, scripts_eval) = srv.scripts.cache_stats();
+            let vm_eval = crate::script::eval_vm_memory() as u64;
+            let (libs, funcs) = srv.scripts.functions.counts();
+            let vm_funcs = srv.scripts.functions.vm_memory() as u64;
+            let funcs_mem = srv.scripts.functions.memory() as u64;
+            let scripts_mem = scripts_eval as u64 + funcs_mem;
+            // Per-client buffers are not accounted (CLIENT LIST's tot-mem is 0 too), the
+            // cluster bus lives in a layer above, and the AOF buffer is always flushed
+            // before the reply (INFO persistence's aof_buffer_length is 0).
+            let (clients_normal, cluster_links, aof_buffer) = (0u64, 0u64, 0u64);
+            // Redis's freeMemoryGetNotCountedMemory: replica/backlog buffers + AOF buffer.
+            let not_counted = repl_total + aof_buffer;
+            let overhead =
+                (startup + repl_total + clients_normal + cluster_links + aof_buffer + scripts_mem)
+                    .min(used);
+            let dataset = used - overhead;
+            let net = if used > startup { used - startup } else { 1 };
+            let (active, resident) = allocator_pages(used);
+            let pct = |a: u64, b: u64| {
+                if b > 0 {
+                    a as f64 * 100.0 / b as f64
+                } else {
+                    0.0
+                }
+            };
+            let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+            let diff = |a: u64, b: u64| a as i64 - b as i64;
+            let total_sys = total_system_memory();
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{used}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_replication_backlog:{repl_backlog}\r\nmem_total_replication_buffers:{repl_total}\r\nmem_clients_slaves:{repl_slaves}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{used}\r\nallocator_active:{active}\r\nallocator_resident:{resident}\r\ntotal_system_memory:{total_sys}\r\ntotal_system_memory_human:{}\r\n",
                 human(used),
                 human(rss),
                 human(peak),
-                human(max),
-                if used > 0 { rss as f64 / used as f64 } else { 0.0 },
-                crate::alloc::allocator_name(),
-                srv.stats.lazyfree.pending(),
-                srv.stats.lazyfree.freed(),
+                pct(used, peak),
+                pct(dataset, net),
+                human(total_sys),
             );
-            // Redis 7.0's function lines (the Lua heap summed over the threads' states).
-            let (libs, funcs) = srv.scripts.functions.counts();
             let _ = write!(
                 s,
-                "number_of_functions:{funcs}\r\nnumber_of_libraries:{libs}\r\nused_memory_vm_functions:{}\r\nused_memory_functions:{}\r\n",
-                srv.scripts.functions.vm_memory(),
-                srv.scripts.functions.memory()
+                "used_memory_lua:{vm_eval}\r\nused_memory_vm_eval:{vm_eval}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{scripts_eval}\r\nnumber_of_cached_scripts:{cached}\r\nnumber_of_functions:{funcs}\r\nnumber_of_libraries:{libs}\r\nused_memory_vm_functions:{vm_funcs}\r\nused_memory_vm_total:{}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:{funcs_mem}\r\nused_memory_scripts:{scripts_mem}\r\nused_memory_scripts_human:{}\r\n",
+                human(vm_eval),
+                vm_eval + vm_funcs,
+                human(vm_eval + vm_funcs),
+                human(scripts_mem),
+            );
+            let _ = write!(
+                s,
+                "maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_replication_backlog:{repl_backlog}\r\nmem_total_replication_buffers:{repl_total}\r\nmem_clients_slaves:{repl_slaves}\r\nmem_clients_normal:{clients_normal}\r\nmem_cluster_links:{cluster_links}\r\nmem_aof_buffer:{aof_buffer}\r\nmem_allocator:{}\r\n",
+                human(max),
+                ratio(active, used),
+                diff(active, used),
+                ratio(resident, active),
+                diff(resident, active),
+                ratio(rss, resident),
+                diff(rss, resident),
+                ratio(rss, used),
+                diff(rss, used),
+                crate::alloc::allocator_name(),
+            );
+            // No active defragmentation exists in tessera-node (mimalloc, no defrag pass).
+            let _ = write!(
+                s,
+                "active_defrag_running:0\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
+                srv.stats.lazyfree.pending(),
+                srv.stats.lazyfree.freed(),
             );
         }
         "persistence" => {
@@ -174,30 +257,52 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         }
         "stats" => {
             let (tk, ti, tp) = crate::tracking::totals(ctx.srv);
+            // Ops and kbps are not sampled (instantaneous_ops_per_sec is 0 as well); the
+            // replica side's incoming stream is not counted apart from other input.
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\nunexpected_error_replies:{}\r\ntessera_prefetch_batches:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:{}\r\ninstantaneous_input_kbps:0.00\r\ninstantaneous_output_kbps:0.00\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\n",
                 ld(&st.total_connections),
                 ld(&st.total_commands),
                 ld(&st.net_input_bytes),
                 ld(&st.net_output_bytes),
+                ld(&st.net_repl_output_bytes),
                 ld(&st.rejected_connections),
+            );
+            if let Some(f) = hooks.info_repl_stats {
+                s.push_str(&f(srv));
+            }
+            // The active expire cycle keeps no stale/time-cap/CPU figures; eviction keeps
+            // no time over maxmemory.
+            let _ = write!(
+                s,
+                "expired_keys:{}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n",
                 ld(&st.expired_keys),
                 ld(&st.evicted_keys),
                 ld(&st.keyspace_hits),
                 ld(&st.keyspace_misses),
                 srv.pubsub.channels(None).len(),
                 srv.pubsub.numpat(),
-                tk,
-                ti,
-                tp,
-                st.errors.total(),
+                srv.pubsub.shard_channels(None).len(),
+            );
+            // tessera-node never forks (background saves run on threads), caches no
+            // MIGRATE sockets and has no active defrag: Redis's values for none of these.
+            let _ = write!(
+                s,
+                "latest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:{}\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\n",
+                srv.replica_ttls.len(),
+            );
+            // No io-threads and no reply-buffer resizing; RESTORE's deep sanitization
+            // is not counted.
+            let _ = write!(
+                s,
+                "tracking_total_keys:{tk}\r\ntracking_total_items:{ti}\r\ntracking_total_prefixes:{tp}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\ntessera_prefetch_batches:{}\r\n",
                 ld(&st.unexpected_error_replies),
+                st.errors.total(),
+                ld(&st.reads_processed),
+                ld(&st.writes_processed),
                 ld(&st.prefetch_batches),
             );
-            if let Some(f) = hooks.info_repl_stats {
-                s.push_str(&f(srv));
-            }
         }
         "replication" => {
             if let Some(f) = hooks.info_replication {
@@ -205,10 +310,12 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             }
         }
         "cpu" => {
-            let (sys, user) = cpu_times();
+            let (sys, user) = cpu_times(libc::RUSAGE_SELF);
+            // Redis's main thread runs the commands: here, the worker thread running INFO.
+            let (tsys, tuser) = cpu_times(libc::RUSAGE_THREAD);
             let _ = write!(
                 s,
-                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\nused_cpu_sys_main_thread:{tsys:.6}\r\nused_cpu_user_main_thread:{tuser:.6}\r\n"
             );
         }
         "modules" => s.push_str("# Modules\r\n"),

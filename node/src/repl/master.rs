@@ -459,6 +459,9 @@ async fn full_sync(
     srv.stats
         .net_output_bytes
         .fetch_add(rdb.len() as u64, Ordering::Relaxed);
+    srv.stats
+        .net_repl_output_bytes
+        .fetch_add(rdb.len() as u64, Ordering::Relaxed);
     info.state.store(STATE_ONLINE, Ordering::Relaxed);
     info.last_ack_ms.store(now_ms(), Ordering::Relaxed);
     tracing::info!(
@@ -500,6 +503,7 @@ async fn stream(
                 }
                 info.queued.fetch_sub(batch.len(), Ordering::Relaxed);
                 srv.stats.net_output_bytes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                srv.stats.net_repl_output_bytes.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 tokio::select! {
                     r = sock.write_all(&batch) => r?,
                     _ = handle.kill.notified() => return Ok(()),

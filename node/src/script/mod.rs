@@ -125,6 +125,19 @@ impl Scripts {
         self.cache.lock().clear();
         self.flushes.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// (scripts, bytes of their shas and bodies) in the cache: INFO's
+    /// number_of_cached_scripts and used_memory_scripts_eval.
+    pub fn cache_stats(&self) -> (usize, usize) {
+        let c = self.cache.lock();
+        (c.len(), c.iter().map(|(k, v)| k.len() + v.len()).sum())
+    }
+}
+
+/// Heap of the calling thread's EVAL Lua state (0 before its first script): INFO's
+/// used_memory_lua. Each worker thread has its own state; this is the one INFO runs on.
+pub fn eval_vm_memory() -> usize {
+    ENGINE.with(|e| e.borrow().as_ref().map_or(0, |e| e.lua.used_memory()))
 }
 
 /// Makes `lua` (a thread's Lua state, shared by the servers of the process) run `s`'s

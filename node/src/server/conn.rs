@@ -257,6 +257,7 @@ async fn serve(
                 }
                 super::spin::activity();
                 srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                srv.stats.reads_processed.fetch_add(1, Ordering::Relaxed);
                 if over_query_limit(srv, cl, &inbuf, rd.parser.mem()) {
                     return Ok(());
                 }
@@ -364,6 +365,7 @@ async fn flush(
     srv.stats
         .net_output_bytes
         .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
+    srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
     // Fast path: the socket takes the whole batch now (the usual case), without setting up
     // the kill-aware wait below.
     let mut sent = 0;

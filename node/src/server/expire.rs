@@ -57,6 +57,15 @@ impl ReplicaTtls {
         self.0.lock().insert((db, key.to_vec()));
     }
 
+    /// How many keys are remembered (INFO's slave_expires_tracked_keys).
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
+    }
+
     /// Removes the remembered keys that are past their TTL (Redis's `expireSlaveKeys`),
     /// forgetting those gone or without a TTL; at most `MAX` checks per call.
     fn sweep(&self, srv: &Server) {

@@ -32,6 +32,25 @@ pub struct Stats {
     pub errors: ErrorStats,
     /// Values freed on a background thread (UNLINK, FLUSHALL ASYNC, lazyfree-lazy-*).
     pub lazyfree: LazyFree,
+    /// Socket reads / reply flushes of client connections (INFO's total_reads_processed
+    /// and total_writes_processed).
+    pub reads_processed: Counter,
+    pub writes_processed: Counter,
+    /// Bytes a master sent its replicas (RDB and command stream), also counted in
+    /// `net_output_bytes`.
+    pub net_repl_output_bytes: Counter,
+    /// Heap in use when the server was built (INFO's used_memory_startup).
+    pub startup_memory: StartupMemory,
+}
+
+/// The heap in use when it was made: built with the server's [`Stats`], before any
+/// client or data exists (Redis's `used_memory_startup`).
+pub struct StartupMemory(pub u64);
+
+impl Default for StartupMemory {
+    fn default() -> Self {
+        StartupMemory(crate::alloc::used_memory())
+    }
 }
 
 impl Stats {
@@ -51,6 +70,9 @@ impl Stats {
             &self.prefetch_batches,
             &self.unexpected_error_replies,
             &self.pubsub_messages,
+            &self.reads_processed,
+            &self.writes_processed,
+            &self.net_repl_output_bytes,
         ] {
             a.store(0, Ordering::Relaxed);
         }

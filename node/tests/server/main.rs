@@ -39,6 +39,7 @@ mod net_source_addr;
 mod net_stream_nodes;
 mod noop_writes;
 mod notify_diff;
+mod info_fields_diff;
 mod one_test_kit;
 mod pubsub_client;
 mod pubsub_shard;
