@@ -251,7 +251,9 @@ struct TrimArgs {
     next: usize,
 }
 
-fn parse_trim_args(args: &[&[u8]], xadd: bool) -> Result<TrimArgs, CmdError> {
+/// `node_entries` is stream-node-max-entries: `~` without LIMIT does at most 100 nodes'
+/// worth of work (10000 when that is 0 or past Redis's bound), as Redis 7.0.
+fn parse_trim_args(args: &[&[u8]], xadd: bool, node_entries: u64) -> Result<TrimArgs, CmdError> {
     let mut t = TrimArgs {
         strategy: Strategy::None,
         approx: false,
@@ -330,13 +332,17 @@ fn parse_trim_args(args: &[&[u8]], xadd: bool) -> Result<TrimArgs, CmdError> {
             ));
         }
     } else if t.approx {
-        t.limit = 100 * NODE_ENTRIES as u64;
+        t.limit = match node_entries.saturating_mul(100) {
+            0 => 10_000,
+            l if l > NODE_LIMIT_CAP => 10_000,
+            l => l,
+        };
     }
     Ok(t)
 }
 
-/// Redis's stream-node-max-entries default (the default LIMIT of `~` is 100 nodes' worth).
-const NODE_ENTRIES: usize = 100;
+/// Redis's STREAM_LISTPACK_MAX_SIZE, the bound of `~`'s default LIMIT.
+const NODE_LIMIT_CAP: u64 = 1 << 30;
 
 /// Trims `s` per `t` as redis's streamTrim (whole nodes, then entries of one node unless
 /// `~`); returns the number of entries removed.
@@ -391,7 +397,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     };
     let mut fx = StreamFx::new(ctx);
-    let t = parse_trim_args(args, true)?;
+    let t = parse_trim_args(args, true, lim.entries)?;
     let fields = args.get(t.next..).unwrap_or(&[]);
     if fields.len() < 2 || fields.len() % 2 == 1 {
         return Err(CmdError::msg(
@@ -480,8 +486,9 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let node_entries = ctx.srv.config.read().typed.stream_node_max_entries;
     let mut fx = StreamFx::new(ctx);
-    let t = parse_trim_args(args, false)?;
+    let t = parse_trim_args(args, false, node_entries)?;
     if t.next < args.len() {
         return Err(CmdError::Syntax);
     }

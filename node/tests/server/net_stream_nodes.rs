@@ -47,6 +47,21 @@ fn node_story(s: &Server) -> Vec<String> {
         ));
         out.push(format!("{key}: XLEN {:?}", c.cmd(&["XLEN", &key])));
     }
+    // `~` without LIMIT works through at most 100 nodes' worth of entries
+    // (unit/type/stream 'XTRIM with ~ is limited'); 0 entries per node: 10000.
+    for entries in ["1", "0"] {
+        let key = format!("lim-{entries}");
+        c.cmd(&["CONFIG", "SET", "stream-node-max-entries", entries]);
+        c.cmd(&["CONFIG", "SET", "stream-node-max-bytes", "4096"]);
+        for i in 1..=102 {
+            c.cmd(&["XADD", &key, &format!("{i}-1"), "x", "v"]);
+        }
+        out.push(format!(
+            "{key}: XTRIM ~ 1 trims {:?}, XLEN {:?}",
+            c.cmd(&["XTRIM", &key, "MAXLEN", "~", "1"]),
+            c.cmd(&["XLEN", &key])
+        ));
+    }
     out
 }
 
