@@ -70,6 +70,7 @@ pub fn upper_hooks() -> cmd::UpperHooks {
         shutdown_note_args: Some(persist::note_shutdown_args),
         shutdown_now: Some(persist::on_shutdown),
         debug_upper: Some(persist::debug::debug_upper),
+        save_after_flushall: Some(persist::save_after_flushall),
     }
 }
 

@@ -110,6 +110,9 @@ pub struct UpperHooks {
     /// DEBUG's subcommands of the layers above (persist's RELOAD and LOADAOF, repl's
     /// CHANGE-REPL-ID): Some(result) when `args[1]` is one of them.
     pub debug_upper: Option<DebugHook>,
+    /// FLUSHALL's foreground save when `save` points are set (persist), run by `execute`
+    /// once the command has let go of the keyspace (the save takes the stripes itself).
+    pub save_after_flushall: Option<fn(&Server)>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those
@@ -669,6 +672,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         let start = CmdTimer::start();
         let o = transaction::exec(srv, cl, out, cmd);
         record(srv, cl, cmd, args, start);
+        save_after_flushall(srv, cl);
         return o;
     }
     let start = CmdTimer::start();
@@ -734,10 +738,20 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
     if !ready.is_empty() {
         crate::blocking::serve(srv, ready);
     }
+    save_after_flushall(srv, cl);
     if cl.close_after_reply {
         return Outcome::Close;
     }
     outcome
+}
+
+/// FLUSHALL's save, once nothing of the keyspace is held (see `UpperHooks`).
+fn save_after_flushall(srv: &Server, cl: &mut ClientState) {
+    if std::mem::take(&mut cl.save_after_command) {
+        if let Some(save) = table().hooks.save_after_flushall {
+            save(srv);
+        }
+    }
 }
 
 /// Locks the stripes of the command's keys, recording each key's slot in `hints`.

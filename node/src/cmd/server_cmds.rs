@@ -147,6 +147,9 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lazy = flush_mode(ctx, args)?;
     flush_db(ctx, None, lazy);
+    // With save points, Redis saves the empty dataset right away: `execute` does it once
+    // the keyspace is let go (UpperHooks::save_after_flushall).
+    ctx.cl.save_after_command = true;
     ctx.out.ok();
     Ok(())
 }

@@ -193,6 +193,17 @@ pub fn save(srv: &Server) -> Result<u64, PersistError> {
     r
 }
 
+/// FLUSHALL's save (Redis's flushAllDataAndResetRDB): with `save` points set, the emptied
+/// dataset is saved at once, so dump.rdb is empty too and the change counter restarts at 0.
+pub fn save_after_flushall(srv: &Server) {
+    if save_points(srv).is_empty() {
+        return;
+    }
+    if let Err(e) = save(srv) {
+        tracing::warn!(error = %e, "the save after FLUSHALL failed");
+    }
+}
+
 /// Starts a background save on its own thread.
 pub fn bgsave(srv: &Arc<Server>) -> Result<(), PersistError> {
     if srv

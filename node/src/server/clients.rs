@@ -241,6 +241,8 @@ pub struct ClientState {
     pub authenticated: bool,
     /// Queued commands while in MULTI.
     pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A FLUSHALL ran: save once the request (EXEC, script) has let go of the keyspace.
+    pub save_after_command: bool,
     /// A command failed to queue: EXEC must abort.
     pub multi_error: bool,
     pub watched: Vec<(usize, Bytes)>,
@@ -302,6 +304,7 @@ impl ClientState {
             handle,
             authenticated,
             multi: None,
+            save_after_command: false,
             multi_error: false,
             watched: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),

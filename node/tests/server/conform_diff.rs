@@ -263,3 +263,48 @@ fn drop_cluster_packet_filter_off_like_redis() {
         assert_eq!(tc.cmd(args), rc.cmd(args), "{args:?}");
     }
 }
+
+/// FLUSHALL with `save` points does a foreground save, as Redis's flushAllDataAndResetRDB:
+/// the change counter ends at 0 and dump.rdb holds the empty dataset; without save points
+/// the counter keeps the changes (unit/other "FLUSHALL should reset the dirty counter...").
+#[test]
+fn flushall_saves_when_save_points_are_set_like_redis() {
+    let mut seen = Vec::new();
+    for l in both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = l.dir(dir.path()).args(&["--save", ""]).start();
+        let mut c = s.resp();
+        let dirty = |c: &mut Conn| {
+            let Reply::Bulk(info) = c.cmd(&["INFO", "persistence"]) else {
+                panic!("INFO persistence");
+            };
+            info_field(&String::from_utf8_lossy(&info), "rdb_changes_since_last_save")
+                .expect("rdb_changes_since_last_save")
+        };
+        let mut row = Vec::new();
+        c.cmd(&["SET", "key", "value"]);
+        c.cmd(&["FLUSHALL"]);
+        row.push(dirty(&mut c));
+        row.push(dir.path().join("dump.rdb").exists().to_string());
+        c.cmd(&["CONFIG", "SET", "save", "3600 1 300 100 60 10000"]);
+        c.cmd(&["SET", "key", "value"]);
+        c.cmd(&["SET", "key2", "value"]);
+        c.cmd(&["FLUSHALL"]);
+        row.push(dirty(&mut c));
+        row.push(dir.path().join("dump.rdb").exists().to_string());
+        // Inside MULTI too.
+        c.cmd(&["SET", "key", "value"]);
+        c.cmd(&["MULTI"]);
+        c.cmd(&["SET", "key3", "v"]);
+        c.cmd(&["FLUSHALL"]);
+        c.cmd(&["EXEC"]);
+        row.push(dirty(&mut c));
+        seen.push(row);
+        drop(s);
+    }
+    assert_eq!(
+        seen[1], seen[0],
+        "tessera (left) vs redis (right): dirty after FLUSHALL without save points, dump.rdb, \
+         with save points, dump.rdb, in MULTI"
+    );
+}
