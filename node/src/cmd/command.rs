@@ -273,10 +273,16 @@ fn write_key_specs(o: &mut Out, c: &CommandSpec) {
 
 /// Redis command flags that describe, rather than drive, this node's behaviour: it never
 /// loads asynchronously (so `no_async_loading` holds vacuously), EVAL takes zero keys
-/// (`no_mandatory_keys`) and RESTORE-ASKING is routed as if after ASKING (`asking`).
-/// (`skip_monitor` / `skip_slowlog` are not here: the node feeds EVAL to MONITOR and EXEC to
-/// the slowlog.)
-const DESCRIPTIVE_FLAGS: [&str; 3] = ["no_async_loading", "no_mandatory_keys", "asking"];
+/// (`no_mandatory_keys`), RESTORE-ASKING is routed as if after ASKING (`asking`), EVAL &
+/// co. reach MONITOR before their script runs rather than after (`skip_monitor`) and EXEC is
+/// never slow-logged, the commands it ran are (`skip_slowlog`).
+const DESCRIPTIVE_FLAGS: [&str; 5] = [
+    "no_async_loading",
+    "no_mandatory_keys",
+    "asking",
+    "skip_monitor",
+    "skip_slowlog",
+];
 
 /// One COMMAND INFO entry (10 fields in Redis 7.0).
 pub fn write_info(o: &mut Out, c: &CommandSpec) {

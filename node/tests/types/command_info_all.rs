@@ -18,21 +18,6 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("memory", "subcommands", "MALLOC-STATS: no jemalloc"),
     ("script", "subcommands", "SCRIPT DEBUG: no Lua debugger"),
     (
-        "eval",
-        "flags",
-        "skip_monitor: the node feeds EVAL itself to MONITOR",
-    ),
-    ("eval_ro", "flags", "skip_monitor, as EVAL"),
-    ("evalsha", "flags", "skip_monitor, as EVAL"),
-    ("evalsha_ro", "flags", "skip_monitor, as EVAL"),
-    ("fcall", "flags", "skip_monitor, as EVAL"),
-    ("fcall_ro", "flags", "skip_monitor, as EVAL"),
-    (
-        "exec",
-        "flags",
-        "skip_slowlog: the node logs EXEC itself in the slowlog",
-    ),
-    (
         "echo",
         "flags",
         "the node's ECHO is refused while loading / stale",
