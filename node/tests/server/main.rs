@@ -33,7 +33,6 @@ mod lolwut_diff;
 mod maxmemory_diff;
 mod monitor_diff;
 mod net_oom;
-mod net_oom;
 mod net_rebind;
 mod net_source_addr;
 mod net_stream_nodes;
