@@ -27,6 +27,10 @@
 #   REPORT_FROM      a run directory: only redo its report from its logs (nothing is run)
 #   NOTE             a paragraph put at the top of the report (e.g. "Partial trial: ...")
 #   LIST=1           only print the units each mode would run
+#   EXEMPT_FILE      the exemptions (default scripts/conformance-exempt.txt, the README's list):
+#                    `unit <unit>` lines are not run on tessera-node (modes a, b), `test <name>`
+#                    lines are passed to its runs as --skiptest; both are listed apart in the
+#                    report and not counted against tessera-node. EXEMPT_FILE=/dev/null: none.
 # Raw logs and the two per-run copies of REDIS_SRC live under target/conformance/<date>/run-<time>/.
 set -euo pipefail
 
@@ -186,6 +190,20 @@ with open(os.environ["CONF_MANIFEST"]) as f:
         rows.append(r)
 
 servers = [s for s in os.environ["CONF_SERVERS"].split(",") if s]
+# The README's exemptions in force for this run: {"unit": {name: reason}, "test": {...}}.
+exempt = {"unit": {}, "test": {}}
+try:
+    with open(os.environ.get("CONF_EXEMPT", "")) as ef:
+        for ln in ef:
+            ln = ln.rstrip("\n")
+            if not ln or ln.startswith("#") or " " not in ln:
+                continue
+            what, rest = ln.split(" ", 1)
+            name, _, reason = rest.partition("\t")
+            if what in exempt:
+                exempt[what][name] = reason
+except OSError:
+    pass
 label = {"redis": "redis-server", "tessera": "tessera-node"}
 by = {(r["mode"], r["unit"], r["server"]): r for r in rows}
 order = []
@@ -259,6 +277,9 @@ if "redis" in servers and "tessera" in servers:
             if rr is None or tr is None:
                 continue
             missing = collections.Counter(rr["passed"]) - collections.Counter(tr["passed"])
+            for name in list(missing):
+                if name in exempt["test"]:
+                    del missing[name]
             if not missing:
                 continue
             any_diff = True
@@ -282,6 +303,11 @@ if "redis" in servers and "tessera" in servers:
             out.append("")
     if not any_diff:
         out.append("None.")
+if exempt["unit"] or exempt["test"]:
+    out += ["", "## Exempted (README: Exemptions): not run or skipped on tessera-node", ""]
+    for kind, title in (("unit", "unit"), ("test", "test")):
+        for name, reason in exempt[kind].items():
+            out.append(f"- {title} {esc(name)} — {esc(reason)}")
 
 text = "\n".join(out).rstrip() + "\n"
 with open(os.environ["CONF_OUT"], "w") as f:
@@ -451,6 +477,22 @@ runtest_args=(--clients "$clients" --timeout "$harness_timeout")
 [ -n "$tags" ] && runtest_args+=(--tags "$tags")
 [ "${DURABLE:-0}" = 1 ] && runtest_args+=(--durable)
 
+# Exemptions (README "Exemptions"): whole units not run on tessera-node, single tests skipped
+# there by the harness itself (so a test that leaves a config behind when it fails cannot
+# fail the ones after it).
+exempt_file=${EXEMPT_FILE:-$root/scripts/conformance-exempt.txt}
+[ -r "$exempt_file" ] || die "EXEMPT_FILE=$exempt_file is not readable"
+declare -A exempt_unit=()
+tessera_skips=()
+while IFS=$'\t' read -r what reason; do
+  case $what in
+    '#'*|'') ;;
+    'unit '*) exempt_unit[${what#unit }]=$reason ;;
+    'test '*) tessera_skips+=(--skiptest "${what#test }") ;;
+    *) die "$exempt_file: a line must start with 'unit ' or 'test ': $what" ;;
+  esac
+done <"$exempt_file"
+
 export TERM=dumb   # the harness colours its output only on xterm-like terminals
 
 # The external server we started, killed on exit whatever happens.
@@ -484,10 +526,18 @@ run_unit() {
   local log="$run_dir/$mode/$server/${unit//\//_}.log"
   mkdir -p "$(dirname "$log")"
   local rc=0 note="" started=$SECONDS
+  local extra=()
+  if [ "$server" = tessera ] && [ "$mode" != c ]; then
+    if [ -n "${exempt_unit[$unit]+x}" ]; then
+      echo "conformance: mode $mode, $server, $unit: exempt (${exempt_unit[$unit]})"
+      return 0
+    fi
+    extra=("${tessera_skips[@]}")
+  fi
   echo "conformance: mode $mode, $server, $unit"
   case $mode in
     a)
-      (cd "$t" && timeout -k 10 "$unit_timeout" ./runtest --single "$unit" "${runtest_args[@]}") >"$log" 2>&1 || rc=$?
+      (cd "$t" && timeout -k 10 "$unit_timeout" ./runtest --single "$unit" "${runtest_args[@]}" "${extra[@]}") >"$log" 2>&1 || rc=$?
       ;;
     b)
       local port dir
@@ -506,7 +556,7 @@ run_unit() {
           sleep 0.1
         done
         if [ "$up" = 1 ]; then
-          (cd "$t" && timeout -k 10 "$unit_timeout" ./runtest --host 127.0.0.1 --port "$port" --single "$unit" "${runtest_args[@]}") >"$log" 2>&1 || rc=$?
+          (cd "$t" && timeout -k 10 "$unit_timeout" ./runtest --host 127.0.0.1 --port "$port" --single "$unit" "${runtest_args[@]}" "${extra[@]}") >"$log" 2>&1 || rc=$?
           kill -0 "$ext_pid" 2>/dev/null || note="server exited during the unit"
         else
           note="server exited or did not answer PING within 10 s"
@@ -543,6 +593,8 @@ git_rev="release build; tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/n
 git -C "$root" diff --quiet HEAD -- node 2>/dev/null || git_rev+=" (node/ had uncommitted changes)"
 [ -n "${TESSERA_BIN:-}" ] && git_rev="TESSERA_BIN=$TESSERA_BIN"
 
+cp "$exempt_file" "$run_dir/exempt.txt"
+
 # Everything the report needs, so REPORT_FROM=<run dir> can redo it from the logs alone.
 {
   printf 'CONF_MANIFEST=%q\n' "$manifest"
@@ -555,5 +607,6 @@ git -C "$root" diff --quiet HEAD -- node 2>/dev/null || git_rev+=" (node/ had un
   printf 'CONF_SERVERS=%q\n' "$servers"
   printf 'CONF_NPROC=%q\n' "$(nproc)"
   printf 'CONF_NOTE=%q\n' "${NOTE:-}"
+  printf 'CONF_EXEMPT=%q\n' "$run_dir/exempt.txt"
 } >"$run_dir/meta.sh"
 report "$run_dir" "$out"
