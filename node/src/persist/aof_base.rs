@@ -244,15 +244,7 @@ fn stream_commands(buf: &mut Vec<u8>, k: &[u8], st: &tessera_rdb::RdbStream) {
         // Always 0-1, as Redis: the last ID may be 0-0, which XADD refuses (XSETID follows).
         encode_command(
             buf,
-            &[
-                b"XADD".as_slice(),
-                k,
-                b"MAXLEN",
-                b"0",
-                b"0-1",
-                b"x",
-                b"y",
-            ],
+            &[b"XADD".as_slice(), k, b"MAXLEN", b"0", b"0-1", b"x", b"y"],
         );
     }
     for (eid, fields) in &st.entries {

@@ -490,24 +490,60 @@ pub fn info(srv: &Server) -> String {
         ("current_fork_perc", "0.00".into()),
         ("current_save_keys_processed", n(0)),
         ("current_save_keys_total", n(0)),
-        ("rdb_changes_since_last_save", n(srv.stats.dirty.load(Ordering::Relaxed))),
+        (
+            "rdb_changes_since_last_save",
+            n(srv.stats.dirty.load(Ordering::Relaxed)),
+        ),
         ("rdb_bgsave_in_progress", n(bg as u64)),
-        ("rdb_last_save_time", n(srv.last_save.load(Ordering::Relaxed))),
-        ("rdb_last_bgsave_status", ok(p.last_bgsave_ok.load(Ordering::Relaxed)).into()),
-        ("rdb_last_bgsave_time_sec", p.last_bgsave_time_sec.load(Ordering::Relaxed).to_string()),
+        (
+            "rdb_last_save_time",
+            n(srv.last_save.load(Ordering::Relaxed)),
+        ),
+        (
+            "rdb_last_bgsave_status",
+            ok(p.last_bgsave_ok.load(Ordering::Relaxed)).into(),
+        ),
+        (
+            "rdb_last_bgsave_time_sec",
+            p.last_bgsave_time_sec.load(Ordering::Relaxed).to_string(),
+        ),
         ("rdb_current_bgsave_time_sec", cur.to_string()),
         ("rdb_saves", n(p.saves.load(Ordering::Relaxed))),
         ("rdb_last_cow_size", n(0)),
-        ("rdb_last_load_keys_expired", n(p.last_load_keys_expired.load(Ordering::Relaxed))),
-        ("rdb_last_load_keys_loaded", n(p.last_load_keys.load(Ordering::Relaxed))),
+        (
+            "rdb_last_load_keys_expired",
+            n(p.last_load_keys_expired.load(Ordering::Relaxed)),
+        ),
+        (
+            "rdb_last_load_keys_loaded",
+            n(p.last_load_keys.load(Ordering::Relaxed)),
+        ),
         ("aof_enabled", n(a.enabled() as u64)),
-        ("aof_rewrite_in_progress", n(a.rewrite_in_progress.load(Ordering::Relaxed) as u64)),
-        ("aof_rewrite_scheduled", n(a.rewrite_scheduled.load(Ordering::Relaxed) as u64)),
-        ("aof_last_rewrite_time_sec", a.last_rewrite_time_sec.load(Ordering::Relaxed).to_string()),
-        ("aof_current_rewrite_time_sec", a.current_rewrite_secs().to_string()),
-        ("aof_last_bgrewrite_status", ok(a.last_rewrite_ok.load(Ordering::Relaxed)).into()),
+        (
+            "aof_rewrite_in_progress",
+            n(a.rewrite_in_progress.load(Ordering::Relaxed) as u64),
+        ),
+        (
+            "aof_rewrite_scheduled",
+            n(a.rewrite_scheduled.load(Ordering::Relaxed) as u64),
+        ),
+        (
+            "aof_last_rewrite_time_sec",
+            a.last_rewrite_time_sec.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "aof_current_rewrite_time_sec",
+            a.current_rewrite_secs().to_string(),
+        ),
+        (
+            "aof_last_bgrewrite_status",
+            ok(a.last_rewrite_ok.load(Ordering::Relaxed)).into(),
+        ),
         ("aof_rewrites", n(a.rewrites.load(Ordering::Relaxed))),
-        ("aof_rewrites_consecutive_failures", n(a.consecutive_failures.load(Ordering::Relaxed))),
+        (
+            "aof_rewrites_consecutive_failures",
+            n(a.consecutive_failures.load(Ordering::Relaxed)),
+        ),
         ("aof_last_write_status", ok(a.last_write_ok()).into()),
         ("aof_last_cow_size", n(0)),
         ("module_fork_in_progress", n(0)),
@@ -515,9 +551,15 @@ pub fn info(srv: &Server) -> String {
     ];
     if srv.config.read().typed.appendonly {
         f.extend([
-            ("aof_current_size", n(a.current_size.load(Ordering::Relaxed))),
+            (
+                "aof_current_size",
+                n(a.current_size.load(Ordering::Relaxed)),
+            ),
             ("aof_base_size", n(a.base_size.load(Ordering::Relaxed))),
-            ("aof_pending_rewrite", n(a.rewrite_scheduled.load(Ordering::Relaxed) as u64)),
+            (
+                "aof_pending_rewrite",
+                n(a.rewrite_scheduled.load(Ordering::Relaxed) as u64),
+            ),
             ("aof_buffer_length", n(0)),
             ("aof_pending_bio_fsync", n(0)),
             ("aof_delayed_fsync", n(0)),

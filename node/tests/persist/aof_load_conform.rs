@@ -197,12 +197,21 @@ fn refusal(launch: Launch, files: &[(&str, String)], manifest: &str, needle: &st
     }
 }
 
+/// One load case: its name, the files written (name, contents), the manifest, and the log
+/// line Redis prints.
+type LoadCase = (
+    &'static str,
+    Vec<(&'static str, String)>,
+    String,
+    &'static str,
+);
+
 /// A file the manifest names is missing (any of them, the last incr file too, in Redis
 /// 7.0.15), or the manifest has a blank line: the load is refused with Redis's line.
 #[test]
 fn missing_files_and_blank_manifest_lines_like_redis() {
     let set = |k: &str| resp(&["set", k, "v"]);
-    let cases: Vec<(&str, Vec<(&str, String)>, String, &str)> = vec![
+    let cases: Vec<LoadCase> = vec![
         (
             "incr 1 of 2 missing",
             vec![

@@ -278,8 +278,11 @@ fn flushall_saves_when_save_points_are_set_like_redis() {
             let Reply::Bulk(info) = c.cmd(&["INFO", "persistence"]) else {
                 panic!("INFO persistence");
             };
-            info_field(&String::from_utf8_lossy(&info), "rdb_changes_since_last_save")
-                .expect("rdb_changes_since_last_save")
+            info_field(
+                &String::from_utf8_lossy(&info),
+                "rdb_changes_since_last_save",
+            )
+            .expect("rdb_changes_since_last_save")
         };
         let mut row = Vec::new();
         c.cmd(&["SET", "key", "value"]);

@@ -53,7 +53,10 @@ fn info_sections_list_redis_fields_in_order() {
 /// SSUBSCRIBE, reads and writes processed growing, total system memory, Lua memory.
 #[test]
 fn info_values_track_like_redis() {
-    for s in [Server::redis(&["--save", ""]), Server::tessera(&["--save", ""])] {
+    for s in [
+        Server::redis(&["--save", ""]),
+        Server::tessera(&["--save", ""]),
+    ] {
         let mut c = s.resp();
         assert_eq!(num(&mut c, "memory", "number_of_cached_scripts"), 0.0);
         for i in 0..3 {
