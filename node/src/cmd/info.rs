@@ -183,7 +183,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             let (repl_backlog, repl_total, repl_slaves) = srv.repl.buffer_memory();
             let startup = srv.stats.startup_memory.0;
             let (cached, scripts_eval) = srv.scripts.cache_stats();
-            let vm_eval = crate::script::eval_vm_memory() as u64;
+            let vm_eval = srv.scripts.eval_vm_memory() as u64;
             let (libs, funcs) = srv.scripts.functions.counts();
             let vm_funcs = srv.scripts.functions.vm_memory() as u64;
             let funcs_mem = srv.scripts.functions.memory() as u64;

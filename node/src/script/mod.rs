@@ -126,6 +126,11 @@ impl Scripts {
         self.flushes.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// INFO's used_memory_lua, through the server's state (see [`eval_vm_memory`]).
+    pub fn eval_vm_memory(&self) -> usize {
+        eval_vm_memory()
+    }
+
     /// (scripts, bytes of their shas and bodies) in the cache: INFO's
     /// number_of_cached_scripts and used_memory_scripts_eval.
     pub fn cache_stats(&self) -> (usize, usize) {
