@@ -317,14 +317,7 @@ pub fn remember<'k>(srv: &Server, id: u64, keys: impl IntoIterator<Item = &'k [u
                 t.items += 1;
             }
         }
-        let list = if max > 0 && t.table.len() > max {
-            limit_table(&mut t, max)
-        } else {
-            Vec::new()
-        };
-        t.update_live(&srv.tracking.live);
-        srv.tracking.size.store(t.table.len(), Ordering::Relaxed);
-        list
+        trim_and_publish(srv, &mut t, max)
     };
     deliver(srv, list);
 }
@@ -343,18 +336,24 @@ pub fn enforce_limit(srv: &Server) -> bool {
     }
     let list = {
         let mut t = srv.tracking.tables.lock();
-        let list = if t.table.len() > max {
-            limit_table(&mut t, max)
-        } else {
-            Vec::new()
-        };
-        t.update_live(&srv.tracking.live);
-        srv.tracking.size.store(t.table.len(), Ordering::Relaxed);
-        list
+        trim_and_publish(srv, &mut t, max)
     };
     let sent = !list.is_empty();
     deliver(srv, list);
     sent
+}
+
+/// Trims the table to `max` keys (0: no limit) and publishes its new size: the
+/// invalidations to send once the lock is let go.
+fn trim_and_publish(srv: &Server, t: &mut Inner, max: usize) -> Vec<Delivery> {
+    let list = if max > 0 && t.table.len() > max {
+        limit_table(t, max)
+    } else {
+        Vec::new()
+    };
+    t.update_live(&srv.tracking.live);
+    srv.tracking.size.store(t.table.len(), Ordering::Relaxed);
+    list
 }
 
 /// Evicts keys (sending their invalidations) until the table holds at most `max`, as

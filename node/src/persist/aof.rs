@@ -714,18 +714,8 @@ pub fn load_and_open(srv: &Arc<Server>) -> Result<(), PersistError> {
             c.typed.appendfsync,
         )
     };
-    // Every AOF file is named after these: bare names only, or the files land (and
-    // rewrites delete) outside the AOF directory. redis checks them when reading its config.
-    if !is_base_name(&prefix) {
-        return Err(PersistError::BadName(
-            "appendfilename can't be a path, just a filename",
-        ));
-    }
-    if !is_base_name(&dirname) {
-        return Err(PersistError::BadName(
-            "appenddirname can't be a path, just a dirname",
-        ));
-    }
+    // redis checks them when reading its config.
+    check_names(&prefix, &dirname)?;
     let root = dir;
     let dir = root.join(&dirname);
     *srv.persist.aof.fsync.lock() = fsync;
@@ -1145,6 +1135,22 @@ fn temp_incr_name(prefix: &str) -> String {
     format!("temp-{prefix}.incr")
 }
 
+/// Every AOF file is named after `appendfilename` inside `appenddirname`: bare names only,
+/// or the files land (and rewrites delete) outside the AOF directory.
+fn check_names(prefix: &str, dirname: &str) -> Result<(), PersistError> {
+    if !is_base_name(prefix) {
+        return Err(PersistError::BadName(
+            "appendfilename can't be a path, just a filename",
+        ));
+    }
+    if !is_base_name(dirname) {
+        return Err(PersistError::BadName(
+            "appenddirname can't be a path, just a dirname",
+        ));
+    }
+    Ok(())
+}
+
 /// The AOF directory and file prefix from the config, created when missing.
 fn aof_location(srv: &Server) -> Result<(PathBuf, String), PersistError> {
     let (dir, dirname, prefix) = {
@@ -1155,16 +1161,7 @@ fn aof_location(srv: &Server) -> Result<(PathBuf, String), PersistError> {
             c.typed.appendfilename.clone(),
         )
     };
-    if !is_base_name(&prefix) {
-        return Err(PersistError::BadName(
-            "appendfilename can't be a path, just a filename",
-        ));
-    }
-    if !is_base_name(&dirname) {
-        return Err(PersistError::BadName(
-            "appenddirname can't be a path, just a dirname",
-        ));
-    }
+    check_names(&prefix, &dirname)?;
     let dir = dir.join(dirname);
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
     Ok((dir, prefix))
