@@ -158,22 +158,21 @@ fn migration_view(src: &Proc, dst: &Proc) -> Vec<String> {
     out
 }
 
+/// `view` of two fresh cluster-mode nodes of `bin` (stopped when it returns).
+fn on_two_nodes<T>(bin: &'static str, view: impl Fn(&Proc, &Proc) -> T) -> T {
+    let (a, b) = (
+        Proc::cluster(bin, "127.0.0.1", 3000),
+        Proc::cluster(bin, "127.0.0.1", 3000),
+    );
+    view(&a, &b)
+}
+
 /// On a MIGRATING slot a multi-key command with some keys present answers TRYAGAIN (all
 /// missing: ASK; all present: runs); on the IMPORTING side with ASKING the same as Redis.
 #[test]
 fn migrating_multikey_answers_like_redis() {
-    let want = {
-        let (s, d) = (
-            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
-            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
-        );
-        migration_view(&s, &d)
-    };
-    let (s, d) = (
-        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
-        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
-    );
-    assert_eq!(migration_view(&s, &d), want);
+    let want = on_two_nodes(redis_bin(), migration_view);
+    assert_eq!(on_two_nodes(tessera_bin(), migration_view), want);
 }
 
 /// One node's view of the others: per node id, its flags (without `myself`) and the
@@ -394,18 +393,8 @@ fn endpoint_view(a: &Proc, b: &Proc) -> Vec<Reply> {
 /// and an empty one in MOVED, as redis-server.
 #[test]
 fn endpoint_config_applies_at_once_like_redis() {
-    let want = {
-        let (a, b) = (
-            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
-            Proc::cluster(redis_bin(), "127.0.0.1", 3000),
-        );
-        endpoint_view(&a, &b)
-    };
-    let (a, b) = (
-        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
-        Proc::cluster(tessera_bin(), "127.0.0.1", 3000),
-    );
-    assert_eq!(endpoint_view(&a, &b), want);
+    let want = on_two_nodes(redis_bin(), endpoint_view);
+    assert_eq!(on_two_nodes(tessera_bin(), endpoint_view), want);
 }
 
 /// DBSIZE of a replica (`bin`) of a redis-server master, restarted after its master's keys

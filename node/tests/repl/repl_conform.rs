@@ -6,20 +6,7 @@ use std::time::Duration;
 
 use tessera_testkit::*;
 
-fn start(tessera: bool) -> Server {
-    if tessera {
-        Server::tessera(&["--save", ""])
-    } else {
-        Server::redis(&["--save", ""])
-    }
-}
-
-fn info_of(c: &mut Conn, section: &str, field: &str) -> Option<String> {
-    match c.cmd(&["INFO", section]) {
-        Reply::Bulk(b) => info_field(&String::from_utf8_lossy(&b), field),
-        _ => None,
-    }
-}
+use crate::{info_of, start};
 
 fn replica_of(master: &Server, replica: &Server) -> (Conn, Conn) {
     let mut m = master.resp();
@@ -37,8 +24,8 @@ fn replica_of(master: &Server, replica: &Server) -> (Conn, Conn) {
 /// A stopped replica's lag passes min-replicas-max-lag 2: writes are refused; raising the
 /// bound to 10 lets the very next write through.
 fn min_replicas(tessera: bool) -> Vec<String> {
-    let master = start(tessera);
-    let replica = start(tessera);
+    let master = start(tessera, &["--save", ""]);
+    let replica = start(tessera, &["--save", ""]);
     let (mut m, _r) = replica_of(&master, &replica);
     let mut seen = Vec::new();
     seen.push(format!(
@@ -74,8 +61,8 @@ fn min_replicas_config_applies_to_the_next_write_like_redis() {
 /// A writable replica holds its own value of a key the master then INCRBYs: the replica
 /// keeps its value and logs the failed command of the stream once.
 fn divergence(tessera: bool) -> Vec<String> {
-    let master = start(tessera);
-    let replica = start(tessera);
+    let master = start(tessera, &["--save", ""]);
+    let replica = start(tessera, &["--save", ""]);
     let (mut m, mut r) = replica_of(&master, &replica);
     let mut seen = Vec::new();
     seen.push(format!(
@@ -120,7 +107,7 @@ fn master_restart(tessera: bool) -> Vec<String> {
     } else {
         Server::redis(&args)
     };
-    let replica = start(tessera);
+    let replica = start(tessera, &["--save", ""]);
     let (mut m, mut r) = replica_of(&master, &replica);
     for i in 0..100 {
         m.cmd(&["SET", &format!("k{i}"), "v"]);

@@ -7,20 +7,7 @@ use std::time::Duration;
 
 use tessera_testkit::*;
 
-fn start(tessera: bool) -> Server {
-    if tessera {
-        Server::tessera(&["--save", ""])
-    } else {
-        Server::redis(&["--save", ""])
-    }
-}
-
-fn info_of(c: &mut Conn, section: &str, field: &str) -> Option<String> {
-    match c.cmd(&["INFO", section]) {
-        Reply::Bulk(b) => info_field(&String::from_utf8_lossy(&b), field),
-        _ => None,
-    }
-}
+use crate::{info_of, start};
 
 fn role(c: &mut Conn) -> String {
     match c.cmd(&["ROLE"]) {
@@ -39,9 +26,9 @@ fn wait_link_up(c: &mut Conn) {
 }
 
 fn failover_transcript(tessera: bool) -> Vec<String> {
-    let n0 = start(tessera);
-    let n1 = start(tessera);
-    let n2 = start(tessera);
+    let n0 = start(tessera, &["--save", ""]);
+    let n1 = start(tessera, &["--save", ""]);
+    let n2 = start(tessera, &["--save", ""]);
     let (mut c0, mut c1, mut c2) = (n0.resp(), n1.resp(), n2.resp());
     let (p0, p1) = (n0.port.to_string(), n1.port.to_string());
     let mut seen = Vec::new();

@@ -8,20 +8,7 @@ use std::time::Duration;
 
 use tessera_testkit::*;
 
-fn start(tessera: bool, args: &[&str]) -> Server {
-    if tessera {
-        Server::tessera(args)
-    } else {
-        Server::redis(args)
-    }
-}
-
-fn info_of(c: &mut Conn, section: &str, field: &str) -> Option<String> {
-    match c.cmd(&["INFO", section]) {
-        Reply::Bulk(b) => info_field(&String::from_utf8_lossy(&b), field),
-        _ => None,
-    }
-}
+use crate::{info_of, start};
 
 /// Master and replica of the same program; the replica is stopped (SIGSTOP) while two
 /// clients block on SHUTDOWN, then SHUTDOWN ABORT. Returns what the clients saw.
