@@ -73,13 +73,7 @@ impl Process {
 
     /// Sends `sig` (a name: TERM, INT, STOP, CONT...).
     pub fn signal(&self, sig: &str) {
-        let pid = self.pid().to_string();
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &pid])
-            .stdin(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -{sig} {pid} ({}) failed", self.program);
+        send_signal(self.pid(), sig, &self.program);
     }
 
     /// SIGKILL (no cleanup in the program, like an OOM kill), then reap.
@@ -100,6 +94,17 @@ impl Drop for Process {
             );
         }
     }
+}
+
+/// Sends `sig` (a `kill` signal name: TERM, INT, STOP, CONT...) to `pid`; panics naming
+/// `what` when it cannot be delivered.
+pub(crate) fn send_signal(pid: u32, sig: &str, what: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .stdin(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{sig} {pid} ({what}) failed");
 }
 
 #[cfg(test)]

@@ -502,13 +502,7 @@ impl Server {
     /// Sends `sig` (a `kill` signal name: STOP, CONT, TERM...) to the process; panics when
     /// it cannot be delivered.
     pub fn signal(&self, sig: &str) {
-        let pid = self.pid().to_string();
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &pid])
-            .stdin(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -{sig} {pid} failed");
+        crate::process::send_signal(self.pid(), sig, self.bin());
     }
 
     /// A clean stop: SIGTERM (the server saves and flushes its AOF) every second, since
