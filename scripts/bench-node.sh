@@ -8,7 +8,10 @@
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
 # BENCH_BIG (elements of the big collections), BENCH_REPS (runs per test and server; the
-# table shows the median, default 5).
+# table shows the median, default 5), BENCH_TESTS (the redis-benchmark tests of the first
+# table), BENCH_QUICK=1 (only the throughput of BENCH_TESTS, scripts and the restricted ACL
+# user: no memory, random-keyspace or cluster runs; saved as bench/node-<date>-quick.md),
+# BENCH_OUT (the report's path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,7 +22,8 @@ KEYS=${BENCH_KEYS:-1000000}
 REPS=${BENCH_REPS:-5}
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD_START=$(loadavg)
-TESTS="set,get,incr,lpush,lpop,sadd,hset,zadd,mset"
+TESTS=${BENCH_TESTS:-set,get,incr,lpush,lpop,sadd,hset,zadd,mset}
+QUICK=${BENCH_QUICK:-0}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-node.XXXXXX")
 PIDS=()
 cleanup() {
@@ -144,7 +148,22 @@ run_tests "" "$TESTS"
 STESTS="evalsha,eval"
 for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" script load "return 1" >/dev/null; done
 run_tests "s" "$STESTS"
+# A restricted ACL user (issue 19): what the per-command permission check (command rules and
+# key patterns) costs on the hot path. The same user on the three servers; redis-benchmark's
+# SET/GET key (`key:__rand_int__`) is inside its key pattern.
+ATESTS="set,get"
+for p in "$P_T" "$P_R" "$P_V"; do
+    redis-cli -p "$p" acl setuser bench reset on '>bench-pw' '~key:*' '+@read' '+@write' \
+        '+@connection' '+config|get' | grep -qx OK || { echo "ACL SETUSER failed on port $p" >&2; exit 1; }
+done
+run_tests "a" "$ATESTS" --user bench -a bench-pw
+# redis-benchmark counts error replies as served requests: a denied command must fail the run.
+for p in "$P_T" "$P_R" "$P_V"; do
+    denied=$(redis-cli -p "$p" info errorstats | tr -d '\r' | awk -F'[=,]' '/^errorstat_NOPERM:/ {print $2}')
+    [ -z "$denied" ] || { echo "port $p answered NOPERM $denied times to the restricted user" >&2; exit 1; }
+done
 LOAD_END=$(loadavg)
+if [ "$QUICK" != 1 ]; then
 
 # Memory: 1M keys of 16-byte values, loaded with redis-cli --pipe.
 awk -v n="$KEYS" 'BEGIN { for (i = 0; i < n; i++) { k = sprintf("key:%012d", i); printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$16\r\nxxxxxxxxxxxxxxxx\r\n", length(k), k } }' >"$TMP/load.resp"
@@ -258,6 +277,7 @@ for p in "$P_T" "$P_R" "$P_V"; do
     redis-benchmark -p "$p" -c 50 -n $((2 * RKEYS)) -P 16 -t set -r "$RKEYS" -q >/dev/null 2>&1 || true
 done
 run_tests "c" "$RTESTS" -r "$RKEYS"
+fi
 
 ratio() { # a b -> a/b with 2 decimals, or n/a
     if [[ "$1" == n/a || -z "$1" || -z "$2" || "$2" == n/a ]]; then echo "n/a"; else
@@ -267,6 +287,9 @@ ratio() { # a b -> a/b with 2 decimals, or n/a
 DATE=$(date -u +%Y-%m-%d)
 mkdir -p bench
 OUT="bench/node-$DATE.md"
+GROUPS_RUN=(":$TESTS" "s:$STESTS" "a:$ATESTS" "r:${RTESTS:-}" "c:${RTESTS:-}")
+if [ "$QUICK" = 1 ]; then OUT="bench/node-$DATE-quick.md"; GROUPS_RUN=(":$TESTS" "s:$STESTS" "a:$ATESTS"); fi
+OUT=${BENCH_OUT:-$OUT}
 {
     echo "# tessera-node vs redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2) vs valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)"
     echo
@@ -276,9 +299,10 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera/redis | tessera/valkey | tessera/best |"
     echo "|---|---|---|---|---|---|---|---|"
-    for group in ":$TESTS" "s:$STESTS" "r:$RTESTS" "c:$RTESTS"; do
+    for group in "${GROUPS_RUN[@]}"; do
         tag=${group%%:*}; label=""; [[ "$tag" == [rc] ]] && label=" $RKEYS random keys"
         [ "$tag" = c ] && label="$label, cluster mode"
+        [ "$tag" = a ] && label=" as a restricted ACL user"
         for pipe in 1 16; do
             for t in $(echo "${group#*:}" | tr ',' ' '); do
                 tr_=${RPS["tessera,$tag$pipe,$t"]:-n/a}; rr=${RPS["redis,$tag$pipe,$t"]:-n/a}; vr=${RPS["valkey,$tag$pipe,$t"]:-n/a}
@@ -297,9 +321,10 @@ OUT="bench/node-$DATE.md"
     echo
     echo "| test | pipeline | tessera ns | redis ns | valkey ns | tessera/redis | tessera/valkey | client % (t/r/v) |"
     echo "|---|---|---|---|---|---|---|---|"
-    for group in ":$TESTS" "s:$STESTS" "r:$RTESTS" "c:$RTESTS"; do
+    for group in "${GROUPS_RUN[@]}"; do
         tag=${group%%:*}; label=""; [[ "$tag" == [rc] ]] && label=" $RKEYS random keys"
         [ "$tag" = c ] && label="$label, cluster mode"
+        [ "$tag" = a ] && label=" as a restricted ACL user"
         for pipe in 1 16; do
             for t in $(echo "${group#*:}" | tr ',' ' '); do
                 tc=${CPU["tessera,$tag$pipe,$t"]:-n/a}; rc=${CPU["redis,$tag$pipe,$t"]:-n/a}; vc=${CPU["valkey,$tag$pipe,$t"]:-n/a}
@@ -307,6 +332,21 @@ OUT="bench/node-$DATE.md"
             done
         done
     done
+    echo
+    echo "The restricted ACL user (\`~key:* +@read +@write +@connection +config|get\`) against the default user,"
+    echo "per server (throughput as the user / as default; CPU per request as the user / as default):"
+    echo
+    echo "| test | pipeline | tessera rps | redis rps | valkey rps | tessera CPU | redis CPU | valkey CPU |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for pipe in 1 16; do
+        for t in ${ATESTS//,/ }; do
+            line="| ${t^^} | $pipe |"
+            for srv in tessera redis valkey; do line="$line $(ratio "${RPS["$srv,a$pipe,$t"]:-n/a}" "${RPS["$srv,$pipe,$t"]:-n/a}") |"; done
+            for srv in tessera redis valkey; do line="$line $(ratio "${CPU["$srv,a$pipe,$t"]:-n/a}" "${CPU["$srv,$pipe,$t"]:-n/a}") |"; done
+            echo "$line"
+        done
+    done
+    [ "$QUICK" = 1 ] && exit 0
     echo
     echo "| memory per key ($KEYS keys, 16-byte values) | tessera | redis | valkey | tessera/redis | tessera/valkey |"
     echo "|---|---|---|---|---|---|"

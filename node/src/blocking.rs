@@ -111,6 +111,8 @@ struct State {
     waiters: hashbrown::HashMap<u64, Waiter>,
     /// Waiters with a `group`, shared with [`GoneSink`] for its lock-free check.
     group_waiters: Arc<AtomicUsize>,
+    /// Clients held by CLIENT PAUSE (see [`Blocking::hold_paused`]).
+    paused: hashbrown::HashSet<u64>,
 }
 
 #[derive(Default)]
@@ -370,6 +372,15 @@ impl Blocking {
         HeldBlock(self)
     }
 
+    /// Counts a client held by CLIENT PAUSE as blocked while the guard lives: Redis blocks
+    /// such a client (BLOCKED_POSTPONE), so it shows in INFO blocked_clients and with the
+    /// `b` flag in CLIENT LIST, and the suites wait for that count.
+    pub fn hold_paused(&self, client_id: u64) -> HeldPause<'_> {
+        self.state.lock().paused.insert(client_id);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        HeldPause(self, client_id)
+    }
+
     pub fn register(
         &self,
         req: BlockRequest,
@@ -477,11 +488,8 @@ impl Blocking {
 
     /// The client ids blocked right now (CLIENT LIST flags).
     pub fn is_blocked(&self, client_id: u64) -> bool {
-        self.state
-            .lock()
-            .waiters
-            .values()
-            .any(|w| w.client.id == client_id)
+        let st = self.state.lock();
+        st.paused.contains(&client_id) || st.waiters.values().any(|w| w.client.id == client_id)
     }
 
     /// Takes the first waiter of a key not in `tried`, out of every queue it is in.
@@ -551,11 +559,93 @@ pub fn serve(srv: &Arc<Server>, mut ready: Vec<(usize, Bytes)>) {
     }
 }
 
+/// In cluster mode, ends with a redirection the waits this node can no longer serve, as
+/// Redis 7.0's clusterRedirectBlockedClientIfNeeded (from its clients cron): the cluster is
+/// down (`CLUSTERDOWN The cluster is down`), or the slot of the keys is neither ours nor
+/// being imported (`MOVED` to its owner, `CLUSTERDOWN Hash slot not served` if it has
+/// none). A read-only wait (XREAD) on a replica of the slot's owner stays. Called every
+/// tick of the server's cron.
+pub fn redirect_cluster_waiters(srv: &Server) {
+    let Some(node) = srv.cluster.get() else {
+        return;
+    };
+    if !srv.blocking.has_waiters() {
+        return;
+    }
+    // (id, slot, whether the command writes): all of a command's keys share one slot.
+    let waits: Vec<(u64, u16, bool)> = {
+        let st = srv.blocking.state.lock();
+        st.waiters
+            .iter()
+            .filter_map(|(&id, w)| {
+                let key = w.keys.first()?;
+                let write = !w
+                    .args
+                    .first()
+                    .is_some_and(|c| c.eq_ignore_ascii_case(b"xread"));
+                Some((id, crate::slot::key_hash_slot(key), write))
+            })
+            .collect()
+    };
+    if waits.is_empty() {
+        return;
+    }
+    let redirects: Vec<(u64, String)> = node.with_state(|st| {
+        waits
+            .iter()
+            .filter_map(|&(id, slot, write)| {
+                if !st.state_ok {
+                    return Some((id, "CLUSTERDOWN The cluster is down".to_string()));
+                }
+                let owner = st.slots.get(usize::from(slot)).copied().flatten();
+                let me = st.me();
+                let served = owner == Some(st.myself)
+                    || (!write && me.is_replica() && owner.is_some() && me.master == owner)
+                    || st.importing[usize::from(slot)].is_some();
+                if served {
+                    return None;
+                }
+                let msg = match owner.and_then(|o| st.nodes.get(&o)) {
+                    Some(n) => format!(
+                        "MOVED {slot} {}:{}",
+                        tessera_cluster::routing::preferred_endpoint(st, n),
+                        n.port
+                    ),
+                    None => "CLUSTERDOWN Hash slot not served".to_string(),
+                };
+                Some((id, msg))
+            })
+            .collect()
+    });
+    for (id, msg) in redirects {
+        let Some(w) = Blocking::detach(&mut srv.blocking.state.lock(), id) else {
+            continue; // served or timed out meanwhile
+        };
+        srv.blocking.count.fetch_sub(1, Ordering::Relaxed);
+        srv.stats.errors.count(msg.as_bytes());
+        let mut reply = BytesMut::with_capacity(msg.len() + 3);
+        reply.extend_from_slice(b"-");
+        reply.extend_from_slice(msg.as_bytes());
+        reply.extend_from_slice(b"\r\n");
+        let _ = w.tx.send(reply);
+    }
+}
+
 /// See [`Blocking::hold_other`].
 pub struct HeldBlock<'a>(&'a Blocking);
 
 impl Drop for HeldBlock<'_> {
     fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// See [`Blocking::hold_paused`].
+pub struct HeldPause<'a>(&'a Blocking, u64);
+
+impl Drop for HeldPause<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().paused.remove(&self.1);
         self.0.count.fetch_sub(1, Ordering::Relaxed);
     }
 }

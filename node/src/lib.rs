@@ -8,6 +8,7 @@
 //! test checks: resp, types, db, slot; config and server state; notify, tracking,
 //! blocking, pubsub, propagate; cmd; script, repl, persist, cluster glue; networking.
 
+pub mod acl;
 pub mod alloc;
 pub mod blocking;
 pub mod cluster;
@@ -15,6 +16,7 @@ pub mod cmd;
 pub mod config;
 pub mod counter;
 pub mod db;
+pub mod glob;
 pub mod latency;
 pub mod notify;
 pub mod persist;
@@ -34,16 +36,31 @@ pub const REDIS_VERSION: &str = "7.0.15";
 use std::sync::Arc;
 
 /// Starts a server from a parsed config on the current tokio runtime; returns when it stops.
-pub async fn run(config: config::Config) -> Result<(), server::ServerError> {
+/// `title`: the process's command line area (the binary's), where the process title goes.
+pub async fn run(
+    config: config::Config,
+    title: Option<server::title::Area>,
+) -> Result<(), server::ServerError> {
     cmd::install_table(all_commands(), upper_hooks(), &config.renames);
     let srv = server::Server::new(config);
+    if let Err(e) = cmd::acl::load_at_startup(&srv) {
+        tracing::warn!("{e}");
+        return Err(server::ServerError::Acl(e));
+    }
+    if let Some(area) = title {
+        srv.title.install(area, &srv.config.read());
+    }
     server::run(srv).await
 }
 
 /// Builds the shared server state (used by tests that drive commands in-process).
 pub fn new_server(config: config::Config) -> Arc<server::Server> {
     cmd::install_table(all_commands(), upper_hooks(), &config.renames);
-    server::Server::new(config)
+    let srv = server::Server::new(config);
+    if let Err(e) = cmd::acl::load_at_startup(&srv) {
+        tracing::warn!("{e}");
+    }
+    srv
 }
 
 /// Every command family, in table order. Assembled here, where every layer is visible: the
@@ -69,9 +86,27 @@ pub fn upper_hooks() -> cmd::UpperHooks {
         info_cluster: Some(cluster::info_section),
         shutdown_note_args: Some(persist::note_shutdown_args),
         shutdown_now: Some(persist::on_shutdown),
-        debug_upper: Some(persist::debug::debug_upper),
+        debug_upper: Some(debug_upper),
         save_after_flushall: Some(persist::save_after_flushall),
+        script_writes: Some(script::declared_writes),
     }
+}
+
+/// The ACL command catalog of the whole command table (Redis 7.0's commands, subcommands and
+/// categories), for programs that check ACL rules without running a server: the operator
+/// validates spec.users with it, the fuzz targets parse ACL files with it. Installs the
+/// command table (no renames) on first use, as a server does at start.
+pub fn standalone_acl_catalog() -> &'static acl::Catalog {
+    static CATALOG: std::sync::OnceLock<acl::Catalog> = std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| {
+        cmd::install_table(all_commands(), upper_hooks(), &[]);
+        cmd::acl::build_catalog()
+    })
+}
+
+/// DEBUG's subcommands of the layers above `cmd`: the cluster bus's, then persist's and repl's.
+fn debug_upper(ctx: &mut cmd::Ctx<'_>, args: &[&[u8]]) -> Option<cmd::CmdResult> {
+    cluster::debug::debug_upper(ctx, args).or_else(|| persist::debug::debug_upper(ctx, args))
 }
 
 /// Every top-level command name (config validation of rename-command).
@@ -96,10 +131,16 @@ mod layers {
     /// connection, busy-poll and prefetch code and the active expiry task, which drive the
     /// keyspace like a client does, are the runtime on top (`server::net`).
     const LAYERS: &[(&str, &[&str])] = &[
-        ("codec and utilities", &["resp", "slot", "counter", "alloc"]),
+        (
+            "codec and utilities",
+            &["resp", "slot", "counter", "alloc", "glob"],
+        ),
         ("values", &["types"]),
         ("keyspace", &["db"]),
-        ("config and server state", &["config", "server", "latency"]),
+        (
+            "config and server state",
+            &["config", "server", "latency", "acl"],
+        ),
         (
             "effects",
             &[
@@ -141,6 +182,11 @@ mod layers {
             "script/busy.rs",
             "server::net",
             "a busy script serves its thread's stuck connections (server::busy_io)",
+        ),
+        (
+            "script/mod.rs",
+            "server::net",
+            "the Lua debugger (SCRIPT DEBUG SYNC) talks over its client's socket while the script runs (server::busy_io::socket_of)",
         ),
         (
             "server/clients.rs",

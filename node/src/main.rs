@@ -17,6 +17,13 @@ fn main() -> anyhow::Result<()> {
     if args.first().map(String::as_str) == Some("--ready-probe") {
         std::process::exit(ready_probe::run(args.get(1..).unwrap_or_default()));
     }
+    // A background save's writer child (persist/child.rs): the server starts its own
+    // executable in this mode rather than forking itself.
+    if args.first().map(String::as_str) == Some(tessera_node::persist::child::WRITER_FLAG) {
+        std::process::exit(tessera_node::persist::child::writer_main(
+            args.get(1..).unwrap_or_default(),
+        ));
+    }
     if args.iter().any(|a| a == "-v" || a == "--version") {
         println!(
             "Redis server v={} (tessera-node {})",
@@ -25,6 +32,11 @@ fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    // The command line area, for the process title: taken now, while this is the only
+    // thread (its environment strings move to the heap).
+    let title = std::env::args_os()
+        .next()
+        .and_then(tessera_node::server::title::Area::take_over);
     let (file, cli) = tessera_node::config::parse_args(&args);
     let config = match tessera_node::config::Config::load(
         file.as_deref(),
@@ -49,7 +61,7 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("building the tokio runtime")?;
     let port = config.typed.port;
-    if let Err(e) = rt.block_on(tessera_node::run(config)) {
+    if let Err(e) = rt.block_on(tessera_node::run(config, title)) {
         if let tessera_node::server::ServerError::Bind { .. } = e {
             // Redis's words: its test harness reads them to retry on another port.
             tracing::warn!("Warning: {e}");

@@ -26,10 +26,40 @@ pub struct Write<'a> {
     pub from_master: bool,
 }
 
+/// Who gets a propagated command (Redis's PROPAGATE_AOF / PROPAGATE_REPL targets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Target {
+    /// Replicas and the AOF: every write.
+    #[default]
+    All,
+    /// Replicas only: PUBLISH and SPUBLISH outside cluster mode, which Redis forwards so
+    /// that a replica's subscribers hear its master's messages, but never writes to disk.
+    Replicas,
+    /// The AOF only (a script's `redis.set_repl(redis.REPL_AOF)`).
+    Aof,
+}
+
 /// A consumer of the write stream (AOF, replication).
 pub trait WriteSubscriber: Send + Sync {
     /// Called with the command's key locks held: keep it short (buffer, don't block).
     fn feed(&self, w: &Write<'_>);
+
+    /// True for a replication stream: it gets [`Target::Replicas`] commands and not
+    /// [`Target::Aof`] ones. Every other subscriber is fed as the AOF is.
+    fn is_replication(&self) -> bool {
+        false
+    }
+}
+
+impl Target {
+    /// Whether a subscriber (a replication stream or not) gets a command of this target.
+    fn reaches(self, replication: bool) -> bool {
+        match self {
+            Target::All => true,
+            Target::Replicas => replication,
+            Target::Aof => !replication,
+        }
+    }
 }
 
 /// The registered subscribers.
@@ -66,15 +96,22 @@ impl Propagator {
         self.active.store(!v.is_empty(), Ordering::Release);
     }
 
-    /// Feeds the commands `cmds` ((db, args) each) of one write to every subscriber under
-    /// one read of the list, wrapped in MULTI ... EXEC when there are several (Redis's
-    /// also-propagate and EXEC: a crash never replays half of them).
-    pub fn feed<'c>(&self, cmds: &[(usize, &'c [&'c [u8]])], stripes: &[u16], from_master: bool) {
+    /// Feeds the commands `cmds` ((db, args, target) each) of one write to their
+    /// subscribers under one read of the list, wrapped in MULTI ... EXEC (for everyone)
+    /// when there are several (Redis's also-propagate and EXEC: a crash never replays half
+    /// of them; as in Redis, the AOF gets the MULTI/EXEC pair even when every command
+    /// between them was for replicas only).
+    pub fn feed<'c>(
+        &self,
+        cmds: &[(usize, &'c [&'c [u8]], Target)],
+        stripes: &[u16],
+        from_master: bool,
+    ) {
         let (Some(first), Some(last)) = (cmds.first(), cmds.last()) else {
             return;
         };
         let subs = self.subs.read();
-        let feed = |db: usize, args: &[&[u8]]| {
+        let feed = |db: usize, args: &[&[u8]], target: Target| {
             let w = Write {
                 db,
                 args,
@@ -82,18 +119,20 @@ impl Propagator {
                 from_master,
             };
             for s in subs.iter() {
-                s.feed(&w);
+                if target.reaches(s.is_replication()) {
+                    s.feed(&w);
+                }
             }
         };
         let wrap = cmds.len() > 1;
         if wrap {
-            feed(first.0, &[b"MULTI"]);
+            feed(first.0, &[b"MULTI"], Target::All);
         }
-        for (db, args) in cmds {
-            feed(*db, args);
+        for (db, args, target) in cmds {
+            feed(*db, args, *target);
         }
         if wrap {
-            feed(last.0, &[b"EXEC"]);
+            feed(last.0, &[b"EXEC"], Target::All);
         }
     }
 }

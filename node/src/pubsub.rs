@@ -22,108 +22,9 @@ pub struct PubSub {
     pub(crate) shard: shard::ShardSubs,
 }
 
-/// Redis glob matching (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), optionally case-insensitive.
-pub fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
-    fn eq(a: u8, b: u8, nocase: bool) -> bool {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    }
-    let (mut p, mut i) = (0usize, 0usize);
-    let (mut star_p, mut star_i) = (usize::MAX, 0usize);
-    while i < s.len() {
-        if p < pat.len() {
-            match pat[p] {
-                b'*' => {
-                    while p < pat.len() && pat[p] == b'*' {
-                        p += 1;
-                    }
-                    if p == pat.len() {
-                        return true;
-                    }
-                    star_p = p;
-                    star_i = i;
-                    continue;
-                }
-                b'?' => {
-                    p += 1;
-                    i += 1;
-                    continue;
-                }
-                b'[' => {
-                    let mut q = p + 1;
-                    let not = q < pat.len() && pat[q] == b'^';
-                    if not {
-                        q += 1;
-                    }
-                    let mut matched = false;
-                    while q < pat.len() && pat[q] != b']' {
-                        if pat[q] == b'\\' && q + 1 < pat.len() {
-                            q += 1;
-                            if eq(pat[q], s[i], nocase) {
-                                matched = true;
-                            }
-                        } else if q + 2 < pat.len() && pat[q + 1] == b'-' && pat[q + 2] != b']' {
-                            let (mut lo, mut hi) = (pat[q], pat[q + 2]);
-                            if lo > hi {
-                                std::mem::swap(&mut lo, &mut hi);
-                            }
-                            let c = if nocase {
-                                s[i].to_ascii_lowercase()
-                            } else {
-                                s[i]
-                            };
-                            let (lo2, hi2) = if nocase {
-                                (lo.to_ascii_lowercase(), hi.to_ascii_lowercase())
-                            } else {
-                                (lo, hi)
-                            };
-                            if c >= lo2 && c <= hi2 {
-                                matched = true;
-                            }
-                            q += 2;
-                        } else if eq(pat[q], s[i], nocase) {
-                            matched = true;
-                        }
-                        q += 1;
-                    }
-                    if matched != not {
-                        p = if q < pat.len() { q + 1 } else { q };
-                        i += 1;
-                        continue;
-                    }
-                }
-                b'\\' if p + 1 < pat.len() => {
-                    if eq(pat[p + 1], s[i], nocase) {
-                        p += 2;
-                        i += 1;
-                        continue;
-                    }
-                }
-                c => {
-                    if eq(c, s[i], nocase) {
-                        p += 1;
-                        i += 1;
-                        continue;
-                    }
-                }
-            }
-        }
-        if star_p != usize::MAX {
-            star_i += 1;
-            i = star_i;
-            p = star_p;
-            continue;
-        }
-        return false;
-    }
-    while p < pat.len() && pat[p] == b'*' {
-        p += 1;
-    }
-    p == pat.len()
-}
+/// Redis glob matching, kept in the utilities layer (`crate::glob`) for ACL's key and
+/// channel patterns; re-exported here for pub/sub's own users.
+pub use crate::glob::glob_match;
 
 fn encode(resp3: bool, parts: &[&[u8]], count: Option<i64>) -> Bytes {
     let mut o = Out {
@@ -273,6 +174,23 @@ impl PubSub {
 
     pub fn numpat(&self) -> usize {
         self.patterns.read().len()
+    }
+
+    /// A client's subscriptions (channels, patterns, shard channels): what an ACL change
+    /// checks to close a client whose channels were revoked.
+    pub fn subscriptions_of(&self, id: u64) -> (Vec<Bytes>, Vec<Bytes>, Vec<Bytes>) {
+        let scan = |m: &RwLock<Subs>| -> Vec<Bytes> {
+            m.read()
+                .iter()
+                .filter(|(_, s)| s.contains_key(&id))
+                .map(|(c, _)| c.clone())
+                .collect()
+        };
+        (
+            scan(&self.channels),
+            scan(&self.patterns),
+            self.shard_channels_of(id),
+        )
     }
 }
 

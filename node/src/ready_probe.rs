@@ -6,6 +6,9 @@
 //! `REDISCLI_AUTH`, as for redis-cli. A node that refuses that password (changed live by the
 //! operator since the pod started) is judged on answering alone, as a TCP probe would: the
 //! password is the operator's business, and unreadying every pod on a rotation would be worse.
+//! When the pod names the operator's own user (`TESSERA_OPERATOR_USER` and
+//! `TESSERA_OPERATOR_PASSWORD`), the probe logs in as that user first, so a node whose
+//! `default` user is off is still judged on its INFO.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -46,7 +49,10 @@ pub fn run(args: &[String]) -> i32 {
     let password = std::env::var("REDISCLI_AUTH")
         .ok()
         .filter(|p| !p.is_empty());
-    match check(&host, port, password.as_deref()) {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let admin = var("TESSERA_OPERATOR_USER").zip(var("TESSERA_OPERATOR_PASSWORD"));
+    let admin = admin.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
+    match check(&host, port, admin, password.as_deref()) {
         Ok(why) => {
             println!("ready: {why}");
             0
@@ -64,7 +70,12 @@ enum Reply {
     Error(String),
 }
 
-fn check(host: &str, port: u16, password: Option<&str>) -> Result<&'static str, ProbeError> {
+fn check(
+    host: &str,
+    port: u16,
+    admin: Option<(&str, &str)>,
+    password: Option<&str>,
+) -> Result<&'static str, ProbeError> {
     let addr = (host, port)
         .to_socket_addrs()?
         .next()
@@ -74,7 +85,13 @@ fn check(host: &str, port: u16, password: Option<&str>) -> Result<&'static str, 
     stream.set_write_timeout(Some(TIMEOUT))?;
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
-    if let Some(pw) = password {
+    let mut logged_in = false;
+    if let Some((user, pw)) = admin {
+        writer.write_all(&command(&["AUTH", user, pw]))?;
+        // A node started before the user existed refuses it: the password below may do.
+        logged_in = matches!(read_reply(&mut reader)?, Reply::Ok(_));
+    }
+    if let Some(pw) = password.filter(|_| !logged_in) {
         writer.write_all(&command(&["AUTH", pw]))?;
         // A refused password is not fatal: INFO below tells whether the node needs one.
         read_reply(&mut reader)?;

@@ -31,7 +31,7 @@ use tracing::{debug, info, instrument};
 
 use crate::children::{owner_ref, ChildError};
 use crate::crd::RedisCluster;
-use tessera_topology::conn::connect_with;
+use tessera_topology::conn::{connect_with, Login, NodeConn};
 use tessera_topology::{EngineOptions, PodEndpoint, TopologyError};
 
 /// Key of the password in the operator's Secret.
@@ -40,6 +40,69 @@ pub const ACTIVE_KEY: &str = "password";
 /// Name of the Secret holding the password the nodes run with.
 pub fn active_secret_name(cluster: &str) -> String {
     format!("{cluster}-auth-active")
+}
+
+/// Name of the Secret holding the operator's own password (`crate::users::ADMIN_USER`, key
+/// [`ACTIVE_KEY`]): made once, never regenerated while it exists.
+pub fn admin_secret_name(cluster: &str) -> String {
+    format!("{cluster}-operator-admin")
+}
+
+/// An operator-owned Secret of cluster `rc` holding one password under [`ACTIVE_KEY`]
+/// (the nodes' active password, the operator user's password).
+fn password_secret(
+    rc: &RedisCluster,
+    ns: &str,
+    name: &str,
+    password: Vec<u8>,
+) -> Result<Secret, AuthError> {
+    Ok(Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(ns.to_string()),
+            labels: Some(BTreeMap::from([
+                (
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "tessera-operator".to_string(),
+                ),
+                (crate::pods::LABEL_CLUSTER.to_string(), rc.name_any()),
+            ])),
+            owner_references: Some(vec![owner_ref(rc)?]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            ACTIVE_KEY.to_string(),
+            ByteString(password),
+        )])),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    })
+}
+
+/// A new password for the operator's user: 32 random bytes, hex.
+pub fn new_admin_password() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Creates `<cluster>-operator-admin` with a new password, owned by the RedisCluster, and
+/// returns the password it holds: the existing one when another writer created it first
+/// (create, not apply: an existing password is never replaced).
+pub async fn create_admin(
+    client: &Client,
+    rc: &RedisCluster,
+    ns: &str,
+) -> Result<String, AuthError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let name = admin_secret_name(&rc.name_any());
+    let secret = password_secret(rc, ns, &name, new_admin_password().into_bytes())?;
+    let made = match api.create(&kube::api::PostParams::default(), &secret).await {
+        Ok(s) => s,
+        Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await?,
+        Err(e) => return Err(e.into()),
+    };
+    info!(secret = %name, "operator user's password Secret created");
+    active_password(&made).map_err(AuthError::BadSecret)
 }
 
 /// What the password step does this reconcile (pure; see [`plan`]).
@@ -119,27 +182,7 @@ pub async fn write_active(
         }
         return Ok(());
     };
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ns.to_string()),
-            labels: Some(BTreeMap::from([
-                (
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "tessera-operator".to_string(),
-                ),
-                (crate::pods::LABEL_CLUSTER.to_string(), rc.name_any()),
-            ])),
-            owner_references: Some(vec![owner_ref(rc)?]),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            ACTIVE_KEY.to_string(),
-            ByteString(pw.as_bytes().to_vec()),
-        )])),
-        type_: Some("Opaque".into()),
-        ..Default::default()
-    };
+    let secret = password_secret(rc, ns, &name, pw.as_bytes().to_vec())?;
     api.patch(
         &name,
         &PatchParams::apply("tessera-operator").force(),
@@ -149,9 +192,40 @@ pub async fn write_active(
     Ok(())
 }
 
+/// What one node needs for the switch to `desired` (pure): nothing when it runs it already,
+/// else `requirepass`, and `masterauth` before it unless the node's replicas log in as the
+/// operator's user (`masteruser`, see `crate::users`: `masterauth` is that user's password
+/// then). `requirepass` is the node's CONFIG GET value, read when logged in as the operator's
+/// user; otherwise the password the node took tells.
+pub fn switch_directives(
+    login: &Login,
+    requirepass: Option<&str>,
+    masteruser: &str,
+    desired: Option<&str>,
+) -> Vec<&'static str> {
+    let runs = match login {
+        Login::Admin => requirepass.unwrap_or("") == desired.unwrap_or(""),
+        Login::Default(pw) => pw.as_deref() == desired,
+    };
+    if runs {
+        Vec::new()
+    } else if masteruser == crate::users::ADMIN_USER {
+        vec!["requirepass"]
+    } else {
+        vec!["masterauth", "requirepass"]
+    }
+}
+
+/// A CONFIG GET value (RESP2: `[name, value]`), empty when unset.
+async fn config_get(conn: &mut NodeConn, name: &str) -> Result<String, AuthError> {
+    let v: Vec<String> = conn.run(redis::cmd("CONFIG").arg("GET").arg(name)).await?;
+    Ok(v.get(1).cloned().unwrap_or_default())
+}
+
 /// Switches every node in `pods` to `desired`: masterauth on all first (it only matters when
-/// a replica reconnects), then requirepass. Returns how many nodes were changed; an error
-/// when a node could not be reached or refused, so the record is not updated yet.
+/// a replica reconnects), then requirepass (see [`switch_directives`]). Returns how many nodes
+/// were changed; an error when a node could not be reached or refused, so the record is not
+/// updated yet.
 #[instrument(skip_all, fields(nodes = pods.len()))]
 pub async fn switch(
     pods: &[PodEndpoint],
@@ -166,14 +240,23 @@ pub async fn switch(
     let timeout = o.command_timeout.max(Duration::from_secs(1));
     let mut stale = Vec::new();
     for p in pods {
-        let (conn, used) = connect_with(&p.host, p.port, &o, timeout).await?;
-        if used.as_deref() != desired {
-            stale.push((p, conn));
+        let (mut conn, login) = connect_with(&p.host, p.port, &o, timeout).await?;
+        let requirepass = match login {
+            Login::Admin => Some(config_get(&mut conn, "requirepass").await?),
+            Login::Default(_) => None,
+        };
+        let masteruser = config_get(&mut conn, "masteruser").await?;
+        let todo = switch_directives(&login, requirepass.as_deref(), &masteruser, desired);
+        if !todo.is_empty() {
+            stale.push((p, conn, todo));
         }
     }
     let value = desired.unwrap_or("");
     for directive in ["masterauth", "requirepass"] {
-        for (p, conn) in &mut stale {
+        for (p, conn, todo) in &mut stale {
+            if !todo.contains(&directive) {
+                continue;
+            }
             let _: redis::Value = conn
                 .run(redis::cmd("CONFIG").arg("SET").arg(directive).arg(value))
                 .await?;
@@ -229,9 +312,9 @@ impl SecretVersions {
     }
 }
 
-/// Every `period`, gets (by name) the password Secret of each cluster in `clusters` that has
-/// `spec.auth`, and yields the clusters whose Secret changed (see [`SecretVersions::update`]).
-/// Clusters without `spec.auth` cost nothing.
+/// Every `period`, gets (by name) the password Secrets of each cluster in `clusters` (spec.auth's
+/// and spec.users'), and yields the clusters whose Secret changed (see [`SecretVersions::update`]).
+/// Clusters without either cost nothing.
 pub fn secret_changes(
     client: Client,
     clusters: Store<RedisCluster>,
@@ -242,18 +325,45 @@ pub fn secret_changes(
         tokio::time::sleep(period).await;
         let mut now = Vec::new();
         for rc in clusters.state() {
-            let (Some(ns), Some(a)) = (rc.namespace(), rc.spec.auth.as_ref()) else {
+            let Some(ns) = rc.namespace() else {
                 continue;
             };
+            // spec.auth's Secret and each spec.users Secret, polled as one: the names joined,
+            // their versions joined (a change to any of them is a change).
+            let names: Vec<&str> = rc
+                .spec
+                .auth
+                .iter()
+                .map(|a| a.secret_name.as_str())
+                .chain(
+                    rc.spec
+                        .users
+                        .iter()
+                        .filter_map(|u| u.password_secret.as_ref())
+                        .map(|r| r.name.as_str()),
+                )
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
             let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-            let seen = match api.get_opt(&a.secret_name).await {
-                Ok(s) => SecretSeen::Version(s.and_then(|s| s.metadata.resource_version)),
-                Err(e) => {
-                    debug!(secret = %a.secret_name, namespace = %ns, error = %e, "password Secret not read");
-                    SecretSeen::Unknown
+            let mut versions = Vec::with_capacity(names.len());
+            let mut seen = None;
+            for name in &names {
+                match api.get_opt(name).await {
+                    Ok(s) => versions.push(
+                        s.and_then(|s| s.metadata.resource_version)
+                            .unwrap_or_else(|| "-".into()),
+                    ),
+                    Err(e) => {
+                        debug!(secret = %name, namespace = %ns, error = %e, "password Secret not read");
+                        seen = Some(SecretSeen::Unknown);
+                        break;
+                    }
                 }
-            };
-            now.push((ObjectRef::from_obj(rc.as_ref()), a.secret_name.clone(), seen));
+            }
+            let seen = seen.unwrap_or_else(|| SecretSeen::Version(Some(versions.join(","))));
+            now.push((ObjectRef::from_obj(rc.as_ref()), names.join(","), seen));
         }
         let changed = versions.update(now);
         for c in &changed {
@@ -323,6 +433,15 @@ mod tests {
     }
 
     #[test]
+    fn admin_passwords_are_64_hex_digits_and_differ() {
+        let (a, b) = (new_admin_password(), new_admin_password());
+        assert_eq!(a.len(), 64);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert_eq!(admin_secret_name("demo"), "demo-operator-admin");
+    }
+
+    #[test]
     fn plan_cases() {
         assert_eq!(plan(None, None, true), AuthStep::InSync);
         assert_eq!(plan(Some("a"), Some("a"), true), AuthStep::InSync);
@@ -333,6 +452,33 @@ mod tests {
         assert_eq!(plan(Some("b"), Some("a"), true), AuthStep::Switch);
         assert_eq!(plan(Some("b"), Some("a"), false), AuthStep::Switch);
         assert_eq!(plan(None, Some("a"), true), AuthStep::Switch);
+    }
+
+    #[test]
+    fn the_switch_leaves_masterauth_to_the_operators_user() {
+        let admin = Login::Admin;
+        let old = Login::Default(Some("a".into()));
+        // Logged in as the operator's user: CONFIG GET requirepass tells.
+        assert!(switch_directives(&admin, Some("b"), "tessera-operator", Some("b")).is_empty());
+        assert!(switch_directives(&admin, Some(""), "", None).is_empty());
+        assert_eq!(
+            switch_directives(&admin, Some("a"), "tessera-operator", Some("b")),
+            vec!["requirepass"]
+        );
+        assert_eq!(
+            switch_directives(&admin, Some("a"), "tessera-operator", None),
+            vec!["requirepass"]
+        );
+        // An older pod (no masteruser): both, as before.
+        assert_eq!(
+            switch_directives(&old, None, "", Some("b")),
+            vec!["masterauth", "requirepass"]
+        );
+        assert!(switch_directives(&old, None, "", Some("a")).is_empty());
+        assert_eq!(
+            switch_directives(&old, None, "tessera-operator", Some("b")),
+            vec!["requirepass"]
+        );
     }
 
     #[test]

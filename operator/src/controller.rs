@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -64,7 +64,9 @@ impl From<ObserveError> for Error {
         match e {
             ObserveError::Kube(e) => Error::Kube(e),
             // As when the password step read the record itself.
-            ObserveError::ActiveSecret(why) => Error::Auth(auth::AuthError::BadSecret(why)),
+            ObserveError::ActiveSecret(why) | ObserveError::AdminSecret(why) => {
+                Error::Auth(auth::AuthError::BadSecret(why))
+            }
         }
     }
 }
@@ -153,6 +155,10 @@ pub struct Context {
     /// (there is no Secret watch; see `crate::auth::secret_changes`).
     pub secret_poll: Duration,
     failures: Mutex<HashMap<String, u32>>,
+    /// `<cluster>-node-auth` as last applied (namespace/name → hash, when): it is not read
+    /// back (see `apply_node_auth`), so an unchanged one is re-applied only every
+    /// `requeue_ready`, which also brings back one deleted by hand.
+    node_auth_applied: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 impl Context {
@@ -173,6 +179,7 @@ impl Context {
             requeue_ready: Duration::from_secs(300),
             secret_poll: Duration::from_secs(10),
             failures: Mutex::new(HashMap::new()),
+            node_auth_applied: Mutex::new(HashMap::new()),
         }
     }
 
@@ -359,6 +366,11 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     // the topology step, at their new size once none of the pods they remove is a master.
     let mut held = Vec::new();
     if problems.is_empty() {
+        // The operator's own user: its password is made once, before the node config that
+        // carries its hash.
+        if obs.admin_password.is_none() {
+            obs.admin_password = Some(auth::create_admin(client, rc, &ns).await?);
+        }
         let plan = steps::children(rc, &obs)?;
         held = plan.held;
         apply_node_auth(ctx, &ns, &plan.node_auth).await?;
@@ -394,11 +406,21 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     let passwords = match obs.passwords.take() {
         Some(observed) if problems.is_empty() => {
             let mut p = Passwords::from_observed(observed)?;
+            p.admin = obs.admin_password.clone();
             password_step(rc, ctx, &ns, &obs.pods, previous, &mut p).await?;
             Some(p)
         }
         _ => None,
     };
+
+    // users step: spec.users on every node, masters and replicas (crate::users)
+    let user_problems = crate::users::validate(spec);
+    let users_record = previous.map(|s| s.users.clone()).unwrap_or_default();
+    let mut users_done = None;
+    // Every cluster: the operator's own user is one of them.
+    if let Some(p) = passwords.as_ref() {
+        users_done = Some(users_step(ctx, rc, spec, &obs, p, &user_problems, &users_record).await);
+    }
 
     // topology step
     let topology = match &passwords {
@@ -488,6 +510,15 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         rollout: rollout.as_ref(),
         now: Timestamp::now(),
     });
+    let mut users_requeue = None;
+    match users_done {
+        Some(done) => {
+            new_status.users = done.record;
+            new_status.conditions.extend(done.conditions);
+            users_requeue = done.requeue;
+        }
+        None => new_status.users = users_record,
+    }
     new_status.password_recorded = passwords
         .as_ref()
         .map_or(recorded_before, |p| p.active.is_some());
@@ -513,11 +544,97 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         .map(|c| format!("{}: {}", c.reason, c.message))
         .unwrap_or_default();
     info!(phase = new_status.phase.as_str(), ready = %new_status.ready_text, slots = new_status.slots_assigned, %why, "reconciled");
-    Ok(match new_status.phase {
-        Phase::Ready => Action::requeue(ctx.requeue_ready),
-        Phase::Failed => Action::requeue(ctx.requeue_ready),
-        _ => Action::requeue(ctx.requeue_converging),
-    })
+    let every = match new_status.phase {
+        Phase::Ready | Phase::Failed => ctx.requeue_ready,
+        _ => ctx.requeue_converging,
+    };
+    // A password overlap window ends on time, not at the next periodic reconcile.
+    Ok(Action::requeue(
+        users_requeue.map_or(every, |u| u.min(every)),
+    ))
+}
+
+/// What the users step leaves for the status.
+struct UsersDone {
+    record: Vec<crate::crd::UserStatus>,
+    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    requeue: Option<Duration>,
+}
+
+/// Validates spec.users, plans (pure, `crate::users`) and brings every node to the plan; a
+/// bad rule sends nothing. Node failures are reported in the UsersReady condition (and an
+/// Event), not as a reconcile error: the next reconcile retries.
+async fn users_step(
+    ctx: &Context,
+    rc: &RedisCluster,
+    spec: &crate::crd::RedisClusterSpec,
+    obs: &Observed,
+    passwords: &Passwords,
+    problems: &[crate::users::UserProblem],
+    record: &[crate::crd::UserStatus],
+) -> UsersDone {
+    use crate::users;
+    let previous = rc
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let now = Timestamp::now();
+    let overlap = Duration::from_secs(u64::from(spec.user_password_overlap_seconds));
+    if !problems.is_empty() {
+        let wanted = users::conditions(problems, None, None, record);
+        return UsersDone {
+            record: record.to_vec(),
+            conditions: users::to_conditions(wanted, previous, now, rc.meta().generation),
+            requeue: None,
+        };
+    }
+    let access = users::Access {
+        admin_sha: passwords
+            .admin
+            .as_deref()
+            .map(users::sha256)
+            .unwrap_or_default(),
+        // `default`'s password follows requirepass; mid-change, it is left alone.
+        default_password: (passwords.desired == passwords.active)
+            .then(|| passwords.desired.clone()),
+    };
+    let plan = users::with_access(
+        users::plan(spec, &obs.user_passwords, record, now),
+        spec,
+        record,
+        &access,
+    );
+    let eps = endpoints(&obs.pods);
+    let opts = steps::engine_options(&ctx.engine_options, passwords);
+    let outcome = users::apply(&eps, &opts, &plan).await;
+    let all_ok = outcome.failed.is_empty() && !eps.is_empty();
+    let after = Timestamp::now();
+    let new_record = users::record_after(&plan, all_ok, after);
+    if outcome.commands > 0 {
+        publish(
+            ctx,
+            rc,
+            EventType::Normal,
+            "UsersUpdated",
+            "AclSetUser",
+            format!(
+                "{} ACL commands sent to {} nodes",
+                outcome.commands, outcome.visited
+            ),
+        )
+        .await;
+    }
+    let wanted = users::conditions(&[], Some(&plan), Some(&outcome), &new_record);
+    UsersDone {
+        // A node not updated (a pod starting) is retried soon, even on a Ready cluster.
+        requeue: users::next_check(&new_record, after, overlap)
+            .into_iter()
+            .chain((!all_ok).then_some(ctx.requeue_converging))
+            .min(),
+        conditions: users::to_conditions(wanted, previous, after, rc.meta().generation),
+        record: new_record,
+    }
 }
 
 /// The status as a JSON merge patch: optional fields that are now empty are sent as null, so
@@ -531,6 +648,7 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
             "shardStatuses",
             "progress",
             "passwordRecorded",
+            "users",
         ] {
             map.entry(key).or_insert(serde_json::Value::Null);
         }
@@ -590,14 +708,8 @@ async fn password_step(
         }
         AuthStep::Switch => {
             let eps = endpoints(pods);
-            match auth::switch(
-                &eps,
-                &ctx.engine_options,
-                desired.as_deref(),
-                active.as_deref(),
-            )
-            .await
-            {
+            let opts = steps::engine_options(&ctx.engine_options, passwords);
+            match auth::switch(&eps, &opts, desired.as_deref(), active.as_deref()).await {
                 Ok(changed) => {
                     auth::write_active(&ctx.client, rc, ns, desired.as_deref()).await?;
                     passwords.active = desired.clone();
@@ -693,22 +805,33 @@ async fn rolling_restart(
     Ok(())
 }
 
-/// Applies or deletes `<cluster>-node-auth` as the children step decided
-/// (`steps::NodeAuth`). It is not read back (the operator's `get` may be limited to the
-/// password Secrets), so it is applied on every reconcile; a server-side apply that changes
-/// nothing writes nothing.
+/// Applies `<cluster>-node-auth` as the children step decided (`steps::NodeAuth`). It is not
+/// read back (the operator's `get` may be limited to the password Secrets), so the operator
+/// remembers what it applied: a changed one is applied at once, an unchanged one every
+/// `requeue_ready`.
 async fn apply_node_auth(ctx: &Context, ns: &str, step: &NodeAuth) -> Result<(), Error> {
     match step {
         NodeAuth::Apply(secret) => {
-            apply_stamped(ctx, ns, &crate::apply::stamped(secret.as_ref())).await?;
-        }
-        NodeAuth::Delete(name) => {
-            let api = Api::<Secret>::namespaced(ctx.client.clone(), ns);
-            match api.delete(name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
+            let key = format!("{ns}/{}", secret.name_any());
+            let hash = crate::apply::desired_hash(secret.as_ref());
+            let fresh = |m: &HashMap<String, (String, Instant)>| {
+                m.get(&key)
+                    .is_some_and(|(h, at)| *h == hash && at.elapsed() < ctx.requeue_ready)
+            };
+            let skip = match ctx.node_auth_applied.lock() {
+                Ok(m) => fresh(&m),
+                Err(poisoned) => fresh(&poisoned.into_inner()),
+            };
+            if skip {
+                ctx.metrics.child_apply(false);
+                return Ok(());
             }
+            apply_stamped(ctx, ns, &crate::apply::stamped(secret.as_ref())).await?;
+            let entry = (hash, Instant::now());
+            match ctx.node_auth_applied.lock() {
+                Ok(mut m) => m.insert(key, entry),
+                Err(poisoned) => poisoned.into_inner().insert(key, entry),
+            };
         }
         NodeAuth::Nothing => {}
         NodeAuth::Unreadable(e) => warn!(error = %e, "the nodes' password file is not written"),

@@ -120,9 +120,22 @@ pub struct RedisClusterSpec {
     /// Persistent storage per node; absent means an emptyDir (data lives as long as the pod).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
-    /// Password from a Secret; nodes then get requirepass and masterauth.
+    /// Password from a Secret: the `default` user's (requirepass). Replicas log in to their
+    /// masters as the operator's own user `tessera-operator`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSpec>,
+    /// ACL users, created and kept on every node (masters and replicas) by ACL SETUSER; users
+    /// removed from this list are deleted from the nodes (only users the operator created;
+    /// see `status.users`). `default` may be declared with `rules` only (e.g. `off`): its
+    /// password stays `spec.auth`'s. `tessera-operator` is reserved (the operator's own user).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub users: Vec<UserSpec>,
+    /// After a user's password Secret changes, the old password keeps working for this many
+    /// seconds once every node took the new one, so clients can move; then it is removed.
+    #[serde(default = "default_user_password_overlap")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub user_password_overlap_seconds: u32,
     /// Extra node directives (redis.conf names). Operator-owned ones are rejected.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = [
@@ -147,6 +160,9 @@ pub struct RedisClusterSpec {
     pub paused: bool,
 }
 
+fn default_user_password_overlap() -> u32 {
+    60
+}
 fn default_shards() -> u32 {
     3
 }
@@ -232,6 +248,33 @@ pub struct AuthSpec {
 
 fn default_auth_key() -> String {
     "password".to_string()
+}
+
+/// One ACL user of `spec.users`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserSpec {
+    /// The user name (not `tessera-operator`; no spaces).
+    #[schemars(length(min = 1, max = 128))]
+    pub name: String,
+    /// Where the user's password lives: required for every user but `default` (whose
+    /// password is spec.auth's), and not allowed for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_secret: Option<SecretKeyRef>,
+    /// ACL SETUSER rules without passwords, e.g. `~app:* +@read +@write -@dangerous`. The
+    /// operator applies `reset on <rules>` and the password, so a node matches this exactly.
+    #[serde(default)]
+    pub rules: String,
+}
+
+/// A key of a Secret in the cluster's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    #[serde(default = "default_auth_key")]
+    pub key: String,
 }
 
 /// Pod-level overrides, copied onto every node pod.
@@ -361,6 +404,30 @@ pub struct RedisClusterStatus {
     /// dropped the password. Without it, a cluster's reconcile touches no Secret.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub password_recorded: bool,
+    /// The ACL users the operator created on the nodes (its record: users not listed here are
+    /// never deleted), with the SHA-256 of their passwords.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<UserStatus>,
+}
+
+/// A user the operator created, as its record keeps it (password hashes only).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserStatus {
+    pub name: String,
+    /// SHA-256 (hex) of the password from the user's Secret.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub password_sha256: String,
+    /// During a rotation: SHA-256 of the old password, still accepted by the nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_password_sha256: Option<String>,
+    /// During a rotation: when every node had taken the new password (RFC 3339); the old one
+    /// is removed `userPasswordOverlapSeconds` later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap_since: Option<String>,
+    /// Removed from spec.users: deleted from the nodes, then from this record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removing: bool,
 }
 
 /// One shard as observed.

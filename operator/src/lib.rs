@@ -20,6 +20,7 @@ pub mod server;
 pub mod status;
 pub mod steps;
 pub mod storage;
+pub mod users;
 pub mod validate;
 
 /// The topology engine is its own crate (no kube dependency); the operator and its tests use

@@ -29,6 +29,9 @@ pub enum ObserveError {
     /// The operator's record of the nodes' password is there but unusable.
     #[error("active password secret: {0}")]
     ActiveSecret(String),
+    /// The operator's own password Secret is there but unusable (it is never replaced).
+    #[error("operator password secret: {0}")]
+    AdminSecret(String),
 }
 
 /// spec.auth's password Secret could not be used. Kept in [`Observed`] rather than failing the
@@ -71,6 +74,11 @@ pub struct Observed {
     pub recorded_before: bool,
     /// Read for a valid spec only (None otherwise).
     pub passwords: Option<ObservedPasswords>,
+    /// The operator's own password (`<cluster>-operator-admin`), None when that Secret does
+    /// not exist yet (read for a valid spec only).
+    pub admin_password: Option<String>,
+    /// The password of each spec.users entry, by user name, or why it could not be read.
+    pub user_passwords: std::collections::BTreeMap<String, Result<String, String>>,
 }
 
 /// The label selector of a cluster's children and pods.
@@ -139,6 +147,21 @@ pub async fn observe(
         None
     };
     o.passwords = Some(ObservedPasswords { desired, active });
+    o.admin_password = match secrets.get_opt(&auth::admin_secret_name(&name)).await? {
+        Some(s) => Some(auth::active_password(&s).map_err(ObserveError::AdminSecret)?),
+        None => None,
+    };
+    for u in &rc.spec.users {
+        // `default` has none: its password is spec.auth's.
+        let Some(r) = &u.password_secret else {
+            continue;
+        };
+        let pw = match secrets.get(&r.name).await {
+            Ok(s) => password_of(&s, &r.key).map_err(|e| e.to_string()),
+            Err(e) => Err(format!("secret {}: {e}", r.name)),
+        };
+        o.user_passwords.insert(u.name.clone(), pw);
+    }
     Ok(o)
 }
 
@@ -175,23 +198,31 @@ pub fn storage_matters(rc: &RedisCluster, live: &[StatefulSet]) -> bool {
         })
 }
 
-/// True when a live StatefulSet's pods mount `<cluster>-node-auth`: the nodes were started
-/// with a password, so a record of it may exist even where the status does not say so (a
-/// status written before `passwordRecorded` existed). Pure.
+/// True when a live StatefulSet's pods were started with spec.auth's password: they mount
+/// `<cluster>-node-auth` and get the password's env var (every pod mounts the file now, for
+/// the operator's user; only spec.auth adds the env var), so a record of it may exist even
+/// where the status does not say so (a status written before `passwordRecorded` existed).
+/// Pure.
 pub fn mounts_node_auth(stateful_sets: &[StatefulSet], cluster: &str) -> bool {
     let secret = node_auth_secret_name(cluster);
     stateful_sets.iter().any(|sts| {
-        sts.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|p| p.volumes.as_ref())
-            .is_some_and(|vs| {
-                vs.iter().any(|v| {
-                    v.secret
-                        .as_ref()
-                        .is_some_and(|s| s.secret_name.as_deref() == Some(secret.as_str()))
-                })
+        let pod = sts.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        let mounts = pod.and_then(|p| p.volumes.as_ref()).is_some_and(|vs| {
+            vs.iter().any(|v| {
+                v.secret
+                    .as_ref()
+                    .is_some_and(|s| s.secret_name.as_deref() == Some(secret.as_str()))
             })
+        });
+        let env = pod.is_some_and(|p| {
+            p.containers.iter().any(|c| {
+                c.env
+                    .iter()
+                    .flatten()
+                    .any(|e| e.name == crate::children::statefulset::PASSWORD_ENV)
+            })
+        });
+        mounts && env
     })
 }
 
@@ -237,11 +268,22 @@ mod tests {
         assert!(!mounts_node_auth(std::slice::from_ref(&plain), "demo"));
         let with_both: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "demo-0"},
-            "spec": {"selector": {}, "template": {"spec": {"containers": [],
+            "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "node",
+                    "env": [{"name": "REDIS_PASSWORD", "value": "x"}]}],
                 "volumes": [{"name": "auth", "secret": {"secretName": "demo-node-auth"}}]}},
                 "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
         }))
         .expect("sts");
+        // Every pod mounts the file now (the operator's user); without spec.auth's env var
+        // the nodes were never given a password.
+        let no_auth: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "demo-0"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "node",
+                    "env": [{"name": "POD_IP", "value": "x"}]}],
+                "volumes": [{"name": "auth", "secret": {"secretName": "demo-node-auth"}}]}}},
+        }))
+        .expect("sts");
+        assert!(!mounts_node_auth(std::slice::from_ref(&no_auth), "demo"));
         assert!(storage_matters(&rc, std::slice::from_ref(&with_both)));
         assert!(mounts_node_auth(std::slice::from_ref(&with_both), "demo"));
         assert!(!mounts_node_auth(std::slice::from_ref(&with_both), "other"));

@@ -98,11 +98,12 @@ pub const REQUIRED: &[Permission] = &[
     // get, by name: spec.auth's Secret (the node password; a change is noticed by polling its
     // resourceVersion, crate::auth::secret_changes) and the operator's own record of the
     // password the nodes run with (`<cluster>-auth-active`), only for clusters with spec.auth
-    // (or a record left to clear). The chart's `rbac.secretNames` restricts this rule with
-    // resourceNames.
+    // (or a record left to clear), and the operator's own user's password
+    // (`<cluster>-operator-admin`) for every cluster. The chart's `rbac.secretNames` restricts
+    // this rule with resourceNames.
     p("", "secrets", &["get"], Scope::Watched),
-    // create/patch/delete: only the operator's own Secrets, `<cluster>-auth-active` and
-    // `<cluster>-node-auth` (children::auth). RBAC cannot restrict them by name (`create` has
+    // create/patch/delete: only the operator's own Secrets, `<cluster>-auth-active`,
+    // `<cluster>-operator-admin` and `<cluster>-node-auth` (children::auth). RBAC cannot restrict them by name (`create` has
     // no name at authorization time, and the names follow the user's cluster names):
     // `watchNamespaces` is how an admin confines them (chart README, Permissions).
     p(

@@ -199,6 +199,8 @@ pub fn compute(o: &StatusInput<'_>) -> RedisClusterStatus {
         },
         // Kept; the controller sets it after the password step (crate::auth).
         password_recorded: o.previous.is_some_and(|p| p.password_recorded),
+        // Kept; the controller sets it after the users step (crate::users).
+        users: o.previous.map(|p| p.users.clone()).unwrap_or_default(),
     }
 }
 

@@ -10,7 +10,7 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 
 use crate::apply::{stamped, up_to_date};
 use crate::auth;
@@ -21,7 +21,7 @@ use crate::pods::{all_desired_started, endpoints, shard_of};
 use crate::status::{was_formed, TopologyOutcome};
 use crate::storage::{self, StsActions};
 use tessera_topology::shrink::{shrink_blocked, Known};
-use tessera_topology::{EngineOptions, PodEndpoint, TopologyReport};
+use tessera_topology::{AdminLogin, EngineOptions, PodEndpoint, TopologyReport};
 
 /// A StatefulSet the spec makes smaller than the live one: a shrink removes the highest
 /// ordinals, which may run a shard's master, so it is applied after the topology step.
@@ -34,13 +34,13 @@ pub struct HeldShrink {
     pub desired: StatefulSet,
 }
 
-/// What to do with `<cluster>-node-auth` (the password as node config, `children::auth`).
+/// What to do with `<cluster>-node-auth` (the node's logins as config, `children::auth`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeAuth {
-    /// Apply it (spec.auth's password), before the StatefulSets whose pods mount it.
+    /// Apply it (the operator's user, spec.auth's password), before the StatefulSets whose
+    /// pods mount it. Every cluster has one.
     Apply(Box<Secret>),
-    /// spec.auth is gone while the nodes may still have a password: delete it (by name).
-    Delete(String),
+    /// The operator's password is not known (its Secret is made before this step).
     Nothing,
     /// spec.auth's Secret cannot be read: only logged here (the pods wait for their volume,
     /// the password step reports the error, the Secret poll brings the cluster back).
@@ -66,12 +66,17 @@ pub fn children(rc: &RedisCluster, o: &Observed) -> Result<ChildrenPlan, ChildEr
     for h in held.iter_mut() {
         storage::keep_live_size(&mut h.desired, &o.stateful_sets);
     }
-    let node_auth = match o.passwords.as_ref().map(|p| p.desired.as_ref()) {
-        Some(Ok(Some(password))) => NodeAuth::Apply(Box::new(children::auth::build(rc, password)?)),
-        Some(Err(e)) => NodeAuth::Unreadable(e.to_string()),
-        // No spec.auth: the file goes while the nodes may still have a password.
-        _ if o.recorded_before => {
-            NodeAuth::Delete(children::auth::node_auth_secret_name(&rc.name_any()))
+    let node_auth = match (
+        o.passwords.as_ref().map(|p| p.desired.as_ref()),
+        &o.admin_password,
+    ) {
+        (Some(Err(e)), _) => NodeAuth::Unreadable(e.to_string()),
+        (Some(Ok(requirepass)), Some(admin)) => {
+            let logins = children::auth::NodeLogins {
+                admin_password: admin,
+                requirepass: requirepass.as_deref(),
+            };
+            NodeAuth::Apply(Box::new(children::auth::build(rc, logins)?))
         }
         _ => NodeAuth::Nothing,
     };
@@ -167,6 +172,9 @@ pub struct Passwords {
     pub desired: Option<String>,
     /// The operator's record of the password the nodes run with (`crate::auth`).
     pub active: Option<String>,
+    /// The operator's own user's password (`crate::auth::admin_secret_name`), logged in with
+    /// first.
+    pub admin: Option<String>,
 }
 
 impl Passwords {
@@ -175,6 +183,7 @@ impl Passwords {
         Ok(Passwords {
             desired: p.desired?,
             active: p.active,
+            admin: None,
         })
     }
 }
@@ -190,6 +199,10 @@ pub fn engine_options(base: &EngineOptions, p: &Passwords) -> EngineOptions {
             .collect();
     }
     opts.password = p.desired.clone();
+    opts.admin = p.admin.clone().map(|password| AdminLogin {
+        user: crate::users::ADMIN_USER.to_string(),
+        password,
+    });
     opts
 }
 
@@ -492,28 +505,42 @@ mod tests {
                 active: None,
             }),
             recorded_before: recorded,
+            admin_password: Some("adm".into()),
             ..Observed::default()
         };
-        let plan = children(&with_auth, &observed(Ok(Some("s3cr3t".into())), false));
-        match plan.map(|p| p.node_auth) {
+        let conf = |p: Result<ChildrenPlan, ChildError>| match p.map(|p| p.node_auth) {
             Ok(NodeAuth::Apply(s)) => {
-                assert_eq!(s.metadata.name.as_deref(), Some("demo-node-auth"))
+                assert_eq!(s.metadata.name.as_deref(), Some("demo-node-auth"));
+                let data = s.data.unwrap_or_default();
+                String::from_utf8(data["auth.conf"].0.clone()).expect("utf-8")
             }
             other => panic!("{other:?}"),
-        }
+        };
+        let with_pw = conf(children(
+            &with_auth,
+            &observed(Ok(Some("s3cr3t".into())), false),
+        ));
+        assert!(with_pw.contains("requirepass \"s3cr3t\"\n"), "{with_pw}");
+        assert!(
+            with_pw.contains("masteruser tessera-operator\n"),
+            "{with_pw}"
+        );
         let unreadable = observed(Err(SecretError::Bad("pw".into(), "no key".into())), true);
         assert!(matches!(
             children(&with_auth, &unreadable).map(|p| p.node_auth),
             Ok(NodeAuth::Unreadable(_))
         ));
+        // Without spec.auth: the operator's user and the replication login only.
         let without = rc(spec(1, 0));
+        let plain = conf(children(&without, &observed(Ok(None), true)));
+        assert!(!plain.contains("requirepass"), "{plain}");
+        assert!(plain.contains("masterauth \"adm\"\n"), "{plain}");
+        let no_admin = Observed {
+            admin_password: None,
+            ..observed(Ok(None), false)
+        };
         assert_eq!(
-            children(&without, &observed(Ok(None), true)).map(|p| p.node_auth),
-            Ok(NodeAuth::Delete("demo-node-auth".into())),
-            "spec.auth removed while the nodes may still have a password"
-        );
-        assert_eq!(
-            children(&without, &observed(Ok(None), false)).map(|p| p.node_auth),
+            children(&without, &no_admin).map(|p| p.node_auth),
             Ok(NodeAuth::Nothing)
         );
     }
@@ -649,6 +676,7 @@ mod tests {
         let same = Passwords {
             desired: Some("a".into()),
             active: Some("a".into()),
+            admin: None,
         };
         let o = engine_options(&base, &same);
         assert_eq!(o.password.as_deref(), Some("a"));
@@ -656,6 +684,7 @@ mod tests {
         let changing = Passwords {
             desired: Some("b".into()),
             active: Some("a".into()),
+            admin: Some("adm".into()),
         };
         let o = engine_options(&base, &changing);
         assert_eq!(o.password.as_deref(), Some("b"));

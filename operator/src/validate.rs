@@ -108,7 +108,7 @@ fn unsupported(key: &str, value: &str) -> Option<&'static str> {
         "rename-command" => {
             Some("renaming commands is not supported here (the operator drives CLUSTER, CONFIG, INFO...)")
         }
-        "user" | "aclfile" => Some("ACL users are not supported by tessera-node (use spec.auth)"),
+        "user" | "aclfile" => Some("ACL users are declared in spec.users (the operator keeps them on every node)"),
         "loadmodule" => Some("Redis modules are not supported by tessera-node"),
         "tls-port" if value != "0" => Some("tessera-node serves no TLS"),
         "tls-replication" | "tls-cluster" if value.eq_ignore_ascii_case("yes") => {

@@ -170,3 +170,89 @@ async fn password_switch_on_tessera_node() {
     // The kit fails (naming `cargo build -p tessera-node`) when the binary is missing.
     scenario(tessera_testkit::tessera_bin()).await;
 }
+
+/// Nodes started from the node-auth file (the operator's user, `masteruser` as it, and
+/// `requirepass`): the engine forms the cluster and migrates logged in as the operator's user,
+/// and a password switch changes `requirepass` only; `masterauth` stays the operator's
+/// password, so replicas re-link as that user whatever the default user's password is.
+async fn scenario_with_operator_user(bin: &str) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let conf = tmp.path().join("auth.conf");
+    let logins = tessera_operator::children::auth::NodeLogins {
+        admin_password: "adm",
+        requirepass: Some("old"),
+    };
+    std::fs::write(
+        &conf,
+        tessera_operator::children::auth::auth_conf(logins, None),
+    )
+    .expect("auth.conf");
+    let include = conf.to_str().expect("utf-8 path");
+    let nodes = start_nodes(bin, tmp.path(), 4, &["--include", include]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 2);
+    let admin = Some(tessera_topology::AdminLogin {
+        user: "tessera-operator".into(),
+        password: "adm".into(),
+    });
+    // The default user's password is wrong on purpose: only the operator's user gets in.
+    let opts = EngineOptions {
+        admin: admin.clone(),
+        password: Some("wrong".into()),
+        ..test_opts()
+    };
+    converge(2, 1, &pods, &opts, LIMIT).await;
+    {
+        let client = cluster_builder(vec![url(&nodes[0], Some("old"))])
+            .build()
+            .expect("client");
+        let conn = client.get_async_connection().await.expect("connect");
+        load_keys(&conn, 0..KEYS).await;
+    }
+    replicas_linked(&nodes, Some("old")).await;
+
+    let changed = auth::switch(&pods, &opts, Some("new"), Some("old"))
+        .await
+        .expect("switch");
+    assert_eq!(changed, 4);
+    for n in &nodes {
+        assert!(accepts(n, Some("new")).await, "{}: new refused", n.addr());
+        assert!(!accepts(n, Some("old")).await, "{}: old accepted", n.addr());
+        let mut c = open(&url(n, Some("new"))).await.expect("connect");
+        let auth: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("masterauth")
+            .query_async(&mut c)
+            .await
+            .expect("CONFIG GET");
+        assert_eq!(auth[1], "adm", "{}: masterauth left alone", n.addr());
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("master")
+            .query_async(&mut c)
+            .await
+            .expect("CLIENT KILL TYPE master");
+    }
+    replicas_linked(&nodes, Some("new")).await;
+    // In sync: nothing to change (read back by CONFIG GET requirepass).
+    let changed = auth::switch(&pods, &opts, Some("new"), Some("new"))
+        .await
+        .expect("switch again");
+    assert_eq!(changed, 0);
+    let client = cluster_builder(vec![url(&nodes[0], Some("new"))])
+        .build()
+        .expect("client");
+    let conn = client.get_async_connection().await.expect("connect");
+    assert_eq!(missing_keys(&conn, 0..KEYS).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_user_switch_on_redis() {
+    scenario_with_operator_user(tessera_testkit::redis_bin()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_user_switch_on_tessera_node() {
+    scenario_with_operator_user(tessera_testkit::tessera_bin()).await;
+}

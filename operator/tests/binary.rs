@@ -122,7 +122,8 @@ async fn binary_reconciles_and_shuts_down_gracefully() {
     assert!(body.contains("tessera_operator_leader 1"), "{body}");
 
     // Steady state (requeue every second, nothing changes): children are applied once, then
-    // every reconcile skips all 9 (ConfigMap, 2 Services, 3 StatefulSets, 3 PDBs).
+    // every reconcile skips all 10 (node-auth Secret, ConfigMap, 2 Services, 3 StatefulSets,
+    // 3 PDBs).
     let count = |body: &str, result: &str| -> u64 {
         let prefix = format!("tessera_operator_child_applies_total{{result=\"{result}\"}} ");
         body.lines()
@@ -131,12 +132,12 @@ async fn binary_reconciles_and_shuts_down_gracefully() {
             .unwrap_or(0)
     };
     let deadline = Instant::now() + Duration::from_secs(90);
-    while count(&body, "skipped") < 27 {
+    while count(&body, "skipped") < 30 {
         assert!(Instant::now() < deadline, "applies never skipped:\n{body}");
         tokio::time::sleep(Duration::from_millis(200)).await;
         body = http_get(&metrics_addr, "/metrics").await;
     }
-    assert_eq!(count(&body, "applied"), 9, "{body}");
+    assert_eq!(count(&body, "applied"), 10, "{body}");
     eprintln!(
         "steady state: {} applies done, {} skipped",
         count(&body, "applied"),

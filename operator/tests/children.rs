@@ -97,7 +97,9 @@ fn minimal_children() {
             "--replica-announce-ip",
             "$(POD_IP)",
             "--dir",
-            "/data"
+            "/data",
+            "--include",
+            "/etc/tessera-auth/auth.conf"
         ]
     );
     assert_eq!(
@@ -458,6 +460,16 @@ fn start_plain(bin: &str, extra: &[&str]) -> (Server, u16) {
 /// Runs `rc`'s readiness probe command against a node on 127.0.0.1:`port`, with the pod's env
 /// (POD_IP, REDISCLI_AUTH) as the kubelet would; `tessera-node` is the freshly built binary.
 fn probe_ready(rc: &RedisCluster, port: u16, password: Option<&str>) -> bool {
+    probe_ready_as(rc, port, password, None)
+}
+
+/// [`probe_ready`], with the operator's password in the pod's env when `admin` is given.
+fn probe_ready_as(
+    rc: &RedisCluster,
+    port: u16,
+    password: Option<&str>,
+    admin: Option<&str>,
+) -> bool {
     let cmd = strings(&node_container(rc)["readinessProbe"]["exec"]["command"]);
     let cmd: Vec<String> = cmd
         .iter()
@@ -474,6 +486,10 @@ fn probe_ready(rc: &RedisCluster, port: u16, password: Option<&str>) -> bool {
     }
     if let Some(pw) = password {
         c.env("REDISCLI_AUTH", pw);
+    }
+    if let Some(pw) = admin {
+        c.env("TESSERA_OPERATOR_USER", "tessera-operator")
+            .env("TESSERA_OPERATOR_PASSWORD", pw);
     }
     // Bounded: a probe that hangs fails the test instead of hanging it.
     let out = tessera_testkit::output_within(&mut c, std::time::Duration::from_secs(30));
@@ -628,22 +644,37 @@ fn password_never_on_a_nodes_command_line() {
     // redis-cli in the pod (and the readiness probe) still find it in the environment.
     let env = node["env"].as_array().unwrap();
     assert!(env.iter().any(|e| e["name"] == "REDISCLI_AUTH"));
-    // Without spec.auth: nothing of the kind.
+    // Without spec.auth: the file still (the operator's user), no password env.
     let plain = node_container(&load("minimal"));
-    assert!(!strings(&plain["args"]).contains(&"--include".to_string()));
+    assert!(strings(&plain["args"]).contains(&"--include".to_string()));
+    let plain_env = plain["env"].as_array().unwrap();
+    assert!(!plain_env.iter().any(|e| e["name"] == "REDISCLI_AUTH"));
+    let admin = plain_env
+        .iter()
+        .find(|e| e["name"] == "TESSERA_OPERATOR_PASSWORD")
+        .expect("operator password env");
+    assert_eq!(
+        admin["valueFrom"]["secretKeyRef"]["name"],
+        "demo-operator-admin"
+    );
 }
 
 #[test]
 fn node_auth_secret_holds_the_password_as_config() {
     let rc = load("production");
-    let s = json(&children::auth::build(&rc, "pw").unwrap());
+    let logins = children::auth::NodeLogins {
+        admin_password: "adm",
+        requirepass: Some("pw"),
+    };
+    let s = json(&children::auth::build(&rc, logins).unwrap());
     assert_eq!(s["metadata"]["name"], "cache-node-auth");
     assert_eq!(s["metadata"]["ownerReferences"][0]["controller"], true);
     assert_eq!(s["metadata"]["labels"]["tessera.rs/cluster"], "cache");
     assert_eq!(s["type"], "Opaque");
-    assert_eq!(
-        children::auth::auth_conf("pw"),
-        "requirepass \"pw\"\nmasterauth \"pw\"\n"
+    let conf = children::auth::auth_conf(logins, None);
+    assert!(
+        conf.ends_with("masterauth \"adm\"\nrequirepass \"pw\"\n"),
+        "{conf}"
     );
     // The pod template does not change with the password: a new password restarts no pod.
     let a = children::build(&rc).unwrap();
@@ -656,7 +687,11 @@ fn every_node_program_reads_the_password_from_the_included_file() {
     for bin in [tessera_bin(), redis_bin(), valkey_bin()] {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("auth.conf");
-        std::fs::write(&conf, children::auth::auth_conf(password)).unwrap();
+        let logins = children::auth::NodeLogins {
+            admin_password: "0123abcd",
+            requirepass: Some(password),
+        };
+        std::fs::write(&conf, children::auth::auth_conf(logins, None)).unwrap();
         let (server, port) = start_plain(bin, &["--include", conf.to_str().unwrap()]);
         let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid())).unwrap();
         assert!(
@@ -677,6 +712,94 @@ fn every_node_program_reads_the_password_from_the_included_file() {
             .arg("masterauth")
             .query(&mut c)
             .unwrap();
-        assert_eq!(got[1], password, "{bin}");
+        assert_eq!(got[1], "0123abcd", "{bin}: masterauth is the operator's");
+        let ok: String = redis::cmd("AUTH")
+            .arg("tessera-operator")
+            .arg("0123abcd")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(ok, "OK", "{bin}");
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("masteruser")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got[1], "tessera-operator", "{bin}");
+    }
+}
+
+/// `default` declared `off` in spec.users: the included file starts every node program with
+/// `default` off (AUTH as default refused, even with spec.auth's password) and the operator's
+/// user working; a replica started from the same file syncs from its master through
+/// `masteruser`.
+#[test]
+fn a_node_started_from_the_file_has_default_off_and_replicates_as_the_operator() {
+    for bin in [tessera_bin(), redis_bin(), valkey_bin()] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("auth.conf");
+        let logins = children::auth::NodeLogins {
+            admin_password: "adm1n",
+            requirepass: Some("s3cret"),
+        };
+        std::fs::write(&conf, children::auth::auth_conf(logins, Some("off"))).unwrap();
+        let c = conf.to_str().unwrap();
+        let (_master, mport) = start_plain(bin, &["--include", c]);
+        let mp = mport.to_string();
+        let (_replica, rport) =
+            start_plain(bin, &["--include", c, "--replicaof", "127.0.0.1", &mp]);
+        let open = |port: u16| {
+            redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                .unwrap()
+                .get_connection_with_timeout(std::time::Duration::from_secs(5))
+                .unwrap()
+        };
+        let mut m = open(mport);
+        let refused: redis::RedisResult<String> = redis::cmd("AUTH").arg("s3cret").query(&mut m);
+        assert!(refused.is_err(), "{bin}: default is off");
+        let ok: String = redis::cmd("AUTH")
+            .arg("tessera-operator")
+            .arg("adm1n")
+            .query(&mut m)
+            .unwrap();
+        assert_eq!(ok, "OK", "{bin}");
+        let list: Vec<String> = redis::cmd("ACL").arg("LIST").query(&mut m).unwrap();
+        assert!(
+            list.iter().any(|l| l.starts_with("user default off ")),
+            "{bin}: {list:?}"
+        );
+        let mut r = open(rport);
+        let _: String = redis::cmd("AUTH")
+            .arg("tessera-operator")
+            .arg("adm1n")
+            .query(&mut r)
+            .unwrap();
+        let mut info = String::new();
+        for _ in 0..150 {
+            info = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+            if info.contains("master_link_status:up") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert!(info.contains("master_link_status:up"), "{bin}: {info}");
+        // The readiness probe logs in as the operator's user.
+        let rc = with_image(
+            "minimal",
+            if bin == redis_bin() {
+                "redis:7.0"
+            } else {
+                "valkey/valkey:9.1"
+            },
+        );
+        if bin != tessera_bin() {
+            assert!(probe_ready_as(&rc, rport, None, Some("adm1n")), "{bin}");
+            let dead = free_port().to_string();
+            let (_lost, lport) =
+                start_plain(bin, &["--include", c, "--replicaof", "127.0.0.1", &dead]);
+            assert!(
+                !probe_ready_as(&rc, lport, None, Some("adm1n")),
+                "{bin}: lost link"
+            );
+        }
     }
 }

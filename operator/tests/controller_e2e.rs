@@ -23,6 +23,7 @@ const RC: &str = "/apis/tessera.rs/v1alpha1/namespaces/t/redisclusters";
 const STS: &str = "/apis/apps/v1/namespaces/t/statefulsets";
 const CM: &str = "/api/v1/namespaces/t/configmaps";
 const PODS: &str = "/api/v1/namespaces/t/pods";
+const SECRETS: &str = "/api/v1/namespaces/t/secrets";
 
 /// Every pod listens on the port the pod spec says; pods differ by address.
 const POD_PORT: u16 = 6379;
@@ -45,6 +46,17 @@ impl Kubelet {
         let etc = self.root.join("etc");
         std::fs::create_dir_all(&etc).unwrap();
         std::fs::write(etc.join("node.conf"), conf).unwrap();
+        // The node-auth Secret's file (the operator's user), where `/etc/tessera-auth` maps.
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+            self.api
+                .get(SECRETS, "demo-node-auth")
+                .expect("node-auth applied"),
+        )
+        .unwrap();
+        let auth = self.root.join("etc-auth");
+        std::fs::create_dir_all(&auth).unwrap();
+        let file = &secret.data.unwrap()["auth.conf"].0;
+        std::fs::write(auth.join("auth.conf"), file).unwrap();
         for sts_name in self.api.names(STS) {
             let sts = self.api.get(STS, &sts_name).unwrap();
             let replicas = sts["spec"]["replicas"].as_i64().unwrap();

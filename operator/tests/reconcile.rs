@@ -273,8 +273,8 @@ async fn create_applies_every_child_and_never_claims_ready() {
         .collect();
     assert_eq!(
         applies.len(),
-        3 + 3 + 3,
-        "configmap + 2 services + 3 sts + 3 pdbs"
+        1 + 3 + 3 + 3,
+        "node-auth secret + configmap + 2 services + 3 sts + 3 pdbs"
     );
     for c in &applies {
         assert!(
@@ -649,8 +649,10 @@ fn applies_metric(h: &Harness, result: &str) -> u64 {
 async fn unchanged_children_are_not_reapplied_but_drift_and_changes_are() {
     let h = Harness::new(spec(2, 1));
     h.reconcile().await;
-    assert_eq!(applied_paths(&h).len(), 1 + 2 + 2 + 2);
-    assert_eq!(applies_metric(&h, "applied"), 7);
+    // The node-auth Secret (the operator's user), the ConfigMap, 2 Services, 2 StatefulSets
+    // and 2 PDBs.
+    assert_eq!(applied_paths(&h).len(), 1 + 1 + 2 + 2 + 2);
+    assert_eq!(applies_metric(&h, "applied"), 8);
 
     // Nothing changed: no PATCH at all, only reads (and no status write either).
     h.api.take_calls();
@@ -665,8 +667,8 @@ async fn unchanged_children_are_not_reapplied_but_drift_and_changes_are() {
             .map(|c| (&c.method, &c.path))
             .collect::<Vec<_>>()
     );
-    assert_eq!(applies_metric(&h, "skipped"), 7);
-    assert_eq!(applies_metric(&h, "applied"), 7);
+    assert_eq!(applies_metric(&h, "skipped"), 8);
+    assert_eq!(applies_metric(&h, "applied"), 8);
 
     // Drift: someone edits a field the operator owns (its hash annotation left intact).
     let mut sts = h.api.get(STS, "demo-1").unwrap();
@@ -901,14 +903,40 @@ fn secret_calls(h: &Harness) -> Vec<(String, String)> {
 }
 
 /// The operator never lists or watches Secrets (RBAC grants no such verb): the password Secret
-/// and its own records are read by name, and a cluster without `spec.auth` does not touch
-/// Secrets at all.
+/// and its own records are read by name, and a cluster without `spec.auth` touches only the
+/// operator's own Secrets (its user's password, created once, and the node-auth file).
 #[tokio::test]
 async fn secrets_are_only_read_by_name_and_only_with_auth() {
     let h = Harness::with_pods(spec(1, 0)).await;
     h.engine_next(Some(report(1, &[])));
     h.reconcile().await;
-    assert_eq!(secret_calls(&h), vec![], "no spec.auth: no Secret call");
+    let calls = secret_calls(&h);
+    assert!(
+        calls
+            .iter()
+            .all(|(m, n)| (m == "GET" && n == "demo-operator-admin")
+                || (m == "POST" && n.is_empty())
+                || (m == "PATCH" && n == "demo-node-auth")),
+        "no spec.auth: only the operator's own Secrets: {calls:?}"
+    );
+    assert_eq!(
+        calls.iter().filter(|(m, _)| m == "POST").count(),
+        1,
+        "{calls:?}"
+    );
+    let admin = h.api.get(SECRETS, "demo-operator-admin").expect("created");
+    h.api.take_calls();
+    h.reconcile().await;
+    assert_eq!(
+        secret_calls(&h),
+        vec![("GET".to_string(), "demo-operator-admin".to_string())],
+        "then only read"
+    );
+    assert_eq!(
+        h.api.get(SECRETS, "demo-operator-admin").unwrap()["data"],
+        admin["data"],
+        "never regenerated"
+    );
 
     let h = Harness::with_password();
     h.reconcile().await;
@@ -917,7 +945,9 @@ async fn secrets_are_only_read_by_name_and_only_with_auth() {
     assert_eq!(h.reconcile().await.status.unwrap().phase, Phase::Ready);
     let calls = secret_calls(&h);
     assert!(
-        calls.iter().all(|(_, name)| !name.is_empty()),
+        calls
+            .iter()
+            .all(|(m, name)| !name.is_empty() || m == "POST"),
         "a Secret collection was listed: {calls:?}"
     );
     let read: std::collections::BTreeSet<&str> = calls
@@ -927,25 +957,29 @@ async fn secrets_are_only_read_by_name_and_only_with_auth() {
         .collect();
     assert_eq!(
         read,
-        std::collections::BTreeSet::from(["pw", "demo-auth-active"]),
+        std::collections::BTreeSet::from(["pw", "demo-auth-active", "demo-operator-admin"]),
         "{calls:?}"
     );
 
-    // spec.auth removed: the node config Secret goes at once; the record of the password the
-    // nodes run with stays (and is read) until every node dropped the password. No node runs
-    // here, so that switch is simulated by deleting the record; from then on no Secret is
-    // touched.
+    // spec.auth removed: the node config loses requirepass at once; the record of the
+    // password the nodes run with stays (and is read) until every node dropped the password.
+    // No node runs here, so that switch is simulated by deleting the record; from then on
+    // only the operator's own password is read.
     h.set_spec(|s| {
         s.as_object_mut().unwrap().remove("auth");
     });
     h.reconcile().await;
-    assert!(h.api.get(SECRETS, "demo-node-auth").is_none());
+    assert!(!node_auth_conf(&h).contains("requirepass"));
     assert!(h.api.get(SECRETS, "demo-auth-active").is_some());
     h.api.remove(SECRETS, "demo-auth-active");
     h.reconcile().await;
     h.api.take_calls();
     h.reconcile().await;
-    assert_eq!(secret_calls(&h), vec![], "auth gone: no Secret call");
+    assert_eq!(
+        secret_calls(&h),
+        vec![("GET".to_string(), "demo-operator-admin".to_string())],
+        "auth gone: only the operator's own password read"
+    );
 }
 
 /// The status is written as a JSON merge patch: a progress whose moves are all done must
@@ -1197,7 +1231,14 @@ async fn removed_auth_reads_the_record_when_pods_mount_the_password() {
         calls.contains(&("GET".into(), "demo-auth-active".into())),
         "{calls:?}"
     );
-    assert!(h.api.get(SECRETS, "demo-node-auth").is_none());
+    assert!(!node_auth_conf(&h).contains("requirepass"));
+}
+
+/// The node-auth Secret's config file, as applied.
+fn node_auth_conf(h: &Harness) -> String {
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(h.api.get(SECRETS, "demo-node-auth").expect("node-auth")).unwrap();
+    String::from_utf8(secret.data.unwrap()["auth.conf"].0.clone()).unwrap()
 }
 
 /// An Event whose message changed is a new Event: kube's Recorder would fold it into the

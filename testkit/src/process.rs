@@ -107,6 +107,29 @@ pub(crate) fn send_signal(pid: u32, sig: &str, what: &str) {
     assert!(ok, "kill -{sig} {pid} ({what}) failed");
 }
 
+/// Sends `sig` (TERM, KILL, STOP...) to any process by pid, such as a server's save
+/// child; panics when it cannot be delivered.
+pub fn signal(pid: u32, sig: &str) {
+    send_signal(pid, sig, "a process of the test");
+}
+
+/// The child processes of `pid` (forked or spawned by any of its threads), from
+/// /proc/<pid>/task/*/children; empty when it has none or is gone.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@
 //! replays `corpus/<name>/*` through the same function on stable, so CI checks every
 //! committed input, including the reproducers of crashes fuzzing found.
 
+mod acl;
 mod aof;
 mod cluster;
 mod config;
@@ -15,6 +16,7 @@ mod rdb;
 mod repl;
 mod resp;
 
+pub use acl::acl_file;
 pub use aof::{aof_incr, aof_manifest};
 pub use cluster::{bus_msg, bus_state, nodes_conf};
 pub use config::{config_file, config_set};
@@ -41,6 +43,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config_file", config_file),
     ("config_set", config_set),
     ("lua_convert", lua_convert),
+    ("acl_file", acl_file),
 ];
 
 /// Reads fuzz input as a sequence of small choices; runs out gracefully (zeros).

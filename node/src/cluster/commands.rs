@@ -10,7 +10,8 @@ pub fn commands() -> Vec<CommandSpec> {
         CommandSpec::new("cluster", -2, "stale", (0, 0, 0), cluster)
             .group(g)
             .since("3.0.0")
-            .summary("A container for Redis Cluster commands"),
+            .summary("A container for Redis Cluster commands")
+            .subs(subcommands()),
         CommandSpec::new("readonly", 1, "fast loading stale", (0, 0, 0), readonly)
             .group(g)
             .since("3.0.0"),
@@ -21,6 +22,46 @@ pub fn commands() -> Vec<CommandSpec> {
             .group(g)
             .since("3.0.0"),
     ]
+}
+
+/// CLUSTER's subcommands with Redis 7.0's arity and flags (`no_async_loading` is shown by
+/// COMMAND INFO from Redis's metadata), all run by [`cluster`]: listed by COMMAND, and
+/// their arity and names checked before the cluster support is, as Redis's processCommand
+/// does. MYSHARDID is Redis 7.2's.
+fn subcommands() -> Vec<CommandSpec> {
+    const SUBS: &[(&str, i32, &str)] = &[
+        ("addslots", -3, "admin stale"),
+        ("addslotsrange", -4, "admin stale"),
+        ("bumpepoch", 2, "admin stale"),
+        ("count-failure-reports", 3, "admin stale"),
+        ("countkeysinslot", 3, "stale"),
+        ("delslots", -3, "admin stale"),
+        ("delslotsrange", -4, "admin stale"),
+        ("failover", -2, "admin stale"),
+        ("flushslots", 2, "admin stale"),
+        ("forget", 3, "admin stale"),
+        ("getkeysinslot", 4, "stale"),
+        ("help", 2, "loading stale"),
+        ("info", 2, "stale"),
+        ("keyslot", 3, "stale"),
+        ("links", 2, "stale"),
+        ("meet", -4, "admin stale"),
+        ("myid", 2, "stale"),
+        ("myshardid", 2, "stale"),
+        ("nodes", 2, "stale"),
+        ("replicas", 3, "admin stale"),
+        ("replicate", 3, "admin stale"),
+        ("reset", -2, "admin noscript stale"),
+        ("saveconfig", 2, "admin stale"),
+        ("set-config-epoch", 3, "admin stale"),
+        ("setslot", -4, "admin stale"),
+        ("shards", 2, "stale"),
+        ("slaves", 3, "admin stale"),
+        ("slots", 2, "stale"),
+    ];
+    SUBS.iter()
+        .map(|&(name, arity, flags)| CommandSpec::new(name, arity, flags, (0, 0, 0), cluster))
+        .collect()
 }
 
 /// CLUSTER subcommands that read no key: their answer cannot be half-loaded.
@@ -44,7 +85,7 @@ const KEYLESS: &[&str] = &[
 /// instead of answering LOADING (in Redis the load cannot start mid-command; the cluster
 /// suite asks a new replica for CLUSTER NODES right after CLUSTER REPLICATE).
 pub fn reads_no_keys(name: &str, args: &[&[u8]]) -> bool {
-    name == "cluster"
+    (name == "cluster" || name.starts_with("cluster|"))
         && args
             .get(1)
             .is_some_and(|s| KEYLESS.iter().any(|k| s.eq_ignore_ascii_case(k.as_bytes())))

@@ -5,6 +5,7 @@
 //! half count, list and delete the keys of a slot and deliver bus messages to subscribers.
 
 pub mod commands;
+pub mod debug;
 pub mod host;
 pub mod reply;
 pub mod route;

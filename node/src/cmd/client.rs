@@ -159,6 +159,10 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if ty.is_some_and(|t| t != h.client_type()) {
             continue;
         }
+        // Killed or evicted: gone for Redis at once, whenever its connection task ends.
+        if h.killed.load(Ordering::Relaxed) && h.id != ctx.cl.id {
+            continue;
+        }
         if ids.as_ref().is_some_and(|v| !v.contains(&h.id)) {
             continue;
         }
@@ -260,6 +264,7 @@ fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut id = None;
     let mut addr = None;
     let mut laddr = None;
+    let mut user: Option<String> = None;
     let mut ty = None;
     let mut skipme = true;
     for p in args[2..].chunks(2) {
@@ -277,9 +282,10 @@ fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         } else if eq_ic(p[0], "type") {
             ty = Some(type_arg(p[1])?);
         } else if eq_ic(p[0], "user") {
-            if v != "default" {
+            if v != "default" && !super::acl::acl_users(ctx.srv).contains_key(p[1]) {
                 return Err(CmdError::msg(format!("ERR No such user '{v}'")));
             }
+            user = Some(v);
         } else if eq_ic(p[0], "skipme") {
             skipme = match v.to_ascii_lowercase().as_str() {
                 "yes" => true,
@@ -296,6 +302,7 @@ fn kill(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             || addr.as_ref().is_some_and(|a| *a != h.addr)
             || laddr.as_ref().is_some_and(|a| *a != h.laddr)
             || ty.is_some_and(|t| t != h.client_type())
+            || user.as_ref().is_some_and(|u| *u != h.user_name())
             || (skipme && h.id == ctx.cl.id)
         {
             continue;
@@ -334,12 +341,64 @@ fn pause(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Some(a) if eq_ic(a, "all") => false,
         Some(_) => return Err(CmdError::msg("ERR CLIENT PAUSE mode must be WRITE or ALL")),
     };
+    // As Redis's pauseClients: a pause in effect is only ever extended (the later end, ALL
+    // over WRITE); an end past the clock's range pauses nothing (Redis's sum wraps negative).
     let p = &ctx.srv.pause;
-    p.write_only.store(write_only, Ordering::Relaxed);
-    p.until
-        .store(crate::server::now_ms() + ms as u64, Ordering::Relaxed);
+    let now = crate::server::now_ms();
+    let end = i64::try_from(now)
+        .ok()
+        .and_then(|n| n.checked_add(ms))
+        .and_then(|e| u64::try_from(e).ok());
+    if let Some(end) = end {
+        if p.until.load(Ordering::Relaxed) > now {
+            if !write_only {
+                p.write_only.store(false, Ordering::Relaxed);
+            }
+            p.until.fetch_max(end, Ordering::Relaxed);
+        } else {
+            p.write_only.store(write_only, Ordering::Relaxed);
+            p.until.store(end, Ordering::Relaxed);
+        }
+    }
     ctx.out.ok();
     Ok(())
+}
+
+/// Redis's `may-replicate` commands: they write nothing to the keyspace but may reach the
+/// replication stream (PUBLISH, SPUBLISH, PFCOUNT's cache update, a script without declared
+/// flags), so CLIENT PAUSE WRITE holds them and read-only scripts refuse them.
+pub fn may_replicate(cmd: &CommandSpec) -> bool {
+    matches!(
+        cmd.name,
+        "publish" | "spublish" | "pfcount" | "eval" | "evalsha" | "fcall"
+    )
+}
+
+/// Whether CLIENT PAUSE WRITE holds this command, as Redis's processCommand decides it: a
+/// write or may-replicate command (a script as its shebang or function flags declare it),
+/// or an EXEC whose queue holds one.
+pub(crate) fn held_by_write_pause(
+    srv: &crate::server::Server,
+    cl: &crate::server::ClientState,
+    cmd: &CommandSpec,
+    args: &[&[u8]],
+) -> bool {
+    let t = super::table();
+    let may_write = |cmd: &CommandSpec, args: &[&[u8]]| {
+        if let Some(declared) = t.hooks.script_writes.and_then(|f| f(srv, cmd, args)) {
+            return declared;
+        }
+        cmd.has(super::flags::WRITE) || may_replicate(cmd)
+    };
+    if cmd.name == "exec" && cmd.has(super::flags::CONN) {
+        return cl.multi.as_ref().is_some_and(|q| {
+            q.iter().any(|a| {
+                let a = crate::resp::arg_view(a);
+                t.resolve(&a).is_ok_and(|c| may_write(c, &a))
+            })
+        });
+    }
+    may_write(cmd, args)
 }
 
 fn unpause(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {

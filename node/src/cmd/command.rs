@@ -539,7 +539,11 @@ fn getkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// Flags of the `nth` key GETKEYSANDFLAGS finds in `call`: the spec's flags, except where
 /// redis's own key finder decides per call (SORT's STORE destination takes the last spec;
 /// the `variable_flags` specs of SET and BITFIELD depend on the arguments).
-fn key_flags_of_call(c: &CommandSpec, call: &[&[u8]], nth: usize) -> &'static [&'static str] {
+pub(crate) fn key_flags_of_call(
+    c: &CommandSpec,
+    call: &[&[u8]],
+    nth: usize,
+) -> &'static [&'static str] {
     match c.full_name.as_str() {
         "sort" if nth > 0 => key_spec_flags(c, usize::MAX),
         "set" if call.iter().skip(3).any(|a| eq_ic(a, "get")) => &["RW", "access", "update"],

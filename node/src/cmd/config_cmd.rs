@@ -70,67 +70,117 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             String::from_utf8_lossy(args[2])
         )));
     }
-    let (old_listen, old_oom) = {
-        let c = &ctx.srv.config.read().typed;
-        (
-            (c.bind.clone(), c.port),
-            (c.oom_score_adj.clone(), c.oom_score_adj_values.clone()),
-        )
-    };
+    // As Redis 7.0, every name is checked (unknown, immutable, protected, given twice)
+    // before any value; these errors name the argument as the client spelled it.
+    let mut named: Vec<(String, &'static crate::config::Directive)> = Vec::new();
+    for p in args[2..].chunks(2) {
+        let spelled = String::from_utf8_lossy(p[0]);
+        let name = spelled.to_ascii_lowercase();
+        let Some(d) = crate::config::find(&name) else {
+            return Err(CmdError::msg(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{spelled}'"
+            )));
+        };
+        let refuse = |why: &str| {
+            CmdError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{spelled}') - {why}"
+            ))
+        };
+        if d.immutable {
+            return Err(refuse("can't set immutable config"));
+        }
+        // Redis 7.0's protected configs: where the server writes its files.
+        if matches!(d.name, "dir" | "dbfilename")
+            && !protected_action_allowed(
+                ctx.srv.config.read().typed.enable_protected_configs,
+                ctx.cl,
+            )
+        {
+            return Err(refuse("can't set protected config"));
+        }
+        // Redis 7.0's DENY_LOADING_CONFIG: where the data lives and whether the AOF logs
+        // it can't change under a load, nor under a replica's async (swapdb) load.
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        if matches!(d.name, "dir" | "appendonly")
+            && (ctx.srv.persist.loading.load(relaxed) || ctx.srv.repl.async_loading.load(relaxed))
+        {
+            return Err(CmdError::msg(super::LOADING));
+        }
+        // The same name twice (an alias and its name are two, as in Redis 7.0).
+        if named.iter().any(|(n, _)| *n == name) {
+            return Err(refuse("duplicate parameter"));
+        }
+        named.push((name, d));
+    }
+    let before = ctx.srv.config.snapshot();
+    let old_listen = (before.typed.bind.clone(), before.typed.port);
     // Validate everything on a copy, then publish it whole (Redis 7 multi-set semantics).
     ctx.srv.config.update(|copy| {
-        for p in args[2..].chunks(2) {
-            let name = String::from_utf8_lossy(p[0]).to_ascii_lowercase();
+        for ((name, d), p) in named.iter().zip(args[2..].chunks(2)) {
             let val = String::from_utf8_lossy(p[1]).into_owned();
-            let Some(d) = crate::config::find(&name) else {
-                return Err(CmdError::msg(format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-                )));
-            };
-            if d.immutable {
-                return Err(CmdError::msg(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
-                )));
-            }
-            // Redis 7.0's protected configs: where the server writes its files.
-            if matches!(d.name, "dir" | "dbfilename")
-                && !protected_action_allowed(
-                    ctx.srv.config.read().typed.enable_protected_configs,
-                    ctx.cl,
-                )
-            {
-                return Err(CmdError::msg(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
-                )));
-            }
-            let vals: Vec<String> = match d.kind {
-                crate::config::Kind::Special => val.split_whitespace().map(String::from).collect(),
-                _ => vec![val],
-            };
-            copy.set_directive(&name, &vals).map_err(|reason| {
-                CmdError::msg(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}"
-                ))
-            })?;
+            copy.set_directive(name, &directive_args(d, val))
+                .map_err(|reason| {
+                    CmdError::msg(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+                    ))
+                })?;
         }
         Ok(())
     })?;
-    listen_changed(ctx, args, old_listen)?;
-    oom_changed(ctx, args, old_oom)?;
-    if args[2..]
-        .chunks(2)
-        .any(|p| p[0].eq_ignore_ascii_case(b"requirepass"))
-    {
+    // Applying failed: every setting of the call goes back to its old value, as Redis's
+    // restoreBackupConfig (a successful apply of another one included).
+    let applied =
+        listen_changed(ctx, args, old_listen.clone()).and_then(|_| oom_changed(ctx, args));
+    if let Err(e) = applied {
+        ctx.srv.config.update(|c| {
+            for (name, d) in &named {
+                let old = before.get(name).unwrap_or_default();
+                c.set_directive(name, &directive_args(d, old))
+                    .map_err(CmdError::msg)?;
+            }
+            Ok::<(), CmdError>(())
+        })?;
+        let now = {
+            let c = &ctx.srv.config.read().typed;
+            (c.bind.clone(), c.port)
+        };
+        if now != old_listen {
+            let _ =
+                ctx.srv
+                    .listeners
+                    .rebind(ctx.srv, (&old_listen.0, old_listen.1), (&now.0, now.1));
+        }
+        let _ = ctx.srv.oom.apply_for(ctx.srv);
+        return Err(e);
+    }
+    if named.iter().any(|(n, _)| n == "requirepass") {
         ctx.srv.default_user.requirepass_set();
     }
+    if ctx.in_exec {
+        // Turning the AOF on inside EXEC schedules its rewrite (persist::aof).
+        let on = ctx.srv.config.read().typed.appendonly;
+        ctx.srv.persist.aof.configure_in_exec(on);
+    }
     ctx.srv.config_changed();
+    if named.iter().any(|(n, _)| n == "maxmemory") {
+        crate::server::evict::evict_soon(ctx.srv);
+    }
     ctx.out.ok();
     Ok(())
 }
 
+/// A CONFIG SET value as [`crate::config::Config::set_directive`] takes it: the words of a
+/// multi-word directive, else the one value.
+fn directive_args(d: &crate::config::Directive, val: String) -> Vec<String> {
+    match d.kind {
+        crate::config::Kind::Special => val.split_whitespace().map(String::from).collect(),
+        _ => vec![val],
+    }
+}
+
 /// Rebinds the listeners after CONFIG SET port / bind, as Redis's updatePort / applyBind
-/// (port only when it changed, bind always); on failure the old values are put back, the
-/// old listeners keep serving, and the reply is Redis's error.
+/// (port only when it changed, bind always); on failure the old listeners keep serving and
+/// the reply is Redis's error (the caller puts the old values back).
 fn listen_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, u16)) -> CmdResult {
     let named = |n: &[u8]| args[2..].chunks(2).any(|p| p[0].eq_ignore_ascii_case(n));
     let new = {
@@ -152,13 +202,6 @@ fn listen_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, u16)) -> CmdR
         tracing::warn!(
             "Failed applying new configuration. Possibly related to new {arg} setting. Restoring previous settings."
         );
-        let (bind, port) = (old.0.clone(), old.1.to_string());
-        ctx.srv.config.update(|c| {
-            let words: Vec<String> = bind.split_whitespace().map(String::from).collect();
-            c.set_directive("bind", &words)
-                .and_then(|_| c.set_directive("port", &[port]))
-                .map_err(CmdError::msg)
-        })?;
         return Err(CmdError::msg(format!(
             "ERR CONFIG SET failed (possibly related to argument '{arg}') - {reason}"
         )));
@@ -167,9 +210,9 @@ fn listen_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, u16)) -> CmdR
 }
 
 /// Applies oom-score-adj / oom-score-adj-values to the process after CONFIG SET, as
-/// Redis's updateOOMScoreAdj; on failure the old values are put back (and applied again)
-/// and the reply is Redis's error.
-fn oom_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, String)) -> CmdResult {
+/// Redis's updateOOMScoreAdj; on failure the reply is Redis's error (the caller puts the
+/// old values back and applies them again).
+fn oom_changed(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let named = |n: &[u8]| args[2..].chunks(2).any(|p| p[0].eq_ignore_ascii_case(n));
     let arg = if named(b"oom-score-adj") {
         "oom-score-adj"
@@ -181,14 +224,6 @@ fn oom_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, String)) -> CmdR
     if ctx.srv.oom.apply_for(ctx.srv).is_ok() {
         return Ok(());
     }
-    let (mode, values) = old;
-    ctx.srv.config.update(|c| {
-        let words: Vec<String> = values.split_whitespace().map(String::from).collect();
-        c.set_directive("oom-score-adj-values", &words)
-            .and_then(|_| c.set_directive("oom-score-adj", &[mode]))
-            .map_err(CmdError::msg)
-    })?;
-    let _ = ctx.srv.oom.apply_for(ctx.srv);
     Err(CmdError::msg(format!(
         "ERR CONFIG SET failed (possibly related to argument '{arg}') - Failed to set current oom_score_adj. Check server logs."
     )))
@@ -215,6 +250,7 @@ pub fn protected_action_allowed(
 
 fn resetstat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.srv.stats.reset();
+    ctx.srv.repl.reset_stats();
     for c in &super::table().cmds {
         c.stats.reset();
         for s in &c.subcommands {
@@ -222,6 +258,15 @@ fn resetstat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         }
     }
     ctx.srv.slowlog.entries.lock().clear();
+    // Redis's resetServerStats also zeroes these client counters (kept by the registry).
+    let clients = &ctx.srv.clients;
+    for a in [
+        &clients.mem.evicted,
+        &clients.reply_buffer_shrinks,
+        &clients.reply_buffer_expands,
+    ] {
+        a.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
     // As Redis: the peak restarts from the current usage.
     ctx.srv.memory_peak.store(
         crate::alloc::used_memory(),
@@ -232,7 +277,8 @@ fn resetstat(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 }
 
 fn rewrite(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    let c = ctx.srv.config.read().clone();
+    let mut c = crate::config::Config::clone(&ctx.srv.config.read());
+    c.acl_users = super::acl::config_user_lines(ctx.srv);
     c.rewrite()
         .map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
     ctx.out.ok();

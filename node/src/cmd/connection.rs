@@ -10,7 +10,7 @@ pub fn commands() -> Vec<CommandSpec> {
     let g = "connection";
     vec![
         CommandSpec::new("ping", -1, "fast", (0, 0, 0), ping).group(g),
-        CommandSpec::new("echo", 2, "fast", (0, 0, 0), echo).group(g),
+        CommandSpec::new("echo", 2, "loading stale fast", (0, 0, 0), echo).group(g),
         CommandSpec::new(
             "quit",
             -1,
@@ -95,6 +95,7 @@ fn reset(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     ctx.cl.handle.no_evict.store(false, Ordering::Relaxed);
     *ctx.cl.handle.name.lock() = None;
     ctx.cl.authenticated = !srv.requires_auth();
+    ctx.cl.handle.set_acl_user(None);
     ctx.out.resp3 = false;
     ctx.cl.handle.resp3.store(false, Ordering::Relaxed);
     ctx.out.simple("RESET");
@@ -119,10 +120,18 @@ fn check_password(
 fn password_matches(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
     let c = ctx.srv.config.read();
     let rp = c.typed.requirepass.as_str();
-    if user.is_some_and(|u| u != b"default") {
-        return Err(CmdError::msg(
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        ));
+    if let Some(u) = user.filter(|u| *u != b"default") {
+        // Another ACL user: it must exist, be on, and take the password.
+        let ok = super::acl::acl_users(ctx.srv)
+            .get(u)
+            .is_some_and(|acl| acl.enabled && acl.password_ok(pass));
+        return if ok {
+            Ok(())
+        } else {
+            Err(CmdError::msg(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ))
+        };
     }
     if ctx.srv.default_user.password_ok(rp, pass) {
         Ok(())
@@ -133,11 +142,25 @@ fn password_matches(ctx: &Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(
     }
 }
 
+/// The connection is now `user`'s (None or `default`: the default user).
+fn login_as(ctx: &mut Ctx<'_>, user: Option<&[u8]>) {
+    let u = user
+        .filter(|u| *u != b"default")
+        .map(Bytes::copy_from_slice);
+    ctx.cl.handle.set_acl_user(u);
+}
+
 fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
-    if args.len() == 2 && !ctx.srv.requires_auth() {
+    // As Redis: the default user's nopass flag, whether or not it is off.
+    let nopass = ctx
+        .srv
+        .default_user
+        .current(&ctx.srv.config.read().typed.requirepass)
+        .nopass;
+    if args.len() == 2 && nopass {
         return Err(CmdError::msg("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
     }
     let (user, pass) = if args.len() == 3 {
@@ -147,6 +170,7 @@ fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     check_password(ctx, &String::from_utf8_lossy(args[0]), user, pass)?;
     ctx.cl.authenticated = true;
+    login_as(ctx, user);
     ctx.out.ok();
     Ok(())
 }
@@ -185,6 +209,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if let Some((u, p)) = &auth {
         check_password(ctx, &String::from_utf8_lossy(args[0]), Some(u), p)?;
         ctx.cl.authenticated = true;
+        login_as(ctx, Some(u));
     }
     if !ctx.cl.authenticated {
         return Err(CmdError::msg("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));

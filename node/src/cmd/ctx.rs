@@ -195,7 +195,8 @@ pub struct Effects {
     pub propagate: Option<Vec<Vec<Bytes>>>,
     /// Inside EXEC or a script: the (db, command) writes so far, fed to replicas and the
     /// AOF as one MULTI ... EXEC block when it ends (`cmd::propagation::end_exec`).
-    pub exec_writes: Vec<(usize, Vec<Bytes>)>,
+    /// Each with who gets it (PUBLISH: replicas only).
+    pub exec_writes: Vec<(usize, Vec<Bytes>, crate::propagate::Target)>,
 }
 
 /// `(address, length, slot)` of argument keys whose slot is known. A key slice matches a
@@ -335,6 +336,11 @@ impl<'a> KeyView<'a> {
                 if from_master {
                     return Some(unsafe { &mut *e });
                 }
+                return None;
+            }
+            // A pause keeps the dataset still (Redis's expireIfNeeded): the key reads as
+            // missing and goes once the pause ends.
+            if srv.clients_paused() {
                 return None;
             }
             st.remove(db, slot, key);

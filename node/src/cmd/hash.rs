@@ -293,14 +293,40 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         out.array(0);
         return Ok(());
     };
-    let pairs: Vec<(Vec<u8>, Vec<u8>)> = if count < 0 {
+    if count < 0 {
+        // Written as picked: a huge count stops once the reply passes the client's output
+        // limit (the client is being closed), as Redis stops on CLIENT_CLOSE_ASAP.
         let n = count.unsigned_abs() as usize;
         let len = h.len();
         let mut rng = rand::rng();
-        (0..n)
-            .filter_map(|_| h.get_index(rng.random_range(0..len)))
-            .collect()
-    } else if count as usize >= h.len() {
+        let nested = out.resp3 && withvalues;
+        out.array(if withvalues && !out.resp3 { n * 2 } else { n });
+        for _ in 0..n {
+            if ctx.cl.reply_overflow(out.len()) {
+                break;
+            }
+            let pick = h.get_index(rng.random_range(0..len));
+            if nested {
+                out.array(2);
+            }
+            match pick {
+                Some((f, v)) => {
+                    out.bulk(&f);
+                    if withvalues {
+                        out.bulk(&v);
+                    }
+                }
+                None => {
+                    out.null();
+                    if withvalues {
+                        out.null();
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = if count as usize >= h.len() {
         h.pairs()
     } else {
         distinct_positions(h.len(), count as usize)

@@ -159,14 +159,17 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             }
         }
         "clients" => {
+            let (recent_in, recent_out) = srv.clients.recent_max_buffers();
             let _ = write!(
                 s,
-                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
                 // Replica links are not counted (Redis: clients minus slaves).
                 srv.clients
                     .len()
                     .saturating_sub(srv.repl.shared.lock().replicas.len()),
                 srv.config.read().typed.maxclients,
+                recent_in,
+                recent_out,
                 srv.blocking.blocked_clients(),
                 crate::tracking::clients(ctx.srv),
                 srv.blocking.blocked_clients(),
@@ -192,8 +195,8 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             // cluster bus lives in a layer above, and the AOF buffer is always flushed
             // before the reply (INFO persistence's aof_buffer_length is 0).
             let (clients_normal, cluster_links, aof_buffer) = (0u64, 0u64, 0u64);
-            // Redis's freeMemoryGetNotCountedMemory: replica/backlog buffers + AOF buffer.
-            let not_counted = repl_total + aof_buffer;
+            // Redis's freeMemoryGetNotCountedMemory: what replicas hold past the backlog.
+            let not_counted = crate::server::evict::not_counted_memory(srv) + aof_buffer;
             let overhead =
                 (startup + repl_total + clients_normal + cluster_links + aof_buffer + scripts_mem)
                     .min(used);
@@ -276,31 +279,37 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             // no time over maxmemory.
             let _ = write!(
                 s,
-                "expired_keys:{}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n",
+                "expired_keys:{}\r\nexpired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\nexpire_cycle_cpu_milliseconds:0\r\nevicted_keys:{}\r\nevicted_clients:{}\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n",
                 ld(&st.expired_keys),
                 ld(&st.evicted_keys),
+                srv.clients.mem.evicted.load(Ordering::Relaxed),
                 ld(&st.keyspace_hits),
                 ld(&st.keyspace_misses),
                 srv.pubsub.channels(None).len(),
                 srv.pubsub.numpat(),
                 srv.pubsub.shard_channels(None).len(),
             );
-            // tessera-node never forks (background saves run on threads), caches no
-            // MIGRATE sockets and has no active defrag: Redis's values for none of these.
+            // Forks: the background save's writer child (persist::child). No active
+            // defrag: Redis's values for it.
             let _ = write!(
                 s,
-                "latest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:{}\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\n",
+                "latest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:{}\r\nslave_expires_tracked_keys:{}\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\n",
+                srv.persist.latest_fork_usec.load(Ordering::Relaxed),
+                srv.persist.total_forks.load(Ordering::Relaxed),
+                srv.migrate_sockets.len(),
                 srv.replica_ttls.len(),
             );
             // No io-threads and no reply-buffer resizing; RESTORE's deep sanitization
             // is not counted.
             let _ = write!(
                 s,
-                "tracking_total_keys:{tk}\r\ntracking_total_items:{ti}\r\ntracking_total_prefixes:{tp}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\ntessera_prefetch_batches:{}\r\n",
+                "tracking_total_keys:{tk}\r\ntracking_total_items:{ti}\r\ntracking_total_prefixes:{tp}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:{}\r\nreply_buffer_expands:{}\r\ntessera_prefetch_batches:{}\r\n",
                 ld(&st.unexpected_error_replies),
                 st.errors.total(),
                 ld(&st.reads_processed),
                 ld(&st.writes_processed),
+                srv.clients.reply_buffer_shrinks.load(Ordering::Relaxed),
+                srv.clients.reply_buffer_expands.load(Ordering::Relaxed),
                 ld(&st.prefetch_batches),
             );
         }

@@ -502,9 +502,9 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
 
 /// Deletes `key` of `db`, found past its TTL by SCAN or RANDOMKEY, as a lookup would
 /// (Redis's expireIfNeeded): counted, DEL to replicas and the AOF, the `expired` event. A
-/// replica leaves it to its master.
+/// replica leaves it to its master; a pause keeps it until it ends.
 fn expire_now(srv: &crate::server::Server, st: &mut crate::db::Stripe, db: usize, key: &[u8]) {
-    if srv.repl.is_replica() {
+    if srv.repl.is_replica() || srv.clients_paused() {
         return;
     }
     let slot = crate::slot::key_hash_slot(key);

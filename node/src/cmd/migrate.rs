@@ -13,6 +13,7 @@ use bytes::Bytes;
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::rdb as convert;
 use crate::db::{Entry, NO_EXPIRE};
+use crate::server::migrate_sockets::CachedSocket;
 
 pub fn commands() -> Vec<CommandSpec> {
     let g = "generic";
@@ -33,18 +34,41 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
-/// MIGRATE's keys: argument 3, or everything after KEYS when it is empty.
+/// MIGRATE's keys as Redis 7.0 finds them: its key specs give argument 3 unless a `KEYS`
+/// keyword turns up (searched backwards from the last-but-one argument), which makes the
+/// incomplete spec fall back to migrateGetKeys. That one walks the options skipping AUTH's
+/// password and AUTH2's user and password, so a password spelt `KEYS` is not the keyword.
 fn migrate_keys(args: &[&[u8]], out: &mut Vec<usize>) {
-    if args.len() < 6 {
+    let n = args.len();
+    if n < 6 {
         return;
     }
-    if !args[3].is_empty() {
+    if !(2..=n - 2).any(|i| eq_ic(args[i], "keys")) {
         out.push(3);
         return;
     }
-    if let Some(p) = args[6..].iter().position(|a| eq_ic(a, "keys")) {
-        out.extend(6 + p + 1..args.len());
+    let (mut first, mut num) = (3, 1);
+    let mut i = 6;
+    while i < n {
+        let a = args[i];
+        if eq_ic(a, "keys") {
+            if args[3].is_empty() {
+                first = i + 1;
+                num = n - first;
+            } else {
+                // A syntax error MIGRATE itself reports: no keys.
+                num = 0;
+            }
+            break;
+        }
+        if eq_ic(a, "auth") {
+            i += 1;
+        } else if eq_ic(a, "auth2") {
+            i += 2;
+        }
+        i += 1;
     }
+    out.extend(first..first + num);
 }
 
 fn dump(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -260,8 +284,10 @@ fn command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
     }
 }
 
-/// MIGRATE: pipelines [AUTH], SELECT and one RESTORE(-ASKING) per key, then deletes the
-/// keys the target accepted (unless COPY).
+/// MIGRATE: pipelines [AUTH], SELECT (unless the cached connection has the database
+/// selected already) and one RESTORE(-ASKING) per key, then deletes the keys the target
+/// accepted (unless COPY). The connection stays cached for the next MIGRATE to the same
+/// target (Redis's migrateGetSocket); a cached one found closed is replaced once.
 fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let m = parse_migrate(args)?;
     let now = ctx.ks.now;
@@ -278,30 +304,105 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     if todo.is_empty() {
+        ctx.unchanged();
         ctx.out.simple("NOKEY");
         return Ok(());
     }
+    // The cache key is the host and port as the client wrote them (Redis's).
+    let target = format!(
+        "{}:{}",
+        String::from_utf8_lossy(args[1]),
+        String::from_utf8_lossy(args[2])
+    );
     let timeout = Duration::from_millis(m.timeout_ms);
-    let mut sock = match connect(&m.host, m.port, timeout) {
-        Ok(s) => s,
-        // Redis 7.0's blocking connect only waits for writability: a refused connection
-        // surfaces as a write error, a silent host as a connect timeout.
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            return Err(CmdError::msg(
-                "IOERR error or timeout writing to target instance",
-            ))
-        }
-        Err(_) => {
-            return Err(CmdError::msg(
-                "IOERR error or timeout connecting to the client",
-            ))
-        }
-    };
     let restore_cmd: &[u8] = if super::cluster_mode(ctx.srv) {
         b"RESTORE-ASKING"
     } else {
         b"RESTORE"
     };
+    let mut may_retry = true;
+    loop {
+        let cached = ctx.srv.migrate_sockets.take(&target);
+        let reused = cached.is_some();
+        let mut cs = match cached {
+            Some(c) => c,
+            None => match connect(&m.host, m.port, timeout) {
+                Ok(s) => CachedSocket::new(s),
+                // Redis 7.0's blocking connect only waits for writability: a refused
+                // connection surfaces as a write error, a silent host as a connect timeout.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    return Err(CmdError::msg(
+                        "IOERR error or timeout writing to target instance",
+                    ))
+                }
+                Err(_) => {
+                    return Err(CmdError::msg(
+                        "IOERR error or timeout connecting to the client",
+                    ))
+                }
+            },
+        };
+        // A cached connection's timeouts are this call's.
+        let _ = cs.stream.set_read_timeout(Some(timeout));
+        let _ = cs.stream.set_write_timeout(Some(timeout));
+        let mut moved = Vec::new();
+        let r = exchange(ctx, &m, &mut cs, &todo, restore_cmd, &mut moved);
+        propagate_moved(ctx, moved);
+        match r {
+            Ok(Done::Ok) => {
+                cs.last_db = Some(m.db);
+                ctx.srv.migrate_sockets.put(target, cs);
+                ctx.out.ok();
+                return Ok(());
+            }
+            Ok(Done::TargetError(e)) => {
+                // Every reply was read: the connection stays usable, its database unknown.
+                cs.last_db = None;
+                ctx.srv.migrate_sockets.put(target, cs);
+                return Err(CmdError::msg(format!(
+                    "ERR Target instance replied with error: {e}"
+                )));
+            }
+            Err(failed) => {
+                // The connection is dropped (closed). A cached one that the target closed
+                // meanwhile is worth one more try, if nothing was processed and it did not
+                // time out (Redis's may_retry).
+                drop(cs);
+                if reused && may_retry && failed.retry_ok {
+                    may_retry = false;
+                    continue;
+                }
+                return Err(CmdError::msg(failed.reply));
+            }
+        }
+    }
+}
+
+/// How a MIGRATE exchange that read all its replies ended.
+enum Done {
+    Ok,
+    /// The first error the target answered (AUTH, SELECT or a RESTORE).
+    TargetError(String),
+}
+
+/// A MIGRATE exchange that broke off: the reply, and whether a fresh connection may be
+/// tried (nothing was processed and the failure was no timeout).
+struct Failed {
+    reply: String,
+    retry_ok: bool,
+}
+
+/// Sends [AUTH], [SELECT] and the RESTOREs on `cs`, reads every reply and deletes the
+/// keys the target took (unless COPY).
+fn exchange(
+    ctx: &mut Ctx<'_>,
+    m: &MigrateArgs<'_>,
+    cs: &mut CachedSocket,
+    todo: &[(&[u8], u64, Vec<u8>)],
+    restore_cmd: &[u8],
+    moved: &mut Vec<Bytes>,
+) -> Result<Done, Failed> {
+    let select = cs.last_db != Some(m.db);
     let mut buf = Vec::new();
     if let Some((user, pw)) = m.auth {
         match user {
@@ -309,9 +410,11 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             None => command(&mut buf, &[b"AUTH", pw]),
         }
     }
-    let dbs = m.db.to_string();
-    command(&mut buf, &[b"SELECT", dbs.as_bytes()]);
-    for (k, ttl, payload) in &todo {
+    if select {
+        let dbs = m.db.to_string();
+        command(&mut buf, &[b"SELECT", dbs.as_bytes()]);
+    }
+    for (k, ttl, payload) in todo {
         let ttl = ttl.to_string();
         let mut parts: Vec<&[u8]> = vec![restore_cmd, k, ttl.as_bytes(), payload];
         if m.replace {
@@ -319,40 +422,68 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
         command(&mut buf, &parts);
     }
-    if sock.write_all(&buf).and_then(|_| sock.flush()).is_err() {
-        return Err(CmdError::msg(
-            "IOERR error or timeout writing to target instance",
-        ));
+    if let Err(e) = cs.stream.write_all(&buf).and_then(|_| cs.stream.flush()) {
+        return Err(Failed {
+            reply: "IOERR error or timeout writing to target instance".into(),
+            retry_ok: !timed_out(&e),
+        });
     }
-    let mut rd = BufReader::new(sock);
-    let io_read = || CmdError::msg("IOERR error or timeout reading to target instance");
-    let preamble = usize::from(m.auth.is_some()) + 1;
-    for _ in 0..preamble {
-        let line = read_line(&mut rd).ok_or_else(io_read)?;
-        if let Some(err) = line.strip_prefix('-') {
-            return Err(CmdError::msg(format!(
-                "ERR Target instance replied with error: {err}"
-            )));
-        }
-    }
+    let Ok(read_half) = cs.stream.try_clone() else {
+        return Err(Failed {
+            reply: "IOERR error or timeout reading to target instance".into(),
+            retry_ok: false,
+        });
+    };
+    let mut rd = BufReader::new(read_half);
+    let io_read = |e: std::io::Error, first: bool| Failed {
+        reply: "IOERR error or timeout reading to target instance".into(),
+        retry_ok: first && !timed_out(&e),
+    };
     let mut target_err: Option<String> = None;
-    for (k, _, _) in &todo {
-        let line = read_line(&mut rd).ok_or_else(io_read)?;
+    let preamble = usize::from(m.auth.is_some()) + usize::from(select);
+    for _ in 0..preamble {
+        let line = read_line(&mut rd).map_err(|e| io_read(e, true))?;
         if let Some(err) = line.strip_prefix('-') {
             target_err.get_or_insert_with(|| err.to_string());
-        } else if !m.copy && ctx.ks.del(k) {
+        }
+    }
+    // A refused AUTH or SELECT: no key counts as moved (Redis reads every reply anyway).
+    let preamble_ok = target_err.is_none();
+    for (j, (k, _, _)) in todo.iter().enumerate() {
+        let line = read_line(&mut rd).map_err(|e| io_read(e, j == 0))?;
+        if let Some(err) = line.strip_prefix('-') {
+            target_err.get_or_insert_with(|| err.to_string());
+        } else if preamble_ok && !m.copy && ctx.ks.del(k) {
             ctx.notify(crate::notify::GENERIC, "del", k);
+            moved.push(Bytes::copy_from_slice(k));
         }
     }
-    match target_err {
-        Some(e) => Err(CmdError::msg(format!(
-            "ERR Target instance replied with error: {e}"
-        ))),
-        None => {
-            ctx.out.ok();
-            Ok(())
-        }
+    Ok(match target_err {
+        Some(e) => Done::TargetError(e),
+        None => Done::Ok,
+    })
+}
+
+/// Replicas and the AOF get MIGRATE as DEL of the keys the target took, as Redis 7.0
+/// rewrites it; nothing when none moved (COPY, or every RESTORE refused). Replaying the
+/// MIGRATE itself would find the key still here (the target answers BUSYKEY).
+fn propagate_moved(ctx: &mut Ctx<'_>, moved: Vec<Bytes>) {
+    if moved.is_empty() {
+        // NOKEY-like: COPY, or nothing taken; no change, nothing to propagate.
+        ctx.unchanged();
+        return;
     }
+    let mut argv = Vec::with_capacity(moved.len() + 1);
+    argv.push(Bytes::from_static(b"DEL"));
+    argv.extend(moved);
+    ctx.propagate_as(argv);
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
 }
 
 fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStream> {
@@ -361,19 +492,21 @@ fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStrea
         .next()
         .ok_or_else(|| std::io::Error::other("no address"))?;
     let s = TcpStream::connect_timeout(&addr, timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
     let _ = s.set_nodelay(true);
     Ok(s)
 }
 
-/// One reply line without CRLF (every reply MIGRATE waits for is a status or an error).
-fn read_line(rd: &mut BufReader<TcpStream>) -> Option<String> {
+/// One reply line without CRLF (every reply MIGRATE waits for is a status or an error);
+/// a closed connection or a line cut short is an error.
+fn read_line(rd: &mut BufReader<TcpStream>) -> std::io::Result<String> {
     let mut line = Vec::new();
-    let n = rd.read_until(b'\n', &mut line).ok()?;
+    let n = rd.read_until(b'\n', &mut line)?;
     if n == 0 || !line.ends_with(b"\r\n") {
-        return None;
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "target closed the connection",
+        ));
     }
     line.truncate(line.len() - 2);
-    Some(String::from_utf8_lossy(&line).into_owned())
+    Ok(String::from_utf8_lossy(&line).into_owned())
 }

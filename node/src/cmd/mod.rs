@@ -29,8 +29,10 @@ pub mod propagation;
 pub mod spec;
 
 pub mod acl;
+mod acl_check;
 mod bitmap;
 mod client;
+pub use client::may_replicate;
 mod command;
 mod config_cmd;
 mod connection;
@@ -89,6 +91,8 @@ pub type ArgsHook = fn(&Server, &[&[u8]]);
 
 /// DEBUG subcommands of an upper layer: None when `args[1]` is not one of them.
 pub type DebugHook = fn(&mut Ctx<'_>, &[&[u8]]) -> Option<CmdResult>;
+/// See [`UpperHooks::script_writes`].
+pub type ScriptWritesHook = fn(&Server, &CommandSpec, &[&[u8]]) -> Option<bool>;
 
 /// What the layers above hand this one besides their families, as plain functions (this
 /// layer cannot name them): the INFO sections they keep and SHUTDOWN's steps. Installed with the table; a table
@@ -113,6 +117,9 @@ pub struct UpperHooks {
     /// FLUSHALL's foreground save when `save` points are set (persist), run by `execute`
     /// once the command has let go of the keyspace (the save takes the stripes itself).
     pub save_after_flushall: Option<fn(&Server)>,
+    /// A script command's write flag as its script declares it, None when it declares none
+    /// (script): what CLIENT PAUSE WRITE holds.
+    pub script_writes: Option<ScriptWritesHook>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those
@@ -524,6 +531,20 @@ fn admit(
         }
         cl.authenticated = true;
     }
+    // ACL users (crate::acl): one relaxed load for a connection of the default user.
+    if let Some(e) = acl::check_call(srv, cl, cmd, args) {
+        // EXEC refused (its user lost +exec after MULTI): the transaction is discarded, as
+        // Redis's rejectCommand → execCommandAbort.
+        return Err(if cmd.name == "exec" && cmd.has(flags::CONN) {
+            Reject::new(
+                format!("EXECABORT Transaction discarded because of: {e}"),
+                OnMulti::Discard,
+                Count::Rejected,
+            )
+        } else {
+            Reject::flagged(e)
+        });
+    }
     // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
     // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
     // the AOF replay itself runs as an internal client (a short load was waited out in
@@ -663,10 +684,12 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         out.simple("QUEUED");
         return Outcome::Done;
     }
-    let pause_exempt =
-        matches!(cmd.name, "unpause" | "pause") || cmd.full_name.starts_with("client|");
-    if let Some(until) = srv.pause_until(cmd.has(flags::WRITE), pause_exempt) {
-        return Outcome::Paused(until);
+    if !cl.internal {
+        if let Some(until) = srv.pause_until(|| client::held_by_write_pause(srv, cl, cmd, args)) {
+            // CLIENT LIST shows the held command, as Redis sets lastcmd before pausing.
+            cl.handle.touch_cmd(cmd.full_name.as_str());
+            return Outcome::Paused(until);
+        }
     }
     if cmd.name == "exec" && cmd.has(flags::CONN) {
         let start = CmdTimer::start();
@@ -726,7 +749,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         && !cl.internal
         && srv.persist.load_epoch.load(Ordering::Relaxed) != load_epoch
         && denied_while_loading(cl, cmd)
-        && !crate::cluster::commands::reads_no_keys(cmd.name, args)
+        && !crate::cluster::commands::reads_no_keys(&cmd.full_name, args)
     {
         out.buf.truncate(mark);
         out.error(LOADING);
@@ -816,9 +839,15 @@ fn denied_while_loading(cl: &ClientState, cmd: &CommandSpec) -> bool {
 fn queued_denied(srv: &Server, cl: &ClientState) -> Option<&'static str> {
     let t = table();
     cl.multi.as_ref()?.iter().find_map(|a| {
-        t.resolve(&arg_view(a))
-            .ok()
-            .and_then(|c| crate::repl::deny(srv, cl, c))
+        let args = arg_view(a);
+        let c = t.resolve(&args).ok()?;
+        // A script whose shebang declares writes counts as a write (Redis's
+        // getCommandFlags), checked as SET would be.
+        let declared = t.hooks.script_writes.and_then(|f| f(srv, c, &args));
+        let as_write = (declared == Some(true) && !c.has(flags::WRITE))
+            .then(|| t.get(b"set"))
+            .flatten();
+        crate::repl::deny(srv, cl, as_write.unwrap_or(c))
     })
 }
 

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use super::Ctx;
+use crate::propagate::Target;
 use crate::resp::arg_view;
 
 /// Feeds a successful write command to the subscribers (called by the dispatcher).
@@ -21,20 +22,39 @@ pub fn propagate(ctx: &mut Ctx<'_>, args: &[&[u8]], rewrite: Option<Vec<Vec<Byte
         ctx.ks
             .fx
             .exec_writes
-            .extend(cmds.into_iter().map(|c| (db, c)));
+            .extend(cmds.into_iter().map(|c| (db, c, Target::All)));
         return;
     }
     match rewrite {
-        None => feed(ctx, &[(db, args)]),
+        None => feed(ctx, &[(db, args, Target::All)]),
         Some(cmds) => {
             if cmds.is_empty() {
                 return;
             }
             let views: Vec<Vec<&[u8]>> = cmds.iter().map(|c| arg_view(c)).collect();
-            let list: Vec<(usize, &[&[u8]])> = views.iter().map(|v| (db, &v[..])).collect();
+            let list: Vec<(usize, &[&[u8]], Target)> =
+                views.iter().map(|v| (db, &v[..], Target::All)).collect();
             feed(ctx, &list);
         }
     }
+}
+
+/// Feeds `args` to replicas only, whether or not the command is a write: PUBLISH and
+/// SPUBLISH outside cluster mode (Redis's `forceCommandPropagation(c, PROPAGATE_REPL)`).
+/// Inside EXEC or a script it joins the block's other writes.
+pub fn to_replicas(ctx: &mut Ctx<'_>, args: &[&[u8]]) {
+    if !ctx.srv.persist.prop.active() {
+        return;
+    }
+    let db = ctx.ks.db;
+    if ctx.in_exec {
+        ctx.ks
+            .fx
+            .exec_writes
+            .push((db, crate::resp::owned_args(args), Target::Replicas));
+        return;
+    }
+    feed(ctx, &[(db, args, Target::Replicas)]);
 }
 
 /// End of an EXEC or a script (its locks still held): feeds its writes, wrapped in
@@ -44,14 +64,18 @@ pub fn end_exec(ctx: &mut Ctx<'_>) {
     if cmds.is_empty() {
         return;
     }
-    let views: Vec<(usize, Vec<&[u8]>)> = cmds.iter().map(|(db, c)| (*db, arg_view(c))).collect();
-    let list: Vec<(usize, &[&[u8]])> = views.iter().map(|(db, v)| (*db, &v[..])).collect();
+    let views: Vec<(usize, Vec<&[u8]>, Target)> = cmds
+        .iter()
+        .map(|(db, c, t)| (*db, arg_view(c), *t))
+        .collect();
+    let list: Vec<(usize, &[&[u8]], Target)> =
+        views.iter().map(|(db, v, t)| (*db, &v[..], *t)).collect();
     feed(ctx, &list);
 }
 
 /// Feeds `cmds` with the stripes the command holds, then marks the client's AOF watermark
 /// (appendfsync always waits for it before the reply).
-fn feed(ctx: &mut Ctx<'_>, cmds: &[(usize, &[&[u8]])]) {
+fn feed(ctx: &mut Ctx<'_>, cmds: &[(usize, &[&[u8]], Target)]) {
     let stripes = held_stripes(ctx);
     ctx.srv
         .persist

@@ -155,9 +155,12 @@ fn publish_to(ctx: &mut Ctx<'_>, args: &[&[u8]], shard: bool) -> CmdResult {
     } else {
         ctx.srv.pubsub.publish(args[1], args[2], limit)
     };
-    // The bus, from the cluster node in the server's state (not the glue above us).
+    // The bus, from the cluster node in the server's state (not the glue above us);
+    // outside cluster mode, the replicas (Redis's publishCommand/spublishCommand).
     if let Some(node) = ctx.srv.cluster.get() {
         node.with_state(|st| st.publish(args[1], args[2], shard));
+    } else {
+        super::propagation::to_replicas(ctx, args);
     }
     ctx.srv
         .stats

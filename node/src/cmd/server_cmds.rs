@@ -252,6 +252,8 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if let Some(flush_and_save) = hooks.shutdown_now {
             flush_and_save(ctx.srv);
         }
+        // Closed before the exit, so none is accepted once this caller sees its end.
+        ctx.srv.listeners.close();
         tracing::warn!("Redis is now ready to exit, bye bye...");
         std::process::exit(0);
     }
@@ -408,7 +410,11 @@ fn obj_refcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match ctx.ks.lookup_in(db, args[2]) {
         // Redis shares small integers (refcount INT_MAX); everything else has 1.
         Some(e) => match e.value {
-            Value::Int(i) if (0..10000).contains(&i) => ctx.out.int(i32::MAX as i64),
+            Value::Int(i)
+                if (0..10000).contains(&i) && crate::server::evict::shares_integers(ctx.srv) =>
+            {
+                ctx.out.int(i32::MAX as i64)
+            }
             _ => ctx.out.int(1),
         },
         None => ctx.out.null(),

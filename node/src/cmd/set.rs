@@ -215,6 +215,11 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let mut rng = rand::rng();
         out.array(n);
         for _ in 0..n {
+            // Past the client's output limit the client is closed: stop (Redis's
+            // CLIENT_CLOSE_ASAP check).
+            if ctx.cl.reply_overflow(out.len()) {
+                break;
+            }
             match s.get_index(rng.random_range(0..len)) {
                 Some(m) => out.bulk(&m),
                 None => out.null(),

@@ -93,6 +93,16 @@ fn parse_opts<'a>(ctx: &Ctx<'_>, args: &[&'a [u8]], readonly: bool) -> Result<Op
         gets: Vec::new(),
     };
     let cluster = ctx.srv.cluster.get().is_some();
+    // BY with a pattern and GET read keys the ACL check could not see: Redis 7.0 allows
+    // them only to a user who may read every key (asked once, when first needed).
+    let mut reads_all: Option<bool> = None;
+    let mut reads_all_keys = |ctx: &Ctx<'_>| {
+        *reads_all.get_or_insert_with(|| {
+            super::table()
+                .get(args[0])
+                .is_some_and(|c| super::acl_check::reads_all_keys(ctx.srv, ctx.cl, c, args))
+        })
+    };
     let mut j = 2;
     while j < args.len() {
         let left = args.len() - j - 1;
@@ -121,6 +131,10 @@ fn parse_opts<'a>(ctx: &Ctx<'_>, args: &[&'a [u8]], readonly: bool) -> Result<Op
                 return Err(CmdError::msg(
                     "ERR BY option of SORT denied in Cluster mode.",
                 ));
+            } else if !reads_all_keys(ctx) {
+                return Err(CmdError::msg(
+                    "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                ));
             }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
@@ -129,6 +143,11 @@ fn parse_opts<'a>(ctx: &Ctx<'_>, args: &[&'a [u8]], readonly: bool) -> Result<Op
                 // Even `GET #` (Redis 7.0 checks no pattern).
                 return Err(CmdError::msg(
                     "ERR GET option of SORT denied in Cluster mode.",
+                ));
+            }
+            if !reads_all_keys(ctx) {
+                return Err(CmdError::msg(
+                    "ERR GET option of SORT denied due to insufficient ACL permissions.",
                 ));
             }
             o.gets.push(p);
@@ -249,8 +268,9 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], readonly: bool) -> CmdResult 
     if kind == Some(Kind::ZSet) {
         to_skiplist(ctx, key);
     }
-    // A set has no order of its own: with STORE (replicated) Redis forces ALPHA order.
-    if o.dontsort && kind == Some(Kind::Set) && o.store.is_some() {
+    // A set has no order of its own: with STORE (replicated) or from a script Redis
+    // forces ALPHA order.
+    if o.dontsort && kind == Some(Kind::Set) && (o.store.is_some() || ctx.cl.in_script) {
         o.dontsort = false;
         o.alpha = true;
         o.by = None;

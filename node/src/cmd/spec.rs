@@ -163,6 +163,9 @@ pub struct CommandSpec {
     /// locates (GEORADIUS ... STORE, SORT ... STORE): the range it was declared with before
     /// [`CommandSpec::keys`] replaced it, as Redis shows `1 1 1` for them.
     legacy: Option<(i32, i32, i32)>,
+    /// What the ACL check needs of this command, worked out on its first check
+    /// (`super::acl_check`).
+    pub(crate) acl: std::sync::OnceLock<super::acl_check::AclInfo>,
 }
 
 impl CommandSpec {
@@ -192,6 +195,7 @@ impl CommandSpec {
             full_name: name.to_string(),
             stats: CmdStats::default(),
             legacy: None,
+            acl: std::sync::OnceLock::new(),
         }
     }
 
@@ -252,28 +256,29 @@ impl CommandSpec {
         match self.keys {
             KeyPos::None => {}
             KeyPos::Range { first, last, step } => {
-                let last = if last < 0 {
-                    argc + last
-                } else {
-                    last.min(argc - 1)
-                };
-                let step = step.max(1);
-                let mut i = first;
-                while i <= last && i < argc {
-                    out.push(i as usize);
-                    i += step;
-                }
+                out.extend(range_positions(first, last, step, args.len()))
             }
             KeyPos::Keynum {
                 numkeys,
                 first,
                 step,
-            } => keynum_indices(args, numkeys, first, step, out),
+            } => {
+                if let Some(k) = keynum_keys(args, numkeys, first, step) {
+                    out.extend(k.positions());
+                }
+            }
             KeyPos::DestThenKeynum { dest, numkeys } => {
-                if dest < argc {
+                let Some(k) = keynum_keys(args, numkeys, 1, 1) else {
+                    return;
+                };
+                // Redis's fallback (genericGetKeys) lists the destination last.
+                if k.from_spec && dest < argc {
                     out.push(dest as usize);
                 }
-                keynum_indices(args, numkeys, 1, 1, out);
+                out.extend(k.positions());
+                if !k.from_spec && dest < argc {
+                    out.push(dest as usize);
+                }
             }
             KeyPos::Custom(f) => f(args, out),
         }
@@ -292,22 +297,145 @@ impl CommandSpec {
     }
 }
 
-/// Keys of a keynum spec: the count is at `numkeys`, keys start at `numkeys + first`.
-fn keynum_indices(args: &[&[u8]], numkeys: i32, first: i32, step: i32, out: &mut Vec<usize>) {
-    let argc = args.len() as i64;
-    let Some(n) = args
-        .get(numkeys as usize)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|s| s.parse::<i64>().ok())
-    else {
-        return;
+/// Positions of a range spec's keys in a call of `argc` arguments: first..=last (a
+/// negative last counts from the end) every `step`.
+pub fn range_positions(
+    first: i32,
+    last: i32,
+    step: i32,
+    argc: usize,
+) -> impl Iterator<Item = usize> {
+    let argc = argc as i64;
+    let (first, last) = (first as i64, last as i64);
+    let last = if last < 0 {
+        argc + last
+    } else {
+        last.min(argc - 1)
     };
-    let start = (numkeys + first) as i64;
-    for k in 0..n.max(0) {
-        let i = start + k * step.max(1) as i64;
-        if i >= argc {
-            break;
+    let end = last.min(argc - 1);
+    let step = step.max(1) as usize;
+    // Half-open, so that "no keys" is an ordinary empty range.
+    let r = if first <= end && end >= 0 {
+        first.max(0) as usize..end as usize + 1
+    } else {
+        0..0
+    };
+    r.step_by(step)
+}
+
+/// The keys of a keynum spec (EVAL, FCALL, ZUNION, LMPOP, SINTERCARD...): positions
+/// `start`, `start + step`... (`count` of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeynumKeys {
+    pub start: usize,
+    pub count: usize,
+    pub step: usize,
+    /// Found by the key spec. Otherwise by Redis's fallback, whose keys carry no key-spec
+    /// flags (any key pattern grants them).
+    pub from_spec: bool,
+}
+
+impl KeynumKeys {
+    pub fn positions(self) -> impl Iterator<Item = usize> {
+        (0..self.count).map(move |k| self.start + k * self.step)
+    }
+}
+
+/// Redis 7.0's keys of a keynum spec: the count at `numkeys`, keys from `numkeys + first`.
+/// A count that is not an integer (string2ll), negative, zero or past the arguments makes
+/// the spec invalid (getKeysUsingKeySpecs); Redis then asks the command's getkeys function
+/// (genericGetKeys), which reads the count with atoi and finds keys only when
+/// 1 <= count <= the arguments left. So `EVAL "" 3 a b` has no keys at all.
+pub fn keynum_keys(args: &[&[u8]], numkeys: i32, first: i32, step: i32) -> Option<KeynumKeys> {
+    let argc = args.len() as i64;
+    let idx = usize::try_from(numkeys).ok()?;
+    let count_arg = args.get(idx)?;
+    let start = numkeys as i64 + first as i64;
+    let step = step.max(1) as i64;
+    if let Some(n) = crate::types::parse_i64_strict(count_arg).filter(|n| *n >= 0) {
+        // Redis computes `last` with the count cast to int.
+        let last = start + (n as i32) as i64 - 1;
+        if last < argc && last >= start && start < argc {
+            return Some(KeynumKeys {
+                start: start as usize,
+                count: ((last - start) / step + 1) as usize,
+                step: step as usize,
+                from_spec: true,
+            });
         }
-        out.push(i as usize);
+    }
+    let n = atoi(count_arg);
+    if n < 1 || n > (argc - start) / step {
+        return None;
+    }
+    Some(KeynumKeys {
+        start: start as usize,
+        count: n as usize,
+        step: step as usize,
+        from_spec: false,
+    })
+}
+
+/// C's atoi: leading whitespace, a sign, then digits up to the first non-digit (0 if none).
+fn atoi(b: &[u8]) -> i64 {
+    let mut i = b
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t'..=b'\r'))
+        .count();
+    let neg = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut v: i64 = 0;
+    for &c in b[i.min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+    {
+        v = v.saturating_mul(10).saturating_add((c - b'0') as i64);
+    }
+    // atoi returns an int.
+    (if neg { -v } else { v }) as i32 as i64
+}
+
+#[cfg(test)]
+mod keynum_tests {
+    use super::*;
+
+    fn keys(args: &[&str], numkeys: i32, first: i32) -> Option<(Vec<usize>, bool)> {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        keynum_keys(&a, numkeys, first, 1).map(|k| (k.positions().collect(), k.from_spec))
+    }
+
+    #[test]
+    fn keynum_like_redis() {
+        assert_eq!(
+            keys(&["eval", "s", "2", "a", "b"], 2, 1),
+            Some((vec![3, 4], true))
+        );
+        assert_eq!(keys(&["eval", "s", "3", "a", "b"], 2, 1), None);
+        assert_eq!(keys(&["eval", "s", "0", "a"], 2, 1), None);
+        assert_eq!(keys(&["eval", "s", "-1", "a"], 2, 1), None);
+        assert_eq!(
+            keys(&["eval", "s", "1x", "a"], 2, 1),
+            Some((vec![3], false))
+        );
+        assert_eq!(
+            keys(&["eval", "s", "01", "a"], 2, 1),
+            Some((vec![3], false))
+        );
+        assert_eq!(keys(&["eval", "s", "x", "a"], 2, 1), None);
+        assert_eq!(keys(&["eval", "s"], 2, 1), None);
+        // (int)4294967297 == 1
+        assert_eq!(
+            keys(&["eval", "s", "4294967297", "a"], 2, 1),
+            Some((vec![3], true))
+        );
     }
 }

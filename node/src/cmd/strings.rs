@@ -191,6 +191,16 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
         }
     }
+    if o.get && o.expire.is_none() && ctx.propagating() {
+        // Replicas and the AOF get the SET without its GET (Redis 7.0's setGenericCommand).
+        let argv = args
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| *i < 3 || !eq_ic(a, "get"))
+            .map(|(_, a)| Bytes::copy_from_slice(a))
+            .collect();
+        ctx.propagate_as(argv);
+    }
     if !o.get {
         ctx.out.ok();
     }
@@ -241,6 +251,14 @@ fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
     ctx.ks.set(args[1], Value::string(args[2]));
     ctx.notify(STRING, "set", args[1]);
+    // Propagated as SET, as Redis 7.0's getsetCommand rewrites itself.
+    if ctx.propagating() {
+        ctx.propagate_as(vec![
+            Bytes::from_static(b"SET"),
+            Bytes::copy_from_slice(args[1]),
+            Bytes::copy_from_slice(args[2]),
+        ]);
+    }
     Ok(())
 }
 

@@ -395,6 +395,11 @@ pub fn exec(
     for (c, args) in &cmds {
         // SELECT inside MULTI changes the db for the following commands.
         ctx.ks.db = ctx.cl.db;
+        // ACL rules are checked again as each queued command runs (Redis's execCommand).
+        if let Some(e) = super::acl::check_exec_call(srv, ctx.cl, c, args) {
+            ctx.out.error(&e);
+            continue;
+        }
         let start = crate::server::stats::CmdTimer::start();
         super::run_locked(&mut ctx, c, args);
         // Each queued command is a call of its own: commandstats, latency, slow log and

@@ -672,13 +672,44 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         out.array(0);
         return Ok(());
     };
-    let items: Vec<(Vec<u8>, f64)> = if count < 0 {
+    if count < 0 {
+        // Written as picked, nothing collected first: a huge count stops once the reply
+        // passes the client's output limit (the client is being closed), as Redis stops
+        // on CLIENT_CLOSE_ASAP. The count only sizes the header, never an allocation.
+        let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
         let len = z.len();
         let mut rng = rand::rng();
-        (0..count.unsigned_abs())
-            .filter_map(|_| z.get_index(rng.random_range(0..len)))
-            .collect()
-    } else if count as usize >= z.len() {
+        let nested = out.resp3 && withscores;
+        out.array(if withscores && !out.resp3 {
+            n.saturating_mul(2)
+        } else {
+            n
+        });
+        for _ in 0..n {
+            if ctx.cl.reply_overflow(out.len()) {
+                break;
+            }
+            if nested {
+                out.array(2);
+            }
+            match z.get_index(rng.random_range(0..len)) {
+                Some((m, s)) => {
+                    out.bulk(&m);
+                    if withscores {
+                        out.double(s);
+                    }
+                }
+                None => {
+                    out.null();
+                    if withscores {
+                        out.null();
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    let items: Vec<(Vec<u8>, f64)> = if count as usize >= z.len() {
         z.range(0, usize::MAX, false)
     } else {
         distinct_positions(z.len(), count as usize)

@@ -5,7 +5,9 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 
 use super::typed::Decode;
-pub use super::typed::{Appendfsync, LogLevel, MaxmemoryPolicy, PreferredEndpoint, Protected};
+pub use super::typed::{
+    Appendfsync, FileMode, LogLevel, MaxmemoryPolicy, PreferredEndpoint, Protected,
+};
 use super::BufLimit;
 
 /// How a directive's arguments are validated and normalised.
@@ -39,7 +41,9 @@ pub struct Directive {
     /// Can't be changed with CONFIG SET.
     pub immutable: bool,
     /// Redis's HIDDEN_CONFIG: test-only settings that CONFIG GET lists only when asked for
-    /// by exact name, never for a pattern.
+    /// by exact name, never for a pattern. Tessera's own directives are hidden too, so that
+    /// `CONFIG GET *` lists what redis-server lists (tools diff it, and Redis's own suite
+    /// sets every listed name to its value, which an immutable extra would fail).
     pub hidden: bool,
 }
 
@@ -60,6 +64,17 @@ const fn hid(name: &'static str, kind: Kind, default: &'static str) -> Directive
         kind,
         default,
         immutable: false,
+        hidden: true,
+    }
+}
+
+/// A hidden setting that can't be changed with CONFIG SET.
+const fn hid_im(name: &'static str, kind: Kind, default: &'static str) -> Directive {
+    Directive {
+        name,
+        kind,
+        default,
+        immutable: true,
         hidden: true,
     }
 }
@@ -166,7 +181,7 @@ directives! {
     replica_serve_stale_data: bool = d("replica-serve-stale-data", Kind::Bool, "yes");
     replica_read_only: bool = d("replica-read-only", Kind::Bool, "yes");
     repl_diskless_sync: bool = d("repl-diskless-sync", Kind::Bool, "yes");
-    repl_diskless_sync_delay: u64 = d("repl-diskless-sync-delay", U32, "5");
+    repl_diskless_sync_delay: u64 = d("repl-diskless-sync-delay", U32, "0");
     repl_diskless_load: String = d("repl-diskless-load", Kind::Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled");
     repl_ping_replica_period: u64 = d("repl-ping-replica-period", Kind::Int { min: 1, max: i32::MAX as i64 }, "10");
     repl_timeout: u64 = d("repl-timeout", Kind::Int { min: 1, max: i32::MAX as i64 }, "60");
@@ -216,13 +231,13 @@ directives! {
     busy_reply_threshold: u64 = d("busy-reply-threshold", U64, "5000");
     io_threads: u64 = im("io-threads", Kind::Int { min: 1, max: 128 }, "1");
     // tessera-node only: I/O threads, each with its own event loop (0 = half the cores).
-    worker_threads: u64 = im("worker-threads", Kind::Int { min: 0, max: 1024 }, "0");
+    worker_threads: u64 = hid_im("worker-threads", Kind::Int { min: 0, max: 1024 }, "0");
     // tessera-node only: how long an I/O thread keeps polling after a request instead of
     // sleeping, while requests come that fast (server::spin; 0 = never).
-    busy_poll_usec: u64 = d("busy-poll-usec", Kind::Int { min: 0, max: 1_000_000 }, "50");
+    busy_poll_usec: u64 = hid("busy-poll-usec", Kind::Int { min: 0, max: 1_000_000 }, "50");
     io_threads_do_reads: bool = im("io-threads-do-reads", Kind::Bool, "no");
     // Valkey 8.1's: how many pipelined requests' keys are prefetched ahead (0 = off).
-    prefetch_batch_max_size: u64 = d("prefetch-batch-max-size", Kind::Int { min: 0, max: 128 }, "16");
+    prefetch_batch_max_size: u64 = hid("prefetch-batch-max-size", Kind::Int { min: 0, max: 128 }, "16");
     always_show_logo: bool = im("always-show-logo", Kind::Bool, "no");
     set_proc_title: bool = im("set-proc-title", Kind::Bool, "yes");
     proc_title_template: String = d("proc-title-template", Kind::Str, "{title} {listen-addr} {server-mode}");
@@ -237,13 +252,14 @@ directives! {
     acllog_max_len: u64 = d("acllog-max-len", U64, "128");
     replica_lazy_flush: bool = d("replica-lazy-flush", Kind::Bool, "no");
     unixsocket: String = im("unixsocket", Kind::Str, "");
-    unixsocketperm: u32 = im("unixsocketperm", Kind::Octal { max: 0o777 }, "0");
+    unixsocketperm: FileMode = im("unixsocketperm", Kind::Octal { max: 0o777 }, "0");
     syslog_enabled: bool = im("syslog-enabled", Kind::Bool, "no");
     syslog_ident: String = im("syslog-ident", Kind::Str, "redis");
-    locale_collate: String = d("locale-collate", Kind::Str, "");
+    locale_collate: String = hid("locale-collate", Kind::Str, "");
     // Accepted and shown for redis.conf compatibility. Tessera has no active defragmenter
     // (mimalloc hands freed pages back itself), no CPU pinning, no THP switch, no client
-    // eviction and no ACL file; these read the same as in redis and change nothing.
+    // eviction; these read the same as in redis and change nothing (`aclfile` and
+    // `acl-pubsub-default` below do: the ACL users, cmd::acl).
     active_defrag_cycle_min: u64 = d("active-defrag-cycle-min", Kind::Int { min: 1, max: 99 }, "1");
     active_defrag_cycle_max: u64 = d("active-defrag-cycle-max", Kind::Int { min: 1, max: 99 }, "25");
     active_defrag_threshold_lower: u64 = d("active-defrag-threshold-lower", Kind::Int { min: 0, max: 1000 }, "10");

@@ -42,8 +42,18 @@ pub struct Config {
     pub bind_explicit: bool,
     /// `rename-command old new` lines, in order (lower-case names; "" removes).
     pub renames: Vec<(String, String)>,
+    /// `user <name> <rules...>` lines, in order (applied by `cmd::acl` at startup). CONFIG
+    /// REWRITE writes these as the file's `user` lines: its caller puts the live users here
+    /// first (Redis's rewriteConfigUserOption), or none with an `aclfile`.
+    pub acl_users: Vec<Vec<String>>,
     /// How deep `include` currently nests (a loop of includes is an error, not a hang).
     include_depth: usize,
+    /// The startup config (file and command line) is being read: a `save` line then adds
+    /// to the ones before it instead of replacing them (Redis's reading_config_file).
+    reading_file: bool,
+    /// A `save` line was read at startup: the first one replaced the defaults, the next
+    /// ones add to it (Redis's save_loaded).
+    save_loaded: bool,
     /// The command table's names, which rename-command is checked against. Given by whoever
     /// loads the config ([`Config::load`], [`Config::with_command_names`]): the command
     /// layer sits above config. Empty: every rename-command is refused (no such command).
@@ -278,7 +288,10 @@ impl Default for Config {
             file: None,
             bind_explicit: false,
             renames: Vec::new(),
+            acl_users: Vec::new(),
             include_depth: 0,
+            reading_file: false,
+            save_loaded: false,
             command_names: Arc::from(Vec::new()),
         };
         c.refresh_typed();
@@ -309,14 +322,19 @@ impl Config {
         }
     }
 
-    /// Builds the config from an optional file and `--directive value` arguments;
-    /// `command_names` is the command table rename-command lines are checked against.
+    /// Builds the config from an optional file and the command line's options (as
+    /// [`parse_args`] joins them, or `(directive, args)` pairs); `command_names` is the
+    /// command table rename-command lines are checked against.
     pub fn load<'a>(
         file: Option<&Path>,
-        cli: &[(String, Vec<String>)],
+        cli: &(impl CliOptions + ?Sized),
         command_names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Config, ConfigError> {
         let mut c = Config::with_command_names(command_names);
+        c.reading_file = true;
+        // As Redis, the options are lines appended to the file's text after a newline, so
+        // they are numbered on from the file's last line.
+        let mut first_option_line = 2;
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
                 path: path.display().to_string(),
@@ -324,22 +342,26 @@ impl Config {
             })?;
             let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
             c.file = Some(abs);
+            first_option_line += text.matches('\n').count();
             c.apply_text(&text, Some(path.display().to_string()))?;
         }
-        for (i, (name, args)) in cli.iter().enumerate() {
-            c.apply_line(name, args)
-                .map_err(|reason| ConfigError::Line {
-                    file: None,
-                    line: i + 1,
-                    text: format!("{} {}", name, args.join(" ")),
-                    reason,
-                })?;
-        }
+        c.apply_lines(&cli.options_text(), None, first_option_line)?;
+        c.reading_file = false;
         Ok(c)
     }
 
     /// Applies redis.conf text; errors name the line.
     pub fn apply_text(&mut self, text: &str, file: Option<String>) -> Result<(), ConfigError> {
+        self.apply_lines(text, file, 1)
+    }
+
+    /// Applies config text whose first line is line `first` of its source.
+    fn apply_lines(
+        &mut self,
+        text: &str,
+        file: Option<String>,
+        first: usize,
+    ) -> Result<(), ConfigError> {
         for (n, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -347,7 +369,7 @@ impl Config {
             }
             let err = |reason: String| ConfigError::Line {
                 file: file.clone(),
-                line: n + 1,
+                line: n + first,
                 text: line.to_string(),
                 reason,
             };
@@ -427,14 +449,15 @@ impl Config {
                 let [path] = args else {
                     return Err("Bad directive or wrong number of arguments".into());
                 };
-                self.include(path).map_err(|e| e.to_string().trim().to_string())
+                self.include(path)
+                    .map_err(|e| e.to_string().trim().to_string())
             }
-            "user" => Err("ACL users are not supported by tessera-node (use requirepass for the default user)".into()),
+            "user" => {
+                crate::acl::validate_config_user(args, &self.acl_users)?;
+                self.acl_users.push(args.to_vec());
+                Ok(())
+            }
             "loadmodule" => Err("Redis modules are not supported by tessera-node".into()),
-            "aclfile" if args.first().is_some_and(|a| !a.is_empty()) => Err(
-                "ACL files are not supported by tessera-node (use requirepass for the default user)"
-                    .into(),
-            ),
             _ => self.set_directive(name, args),
         }
     }
@@ -547,6 +570,11 @@ impl Config {
             "zset-max-ziplist-entries" => Some("zset-max-listpack-entries"),
             "zset-max-ziplist-value" => Some("zset-max-listpack-value"),
             "list-max-ziplist-size" => Some("list-max-listpack-size"),
+            "hash-max-listpack-entries" => Some("hash-max-ziplist-entries"),
+            "hash-max-listpack-value" => Some("hash-max-ziplist-value"),
+            "zset-max-listpack-entries" => Some("zset-max-ziplist-entries"),
+            "zset-max-listpack-value" => Some("zset-max-ziplist-value"),
+            "list-max-listpack-size" => Some("list-max-ziplist-size"),
             // Redis 7.0 renamed lua-time-limit; both names are one setting.
             "lua-time-limit" => Some("busy-reply-threshold"),
             "busy-reply-threshold" => Some("lua-time-limit"),
@@ -676,18 +704,44 @@ impl Config {
             }
             "save" => {
                 let joined: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-                if !joined.len().is_multiple_of(2)
-                    || joined.iter().any(|w| w.parse::<u64>().is_err())
-                {
-                    return Err("Invalid save parameters".into());
+                // As Redis: seconds at least 1, changes at least 0.
+                let nums: Option<Vec<i64>> = joined
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| w.parse::<i64>().ok().filter(|v| *v >= 1 - (i % 2) as i64))
+                    .collect();
+                let nums = match nums {
+                    Some(n) if n.len().is_multiple_of(2) => n,
+                    _ => return Err("Invalid save parameters".into()),
+                };
+                let mut shown: Vec<String> = Vec::new();
+                // Reading the startup config, the first save line replaces the defaults and
+                // the next ones add to it; an empty one clears (Redis's save_loaded).
+                if self.reading_file && self.save_loaded && !nums.is_empty() {
+                    if let Some(cur) = self.values.get(name).filter(|v| !v.is_empty()) {
+                        shown.push(cur.clone());
+                    }
                 }
-                self.values.insert(name, joined.join(" "));
+                if self.reading_file {
+                    self.save_loaded = true;
+                }
+                shown.extend(nums.iter().map(i64::to_string));
+                self.values.insert(name, shown.join(" "));
             }
             "replicaof" => {
-                if args.len() != 2 {
+                let [host, port] = args else {
                     return Err("wrong number of arguments".into());
+                };
+                if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+                    self.values.insert(name, String::new());
+                    return Ok(());
                 }
-                self.values.insert(name, args.join(" "));
+                let port = port
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|p| (0..=65535).contains(p))
+                    .ok_or("Invalid master port")?;
+                self.values.insert(name, format!("{host} {port}"));
             }
             "client-output-buffer-limit" => {
                 let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
@@ -803,15 +857,40 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
         let mut done = std::collections::HashSet::new();
         let mut out = String::new();
+        // Users go where the old `user` lines stood, the rest at the end; with an aclfile
+        // the users live there and every `user` line goes (rewriteConfigUserOption).
+        let user_lines: Vec<String> = if self.typed.aclfile.is_empty() {
+            self.acl_users
+                .iter()
+                .map(|u| format!("user {}", u.join(" ")))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut user_lines = user_lines.into_iter();
         for raw in text.lines() {
             let line = raw.trim();
-            let name = line
-                .split_whitespace()
-                .next()
-                .map(|n| directives::canonical(&n.to_ascii_lowercase()).to_string());
+            if !line.starts_with('#')
+                && line
+                    .split_whitespace()
+                    .next()
+                    .is_some_and(|n| n.eq_ignore_ascii_case("user"))
+            {
+                if let Some(u) = user_lines.next() {
+                    out.push_str(&u);
+                    out.push('\n');
+                }
+                continue;
+            }
+            let name = line.split_whitespace().next().map(|n| {
+                rewritten_name(directives::canonical(&n.to_ascii_lowercase())).to_string()
+            });
             match name.as_deref().and_then(find) {
                 Some(d) if !line.starts_with('#') => {
-                    if done.insert(d.name) {
+                    // A master's file keeps no replicaof line (Redis has no "none" value).
+                    let no_master =
+                        d.name == "replicaof" && self.get(d.name).unwrap_or_default().is_empty();
+                    if done.insert(d.name) && !no_master {
                         out.push_str(&self.directive_line(d.name));
                         out.push('\n');
                     }
@@ -824,7 +903,7 @@ impl Config {
         }
         let mut appended = false;
         for d in DIRECTIVES {
-            if done.contains(d.name) || d.name.contains("ziplist") {
+            if done.contains(d.name) || rewritten_name(d.name) != d.name {
                 continue;
             }
             let cur = self.get(d.name).unwrap_or_default();
@@ -845,6 +924,14 @@ impl Config {
                 out.push('\n');
             }
         }
+        for u in user_lines {
+            if !appended {
+                out.push_str("# Generated by CONFIG REWRITE\n");
+                appended = true;
+            }
+            out.push_str(&u);
+            out.push('\n');
+        }
         let tmp = path.with_extension("tmp-rewrite");
         std::fs::write(&tmp, out).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, path).map_err(|e| e.to_string())
@@ -860,6 +947,21 @@ impl Config {
             }
             _ => format!("{name} {}", quote(&v)),
         }
+    }
+}
+
+/// The name CONFIG REWRITE writes a setting under: an old name's line becomes its new
+/// name's (Redis 7.0 rewrites `hash-max-ziplist-entries 21` as `hash-max-listpack-entries`,
+/// once), so a file naming both loads back to the value CONFIG SET gave.
+fn rewritten_name(name: &str) -> &str {
+    match name {
+        "hash-max-ziplist-entries" => "hash-max-listpack-entries",
+        "hash-max-ziplist-value" => "hash-max-listpack-value",
+        "zset-max-ziplist-entries" => "zset-max-listpack-entries",
+        "zset-max-ziplist-value" => "zset-max-listpack-value",
+        "list-max-ziplist-size" => "list-max-listpack-size",
+        "lua-time-limit" => "busy-reply-threshold",
+        other => other,
     }
 }
 
@@ -887,27 +989,114 @@ fn quote(v: &str) -> String {
     s
 }
 
-/// Parses the node's command line: `[file.conf] [--directive value...]`.
-pub fn parse_args(args: &[String]) -> (Option<PathBuf>, Vec<(String, Vec<String>)>) {
+/// The command line's options as config text: Redis's main() turns
+/// `--port 6380 --save "" x` into the lines `port "6380"` and `save "" "x"`, read after the
+/// config file. Also `(directive, args)` pairs, one line each.
+pub trait CliOptions {
+    fn options_text(&self) -> String;
+}
+
+impl CliOptions for str {
+    fn options_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl CliOptions for String {
+    fn options_text(&self) -> String {
+        self.clone()
+    }
+}
+
+impl CliOptions for [(String, Vec<String>)] {
+    fn options_text(&self) -> String {
+        self.iter()
+            .map(|(name, args)| {
+                let mut line = name.clone();
+                for a in args {
+                    line.push(' ');
+                    line.push_str(&repr(a));
+                }
+                line
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl CliOptions for Vec<(String, Vec<String>)> {
+    fn options_text(&self) -> String {
+        self.as_slice().options_text()
+    }
+}
+
+/// A value quoted as Redis's sdscatrepr writes it (always in quotes), which config lines
+/// read back to the same bytes.
+fn repr(v: &str) -> String {
+    let mut s = String::from("\"");
+    for b in v.bytes() {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            b' '..=b'~' => s.push(char::from(b)),
+            b => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Parses the node's command line: `[file.conf] [--directive value...]`, into the file and
+/// the options as config text, exactly as Redis 7.0's main(): `--name` starts a line; the
+/// arguments after it are its values (quoted), even ones that start with `--` while the
+/// name has none yet; `"--name value"` in one argument is a whole line; `--save` with no
+/// value is `save ""`.
+pub fn parse_args(args: &[String]) -> (Option<PathBuf>, String) {
     let mut file = None;
-    let mut i = 0;
-    if let Some(first) = args.first() {
-        if !first.starts_with("--") {
+    let mut rest = args;
+    if let Some((first, tail)) = args.split_first() {
+        if !first.starts_with('-') {
             file = Some(PathBuf::from(first));
-            i = 1;
+            rest = tail;
         }
     }
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    while i < args.len() {
-        let a = &args[i];
-        if let Some(name) = a.strip_prefix("--") {
-            out.push((name.to_string(), Vec::new()));
-        } else if let Some(last) = out.last_mut() {
-            last.1.push(a.clone());
+    let mut options = String::new();
+    // The last option's name has had a value (or needs none).
+    let mut handled = true;
+    for (j, a) in rest.iter().enumerate() {
+        let next_is_option = rest.get(j + 1).is_some_and(|n| n.starts_with("--"));
+        let last = j + 1 == rest.len();
+        match a.strip_prefix("--") {
+            Some(name) if handled => {
+                if !options.is_empty() {
+                    options.push('\n');
+                }
+                options.push_str(name);
+                options.push(' ');
+                let words = crate::resp::parser::split_args(a.as_bytes()).map_or(0, |w| w.len());
+                if words == 1 {
+                    handled = false;
+                    if a.eq_ignore_ascii_case("--save") && (next_is_option || last) {
+                        options.push_str("\"\"");
+                        handled = next_is_option;
+                    }
+                } else {
+                    handled = true;
+                }
+            }
+            _ => {
+                options.push_str(&repr(a));
+                options.push(' ');
+                handled = true;
+            }
         }
-        i += 1;
     }
-    (file, out)
+    (file, options)
 }
 
 #[cfg(test)]
@@ -954,7 +1143,7 @@ mod tests {
             "".into(),
         ]);
         assert_eq!(f.unwrap().to_str().unwrap(), "a.conf");
-        assert_eq!(a.len(), 2);
+        assert_eq!(a, "port \"7000\" \nsave \"\" ");
     }
 
     /// Every directive's typed field reads its value: the defaults, every option of every

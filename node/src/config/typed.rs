@@ -34,6 +34,16 @@ macro_rules! decode_parsed {
 }
 decode_parsed!(u16, u32, u64, i64);
 
+/// A file mode written in octal (unixsocketperm): its value, not its digits read as decimal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileMode(pub u32);
+
+impl Decode for FileMode {
+    fn decode(s: &str) -> Option<FileMode> {
+        u32::from_str_radix(s, 8).ok().map(FileMode)
+    }
+}
+
 impl Decode for String {
     fn decode(s: &str) -> Option<String> {
         Some(s.to_string())

@@ -307,6 +307,9 @@ pub struct Keyspace {
     ndb: usize,
     volatile: VolatileCount,
     gone: GoneHook,
+    /// Held by whoever is evicting (`server::evict`): one eviction at a time measures and
+    /// frees memory, as Redis's single thread does; a second would free it again.
+    evicting: Mutex<()>,
 }
 
 /// Guards of the locked stripes; inline for the common one- or two-stripe command so
@@ -445,7 +448,13 @@ impl Keyspace {
             ndb,
             volatile,
             gone,
+            evicting: Mutex::new(()),
         }
+    }
+
+    /// Serialises eviction (see the field): held while one caller evicts.
+    pub fn eviction_guard(&self) -> MutexGuard<'_, ()> {
+        self.evicting.lock()
     }
 
     /// Installs the [`StreamGone`] hook (the first call wins; later ones are no-ops).

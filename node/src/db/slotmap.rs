@@ -20,6 +20,7 @@
 //! deletion by backward shift (no tombstones, so a miss stops at the first empty bucket).
 
 use std::hash::BuildHasher;
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use super::value::{Entry, SBytes};
@@ -58,7 +59,7 @@ const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
 /// Tables up to this many buckets find a bucket's home from its tag alone (growth and
 /// deletion then never read a node); bigger ones hash the node's key again.
 const TAG_SPAN: usize = 1 << 16;
-const MIN_BUCKETS: usize = 4;
+const MIN_BUCKETS: usize = 2;
 
 #[inline(always)]
 fn tag_of(h: u64) -> u64 {
@@ -87,11 +88,25 @@ fn pack(node: Box<Node>, h: u64) -> u64 {
     p | (tag_of(h) << PTR_BITS)
 }
 
-#[derive(Default)]
+/// 16 bytes, so a stripe's 16 maps of one database (with their TTL counts) fit a 384-byte
+/// block rather than a 512-byte one: that block is a fixed cost of every stripe that holds
+/// a key, about 40 bytes per key at 10000 keys.
 pub struct SlotMap {
+    /// The buckets: `cap` of them, allocated as a `Box<[u64]>` (dangling when `cap` is 0).
+    ptr: NonNull<u64>,
     /// Power-of-two number of buckets (or none before the first insert).
-    b: Box<[u64]>,
-    len: usize,
+    cap: u32,
+    len: u32,
+}
+
+impl Default for SlotMap {
+    fn default() -> Self {
+        SlotMap {
+            ptr: NonNull::dangling(),
+            cap: 0,
+            len: 0,
+        }
+    }
 }
 
 // SAFETY: a SlotMap owns its nodes exactly like a Vec<Box<Node>> would (every non-empty
@@ -102,9 +117,44 @@ unsafe impl Send for SlotMap {}
 unsafe impl Sync for SlotMap {}
 
 impl SlotMap {
+    /// The buckets.
+    #[inline(always)]
+    fn b(&self) -> &[u64] {
+        // SAFETY: ptr and cap describe the live allocation from `set_buckets` (or a dangling,
+        // aligned pointer with cap 0, a valid empty slice).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap as usize) }
+    }
+
+    #[inline(always)]
+    fn b_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `b`; &mut self makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap as usize) }
+    }
+
+    /// Installs `new` as the buckets and hands back the old ones (to rehash or free).
+    fn set_buckets(&mut self, new: Box<[u64]>) -> Box<[u64]> {
+        // 2^32 buckets would be 32 GB for one slot's table alone: never reached; if it
+        // were, stopping beats freeing the allocation with a wrong size.
+        let Ok(cap) = u32::try_from(new.len()) else {
+            std::process::abort()
+        };
+        let raw = Box::into_raw(new) as *mut u64;
+        // SAFETY: ptr and cap are the allocation installed by the previous call (or the
+        // empty dangling slice), rebuilt exactly as it was boxed; it's owned only here.
+        let old = unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.ptr.as_ptr(),
+                self.cap as usize,
+            ))
+        };
+        self.ptr = NonNull::new(raw).unwrap_or(NonNull::dangling());
+        self.cap = cap;
+        old
+    }
+
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     #[inline]
@@ -114,19 +164,19 @@ impl SlotMap {
 
     /// Buckets allocated (0 before the first insert or after the table was freed).
     pub fn capacity(&self) -> usize {
-        self.b.len()
+        self.cap as usize
     }
 
     /// The buckets of `h`'s probe run (from its home to the first empty bucket) whose tag
     /// matches `h`'s: the only places its key can be.
     #[inline]
     fn candidates(&self, h: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
-        let mask = self.b.len().wrapping_sub(1);
+        let mask = self.capacity().wrapping_sub(1);
         let tag = tag_of(h);
         let home = h as usize;
-        (0..self.b.len())
+        (0..self.capacity())
             .map(move |k| (home + k) & mask)
-            .map(move |i| (i, self.b[i]))
+            .map(move |i| (i, self.b()[i]))
             .take_while(|&(_, b)| b != 0)
             .filter(move |&(_, b)| tag_in(b) == tag)
     }
@@ -147,21 +197,21 @@ impl SlotMap {
     pub fn get(&self, k: &[u8]) -> Option<&Entry> {
         let i = self.find(k)?;
         // SAFETY: bucket i holds a live node owned by this table; the borrow is tied to &self.
-        Some(unsafe { &(*node_of(self.b[i])).entry })
+        Some(unsafe { &(*node_of(self.b()[i])).entry })
     }
 
     #[inline]
     pub fn get_mut(&mut self, k: &[u8]) -> Option<&mut Entry> {
         let i = self.find(k)?;
         // SAFETY: as in get; &mut self makes the access exclusive.
-        Some(unsafe { &mut (*node_of(self.b[i])).entry })
+        Some(unsafe { &mut (*node_of(self.b()[i])).entry })
     }
 
     /// Inserts a key the caller knows is absent.
     #[inline]
     pub fn insert_new(&mut self, key: SBytes, entry: Entry) {
-        if (self.len + 1) * 4 > self.b.len() * 3 {
-            self.resize((self.b.len() * 2).max(MIN_BUCKETS));
+        if (self.len as usize + 1) * 4 > self.capacity() * 3 {
+            self.resize((self.capacity() * 2).max(MIN_BUCKETS));
         }
         let h = hash(key.as_slice());
         let packed = pack(Box::new(Node { key, entry }), h);
@@ -172,12 +222,12 @@ impl SlotMap {
     /// Puts a packed bucket at the first empty bucket from `home` on.
     #[inline]
     fn place(&mut self, packed: u64, home: usize) {
-        let mask = self.b.len() - 1;
+        let mask = self.capacity() - 1;
         let mut i = home & mask;
-        while self.b[i] != 0 {
+        while self.b()[i] != 0 {
             i = (i + 1) & mask;
         }
-        self.b[i] = packed;
+        self.b_mut()[i] = packed;
     }
 
     /// The home bucket of a packed bucket in a table of `mask + 1` buckets.
@@ -192,7 +242,7 @@ impl SlotMap {
     }
 
     fn resize(&mut self, buckets: usize) {
-        let old = std::mem::replace(&mut self.b, vec![0u64; buckets].into_boxed_slice());
+        let old = self.set_buckets(vec![0u64; buckets].into_boxed_slice());
         let mask = buckets - 1;
         for &b in old.iter().filter(|&&b| b != 0) {
             let home = Self::home(b, mask);
@@ -204,8 +254,8 @@ impl SlotMap {
     #[inline]
     pub fn prefetch_bucket(&self, k: &[u8]) {
         if self.len != 0 {
-            let i = hash(k) as usize & (self.b.len() - 1);
-            prefetch_line(&self.b[i] as *const u64 as *const u8);
+            let i = hash(k) as usize & (self.capacity() - 1);
+            prefetch_line(&self.b()[i] as *const u64 as *const u8);
         }
     }
 
@@ -223,26 +273,26 @@ impl SlotMap {
 
     pub fn remove(&mut self, k: &[u8]) -> Option<Entry> {
         let i = self.find(k)?;
-        let mask = self.b.len() - 1;
+        let mask = self.capacity() - 1;
         // SAFETY: bucket i came from Box::into_raw and is cleared below, so it's freed once.
-        let node = unsafe { Box::from_raw(node_of(self.b[i])) };
+        let node = unsafe { Box::from_raw(node_of(self.b()[i])) };
         // Backward shift: pull later buckets of the probe run into the hole when the hole
         // lies between their home and where they sit, so no lookup ever needs a tombstone.
         let mut hole = i;
         let mut j = (i + 1) & mask;
         loop {
-            let b = self.b[j];
+            let b = self.b()[j];
             if b == 0 {
                 break;
             }
             let home = Self::home(b, mask);
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.b[hole] = b;
+                self.b_mut()[hole] = b;
                 hole = j;
             }
             j = (j + 1) & mask;
         }
-        self.b[hole] = 0;
+        self.b_mut()[hole] = 0;
         self.len -= 1;
         self.shrink_if_sparse();
         Some(node.entry)
@@ -252,41 +302,41 @@ impl SlotMap {
     /// 1/4 full (so a grow, at 3/4, is far away), an empty one is freed.
     fn shrink_if_sparse(&mut self) {
         if self.len == 0 {
-            self.b = Box::default();
-        } else if self.b.len() > MIN_BUCKETS && self.len * 8 < self.b.len() {
-            let want = (self.len * 4).next_power_of_two().max(MIN_BUCKETS);
-            if want < self.b.len() {
+            drop(self.set_buckets(Box::default()));
+        } else if self.capacity() > MIN_BUCKETS && (self.len as usize) * 8 < self.capacity() {
+            let want = (self.len as usize * 4).next_power_of_two().max(MIN_BUCKETS);
+            if want < self.capacity() {
                 self.resize(want);
             }
         }
     }
 
     pub fn retain(&mut self, mut f: impl FnMut(&SBytes, &mut Entry) -> bool) {
-        let mut removed = false;
-        for b in self.b.iter_mut().filter(|b| **b != 0) {
+        let mut removed = 0u32;
+        for b in self.b_mut().iter_mut().filter(|b| **b != 0) {
             // SAFETY: a live node owned by this table; &mut self makes the access exclusive.
             let n = unsafe { &mut *node_of(*b) };
             if !f(&n.key, &mut n.entry) {
                 // SAFETY: from Box::into_raw; the bucket is cleared, so it's freed once.
                 drop(unsafe { Box::from_raw(node_of(*b)) });
                 *b = 0;
-                self.len -= 1;
-                removed = true;
+                removed += 1;
             }
         }
-        if removed {
+        self.len -= removed;
+        if removed > 0 {
             // Clearing buckets in place broke probe runs: rebuild, then shrink if sparse.
             if self.len == 0 {
-                self.b = Box::default();
+                drop(self.set_buckets(Box::default()));
             } else {
-                self.resize(self.b.len());
+                self.resize(self.capacity());
                 self.shrink_if_sparse();
             }
         }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&SBytes, &Entry)> {
-        self.b.iter().filter(|&&b| b != 0).map(|&b| {
+        self.b().iter().filter(|&&b| b != 0).map(|&b| {
             // SAFETY: a live node owned by this table; the borrow is tied to &self.
             let n = unsafe { &*node_of(b) };
             (&n.key, &n.entry)
@@ -296,10 +346,11 @@ impl SlotMap {
 
 impl Drop for SlotMap {
     fn drop(&mut self) {
-        for &b in self.b.iter().filter(|&&b| b != 0) {
+        for &b in self.b().iter().filter(|&&b| b != 0) {
             // SAFETY: every non-empty bucket is a distinct pointer from Box::into_raw.
             drop(unsafe { Box::from_raw(node_of(b)) });
         }
+        drop(self.set_buckets(Box::default()));
     }
 }
 
@@ -403,6 +454,14 @@ mod tests {
             }
             check(&m, &model);
         }
+    }
+
+    /// A stripe's maps of one database are a fixed cost of every stripe holding a key
+    /// (unit/memefficiency counts it): 16 bytes each keeps that block at 384 bytes.
+    #[test]
+    fn header_is_16_bytes() {
+        assert_eq!(std::mem::size_of::<SlotMap>(), 16);
+        assert!(crate::alloc::real_size(std::mem::size_of::<crate::db::DbSlots>()) <= 384);
     }
 
     /// Past 2^16 buckets a bucket's home comes from hashing the key again, not the tag.

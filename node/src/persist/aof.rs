@@ -256,6 +256,10 @@ pub struct AofState {
     /// The manifest while the AOF is off, and the last incr sequence number used (Redis
     /// keeps both in memory: a rewrite with the AOF off, or turning it on, goes on from them).
     idle: Mutex<Option<(AofManifest, u64)>>,
+    /// The automatic rewrite's back-off after repeated failures (Redis's
+    /// aofRewriteLimited): the current delay in minutes, and the unix second it ends at.
+    limit_delay_min: AtomicU64,
+    limit_until: AtomicU64,
     subscribed: AtomicBool,
     fsync_thread: AtomicBool,
     /// aof-timestamp-enabled, and the second of the last `#TS:` annotation written.
@@ -292,6 +296,8 @@ impl Default for AofState {
             switch: Mutex::new(()),
             server: std::sync::OnceLock::new(),
             idle: Mutex::new(None),
+            limit_delay_min: AtomicU64::new(0),
+            limit_until: AtomicU64::new(0),
             subscribed: AtomicBool::new(false),
             fsync_thread: AtomicBool::new(false),
             timestamps: AtomicBool::new(false),
@@ -358,6 +364,9 @@ impl AofState {
         *self.fsync.lock() = c.appendfsync;
         self.timestamps
             .store(c.aof_timestamp_enabled, Ordering::Relaxed);
+        if !c.aof_disable_auto_gc {
+            self.delete_history();
+        }
         let Some(srv) = self.server.get().and_then(std::sync::Weak::upgrade) else {
             return;
         };
@@ -366,9 +375,45 @@ impl AofState {
             return;
         }
         if c.appendonly {
-            start_aof(&srv);
+            start_aof(&srv, false);
         } else {
             stop_aof(&srv);
+        }
+    }
+
+    /// aof-disable-auto-gc no (Redis's aofDelHistoryFiles): the history files listed in the
+    /// manifest are removed and the manifest is written without them.
+    fn delete_history(&self) {
+        let mut g = self.files.lock();
+        let Some(f) = g.as_mut() else {
+            return;
+        };
+        if f.manifest.history.is_empty() {
+            return;
+        }
+        let mut m = f.manifest.clone();
+        let gone = std::mem::take(&mut m.history);
+        if let Err(e) = write_manifest(&f.dir, &f.prefix, &m) {
+            tracing::warn!(error = %e, "Can't persist the AOF manifest without its history files");
+            return;
+        }
+        for i in gone {
+            tracing::info!("Removing the history file {} in the background", i.name);
+            let _ = std::fs::remove_file(f.dir.join(&i.name));
+        }
+        f.manifest = m;
+    }
+
+    /// CONFIG SET inside MULTI/EXEC, before [`AofState::configure`]: turning the AOF on
+    /// schedules its rewrite for the cron instead of starting it within the transaction
+    /// (Redis's startAppendOnly when server.in_exec).
+    pub fn configure_in_exec(&self, appendonly: bool) {
+        let Some(srv) = self.server.get().and_then(std::sync::Weak::upgrade) else {
+            return;
+        };
+        let _sw = self.switch.lock();
+        if appendonly && !self.enabled() {
+            start_aof(&srv, true);
         }
     }
 
@@ -860,11 +905,13 @@ pub(super) fn replay_current(srv: &Arc<Server>) -> Result<(), PersistError> {
             (f.dir.clone(), order)
         })
     };
-    // With the AOF off, Redis loads the files its manifest names (a rewrite made them).
+    // With the AOF off, Redis loads the files its manifest names (a rewrite made them),
+    // reading the manifest from disk: the incr numbering restarts from what it lists.
     let (dir, order) = match current {
         Some(c) => c,
         None => {
             let (dir, prefix) = aof_location(srv)?;
+            a.idle.lock().take();
             let (m, _) = idle_manifest(a, &dir, &prefix)?;
             let order = m.load_order().cloned().collect();
             (dir, order)
@@ -961,7 +1008,8 @@ fn create_fresh(srv: &Arc<Server>, dir: PathBuf, prefix: String) -> Result<(), P
     let rdb = srv.config.read().typed.aof_use_rdb_preamble;
     let base_name = AofManifest::base_name(&prefix, 1, rdb);
     let base_path = dir.join(&base_name);
-    let size = super::aof_base::write_base(srv, &base_path, rdb, &super::aof_base::Hooks::NONE)?;
+    let size =
+        super::aof_base::write_base(srv, &base_path, rdb, &super::aof_base::Hooks::NONE, None)?;
     let incr_name = AofManifest::incr_name(&prefix, 1);
     let file = open_append(&dir.join(&incr_name))?;
     let manifest = AofManifest {
@@ -1034,6 +1082,8 @@ struct Plan {
     rdb: bool,
     /// Off: the manifest the new one replaces.
     previous: Option<AofManifest>,
+    /// aof-disable-auto-gc: replaced files stay, listed as history, until it is turned off.
+    keep_history: bool,
 }
 
 /// [`bgrewrite`] with `switch` held.
@@ -1063,13 +1113,29 @@ fn spawn_rewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
     a.rewrite_started
         .store(crate::server::now_ms() / 1000, Ordering::Relaxed);
     let n = a.rewrites.fetch_add(1, Ordering::Relaxed) + 1;
-    tracing::info!("Background append only file rewriting started by thread {n}");
+    // As Redis, a child writes the new base (persist::child); a thread when none forks.
+    let child = match super::child::SaveChild::spawn(&plan.dir, "temp-rewriteaof-bg-", ".aof") {
+        Ok(c) => {
+            srv.persist.child_started(c.pid(), c.fork_usec());
+            srv.oom.apply_child(srv, c.pid());
+            tracing::info!(
+                "Background append only file rewriting started by pid {}",
+                c.pid()
+            );
+            Some(c)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Can't fork a child for the AOF rewrite");
+            tracing::info!("Background append only file rewriting started by thread {n}");
+            None
+        }
+    };
     let srv2 = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("tessera-aofrw".into())
         .spawn(move || {
             let started = Instant::now();
-            let r = rewrite(&srv2, plan);
+            let r = rewrite(&srv2, plan, child);
             let a = &srv2.persist.aof;
             let cancelled = a.cancel.load(Ordering::Acquire);
             match &r {
@@ -1099,6 +1165,7 @@ fn spawn_rewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
         }
         Err(e) => {
             tracing::warn!(error = %e, "Can't start the AOF rewrite thread");
+            srv.persist.child_pid.store(0, Ordering::Release);
             undo_rewrite(a);
             a.last_rewrite_ok.store(false, Ordering::Relaxed);
             a.rewrite_in_progress.store(false, Ordering::Release);
@@ -1195,7 +1262,10 @@ fn idle_manifest(
 /// listed in the manifest; while turning it on, the temp incr file; with it off, nothing.
 fn prepare(srv: &Arc<Server>) -> Result<Plan, PersistError> {
     let a = &srv.persist.aof;
-    let rdb = srv.config.read().typed.aof_use_rdb_preamble;
+    let (rdb, keep_history) = {
+        let c = &srv.config.read().typed;
+        (c.aof_use_rdb_preamble, c.aof_disable_auto_gc)
+    };
     {
         let mut g = a.files.lock();
         if let Some(f) = g.as_mut() {
@@ -1223,6 +1293,7 @@ fn prepare(srv: &Arc<Server>) -> Result<Plan, PersistError> {
                 incr_seq: seq,
                 rdb,
                 previous: None,
+                keep_history,
             });
         }
     }
@@ -1238,6 +1309,7 @@ fn prepare(srv: &Arc<Server>) -> Result<Plan, PersistError> {
             incr_seq: last_incr,
             rdb,
             previous: Some(manifest),
+            keep_history,
         });
     }
     let incr_seq = next_seq(last_incr)?;
@@ -1271,6 +1343,7 @@ fn prepare(srv: &Arc<Server>) -> Result<Plan, PersistError> {
         incr_seq,
         rdb,
         previous: None,
+        keep_history,
     })
 }
 
@@ -1283,8 +1356,11 @@ fn undo_rewrite(a: &AofState) {
         return;
     };
     if f.waiting {
-        let temp = f.dir.join(temp_incr_name(&f.prefix));
+        let name = temp_incr_name(&f.prefix);
+        let temp = f.dir.join(&name);
         *g = None;
+        // Redis's words (the suites count this line).
+        tracing::info!("Removing the temp incr aof file {name} in the background");
         let _ = std::fs::remove_file(temp);
         a.rewrite_scheduled.store(true, Ordering::Release);
         return;
@@ -1294,7 +1370,11 @@ fn undo_rewrite(a: &AofState) {
     keep_old(f, old);
 }
 
-fn rewrite(srv: &Arc<Server>, plan: Plan) -> Result<(), PersistError> {
+fn rewrite(
+    srv: &Arc<Server>,
+    plan: Plan,
+    child: Option<super::child::SaveChild>,
+) -> Result<(), PersistError> {
     let a = &srv.persist.aof;
     let base_name = AofManifest::base_name(&plan.prefix, plan.base_seq, plan.rdb);
     let base_path = plan.dir.join(&base_name);
@@ -1311,7 +1391,7 @@ fn rewrite(srv: &Arc<Server>, plan: Plan) -> Result<(), PersistError> {
         copied: &mark,
         cancelled: &cancelled,
     };
-    let size = match super::aof_base::write_base(srv, &base_path, plan.rdb, &hooks) {
+    let size = match super::aof_base::write_base(srv, &base_path, plan.rdb, &hooks, child) {
         Ok(size) if !cancelled() => size,
         Ok(_) => {
             let _ = std::fs::remove_file(&base_path);
@@ -1388,6 +1468,26 @@ fn finish_on(a: &AofState, plan: &Plan, base: AofFileInfo, size: u64) -> Result<
             kind: AofFileKind::Incr,
         });
     }
+    let replaced = |i: &&AofFileInfo| !(i.kind == AofFileKind::Incr && i.seq >= plan.incr_seq);
+    let (history, obsolete): (Vec<AofFileInfo>, Vec<String>) = if plan.keep_history {
+        // As Redis, each replaced file goes to the head of the history list: the base
+        // first, then the incr files.
+        let mut h = current.history.clone();
+        for i in current.load_order().filter(replaced) {
+            let mut x = i.clone();
+            x.kind = AofFileKind::History;
+            h.insert(0, x);
+        }
+        (h, Vec::new())
+    } else {
+        let names = current
+            .load_order()
+            .chain(current.history.iter())
+            .filter(replaced)
+            .map(|i| i.name.clone())
+            .collect();
+        (Vec::new(), names)
+    };
     let mut m = AofManifest {
         base: Some(base),
         incr: current
@@ -1396,14 +1496,8 @@ fn finish_on(a: &AofState, plan: &Plan, base: AofFileInfo, size: u64) -> Result<
             .filter(|i| i.seq >= plan.incr_seq)
             .cloned()
             .collect(),
-        history: Vec::new(),
+        history,
     };
-    let obsolete: Vec<String> = current
-        .load_order()
-        .chain(current.history.iter())
-        .filter(|i| !(i.kind == AofFileKind::Incr && i.seq >= plan.incr_seq))
-        .map(|i| i.name.clone())
-        .collect();
     if let Err(e) = write_manifest(&plan.dir, &plan.prefix, &m) {
         if let Some(to) = renamed {
             let _ = std::fs::rename(&to, plan.dir.join(temp_incr_name(&plan.prefix)));
@@ -1420,7 +1514,9 @@ fn finish_on(a: &AofState, plan: &Plan, base: AofFileInfo, size: u64) -> Result<
         tracing::info!("Removing the history file {n} in the background");
         let _ = std::fs::remove_file(plan.dir.join(n));
     }
-    m.history.clear();
+    if !plan.keep_history {
+        m.history.clear();
+    }
     f.manifest = m;
     f.waiting = false;
     a.base_size.store(size, Ordering::Relaxed);
@@ -1453,8 +1549,9 @@ fn kill_rewrite(a: &AofState) {
 
 /// CONFIG SET appendonly yes (Redis's startAppendOnly): the AOF counts as on at once and
 /// a rewrite starts (scheduled while a BGSAVE runs); writes reach the AOF's new incr file
-/// as the rewrite copies their keys. `switch` is held.
-fn start_aof(srv: &Arc<Server>) {
+/// as the rewrite copies their keys. `switch` is held. `in_exec`: inside MULTI/EXEC, the
+/// rewrite is scheduled for the cron.
+fn start_aof(srv: &Arc<Server>, in_exec: bool) {
     let a = &srv.persist.aof;
     if a.rewrite_in_progress.load(Ordering::Acquire) {
         // A rewrite begun with the AOF off does not collect the writes made since.
@@ -1468,6 +1565,11 @@ fn start_aof(srv: &Arc<Server>) {
     if srv.persist.bgsave_in_progress.load(Ordering::Acquire) {
         a.rewrite_scheduled.store(true, Ordering::Release);
         tracing::warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
+        return;
+    }
+    if in_exec {
+        a.rewrite_scheduled.store(true, Ordering::Release);
+        tracing::warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
         return;
     }
     if spawn_rewrite(srv).is_err() {
@@ -1533,10 +1635,45 @@ pub fn cron(srv: &Arc<Server>) {
     };
     let cur = a.current_size.load(Ordering::Relaxed);
     let base = a.base_size.load(Ordering::Relaxed).max(1);
-    if pct > 0 && cur > min && (cur.saturating_sub(base)) * 100 / base >= pct {
+    if pct > 0
+        && cur > min
+        && (cur.saturating_sub(base)) * 100 / base >= pct
+        && !rewrite_limited(a, crate::server::now_ms() / 1000)
+    {
         tracing::info!(cur, base, "Starting automatic rewriting of AOF");
         let _ = bgrewrite(srv);
     }
+}
+
+/// Failures in a row after which the automatic rewrite backs off, and the longest delay.
+const LIMIT_THRESHOLD: u64 = 3;
+const LIMIT_MAX_MINUTES: u64 = 60;
+
+/// Redis 7.0's aofRewriteLimited: after 3 failed rewrites in a row the automatic rewrite
+/// waits 1 minute, then 2, 4... up to an hour between tries (BGREWRITEAOF is not limited).
+fn rewrite_limited(a: &AofState, now: u64) -> bool {
+    if a.consecutive_failures.load(Ordering::Relaxed) < LIMIT_THRESHOLD {
+        a.limit_delay_min.store(0, Ordering::Relaxed);
+        a.limit_until.store(0, Ordering::Relaxed);
+        return false;
+    }
+    let until = a.limit_until.load(Ordering::Relaxed);
+    if until != 0 {
+        if now < until {
+            return true;
+        }
+        a.limit_until.store(0, Ordering::Relaxed);
+        return false;
+    }
+    let delay = match a.limit_delay_min.load(Ordering::Relaxed) {
+        0 => 1,
+        d => d.saturating_mul(2).min(LIMIT_MAX_MINUTES),
+    };
+    a.limit_delay_min.store(delay, Ordering::Relaxed);
+    a.limit_until
+        .store(now.saturating_add(delay * 60), Ordering::Relaxed);
+    tracing::warn!("Background AOF rewrite has repeatedly failed and triggered the limit, will retry in {delay} minutes");
+    true
 }
 
 /// The AOF was just turned on and its first rewrite has not finished (Redis's

@@ -106,27 +106,80 @@ pub fn cancelled_error() -> PersistError {
 }
 
 /// Writes a base file via a temp file, fsync and rename. Returns the file size.
+/// With `child` (a background rewrite's, see [`super::child`]) the child writes the temp
+/// file from the stream, as Redis's rewrite child does; its death fails the rewrite.
 pub fn write_base(
     srv: &Server,
     path: &Path,
     rdb: bool,
     hooks: &Hooks<'_>,
+    child: Option<super::child::SaveChild>,
 ) -> Result<u64, PersistError> {
+    if let Some(child) = child {
+        return write_via_child(srv, path, rdb, hooks, child);
+    }
     let tmp = path.with_extension("tmp");
-    let r = write_inner(srv, &tmp, path, rdb, hooks);
+    let io = |e: std::io::Error| PersistError::Io {
+        path: tmp.display().to_string(),
+        source: e,
+    };
+    let r = File::create(&tmp)
+        .map_err(io)
+        .and_then(|f| write_inner(srv, f, &tmp, rdb, hooks, &|| false))
+        .and_then(|f| {
+            f.sync_all().map_err(io)?;
+            let n = f.metadata().map(|m| m.len()).unwrap_or(0);
+            std::fs::rename(&tmp, path).map_err(|e| PersistError::Io {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+            Ok(n)
+        });
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     r
 }
 
-fn write_inner(
+/// [`write_base`] through the rewrite's child.
+fn write_via_child(
     srv: &Server,
-    tmp: &Path,
     path: &Path,
     rdb: bool,
     hooks: &Hooks<'_>,
+    mut child: super::child::SaveChild,
 ) -> Result<u64, PersistError> {
+    let io = |e: std::io::Error| PersistError::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let pipe = child
+        .take_pipe()
+        .ok_or_else(|| io(std::io::Error::other("no pipe to the rewrite's child")))?;
+    let tmp = child.temp_path().to_path_buf();
+    let r = write_inner(srv, pipe, &tmp, rdb, hooks, &|| child.exited());
+    srv.persist.note_cow(child.pid(), false);
+    let _ = srv.persist.child_pid.compare_exchange(
+        child.pid(),
+        0,
+        std::sync::atomic::Ordering::AcqRel,
+        std::sync::atomic::Ordering::Acquire,
+    );
+    drop(r?);
+    child.wait().map_err(io)?;
+    child.commit(path).map_err(io)
+}
+
+/// Writes the base into `f` and returns it, flushed. `died`: the child that writes the
+/// file is gone (checked while rdb-key-save-delay slows the rewrite).
+fn write_inner(
+    srv: &Server,
+    f: File,
+    tmp: &Path,
+    rdb: bool,
+    hooks: &Hooks<'_>,
+    died: &dyn Fn() -> bool,
+) -> Result<File, PersistError> {
     let rdb_err = |e| PersistError::Rdb {
         path: tmp.display().to_string(),
         offset: 0,
@@ -136,7 +189,7 @@ fn write_inner(
         path: tmp.display().to_string(),
         source: e,
     };
-    let f = File::create(tmp).map_err(io)?;
+    let stop = || (hooks.cancelled)() || died();
     let mut sink = if rdb {
         let mut w = RdbWriter::new(snapshot::buffered(f)).map_err(rdb_err)?;
         w.standard_aux(&tessera_rdb::AuxInfo {
@@ -191,7 +244,7 @@ fn write_inner(
                     w.select_db(db as u64, items.len() as u64, vol)
                         .map_err(rdb_err)?;
                     for (k, v, e) in items.drain(..) {
-                        if snapshot::key_save_delay(srv, hooks.cancelled) {
+                        if snapshot::key_save_delay(srv, &stop) {
                             return Err(cancelled_error());
                         }
                         w.entry(&k, &v, e).map_err(rdb_err)?;
@@ -204,7 +257,7 @@ fn write_inner(
                         *cur = Some(db);
                     }
                     for (k, v, e) in items.drain(..) {
-                        if snapshot::key_save_delay(srv, hooks.cancelled) {
+                        if snapshot::key_save_delay(srv, &stop) {
                             return Err(cancelled_error());
                         }
                         key_commands(buf, &k, &v, e);
@@ -224,14 +277,7 @@ fn write_inner(
             out
         }
     };
-    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
-    f.sync_all().map_err(io)?;
-    let n = f.metadata().map(|m| m.len()).unwrap_or(0);
-    std::fs::rename(tmp, path).map_err(|e| PersistError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
-    Ok(n)
+    out.into_inner().map_err(|e| io(e.into_error()))
 }
 
 /// The commands that rebuild a stream, as Redis 7.0's rewriteStreamObject: its entries

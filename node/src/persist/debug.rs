@@ -86,11 +86,13 @@ fn empty_dataset(srv: &Server) {
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save dump.rdb (unless NOSAVE), empty the
 /// dataset (unless NOFLUSH) and load the file back. A key in both is the file's (MERGE;
-/// Redis without MERGE would abort on it, this node takes the file's too).
+/// Redis without MERGE would abort on it, this node takes the file's too). A function
+/// library in both fails the load without MERGE; with it the file's replaces it.
 fn reload(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let (mut flush, mut save) = (true, true);
+    let (mut flush, mut save, mut merge) = (true, true, false);
     for opt in args.get(2..).unwrap_or_default() {
         if eq_ic(opt, "merge") {
+            merge = true;
         } else if eq_ic(opt, "noflush") {
             flush = false;
         } else if eq_ic(opt, "nosave") {
@@ -101,6 +103,12 @@ fn reload(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ));
         }
     }
+    use crate::script::function::Policy;
+    let fn_policy = match (flush, merge) {
+        (true, _) => Policy::Flush,
+        (false, true) => Policy::Replace,
+        (false, false) => Policy::Append,
+    };
     let r = unlocked(ctx, |srv| {
         if save {
             if let Err(e) = super::save(srv) {
@@ -122,11 +130,12 @@ fn reload(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             })
             .and_then(|f| {
                 // A replica keeps keys past their TTL (its master's DEL removes them).
-                super::snapshot::load_rdb_stream(
+                super::snapshot::load_rdb_stream_with(
                     srv,
                     std::io::BufReader::with_capacity(1 << 20, f),
                     &path.display().to_string(),
                     srv.repl.is_replica(),
+                    fn_policy,
                 )
             });
         match loaded {

@@ -8,6 +8,7 @@
 
 pub mod aof;
 mod aof_base;
+pub mod child;
 pub mod commands;
 pub mod debug;
 use crate::propagate;
@@ -15,7 +16,7 @@ pub mod shutdown;
 pub mod snapshot;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -135,6 +136,56 @@ pub struct Persist {
     pub aof: aof::AofState,
     /// Subscribers of the write stream (the AOF; replication later).
     pub prop: propagate::Propagator,
+    /// The pid of the background save's child while it may be signalled, else 0.
+    pub child_pid: AtomicI32,
+    /// Children forked since start, and how long the last fork took (INFO stats).
+    pub total_forks: AtomicU64,
+    pub latest_fork_usec: AtomicU64,
+    /// Keys the running save will write and has written (INFO current_save_keys_*).
+    pub save_keys_total: AtomicU64,
+    pub save_keys_processed: AtomicU64,
+    /// The largest copy-on-write size seen of the running child, and the last child's
+    /// (INFO current_cow_peak, rdb_last_cow_size).
+    pub cow_peak: AtomicU64,
+    pub last_cow: AtomicU64,
+    /// Foreground saves take turns: they share the temp file name `temp-<pid>.rdb`.
+    pub foreground_save: parking_lot::Mutex<()>,
+    /// Set by a second SIGINT during the shutdown's save: the save stops at once.
+    pub stop_save: AtomicBool,
+}
+
+impl Persist {
+    /// A background save's child was forked.
+    pub fn child_started(&self, pid: i32, fork_usec: u64) {
+        self.total_forks.fetch_add(1, Ordering::Relaxed);
+        self.latest_fork_usec.store(fork_usec, Ordering::Relaxed);
+        self.cow_peak.store(0, Ordering::Relaxed);
+        self.child_pid.store(pid, Ordering::Release);
+    }
+
+    /// Measures the child's copy-on-write size (`last`: as the save's final figure).
+    pub fn note_cow(&self, pid: i32, last: bool) -> u64 {
+        let cow = child::private_dirty(pid).unwrap_or(0);
+        self.cow_peak.fetch_max(cow, Ordering::Relaxed);
+        if last {
+            self.last_cow.store(cow, Ordering::Relaxed);
+        }
+        cow
+    }
+
+    /// Ends the background save's child, as Redis's shutdown does (killRDBChild and
+    /// rdbRemoveTempFile): the save thread then sees it gone and fails.
+    pub fn kill_save_child(&self, dir: &std::path::Path) {
+        let pid = self.child_pid.swap(0, Ordering::AcqRel);
+        if pid <= 0 {
+            return;
+        }
+        tracing::warn!("There is a child saving an .rdb. Killing it!");
+        // SAFETY: the child is not reaped while child_pid holds it (snapshot::write_rdb_child
+        // clears it first), so the pid is still our child's.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        let _ = std::fs::remove_file(dir.join(format!("temp-{pid}.rdb")));
+    }
 }
 
 impl Default for Persist {
@@ -157,6 +208,15 @@ impl Default for Persist {
             last_load_keys_expired: AtomicU64::new(0),
             aof: aof::AofState::default(),
             prop: propagate::Propagator::default(),
+            child_pid: AtomicI32::new(0),
+            total_forks: AtomicU64::new(0),
+            latest_fork_usec: AtomicU64::new(0),
+            save_keys_total: AtomicU64::new(0),
+            save_keys_processed: AtomicU64::new(0),
+            cow_peak: AtomicU64::new(0),
+            last_cow: AtomicU64::new(0),
+            foreground_save: parking_lot::Mutex::new(()),
+            stop_save: AtomicBool::new(false),
         }
     }
 }
@@ -178,16 +238,17 @@ pub fn save(srv: &Server) -> Result<u64, PersistError> {
     let dirty = srv.stats.dirty.load(Ordering::Relaxed);
     let path = rdb_path(srv);
     let started = Instant::now();
+    let stop = || srv.persist.stop_save.load(Ordering::Relaxed);
     let r = if srv.repl.is_replica() {
         // A replica's file records the stream offset its data reaches, so that after a
         // restart it can continue with a partial resync: the stream is held still while the
         // keys are written (a background save can't hold it that long and records none).
         let _apply = srv.repl.apply_lock.lock();
-        snapshot::write_rdb(srv, &path, srv.repl.save_info())
+        snapshot::write_rdb(srv, &path, srv.repl.save_info(), &stop)
     } else {
         // A master's history only while its writes are stopped (the shutdown's save):
         // restarted, it lets its replicas continue (repl::Repl::master_save_info).
-        snapshot::write_rdb(srv, &path, srv.repl.master_save_info())
+        snapshot::write_rdb(srv, &path, srv.repl.master_save_info(), &stop)
     };
     finish_save(srv, dirty, &r, started, false);
     r
@@ -217,14 +278,15 @@ pub fn bgsave(srv: &Arc<Server>) -> Result<(), PersistError> {
     srv.persist
         .current_save_started
         .store(now_ms() / 1000, Ordering::Relaxed);
+    let path = rdb_path(srv);
+    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let child = snapshot::fork_save_child(srv, &path);
     let srv2 = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("tessera-bgsave".into())
         .spawn(move || {
-            let dirty = srv2.stats.dirty.load(Ordering::Relaxed);
-            let path = rdb_path(&srv2);
             let started = Instant::now();
-            let r = snapshot::write_rdb(&srv2, &path, None);
+            let r = snapshot::write_rdb_child(&srv2, &path, child);
             match &r {
                 Ok(n) => tracing::info!(bytes = n, "Background saving terminated with success"),
                 Err(e) => tracing::warn!(error = %e, "Background saving error"),
@@ -235,6 +297,8 @@ pub fn bgsave(srv: &Arc<Server>) -> Result<(), PersistError> {
                 .store(false, Ordering::Release);
         });
     if let Err(e) = spawned {
+        // The closure, and the child in it, are gone: the child was killed and reaped.
+        srv.persist.child_pid.store(0, Ordering::Release);
         srv.persist
             .bgsave_in_progress
             .store(false, Ordering::Release);
@@ -358,6 +422,8 @@ pub fn wait_short_load(srv: &Server) -> bool {
 }
 
 /// Loads the dataset at start: the AOF when `appendonly yes` and it exists, else dump.rdb.
+/// The loading flag stays up: the caller lowers it once the node is whole (in cluster mode,
+/// once the cluster has started), so no client sees "cluster support disabled" in between.
 pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
     ignore_sigxfsz();
     srv.persist.loading.store(true, Ordering::Relaxed);
@@ -384,7 +450,6 @@ pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
             })
         }
     };
-    srv.persist.loading.store(false, Ordering::Relaxed);
     // Replayed commands are not changes since the last save.
     srv.stats.dirty.store(0, Ordering::Relaxed);
     if r.is_ok() {
@@ -453,6 +518,7 @@ pub fn on_shutdown(srv: &Server) {
         SHUTDOWN_SAVE => true,
         _ => !save_points(srv).is_empty(),
     };
+    srv.persist.kill_save_child(&srv.config.read().typed.dir);
     if !wanted {
         return;
     }
@@ -471,7 +537,9 @@ pub fn on_shutdown(srv: &Server) {
 /// the copy-on-write figures are 0; the aof_* tail only with appendonly yes, as Redis).
 pub fn info(srv: &Server) -> String {
     let p = &srv.persist;
-    let bg = p.bgsave_in_progress.load(Ordering::Relaxed);
+    // A replica's sync snapshot counts as Redis's diskless BGSAVE.
+    let bg = p.bgsave_in_progress.load(Ordering::Relaxed)
+        || srv.repl.sync_snapshots.load(Ordering::Relaxed) > 0;
     let now = now_ms() / 1000;
     let cur = if bg {
         now.saturating_sub(p.current_save_started.load(Ordering::Relaxed)) as i64
@@ -481,15 +549,46 @@ pub fn info(srv: &Server) -> String {
     let ok = |b: bool| if b { "ok" } else { "err" };
     let a = &p.aof;
     let n = |v: u64| v.to_string();
+    // The running child's figures, measured now (Redis's child reports them each second).
+    let child = p.child_pid.load(Ordering::Acquire);
+    let cow = if child > 0 {
+        p.note_cow(child, false)
+    } else {
+        0
+    };
+    let saving = bg || a.rewrite_in_progress.load(Ordering::Relaxed);
+    let (done, total) = if saving {
+        (
+            p.save_keys_processed.load(Ordering::Relaxed),
+            p.save_keys_total.load(Ordering::Relaxed),
+        )
+    } else {
+        (0, 0)
+    };
+    let perc = if total > 0 {
+        done as f64 * 100.0 / total as f64
+    } else {
+        0.0
+    };
     let mut f: Vec<(&str, String)> = vec![
         ("loading", n(p.loading.load(Ordering::Relaxed) as u64)),
-        ("async_loading", n(0)),
-        ("current_cow_peak", n(0)),
-        ("current_cow_size", n(0)),
+        (
+            "async_loading",
+            n(srv.repl.async_loading.load(Ordering::Relaxed) as u64),
+        ),
+        (
+            "current_cow_peak",
+            n(if child > 0 {
+                p.cow_peak.load(Ordering::Relaxed)
+            } else {
+                0
+            }),
+        ),
+        ("current_cow_size", n(cow)),
         ("current_cow_size_age", n(0)),
-        ("current_fork_perc", "0.00".into()),
-        ("current_save_keys_processed", n(0)),
-        ("current_save_keys_total", n(0)),
+        ("current_fork_perc", format!("{perc:.2}")),
+        ("current_save_keys_processed", n(done)),
+        ("current_save_keys_total", n(total)),
         (
             "rdb_changes_since_last_save",
             n(srv.stats.dirty.load(Ordering::Relaxed)),
@@ -509,7 +608,7 @@ pub fn info(srv: &Server) -> String {
         ),
         ("rdb_current_bgsave_time_sec", cur.to_string()),
         ("rdb_saves", n(p.saves.load(Ordering::Relaxed))),
-        ("rdb_last_cow_size", n(0)),
+        ("rdb_last_cow_size", n(p.last_cow.load(Ordering::Relaxed))),
         (
             "rdb_last_load_keys_expired",
             n(p.last_load_keys_expired.load(Ordering::Relaxed)),

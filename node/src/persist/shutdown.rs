@@ -263,7 +263,7 @@ async fn attempt(srv: &Arc<Server>) -> Outcome {
     if failover && replicas > 0 {
         hand_over(srv, target).await;
     }
-    if final_save(srv) {
+    if final_save(srv).await {
         Outcome::Exit
     } else {
         Outcome::Failed
@@ -272,8 +272,10 @@ async fn attempt(srv: &Arc<Server>) -> Outcome {
 
 /// finishShutdown's save: dump.rdb when save points are configured (or SHUTDOWN SAVE),
 /// unless NOSAVE. A failed save stops the exit unless FORCE. On success the exit path's
-/// own save is skipped (it would write the same file again).
-fn final_save(srv: &Server) -> bool {
+/// own save is skipped (it would write the same file again). A running background save's
+/// child is killed first, whatever the mode (Redis's killRDBChild). A second SIGINT during
+/// the save removes its temp file and exits at once, as Redis's signal handler does.
+async fn final_save(srv: &Arc<Server>) -> bool {
     use crate::persist::{SHUTDOWN_NOSAVE, SHUTDOWN_SAVE};
     let p = &srv.persist;
     let force = srv.repl.shutdown.force.load(Ordering::Relaxed);
@@ -284,6 +286,8 @@ fn final_save(srv: &Server) -> bool {
         }
         tracing::warn!("Writing initial AOF. Exit anyway.");
     }
+    let dir = srv.config.read().typed.dir.clone();
+    p.kill_save_child(&dir);
     let mode = p.shutdown_mode.load(Ordering::Relaxed);
     let wanted = match mode {
         SHUTDOWN_NOSAVE => false,
@@ -296,10 +300,25 @@ fn final_save(srv: &Server) -> bool {
     crate::persist::aof::flush_on_shutdown(srv);
     // A background save may be writing the same file; let it finish first.
     while p.bgsave_in_progress.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(10));
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    match crate::persist::save(srv) {
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let srv2 = srv.clone();
+    let job = tokio::task::spawn_blocking(move || crate::persist::save(&srv2));
+    let r = tokio::select! {
+        r = job => r.unwrap_or_else(|e| Err(crate::persist::PersistError::Io {
+            path: "the final save".into(),
+            source: std::io::Error::other(e.to_string()),
+        })),
+        Some(()) = recv(&mut int) => {
+            tracing::warn!("You insist... exiting now.");
+            p.stop_save.store(true, Ordering::Relaxed);
+            let _ = std::fs::remove_file(dir.join(format!("temp-{}.rdb", std::process::id())));
+            std::process::exit(1);
+        }
+    };
+    match r {
         Ok(_) => {
             tracing::info!("DB saved on disk");
             p.shutdown_mode.store(SHUTDOWN_NOSAVE, Ordering::Relaxed);
@@ -360,8 +379,18 @@ fn request_acks(srv: &Server) {
 }
 
 /// Online replicas that acknowledged `target`.
+/// Replicas whose acknowledged offset is the master's, whatever their state, as Redis's
+/// isReadyToShutdown: a replica still waiting for its sync payload acknowledged nothing, so
+/// it counts as in sync while the master's offset has not moved since it attached, and the
+/// shutdown does not wait for (and so complete) its payload.
 fn in_sync(srv: &Server, target: u64) -> usize {
-    crate::repl::master::acked(srv, target)
+    srv.repl
+        .shared
+        .lock()
+        .replicas
+        .iter()
+        .filter(|r| r.ack_offset.load(Ordering::Relaxed) >= target)
+        .count()
 }
 
 /// Redis 7.0's closing lines: how many replicas are in sync, and each lagging one.
@@ -370,7 +399,7 @@ fn log_sync_state(srv: &Server, target: u64) {
     let mut ok = 0;
     for r in &replicas {
         let ack = r.ack_offset.load(Ordering::Relaxed);
-        if r.state.load(Ordering::Relaxed) == STATE_ONLINE && ack >= target {
+        if ack >= target {
             ok += 1;
         } else {
             tracing::warn!(

@@ -11,6 +11,7 @@ use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWrit
 use super::PersistError;
 use crate::db::rdb::{from_rdb, to_rdb};
 use crate::db::{Entry, NO_EXPIRE, STRIPES};
+use crate::script::function::Policy as FnPolicy;
 use crate::server::{now_ms, Server};
 use crate::slot::key_hash_slot;
 
@@ -55,11 +56,13 @@ fn db_sizes(srv: &Server, db: usize) -> (u64, u64) {
 
 /// Writes every database to `w` (after the header): aux fields, then each non-empty
 /// database. Used by dump.rdb and by the AOF base file (`aof_base`).
+/// `stop` ends a save that rdb-key-save-delay slows down (its child was killed).
 pub fn write_body<W: Write>(
     srv: &Server,
     w: &mut RdbWriter<W>,
     aof_base: bool,
     repl: Option<ReplAux>,
+    stop: &dyn Fn() -> bool,
 ) -> tessera_rdb::Result<()> {
     let aux = AuxInfo {
         used_mem: crate::alloc::used_memory(),
@@ -74,8 +77,13 @@ pub fn write_body<W: Write>(
     }
     let now = now_ms();
     let mut buf = Vec::new();
-    for db in 0..srv.ks.databases() {
-        let (n, v) = db_sizes(srv, db);
+    // INFO current_save_keys_total / _processed while the save runs.
+    let sizes: Vec<(u64, u64)> = (0..srv.ks.databases())
+        .map(|db| db_sizes(srv, db))
+        .collect();
+    let p = &srv.persist;
+    p.save_keys_processed.store(0, Ordering::Relaxed);
+    for (db, &(n, v)) in sizes.iter().enumerate() {
         if n == 0 {
             continue;
         }
@@ -84,8 +92,14 @@ pub fn write_body<W: Write>(
             buf.clear();
             copy_stripe(srv, db, i, now, &mut buf);
             for (k, val, exp) in buf.drain(..) {
-                key_save_delay(srv, &|| false);
+                if key_save_delay(srv, stop) {
+                    return Err(tessera_rdb::RdbError::Io(std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        "save stopped",
+                    )));
+                }
                 w.entry(&k, &val, exp)?;
+                p.save_keys_processed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -124,23 +138,108 @@ pub fn key_save_delay(srv: &Server, stop: &dyn Fn() -> bool) -> bool {
 
 /// Writes dump.rdb crash-safely (temp file, fsync, rename). Returns the file size.
 /// `repl`: the replication position the data corresponds to (a replica's foreground save).
-pub fn write_rdb(srv: &Server, path: &Path, repl: Option<ReplAux>) -> Result<u64, PersistError> {
+/// The temp file is `temp-<pid>.rdb`, as Redis's foreground save (SAVE, shutdown) names
+/// it; foreground saves take turns for it. `stop` ends the save early (a second SIGINT
+/// during the shutdown's save).
+pub fn write_rdb(
+    srv: &Server,
+    path: &Path,
+    repl: Option<ReplAux>,
+    stop: &dyn Fn() -> bool,
+) -> Result<u64, PersistError> {
     let io = |e: tessera_rdb::RdbError| PersistError::Rdb {
         path: path.display().to_string(),
         offset: 0,
         source: e,
     };
-    let mut f = AtomicRdbFile::create(path).map_err(io)?;
-    write_body(srv, f.writer(), false, repl).map_err(io)?;
+    let _turn = srv.persist.foreground_save.lock();
+    let name = format!("temp-{}.rdb", std::process::id());
+    let mut f = AtomicRdbFile::create_named(path, &name).map_err(io)?;
+    write_body(srv, f.writer(), false, repl, stop).map_err(io)?;
     let n = f.commit().map_err(io)?;
     srv.persist.saves.fetch_add(1, Ordering::Relaxed);
+    Ok(n)
+}
+
+/// Forks the writer child of a background save (BGSAVE forks before it answers, as Redis,
+/// so the child is there to be seen at once). None when it cannot be forked: the save is
+/// then written by its thread.
+pub fn fork_save_child(srv: &Server, path: &Path) -> Option<super::child::SaveChild> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    // Redis's current_save_keys_total: the keys at fork time.
+    let total: u64 = (0..srv.ks.databases()).map(|db| db_sizes(srv, db).0).sum();
+    let p = &srv.persist;
+    p.save_keys_total.store(total, Ordering::Relaxed);
+    p.save_keys_processed.store(0, Ordering::Relaxed);
+    match super::child::SaveChild::spawn(&dir, "temp-", ".rdb") {
+        Ok(c) => {
+            p.child_started(c.pid(), c.fork_usec());
+            srv.oom.apply_child(srv, c.pid());
+            tracing::info!("Background saving started by pid {}", c.pid());
+            Some(c)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Can't fork a child for the background save; saving from a thread");
+            None
+        }
+    }
+}
+
+/// A background save: the child from [`fork_save_child`] writes `temp-<child pid>.rdb` from
+/// the stream this thread serializes ([`super::child`]); killing the child fails the save.
+/// Without a child this thread writes the file (`temp-<pid>-<n>.rdb`).
+pub fn write_rdb_child(
+    srv: &Server,
+    path: &Path,
+    child: Option<super::child::SaveChild>,
+) -> Result<u64, PersistError> {
+    let rdb_err = |e: tessera_rdb::RdbError| PersistError::Rdb {
+        path: path.display().to_string(),
+        offset: 0,
+        source: e,
+    };
+    let io = |e: std::io::Error| PersistError::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let Some(mut child) = child else {
+        let mut f = AtomicRdbFile::create(path).map_err(rdb_err)?;
+        write_body(srv, f.writer(), false, None, &|| false).map_err(rdb_err)?;
+        let n = f.commit().map_err(rdb_err)?;
+        srv.persist.saves.fetch_add(1, Ordering::Relaxed);
+        return Ok(n);
+    };
+    let p = &srv.persist;
+    let r = (|| {
+        let pipe = child
+            .take_pipe()
+            .ok_or_else(|| io(std::io::Error::other("no pipe to the save's child")))?;
+        let mut w = RdbWriter::new(BufWriter::with_capacity(1 << 16, pipe)).map_err(rdb_err)?;
+        write_body(srv, &mut w, false, None, &|| child.exited()).map_err(rdb_err)?;
+        let out = w.finish().map_err(rdb_err)?;
+        // What the child cost, measured while it still holds its copy (rdb_last_cow_size).
+        p.note_cow(child.pid(), true);
+        drop(out.into_inner().map_err(|e| io(e.into_error()))?);
+        Ok(())
+    })();
+    // From here the pid is not to be signalled: the child is reaped below.
+    let _ = p
+        .child_pid
+        .compare_exchange(child.pid(), 0, Ordering::AcqRel, Ordering::Acquire);
+    r?;
+    child.wait().map_err(io)?;
+    let n = child.commit(path).map_err(io)?;
+    p.saves.fetch_add(1, Ordering::Relaxed);
     Ok(n)
 }
 
 /// Writes an RDB stream (an AOF base) to a plain writer; returns it after the trailer.
 pub fn write_rdb_to<W: Write>(srv: &Server, out: W) -> tessera_rdb::Result<W> {
     let mut w = RdbWriter::new(out)?;
-    write_body(srv, &mut w, true, None)?;
+    write_body(srv, &mut w, true, None, &|| false)?;
     w.finish()
 }
 
@@ -183,6 +282,18 @@ pub fn load_rdb_stream<R: std::io::Read>(
     r: R,
     name: &str,
     keep_expired: bool,
+) -> Result<(u64, R, Option<ReplAux>), PersistError> {
+    load_rdb_stream_with(srv, r, name, keep_expired, FnPolicy::Flush)
+}
+
+/// [`load_rdb_stream`] with what the stream's function libraries do to the loaded ones
+/// (DEBUG RELOAD NOFLUSH [MERGE]: `script::function::load_from_rdb_with`).
+pub fn load_rdb_stream_with<R: std::io::Read>(
+    srv: &Server,
+    r: R,
+    name: &str,
+    keep_expired: bool,
+    fn_policy: FnPolicy,
 ) -> Result<(u64, R, Option<ReplAux>), PersistError> {
     let err = |offset: u64, e| {
         log_load_error(offset, &e);
@@ -240,6 +351,7 @@ pub fn load_rdb_stream<R: std::io::Read>(
                     empty += 1;
                 } else if en.expire_ms.is_some_and(|at| at <= now as i64) {
                     expired += 1;
+                    srv.repl.load_feed.note(db, &en.key);
                 } else if insert_loaded(srv, db, &en.key, en.value, en.expire_ms, now, &lim) {
                     n += 1;
                 }
@@ -260,7 +372,8 @@ pub fn load_rdb_stream<R: std::io::Read>(
     }
     // The stream's libraries replace the current ones (a replica's full sync; at startup
     // there are none). One that fails stops the load, naming it, as in Redis.
-    crate::script::function::load_from_rdb(&srv.scripts.functions, libraries).map_err(|m| {
+    let fns = &srv.scripts.functions;
+    crate::script::function::load_from_rdb_with(fns, libraries, fn_policy).map_err(|m| {
         PersistError::Io {
             path: name.to_string(),
             source: std::io::Error::other(m),
@@ -325,6 +438,14 @@ pub fn load_rdb(srv: &Server, path: &Path) -> Result<u64, PersistError> {
             source: e,
         }
     })?;
+    // A master feeds the DELs of the keys it drops as expired into its restored history.
+    let _feed = {
+        let c = srv.config.read();
+        let t = &c.typed;
+        srv.repl
+            .load_feed
+            .arm(t.repl_backlog_size as usize, t.lazyfree_lazy_expire)
+    };
     let (n, _, repl) = load_rdb_stream(
         srv,
         BufReader::with_capacity(1 << 20, f),

@@ -212,6 +212,17 @@ impl PubSub {
     }
 
     /// PUBSUB SHARDNUMSUB: subscribers of one shard channel.
+    /// The shard channels a client is subscribed to.
+    pub fn shard_channels_of(&self, id: u64) -> Vec<Bytes> {
+        self.shard
+            .inner
+            .read()
+            .by_client
+            .get(&id)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub fn shard_numsub(&self, channel: &[u8]) -> usize {
         self.shard
             .inner

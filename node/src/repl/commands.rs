@@ -82,6 +82,8 @@ fn role(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
                 "connected"
             } else if r.sync_in_progress.load(Ordering::Relaxed) {
                 "sync"
+            } else if r.handshake.load(Ordering::Relaxed) {
+                "handshake"
             } else {
                 "connecting"
             };
@@ -131,6 +133,15 @@ fn psync(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let from = ctx.cl.handle.addr.clone();
         repl::failover::on_psync_failover(ctx.srv, args[1], &from).map_err(CmdError::msg)?;
     }
+    // Redis 7.0's syncCommand refuses an offset that is not an integer (it used to start
+    // a full sync and answer an error too).
+    if let Err(e) = arg_i64(args[2]) {
+        tracing::warn!(
+            "Replica {} asks for synchronization but with a wrong offset",
+            ctx.cl.handle.addr
+        );
+        return Err(e);
+    }
     ctx.cl.pending = Some(Pending::Sync {
         psync: Some((
             Bytes::copy_from_slice(args[1]),
@@ -157,11 +168,12 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         } else if eq_ic(k, "ack") || eq_ic(k, "getack") {
             // Only meaningful on a replication link (handled there); never answered.
             return Ok(());
-        } else if eq_ic(k, "capa")
-            || eq_ic(k, "rdb-only")
-            || eq_ic(k, "rdb-filter-only")
-            || eq_ic(k, "version")
-        {
+        } else if eq_ic(k, "rdb-filter-only") {
+            let f = repl::master::RdbFilter::parse(v).map_err(|w| {
+                CmdError::msg(format!("ERR Unsupported rdb-filter-only option: {w}"))
+            })?;
+            repl::master::note_handshake(ctx.srv, id, |h| h.rdb_filter = f);
+        } else if eq_ic(k, "capa") || eq_ic(k, "rdb-only") || eq_ic(k, "version") {
             // (`version`: sent by newer valkey replicas.)
             // We always send the `$<len>` form, understood by every replica.
         } else {

@@ -230,6 +230,13 @@ impl Decoder {
         }
     }
 
+    /// SYNC was sent after a refused PSYNC: the next line is the payload's header.
+    pub fn expect_payload(&mut self) {
+        if matches!(self.phase, Phase::Handshake | Phase::Psync) {
+            self.phase = Phase::PayloadHeader;
+        }
+    }
+
     /// Decodes the next event: Ok(None) when more bytes are needed. For
     /// [`Event::Command`] the arguments are put in `args` (cleared first).
     pub fn next<'a>(

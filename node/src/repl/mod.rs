@@ -14,6 +14,7 @@ pub mod backlog;
 pub mod commands;
 pub mod decoder;
 pub mod failover;
+pub mod load_feed;
 pub mod master;
 pub mod replica;
 
@@ -48,11 +49,15 @@ pub struct Shared {
     pub second_offset: i64,
     /// master_repl_offset: stream bytes produced (master) or processed (replica).
     pub offset: u64,
+    /// The replication buffer: the backlog and every replica's output (see [`backlog`]).
     pub backlog: Option<backlog::Backlog>,
     /// Database of the last command fed (None: the next write starts with SELECT).
     pub last_db: Option<usize>,
     /// Connected replicas (master side).
     pub replicas: Vec<Arc<ReplicaInfo>>,
+    /// client-output-buffer-limit for replicas, as last read from the config (the stream
+    /// checks it when it adds a block).
+    pub replica_limit: crate::config::BufLimit,
 }
 
 impl Shared {
@@ -64,15 +69,70 @@ impl Shared {
         self.last_db = None;
     }
 
-    /// Appends stream bytes: backlog, offset, every replica's buffer.
-    pub fn push(&mut self, data: Bytes) {
+    /// Appends stream bytes to the replication buffer (once, whatever the number of
+    /// replicas) and wakes the replicas.
+    pub fn push(&mut self, data: impl AsRef<[u8]>) {
+        let data = data.as_ref();
         let Some(b) = self.backlog.as_mut() else {
             return;
         };
-        b.append(&data);
+        let added = b.append(data);
         self.offset += data.len() as u64;
+        self.fed(added);
+    }
+
+    /// Appends a command (RESP multibulk, encoded straight into the buffer).
+    pub fn push_command(&mut self, args: &[&[u8]]) {
+        let Some(b) = self.backlog.as_mut() else {
+            return;
+        };
+        let (n, added) = b.append_command(args);
+        self.offset += n as u64;
+        self.fed(added);
+    }
+
+    /// After bytes were appended: when a block was added, the replicas' output limits are
+    /// checked and the backlog trimmed (Redis does both only then); replicas waiting for
+    /// bytes are woken.
+    fn fed(&mut self, added: bool) {
+        if added {
+            self.check_replica_limits();
+            self.trim(backlog::TRIM_PER_CALL);
+        }
         for r in &self.replicas {
-            r.send(data.clone());
+            r.wake();
+        }
+    }
+
+    /// Closes the replicas over client-output-buffer-limit: their share of the buffer is
+    /// from the block they are reading to its end. A hard limit under repl-backlog-size
+    /// counts as repl-backlog-size, as in Redis: the replica shares the backlog's memory,
+    /// and a partial resync it was granted must not get it cut at once.
+    pub fn check_replica_limits(&self) {
+        let Some(b) = self.backlog.as_ref() else {
+            return;
+        };
+        let mut lim = self.replica_limit;
+        if lim.hard > 0 && lim.hard < b.size() as u64 {
+            lim.hard = b.size() as u64;
+        }
+        if lim.hard == 0 && lim.soft == 0 {
+            return;
+        }
+        let now = crate::server::now_ms();
+        for r in &self.replicas {
+            if let Some(from) = r.reading_from() {
+                r.check_limit(b.pending_memory(from) as u64, lim, now);
+            }
+        }
+    }
+
+    /// Trims the backlog (at most `max_blocks` blocks) up to the first byte a replica
+    /// still has to send.
+    pub fn trim(&mut self, max_blocks: usize) {
+        let pinned = self.replicas.iter().filter_map(|r| r.reading_from()).min();
+        if let Some(b) = self.backlog.as_mut() {
+            b.trim(pinned, max_blocks);
         }
     }
 
@@ -82,6 +142,17 @@ impl Shared {
             self.backlog = Some(backlog::Backlog::new(size, self.offset));
             self.last_db = None;
         }
+    }
+
+    /// Starts a new, empty buffer at `offset` (a full sync from our master): our own
+    /// replicas are closed first, since what they were reading is gone.
+    pub fn reset_backlog(&mut self, size: usize, offset: u64) {
+        for r in &self.replicas {
+            r.kill();
+        }
+        self.offset = offset;
+        self.backlog = Some(backlog::Backlog::new(size, offset));
+        self.last_db = None;
     }
 }
 
@@ -101,8 +172,22 @@ pub struct Repl {
     pub is_replica: AtomicBool,
     pub link_up: AtomicBool,
     pub sync_in_progress: AtomicBool,
+    /// Master side: the sync group still taking replicas (see [`master::SyncGroup`]).
+    pub sync_group: Mutex<Option<Arc<master::SyncGroup>>>,
+    /// Master side: sync snapshots being made (INFO rdb_bgsave_in_progress, as Redis's
+    /// diskless BGSAVE child).
+    pub sync_snapshots: AtomicUsize,
+    /// Between the link's TCP connect and the master's answer to PSYNC (ROLE's
+    /// "handshake" state).
+    pub handshake: AtomicBool,
+    /// INFO async_loading: a full resync under repl-diskless-load swapdb with our own
+    /// history, during which the old data is still served (see `replica`).
+    pub async_loading: AtomicBool,
     /// Unix ms of the last byte from our master.
     pub last_io_ms: AtomicU64,
+    /// Bytes of the master's stream read but not applied yet (a command held by CLIENT
+    /// PAUSE and what follows it): INFO's slave_read_repl_offset is the offset plus these.
+    pub unapplied: AtomicU64,
     /// Unix ms the link went down (0: never up).
     pub link_down_since: AtomicU64,
     /// Bumped on every REPLICAOF: a link task of an older generation stops.
@@ -121,7 +206,9 @@ pub struct Repl {
     pub handshakes: Mutex<HashMap<u64, master::Handshake>>,
     /// Held while one command of our master's stream is applied and counted, and while
     /// REPLICAOF changes the target: a promotion falls between two commands, never inside.
-    pub apply_lock: Mutex<()>,
+    /// Reentrant: a command of the stream that saves (FLUSHALL with save points) takes it
+    /// again for the save, on the same thread.
+    pub apply_lock: parking_lot::ReentrantMutex<()>,
     /// The database our master's stream had selected (kept across a partial resync, which
     /// does not repeat the SELECT).
     pub master_db: AtomicUsize,
@@ -129,6 +216,9 @@ pub struct Repl {
     /// repl-stream-db aux fields), adopted by the first REPLICAOF so a restarted replica
     /// continues with a partial resync, as Redis 7.0 does.
     pub restored: Mutex<Option<tessera_rdb::ReplAux>>,
+    /// The DELs of keys the start-up load dropped as expired, the restored history's
+    /// first bytes (see [`load_feed`]).
+    pub load_feed: load_feed::LoadFeed,
     /// The dirty counter when replication started (after the load): see
     /// [`Repl::adopt_restored_as_master`].
     dirty_at_start: AtomicU64,
@@ -149,12 +239,18 @@ impl Default for Repl {
                 backlog: None,
                 last_db: None,
                 replicas: Vec::new(),
+                replica_limit: Default::default(),
             }),
             master: Mutex::new(None),
             is_replica: AtomicBool::new(false),
             link_up: AtomicBool::new(false),
             sync_in_progress: AtomicBool::new(false),
+            sync_group: Mutex::new(None),
+            sync_snapshots: AtomicUsize::new(0),
+            async_loading: AtomicBool::new(false),
+            handshake: AtomicBool::new(false),
             last_io_ms: AtomicU64::new(0),
+            unapplied: AtomicU64::new(0),
             link_down_since: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             master_client: AtomicU64::new(0),
@@ -165,9 +261,10 @@ impl Default for Repl {
             good_replicas: AtomicUsize::new(0),
             ack: tokio::sync::Notify::new(),
             handshakes: Mutex::new(HashMap::new()),
-            apply_lock: Mutex::new(()),
+            apply_lock: parking_lot::ReentrantMutex::new(()),
             master_db: AtomicUsize::new(0),
             restored: Mutex::new(None),
+            load_feed: Default::default(),
             dirty_at_start: AtomicU64::new(0),
             shutdown: Default::default(),
             failover: Default::default(),
@@ -176,6 +273,14 @@ impl Default for Repl {
 }
 
 impl Repl {
+    /// CONFIG RESETSTAT's share: the resync counters restart at 0 (Redis's
+    /// resetServerStats).
+    pub fn reset_stats(&self) {
+        self.sync_full.store(0, Ordering::Relaxed);
+        self.sync_partial_ok.store(0, Ordering::Relaxed);
+        self.sync_partial_err.store(0, Ordering::Relaxed);
+    }
+
     #[inline]
     pub fn is_replica(&self) -> bool {
         self.is_replica.load(Ordering::Relaxed)
@@ -202,20 +307,34 @@ impl Repl {
     }
 
     /// INFO memory's (mem_replication_backlog, mem_total_replication_buffers,
-    /// mem_clients_slaves). Redis 7.0 shares one buffer between the backlog and its
-    /// replicas: its size is the larger of the backlog's history and the slowest replica's
-    /// pending bytes, the part past the backlog counted as the replicas'.
+    /// mem_clients_slaves), as Redis 7.0's getMemoryOverheadData: the backlog and its
+    /// replicas share one buffer; with replicas, what exceeds repl-backlog-size is counted
+    /// as theirs.
     pub fn buffer_memory(&self) -> (u64, u64, u64) {
         let sh = self.shared.lock();
-        let hist = sh.backlog.as_ref().map_or(0, |b| b.histlen()) as u64;
-        let pending = sh
-            .replicas
-            .iter()
-            .map(|r| r.queued() as u64)
-            .max()
-            .unwrap_or(0);
-        let total = hist.max(pending);
-        (hist, total, total - hist)
+        let Some(b) = sh.backlog.as_ref() else {
+            return (0, 0, 0);
+        };
+        let (total, size) = (b.memory() as u64, b.size() as u64);
+        if !sh.replicas.is_empty() && total > size {
+            (size, total, total - size)
+        } else {
+            (total, total, 0)
+        }
+    }
+
+    /// The replication buffer's part that maxmemory leaves out of its count (Redis's
+    /// freeMemoryGetNotCountedMemory): what exceeds repl-backlog-size and the headers of
+    /// the blocks it fills, replicas or not (a backlog still being trimmed after a slow
+    /// replica left is theirs too), or a replica falling behind would make its master
+    /// evict its data.
+    pub fn not_counted_memory(&self) -> u64 {
+        let sh = self.shared.lock();
+        let Some(b) = sh.backlog.as_ref() else {
+            return 0;
+        };
+        let counted = b.size() + (b.size() / backlog::BLOCK_MIN + 1) * backlog::block_overhead();
+        b.memory().saturating_sub(counted) as u64
     }
 
     /// What the shutdown's final save of a master records (Redis 7.0 saves repl-id and
@@ -236,16 +355,16 @@ impl Repl {
 
     /// A master restarted from a file that recorded its history (see
     /// [`Repl::master_save_info`]) takes it as its second history at the first replica's
-    /// PSYNC, with a fresh replid and an empty backlog at that offset, as Redis 7.0 does at
-    /// load, so its replicas continue partially. A write since the start (the dirty
-    /// counter moved, `dirty`) makes the file's offset stale: it is dropped then; so do keys
-    /// the load dropped as expired (`expired_at_load`: Redis propagates their deletion into
-    /// the new backlog, which this node does not, so its replicas must resync fully).
-    pub fn adopt_restored_as_master(&self, backlog_size: usize, dirty: u64, expired_at_load: u64) {
+    /// PSYNC, with a fresh replid and a backlog at that offset, as Redis 7.0 does at load,
+    /// so its replicas continue partially. The DELs of keys the load dropped as expired
+    /// follow (`load_feed`: the offset grows by them, as in Redis). A write since the start
+    /// (the dirty counter moved, `dirty`) makes the file's offset stale: it is dropped then.
+    pub fn adopt_restored_as_master(&self, backlog_size: usize, dirty: u64) {
         if self.is_replica() {
             return;
         }
-        if dirty != self.dirty_at_start.load(Ordering::Relaxed) || expired_at_load > 0 {
+        let fed = self.load_feed.take();
+        if dirty != self.dirty_at_start.load(Ordering::Relaxed) {
             self.restored.lock().take();
             return;
         }
@@ -262,12 +381,19 @@ impl Repl {
         tracing::info!(
             replid2 = %r.repl_id,
             offset = r.repl_offset,
+            expired_bytes = fed.total,
             "Restored the replication history of this master from the RDB file"
         );
         sh.replid2 = r.repl_id;
-        sh.offset = r.repl_offset as u64;
         sh.second_offset = r.repl_offset + 1;
+        // The bytes of the expired keys' DELs that did not fit are skipped over.
+        let kept = fed.tail.len() as u64;
+        sh.offset = r.repl_offset as u64 + fed.total.saturating_sub(kept);
         sh.ensure_backlog(backlog_size);
+        if !fed.tail.is_empty() {
+            sh.push(Bytes::from(fed.tail));
+            sh.last_db = fed.last_db;
+        }
     }
 
     /// Adopts the history read from dump.rdb (see `restored`) if this node has none yet.
@@ -300,6 +426,30 @@ pub use crate::server::clients::Pending;
 /// The dispatcher's check before running a command: a read-only replica refuses writes
 /// from normal clients; a replica with `replica-serve-stale-data no` refuses most commands
 /// while its link is down; a master refuses writes without enough good replicas.
+/// Commands flagged `no_async_loading` in Redis 7.0.15's command table.
+const NO_ASYNC_LOADING: &[&str] = &[
+    "bgrewriteaof",
+    "bgsave",
+    "save",
+    "replicaof",
+    "slaveof",
+    "sync",
+    "psync",
+    "cluster|addslots",
+    "cluster|addslotsrange",
+    "cluster|bumpepoch",
+    "cluster|delslots",
+    "cluster|delslotsrange",
+    "cluster|failover",
+    "cluster|flushslots",
+    "cluster|forget",
+    "cluster|meet",
+    "cluster|replicate",
+    "cluster|saveconfig",
+    "cluster|set-config-epoch",
+    "cluster|setslot",
+];
+
 pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'static str> {
     let repl = &srv.repl;
     // The master's stream, and the server's own clients (the AOF replay: DEBUG LOADAOF on
@@ -309,6 +459,13 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         || cl.id == repl.master_client.load(Ordering::Relaxed) && cl.id != 0
     {
         return None;
+    }
+    // Redis 7.0's no-async-loading flag: commands that would restart or save the data
+    // while a swapdb full sync is still loading beside the old data.
+    if repl.async_loading.load(Ordering::Relaxed)
+        && NO_ASYNC_LOADING.contains(&cmd.full_name.as_str())
+    {
+        return Some("LOADING Redis is loading the dataset in memory");
     }
     if repl.is_replica() {
         let (serve_stale, read_only) = {
@@ -326,18 +483,30 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         return None;
     }
     if cmd.has(flags::WRITE) {
-        let (min, max_lag) = {
-            let c = &srv.config.read().typed;
-            (c.min_replicas_to_write as usize, c.min_replicas_max_lag)
-        };
-        if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
-            // The cron's count may predate a CONFIG SET of min-replicas-*: recount before
-            // refusing (Redis refreshes the count when those change).
-            let good = master::good_count(&repl.shared.lock(), max_lag);
-            repl.good_replicas.store(good, Ordering::Relaxed);
-            if good < min {
-                return Some("NOREPLICAS Not enough good replicas to write.");
-            }
+        return too_few_replicas(srv);
+    }
+    None
+}
+
+/// min-replicas-to-write: a master with fewer good replicas refuses writes. Also called
+/// for scripts whose flags make them writes (FCALL of a function without no-writes, an
+/// EVAL whose shebang lacks it), as Redis checks their effective flags.
+pub fn too_few_replicas(srv: &Server) -> Option<&'static str> {
+    let repl = &srv.repl;
+    if repl.is_replica() {
+        return None;
+    }
+    let (min, max_lag) = {
+        let c = &srv.config.read().typed;
+        (c.min_replicas_to_write as usize, c.min_replicas_max_lag)
+    };
+    if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
+        // The cron's count may predate a CONFIG SET of min-replicas-*: recount before
+        // refusing (Redis refreshes the count when those change).
+        let good = master::good_count(&repl.shared.lock(), max_lag);
+        repl.good_replicas.store(good, Ordering::Relaxed);
+        if good < min {
+            return Some("NOREPLICAS Not enough good replicas to write.");
         }
     }
     None
@@ -355,9 +524,46 @@ pub fn start(srv: &Arc<Server>) {
     }
 }
 
+/// A master turning into a replica releases its blocked clients with -UNBLOCKED (Redis's
+/// disconnectAllBlockedClients): served later, they would pop what the new master's
+/// stream pushes and the data sets would diverge.
+fn release_blocked_clients(srv: &Server) {
+    if !srv.blocking.has_waiters() {
+        return;
+    }
+    for h in srv.clients.all() {
+        crate::blocking::Blocking::unblock(srv, h.id, |resp3, _| {
+            let mut o = crate::resp::Out {
+                buf: bytes::BytesMut::new(),
+                resp3,
+            };
+            o.error("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
+            o.buf
+        });
+    }
+}
+
+/// Keeps the config's `replicaof` the node's current master, so CONFIG REWRITE writes it
+/// (or drops it) as Redis's rewriteConfigReplicaOfOption; not in cluster mode, where
+/// nodes.conf says whom a node replicates. (The one way to change a special directive is
+/// by its name.)
+fn record_in_config(srv: &Server, target: &Option<(String, u16)>) {
+    if srv.cluster.get().is_some() || srv.config.read().typed.replicaof == *target {
+        return;
+    }
+    let args = match target {
+        Some((host, port)) => vec![host.clone(), port.to_string()],
+        None => vec!["no".to_string(), "one".to_string()],
+    };
+    if let Err(e) = srv.config.update(|c| c.set_directive("replicaof", &args)) {
+        tracing::warn!(error = %e, "recording replicaof in the config");
+    }
+}
+
 /// Makes this node a replica of `master`, or a master (`None`). Idempotent.
 pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
     master::ensure_subscribed(srv);
+    record_in_config(srv, &target);
     srv.repl.adopt_restored(target.is_some());
     let mut m = srv.repl.master.lock();
     match target {
@@ -401,13 +607,18 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
                 let _apply = srv.repl.apply_lock.lock();
                 srv.repl.generation.fetch_add(1, Ordering::AcqRel) + 1
             };
+            let was_master = !srv.repl.is_replica();
             srv.repl.is_replica.store(true, Ordering::Release);
+            if was_master {
+                release_blocked_clients(srv);
+            }
             srv.repl.link_up.store(false, Ordering::Release);
             srv.repl
                 .link_down_since
                 .store(crate::server::now_ms(), Ordering::Relaxed);
-            // Our own replicas must resync from the new history.
-            master::disconnect_replicas(srv);
+            // Our own replicas stay: the new master may continue our history (a partial
+            // resync), and they with it. A full sync closes them once its payload is in,
+            // a partial one with a new replid at once (Redis's replicationSetMaster).
             let task = tokio::runtime::Handle::try_current().ok().map(|h| {
                 h.spawn(replica::run(srv.clone(), host.clone(), port, gen))
                     .abort_handle()
@@ -422,7 +633,7 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
 /// must end (it was a replica link).
 pub async fn run_pending(
     srv: &Arc<Server>,
-    sock: &mut tokio::net::TcpStream,
+    sock: &mut crate::server::unix::ClientStream,
     cl: &mut ClientState,
     out: &mut crate::resp::Out,
     inbuf: &mut bytes::BytesMut,
@@ -495,7 +706,8 @@ pub fn info(srv: &Server) -> String {
                     -1
                 },
                 r.sync_in_progress.load(Ordering::Relaxed) as u8,
-                sh.offset,
+                sh.offset
+                    .saturating_add(r.unapplied.load(Ordering::Relaxed)),
                 sh.offset,
             );
             if !up {

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::backlog::{encode, Backlog};
+use super::backlog::encode;
 use super::decoder::{quote, DecodeError, Decoder, Event, RdbLen, StreamLimits};
 use crate::cmd::{self, eq_ic, Outcome};
 use crate::resp::{recycle_view, Out};
@@ -62,6 +62,7 @@ pub async fn run(srv: Arc<Server>, host: String, port: u16, gen: u64) {
             return;
         }
         let r = session(&srv, &host, port, gen).await;
+        let in_handshake = srv.repl.handshake.swap(false, Ordering::AcqRel);
         let was_up = srv.repl.link_up.swap(false, Ordering::AcqRel);
         srv.repl.sync_in_progress.store(false, Ordering::Release);
         if was_up {
@@ -70,6 +71,11 @@ pub async fn run(srv: Arc<Server>, host: String, port: u16, gen: u64) {
         }
         match r {
             Err(LinkError::Stale) => return,
+            // Redis's words for a master silent during the handshake (no PSYNC answer,
+            // not even its keep-alive newlines, within repl-timeout).
+            Err(LinkError::Timeout) if in_handshake => {
+                tracing::warn!(%host, port, "Timeout connecting to the MASTER...")
+            }
             Err(e) => tracing::warn!(%host, port, error = %e, "MASTER link ended"),
             Ok(()) => {}
         }
@@ -208,6 +214,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     .await
     .map_err(|_| LinkError::Timeout)??;
     let _ = sock.set_nodelay(true);
+    srv.repl.handshake.store(true, Ordering::Release);
     tracing::info!(host, port, "MASTER <-> REPLICA sync started");
     let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -226,7 +233,16 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     };
     let stale = || srv.repl.generation.load(Ordering::Acquire) != gen;
 
-    // Handshake.
+    // Handshake, in Redis's order: PING before AUTH, so an authentication or permission
+    // error is an answer too (the master may want AUTH first, or `masteruser` may lack
+    // +ping); any other error ends the attempt.
+    let r = c.cmd(&[b"PING"]).await?;
+    let ping_ok = ["+", "-NOAUTH", "-NOPERM", "-ERR operation not permitted"];
+    if !ping_ok.iter().any(|p| r.starts_with(p)) {
+        return Err(LinkError::Master(format!(
+            "Error reply to PING from master: '{r}'"
+        )));
+    }
     if !auth.is_empty() {
         let r = if user.is_empty() {
             c.cmd(&[b"AUTH", auth.as_bytes()]).await?
@@ -236,10 +252,6 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         if r.starts_with('-') {
             return Err(LinkError::Master(format!("Unable to AUTH to MASTER: {r}")));
         }
-    }
-    let r = c.cmd(&[b"PING"]).await?;
-    if r.starts_with("-NOAUTH") || r.starts_with("-NOPERM") || r.starts_with("-ERR") {
-        return Err(LinkError::Master(r));
     }
     let my_port = if announce_port > 0 {
         announce_port.to_string()
@@ -281,6 +293,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     }
     c.dec.expect_psync();
     let r = c.psync_reply().await?;
+    srv.repl.handshake.store(false, Ordering::Release);
     if stale() {
         return Err(LinkError::Stale);
     }
@@ -293,6 +306,21 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         Psync::Refused(_) => {}
         _ => super::failover::psync_answered(srv),
     }
+    // Refused for good (not -NOMASTERLINK or -LOADING, which pass): Redis retries with
+    // SYNC (a master whose ACL refuses PSYNC may allow SYNC), whose answer is the payload.
+    let r = match r {
+        Psync::Refused(e) if !e.starts_with("-NOMASTERLINK") && !e.starts_with("-LOADING") => {
+            tracing::warn!(reply = %e, "Unexpected reply to PSYNC from master");
+            tracing::info!("Retrying with SYNC...");
+            c.send(&[b"SYNC"]).await?;
+            c.dec.expect_payload();
+            Psync::Full {
+                replid: crate::repl::new_replid(),
+                offset: 0,
+            }
+        }
+        r => r,
+    };
     match r {
         Psync::Full {
             replid: id,
@@ -300,6 +328,16 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         } => {
             tracing::info!(replid = %id, offset = off, "Full resync from master");
             srv.repl.sync_in_progress.store(true, Ordering::Release);
+            // repl-diskless-load swapdb with the same history (Redis's async loading): the
+            // old data is a past point of the data set that arrives, so it stays served
+            // until the new one is in; an aborted transfer leaves it as it was.
+            let swapdb = srv.config.read().typed.repl_diskless_load == "swapdb"
+                && id.eq_ignore_ascii_case(&srv.repl.shared.lock().replid);
+            let _async = swapdb.then(|| AsyncLoading::start(srv));
+            // Under swapdb with another history Redis is loading (not async) from the first
+            // byte of the payload; the old data stays until the new one is in.
+            let other_history = !swapdb && srv.config.read().typed.repl_diskless_load == "swapdb";
+            let _loading = other_history.then(|| LoadingTransfer::start(srv));
             let rdb = receive_rdb(&mut c, &dir).await?;
             if stale() {
                 return Err(LinkError::Stale);
@@ -344,12 +382,47 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     stream(srv, &mut c, &handle, gen).await
 }
 
+/// `loading` while a swapdb transfer arrives (the load that follows sets it too).
+struct LoadingTransfer<'a>(&'a Server);
+
+impl<'a> LoadingTransfer<'a> {
+    fn start(srv: &'a Server) -> Self {
+        srv.persist.loading.store(true, Ordering::Release);
+        LoadingTransfer(srv)
+    }
+}
+
+impl Drop for LoadingTransfer<'_> {
+    fn drop(&mut self) {
+        self.0.persist.loading.store(false, Ordering::Release);
+    }
+}
+
+/// INFO async_loading while it lives.
+struct AsyncLoading<'a>(&'a Server);
+
+impl<'a> AsyncLoading<'a> {
+    fn start(srv: &'a Server) -> Self {
+        srv.repl.async_loading.store(true, Ordering::Release);
+        AsyncLoading(srv)
+    }
+}
+
+impl Drop for AsyncLoading<'_> {
+    fn drop(&mut self) {
+        self.0.repl.async_loading.store(false, Ordering::Release);
+    }
+}
+
 /// The RDB from the master, on disk while it arrives (as Redis: `temp-<unixtime>.<pid>.rdb`
-/// in the node's dir); removed when dropped, loaded or not.
+/// in the node's dir); once loaded it becomes dump.rdb (see [`TempRdb::keep_as_dump`]),
+/// else it is removed when dropped.
 struct TempRdb {
     path: PathBuf,
     file: std::fs::File,
     len: u64,
+    /// Renamed to dump.rdb: nothing to remove.
+    kept: bool,
 }
 
 impl TempRdb {
@@ -370,7 +443,14 @@ impl TempRdb {
                 .create_new(true)
                 .open(&path)
             {
-                Ok(file) => return Ok(TempRdb { path, file, len: 0 }),
+                Ok(file) => {
+                    return Ok(TempRdb {
+                        path,
+                        file,
+                        len: 0,
+                        kept: false,
+                    })
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
                     attempt += 1;
                 }
@@ -386,6 +466,25 @@ impl TempRdb {
         }
     }
 
+    /// A loaded payload becomes the node's dump.rdb, as Redis renames its sync file
+    /// (unless rdb-del-sync-files is set and nothing persists).
+    fn keep_as_dump(&mut self, srv: &Server) {
+        let (del, persists) = {
+            let c = &srv.config.read().typed;
+            (c.rdb_del_sync_files, !c.save.is_empty() || c.appendonly)
+        };
+        if del && !persists {
+            return;
+        }
+        let to = crate::persist::rdb_path(srv);
+        match std::fs::rename(&self.path, &to) {
+            Ok(()) => self.kept = true,
+            Err(e) => {
+                tracing::warn!(from = %self.path.display(), to = %to.display(), error = %e, "keeping the RDB from master")
+            }
+        }
+    }
+
     fn write(&mut self, data: &[u8]) -> Result<(), LinkError> {
         self.file
             .write_all(data)
@@ -397,6 +496,9 @@ impl TempRdb {
 
 impl Drop for TempRdb {
     fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         if let Err(e) = std::fs::remove_file(&self.path) {
             tracing::warn!(path = %self.path.display(), error = %e, "removing the temp RDB from master");
         }
@@ -446,6 +548,10 @@ async fn load(
     offset: u64,
     gen: u64,
 ) -> Result<(), LinkError> {
+    // The payload is in: our own replicas cannot follow what replaces the dataset, so
+    // they are closed now, before it is loaded (Redis's replicationAttachToNewMaster), and
+    // resync from us once we are up again.
+    super::master::disconnect_replicas(srv);
     let srv2 = srv.clone();
     let started = std::time::Instant::now();
     let n = tokio::task::spawn_blocking(move || {
@@ -480,7 +586,11 @@ async fn load(
             });
         srv2.persist.loading.store(false, Ordering::Relaxed);
         tracing::debug!(bytes = rdb.len, "RDB from master loaded");
-        r.map(|(n, _, _)| n)
+        let r = r.map(|(n, _, _)| n);
+        if r.is_ok() {
+            rdb.keep_as_dump(&srv2);
+        }
+        r
     })
     .await
     .map_err(|e| LinkError::Load(e.to_string()))?
@@ -498,14 +608,11 @@ async fn load(
         }
         let mut sh = srv.repl.shared.lock();
         sh.replid = replid;
-        sh.offset = offset;
         sh.replid2 = "0".repeat(40);
         sh.second_offset = -1;
-        sh.backlog = Some(Backlog::new(size, offset));
-        sh.last_db = None;
+        // Our own replicas hold the old dataset: they are closed and must resync.
+        sh.reset_backlog(size, offset);
     }
-    // Our own replicas hold the old dataset: they must resync.
-    super::master::disconnect_replicas(srv);
     srv.repl.master_db.store(0, Ordering::Relaxed);
     // The AOF must describe the new dataset, not the one it replaced.
     if srv.persist.aof.enabled() {
@@ -532,14 +639,30 @@ async fn stream(
     let mut args: Vec<&'static [u8]> = Vec::with_capacity(8);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let _unapplied = UnappliedReset(srv);
+    let mut held: Option<Held<'_>> = None;
     loop {
         // Bytes that arrived with the handshake replies are applied first.
-        if let Some(ack) = apply(srv, gen, &mut cl, &mut out, &mut c.dec, &mut args)? {
+        let (acks, retry) = apply(
+            srv, gen, &mut cl, &mut out, &mut c.dec, &mut args, &mut held,
+        )?;
+        let unapplied = c.dec.buffered() + held.as_ref().map_or(0, |h| h.len);
+        srv.repl
+            .unapplied
+            .store(unapplied as u64, Ordering::Relaxed);
+        if let Some(ack) = acks {
             c.sock.write_all(&ack).await?;
         }
+        let paused = async {
+            match retry {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             _ = handle.kill.notified() => return Err(LinkError::Killed),
+            _ = paused => {}
             n = c.sock.read_buf(c.dec.read_space()) => {
                 if n? == 0 {
                     return Err(LinkError::Proto("connection closed by master".into()));
@@ -562,17 +685,53 @@ async fn stream(
     }
 }
 
-/// Applies every complete command the decoder holds. Returns REPLCONF ACK replies to send
-/// (GETACK).
-fn apply(
-    srv: &Arc<Server>,
+/// A command of the master's stream held by CLIENT PAUSE (Redis pauses its master client
+/// like any other): it and the stream behind it wait, read but not applied, so the offset
+/// does not grow; the link counts as a blocked client meanwhile.
+struct Held<'s> {
+    args: Vec<Bytes>,
+    /// Its bytes in the stream.
+    len: usize,
+    _blocked: crate::blocking::HeldPause<'s>,
+}
+
+/// Clears INFO's unapplied stream bytes when the link ends.
+struct UnappliedReset<'a>(&'a Server);
+
+impl Drop for UnappliedReset<'_> {
+    fn drop(&mut self) {
+        self.0.repl.unapplied.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Applies every complete command the decoder holds, unless a pause holds one (`held`,
+/// retried first on the next call). Returns REPLCONF ACK replies to send (GETACK) and, when
+/// a command is held, when to retry it.
+fn apply<'s>(
+    srv: &'s Arc<Server>,
     gen: u64,
     cl: &mut ClientState,
     out: &mut Out,
     dec: &mut Decoder,
     store: &mut Vec<&'static [u8]>,
-) -> Result<Option<Vec<u8>>, LinkError> {
+    held: &mut Option<Held<'s>>,
+) -> Result<(Option<Vec<u8>>, Option<std::time::Instant>), LinkError> {
     let mut acks: Option<Vec<u8>> = None;
+    if let Some(h) = held.take() {
+        let _apply = srv.repl.apply_lock.lock();
+        if srv.repl.generation.load(Ordering::Acquire) != gen {
+            return Err(LinkError::Stale);
+        }
+        let retry = execute(srv, cl, out, &crate::resp::arg_view(&h.args));
+        if retry.is_some() {
+            *held = Some(h);
+            return Ok((acks, retry));
+        }
+        srv.repl
+            .shared
+            .lock()
+            .push_command(&crate::resp::arg_view(&h.args));
+    }
     loop {
         // The arguments borrow the decoder's buffer until the command is applied and
         // logged; the next call drops its bytes.
@@ -581,7 +740,7 @@ fn apply(
             Some(Event::Command { len }) => len,
             None => {
                 *store = recycle_view(args);
-                return Ok(acks);
+                return Ok((acks, None));
             }
             Some(ev) => return Err(unexpected(&ev)),
         };
@@ -602,38 +761,47 @@ fn apply(
             let ack = encode(&[b"REPLCONF", b"ACK", off.to_string().as_bytes()]);
             acks.get_or_insert_with(Vec::new).extend_from_slice(&ack);
         } else if !(args.len() == 1 && eq_ic(args[0], "ping")) {
-            execute(srv, cl, out, &args);
+            if let Some(until) = execute(srv, cl, out, &args) {
+                *held = Some(Held {
+                    args: crate::resp::owned_args(&args),
+                    len: n,
+                    _blocked: srv.blocking.hold_paused(cl.id),
+                });
+                *store = recycle_view(args);
+                return Ok((acks, Some(until)));
+            }
         }
         // Our backlog and offset hold the stream byte for byte (the master sends the
-        // canonical multibulk form, which is what `encode` produces).
-        let raw = encode(&args);
+        // canonical multibulk form, which is what is encoded here).
+        let mut sh = srv.repl.shared.lock();
+        let before = sh.offset;
+        sh.push_command(&args);
+        let encoded = sh.offset - before;
+        drop(sh);
         *store = recycle_view(args);
-        if raw.len() != n {
-            tracing::debug!(
-                read = n,
-                encoded = raw.len(),
-                "non-canonical command from master"
-            );
+        if encoded != n as u64 {
+            tracing::debug!(read = n, encoded, "non-canonical command from master");
         }
-        srv.repl.shared.lock().push(raw);
     }
 }
 
 /// Runs one command of the master's stream; its reply is dropped (a master gets none).
-fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]]) {
-    loop {
-        match cmd::execute(srv, cl, out, args) {
-            Outcome::Paused(until) => {
-                // CLIENT PAUSE on a replica: the stream waits (rare; blocks this thread).
-                std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
-                cl.now_ms = 0;
-            }
-            Outcome::Blocked(w) => {
-                srv.blocking.cancel(w.id);
-                break;
-            }
-            _ => break,
+/// Returns when to retry it if a CLIENT PAUSE holds it (nothing ran).
+fn execute(
+    srv: &Arc<Server>,
+    cl: &mut ClientState,
+    out: &mut Out,
+    args: &[&[u8]],
+) -> Option<std::time::Instant> {
+    match cmd::execute(srv, cl, out, args) {
+        Outcome::Paused(until) => {
+            cl.now_ms = 0;
+            return Some(until);
         }
+        Outcome::Blocked(w) => {
+            srv.blocking.cancel(w.id);
+        }
+        _ => {}
     }
     cl.now_ms = 0;
     log_error_to_master(&out.buf, args);
@@ -641,6 +809,7 @@ fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&[u8]
     srv.repl.master_db.store(cl.db, Ordering::Relaxed);
     // SYNC/WAIT have no meaning on the master's link: never leave them to a client.
     cl.pending = None;
+    None
 }
 
 /// A command of our master's stream that failed here (data divergence: a writable

@@ -129,6 +129,17 @@ impl Parser {
             + self.inline.iter().map(|w| w.capacity()).sum::<usize>()
     }
 
+    /// Bytes of the buffered partial request already parsed (its complete arguments and
+    /// the header of the bulk in progress): Redis has moved those out of its query buffer.
+    pub fn parsed_len(&self) -> usize {
+        self.pos
+    }
+
+    /// The length of the bulk whose header was read and whose data is still arriving.
+    pub fn pending_bulk(&self) -> Option<usize> {
+        self.pending_bulk
+    }
+
     /// True when no partial request is buffered.
     pub fn is_idle(&self) -> bool {
         self.expected.is_none() && self.pos == 0

@@ -76,6 +76,15 @@ fn split<'a, 'b>(args: ArgSlice<'a, 'b>) -> Result<(ArgSlice<'a, 'b>, ArgSlice<'
 }
 
 fn eval_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
+    if ctx.cl.lua_debug {
+        // SCRIPT DEBUG SYNC: this EVAL runs under the Lua debugger (numkeys is checked
+        // inside the session, as Redis does).
+        return script::run_debugged(ctx, args[1], |ctx| eval_plain(ctx, args, ro));
+    }
+    eval_plain(ctx, args, ro)
+}
+
+fn eval_plain(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
     let (keys, argv) = split(args)?;
     let sha = script::eval_sha(args[1]);
     script::run(ctx, Some(args[1]), sha.as_str(), keys, argv, ro)
@@ -88,6 +97,11 @@ fn evalsha_impl(ctx: &mut Ctx<'_>, args: &[&[u8]], ro: bool) -> CmdResult {
     if sha.len() != 40 {
         return Err(CmdError::msg(
             "NOSCRIPT No matching script. Please use EVAL.",
+        ));
+    }
+    if ctx.cl.lua_debug {
+        return Err(CmdError::msg(
+            "ERR Please use EVAL instead of EVALSHA for debugging",
         ));
     }
     let (keys, argv) = split(args)?;
@@ -161,26 +175,37 @@ fn kill(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// SCRIPT DEBUG: NO (the default) is accepted; YES and SYNC would start Redis's Lua
-/// debugger (LDB), which tessera-node does not have, so they are refused plainly rather
-/// than accepted and ignored.
+/// SCRIPT DEBUG: NO turns the debugger off; SYNC makes the client's next EVAL run under
+/// the Lua debugger (`script::run_debugged`, Redis's synchronous mode: the server is
+/// blocked while the session lasts and the script's changes are kept). YES, Redis's forked
+/// session (changes thrown away with the child), is refused plainly: a multi-threaded
+/// process cannot fork itself to run one script.
 fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ctx.in_exec {
         return Err(CmdError::msg(
             "ERR SCRIPT DEBUG must be called outside MULTI",
         ));
     }
+    // Redis: replies of earlier pipelined commands not yet sent (clientHasPendingReplies).
+    if !ctx.out.buf.is_empty() {
+        return Err(CmdError::msg(
+            "ERR SCRIPT DEBUG must be called outside a pipeline",
+        ));
+    }
     let mode = args[2];
     if eq_ic(mode, "no") {
-        ctx.out.ok();
-        Ok(())
-    } else if eq_ic(mode, "yes") || eq_ic(mode, "sync") {
-        Err(CmdError::msg(
-            "ERR SCRIPT DEBUG YES|SYNC is not supported: tessera-node has no Lua debugger",
-        ))
+        ctx.cl.lua_debug = false;
+    } else if eq_ic(mode, "sync") {
+        ctx.cl.lua_debug = true;
+    } else if eq_ic(mode, "yes") {
+        return Err(CmdError::msg(
+            "ERR SCRIPT DEBUG YES (a forked debugging session) is not supported by tessera-node: use SCRIPT DEBUG SYNC (changes made by the script are kept)",
+        ));
     } else {
-        Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+        return Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"));
     }
+    ctx.out.ok();
+    Ok(())
 }
 
 fn help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {

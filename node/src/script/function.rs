@@ -384,6 +384,10 @@ pub fn call(
         if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
             return Err(CmdError::msg(e.to_string()));
         }
+        // min-replicas-to-write, as for any write command (NOREPLICAS).
+        if let Some(e) = crate::repl::too_few_replicas(ctx.srv).filter(|_| !from_master) {
+            return Err(CmdError::msg(e));
+        }
     }
     if !no_writes && !from_master && repl.is_replica() && read_only {
         return Err(CmdError::msg(
@@ -467,7 +471,19 @@ pub fn parse_dump(payload: &[u8]) -> Result<Vec<Bytes>, CmdError> {
 /// Installs the libraries read from an RDB file or a master's payload in place of the
 /// current ones. Err names the library that failed and why.
 pub fn load_from_rdb(fns: &Arc<Functions>, codes: Vec<Bytes>) -> Result<(), String> {
-    if codes.is_empty() && fns.counts().0 == 0 {
+    load_from_rdb_with(fns, codes, Policy::Flush)
+}
+
+/// [`load_from_rdb`] with a policy for the libraries already loaded: Flush (the file's
+/// replace them all), Append (one already loaded fails the load: DEBUG RELOAD NOFLUSH) or
+/// Replace (the file's replace same-named ones, the others stay: NOFLUSH MERGE, Redis's
+/// RDBFLAGS_ALLOW_DUP).
+pub fn load_from_rdb_with(
+    fns: &Arc<Functions>,
+    codes: Vec<Bytes>,
+    policy: Policy,
+) -> Result<(), String> {
+    if codes.is_empty() && (policy != Policy::Flush || fns.counts().0 == 0) {
         return Ok(());
     }
     let mut libs: Vec<Library> = Vec::with_capacity(codes.len());
@@ -477,7 +493,7 @@ pub fn load_from_rdb(fns: &Arc<Functions>, codes: Vec<Bytes>) -> Result<(), Stri
             .map_err(|e| format!("Failed loading library {name}: {e}"))?;
         libs.push(lib);
     }
-    fns.install_libs(libs, Policy::Flush)
+    fns.install_libs(libs, policy)
         .map_err(|e| format!("Failed loading libraries: {e}"))
 }
 

@@ -15,6 +15,7 @@ pub mod commands;
 pub mod convert;
 pub mod function;
 pub mod function_commands;
+mod ldb;
 mod sandbox;
 mod shebang;
 mod structlib;
@@ -126,9 +127,34 @@ impl Scripts {
         self.flushes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// INFO's used_memory_lua, through the server's state (see [`eval_vm_memory`]).
+    /// INFO's used_memory_lua: the heap of the calling thread's EVAL Lua state (0 before
+    /// its first script; each I/O thread has its own, this is the one INFO runs on). A
+    /// state that still holds scripts compiled before a SCRIPT FLUSH drops them first, as
+    /// Redis's flush resets its VM.
     pub fn eval_vm_memory(&self) -> usize {
-        eval_vm_memory()
+        let gen = self.flushes.load(Ordering::Relaxed);
+        ENGINE.with(|cell| {
+            // Shared: INFO may run from a script on this thread (redis.call('info')).
+            let Ok(slot) = cell.try_borrow() else {
+                return 0;
+            };
+            let Some(e) = slot.as_ref() else {
+                return 0;
+            };
+            let flushed = e
+                .compiled
+                .try_borrow_mut()
+                .ok()
+                .filter(|c| c.0.flushed_for(self, gen))
+                .map(|mut c| c.1 = hashbrown::HashMap::new())
+                .is_some();
+            if flushed {
+                if let Err(err) = e.lua.gc_collect() {
+                    tracing::debug!(error = %err, "Lua collection after SCRIPT FLUSH");
+                }
+            }
+            e.lua.used_memory()
+        })
     }
 
     /// (scripts, bytes of their shas and bodies) in the cache: INFO's
@@ -137,12 +163,6 @@ impl Scripts {
         let c = self.cache.lock();
         (c.len(), c.iter().map(|(k, v)| k.len() + v.len()).sum())
     }
-}
-
-/// Heap of the calling thread's EVAL Lua state (0 before its first script): INFO's
-/// used_memory_lua. Each worker thread has its own state; this is the one INFO runs on.
-pub fn eval_vm_memory() -> usize {
-    ENGINE.with(|e| e.borrow().as_ref().map_or(0, |e| e.lua.used_memory()))
 }
 
 /// Makes `lua` (a thread's Lua state, shared by the servers of the process) run `s`'s
@@ -181,6 +201,12 @@ impl<T> Validity<T> {
             owner: Weak::new(),
             gen: 0,
         }
+    }
+
+    /// Whether the cache was built for `s` at an older generation than `gen` (a flush
+    /// since: the caller empties it). Leaves the record alone.
+    pub(crate) fn flushed_for(&self, s: &T, gen: u64) -> bool {
+        std::ptr::eq(self.owner.as_ptr(), s) && self.gen != gen
     }
 
     /// Whether the cache was built for `s` at `gen`; if not, it now is (the caller
@@ -245,7 +271,27 @@ pub(crate) struct RunSlot {
     /// caching): each read-only command the script calls makes the caller track them all,
     /// as Redis's trackingRememberKeys on the caller's command. Empty otherwise.
     tracked_keys: RefCell<Vec<Bytes>>,
+    /// The Lua debugger's session (SCRIPT DEBUG SYNC) while the script it debugs runs.
+    pub(crate) ldb: RefCell<Option<ldb::Session>>,
+    /// A script without a shebang started past maxmemory and has not written yet: its
+    /// deny-oom commands are refused (Redis's pre_command_oom_state, scriptVerifyOOM).
+    oom: std::cell::Cell<bool>,
+    /// The running script has called a write command (Redis's SCRIPT_WRITE_DIRTY): its
+    /// later writes skip the server-state checks (min-replicas-to-write, MISCONF, read-only
+    /// replica), since a script cannot be stopped half-way once it changed the dataset.
+    wrote: std::cell::Cell<bool>,
+    /// Runs since the last periodic collection step ([`GC_PERIOD`]).
+    runs: std::cell::Cell<u32>,
+    /// The last `redis.call` error was counted in INFO errorstats already (a refusal or
+    /// the command's own failure): the script failing with it, or returning it, does not
+    /// count it again (Redis's ignore_error_stats_update).
+    last_err_counted: std::cell::Cell<bool>,
 }
+
+/// Every this many script runs the Lua collector takes a step of this many (kilobyte)
+/// units, as Redis's LUA_GC_CYCLE_PERIOD: memory stays near the live set between full
+/// cycles.
+const GC_PERIOD: u32 = 50;
 
 impl RunSlot {
     fn is_last_call_err(&self, m: &str) -> bool {
@@ -304,9 +350,21 @@ fn new_engine() -> mlua::Result<Engine> {
             Value::Nil => "ERR nil".to_string(),
             other => format!("ERR {other:?}"),
         };
+        let counted = match &e {
+            Value::String(s) => {
+                slot.last_err_counted.get()
+                    && slot.is_last_call_err(&String::from_utf8_lossy(&s.as_bytes()))
+            }
+            Value::Error(err) => {
+                slot.last_err_counted.get() && slot.is_last_call_err(&innermost(err))
+            }
+            Value::Table(t) => t.raw_get::<bool>(COUNTED).unwrap_or(false),
+            _ => false,
+        };
         let t = lua.create_table()?;
         t.raw_set("msg", msg)?;
         t.raw_set("line", line)?;
+        t.raw_set(COUNTED, counted)?;
         Ok(t)
     })?;
     // redis.call / redis.pcall are made once: they find the running script's context in
@@ -317,9 +375,12 @@ fn new_engine() -> mlua::Result<Engine> {
         *run.last_call_err.borrow_mut() = Some(m.clone());
         Err(mlua::Error::RuntimeError(m))
     }
-    fn as_table(lua: &Lua, m: String) -> mlua::Result<Value> {
+    fn as_table(lua: &Lua, run: &RunSlot, m: String) -> mlua::Result<Value> {
         let t = lua.create_table()?;
         t.raw_set("err", m)?;
+        if run.last_err_counted.get() {
+            t.raw_set(COUNTED, true)?;
+        }
         Ok(Value::Table(t))
     }
     fn no_script() -> mlua::Result<Value> {
@@ -342,19 +403,33 @@ fn new_engine() -> mlua::Result<Engine> {
     let slot = run.clone();
     let pcall = lua.create_function(move |lua, args: MultiValue| {
         match with_current(&slot, |c, ro| call_values(lua, c, &slot, &args, ro)) {
-            Some(r) => r?.or_else(|m| as_table(lua, m)),
+            Some(r) => r?.or_else(|m| as_table(lua, &slot, m)),
             None => no_script(),
         }
     })?;
     let slot = run.clone();
     let pcall_many = lua.create_function(move |lua, args: Table| {
         match with_current(&slot, |c, ro| call_packed(lua, c, &slot, &args, ro)) {
-            Some(r) => r?.or_else(|m| as_table(lua, m)),
+            Some(r) => r?.or_else(|m| as_table(lua, &slot, m)),
             None => no_script(),
         }
     })?;
     redis.raw_set("call", by_arg_count(&lua, call, call_many)?)?;
     redis.raw_set("pcall", by_arg_count(&lua, pcall, pcall_many)?)?;
+    // The debugger's functions: no-ops (false) outside a debugging session.
+    let slot = run.clone();
+    redis.raw_set(
+        "breakpoint",
+        lua.create_function(move |_, ()| Ok(ldb::breakpoint(&slot)))?,
+    )?;
+    let slot = run.clone();
+    redis.raw_set(
+        "debug",
+        lua.create_function(move |_, args: MultiValue| {
+            ldb::debug(&slot, &args);
+            Ok(())
+        })?,
+    )?;
     // SAFETY: run_call follows the lua_CFunction protocol (see its doc).
     let runner = unsafe { lua.create_c_function(run_call)? };
     Ok(Engine {
@@ -457,14 +532,21 @@ fn compile(lua: &Lua, body: &[u8]) -> Result<(Function, shebang::ScriptFlags), C
         })
 }
 
+/// Runs `f` on this thread's EVAL engine (made on first use). The engine is borrowed
+/// shared for the run: INFO from the script reads its memory meanwhile.
 fn with_engine<R>(f: impl FnOnce(&Engine) -> Result<R, CmdError>) -> Result<R, CmdError> {
     ENGINE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
+        if cell.try_borrow().is_ok_and(|s| s.is_none()) {
             let e = new_engine()
                 .map_err(|e| CmdError::msg(format!("ERR Lua initialisation failed: {e}")))?;
-            *slot = Some(e);
+            // None: nothing borrows the cell (a running script would hold its engine).
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                *slot = Some(e);
+            }
         }
+        let slot = cell
+            .try_borrow()
+            .map_err(|_| CmdError::msg("ERR Lua unavailable"))?;
         match slot.as_ref() {
             Some(e) => f(e),
             None => Err(CmdError::msg("ERR Lua unavailable")),
@@ -517,18 +599,17 @@ pub fn run(
                 }
             }
         };
-        // A script that declares writes (a shebang without no-writes) is refused up front
-        // while the disk cannot persist: redis flags such an EVAL (or EVAL_RO) a write.
-        if sflags.shebang && !sflags.no_writes {
-            if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
-                return Err(CmdError::msg(e.to_string()));
-            }
+        // maxmemory, measured (and evicted for) once as the script starts; a script
+        // without a shebang runs, but may not grow memory before its first write.
+        let obeys = obeys_client(ctx);
+        let oom = !obeys && crate::server::evict::ensure_memory(ctx.srv).is_err();
+        if sflags.shebang {
+            refuse_declared(ctx, &sflags, oom, read_only, obeys)?;
+        } else if !obeys && stale_replica(ctx.srv) {
+            // Redis's scriptPrepareForRun refuses a script without flags on a stale replica.
+            return Err(CmdError::msg(MASTERDOWN));
         }
-        if sflags.no_cluster && ctx.srv.cluster.get().is_some() {
-            return Err(CmdError::msg(
-                "ERR Can not run script on cluster, 'no-cluster' flag is set.",
-            ));
-        }
+        e.run.oom.set(oom && !sflags.shebang);
         let read_only = read_only || sflags.no_writes;
         let call = Call {
             f: &f,
@@ -536,7 +617,17 @@ pub fn run(
             argv,
             as_globals: true,
         };
-        call_core(e, ctx, call, read_only, Origin::Script(sha))
+        // In cluster mode a script with a shebang keeps to one slot, its declared keys'
+        // (else the first it touches), unless it allows cross-slot keys (Redis's
+        // SCRIPT_ALLOW_CROSS_SLOT, set for scripts without a shebang).
+        let rule = (sflags.shebang && !sflags.allow_cross_slot).then(|| {
+            keys.first()
+                .map_or(-1, |k| crate::slot::key_hash_slot(k) as i32)
+        });
+        e.run.slot_rule.set(rule);
+        let r = call_core(e, ctx, call, read_only, Origin::Script(sha));
+        e.run.slot_rule.set(None);
+        r
     })
 }
 
@@ -643,6 +734,7 @@ fn call_core(
         let caller_db = ctx.cl.db;
         e.run.resp.set(2);
         e.run.repl.set(3);
+        e.run.wrote.set(false);
         let was_exec = ctx.in_exec;
         let was_resp3 = ctx.out.resp3;
         let was_script = ctx.cl.in_script;
@@ -671,7 +763,23 @@ fn call_core(
                 .collect();
         }
         let current = CurrentScript::enter(&e.run, ctx, read_only);
+        // Under the Lua debugger (SCRIPT DEBUG SYNC) its line hook replaces the busy one.
+        let debugging = e.run.ldb.borrow().is_some();
+        if debugging {
+            match e.redis.raw_get::<Function>("call") {
+                Ok(call_fn) => ldb::install_hook(&e.lua, e.run.clone(), call_fn),
+                Err(err) => tracing::warn!(error = %err, "no redis.call for the Lua debugger"),
+            }
+        }
         let result = invoke(e, &call);
+        e.run.oom.set(false);
+        let runs = e.run.runs.get() + 1;
+        e.run.runs.set(if runs >= GC_PERIOD { 0 } else { runs });
+        if runs >= GC_PERIOD {
+            if let Err(err) = e.lua.gc_step_kbytes(GC_PERIOD as std::ffi::c_int) {
+                tracing::debug!(error = %err, "Lua collection step");
+            }
+        }
         if tracks {
             e.run.tracked_keys.borrow_mut().clear();
         }
@@ -679,22 +787,40 @@ fn call_core(
         // A killed script left its hook firing on every line (busy::Busy::hook).
         let killed = scripts.busy.kill_requested();
         drop(running);
-        if killed {
+        if killed || debugging {
             busy::install_busy_hook(&e.lua);
         }
         // The reply is in the client's protocol, whatever the script's redis.call used.
         ctx.out.resp3 = was_resp3;
+        // An error a command already counted in errorstats (the script fails with it, or
+        // returns redis.pcall's table of it) goes back as CmdError::Counted: EVAL's failed
+        // call counts, the error not again.
+        let mut counted: Option<String> = None;
         match &result {
-            Ok((true, v)) => convert::write_value(ctx.out, v, e.run.resp.get() == 3),
+            Ok((true, v)) => {
+                let at = ctx.out.len();
+                convert::write_value(ctx.out, v, e.run.resp.get() == 3);
+                let marked =
+                    matches!(v, Value::Table(t) if t.raw_get::<bool>(COUNTED).unwrap_or(false));
+                if marked {
+                    counted = take_error(ctx.out, at);
+                }
+            }
             Ok((false, v)) => {
-                let (msg, line) = match v {
+                let (msg, line, was_counted) = match v {
                     Value::Table(t) => (
                         t.raw_get::<String>("msg").unwrap_or_default(),
                         t.raw_get::<i64>("line").unwrap_or(0),
+                        t.raw_get::<bool>(COUNTED).unwrap_or(false),
                     ),
-                    _ => ("ERR script failed".to_string(), 0),
+                    _ => ("ERR script failed".to_string(), 0, false),
                 };
-                ctx.out.error(&format!("{msg} script: {origin}:{line}."));
+                let text = format!("{msg} script: {origin}:{line}.");
+                if was_counted {
+                    counted = Some(text);
+                } else {
+                    ctx.out.error(&text);
+                }
             }
             Err(_) => {}
         }
@@ -704,11 +830,72 @@ fn call_core(
         ctx.ks.db = caller_db;
         ctx.out.resp3 = was_resp3;
         e.run.last_call_err.borrow_mut().take();
+        e.run.last_err_counted.set(false);
         if !was_exec {
             crate::cmd::propagation::end_exec(ctx);
         }
-        result.map(|_| ()).map_err(lua_err)
+        result.map_err(lua_err)?;
+        match counted {
+            Some(m) => Err(CmdError::Counted(m.into())),
+            None => Ok(()),
+        }
     }
+}
+
+/// Runs `f` (an EVAL of `body`) under the Lua debugger, as the client asked with SCRIPT
+/// DEBUG SYNC: the session talks to the client over its socket while the script runs,
+/// sends `<endsession>` when it ends, and the connection closes after the EVAL's reply
+/// (Redis's evalGenericCommandWithDebugging). A client without a socket on this thread
+/// (none has one but a connection's own) runs the script plainly.
+pub fn run_debugged(
+    ctx: &mut Ctx<'_>,
+    body: &[u8],
+    f: impl FnOnce(&mut Ctx<'_>) -> Result<(), CmdError>,
+) -> Result<(), CmdError> {
+    ctx.cl.lua_debug = false;
+    let Some(fd) = crate::server::busy_io::socket_of(ctx.cl.id) else {
+        return f(ctx);
+    };
+    tracing::warn!("Redis synchronous debugging eval session started");
+    let threshold = ctx.srv.config.read().typed.busy_reply_threshold;
+    let session = ldb::Session::new(fd, ctx.srv.clone(), ctx.cl.handle.clone(), body, threshold);
+    with_engine(|e| {
+        *e.run.ldb.borrow_mut() = Some(session);
+        Ok(())
+    })?;
+    let r = f(ctx);
+    let session = ENGINE.with(|c| {
+        c.borrow()
+            .as_ref()
+            .and_then(|e| e.run.ldb.borrow_mut().take())
+    });
+    if let Some(s) = session {
+        s.end();
+    }
+    ctx.cl.close_after_reply = true;
+    r
+}
+
+/// Runs `f` on the debugging session when it logs redis.call traffic (it is stepping).
+fn ldb_log(run: &RunSlot, f: impl FnOnce(&mut ldb::Session)) {
+    if let Ok(mut g) = run.ldb.try_borrow_mut() {
+        if let Some(s) = g.as_mut().filter(|s| s.logging()) {
+            f(s);
+        }
+    }
+}
+
+/// The field marking an error table (or the error handler's result) whose error was
+/// counted in errorstats already.
+const COUNTED: &str = "ignore_error_stats_update";
+
+/// Takes back the top-level error reply written at `at` (its text, without `-` and CRLF).
+fn take_error(out: &mut crate::resp::Out, at: usize) -> Option<String> {
+    let rest = out.buf.get(at..)?.strip_prefix(b"-")?;
+    let text = rest.strip_suffix(b"\r\n")?;
+    let text = String::from_utf8_lossy(text).into_owned();
+    out.buf.truncate(at);
+    Some(text)
 }
 
 /// Whether a script command is a write as Redis's getCommandFlags sees it before running
@@ -740,6 +927,90 @@ pub fn declares_writes(
     }
 }
 
+/// A script command's write flag as its script declares it (Redis's evalGetCommandFlags /
+/// fcallGetCommandFlags): Some(may write) for a body with a shebang or a known function,
+/// None when nothing is declared (the command's own flags apply). CLIENT PAUSE WRITE holds
+/// by it (wired to `cmd` as `UpperHooks::script_writes`).
+pub fn declared_writes(
+    srv: &crate::server::Server,
+    cmd: &crate::cmd::CommandSpec,
+    args: &[&[u8]],
+) -> Option<bool> {
+    let body = |b: &[u8]| match shebang::parse(b) {
+        Ok((f, _)) if f.shebang => Some(!f.no_writes),
+        _ => None,
+    };
+    let a = *args.get(1)?;
+    match cmd.name {
+        "eval" | "eval_ro" => body(a),
+        "evalsha" | "evalsha_ro" => body(&srv.scripts.cache_get(std::str::from_utf8(a).ok()?)?),
+        "fcall" | "fcall_ro" => srv
+            .scripts
+            .functions
+            .lookup(a)
+            .map(|(_, info)| info.flags & function::NO_WRITES == 0),
+        _ => None,
+    }
+}
+
+/// Our master's stream or the server's own client (AOF replay): never refused for
+/// memory, a read-only or stale role (Redis's mustObeyClient).
+fn obeys_client(ctx: &Ctx<'_>) -> bool {
+    let cl = &*ctx.cl;
+    cl.from_master
+        || cl.internal
+        || (cl.id != 0 && cl.id == ctx.srv.repl.master_client.load(Ordering::Relaxed))
+}
+
+const MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+
+/// What refuses an EVAL whose shebang declares its flags before it runs, in Redis's order:
+/// processCommand sees it as a command with the script's flags (deny-oom and write unless
+/// allow-oom / no-writes, stale only with allow-stale), then scriptPrepareForRun checks
+/// no-cluster and a write script called through EVAL_RO.
+fn refuse_declared(
+    ctx: &Ctx<'_>,
+    f: &shebang::ScriptFlags,
+    oom: bool,
+    ro_command: bool,
+    obeys: bool,
+) -> Result<(), CmdError> {
+    let writes = !f.no_writes;
+    if oom && writes && !f.allow_oom {
+        return Err(CmdError::msg(OOM));
+    }
+    if writes {
+        if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
+            return Err(CmdError::msg(e.to_string()));
+        }
+        if !obeys {
+            if let Some(e) = crate::repl::too_few_replicas(ctx.srv) {
+                return Err(CmdError::msg(e));
+            }
+            if ctx.srv.repl.is_replica() && ctx.srv.config.read().typed.replica_read_only {
+                return Err(CmdError::msg(
+                    "READONLY You can't write against a read only replica.",
+                ));
+            }
+        }
+    }
+    if !f.allow_stale && !obeys && stale_replica(ctx.srv) {
+        return Err(CmdError::msg(MASTERDOWN));
+    }
+    if f.no_cluster && ctx.srv.cluster.get().is_some() {
+        return Err(CmdError::msg(
+            "ERR Can not run script on cluster, 'no-cluster' flag is set.",
+        ));
+    }
+    if writes && ro_command {
+        return Err(CmdError::msg(
+            "ERR Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    Ok(())
+}
+
 /// A replica whose link with its master is down, configured not to serve stale data.
 fn stale_replica(srv: &crate::server::Server) -> bool {
     let repl = &srv.repl;
@@ -757,6 +1028,26 @@ fn noscript_sub(cmd: &crate::cmd::CommandSpec, argv: &[&[u8]]) -> bool {
             .get(1)
             .is_some_and(|s| s.eq_ignore_ascii_case(b"reset"))
 }
+
+/// Where a write propagated to `t` goes under `redis.set_repl(repl)` (REPL_AOF 1,
+/// REPL_REPLICA 2, both 3): the targets both allow, None for nowhere.
+fn narrow(t: crate::propagate::Target, repl: u8) -> Option<crate::propagate::Target> {
+    use crate::propagate::Target;
+    let bits = match t {
+        Target::All => 3,
+        Target::Aof => 1,
+        Target::Replicas => 2,
+    } & repl;
+    match bits {
+        3 => Some(Target::All),
+        1 => Some(Target::Aof),
+        2 => Some(Target::Replicas),
+        _ => None,
+    }
+}
+
+/// A deny-oom command refused past maxmemory (Redis's shared.oomerr).
+const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 /// What redis.call answers when no script runs on this thread (it can't be reached from a
 /// script, only from Lua code kept past its run, e.g. a coroutine).
@@ -844,7 +1135,11 @@ fn call_values(
     for a in args.iter() {
         match arg_buf(lua, a)? {
             Some(b) => bufs.push(b),
-            None => return Ok(Err(BAD_ARG.to_string())),
+            None => {
+                ldb_log(run, |s| s.log_call_error(BAD_ARG));
+                run.last_err_counted.set(false);
+                return Ok(Err(BAD_ARG.to_string()));
+            }
         }
     }
     call_command(lua, ctx, run, &bufs, read_only)
@@ -865,7 +1160,11 @@ fn call_packed(
         let v: Value = args.raw_get(i)?;
         match arg_buf(lua, &v)? {
             Some(b) => bufs.push(ArgBuf::Owned(b.bytes().to_vec())),
-            None => return Ok(Err(BAD_ARG.to_string())),
+            None => {
+                ldb_log(run, |s| s.log_call_error(BAD_ARG));
+                run.last_err_counted.set(false);
+                return Ok(Err(BAD_ARG.to_string()));
+            }
         }
     }
     call_command(lua, ctx, run, &bufs, read_only)
@@ -878,21 +1177,43 @@ fn call_command(
     bufs: &[ArgBuf<'_>],
     read_only: bool,
 ) -> mlua::Result<Result<Value, String>> {
-    let fail = |m: &str| -> mlua::Result<Result<Value, String>> { Ok(Err(m.to_string())) };
+    let fail = |m: &str| -> mlua::Result<Result<Value, String>> {
+        ldb_log(run, |s| s.log_call_error(m));
+        run.last_err_counted.set(false);
+        Ok(Err(m.to_string()))
+    };
     if bufs.is_empty() {
         return fail("ERR Please specify at least one argument for this redis lib call");
     }
     let argv: smallvec::SmallVec<[&[u8]; 8]> = bufs.iter().map(|b| b.bytes()).collect();
+    ldb_log(run, |s| s.log_command(&argv));
+    // Refusals from here on count in errorstats (and as the command's rejected call), as
+    // Redis's scriptCall does.
+    let unknown = |ctx: &mut Ctx<'_>, m: &str| {
+        crate::cmd::count_error(ctx.srv, ctx.cl, m.as_bytes());
+        let r = fail(m);
+        run.last_err_counted.set(true);
+        r
+    };
     let Some(cmd) = table().get(argv[0]) else {
-        return fail("ERR Unknown Redis command called from script");
+        return unknown(ctx, "ERR Unknown Redis command called from script");
     };
     let cmd = match table().resolve(&argv) {
         Ok(c) => c,
         Err(_) if !cmd.subcommands.is_empty() => cmd,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return unknown(ctx, &e.to_string()),
+    };
+    let fail = |ctx: &mut Ctx<'_>, m: &str| {
+        crate::cmd::count_rejected(ctx.srv, ctx.cl, cmd, m.as_bytes());
+        let r = fail(m);
+        run.last_err_counted.set(true);
+        r
     };
     if !cmd.arity_ok(argv.len()) {
-        return fail("ERR Wrong number of args calling Redis command from script");
+        return fail(
+            ctx,
+            "ERR Wrong number of args calling Redis command from script",
+        );
     }
     // DEBUG SET-DISABLE-DENY-SCRIPTS 1 (Redis's test suites) lets `noscript` commands run;
     // the ones that change the connection's own state (MULTI, WATCH...) stay refused.
@@ -902,27 +1223,44 @@ fn call_command(
         .disable_deny_scripts
         .load(std::sync::atomic::Ordering::Relaxed);
     if cmd.has(flags::CONN) || (deny && (cmd.has(flags::NOSCRIPT) || noscript_sub(cmd, &argv))) {
-        return fail("ERR This Redis command is not allowed from script");
+        return fail(ctx, "ERR This Redis command is not allowed from script");
     }
     // A replica whose link is down and must not serve stale data runs only stale-flagged
     // commands from an allow-stale script (Redis's scriptVerifyAllowStale).
     if !cmd.has(flags::STALE) && !ctx.cl.from_master && stale_replica(ctx.srv) {
-        return fail("ERR Can not execute the command on a stale replica");
+        return fail(ctx, "ERR Can not execute the command on a stale replica");
     }
-    if cmd.has(flags::WRITE) && read_only {
-        return fail("ERR Write commands are not allowed from read-only scripts.");
+    // The caller's ACL permissions (Redis's scriptVerifyACL, before the write checks).
+    if let Some(e) = crate::cmd::acl::check_script_call(ctx.srv, ctx.cl, cmd, &argv) {
+        return fail(ctx, &e);
     }
-    if cmd.has(flags::WRITE) {
+    // May-replicate commands (PUBLISH, PFCOUNT) count as writes here, as in Redis: that is
+    // what lets read-only scripts run during CLIENT PAUSE WRITE.
+    if (cmd.has(flags::WRITE) || crate::cmd::may_replicate(cmd)) && read_only {
+        return fail(
+            ctx,
+            "ERR Write commands are not allowed from read-only scripts.",
+        );
+    }
+    if cmd.has(flags::WRITE) && !run.wrote.get() {
         if let Some(e) = crate::repl::deny(ctx.srv, ctx.cl, cmd) {
-            return fail(e);
+            return fail(ctx, e);
         }
         // MISCONF while the disk cannot persist (redis's scriptVerifyWriteCommandAllow).
         if let Some(e) = crate::persist::writes_denied(ctx.srv, ctx.cl) {
-            return fail(&e.to_string());
+            return fail(ctx, &e.to_string());
         }
     }
+    if run.oom.get() && cmd.has(flags::DENYOOM) {
+        return fail(ctx, OOM);
+    }
+    // Set where Redis's scriptCall sets it: past the write and OOM checks, before the
+    // cluster one, whether or not the command then succeeds.
+    if cmd.has(flags::WRITE) {
+        run.wrote.set(true);
+    }
     if let Some(e) = cluster::check_local(ctx, cmd, &argv) {
-        return fail(e);
+        return fail(ctx, e);
     }
     if let Some(slot) = run
         .slot_rule
@@ -935,6 +1273,7 @@ fn call_command(
             let s = crate::slot::key_hash_slot(argv[i]) as i32;
             if slot != -1 && slot != s {
                 return fail(
+                    ctx,
                     "ERR Script attempted to access keys that do not hash to the same slot",
                 );
             }
@@ -942,18 +1281,27 @@ fn call_command(
         }
     }
     if cmd.has(flags::WRITE) {
-        // From now on SCRIPT KILL answers UNKILLABLE (as Redis's SCRIPT_WRITE_DIRTY).
+        // From now on SCRIPT KILL answers UNKILLABLE (as Redis's SCRIPT_WRITE_DIRTY), and
+        // maxmemory no longer stops the script half-way.
         ctx.srv.scripts.busy.note_write();
+        run.oom.set(false);
     }
     let at = ctx.out.len();
     ctx.out.resp3 = run.resp.get() == 3;
     ctx.ks.db = ctx.cl.db;
     let propagated = ctx.ks.fx.exec_writes.len();
     crate::cmd::run_locked(ctx, cmd, &argv);
-    // redis.set_repl(redis.REPL_NONE): this write reaches neither replicas nor the AOF.
-    // (REPL_AOF and REPL_REPLICA alone still feed both: the feed has no per-target path.)
-    if run.repl.get() == 0 {
-        ctx.ks.fx.exec_writes.truncate(propagated);
+    // redis.set_repl: REPL_NONE keeps this write from replicas and the AOF, REPL_AOF and
+    // REPL_REPLICA send it to one of them (intersected with where the command itself
+    // goes: PUBLISH reaches replicas only).
+    let repl = run.repl.get();
+    if repl != 3 {
+        let writes = &mut ctx.ks.fx.exec_writes;
+        let tail = writes.split_off(propagated.min(writes.len()));
+        writes.extend(
+            tail.into_iter()
+                .filter_map(|(db, c, t)| narrow(t, repl).map(|t| (db, c, t))),
+        );
     }
     if cmd.has(flags::READONLY) && !cmd.has(flags::PUBSUB) {
         let keys = run.tracked_keys.borrow();
@@ -967,9 +1315,16 @@ fn call_command(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut pos = at;
     let parsed = convert::parse_reply(lua, &ctx.out.buf, &mut pos, true);
+    ldb_log(run, |s| {
+        s.log_reply(ctx.out.buf.get(at..).unwrap_or_default())
+    });
     ctx.out.buf.truncate(at);
     match parsed? {
         Parsed::Val(v) => Ok(Ok(v)),
-        Parsed::Err(m) => fail(&m),
+        Parsed::Err(m) => {
+            // The command's failure was counted by run_locked.
+            run.last_err_counted.set(true);
+            Ok(Err(m))
+        }
     }
 }

@@ -119,7 +119,11 @@ pub(crate) fn build(run: std::rc::Rc<super::RunSlot>) -> mlua::Result<(Lua, Tabl
             Ok(super::sha1_hex(&s))
         })?,
     )?;
-    redis.raw_set("acl_check_cmd", lua.create_function(acl_check_cmd)?)?;
+    let slot = run.clone();
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(move |lua, args: MultiValue| acl_check_cmd(lua, &slot, args))?,
+    )?;
     for (i, n) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
         .iter()
         .enumerate()
@@ -569,32 +573,33 @@ unsafe extern "C-unwind" fn checked_unpack(l: *mut mlua::ffi::lua_State) -> std:
     n
 }
 
-/// `redis.acl_check_cmd(command, args...)`: whether the script's user may run the command.
-/// Without ACL users every connection is the `default` user, allowed everything, so this is
-/// true for any command (and subcommand) the server has, with Redis's errors otherwise.
-fn acl_check_cmd(lua: &Lua, args: MultiValue) -> mlua::Result<bool> {
+/// `redis.acl_check_cmd(command, args...)`: whether the running script's caller may run
+/// the command with these arguments (Redis's luaRedisAclCheckCmdPermissionsCommand: the
+/// user's rules, no ACL LOG entry), with Redis's errors for bad arguments or an unknown
+/// command.
+fn acl_check_cmd(lua: &Lua, run: &super::RunSlot, args: MultiValue) -> mlua::Result<bool> {
     let rt = |m: &str| Err(mlua::Error::RuntimeError(m.into()));
     if args.is_empty() {
         return rt("Please specify at least one argument for this redis lib call");
     }
-    if !args
-        .iter()
-        .all(|a| matches!(a, Value::String(_) | Value::Integer(_) | Value::Number(_)))
-    {
-        return rt("Lua redis lib command arguments must be strings or integers");
-    }
-    // Only the name and, for a container command, the subcommand matter.
-    let mut names = Vec::with_capacity(2);
-    for a in args.iter().take(2) {
-        match lua.coerce_string(a.clone())? {
-            Some(s) => names.push(s.as_bytes().to_vec()),
+    let mut argv: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        match super::arg_buf(lua, a)? {
+            Some(b) => argv.push(b.bytes().to_vec()),
             None => return rt("Lua redis lib command arguments must be strings or integers"),
         }
     }
-    let view: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
-    match crate::cmd::table().resolve(&view) {
-        Ok(_) => Ok(true),
-        Err(_) => rt("Invalid command passed to redis.acl_check_cmd()"),
+    let view: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+    // Only the name and, for a container command, the subcommand name the command.
+    let names = view.get(..2).unwrap_or(&view);
+    let Ok(cmd) = crate::cmd::table().resolve(names) else {
+        return rt("Invalid command passed to redis.acl_check_cmd()");
+    };
+    match super::with_current(run, |ctx, _| {
+        crate::cmd::acl::may_run(ctx.srv, ctx.cl, cmd, &view)
+    }) {
+        Some(ok) => Ok(ok),
+        None => rt("redis.acl_check_cmd can only be called inside a script invocation"),
     }
 }
 

@@ -9,6 +9,12 @@ pub struct ScriptFlags {
     pub no_writes: bool,
     /// `no-cluster`: refused in cluster mode.
     pub no_cluster: bool,
+    /// `allow-oom`: runs, and writes, past maxmemory.
+    pub allow_oom: bool,
+    /// `allow-cross-slot-keys`: in cluster mode, may touch keys of several slots.
+    pub allow_cross_slot: bool,
+    /// `allow-stale`: runs on a replica whose link is down with replica-serve-stale-data no.
+    pub allow_stale: bool,
     /// The script has a shebang: without `no-writes` it is a write command as a whole.
     pub shebang: bool,
 }
@@ -56,6 +62,9 @@ pub fn parse(body: &[u8]) -> Result<(ScriptFlags, Option<Vec<u8>>), CmdError> {
             }
             f.no_writes |= flag == "no-writes";
             f.no_cluster |= flag == "no-cluster";
+            f.allow_oom |= flag == "allow-oom";
+            f.allow_cross_slot |= flag == "allow-cross-slot-keys";
+            f.allow_stale |= flag == "allow-stale";
         }
     }
     let mut src = Vec::with_capacity(body.len() + 2);

@@ -186,6 +186,12 @@ pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Regi
     Registration { share }
 }
 
+/// The socket of this thread's connection `id`: the Lua debugger (SCRIPT DEBUG SYNC)
+/// talks to its client over it from inside the script, as Redis's does.
+pub fn socket_of(id: u64) -> Option<RawFd> {
+    CONNS.with(|c| c.borrow().get(&id).map(|s| s.fd))
+}
+
 /// One round of answering this thread's idle connections (called by the script hook while
 /// the script is past the threshold). Never blocks.
 pub fn serve_stuck_thread() {
@@ -197,8 +203,16 @@ pub fn serve_stuck_thread() {
     let Some(srv) = SERVER.with(|s| s.borrow().clone()) else {
         return;
     };
-    // Replies computed in the tick the script started in, before it.
-    super::conn::send_held(&srv);
+    // Replies computed in the tick the script started in, before it; their connections
+    // count as parked once those are out.
+    super::conn::send_held(&srv, |id| {
+        CONNS.with(|c| {
+            if let Some(s) = c.borrow().get(&id) {
+                s.park(true);
+            }
+        })
+    });
+    drop_hung_up_replicas(&srv);
     // Collected first: the dispatcher runs below, and nothing may hold the table then.
     let idle: Vec<Arc<Share>> = CONNS.with(|c| {
         c.borrow()
@@ -226,6 +240,45 @@ pub fn serve_stuck_thread() {
     for (share, p) in idle.iter().zip(&fds) {
         if p.revents & libc::POLLIN != 0 {
             serve_one(&srv, share);
+        }
+    }
+}
+
+/// Replica links of this thread whose peer hung up leave the master's replica list now,
+/// as Redis frees such a client from processEventsWhileBlocked: a script waiting for
+/// `connected_slaves:0` (or counting good replicas for min-replicas-to-write) sees it
+/// gone. Their tasks close the sockets once the script is over.
+fn drop_hung_up_replicas(srv: &Arc<Server>) {
+    let links: Vec<(u64, RawFd)> = CONNS.with(|c| {
+        c.borrow()
+            .iter()
+            .filter(|(_, s)| {
+                s.handle.kind.load(Ordering::Relaxed) == super::clients::KIND_REPLICA
+                    && !s.handle.killed.load(Ordering::Relaxed)
+            })
+            .map(|(id, s)| (*id, s.fd))
+            .collect()
+    });
+    if links.is_empty() {
+        return;
+    }
+    // POLLRDHUP: the peer closed even with its last REPLCONF ACKs still unread.
+    let mut fds: Vec<libc::pollfd> = links
+        .iter()
+        .map(|(_, fd)| libc::pollfd {
+            fd: *fd,
+            events: libc::POLLRDHUP,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries for the whole call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if n <= 0 {
+        return;
+    }
+    for ((id, _), p) in links.iter().zip(&fds) {
+        if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            crate::repl::master::link_lost(srv, *id);
         }
     }
 }

@@ -27,6 +27,11 @@ pub const KIND_NORMAL: u8 = 0;
 pub const KIND_REPLICA: u8 = 1;
 pub const KIND_MASTER: u8 = 2;
 
+/// Redis's PROTO_REPLY_CHUNK_BYTES: a client's reply buffer to start with and at most.
+pub const REPLY_CHUNK: usize = 16 * 1024;
+/// Redis's PROTO_REPLY_MIN_BYTES: the smallest a reply buffer shrinks to.
+pub const REPLY_MIN: usize = 1024;
+
 pub struct ClientHandle {
     pub id: u64,
     pub addr: String,
@@ -61,9 +66,49 @@ pub struct ClientHandle {
     /// qbuf-free), published by the connection after each read and batch.
     pub qbuf: AtomicUsize,
     pub qbuf_free: AtomicUsize,
+    /// Reply bytes in the connection's own output buffer not yet written (published while
+    /// a write waits on a slow reader), counted in omem and in the output limits.
+    pub out_pending: AtomicUsize,
+    /// Reply buffer size and peak (CLIENT LIST rbs / rbp), as the connection's cron
+    /// resizes them (Redis's clientsCronResizeOutputBuffer).
+    pub rbs: AtomicUsize,
+    pub rbp: AtomicUsize,
+    /// The arguments of the request being parsed and the queued MULTI commands (CLIENT
+    /// LIST argv-mem and multi-mem), published by the connection.
+    pub argv_mem: AtomicUsize,
+    pub multi_mem: AtomicUsize,
+    /// Everything but the output waiting beyond the reply buffer (CLIENT LIST tot-mem
+    /// without omem), published by the connection.
+    pub conn_mem: AtomicUsize,
+    /// This client's share of the clients' memory (maxmemory-clients).
+    pub charge: super::client_evict::Charge,
+    /// Connected over the unix socket (CLIENT LIST flag U), set once when admitted.
+    pub unix_socket: AtomicBool,
+    /// The ACL user this connection authenticated as, when not `default` (`crate::acl`).
+    pub acl_user: Mutex<Option<Bytes>>,
+    /// True while `acl_user` is set: the one load the command check costs otherwise.
+    pub acl_restricted: AtomicBool,
+    /// Bumped by each login ([`ClientHandle::set_acl_user`]): `ClientState::acl` is stale.
+    pub acl_gen: AtomicU64,
 }
 
 impl ClientHandle {
+    /// The connection's ACL user name (`default` unless AUTH named another).
+    pub fn user_name(&self) -> String {
+        self.acl_user
+            .lock()
+            .as_ref()
+            .map(|u| String::from_utf8_lossy(u).into_owned())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
+    /// Records the user AUTH/HELLO logged in as (None = default).
+    pub fn set_acl_user(&self, user: Option<Bytes>) {
+        self.acl_restricted.store(user.is_some(), Ordering::Relaxed);
+        *self.acl_user.lock() = user;
+        self.acl_gen.fetch_add(1, Ordering::Release);
+    }
+
     pub fn new(
         id: u64,
         addr: String,
@@ -95,6 +140,17 @@ impl ClientHandle {
             soft_since: AtomicU64::new(0),
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
+            out_pending: AtomicUsize::new(0),
+            rbs: AtomicUsize::new(REPLY_CHUNK),
+            rbp: AtomicUsize::new(0),
+            argv_mem: AtomicUsize::new(0),
+            multi_mem: AtomicUsize::new(0),
+            conn_mem: AtomicUsize::new(0),
+            charge: Default::default(),
+            unix_socket: AtomicBool::new(false),
+            acl_user: Mutex::new(None),
+            acl_restricted: AtomicBool::new(false),
+            acl_gen: AtomicU64::new(0),
         };
         (Arc::new(h), rx)
     }
@@ -123,27 +179,87 @@ impl ClientHandle {
     /// is exceeded (client-output-buffer-limit pubsub).
     pub fn send(&self, msg: Bytes, limit: crate::config::BufLimit) -> bool {
         let q = self.queued.fetch_add(msg.len(), Ordering::Relaxed) + msg.len();
-        if limit.hard > 0 && q as u64 > limit.hard {
-            tracing::info!(
-                id = self.id,
-                "client closed for overcoming of output buffer limits"
-            );
-            self.kill();
+        let used = q.saturating_add(self.out_pending.load(Ordering::Relaxed));
+        if self.obuf_limit_reached(used as u64, limit, now_ms()) {
+            self.close_for_obuf_limit();
             return false;
         }
-        if limit.soft > 0 && q as u64 > limit.soft {
-            let now = now_ms();
+        self.recharge();
+        self.tx.send(msg).is_ok()
+    }
+
+    /// Takes `n` bytes off the out-of-band queue's count (the connection moved them to its
+    /// output buffer).
+    pub fn dequeued(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// CLIENT LIST tot-mem: what the connection published (with the reply buffer) plus
+    /// the output waiting beyond the reply buffer.
+    pub fn tot_mem(&self) -> usize {
+        let in_rb = self
+            .out_pending
+            .load(Ordering::Relaxed)
+            .min(self.rbs.load(Ordering::Relaxed));
+        self.conn_mem
+            .load(Ordering::Relaxed)
+            .saturating_add(self.omem().saturating_sub(in_rb))
+    }
+
+    /// Brings this client's share of the clients' memory up to date.
+    pub fn recharge(&self) {
+        self.charge.set(self.tot_mem());
+    }
+
+    /// Bytes of replies waiting for this client beyond its reply buffer: the out-of-band
+    /// queue plus what the connection could not write yet (CLIENT LIST omem).
+    pub fn omem(&self) -> usize {
+        self.queued
+            .load(Ordering::Relaxed)
+            .saturating_add(self.out_pending.load(Ordering::Relaxed))
+    }
+
+    /// Redis's checkClientOutputBufferLimits: over the hard limit, or over the soft limit
+    /// continuously for more than its seconds (the time it went over is kept in
+    /// `soft_since`; dropping below the soft limit clears it).
+    pub fn obuf_limit_reached(&self, used: u64, limit: crate::config::BufLimit, now: u64) -> bool {
+        if limit.hard > 0 && used >= limit.hard {
+            return true;
+        }
+        if limit.soft > 0 && used >= limit.soft {
             let since = self.soft_since.load(Ordering::Relaxed);
             if since == 0 {
-                self.soft_since.store(now, Ordering::Relaxed);
-            } else if now.saturating_sub(since) >= limit.soft_secs.saturating_mul(1000) {
-                self.kill();
+                self.soft_since.store(now.max(1), Ordering::Relaxed);
                 return false;
             }
-        } else {
-            self.soft_since.store(0, Ordering::Relaxed);
+            // Redis compares its whole-second clock: over for more than soft_secs.
+            return (now / 1000).saturating_sub(since / 1000) > limit.soft_secs;
         }
-        self.tx.send(msg).is_ok()
+        self.soft_since.store(0, Ordering::Relaxed);
+        false
+    }
+
+    /// Closes the client for its output buffer, with Redis's log line.
+    pub fn close_for_obuf_limit(&self) {
+        if !self.killed.load(Ordering::Relaxed) {
+            tracing::warn!(
+                "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                self.id,
+                self.addr
+            );
+        }
+        self.kill();
+    }
+
+    /// The output limit class of this client (client-output-buffer-limit): 0 normal,
+    /// 1 replica, 2 pubsub. Our link to our master counts as normal, as in Redis.
+    pub fn obuf_class(&self) -> usize {
+        match self.kind.load(Ordering::Relaxed) {
+            KIND_REPLICA => 1,
+            KIND_MASTER => 0,
+            _ if self.pubsub_count() > 0 => 2,
+            _ => 0,
+        }
     }
 
     /// Channel, pattern and shard channel subscriptions together.
@@ -192,6 +308,9 @@ impl ClientHandle {
             flags.push('b');
         }
         let redir = crate::tracking::list_info(srv, self.id, &mut flags);
+        if self.unix_socket.load(Ordering::Relaxed) {
+            flags.push('U');
+        }
         if self.no_evict.load(Ordering::Relaxed) {
             flags.push('e');
         }
@@ -205,8 +324,13 @@ impl ClientHandle {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         let idle = now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) / 1000;
+        // Output as Redis splits it: the reply buffer (obl), then 16 KiB list nodes.
+        let rbs = self.rbs.load(Ordering::Relaxed);
+        let pending = self.out_pending.load(Ordering::Relaxed);
+        let obl = if obl > 0 { obl } else { pending.min(rbs) };
+        let omem = self.omem().saturating_sub(pending.min(rbs));
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl={} oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -221,9 +345,16 @@ impl ClientHandle {
             if self.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.qbuf.load(Ordering::Relaxed),
             self.qbuf_free.load(Ordering::Relaxed),
+            self.argv_mem.load(Ordering::Relaxed),
+            self.multi_mem.load(Ordering::Relaxed),
+            rbs,
+            self.rbp.load(Ordering::Relaxed),
             obl,
-            self.queued.load(Ordering::Relaxed),
+            omem.div_ceil(REPLY_CHUNK),
+            omem,
+            self.tot_mem(),
             self.last_cmd.lock(),
+            self.user_name(),
             redir,
             if self.resp3.load(Ordering::Relaxed) { 3 } else { 2 },
         )
@@ -269,6 +400,9 @@ pub struct ClientState {
     /// A script this client called is running the command (Redis's CLIENT_SCRIPT, seen
     /// by the handlers whose answer differs from a script: XREAD's BLOCK).
     pub in_script: bool,
+    /// SCRIPT DEBUG SYNC: the client's next EVAL runs under the Lua debugger
+    /// (`crate::script::run_debugged`).
+    pub lua_debug: bool,
     /// This is the replica link applying its master's stream: not re-fed to the write
     /// subscribers, not refused as a write on a read-only replica, expired keys still seen.
     pub from_master: bool,
@@ -278,6 +412,16 @@ pub struct ClientState {
     /// The AOF watermark after this client's latest write: with `appendfsync always` its
     /// replies leave once the fsynced watermark reached it (`persist::aof::before_reply`).
     pub aof_mark: u64,
+    /// The hard output limit of this client's class in bytes (0: none), set by the
+    /// connection before each command: a command that writes a reply in a long loop stops
+    /// once its reply passes it ([`ClientState::reply_overflow`]), as Redis's do once the
+    /// client is marked CLOSE_ASAP; the connection then closes without answering.
+    pub reply_limit: usize,
+    /// This connection's copy of its ACL user (`crate::cmd::acl_check`).
+    pub acl: super::auth::AclView,
+    /// How many BCAST prefixes this client tracks (`crate::tracking`), counted in its
+    /// memory for maxmemory-clients.
+    pub tracking_prefixes: usize,
 }
 
 /// Something a command needs its connection to do asynchronously (`crate::repl`).
@@ -311,6 +455,7 @@ impl ClientState {
             subs: HashSet::new(),
             psubs: HashSet::new(),
             close_after_reply: false,
+            lua_debug: false,
             reply_mode: ReplyMode::On,
             kept_pushes: BytesMut::new(),
             scratch_idx: Vec::new(),
@@ -323,6 +468,9 @@ impl ClientState {
             from_master: false,
             pending: None,
             aof_mark: 0,
+            reply_limit: 0,
+            acl: Default::default(),
+            tracking_prefixes: 0,
         }
     }
 
@@ -333,6 +481,12 @@ impl ClientState {
         s.db = db;
         s.internal = true;
         s
+    }
+
+    /// Whether a reply `out_len` bytes long passed the client's hard output limit: the
+    /// client will be closed, so a command building a huge reply may stop.
+    pub fn reply_overflow(&self, out_len: usize) -> bool {
+        self.reply_limit > 0 && out_len >= self.reply_limit
     }
 
     /// Whether CLIENT REPLY OFF|SKIP drops the reply of the command running now.
@@ -354,6 +508,33 @@ pub struct ClientRegistry {
     map: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
     next_id: AtomicU64,
     pub count: AtomicUsize,
+    /// The clients' memory (maxmemory-clients) and evictions.
+    pub mem: Arc<super::client_evict::ClientsMem>,
+    /// Reply buffers shrunk and grown by the connections' cron (INFO reply_buffer_*).
+    pub reply_buffer_shrinks: AtomicU64,
+    pub reply_buffer_expands: AtomicU64,
+    /// The biggest buffers the clients cron saw lately (INFO client_recent_max_*).
+    recent: Mutex<RecentPeaks>,
+}
+
+/// Redis's CLIENTS_PEAK_MEM_USAGE_SLOTS: one slot per second, so "recent" spans the last
+/// seven to eight seconds.
+const PEAK_SLOTS: u64 = 8;
+
+/// The biggest input (query buffer + arguments) and output buffer seen in each of the
+/// last [`PEAK_SLOTS`] seconds (Redis's ClientsPeakMemInput / ClientsPeakMemOutput).
+#[derive(Default)]
+struct RecentPeaks {
+    input: [usize; PEAK_SLOTS as usize],
+    output: [usize; PEAK_SLOTS as usize],
+}
+
+impl RecentPeaks {
+    /// The slot of unix second `secs` and the next one (the oldest, cleared for reuse).
+    fn slots(secs: u64) -> (usize, usize) {
+        let cur = secs % PEAK_SLOTS;
+        (cur as usize, ((cur + 1) % PEAK_SLOTS) as usize)
+    }
 }
 
 impl ClientRegistry {
@@ -380,7 +561,8 @@ impl ClientRegistry {
     }
 
     pub fn remove(&self, id: u64) {
-        if self.map.lock().remove(&id).is_some() {
+        if let Some(h) = self.map.lock().remove(&id) {
+            h.charge.retire();
             self.count.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -406,15 +588,86 @@ impl ClientRegistry {
             c.kill();
         }
     }
+
+    /// One clients-cron pass of Redis's clientsCronTrackExpansiveClients: starts the slot
+    /// of unix second `secs` afresh when it is reused (Redis clears the next slot).
+    fn recent_clear_next(&self, secs: u64) {
+        let (_, next) = RecentPeaks::slots(secs);
+        let p = &mut *self.recent.lock();
+        if let (Some(i), Some(o)) = (p.input.get_mut(next), p.output.get_mut(next)) {
+            *i = 0;
+            *o = 0;
+        }
+    }
+
+    /// Records one client's buffers in the slot of unix second `secs`.
+    fn recent_note(&self, secs: u64, c: &ClientHandle) {
+        let input = c
+            .qbuf
+            .load(Ordering::Relaxed)
+            .saturating_add(c.qbuf_free.load(Ordering::Relaxed))
+            .saturating_add(c.argv_mem.load(Ordering::Relaxed));
+        let output = c.omem();
+        let (cur, _) = RecentPeaks::slots(secs);
+        let mut p = self.recent.lock();
+        if let Some(i) = p.input.get_mut(cur) {
+            *i = (*i).max(input);
+        }
+        if let Some(o) = p.output.get_mut(cur) {
+            *o = (*o).max(output);
+        }
+    }
+
+    /// INFO client_recent_max_input_buffer and client_recent_max_output_buffer: the
+    /// biggest seen over the recent slots (Redis's getExpansiveClientsInfo).
+    pub fn recent_max_buffers(&self) -> (usize, usize) {
+        let p = self.recent.lock();
+        (
+            p.input.iter().copied().max().unwrap_or(0),
+            p.output.iter().copied().max().unwrap_or(0),
+        )
+    }
 }
 
-/// Every 500 ms: closes clients idle longer than `timeout` seconds (not pub/sub or blocked
-/// ones) and enforces tracking-table-max-keys (both parts of Redis's cron).
+/// Redis's clients cron, every 100 ms: closes clients over their soft output limit for
+/// too long although no new output came (a subscriber nobody publishes to any more),
+/// applies maxmemory-clients (also after CONFIG SET maxmemory), and every 500 ms closes
+/// clients idle longer than `timeout` seconds (not pub/sub or blocked ones) and enforces
+/// tracking-table-max-keys. Nothing runs while DEBUG PAUSE-CRON holds the cron, except
+/// the idle timeout.
 pub async fn timeout_loop(srv: Arc<Server>) {
+    let mut tick: u64 = 0;
     loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tick = tick.wrapping_add(1);
+        let paused = srv.debug.pause_cron.load(Ordering::Relaxed);
+        if !paused {
+            let (cobl, limit) = {
+                let c = srv.config.read();
+                (c.cobl, super::client_evict::limit_bytes(&c.typed))
+            };
+            let now = now_ms();
+            let secs = now / 1000;
+            srv.clients.recent_clear_next(secs);
+            for c in srv.clients.all() {
+                srv.clients.recent_note(secs, &c);
+                if c.soft_since.load(Ordering::Relaxed) == 0 || c.killed.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let class = c.obuf_class();
+                // Replica links keep their own limits (crate::repl).
+                if class != 1 && c.obuf_limit_reached(c.omem() as u64, cobl[class], now) {
+                    c.close_for_obuf_limit();
+                }
+            }
+            srv.clients.mem.set_limit(limit);
+            super::client_evict::evict(&srv);
+        }
+        if !tick.is_multiple_of(5) {
+            continue;
+        }
         // Also Redis's cron's tracking-table-max-keys check (not while DEBUG PAUSE-CRON).
-        if !srv.debug.pause_cron.load(Ordering::Relaxed) {
+        if !paused {
             crate::tracking::enforce_limit(&srv);
         }
         let t = srv.config.read().typed.timeout_secs;

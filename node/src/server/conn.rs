@@ -1,7 +1,6 @@
 //! One connection: read → parse every complete request → execute → flush once.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,11 +8,11 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::busy_io::Share;
-use super::clients::{ClientHandle, ClientState, ReplyMode};
+use super::clients::{ClientHandle, ClientState, ReplyMode, REPLY_CHUNK, REPLY_MIN};
 use super::prefetch::Lookahead;
+use super::unix::{Accepted, ClientStream};
 use super::{now_ms, Server};
 use crate::cmd::{self, Outcome};
 use crate::resp::{recycle_view, Limits, Out, Parser};
@@ -50,22 +49,25 @@ impl Drop for Counted {
 ///
 /// The caller lets the thread's closing connections run first (see
 /// `super::serve_handoffs`): a client that has just closed must not count any more.
-pub fn admit(
-    srv: &Arc<Server>,
-    sock: std::net::TcpStream,
-    peer: SocketAddr,
-) -> Option<(TcpStream, Admission)> {
-    if protected_denies(&srv.config.read(), &srv.default_user, peer.ip()) {
+pub fn admit(srv: &Arc<Server>, sock: Accepted) -> Option<(ClientStream, Admission)> {
+    // A unix socket client is local: protected mode never refuses it (Redis's
+    // CLIENT_UNIX_SOCKET).
+    let denied = sock
+        .peer_ip()
+        .is_some_and(|ip| protected_denies(&srv.config.read(), &srv.default_user, ip));
+    if denied {
         srv.stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
         refuse(sock, DENIED.as_bytes());
         return None;
     }
-    let _ = sock.set_nodelay(true);
-    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    sock.set_nodelay();
+    let (addr, laddr) = sock.addrs();
     let id = srv.clients.next_id();
-    let (handle, rx) = ClientHandle::new(id, peer.to_string(), laddr);
+    let (handle, rx) = ClientHandle::new(id, addr, laddr);
+    handle.charge.attach(srv.clients.mem.clone());
+    handle.unix_socket.store(sock.is_unix(), Ordering::Relaxed);
     let maxclients = srv.config.read().typed.maxclients as usize;
     if !srv.clients.try_add(handle.clone(), maxclients) {
         srv.stats
@@ -78,7 +80,7 @@ pub fn admit(
         srv: srv.clone(),
         id,
     };
-    let sock = match TcpStream::from_std(sock) {
+    let sock = match sock.into_stream() {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "handing off a connection failed");
@@ -102,10 +104,10 @@ pub fn admit(
 /// Sends a refused connection its error and closes it. Written at once, on the
 /// non-blocking socket (a fresh socket takes it whole): a script starting on this thread
 /// right after must not hold the answer back.
-fn refuse(sock: std::net::TcpStream, msg: &'static [u8]) {
-    let sent = std::io::Write::write(&mut &sock, msg).unwrap_or(0);
+fn refuse(sock: Accepted, msg: &'static [u8]) {
+    let sent = sock.write_now(msg);
     if let Some(rest) = msg.get(sent..).filter(|r| !r.is_empty()) {
-        if let Ok(mut sock) = TcpStream::from_std(sock) {
+        if let Ok(mut sock) = sock.into_stream() {
             tokio::spawn(async move {
                 let _ = sock.write_all(rest).await;
             });
@@ -114,7 +116,7 @@ fn refuse(sock: std::net::TcpStream, msg: &'static [u8]) {
 }
 
 /// Serves one admitted client until it quits, is killed, or sends a protocol error.
-pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, admission: Admission) {
+pub async fn handle(srv: Arc<Server>, mut sock: ClientStream, admission: Admission) {
     let Admission {
         handle,
         mut rx,
@@ -174,7 +176,7 @@ fn over_query_limit(srv: &Server, cl: &ClientState, inbuf: &[u8], parsed: usize)
 
 async fn serve(
     srv: &Arc<Server>,
-    sock: &mut TcpStream,
+    sock: &mut ClientStream,
     cl: &mut ClientState,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     share: &Share,
@@ -187,11 +189,20 @@ async fn serve(
         ..Default::default()
     };
     let handle = cl.handle.clone();
-    rd.qb.publish(&handle, &inbuf);
-    // The query buffer's resize check (Redis's clientsCron), armed while it holds memory.
+    rd.qb.publish(&handle, &inbuf, rd.parser.parsed_len());
+    rd.rb.publish(&handle);
+    // The buffers' resize checks (Redis's clientsCron), armed while they may change.
     let cron = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(cron);
     let mut cron_armed = false;
+    macro_rules! arm_cron {
+        () => {
+            if !cron_armed {
+                cron_armed = true;
+                cron.as_mut().reset(tokio::time::Instant::now() + CRON);
+            }
+        };
+    }
     loop {
         if handle.killed.load(Ordering::Relaxed) {
             return Ok(());
@@ -213,24 +224,39 @@ async fn serve(
                 share.resume(srv, cl, &mut out);
                 let Some(msg) = msg else { return Ok(()) };
                 out.raw(&msg);
-                handle.queued.fetch_sub(msg.len(), Ordering::Relaxed);
+                handle.dequeued(msg.len());
                 while let Ok(m) = rx.try_recv() {
                     out.raw(&m);
-                    handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
+                    handle.dequeued(m.len());
                 }
                 if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                flush(sock, &mut out, srv, &handle, cl.aof_mark).await?;
+                rd.rb.note(out.buf.len());
+                flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
+                publish_mem(srv, cl, &rd, &inbuf, &out);
+                arm_cron!();
+            }
+            r = sock.writable(), if !out.buf.is_empty() => {
+                share.unpark();
+                share.resume(srv, cl, &mut out);
+                r?;
+                flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
+                publish_mem(srv, cl, &rd, &inbuf, &out);
             }
             _ = &mut cron, if cron_armed => {
                 share.unpark();
                 share.resume(srv, cl, &mut out);
-                let idle_ms = now_ms().saturating_sub(handle.last_active_ms.load(Ordering::Relaxed));
-                cron_armed = rd.qb.cron(&mut inbuf, idle_ms);
-                rd.qb.publish(&handle, &inbuf);
+                let now = now_ms();
+                let idle_ms = now.saturating_sub(handle.last_active_ms.load(Ordering::Relaxed));
+                let q = rd.qb.cron(&mut inbuf, idle_ms, QueryBuf::big_arg_room(&rd.parser));
+                let r = rd.rb.cron(srv, &mut out, now);
+                rd.qb.publish(&handle, &inbuf, rd.parser.parsed_len());
+                rd.rb.publish(&handle);
+                publish_mem(srv, cl, &rd, &inbuf, &out);
+                cron_armed = q || r;
                 if cron_armed {
-                    cron.as_mut().reset(tokio::time::Instant::now() + QueryBuf::CRON);
+                    cron.as_mut().reset(tokio::time::Instant::now() + CRON);
                 }
             }
             r = sock.readable() => {
@@ -238,7 +264,7 @@ async fn serve(
                 share.resume(srv, cl, &mut out);
                 r?;
                 // Room to read into (a buffer freed while idle is allocated again here).
-                rd.qb.reserve(&mut inbuf, 4096);
+                rd.qb.reserve(&mut inbuf, 4096, &rd.parser);
                 let n = match sock.try_read_buf(&mut inbuf) {
                     Ok(n) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -247,11 +273,10 @@ async fn serve(
                 if n == 0 {
                     return Ok(());
                 }
-                rd.qb.note_read(&handle, &inbuf);
-                if !cron_armed {
-                    cron_armed = true;
-                    cron.as_mut().reset(tokio::time::Instant::now() + QueryBuf::CRON);
-                }
+                rd.qb.note_read(&handle, &inbuf, rd.parser.parsed_len());
+                arm_cron!();
+                // A big request being read may push the clients past maxmemory-clients.
+                publish_mem(srv, cl, &rd, &inbuf, &out);
                 if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
@@ -265,12 +290,39 @@ async fn serve(
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
                 let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, rx).await?;
-                rd.qb.publish(&handle, &inbuf);
+                // A big argument's header was read: its room is made now, as Redis does.
+                rd.qb.reserve(&mut inbuf, 0, &rd.parser);
+                // A request of very many arguments leaves its argument view big: Redis
+                // frees its argv after each command.
+                if rd.args.capacity() > 1024 {
+                    rd.args = Vec::with_capacity(8);
+                }
+                rd.qb.publish(&handle, &inbuf, rd.parser.parsed_len());
+                // Evictions the batch caused (CONFIG SET maxmemory-clients) happen before
+                // its replies go out.
+                publish_mem(srv, cl, &rd, &inbuf, &out);
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
-                end_of_tick(handle.id, sock.as_raw_fd(), &mut out).await;
-                flush(sock, &mut out, srv, &handle, cl.aof_mark).await?;
+                // Once its replies are out, the hook of a script that starts before this
+                // task runs again may answer the connection as if it were parked.
+                let parks = keep
+                    && inbuf.is_empty()
+                    && rd.parser.is_idle()
+                    && super::busy_io::servable(cl);
+                end_of_tick(handle.id, sock.as_raw_fd(), &mut out, parks).await;
+                // The hook may have answered requests meanwhile (see `send_held`).
+                share.unpark();
+                share.resume(srv, cl, &mut out);
+                rd.rb.note(out.buf.len());
                 if !keep {
+                    flush(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
+                    return Ok(());
+                }
+                // What the client does not take now waits for the socket to be writable,
+                // while its next requests are still read and run (as Redis does).
+                flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
+                publish_mem(srv, cl, &rd, &inbuf, &out);
+                if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
             }
@@ -282,7 +334,17 @@ async fn serve(
 thread_local! {
     /// Replies of this I/O thread's connections held for the end of the tick: the
     /// connection's id, socket and output buffer (see [`end_of_tick`]).
-    static HELD: RefCell<Vec<(u64, RawFd, BytesMut)>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One connection's replies held for the end of the tick.
+struct Held {
+    id: u64,
+    fd: RawFd,
+    buf: BytesMut,
+    /// The connection is servable by a busy script's hook once `buf` is out: its task
+    /// would park next, but cannot run while the script does.
+    parks: bool,
 }
 
 /// Waits until every connection the thread found readable has run its batch, so that the
@@ -295,53 +357,59 @@ thread_local! {
 /// Meanwhile the replies sit in [`HELD`], where a script that runs past
 /// busy-reply-threshold on this thread sends them ([`send_held`]), as Redis sends pending
 /// replies while a script is busy.
-async fn end_of_tick(id: u64, fd: RawFd, out: &mut Out) {
+async fn end_of_tick(id: u64, fd: RawFd, out: &mut Out, parks: bool) {
     /// Takes the buffer back, also when the task is dropped while it waits.
-    struct Held<'a> {
+    struct Back<'a> {
         id: u64,
         out: &'a mut Out,
     }
-    impl Drop for Held<'_> {
+    impl Drop for Back<'_> {
         fn drop(&mut self) {
             let _ = HELD.try_with(|h| {
                 let mut h = h.borrow_mut();
                 // From the end: tokio resumes deferred tasks last in, first out, so the
                 // entry is usually the last one (no quadratic search with many clients).
-                if let Some(i) = h.iter().rposition(|e| e.0 == self.id) {
-                    self.out.buf = h.swap_remove(i).2;
+                if let Some(i) = h.iter().rposition(|e| e.id == self.id) {
+                    self.out.buf = h.swap_remove(i).buf;
                 }
             });
         }
     }
     let buf = std::mem::take(&mut out.buf);
-    HELD.with(|h| h.borrow_mut().push((id, fd, buf)));
-    let _held = Held { id, out };
+    HELD.with(|h| h.borrow_mut().push(Held { id, fd, buf, parks }));
+    let _back = Back { id, out };
     tokio::task::yield_now().await;
 }
 
 /// Sends what it can of the held replies without blocking (the script hook of a busy
 /// script, `busy_io`): the sockets belong to tasks that cannot run until the script ends.
-pub fn send_held(srv: &Server) {
+/// `park` is called once for each connection whose replies are all out and that its task
+/// would have parked: the hook answers it from then on (else its next request, sent after
+/// that reply, would wait unanswered for the script's end).
+pub fn send_held(srv: &Server, mut park: impl FnMut(u64)) {
     HELD.with(|h| {
-        for (_, fd, buf) in h.borrow_mut().iter_mut() {
-            if buf.is_empty() {
-                continue;
+        for e in h.borrow_mut().iter_mut() {
+            if !e.buf.is_empty() {
+                // SAFETY: the fd is the socket of a live connection task (its entry leaves
+                // HELD before the task drops the socket); the buffer outlives the call.
+                let n = unsafe {
+                    libc::send(
+                        e.fd,
+                        e.buf.as_ptr().cast(),
+                        e.buf.len(),
+                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                    )
+                };
+                if n > 0 {
+                    srv.stats
+                        .net_output_bytes
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    e.buf.advance(n as usize);
+                }
             }
-            // SAFETY: the fd is the socket of a live connection task (its entry leaves
-            // HELD before the task drops the socket); the buffer outlives the call.
-            let n = unsafe {
-                libc::send(
-                    *fd,
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
-            };
-            if n > 0 {
-                srv.stats
-                    .net_output_bytes
-                    .fetch_add(n as u64, Ordering::Relaxed);
-                buf.advance(n as usize);
+            if e.buf.is_empty() && e.parks {
+                e.parks = false;
+                park(e.id);
             }
         }
     });
@@ -350,8 +418,9 @@ pub fn send_held(srv: &Server) {
 /// Writes the output buffer. A client killed while the write is stuck (a reader that
 /// stopped reading, cut off by client-output-buffer-limit) ends the connection.
 async fn flush(
-    sock: &mut TcpStream,
+    sock: &mut ClientStream,
     out: &mut Out,
+    rb: &mut ReplyBuf,
     srv: &Server,
     handle: &ClientHandle,
     aof_mark: u64,
@@ -368,9 +437,28 @@ async fn flush(
     srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
     // Fast path: the socket takes the whole batch now (the usual case), without setting up
     // the kill-aware wait below.
+    let sent = write_now(sock, &out.buf)?;
+    if sent < out.buf.len() {
+        handle
+            .out_pending
+            .store(out.buf.len() - sent, Ordering::Relaxed);
+        tokio::select! {
+            r = sock.write_all(&out.buf[sent..]) => r?,
+            _ = handle.kill.notified() => {
+                return Err(std::io::Error::other("client killed"));
+            }
+        }
+        handle.out_pending.store(0, Ordering::Relaxed);
+    }
+    clear_out(out, rb);
+    Ok(())
+}
+
+/// Writes what the socket takes without waiting; returns how much that was.
+fn write_now(sock: &mut ClientStream, buf: &[u8]) -> std::io::Result<usize> {
     let mut sent = 0;
-    while sent < out.buf.len() {
-        match sock.try_write(&out.buf[sent..]) {
+    while sent < buf.len() {
+        match sock.try_write(&buf[sent..]) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => sent += n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -378,19 +466,199 @@ async fn flush(
             Err(e) => return Err(e),
         }
     }
-    if sent < out.buf.len() {
-        tokio::select! {
-            r = sock.write_all(&out.buf[sent..]) => r?,
-            _ = handle.kill.notified() => {
-                return Err(std::io::Error::other("client killed"));
-            }
+    Ok(sent)
+}
+
+/// Empties a fully written output buffer. An allocation grown past the reply buffer's
+/// size (replies bigger than it) or holding written bytes at its front is given back for
+/// one of that size, as Redis frees its reply list's blocks once they are written: kept,
+/// 20 clients that each read one 100 KB reply held 2 MB between them (unit/maxmemory).
+/// Replies that fit the reply buffer cost nothing more here.
+fn clear_out(out: &mut Out, rb: &mut ReplyBuf) {
+    out.buf.clear();
+    if out.buf.capacity() > rb.size || rb.off > 0 {
+        out.buf = BytesMut::with_capacity(rb.size);
+    }
+    rb.off = 0;
+}
+
+/// Writes what the socket takes now and keeps the rest for when it is writable again
+/// (published as the client's pending output: omem, the output limits, tot-mem), so a
+/// client that does not read its replies can still send requests, as with Redis.
+async fn flush_some(
+    sock: &mut ClientStream,
+    out: &mut Out,
+    rb: &mut ReplyBuf,
+    srv: &Server,
+    handle: &ClientHandle,
+    aof_mark: u64,
+) -> std::io::Result<()> {
+    if out.buf.is_empty() {
+        return Ok(());
+    }
+    crate::persist::aof::before_reply(srv, aof_mark).await;
+    let sent = write_now(sock, &out.buf)?;
+    if sent > 0 {
+        srv.stats
+            .net_output_bytes
+            .fetch_add(sent as u64, Ordering::Relaxed);
+        srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
+    }
+    if sent == out.buf.len() {
+        clear_out(out, rb);
+    } else {
+        out.buf.advance(sent);
+        rb.written(out, sent);
+    }
+    handle.out_pending.store(out.buf.len(), Ordering::Relaxed);
+    Ok(())
+}
+
+/// Publishes what the client holds (CLIENT LIST argv-mem, multi-mem, tot-mem) and its share
+/// of the clients' memory; past maxmemory-clients, evicts the biggest clients (this one
+/// too, maybe: the caller checks `killed`).
+fn publish_mem(srv: &Server, cl: &ClientState, rd: &Requests, inbuf: &BytesMut, out: &Out) {
+    use super::client_evict::{CLIENT_OVERHEAD, ENTRY_OVERHEAD, PREFIX_OVERHEAD};
+    let h = &cl.handle;
+    // A client being closed (output limit, kill, eviction) no longer counts, and its
+    // closing must not evict anyone (Redis frees it first).
+    if h.killed.load(Ordering::Relaxed) {
+        h.charge.retire();
+        return;
+    }
+    // The partial request's parsed arguments (Redis's argv of a command being read).
+    let argv = rd.parser.parsed_len();
+    let multi = cl.multi.as_ref().map_or(0, |m| {
+        m.iter()
+            .map(|c| c.iter().map(|a| a.len() + 16).sum::<usize>() + 32)
+            .sum()
+    });
+    let entries =
+        cl.watched.len() + cl.subs.len() + cl.psubs.len() + h.ssubs.load(Ordering::Relaxed);
+    h.argv_mem.store(argv, Ordering::Relaxed);
+    h.multi_mem.store(multi, Ordering::Relaxed);
+    // The reply buffer's bytes are in rbs and pending output past it in omem; what the
+    // output buffer's allocation holds beyond both is memory this client takes too.
+    let out_slack = out
+        .buf
+        .capacity()
+        .saturating_add(rd.rb.off)
+        .saturating_sub(out.buf.len().max(rd.rb.size));
+    let conn = rd
+        .qb
+        .alloc
+        .max(inbuf.len())
+        .saturating_add(multi)
+        .saturating_add(rd.rb.size)
+        .saturating_add(out_slack)
+        .saturating_add(CLIENT_OVERHEAD)
+        .saturating_add(entries.saturating_mul(ENTRY_OVERHEAD))
+        .saturating_add(cl.tracking_prefixes.saturating_mul(PREFIX_OVERHEAD));
+    h.conn_mem.store(conn, Ordering::Relaxed);
+    if h.obuf_class() == 1 || h.kind.load(Ordering::Relaxed) == super::clients::KIND_MASTER {
+        // Replica and master links are not clients eviction counts.
+        h.charge.retire();
+        return;
+    }
+    h.recharge();
+    // CONFIG SET maxmemory-clients / maxmemory take effect before their reply goes out.
+    srv.clients
+        .mem
+        .set_limit(super::client_evict::limit_bytes(&srv.config.read().typed));
+    if srv.clients.mem.over() {
+        super::client_evict::evict(srv);
+    }
+}
+
+/// How often a connection checks its buffers while they may change (Redis's clientsCron
+/// visits every client at each of its 10 runs a second when few are connected).
+const CRON: Duration = Duration::from_millis(100);
+
+/// The reply buffer's size as Redis manages and reports it (CLIENT LIST rbs and rbp;
+/// unit/replybufsize): 16 KiB to start; the cron halves it (down to 1 KiB) when the peak
+/// of replies waiting in it stayed under half, and doubles it (up to 16 KiB) when replies
+/// filled it. The peak restarts every DEBUG REPLYBUFFER PEAK-RESET-TIME ms (5 s).
+struct ReplyBuf {
+    size: usize,
+    peak: usize,
+    peak_reset_at: u64,
+    /// Written bytes still at the front of the output buffer's allocation (a partial
+    /// write advances past them): memory the client holds, counted in its tot-mem.
+    off: usize,
+}
+
+impl Default for ReplyBuf {
+    fn default() -> Self {
+        ReplyBuf {
+            size: REPLY_CHUNK,
+            peak: 0,
+            peak_reset_at: now_ms(),
+            off: 0,
         }
     }
-    out.buf.clear();
-    if out.buf.capacity() > 1 << 20 {
-        out.buf = BytesMut::with_capacity(16 * 1024);
+}
+
+impl ReplyBuf {
+    /// A partial write advanced the output buffer by `sent`. Once the written front is at
+    /// least what waits behind it, the rest moves to an allocation of its own size: what a
+    /// slow reader holds stays within twice its pending replies, and each byte is moved at
+    /// most once on average (Redis frees each reply block once it is written).
+    fn written(&mut self, out: &mut Out, sent: usize) {
+        self.off = self.off.saturating_add(sent);
+        if self.off >= out.buf.len() {
+            let mut fresh = BytesMut::with_capacity(out.buf.len().max(self.size));
+            fresh.extend_from_slice(&out.buf);
+            out.buf = fresh;
+            self.off = 0;
+        }
     }
-    Ok(())
+
+    /// Replies of `pending` bytes are waiting: the part in the reply buffer raises the peak.
+    fn note(&mut self, pending: usize) {
+        self.peak = self.peak.max(pending.min(self.size));
+    }
+
+    fn publish(&self, handle: &ClientHandle) {
+        handle.rbs.store(self.size, Ordering::Relaxed);
+        handle.rbp.store(self.peak, Ordering::Relaxed);
+    }
+
+    /// Redis's clientsCronResizeOutputBuffer. Returns whether to check again (the size may
+    /// still change).
+    fn cron(&mut self, srv: &Server, out: &mut Out, now: u64) -> bool {
+        let sw = &srv.debug;
+        if !sw.reply_buffer_resizing.load(Ordering::Relaxed) {
+            return false;
+        }
+        let shrink_to = self.size / 2;
+        let expand_to = self.size * 2;
+        let mut new = 0;
+        if shrink_to >= REPLY_MIN && self.peak < shrink_to {
+            new = REPLY_MIN.max(self.peak + 1);
+            srv.clients
+                .reply_buffer_shrinks
+                .fetch_add(1, Ordering::Relaxed);
+        } else if expand_to < REPLY_CHUNK * 2 && self.peak == self.size {
+            new = REPLY_CHUNK.min(expand_to);
+            srv.clients
+                .reply_buffer_expands
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let reset = sw.reply_buffer_peak_reset_ms.load(Ordering::Relaxed);
+        if reset >= 0 && now.saturating_sub(self.peak_reset_at) >= reset as u64 {
+            self.peak = out.buf.len().min(self.size);
+            self.peak_reset_at = now;
+        }
+        if new != 0 {
+            self.size = new;
+            // Give an idle connection's memory back too.
+            if out.buf.is_empty() && out.buf.capacity() > new {
+                out.buf = BytesMut::with_capacity(new);
+                self.off = 0;
+            }
+        }
+        self.size > REPLY_MIN || (self.peak >= self.size && self.size < REPLY_CHUNK)
+    }
 }
 
 /// The query buffer's size as Redis manages and reports it (CLIENT LIST qbuf and
@@ -407,11 +675,10 @@ struct QueryBuf {
 impl QueryBuf {
     /// Redis's PROTO_IOBUF_LEN: the room a read asks for.
     const IO_LEN: usize = 16 * 1024;
+    /// Redis's PROTO_MBULK_BIG_ARG: an argument this large gets a buffer of its own size.
+    const BIG_ARG: usize = 32 * 1024;
     /// Redis's PROTO_RESIZE_THRESHOLD: a buffer this large is trimmed toward its peak.
     const RESIZE_THRESHOLD: usize = 32 * 1024;
-    /// How often a connection holding a buffer checks it (Redis's clientsCron visits a
-    /// client about this often when few are connected).
-    const CRON: Duration = Duration::from_millis(200);
 
     fn new(inbuf: &BytesMut) -> QueryBuf {
         QueryBuf {
@@ -422,20 +689,51 @@ impl QueryBuf {
 
     /// Makes room for `min_free` more bytes (a 16 KiB step); a reserve that had to act
     /// leaves the data at the start of the allocation, so the capacity is all of it.
-    fn reserve(&mut self, inbuf: &mut BytesMut, min_free: usize) {
+    /// The room a big argument being read needs (0 when none is).
+    fn big_arg_room(parser: &Parser) -> usize {
+        parser
+            .pending_bulk()
+            .filter(|n| *n >= Self::BIG_ARG)
+            .map_or(0, |n| {
+                parser.parsed_len().saturating_add(n).saturating_add(2)
+            })
+    }
+
+    fn reserve(&mut self, inbuf: &mut BytesMut, min_free: usize, parser: &Parser) {
+        // A big argument arriving: room for exactly all of it, so one read may take what
+        // is there and the buffer is no bigger than the argument (Redis's
+        // sdsMakeRoomForNonGreedy for arguments of PROTO_MBULK_BIG_ARG bytes or more).
+        if let Some(n) = parser.pending_bulk().filter(|n| *n >= Self::BIG_ARG) {
+            // Never more than twice what has arrived (at least 1 MiB ahead): a declared
+            // length is a claim, and 20 clients each declaring 512 MB must not make the node
+            // allocate 10 GB before a byte of it came (tests/server/protocol.rs).
+            let need = parser.parsed_len().saturating_add(n).saturating_add(2);
+            let need = need.min(inbuf.len().saturating_mul(2).max(1 << 20));
+            if inbuf.capacity() < need && inbuf.len() < need {
+                let mut fresh = BytesMut::with_capacity(need);
+                fresh.extend_from_slice(inbuf);
+                *inbuf = fresh;
+                self.alloc = inbuf.capacity();
+                return;
+            }
+        }
         if inbuf.capacity() - inbuf.len() < min_free {
             inbuf.reserve(Self::IO_LEN);
             self.alloc = inbuf.capacity();
         }
     }
 
-    fn note_read(&mut self, handle: &ClientHandle, inbuf: &BytesMut) {
+    fn note_read(&mut self, handle: &ClientHandle, inbuf: &BytesMut, parsed: usize) {
         self.peak = self.peak.max(inbuf.len());
-        self.publish(handle, inbuf);
+        self.publish(handle, inbuf, parsed);
     }
 
-    fn publish(&self, handle: &ClientHandle, inbuf: &BytesMut) {
-        handle.qbuf.store(inbuf.len(), Ordering::Relaxed);
+    /// qbuf counts what is not parsed yet (`parsed`: the partial request's parsed bytes,
+    /// which Redis has moved to the client's arguments).
+    fn publish(&self, handle: &ClientHandle, inbuf: &BytesMut, parsed: usize) {
+        handle
+            .qbuf
+            .store(inbuf.len().saturating_sub(parsed), Ordering::Relaxed);
         handle
             .qbuf_free
             .store(self.alloc.saturating_sub(inbuf.len()), Ordering::Relaxed);
@@ -444,16 +742,19 @@ impl QueryBuf {
     /// Redis's clientsCronResizeQueryBuffer: with more than 4 KiB unused, an idle (over
     /// 2 s) buffer keeps only its data, a big one shrinks to its recent peak. Returns
     /// whether to check again (the buffer still holds memory).
-    fn cron(&mut self, inbuf: &mut BytesMut, idle_ms: u64) -> bool {
+    fn cron(&mut self, inbuf: &mut BytesMut, idle_ms: u64, floor: usize) -> bool {
         let len = inbuf.len();
         if self.alloc.saturating_sub(len) > 4 * 1024 {
+            // Never below the room of a big argument still arriving (Redis keeps
+            // bulklen + 2).
             let target = if idle_ms / 1000 > 2 {
-                Some(len)
+                Some(len.max(floor))
             } else if self.alloc > Self::RESIZE_THRESHOLD && self.alloc / 2 > self.peak {
-                Some(len.max(self.peak))
+                Some(len.max(self.peak).max(floor))
             } else {
                 None
-            };
+            }
+            .filter(|t| *t < self.alloc);
             if let Some(t) = target {
                 let mut fresh = BytesMut::with_capacity(t);
                 fresh.extend_from_slice(inbuf);
@@ -476,13 +777,15 @@ struct Requests {
     args: Vec<&'static [u8]>,
     /// The query buffer's size bookkeeping.
     qb: QueryBuf,
+    /// The reply buffer's size bookkeeping.
+    rb: ReplyBuf,
 }
 
 /// Executes every complete request in `inbuf`. Returns false when the connection must close
 /// (QUIT, protocol error, kill).
 async fn process(
     srv: &Arc<Server>,
-    sock: &mut TcpStream,
+    sock: &mut ClientStream,
     cl: &mut ClientState,
     out: &mut Out,
     rd: &mut Requests,
@@ -491,14 +794,16 @@ async fn process(
 ) -> std::io::Result<bool> {
     loop {
         // One snapshot load per request for the settings this loop reads.
-        let (max_bulk, batch, out_hard) = {
+        let class = cl.handle.obuf_class();
+        let (max_bulk, batch, obuf) = {
             let c = srv.config.read();
             (
                 c.typed.proto_max_bulk_len,
                 c.typed.prefetch_batch_max_size as usize,
-                c.cobl[0].hard,
+                c.cobl[class],
             )
         };
+        cl.reply_limit = if class == 1 { 0 } else { obuf.hard as usize };
         let lim = Limits {
             max_bulk: max_bulk as i64,
             authenticated: cl.authenticated,
@@ -530,25 +835,33 @@ async fn process(
             ahead.consumed(len);
             continue;
         }
-        // Redis's processCommand first evicts tracked keys past tracking-table-max-keys: an
-        // invalidation for this client goes out ahead of the command's reply.
-        if crate::tracking::enforce_limit(srv) {
+        // Redis's processCommand first evicts tracked keys past tracking-table-max-keys,
+        // and keys past maxmemory: an invalidation for this client goes out ahead of the
+        // command's reply.
+        let evicted = cl.tracking != 0 && super::evict::evict_before_command(srv);
+        if crate::tracking::enforce_limit(srv) || evicted {
             while let Ok(m) = rx.try_recv() {
                 out.raw(&m);
                 cl.handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
             }
         }
         let mark = out.buf.len();
+        // A client held by CLIENT PAUSE counts as blocked until its command runs.
+        let mut held = None;
         let outcome = loop {
             match cmd::execute(srv, cl, out, &args) {
                 Outcome::Paused(until) => {
-                    flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
+                    if held.is_none() {
+                        held = Some(srv.blocking.hold_paused(cl.id));
+                    }
+                    flush(sock, out, &mut rd.rb, srv, &cl.handle, cl.aof_mark).await?;
                     tokio::time::sleep_until(until.into()).await;
                     cl.now_ms = 0;
                 }
                 o => break o,
             }
         };
+        drop(held);
         let is_client_cmd = args[0].eq_ignore_ascii_case(b"client");
         let is_client_reply =
             is_client_cmd && args.len() >= 2 && args[1].eq_ignore_ascii_case(b"reply");
@@ -577,7 +890,7 @@ async fn process(
             Outcome::Done => {}
             Outcome::Close => return Ok(false),
             Outcome::Blocked(w) => {
-                flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
+                flush(sock, out, &mut rd.rb, srv, &cl.handle, cl.aof_mark).await?;
                 if !wait_blocked(srv, sock, cl, out, inbuf, w, &mut rd.qb).await? {
                     return Ok(false);
                 }
@@ -587,17 +900,35 @@ async fn process(
         if cl.handle.killed.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        // Normal-class output buffer hard limit (a client pipelining huge replies).
-        if out_hard > 0 && out.buf.len() as u64 > out_hard {
-            tracing::info!(
-                id = cl.id,
-                "client closed for overcoming of output buffer limits"
-            );
-            out.buf.clear();
+        // The class's output buffer limits, checked as each reply is added (Redis's
+        // closeClientOnOutputBufferLimitReached): the rest of the pipeline goes unanswered
+        // and nothing of the replies is sent. Replica links have their own (crate::repl).
+        let used = out
+            .buf
+            .len()
+            .saturating_add(cl.handle.queued.load(Ordering::Relaxed)) as u64;
+        if class != 1
+            && ((obuf.hard > 0 && used >= obuf.hard) || obuf.soft > 0)
+            && cl.handle.obuf_limit_reached(used, obuf, now_ms())
+        {
+            cl.handle.close_for_obuf_limit();
+            cl.handle.charge.retire();
+            out.buf = BytesMut::new();
+            cl.handle.out_pending.store(0, Ordering::Relaxed);
             return Ok(false);
         }
-        if out.buf.len() > 64 * 1024 {
-            flush(sock, out, srv, &cl.handle, cl.aof_mark).await?;
+        // Replies piling up past the reply buffer count for maxmemory-clients as they grow
+        // (Redis updates a client's memory after each command), not only once per batch.
+        if out.buf.len() > REPLY_CHUNK && srv.clients.mem.limited() {
+            publish_mem(srv, cl, rd, inbuf, out);
+            if cl.handle.killed.load(Ordering::Relaxed) {
+                out.buf.clear();
+                return Ok(false);
+            }
+        }
+        // Without limits, a long pipeline's replies start going out before it ends.
+        if obuf.hard == 0 && obuf.soft == 0 && out.buf.len() > 64 * 1024 {
+            flush_some(sock, out, &mut rd.rb, srv, &cl.handle, cl.aof_mark).await?;
         }
     }
 }
@@ -625,7 +956,7 @@ fn apply_reply_mode(cl: &mut ClientState, out: &mut Out, mark: usize, is_client_
 /// Waits for a blocked command's reply, its timeout, a kill, or the client going away.
 async fn wait_blocked(
     srv: &Arc<Server>,
-    sock: &mut TcpStream,
+    sock: &mut ClientStream,
     cl: &mut ClientState,
     out: &mut Out,
     inbuf: &mut BytesMut,
@@ -679,8 +1010,8 @@ async fn wait_blocked(
                     }
                     return Ok(false);
                 }
-                qb.note_read(&cl.handle, inbuf);
-                qb.reserve(inbuf, 1024);
+                qb.note_read(&cl.handle, inbuf, 0);
+                qb.reserve(inbuf, 1024, &Parser::default());
             }
         }
     }

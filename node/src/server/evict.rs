@@ -61,29 +61,134 @@ pub fn touch(e: &mut crate::db::Entry, clock: u32, lfu: bool) {
 pub struct OutOfMemory;
 
 /// Over maxmemory? Evicts per policy; [`OutOfMemory`] if that isn't enough.
+///
+/// As Redis's performEvictions: the memory to free is measured once, as used memory minus
+/// what eviction cannot free (replication buffers, the AOF buffer) minus maxmemory, and
+/// each evicted key counts what its own removal freed. What the eviction itself then
+/// allocates (invalidation messages to tracking clients, the DEL it propagates) does not
+/// make it evict more: re-measuring after each key let 10 tracking clients' messages empty
+/// the database.
 pub fn ensure_memory(srv: &Server) -> Result<(), OutOfMemory> {
-    let (max, policy, samples) = {
+    let (max, policy, samples, replica_ignores) = {
         let c = &srv.config.read().typed;
-        (c.maxmemory, c.maxmemory_policy, c.maxmemory_samples)
+        (
+            c.maxmemory,
+            c.maxmemory_policy,
+            c.maxmemory_samples,
+            c.replica_ignore_maxmemory,
+        )
     };
-    if max == 0 {
+    if max == 0 || crate::alloc::used_memory() <= max {
         return Ok(());
     }
+    // A replica is its master's copy: the master evicts and sends the DELs.
+    if replica_ignores && srv.repl.is_replica() {
+        return Ok(());
+    }
+    // During CLIENT PAUSE (or a failover's) the dataset stays still, evictions included,
+    // as Redis 7.0's performEvictions: they resume when the pause ends.
+    if srv.clients_paused() {
+        return Ok(());
+    }
+    // One eviction at a time; the second caller measures again once the first is done.
+    let _one = srv.ks.eviction_guard();
+    let to_free = match memory_to_free(srv, max) {
+        0 => return Ok(()),
+        n => n,
+    };
+    if policy == MaxmemoryPolicy::Noeviction {
+        return Err(OutOfMemory);
+    }
+    let mut freed = 0u64;
     let mut rounds = 0;
-    while crate::alloc::used_memory() > max {
-        if policy == MaxmemoryPolicy::Noeviction
-            || rounds > 100_000
-            || !evict_one(srv, policy, samples.max(1) as usize)
-        {
+    while freed < to_free {
+        if rounds > 100_000 {
             return Err(OutOfMemory);
+        }
+        match evict_one(srv, policy, samples.max(1) as usize) {
+            Some(n) => freed = freed.saturating_add(n),
+            None => return Err(OutOfMemory),
         }
         rounds += 1;
     }
     Ok(())
 }
 
-/// Samples keys and evicts the best candidate. False when nothing is evictable.
-fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> bool {
+/// Bytes over maxmemory that eviction can free (Redis's getMaxmemoryState).
+fn memory_to_free(srv: &Server, max: u64) -> u64 {
+    let used = crate::alloc::used_memory();
+    if used <= max {
+        return 0;
+    }
+    used.saturating_sub(not_counted_memory(srv))
+        .saturating_sub(max)
+}
+
+/// Memory eviction leaves out of its count (INFO mem_not_counted_for_evict, Redis's
+/// freeMemoryGetNotCountedMemory): the replication buffer past the backlog's own share,
+/// that is what slow replicas hold, or a replica falling behind would make its master
+/// evict its data. The AOF buffer is written out before each reply: nothing to add.
+pub fn not_counted_memory(srv: &Server) -> u64 {
+    srv.repl.not_counted_memory()
+}
+
+/// Evicts what the next command's own check would (Redis's processCommand) ahead of it,
+/// for a connection that tracks keys: the invalidations of the evicted keys must reach it
+/// before the command's reply, so its connection takes them from its queue first. True
+/// when keys were evicted meanwhile.
+pub fn evict_before_command(srv: &Server) -> bool {
+    // A running script holds the keyspace: the command's own checks answer BUSY first.
+    if srv.scripts.busy.active() {
+        return false;
+    }
+    let before = srv.stats.evicted_keys.load(Ordering::Relaxed);
+    let _ = ensure_memory(srv);
+    srv.stats.evicted_keys.load(Ordering::Relaxed) != before
+}
+
+/// Evicts right after the command that lowered maxmemory (CONFIG SET), as Redis's
+/// updateMaxmemory starts its eviction time event: a client waiting for the `evicted`
+/// events sends no command that would evict first. Off the command's thread, so the keys
+/// a transaction holds are evicted once it let them go.
+pub fn evict_soon(srv: &std::sync::Arc<Server>) {
+    if srv.config.read().typed.maxmemory == 0 {
+        return;
+    }
+    let s = srv.clone();
+    let run = move || {
+        let _ = ensure_memory(&s);
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => {
+            h.spawn_blocking(run);
+        }
+        Err(_) => {
+            if let Err(e) = std::thread::Builder::new().name("evict".into()).spawn(run) {
+                tracing::warn!("cannot start eviction after CONFIG SET maxmemory: {e}");
+            }
+        }
+    }
+}
+
+/// Whether small integer values are shared objects (OBJECT REFCOUNT 2147483647), as
+/// Redis's tryObjectEncoding decides: not under an LRU or LFU policy with a maxmemory,
+/// where each key keeps its own access time. tessera-node keeps no shared objects nor a
+/// per-key mark, so this is answered from the current settings.
+pub fn shares_integers(srv: &Server) -> bool {
+    let c = &srv.config.read().typed;
+    c.maxmemory == 0
+        || !matches!(
+            c.maxmemory_policy,
+            MaxmemoryPolicy::AllkeysLru
+                | MaxmemoryPolicy::VolatileLru
+                | MaxmemoryPolicy::AllkeysLfu
+                | MaxmemoryPolicy::VolatileLfu
+        )
+}
+
+/// Samples keys and evicts the best candidate: the bytes its removal freed (0 when other
+/// threads allocated as much meanwhile), None when nothing is evictable.
+fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u64> {
     let volatile = policy.is_volatile();
     let now = now_ms();
     let clock = srv.access_clock(now);
@@ -137,12 +242,13 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> bool {
             }
         }
     }
-    let Some((_, idx, db, key)) = best else {
-        return false;
-    };
+    let (_, idx, db, key) = best?;
     let slot = crate::slot::key_hash_slot(&key);
     let mut st = srv.ks.lock_stripe(idx);
-    if st.remove(db, slot, &key).is_some() {
+    let before = crate::alloc::used_memory();
+    let mut freed = 0;
+    if let Some(gone) = st.remove(db, slot, &key) {
+        drop(gone);
         // The stripe's last key of this db: free its slot table too (about half a KB, more
         // than a small key), or evicting sparse keys could never get under the limit.
         if st.db(db).is_some_and(|d| d.is_empty()) {
@@ -150,11 +256,12 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> bool {
                 *d = None;
             }
         }
+        freed = before.saturating_sub(crate::alloc::used_memory());
         crate::propagate::deleted(srv, db, &key);
         crate::notify::evicted(srv, db, &key);
         srv.stats.evicted_keys.fetch_add(1, Ordering::Relaxed);
         drop(st);
         srv.watch.touch(db, &key);
     }
-    true
+    Some(freed)
 }

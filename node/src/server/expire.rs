@@ -23,6 +23,10 @@ pub async fn active_expire_loop(srv: Arc<Server>) {
         if let Some(keys) = srv.ks.estimated_keys() {
             super::prefetch::refresh(&srv, keys);
         }
+        // MIGRATE's cached connections unused for 10 s are closed (Redis's serverCron).
+        srv.migrate_sockets.close_idle();
+        // Clients blocked on keys whose slot moved away or whose cluster went down.
+        crate::blocking::redirect_cluster_waiters(&srv);
         // Nothing has a TTL: skip the sweep (it touches every stripe). A full sweep still
         // runs every 100 ticks, a safety net should the count ever miss a key.
         if srv.ks.volatile_keys() == 0 && idle_ticks < 100 {
@@ -105,6 +109,10 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
     // except those its own clients gave a TTL.
     if srv.repl.is_replica() {
         srv.replica_ttls.sweep(srv);
+        return cursor;
+    }
+    // A pause keeps the dataset still (Redis's activeExpireCycle returns while paused).
+    if srv.clients_paused() {
         return cursor;
     }
     let start = Instant::now();

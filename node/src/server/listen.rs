@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::unix::Listener;
 use super::{Server, Workers};
 
 /// Why a set of addresses could not be bound.
@@ -133,6 +134,11 @@ struct State {
     /// The accept thread's runtime (where accept loops run) and the I/O threads.
     runtime: Option<(tokio::runtime::Handle, Arc<Workers>)>,
     running: Vec<Running>,
+    /// The unix socket's accept loop: a TCP rebind leaves it alone (unixsocket is
+    /// immutable); it ends with the accept thread.
+    unix: Option<Running>,
+    /// The unix socket's path: its file is removed when the listeners close for good.
+    unix_path: Option<String>,
 }
 
 /// The server's client listeners.
@@ -142,20 +148,24 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Called on the accept thread's runtime: registers it and starts accepting on `ls`.
+    /// Called on the accept thread's runtime: registers it and starts accepting on `ls`
+    /// and the unix socket (its listener and path).
     pub(super) fn start(
         &self,
         srv: &Arc<Server>,
         handle: tokio::runtime::Handle,
         workers: Arc<Workers>,
         ls: Vec<std::net::TcpListener>,
+        unix: Option<(std::os::unix::net::UnixListener, String)>,
     ) {
         let mut st = self.state.lock();
         st.runtime = Some((handle, workers));
-        for l in ls {
-            if let Some(r) = spawn_loop(srv, &st, l) {
-                st.running.push(r);
-            }
+        start_all(srv, &mut st, ls);
+        if let Some((l, path)) = unix {
+            st.unix_path = Some(path.clone());
+            st.unix = spawn_any(srv, &st, move || {
+                tokio::net::UnixListener::from_std(l).map(|l| Listener::Unix(l, path))
+            });
         }
     }
 
@@ -211,6 +221,23 @@ impl Listeners {
     }
 }
 
+impl Listeners {
+    /// Closes every listener, the unix socket's too, and waits (bounded) until their
+    /// sockets are closed: a shutdown that exits right after refuses new connections from
+    /// the moment its caller's connection closes, as Redis's closeListeningSockets. The
+    /// socket file is removed (once), as Redis does at shutdown.
+    pub fn close(&self) {
+        let mut st = self.state.lock();
+        if let Some(u) = st.unix.take() {
+            st.running.push(u);
+        }
+        close_all(&mut st);
+        if let Some(path) = st.unix_path.take() {
+            super::unix::remove(&path);
+        }
+    }
+}
+
 fn start_all(srv: &Arc<Server>, st: &mut State, ls: Vec<std::net::TcpListener>) {
     for l in ls {
         if let Some(r) = spawn_loop(srv, st, l) {
@@ -236,11 +263,23 @@ fn close_all(st: &mut State) {
 }
 
 fn spawn_loop(srv: &Arc<Server>, st: &State, l: std::net::TcpListener) -> Option<Running> {
+    spawn_any(srv, st, move || {
+        tokio::net::TcpListener::from_std(l).map(Listener::Tcp)
+    })
+}
+
+/// Starts an accept loop on the accept thread's runtime for the listener `make` registers
+/// there (registration must happen on that runtime).
+fn spawn_any(
+    srv: &Arc<Server>,
+    st: &State,
+    make: impl FnOnce() -> std::io::Result<Listener> + Send + 'static,
+) -> Option<Running> {
     let (handle, workers) = st.runtime.as_ref()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (srv, workers) = (srv.clone(), workers.clone());
     handle.spawn(async move {
-        match tokio::net::TcpListener::from_std(l) {
+        match make() {
             Ok(l) => super::accept_loop(srv, l, workers, rx).await,
             Err(e) => tracing::error!(error = %e, "cannot register a listener"),
         }

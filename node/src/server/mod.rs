@@ -2,24 +2,26 @@
 
 pub mod auth;
 pub mod busy_io;
+pub mod client_evict;
 pub mod clients;
 pub mod conn;
 pub mod debug_switches;
 pub mod evict;
 pub mod expire;
 pub mod listen;
+pub mod migrate_sockets;
 pub mod oom;
 pub mod prefetch;
 pub mod spin;
 pub mod stats;
+pub mod title;
+pub mod unix;
 pub mod watches;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 pub use clients::{ClientHandle, ClientRegistry, ClientState};
@@ -49,12 +51,21 @@ pub enum ServerError {
     },
     #[error("io error: {0}")]
     Io(#[from] std::io::Error),
+    /// The unix socket (unixsocket) could not be opened.
+    #[error("Failed opening Unix socket {path}: {source}")]
+    Unix {
+        path: String,
+        source: std::io::Error,
+    },
     /// Cluster bus start-up (bind, corrupt nodes.conf).
     #[error("{0}")]
     Cluster(String),
     /// Loading dump.rdb or the AOF at start.
     #[error("{0}")]
     Persist(#[from] crate::persist::PersistError),
+    /// The ACL users at start (`user` lines, the aclfile).
+    #[error("{0}")]
+    Acl(String),
 }
 
 /// CLIENT PAUSE state.
@@ -128,6 +139,10 @@ pub struct Server {
     pub debug: debug_switches::DebugSwitches,
     /// Keys a writable replica's own clients gave a TTL (see `expire::ReplicaTtls`).
     pub replica_ttls: expire::ReplicaTtls,
+    /// MIGRATE's cached connections to its targets (see `migrate_sockets`).
+    pub migrate_sockets: migrate_sockets::MigrateSockets,
+    /// The process title (set-proc-title, proc-title-template), when the binary owns one.
+    pub title: title::ProcTitle,
 }
 
 impl Server {
@@ -177,6 +192,8 @@ impl Server {
             default_user: Default::default(),
             debug: Default::default(),
             replica_ttls: Default::default(),
+            migrate_sockets: Default::default(),
+            title: Default::default(),
         };
         srv.config_changed();
         Arc::new(srv)
@@ -195,6 +212,7 @@ impl Server {
             .store(c.typed.maxmemory_policy.is_lfu(), Ordering::Relaxed);
         self.notify.configure(c.notify_flags);
         self.persist.aof.configure(&c.typed);
+        self.title.config_changed(&c);
     }
 
     #[inline]
@@ -241,9 +259,10 @@ impl Server {
         }
     }
 
-    /// When clients are paused for a command (`write`: it may write; `exempt`: CLIENT's own
-    /// subcommands, which must run to end a pause), the instant to retry at.
-    pub fn pause_until(&self, write: bool, exempt: bool) -> Option<Instant> {
+    /// When clients are paused for a command, the instant to retry at. Every command is
+    /// held by a pause ALL (CLIENT UNPAUSE too, as in Redis: the pause then runs out); a
+    /// pause WRITE holds those `may_write` says may write or replicate (evaluated only then).
+    pub fn pause_until(&self, may_write: impl FnOnce() -> bool) -> Option<Instant> {
         let until = self.pause.until.load(Ordering::Relaxed);
         if until == 0 {
             return None;
@@ -252,13 +271,18 @@ impl Server {
         if until <= now {
             return None;
         }
-        if self.pause.write_only.load(Ordering::Relaxed) && !write {
-            return None;
-        }
-        if exempt {
+        if self.pause.write_only.load(Ordering::Relaxed) && !may_write() {
             return None;
         }
         Some(Instant::now() + Duration::from_millis((until - now).min(100)))
+    }
+
+    /// Whether a pause (WRITE or ALL, CLIENT PAUSE or a failover's) is on: Redis then keeps
+    /// the dataset still, so expired keys read as missing but are neither deleted nor
+    /// propagated until it ends.
+    pub fn clients_paused(&self) -> bool {
+        let until = self.pause.until.load(Ordering::Relaxed);
+        until != 0 && until > now_ms()
     }
 
     /// Requests a graceful stop (SHUTDOWN, SIGTERM).
@@ -276,13 +300,15 @@ impl Server {
 /// Binds the listeners, then serves until shutdown. Returns when every connection task has
 /// been told to stop.
 pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
-    let (bind, port) = {
+    let (bind, port, unixsocket, unixsocketperm) = {
         let c = &srv.config.read().typed;
-        (c.bind.clone(), c.port)
+        (
+            c.bind.clone(),
+            c.port,
+            c.unixsocket.clone(),
+            c.unixsocketperm.0,
+        )
     };
-    crate::persist::load_at_start(&srv)?;
-    // As Redis at start: a failure is logged and the node runs on.
-    let _ = srv.oom.apply_for(&srv);
     let listeners = listen::bind_all(&bind, port).map_err(|e| match e {
         listen::ListenError::Bind { addr, source } => ServerError::Bind { addr, source },
         other => ServerError::Bind {
@@ -290,20 +316,56 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
             source: std::io::Error::other(other.to_string()),
         },
     })?;
-    if listeners.is_empty() {
+    // As Redis: the unix socket is opened after the TCP listeners; a node with neither
+    // (an empty `bind` and no socket) refuses to start.
+    let unix = if unixsocket.is_empty() {
+        None
+    } else {
+        match unix::bind(&unixsocket, unixsocketperm) {
+            Ok(l) => Some((l, unixsocket.clone())),
+            Err(source) => {
+                tracing::warn!("Failed opening Unix socket: {source}");
+                return Err(ServerError::Unix {
+                    path: unixsocket,
+                    source,
+                });
+            }
+        }
+    };
+    if listeners.is_empty() && unix.is_none() {
+        tracing::warn!("Configured to not listen anywhere, exiting.");
         return Err(ServerError::Bind {
             addr: format!("{bind}:{port}"),
             source: std::io::Error::other("no address could be bound"),
         });
     }
-    let actual = listeners[0].local_addr()?.port();
+    let actual = match listeners.first() {
+        Some(l) => l.local_addr()?.port(),
+        None => port,
+    };
     srv.port.store(actual as u32, Ordering::Relaxed);
+    // As Redis, clients are served while the data loads: INFO, CONFIG and the other
+    // commands flagged `loading` run, the rest answer -LOADING (the dispatcher's loading
+    // check). The flag is up before the first accept, so no client sees a half-loaded set.
+    srv.persist.loading.store(true, Ordering::Release);
+    let workers = Arc::new(Workers::spawn(&srv));
+    spawn_accept_thread(srv.clone(), listeners, unix, workers)?;
+    crate::persist::load_at_start(&srv)?;
+    // As Redis at start: a failure is logged and the node runs on.
+    let _ = srv.oom.apply_for(&srv);
     crate::cluster::start(&srv)
         .await
         .map_err(ServerError::Cluster)?;
+    // Lowered only now: between the end of the load and the cluster's start a CLUSTER
+    // command would find no cluster (redis-server starts its cluster before loading).
+    srv.persist.loading.store(false, Ordering::Release);
+    if srv.config.read().typed.set_proc_title {
+        srv.title.apply(&srv.config.read());
+    }
     tracing::info!(port = actual, "Ready to accept connections tcp");
-    let workers = Arc::new(Workers::spawn(&srv));
-    spawn_accept_thread(srv.clone(), listeners, workers)?;
+    if !unixsocket.is_empty() {
+        tracing::info!("The server is now ready to accept connections at {unixsocket}");
+    }
     tokio::spawn(expire::active_expire_loop(srv.clone()));
     tokio::spawn(purge_loop());
     tokio::spawn(clients::timeout_loop(srv.clone()));
@@ -330,6 +392,8 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     srv.shutting_down.store(true, Ordering::SeqCst);
     srv.clients.kill_all();
     crate::persist::on_shutdown(&srv);
+    // As Redis's finishShutdown: the listeners close and the socket file goes.
+    srv.listeners.close();
     tracing::warn!("Redis is now ready to exit, bye bye...");
     Ok(())
 }
@@ -360,24 +424,44 @@ async fn purge_loop() {
 /// has not picked up yet ([`Workers::rescue`]); otherwise a client that connected just
 /// before the script started would wait for its end, where Redis answers it -BUSY.
 struct HandoffQueue {
-    q: parking_lot::Mutex<std::collections::VecDeque<(std::net::TcpStream, SocketAddr)>>,
+    q: parking_lot::Mutex<std::collections::VecDeque<Incoming>>,
     ready: tokio::sync::Notify,
     /// Cleared when the thread's runtime could not start: nothing would serve the queue.
     alive: AtomicBool,
+    /// Connections that found the server full, waiting for a second look (shared by all
+    /// queues; see [`Incoming::looked_twice`]).
+    full: SecondLooks,
 }
 
 type Handoff = Arc<HandoffQueue>;
 
+/// A connection on its way to an I/O thread.
+struct Incoming {
+    conn: unix::Accepted,
+    /// Set once it found the server at maxclients. Each I/O thread sees its own clients
+    /// close, so a client that closed just before this one connected may still count
+    /// on another thread (or later on this one): Redis, one thread, sees the close
+    /// first. So a connection that finds the server full goes back to the accept thread
+    /// (never blocked by a script, unlike this thread) and is dealt again a few
+    /// milliseconds later; only then is it refused (CI refused a client under the limit
+    /// when its predecessor had closed a moment before).
+    looked_twice: bool,
+}
+
+/// Where full-server connections wait for their second look, with when they arrived.
+type SecondLooks = Arc<parking_lot::Mutex<Vec<(std::time::Instant, unix::Accepted)>>>;
+
 impl HandoffQueue {
-    fn new() -> Handoff {
+    fn new(full: SecondLooks) -> Handoff {
         Arc::new(HandoffQueue {
             q: parking_lot::Mutex::new(std::collections::VecDeque::new()),
             ready: tokio::sync::Notify::new(),
             alive: AtomicBool::new(true),
+            full,
         })
     }
 
-    fn push(&self, conn: (std::net::TcpStream, SocketAddr)) -> bool {
+    fn push(&self, conn: Incoming) -> bool {
         if !self.alive.load(Ordering::Relaxed) {
             return false;
         }
@@ -401,6 +485,7 @@ pub struct Workers {
     srv: Arc<Server>,
     handoffs: parking_lot::Mutex<Vec<Handoff>>,
     next: std::sync::atomic::AtomicUsize,
+    full: SecondLooks,
 }
 
 impl Workers {
@@ -418,10 +503,12 @@ impl Workers {
             n => n,
         };
         spin::allow_for_threads(srv, n, srv.config.read().typed.busy_poll_usec);
-        let mut handoffs: Vec<Handoff> = (0..n).filter_map(|i| spawn_worker(srv, i)).collect();
+        let full = SecondLooks::default();
+        let mut handoffs: Vec<Handoff> =
+            (0..n).filter_map(|i| spawn_worker(srv, i, &full)).collect();
         if handoffs.is_empty() {
             // No thread could be started: serve from the calling runtime.
-            let h = HandoffQueue::new();
+            let h = HandoffQueue::new(full.clone());
             tokio::spawn(serve_handoffs(srv.clone(), h.clone()));
             handoffs.push(h);
         }
@@ -429,10 +516,43 @@ impl Workers {
             srv: srv.clone(),
             handoffs: parking_lot::Mutex::new(handoffs),
             next: std::sync::atomic::AtomicUsize::new(0),
+            full,
         }
     }
 
-    fn dispatch(&self, sock: std::net::TcpStream, peer: SocketAddr) {
+    fn dispatch(&self, conn: unix::Accepted) {
+        self.deal(Incoming {
+            conn,
+            looked_twice: false,
+        });
+    }
+
+    /// Deals the connections that found the server full at least `GRACE` ago once more
+    /// (called by the accept thread every few milliseconds): by now the clients that had
+    /// closed before they connected are gone on every thread.
+    fn second_looks(&self) {
+        const GRACE: Duration = Duration::from_millis(5);
+        let due: Vec<unix::Accepted> = {
+            let mut full = self.full.lock();
+            if full.is_empty() {
+                return;
+            }
+            let now = std::time::Instant::now();
+            let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut *full)
+                .into_iter()
+                .partition(|(since, _)| now.duration_since(*since) >= GRACE);
+            *full = wait;
+            due.into_iter().map(|(_, conn)| conn).collect()
+        };
+        for conn in due {
+            self.deal(Incoming {
+                conn,
+                looked_twice: true,
+            });
+        }
+    }
+
+    fn deal(&self, conn: Incoming) {
         let stuck = self.srv.scripts.busy.busy_worker();
         let mut hs = self.handoffs.lock();
         let n = hs.len();
@@ -440,7 +560,7 @@ impl Workers {
         if stuck == Some(i) {
             if n > 1 {
                 i = (i + 1) % n;
-            } else if let Some(tx) = spawn_worker(&self.srv, n) {
+            } else if let Some(tx) = spawn_worker(&self.srv, n, &self.full) {
                 tracing::info!(
                     worker = n,
                     "I/O thread busy in a script: started a spare one"
@@ -451,7 +571,7 @@ impl Workers {
         }
         match hs.get(i) {
             Some(h) => {
-                if !h.push((sock, peer)) {
+                if !h.push(conn) {
                     tracing::warn!(worker = i, "I/O thread gone; connection dropped");
                 }
             }
@@ -472,15 +592,15 @@ impl Workers {
                 None => return,
             }
         };
-        for (sock, peer) in waiting {
-            self.dispatch(sock, peer);
+        for conn in waiting {
+            self.deal(conn);
         }
     }
 }
 
 /// Starts I/O thread `i`; None if the OS refuses a thread.
-fn spawn_worker(srv: &Arc<Server>, i: usize) -> Option<Handoff> {
-    let tx = HandoffQueue::new();
+fn spawn_worker(srv: &Arc<Server>, i: usize, full: &SecondLooks) -> Option<Handoff> {
+    let tx = HandoffQueue::new(full.clone());
     let rx = tx.clone();
     let srv = srv.clone();
     let spawned = std::thread::Builder::new()
@@ -528,10 +648,18 @@ async fn serve_handoffs(srv: Arc<Server>, rx: Handoff) {
         // accept thread rescues them if a script starts on this thread.
         tokio::task::yield_now().await;
         loop {
-            let Some((std, peer)) = rx.q.lock().pop_front() else {
+            let Some(incoming) = rx.q.lock().pop_front() else {
                 break;
             };
-            if let Some((s, admission)) = conn::admit(&srv, std, peer) {
+            if !incoming.looked_twice
+                && srv.clients.len() >= srv.config.read().typed.maxclients as usize
+            {
+                rx.full
+                    .lock()
+                    .push((std::time::Instant::now(), incoming.conn));
+                continue;
+            }
+            if let Some((s, admission)) = conn::admit(&srv, incoming.conn) {
                 tokio::spawn(conn::handle(srv.clone(), s, admission));
             }
         }
@@ -543,6 +671,7 @@ async fn serve_handoffs(srv: Arc<Server>, rx: Handoff) {
 fn spawn_accept_thread(
     srv: Arc<Server>,
     listeners: Vec<std::net::TcpListener>,
+    unix: Option<(std::os::unix::net::UnixListener, String)>,
     workers: Arc<Workers>,
 ) -> Result<(), ServerError> {
     std::thread::Builder::new()
@@ -564,10 +693,12 @@ fn spawn_accept_thread(
                     tokio::runtime::Handle::current(),
                     workers.clone(),
                     listeners,
+                    unix,
                 );
                 while !srv.shutting_down.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     workers.rescue();
+                    workers.second_looks();
                 }
             });
         })?;
@@ -578,7 +709,7 @@ fn spawn_accept_thread(
 /// socket and says so.
 async fn accept_loop(
     srv: Arc<Server>,
-    l: TcpListener,
+    l: unix::Listener,
     workers: Arc<Workers>,
     mut stop: tokio::sync::oneshot::Receiver<std::sync::mpsc::SyncSender<()>>,
 ) {
@@ -594,15 +725,12 @@ async fn accept_loop(
             a = l.accept() => a,
         };
         match accepted {
-            Ok((sock, peer)) => {
+            Ok(conn) => {
                 if srv.shutting_down.load(Ordering::Relaxed) {
                     return;
                 }
                 srv.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                match sock.into_std() {
-                    Ok(std) => workers.dispatch(std, peer),
-                    Err(e) => tracing::warn!(error = %e, "into_std failed"),
-                }
+                workers.dispatch(conn);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");

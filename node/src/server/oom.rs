@@ -1,6 +1,6 @@
 //! oom-score-adj: the process's /proc/self/oom_score_adj follows the config and the role
 //! (master or replica value of oom-score-adj-values), as Redis 7.0's setOOMScoreAdj. The
-//! third value (background children) has no use: tessera-node forks no children.
+//! third value is the save child's (persist::child), set on it once it is started.
 
 /// Where Linux keeps the process's OOM-killer adjustment.
 const PROC_FILE: &str = "/proc/self/oom_score_adj";
@@ -57,6 +57,47 @@ impl OomScore {
             tracing::warn!("Unable to write oom_score_adj: {e}");
             OomError::Write(e)
         })
+    }
+
+    /// The background child's score (third value of oom-score-adj-values, relative to the
+    /// score the server started with unless `absolute`); None when oom-score-adj is `no`.
+    fn child_value(&self, mode: &str, values: &str) -> Option<i64> {
+        if mode == "no" {
+            return None;
+        }
+        let v: i64 = values
+            .split_whitespace()
+            .nth(2)
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(0);
+        let v = if mode == "absolute" {
+            v
+        } else {
+            let base = match *self.base.lock() {
+                Some(b) => b,
+                None => std::fs::read_to_string(PROC_FILE)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(0),
+            };
+            v.saturating_add(base)
+        };
+        Some(v.clamp(-1000, 1000))
+    }
+
+    /// Gives a save child `pid` its class's score, as Redis's child sets its own
+    /// (CONFIG_OOM_BGCHILD). A failure is logged: the save goes on.
+    pub fn apply_child(&self, srv: &super::Server, pid: i32) {
+        let (mode, values) = {
+            let c = &srv.config.read().typed;
+            (c.oom_score_adj.clone(), c.oom_score_adj_values.clone())
+        };
+        let Some(v) = self.child_value(&mode, &values) else {
+            return;
+        };
+        if let Err(e) = std::fs::write(format!("/proc/{pid}/oom_score_adj"), format!("{v}\n")) {
+            tracing::warn!("Unable to write the child's oom_score_adj: {e}");
+        }
     }
 
     /// [`OomScore::apply`] with the server's config and role.

@@ -377,9 +377,16 @@ impl Monitors {
         self.count.store(l.len(), Ordering::Relaxed);
     }
 
-    /// Sends `+<time> [<db> <addr>] "cmd" "arg"...` to every monitor.
+    /// Sends `+<time> [<db> <addr>] "cmd" "arg"...` to every monitor (`unix:<path>` for a
+    /// unix socket client, as Redis).
     pub fn feed(&self, cl: &ClientState, args: &[&[u8]]) {
-        self.feed_as(cl, &cl.handle.addr, args);
+        let h = &cl.handle;
+        if h.unix_socket.load(Ordering::Relaxed) {
+            let path = h.addr.strip_suffix(":0").unwrap_or(&h.addr);
+            self.feed_as(cl, &format!("unix:{path}"), args);
+        } else {
+            self.feed_as(cl, &h.addr, args);
+        }
     }
 
     /// A command a script ran for `cl`: `[<db> lua]`, the script's db (Redis's

@@ -8,7 +8,7 @@ use tessera_testkit::*;
 
 use crate::{info_of, start};
 
-fn replica_of(master: &Server, replica: &Server) -> (Conn, Conn) {
+pub(crate) fn replica_of(master: &Server, replica: &Server) -> (Conn, Conn) {
     let mut m = master.resp();
     let mut r = replica.resp();
     r.cmd(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
@@ -19,6 +19,25 @@ fn replica_of(master: &Server, replica: &Server) -> (Conn, Conn) {
         info_of(&mut m, "replication", "slave0").is_some_and(|s| s.contains("state=online"))
     });
     (m, r)
+}
+
+/// A master that writes every command to its AOF at once (appendfsync always), with a
+/// replica attached and in sync: for tests that compare what replicas and the AOF get.
+pub(crate) fn aof_master_with_replica(tessera: bool) -> (Server, Server, Conn, Conn) {
+    let master = start(
+        tessera,
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+    );
+    let replica = start(tessera, &["--save", ""]);
+    let (m, r) = replica_of(&master, &replica);
+    (master, replica, m, r)
 }
 
 /// A stopped replica's lag passes min-replicas-max-lag 2: writes are refused; raising the

@@ -238,6 +238,14 @@ fn unkillable_scenario(t: Target, existing: bool) -> Vec<String> {
             cli(port, &["SHUTDOWN", "NOSAVE"])
         ));
     }
+    // Once the shutdown's connection is closed the port refuses new ones (Redis closes its
+    // listeners before it exits; unit/scripting "SHUTDOWN NOSAVE can kill a timedout
+    // script anyway" connects right then).
+    let refused = match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
+        Ok(_) => false,
+    };
+    log.push(format!("new connection refused: {refused}"));
     let status = srv.wait_exit(Duration::from_secs(30));
     log.push(format!("exited: {}", status.is_some()));
     // The caller's connection closes without a reply.

@@ -550,3 +550,56 @@ fn restore_numbers_match_redis() {
         assert!(n >= 1_000_000, "port {port}: IDLETIME max read back as {n}");
     }
 }
+
+/// A client that closes just before the next one connects frees its maxclients slot for it,
+/// as on redis-server (one event loop: the close is seen first), even when the two land on
+/// different I/O threads and the closing one's thread has not run yet. And the limit still
+/// holds: with the slot taken, the newcomer is refused, on both servers.
+#[test]
+fn a_slot_freed_just_before_a_connect_is_given_to_it_like_redis() {
+    for bin in [redis_bin(), tessera_bin()] {
+        let extra: &[&str] = if bin == tessera_bin() {
+            &["--maxclients", "2", "--worker-threads", "2"]
+        } else {
+            &["--maxclients", "2"]
+        };
+        let srv = start(bin, extra);
+        let mut held = connect(&srv);
+        held.write_all(b"PING\r\n").expect("ping");
+        let mut pong = [0u8; 7];
+        held.read_exact(&mut pong).expect("pong");
+        let mut refused = 0;
+        for _ in 0..200 {
+            let mut a = connect(&srv);
+            a.write_all(b"PING\r\n").expect("ping");
+            let mut r = [0u8; 7];
+            a.read_exact(&mut r).expect("first client's reply");
+            assert_eq!(&r, b"+PONG\r\n", "{bin}: a client under the limit");
+            drop(a);
+            let mut b = connect(&srv);
+            b.write_all(b"PING\r\n").expect("ping");
+            let mut r = [0u8; 7];
+            b.read_exact(&mut r).expect("next client's reply");
+            if &r != b"+PONG\r\n" {
+                refused += 1;
+            }
+        }
+        assert_eq!(
+            refused, 0,
+            "{bin}: refused after the previous client closed"
+        );
+        // Full: a third client is refused.
+        let _b = {
+            let mut b = connect(&srv);
+            b.write_all(b"PING\r\n").expect("ping");
+            let mut r = [0u8; 7];
+            b.read_exact(&mut r).expect("pong");
+            assert_eq!(&r, b"+PONG\r\n");
+            b
+        };
+        let mut c = connect(&srv);
+        let mut e = [0u8; 36];
+        c.read_exact(&mut e).expect("refusal");
+        assert_eq!(&e, b"-ERR max number of clients reached\r\n", "{bin}");
+    }
+}

@@ -205,17 +205,23 @@ fn log_and_password_changes_match_redis() {
 }
 
 #[test]
-fn other_users_are_refused_with_a_reason() {
+fn other_users_are_kept_and_default_takes_rules() {
+    // Issue 19: other users are created and `default` takes the whole grammar
+    // (node/tests/security/acl_users.rs compares both with redis-server).
     let srv = start(tessera_bin(), &[]);
     let mut c = Raw::connect(srv.port);
     let r = c
         .cmd(&["ACL", "SETUSER", "alice", "on", ">pw", "~*", "+@all"])
         .s();
-    assert!(r.contains("only the 'default' user"), "{r}");
-    let r = c.cmd(&["ACL", "SETUSER", "default", "-@all"]).s();
-    assert!(r.contains("all-access"), "{r}");
+    assert_eq!(r, "OK");
+    let r = c.cmd(&["ACL", "SETUSER", "default", "-@all", "+acl"]).s();
+    assert_eq!(r, "OK");
     assert_eq!(
         c.cmd(&["ACL", "USERS"]),
-        R::Arr(vec![R::Bulk(b"default".to_vec())])
+        R::Arr(vec![
+            R::Bulk(b"alice".to_vec()),
+            R::Bulk(b"default".to_vec())
+        ])
     );
+    assert!(c.cmd(&["GET", "k"]).s().starts_with("NOPERM"));
 }

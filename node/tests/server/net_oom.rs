@@ -81,3 +81,37 @@ fn oom_score_adj_applies_to_the_process_like_redis() {
     let (want, got) = (oom_story(&r), oom_story(&t));
     assert_eq!(got, want, "tessera (left) vs redis-server (right)");
 }
+
+/// The save child gets the third value of oom-score-adj-values (relative to the server's
+/// starting score), as Redis's child sets its own: unit/oom-score-adj's "Check child
+/// process" step.
+#[test]
+fn save_child_gets_its_class_score_like_redis() {
+    let got = [Launch::redis(), Launch::tessera()].map(|l| {
+        let s = l.args(&["--save", ""]).start();
+        let mut c = s.resp();
+        let base = read_score(s.pid());
+        c.cmd(&["CONFIG", "SET", "oom-score-adj-values", "10 20 30"]);
+        c.cmd(&["CONFIG", "SET", "oom-score-adj", "yes"]);
+        c.cmd(&["SET", "key-a", "value-a"]);
+        c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"]);
+        c.cmd(&["BGSAVE"]);
+        let mut child = 0u32;
+        wait_until("the save child", std::time::Duration::from_secs(5), || {
+            child = process::children(s.pid()).first().copied().unwrap_or(0);
+            child != 0
+        });
+        // Up to 2 s for the score to be set (Redis's child sets it itself, a moment later).
+        let mut score = read_score(child) - base;
+        for _ in 0..200 {
+            if score == 30 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            score = read_score(child) - base;
+        }
+        c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        score
+    });
+    assert_eq!(got[1], got[0], "tessera (left) vs redis (right)");
+}

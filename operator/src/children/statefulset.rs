@@ -40,6 +40,11 @@ pub const NODE_CONTAINER: &str = "node";
 const AUTH_VOLUME: &str = "auth";
 /// Env var holding the password when spec.auth is set.
 pub const PASSWORD_ENV: &str = "REDIS_PASSWORD";
+/// Env var holding the operator's password (its Secret), for the readiness probe: it logs in
+/// as the operator's user, so it works with `default` off.
+pub const ADMIN_PASSWORD_ENV: &str = "TESSERA_OPERATOR_PASSWORD";
+/// Env var naming the operator's user, beside [`ADMIN_PASSWORD_ENV`].
+pub const ADMIN_USER_ENV: &str = "TESSERA_OPERATOR_USER";
 
 /// Builds shard `shard`'s StatefulSet; `config_hash` goes on the pod template.
 pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<StatefulSet, ChildError> {
@@ -60,7 +65,8 @@ pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<Statefu
         }),
         ..Volume::default()
     }];
-    if spec.auth.is_some() {
+    // The node's logins (children::auth): every pod, spec.auth or not.
+    {
         volumes.push(Volume {
             name: AUTH_VOLUME.into(),
             secret: Some(SecretVolumeSource {
@@ -282,10 +288,28 @@ fn node_container(rc: &RedisCluster) -> Container {
             value: Some(format!("$({PASSWORD_ENV})")),
             value_from: None,
         });
-        // requirepass/masterauth from a file (see children::auth), never on the command line.
-        args.push("--include".into());
-        args.push(format!("{AUTH_DIR}/{AUTH_CONF_KEY}"));
     }
+    env.push(EnvVar {
+        name: ADMIN_USER_ENV.into(),
+        value: Some(crate::users::ADMIN_USER.into()),
+        value_from: None,
+    });
+    env.push(EnvVar {
+        name: ADMIN_PASSWORD_ENV.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: crate::auth::admin_secret_name(&rc.name_any()),
+                key: crate::auth::ACTIVE_KEY.into(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        value: None,
+    });
+    // The operator's user, replication login and requirepass from a file (see
+    // children::auth), never on the command line.
+    args.push("--include".into());
+    args.push(format!("{AUTH_DIR}/{AUTH_CONF_KEY}"));
     let mut mounts = vec![
         VolumeMount {
             name: "config".into(),
@@ -299,14 +323,12 @@ fn node_container(rc: &RedisCluster) -> Container {
             ..VolumeMount::default()
         },
     ];
-    if spec.auth.is_some() {
-        mounts.push(VolumeMount {
-            name: AUTH_VOLUME.into(),
-            mount_path: AUTH_DIR.into(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-    }
+    mounts.push(VolumeMount {
+        name: AUTH_VOLUME.into(),
+        mount_path: AUTH_DIR.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    });
     let tcp = |port: i32| TCPSocketAction {
         port: IntOrString::Int(port),
         host: None,
@@ -380,9 +402,10 @@ fn node_container(rc: &RedisCluster) -> Container {
 /// The readiness check for an image's node (see `readiness_probe` above). Exec probes get no
 /// `$(VAR)` expansion from the kubelet for env set from fields, so the address comes from the
 /// environment at run time. tessera-node images have no shell: the binary checks itself
-/// (`--ready-probe`); redis and valkey images run their CLI under `sh`. A node that refuses the
-/// pod's password (changed live since the pod started, see `crate::auth`) counts as ready when
-/// it answers, as with a TCP probe.
+/// (`--ready-probe`); redis and valkey images run their CLI under `sh`, logged in as the
+/// operator's user (password from the environment, not the command line), so the probe works
+/// with `default` off; `REDISCLI_AUTH` stays spec.auth's for humans' `kubectl exec`. A node
+/// that refuses the login counts as ready when it answers, as with a TCP probe.
 pub fn ready_command(image: &str) -> Vec<String> {
     let cli = match node_command(image) {
         "tessera-node" => {
@@ -398,8 +421,13 @@ pub fn ready_command(image: &str) -> Vec<String> {
         }
         _ => "c=redis-cli\n",
     };
+    // The operator's login when the pod has it (every pod this operator makes), else the
+    // default user's (REDISCLI_AUTH), as before.
     let script = format!(
-        "{cli}i=$($c -h \"${{POD_IP:-127.0.0.1}}\" -p {CLIENT_PORT} INFO 2>/dev/null | tr -d '\\r')\n\
+        "u=\nif [ -n \"${ADMIN_PASSWORD_ENV}\" ]; then\n\
+         \x20 export REDISCLI_AUTH=\"${ADMIN_PASSWORD_ENV}\"; u=\"--user ${ADMIN_USER_ENV}\"\n\
+         fi\n\
+         {cli}i=$($c $u --no-auth-warning -h \"${{POD_IP:-127.0.0.1}}\" -p {CLIENT_PORT} INFO 2>/dev/null | tr -d '\\r')\n\
          case \"$i\" in NOAUTH*) exit 0;; esac\n\
          printf '%s\\n' \"$i\" | grep -qx 'loading:0' || exit 1\n\
          if printf '%s\\n' \"$i\" | grep -qx 'role:slave'; then\n\

@@ -14,8 +14,34 @@ pub struct NodeConn {
     pub conn: MultiplexedConnection,
 }
 
-/// Open a multiplexed connection to `host:port`, authenticating when a password is set (then
-/// with each fallback password while the node refuses). `reply_timeout` bounds every command.
+/// Who a connection logged in as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Login {
+    /// The operator's ACL user ([`EngineOptions::admin`]).
+    Admin,
+    /// The default user with this password (None: no AUTH).
+    Default(Option<String>),
+}
+
+/// The logins to try, in order (pure): the operator's user first, then the default user's
+/// password and each fallback password, without repeats.
+pub fn login_order(opts: &EngineOptions) -> Vec<Login> {
+    let mut out = Vec::new();
+    if opts.admin.is_some() {
+        out.push(Login::Admin);
+    }
+    for pw in std::iter::once(&opts.password).chain(&opts.fallback_passwords) {
+        let l = Login::Default(pw.clone());
+        if !out.contains(&l) {
+            out.push(l);
+        }
+    }
+    out
+}
+
+/// Open a multiplexed connection to `host:port`, logging in as the operator's user when one
+/// is set, else (a node started without it) with the default user's password, then each
+/// fallback password while the node refuses. `reply_timeout` bounds every command.
 pub async fn connect(
     host: &str,
     port: u16,
@@ -25,21 +51,24 @@ pub async fn connect(
     Ok(connect_with(host, port, opts, reply_timeout).await?.0)
 }
 
-/// [`connect`], also returning which password the node accepted.
+/// [`connect`], also returning how the node accepted the connection.
 pub async fn connect_with(
     host: &str,
     port: u16,
     opts: &EngineOptions,
     reply_timeout: Duration,
-) -> Result<(NodeConn, Option<String>), TopologyError> {
-    let mut tried: Vec<&Option<String>> = Vec::new();
+) -> Result<(NodeConn, Login), TopologyError> {
+    let order = login_order(opts);
     let mut last = None;
-    for pw in std::iter::once(&opts.password).chain(&opts.fallback_passwords) {
-        if tried.contains(&pw) {
-            continue;
-        }
-        tried.push(pw);
-        let mut c = match connect_as(host, port, pw.as_deref(), opts, reply_timeout).await {
+    for (i, login) in order.iter().enumerate() {
+        let (user, pw) = match login {
+            Login::Admin => match &opts.admin {
+                Some(a) => (Some(a.user.as_str()), Some(a.password.as_str())),
+                None => continue,
+            },
+            Login::Default(pw) => (None, pw.as_deref()),
+        };
+        let mut c = match connect_as(host, port, user, pw, opts, reply_timeout).await {
             Ok(c) => c,
             Err(e) if e.is_auth() => {
                 last = Some(e);
@@ -48,8 +77,8 @@ pub async fn connect_with(
             Err(e) => return Err(e),
         };
         // Without AUTH the connection opens even when the node wants a password; only a
-        // command tells. Checked only when there is another password to try.
-        if pw.is_none() && !opts.fallback_passwords.is_empty() {
+        // command tells. Checked only when there is another login to try.
+        if pw.is_none() && i + 1 < order.len() {
             match c.run::<Value>(&redis::cmd("PING")).await {
                 Ok(_) => {}
                 Err(e) if e.is_auth() => {
@@ -59,7 +88,7 @@ pub async fn connect_with(
                 Err(e) => return Err(e),
             }
         }
-        return Ok((c, pw.clone()));
+        return Ok((c, login.clone()));
     }
     Err(last
         .unwrap_or_else(|| TopologyError::Protocol(format!("{host}:{port}: no password to try"))))
@@ -68,6 +97,7 @@ pub async fn connect_with(
 async fn connect_as(
     host: &str,
     port: u16,
+    user: Option<&str>,
     password: Option<&str>,
     opts: &EngineOptions,
     reply_timeout: Duration,
@@ -82,6 +112,9 @@ async fn connect_as(
         .map_err(err)?;
     // CLIENT SETINFO is skipped: it is noise for the nodes and not every node implements it.
     let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
+    if let Some(u) = user {
+        redis = redis.set_username(u);
+    }
     if let Some(pw) = password {
         redis = redis.set_password(pw);
     }
@@ -134,4 +167,37 @@ pub fn cluster(sub: &str) -> redis::Cmd {
     let mut c = redis::cmd("CLUSTER");
     c.arg(sub);
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AdminLogin;
+
+    #[test]
+    fn the_operator_user_is_tried_first_then_the_default_passwords() {
+        let d = |p: Option<&str>| Login::Default(p.map(str::to_string));
+        let mut o = EngineOptions {
+            password: Some("new".into()),
+            fallback_passwords: vec![Some("old".into()), None, Some("new".into())],
+            ..EngineOptions::default()
+        };
+        assert_eq!(
+            login_order(&o),
+            vec![d(Some("new")), d(Some("old")), d(None)]
+        );
+        o.admin = Some(AdminLogin {
+            user: "tessera-operator".into(),
+            password: "x".into(),
+        });
+        assert_eq!(
+            login_order(&o),
+            vec![Login::Admin, d(Some("new")), d(Some("old")), d(None)]
+        );
+        let plain = EngineOptions {
+            admin: o.admin.clone(),
+            ..EngineOptions::default()
+        };
+        assert_eq!(login_order(&plain), vec![Login::Admin, d(None)]);
+    }
 }

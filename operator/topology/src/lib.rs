@@ -48,9 +48,29 @@ pub struct Desired {
     pub paused: bool,
 }
 
+/// An ACL user name and password (`AUTH <user> <password>`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminLogin {
+    pub user: String,
+    pub password: String,
+}
+
+/// The password stays out of logs.
+impl std::fmt::Debug for AdminLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminLogin")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Knobs of the engine; the defaults suit a real cluster and the tests alike.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EngineOptions {
+    /// The operator's own ACL user, tried before `password` (the default user's): nodes
+    /// started by this operator hold it, so `default` may be turned off.
+    #[serde(default)]
+    pub admin: Option<AdminLogin>,
     pub password: Option<String>,
     /// Passwords (None = no AUTH) tried in turn when `password` is refused: while the operator
     /// rolls out a password change, some nodes still run the previous one.
@@ -74,6 +94,7 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         Self {
+            admin: None,
             password: None,
             fallback_passwords: Vec::new(),
             connect_timeout: Duration::from_secs(2),

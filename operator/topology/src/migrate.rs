@@ -51,7 +51,11 @@ pub(super) async fn move_keys(
             .arg(0)
             .arg(timeout_ms)
             .arg("REPLACE");
-        if let Some(pw) = &opts.password {
+        // The operator's user when it has one (every node holds it once the users step ran,
+        // and `default` may be off), else the default user's password.
+        if let Some(a) = &opts.admin {
+            m.arg("AUTH2").arg(&a.user).arg(&a.password);
+        } else if let Some(pw) = &opts.password {
             m.arg("AUTH").arg(pw);
         }
         m.arg("KEYS").arg(&keys);

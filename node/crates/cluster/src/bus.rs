@@ -138,8 +138,7 @@ impl ClusterNode {
                 let loading = s3.host.loading();
                 locked(&s3, |st| {
                     st.host_loading = loading;
-                    st.config.apply_runtime(&live);
-                    st.sync_myself_config();
+                    st.apply_config(&live);
                     if let Some(target) = replicating {
                         st.note_replication_target(target);
                     }
@@ -221,8 +220,7 @@ impl ClusterNode {
         let mut live = self.shared.state.lock().config.clone();
         self.shared.host.refresh_config(&mut live);
         locked(&self.shared, |st| {
-            st.config.apply_runtime(&live);
-            st.sync_myself_config();
+            st.apply_config(&live);
         });
     }
 

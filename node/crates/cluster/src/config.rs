@@ -81,6 +81,16 @@ impl ClusterConfig {
         self.link_sendbuf_limit = live.link_sendbuf_limit;
         self.announce_hostname = live.announce_hostname.clone();
         self.preferred_endpoint_type = live.preferred_endpoint_type;
+        self.announce_port = live.announce_port;
+        self.announce_bus_port = live.announce_bus_port;
+        // Peers drop messages whose address is not an IP literal: such a value is not taken.
+        if live
+            .announce_ip
+            .as_deref()
+            .is_none_or(crate::validate::is_addr)
+        {
+            self.announce_ip.clone_from(&live.announce_ip);
+        }
     }
 
     /// The port the bus listens on.

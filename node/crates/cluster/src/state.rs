@@ -399,13 +399,35 @@ impl ClusterState {
         me.hostname = self.config.announce_hostname.clone().unwrap_or_default();
     }
 
+    /// Takes the run-time settable directives from `live` (CONFIG SET) and brings myself in
+    /// line with them. A changed cluster-announce-ip replaces our address, an emptied one
+    /// clears it so that peers teach it again (clusterUpdateMyselfIp).
+    pub fn apply_config(&mut self, live: &ClusterConfig) {
+        let old_ip = self.config.announce_ip.clone();
+        self.config.apply_runtime(live);
+        if self.config.announce_ip != old_ip {
+            let ip = self.config.announce_ip.clone().unwrap_or_default();
+            self.me_mut().ip = ip;
+            self.todo_save = true;
+        }
+        self.sync_myself_config();
+    }
+
     /// Brings myself in line with the run-time settable config (clusterUpdateMyselfFlags,
     /// clusterUpdateMyselfHostname): the nofailover flag and the announced hostname, both
     /// carried to peers by the next PING/PONG (header flags, hostname extension).
     pub fn sync_myself_config(&mut self) {
         let nofailover = self.config.replica_no_failover;
         let hostname = self.config.announce_hostname.clone().unwrap_or_default();
+        let (port, cport) = (
+            self.config.announced_port(),
+            self.config.announced_bus_port(),
+        );
         let me = self.me_mut();
+        // clusterUpdateMyselfAnnouncedPorts: shown and gossiped at once, saved with the next
+        // change (a load takes them from the config again).
+        me.port = port;
+        me.cport = cport;
         let mut changed = false;
         if (me.flags & FLAG_NOFAILOVER != 0) != nofailover {
             me.flags ^= FLAG_NOFAILOVER;
@@ -613,6 +635,31 @@ impl ClusterState {
                 self.out.push(Out::Close { link: l });
             }
         }
+    }
+
+    /// DEBUG CLUSTERLINK KILL: closes the outbound (`to`) and/or inbound (`from`) link of a
+    /// node at once, as Redis's freeClusterLink, so a message queued next in the same command
+    /// or transaction is not sent to it; the cron redials the outbound link, the peer its own.
+    /// False when the node is unknown.
+    pub fn kill_links(&mut self, name: &Name, to: bool, from: bool) -> bool {
+        let Some(n) = self.nodes.get_mut(name) else {
+            return false;
+        };
+        let mut gone = Vec::with_capacity(2);
+        if to {
+            if let Some(l) = n.link.take() {
+                n.link_connected = false;
+                gone.push(l);
+            }
+        }
+        if from {
+            gone.extend(n.inbound_link.take());
+        }
+        for l in gone {
+            self.links.remove(&l);
+            self.out.push(Out::Close { link: l });
+        }
+        true
     }
 
     pub fn blacklist_add(&mut self, name: Name, now: u64) {

@@ -23,12 +23,20 @@ pub struct AtomicRdbFile {
 impl AtomicRdbFile {
     /// Creates `temp-<pid>-<n>.rdb` in the target's directory and writes the RDB header.
     pub fn create(target: &Path) -> Result<Self> {
-        let dir = parent_dir(target);
-        let tmp = dir.join(format!(
+        let name = format!(
             "temp-{}-{}.rdb",
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        );
+        Self::create_named(target, &name)
+    }
+
+    /// [`AtomicRdbFile::create`] with the temp file's name chosen by the caller (Redis's
+    /// foreground save writes `temp-<pid>.rdb`, which its shutdown removes by that name).
+    /// The caller makes sure no other save uses the same name at the same time.
+    pub fn create_named(target: &Path, temp_name: &str) -> Result<Self> {
+        let dir = parent_dir(target);
+        let tmp = dir.join(temp_name);
         let file = File::create(&tmp)?;
         let mut this = AtomicRdbFile {
             writer: None,

@@ -116,7 +116,8 @@ pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     } else if eq_ic(sub, "quicklist") && (n == 3 || n == 4) {
         encoding_probe(ctx, args[2], "quicklist", "Quicklist")?;
     } else if eq_ic(sub, "config-rewrite-force-all") && n == 2 {
-        let c = ctx.srv.config.read().clone();
+        let mut c = crate::config::Config::clone(&ctx.srv.config.read());
+        c.acl_users = crate::cmd::acl::config_user_lines(ctx.srv);
         c.rewrite_force_all()
             .map_err(|e| CmdError::msg(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}")))?;
         ctx.out.ok();
@@ -327,6 +328,8 @@ const HELP: &[&str] = &[
     "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
     "REPLYBUFFER RESIZING <0|1>",
     "    Enable or disable the reply buffer resize cron job.",
+    "CLUSTERLINK KILL <to|from|all> <node-id>",
+    "    Kills the link based on the direction to/from (both) with the provided node.",
     "HELP",
     "    Prints this help.",
 ];
@@ -384,7 +387,9 @@ fn debug_object(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult {
     let now = crate::server::now_ms();
     let slot = crate::slot::key_hash_slot(key);
     let g = ctx.srv.ks.lock_stripe(crate::db::stripe_of(slot));
-    let Some(e) = g.get(db, slot, key).filter(|e| live(e, now)) else {
+    // Found whether or not its TTL passed: Redis reads the dict without expiring, so a
+    // replica shows a key its master has not deleted yet.
+    let Some(e) = g.get(db, slot, key) else {
         return Err(CmdError::msg("ERR no such key"));
     };
     let serialized = tessera_rdb::dump_value(&crate::db::rdb::to_rdb(&e.value))
@@ -393,7 +398,11 @@ fn debug_object(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult {
     let clock = ctx.srv.access_clock(now);
     let idle = clock.wrapping_sub(e.access()) & crate::db::value::ACCESS_MASK;
     let refcount = match e.value {
-        Value::Int(i) if (0..10000).contains(&i) => i32::MAX as i64,
+        Value::Int(i)
+            if (0..10000).contains(&i) && crate::server::evict::shares_integers(ctx.srv) =>
+        {
+            i32::MAX as i64
+        }
         _ => 1,
     };
     let mut s = format!(

@@ -59,7 +59,18 @@ pub(crate) fn read_stream<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbStr
     let mut groups: Vec<RdbStreamGroup> = Vec::new();
     let mut names = HashSet::new();
     for _ in 0..ngroups {
-        let g = read_group(src, ty)?;
+        let mut g = read_group(src, ty)?;
+        if ty == TYPE_STREAM_LISTPACKS {
+            // Redis <= 6.2 saved no entries-read: Redis 7.0 estimates it on load.
+            g.entries_read = estimate_entries_read(
+                entries_added,
+                length,
+                last_id,
+                first_id,
+                max_deleted_id,
+                g.last_id,
+            );
+        }
         if !names.insert(g.name.clone()) {
             return Err(corrupt("duplicate consumer group name"));
         }
@@ -73,6 +84,43 @@ pub(crate) fn read_stream<R: Read>(src: &mut Source<R>, ty: u8) -> Result<RdbStr
         entries_added,
         groups,
     })
+}
+
+/// A group's entries-read from its last-delivered ID, where no counter was saved (Redis
+/// 7.0's streamEstimateDistanceFromFirstEverEntry): exact at the stream's ends, an estimate
+/// before its first entry when nothing was deleted inside it, else -1 (unknown).
+fn estimate_entries_read(
+    entries_added: u64,
+    length: u64,
+    last_id: StreamId,
+    first_id: StreamId,
+    max_deleted: StreamId,
+    id: StreamId,
+) -> i64 {
+    let added = i64::try_from(entries_added).unwrap_or(i64::MAX);
+    if entries_added == 0 {
+        return 0;
+    }
+    if length == 0 && id <= last_id {
+        return added;
+    }
+    if id == last_id {
+        return added;
+    }
+    if id > last_id {
+        return -1;
+    }
+    let zero = StreamId::default();
+    if max_deleted == zero || max_deleted < first_id {
+        let base = added.saturating_sub(i64::try_from(length).unwrap_or(i64::MAX));
+        if id < first_id {
+            return base;
+        }
+        if id == first_id {
+            return base.saturating_add(1);
+        }
+    }
+    -1
 }
 
 /// A 16-byte big-endian ID (rax keys, raw PEL IDs).
