@@ -752,6 +752,16 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         && !crate::cluster::commands::reads_no_keys(&cmd.full_name, args)
     {
         out.buf.truncate(mark);
+        // Redis, single-threaded, would have run this read before or after a short
+        // load, never during it: wait the load out and read again (a read-only command
+        // changes nothing, so running it twice is safe).
+        if cmd.has(flags::READONLY)
+            && !cmd.has(flags::BLOCKING)
+            && cl.multi.is_none()
+            && crate::persist::wait_short_load(srv)
+        {
+            return execute(srv, cl, out, args);
+        }
         out.error(LOADING);
     }
     let blocked = matches!(outcome, Outcome::Blocked(_));

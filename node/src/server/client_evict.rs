@@ -4,7 +4,7 @@
 //! sum is back under it. Replica and master links and CLIENT NO-EVICT clients are never
 //! evicted (their memory still counts, as in Redis).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -33,6 +33,9 @@ pub struct ClientsMem {
     pub evicted: AtomicU64,
     /// One eviction pass at a time.
     pass: Mutex<()>,
+    /// Bytes sent to clients' out-of-band queues (pub/sub, invalidations) that their
+    /// connections have not taken yet. Signed: a take may be counted before its send.
+    in_flight: AtomicI64,
 }
 
 impl ClientsMem {
@@ -48,6 +51,14 @@ impl ClientsMem {
     /// Whether maxmemory-clients is set.
     pub fn limited(&self) -> bool {
         self.limit.load(Ordering::Relaxed) > 0
+    }
+
+    /// Messages between threads (see `in_flight`): Redis writes a client's pending
+    /// replies out before its next command, so key eviction does not count them
+    /// (`evict::not_counted_memory`), or ten tracking clients' invalidations of the keys
+    /// just evicted would make the next command evict ten times more.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed).max(0) as u64
     }
 
     /// Over maxmemory-clients (cheap: two loads).
@@ -69,6 +80,10 @@ pub struct Charge {
 struct ChargeState {
     charged: usize,
     retired: bool,
+    /// What eviction took off the pool and moved to `in_flight` until the connection,
+    /// which holds the buffers, has ended ([`Charge::finish`]).
+    dying: usize,
+    finished: bool,
 }
 
 impl Charge {
@@ -94,9 +109,47 @@ impl Charge {
         st.charged = bytes;
     }
 
+    /// `n` bytes entered (positive) or left (negative) this client's out-of-band queue.
+    pub fn in_flight(&self, n: i64) {
+        if let Some(pool) = self.pool.get() {
+            pool.in_flight.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// The memory last charged.
     pub fn get(&self) -> usize {
         self.state.lock().charged
+    }
+
+    /// Retires an evicted client whose buffers its connection frees when it next runs:
+    /// until then its memory counts as in flight, so key eviction does not take it for
+    /// data (Redis frees an evicted client at once).
+    pub fn retire_dying(&self) {
+        let Some(pool) = self.pool.get() else {
+            return;
+        };
+        let mut st = self.state.lock();
+        if st.retired {
+            return;
+        }
+        pool.total.fetch_sub(st.charged, Ordering::Relaxed);
+        if !st.finished {
+            st.dying = st.charged;
+            pool.in_flight.fetch_add(st.dying as i64, Ordering::Relaxed);
+        }
+        st.charged = 0;
+        st.retired = true;
+    }
+
+    /// The connection has ended and freed its buffers.
+    pub fn finish(&self) {
+        let Some(pool) = self.pool.get() else {
+            return;
+        };
+        let mut st = self.state.lock();
+        st.finished = true;
+        pool.in_flight
+            .fetch_sub(std::mem::take(&mut st.dying) as i64, Ordering::Relaxed);
     }
 
     /// Leaves the pool for good (the client is closing, evicted, or became a replica link).
@@ -158,7 +211,7 @@ pub fn evict(srv: &Server) -> usize {
             break;
         }
         tracing::debug!("Evicting client: {}", h.info_line(srv));
-        h.charge.retire();
+        h.charge.retire_dying();
         h.kill();
         pool.evicted.fetch_add(1, Ordering::Relaxed);
         n += 1;
@@ -186,5 +239,27 @@ mod tests {
         assert_eq!(pool.total(), 50);
         b.retire();
         assert_eq!(pool.total(), 0);
+    }
+
+    /// An evicted client's memory is in flight until its connection ends, once.
+    #[test]
+    fn evicted_client_is_in_flight_until_its_connection_ends() {
+        let pool = Arc::new(ClientsMem::default());
+        let (a, b) = (Charge::default(), Charge::default());
+        a.attach(pool.clone());
+        b.attach(pool.clone());
+        a.set(100);
+        b.set(70);
+        a.retire_dying();
+        assert_eq!((pool.total(), pool.in_flight()), (70, 100));
+        a.retire_dying();
+        a.finish();
+        assert_eq!((pool.total(), pool.in_flight()), (70, 0));
+        a.finish();
+        assert_eq!(pool.in_flight(), 0);
+        // Ended before eviction got to it: nothing left to free.
+        b.finish();
+        b.retire_dying();
+        assert_eq!((pool.total(), pool.in_flight()), (0, 0));
     }
 }

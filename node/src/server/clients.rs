@@ -178,20 +178,40 @@ impl ClientHandle {
     /// Queues an out-of-band message; kills the client when the pub/sub output buffer limit
     /// is exceeded (client-output-buffer-limit pubsub).
     pub fn send(&self, msg: Bytes, limit: crate::config::BufLimit) -> bool {
-        let q = self.queued.fetch_add(msg.len(), Ordering::Relaxed) + msg.len();
+        let n = msg.len();
+        let q = self.queued.fetch_add(n, Ordering::Relaxed) + n;
         let used = q.saturating_add(self.out_pending.load(Ordering::Relaxed));
         if self.obuf_limit_reached(used as u64, limit, now_ms()) {
             self.close_for_obuf_limit();
             return false;
         }
         self.recharge();
-        self.tx.send(msg).is_ok()
+        self.enqueue_counted(msg)
+    }
+
+    /// Queues `msg` with no output limit check (MONITOR's feed, as Redis's).
+    pub fn enqueue(&self, msg: Bytes) -> bool {
+        self.queued.fetch_add(msg.len(), Ordering::Relaxed);
+        self.enqueue_counted(msg)
+    }
+
+    /// Sends a message already added to `queued`.
+    fn enqueue_counted(&self, msg: Bytes) -> bool {
+        let n = msg.len();
+        self.charge.in_flight(n as i64);
+        if self.tx.send(msg).is_err() {
+            // The connection is gone and drained its queue already: undo our share.
+            self.dequeued(n);
+            return false;
+        }
+        true
     }
 
     /// Takes `n` bytes off the out-of-band queue's count (the connection moved them to its
-    /// output buffer).
+    /// output buffer, or dropped them at its end).
     pub fn dequeued(&self, n: usize) {
         self.queued.fetch_sub(n, Ordering::Relaxed);
+        self.charge.in_flight(-(n as i64));
     }
 
     /// CLIENT LIST tot-mem: what the connection published (with the reply buffer) plus

@@ -126,7 +126,14 @@ pub async fn handle(srv: Arc<Server>, mut sock: ClientStream, admission: Admissi
     let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
     let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
+    // What was still queued for this client is dropped: no longer in flight. After
+    // close() a send fails and undoes its own count (ClientHandle::send).
+    rx.close();
+    while let Ok(m) = rx.try_recv() {
+        handle.dequeued(m.len());
+    }
     drop(reg);
+    handle.charge.finish();
     if let Err(e) = res {
         tracing::debug!(id, error = %e, "connection ended");
     }
@@ -842,7 +849,7 @@ async fn process(
         if crate::tracking::enforce_limit(srv) || evicted {
             while let Ok(m) = rx.try_recv() {
                 out.raw(&m);
-                cl.handle.queued.fetch_sub(m.len(), Ordering::Relaxed);
+                cl.handle.dequeued(m.len());
             }
         }
         let mark = out.buf.len();

@@ -127,9 +127,12 @@ fn memory_to_free(srv: &Server, max: u64) -> u64 {
 /// Memory eviction leaves out of its count (INFO mem_not_counted_for_evict, Redis's
 /// freeMemoryGetNotCountedMemory): the replication buffer past the backlog's own share,
 /// that is what slow replicas hold, or a replica falling behind would make its master
-/// evict its data. The AOF buffer is written out before each reply: nothing to add.
+/// evict its data. The AOF buffer is written out before each reply: nothing to add. Also
+/// the messages still on their way to other threads' clients (`ClientsMem::in_flight`).
 pub fn not_counted_memory(srv: &Server) -> u64 {
-    srv.repl.not_counted_memory()
+    srv.repl
+        .not_counted_memory()
+        .saturating_add(srv.clients.mem.in_flight())
 }
 
 /// Evicts what the next command's own check would (Redis's processCommand) ahead of it,

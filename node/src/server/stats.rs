@@ -414,8 +414,7 @@ impl Monitors {
         let msg = Bytes::from(line);
         for m in self.list.lock().iter() {
             if m.id != cl.id {
-                let _ = m.tx.send(msg.clone());
-                m.queued.fetch_add(msg.len(), Ordering::Relaxed);
+                m.enqueue(msg.clone());
             }
         }
     }

@@ -274,10 +274,23 @@ fn stop_master(replica_bin: &'static str, failover: bool, how: Stop) -> Duration
         );
         // Without the handover nothing can happen before node-timeout (failure detection)
         // plus the election delay.
-        assert!(
-            took < Duration::from_millis(NODE_TIMEOUT_MS),
-            "replica became master only after {took:?}"
-        );
+        if took >= Duration::from_millis(NODE_TIMEOUT_MS) {
+            // What the voters said (their 'Failover auth' lines) and the replica's election.
+            let votes: Vec<String> = nodes[1..3]
+                .iter()
+                .flat_map(|n| {
+                    log_of(n)
+                        .lines()
+                        .filter(|l| l.contains("Failover auth"))
+                        .map(|l| format!("{}: {l}", n.addr()))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            panic!(
+                "replica became master only after {took:?}\nvoters:\n{}\nreplica log:\n{r_log}",
+                votes.join("\n")
+            );
+        }
     } else {
         assert!(
             !old_log.contains("Perform auto failover"),

@@ -775,19 +775,38 @@ impl ClusterState {
         let Some(master) = req.master.and_then(|m| self.nodes.get(&m)) else {
             return;
         };
-        if req.is_master() || (!master.failed() && !force) {
+        // Refusals are logged as Redis's clusterSendFailoverAuthIfNeeded logs them: a
+        // failover that stalls on missing votes is otherwise invisible.
+        let who = name_str(requester);
+        if req.is_master() {
+            warn!("Failover auth denied to {who}: it is a master node");
             return;
         }
-        if now.saturating_sub(master.voted_time) < self.config.node_timeout_ms.saturating_mul(2) {
+        if !master.failed() && !force {
+            warn!("Failover auth denied to {who}: its master is up");
             return;
         }
-        let mut newer_owner = false;
+        let wait = self.config.node_timeout_ms.saturating_mul(2);
+        if now.saturating_sub(master.voted_time) < wait {
+            warn!(
+                "Failover auth denied to {who}: can't vote about this master before {} milliseconds",
+                wait - now.saturating_sub(master.voted_time)
+            );
+            return;
+        }
+        let mut newer_owner = None;
         msg::for_each_slot_in_diff(&h.slots, &[0; msg::SLOTS_BYTES], |j| {
             if let Some(o) = self.slots[j].and_then(|o| self.nodes.get(&o)) {
-                newer_owner |= o.config_epoch > h.config_epoch;
+                if o.config_epoch > h.config_epoch && newer_owner.is_none() {
+                    newer_owner = Some((j, o.config_epoch));
+                }
             }
         });
-        if newer_owner {
+        if let Some((slot, epoch)) = newer_owner {
+            warn!(
+                "Failover auth denied to {who}: slot {slot} epoch ({epoch}) > reqEpoch ({})",
+                h.config_epoch
+            );
             return;
         }
         let mname = master.name;
@@ -798,6 +817,10 @@ impl ClusterState {
         // The vote leaves only once lastVoteEpoch is on disk (held back by the bus).
         self.todo_save = true;
         self.todo_fsync = true;
+        info!(
+            "Failover auth granted to {who} for epoch {}",
+            self.current_epoch
+        );
         if let Some(l) = self.nodes.get(requester).and_then(|n| n.link) {
             self.send_vote(l);
         }
