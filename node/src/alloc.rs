@@ -109,6 +109,12 @@ pub fn used_memory() -> u64 {
     (USED.load(Ordering::Relaxed) as i64).max(0) as u64
 }
 
+/// Bytes this thread allocated minus what it freed, wrapping; only differences mean
+/// anything (see `Counter::mine`).
+pub fn thread_allocated() -> u64 {
+    USED.mine()
+}
+
 /// Resident set size of this process from /proc (0 if unavailable).
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")

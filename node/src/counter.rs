@@ -91,6 +91,13 @@ impl Counter {
             .fold(0u64, |a, b| a.wrapping_add(b))
     }
 
+    /// The raw value of the calling thread's shard: what this thread added minus what it
+    /// took (wrapping), plus, on the shared shard, what the few other sharing threads did.
+    /// A difference of two reads measures this thread's own work, not the other threads'.
+    pub fn mine(&self) -> u64 {
+        self.shards[my_shard()].0.load(Ordering::Relaxed)
+    }
+
     pub fn load(&self, _: Ordering) -> u64 {
         self.sum().wrapping_sub(self.base.load(Ordering::Relaxed))
     }

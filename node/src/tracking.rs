@@ -108,8 +108,14 @@ struct Delivery {
 }
 
 fn encode(dest_resp3: bool, pubsub: bool, tracker_resp3: bool, p: &Payload) -> Option<Bytes> {
+    // Sized up front: grown by doubling, a message for a 1 KB key held 2 KB, and ten
+    // tracking clients' copies of it weigh on maxmemory until they are written.
+    let keys = match p {
+        Payload::Keys(keys) => keys.iter().map(|k| k.len() + 24).sum(),
+        Payload::Null => 0,
+    };
     let mut o = Out {
-        buf: BytesMut::with_capacity(64),
+        buf: BytesMut::with_capacity(64 + keys),
         resp3: dest_resp3,
     };
     if dest_resp3 {

@@ -92,6 +92,12 @@ pub struct ClientHandle {
     pub acl_gen: AtomicU64,
 }
 
+/// What a queued message of `n` bytes holds in the allocator (its size class), the weight
+/// it counts for in `ClientsMem::in_flight`.
+fn flight_weight(n: usize) -> i64 {
+    crate::alloc::real_size(n) as i64
+}
+
 impl ClientHandle {
     /// The connection's ACL user name (`default` unless AUTH named another).
     pub fn user_name(&self) -> String {
@@ -198,7 +204,7 @@ impl ClientHandle {
     /// Sends a message already added to `queued`.
     fn enqueue_counted(&self, msg: Bytes) -> bool {
         let n = msg.len();
-        self.charge.in_flight(n as i64);
+        self.charge.in_flight(flight_weight(n));
         if self.tx.send(msg).is_err() {
             // The connection is gone and drained its queue already: undo our share.
             self.dequeued(n);
@@ -210,8 +216,15 @@ impl ClientHandle {
     /// Takes `n` bytes off the out-of-band queue's count (the connection moved them to its
     /// output buffer, or dropped them at its end).
     pub fn dequeued(&self, n: usize) {
+        let w = self.taken(n);
+        self.charge.in_flight(-w);
+    }
+
+    /// Like [`Self::dequeued`], but the message stays in flight until the connection has
+    /// written it: returns the weight the connection takes off `charge.in_flight` then.
+    pub fn taken(&self, n: usize) -> i64 {
         self.queued.fetch_sub(n, Ordering::Relaxed);
-        self.charge.in_flight(-(n as i64));
+        flight_weight(n)
     }
 
     /// CLIENT LIST tot-mem: what the connection published (with the reply buffer) plus

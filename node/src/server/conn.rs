@@ -230,17 +230,23 @@ async fn serve(
                 share.unpark();
                 share.resume(srv, cl, &mut out);
                 let Some(msg) = msg else { return Ok(()) };
+                // The messages stay in flight (left out of key eviction's count) until
+                // written: they are copied to the output buffer first.
                 out.raw(&msg);
-                handle.dequeued(msg.len());
+                let mut taken = handle.taken(msg.len());
+                drop(msg);
                 while let Ok(m) = rx.try_recv() {
                     out.raw(&m);
-                    handle.dequeued(m.len());
+                    taken += handle.taken(m.len());
                 }
                 if handle.killed.load(Ordering::Relaxed) {
+                    handle.charge.in_flight(-taken);
                     return Ok(());
                 }
                 rd.rb.note(out.buf.len());
-                flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
+                let flushed = flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await;
+                handle.charge.in_flight(-taken);
+                flushed?;
                 publish_mem(srv, cl, &rd, &inbuf, &out);
                 arm_cron!();
             }

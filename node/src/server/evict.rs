@@ -189,8 +189,8 @@ pub fn shares_integers(srv: &Server) -> bool {
         )
 }
 
-/// Samples keys and evicts the best candidate: the bytes its removal freed (0 when other
-/// threads allocated as much meanwhile), None when nothing is evictable.
+/// Samples keys and evicts the best candidate: the bytes its removal freed, None when
+/// nothing is evictable.
 fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u64> {
     let volatile = policy.is_volatile();
     let now = now_ms();
@@ -248,7 +248,11 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u6
     let (_, idx, db, key) = best?;
     let slot = crate::slot::key_hash_slot(&key);
     let mut st = srv.ks.lock_stripe(idx);
-    let before = crate::alloc::used_memory();
+    // Measured on this thread's allocation count: the connections of tracking clients
+    // allocate the invalidations of the keys evicted just before on their own threads
+    // meanwhile (ten clients, ten times a key's name), and a process-wide measure
+    // counted nothing freed and emptied the database.
+    let before = crate::alloc::thread_allocated();
     let mut freed = 0;
     if let Some(gone) = st.remove(db, slot, &key) {
         drop(gone);
@@ -259,7 +263,7 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u6
                 *d = None;
             }
         }
-        freed = before.saturating_sub(crate::alloc::used_memory());
+        freed = (before.wrapping_sub(crate::alloc::thread_allocated()) as i64).max(0) as u64;
         crate::propagate::deleted(srv, db, &key);
         crate::notify::evicted(srv, db, &key);
         srv.stats.evicted_keys.fetch_add(1, Ordering::Relaxed);

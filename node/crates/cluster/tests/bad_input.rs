@@ -113,7 +113,7 @@ fn garbage_on_the_bus_drops_the_link_and_nothing_panics() {
     wait_for(Duration::from_secs(10), "bad links to be released", || {
         ours.node().with_state(|st| st.links.is_empty())
     });
-    let r = ServerProc::start(REDIS, 2000);
+    let r = ServerProc::start(redis_bin(), 2000);
     assert_eq!(
         ours.cluster_str(&["MEET", "127.0.0.1", &r.port.to_string()]),
         "OK"

@@ -14,7 +14,7 @@ fn norm(bytes: &[u8], id: &str, port: u16) -> String {
 #[test]
 fn cluster_replies_match_redis_byte_for_byte() {
     let ours = TestNode::start(15000);
-    let redis = ServerProc::start(REDIS, 15000);
+    let redis = ServerProc::start(redis_bin(), 15000);
     let (our_id, redis_id) = (ours.myid(), redis.myid());
     let script: Vec<Vec<&str>> = vec![
         vec!["KEYSLOT", "foo"],

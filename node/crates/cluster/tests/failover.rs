@@ -13,8 +13,8 @@ const NT: u64 = 2000;
 fn our_replica_takes_over_a_killed_redis_master() {
     let a = TestNode::start(NT);
     let b = TestNode::start(NT);
-    let mut r1 = ServerProc::start(REDIS, NT);
-    let r2 = ServerProc::start(REDIS, NT);
+    let mut r1 = ServerProc::start(redis_bin(), NT);
+    let r2 = ServerProc::start(redis_bin(), NT);
     for p in [b.port, r1.port, r2.port] {
         assert_eq!(a.cluster_str(&["MEET", "127.0.0.1", &p.to_string()]), "OK");
     }

@@ -10,8 +10,8 @@ use common::*;
 #[test]
 fn forgotten_nodes_stay_forgotten_while_peers_gossip_about_them() {
     let ours = TestNode::start(2000);
-    let r1 = ServerProc::start(REDIS, 2000);
-    let r2 = ServerProc::start(REDIS, 2000);
+    let r1 = ServerProc::start(redis_bin(), 2000);
+    let r2 = ServerProc::start(redis_bin(), 2000);
     for p in [r1.port, r2.port] {
         assert_eq!(
             ours.cluster_str(&["MEET", "127.0.0.1", &p.to_string()]),

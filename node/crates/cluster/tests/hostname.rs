@@ -15,7 +15,7 @@ fn hostnames_travel_in_ping_extensions_both_ways() {
         c.preferred_endpoint_type = EndpointType::Hostname;
     });
     let r = ServerProc::start_args(
-        REDIS,
+        redis_bin(),
         2000,
         &["--cluster-announce-hostname", "redis-b.example"],
     );

@@ -25,8 +25,8 @@ fn is_replica_of(text: &str, id: &str, master: &str) -> bool {
 fn manual_failover_and_takeover_swap_roles() {
     let a = TestNode::start(NT);
     let b = TestNode::start(NT);
-    let r1 = ServerProc::start(REDIS, NT);
-    let r2 = ServerProc::start(REDIS, NT);
+    let r1 = ServerProc::start(redis_bin(), NT);
+    let r2 = ServerProc::start(redis_bin(), NT);
     for p in [b.port, r1.port, r2.port] {
         assert_eq!(a.cluster_str(&["MEET", "127.0.0.1", &p.to_string()]), "OK");
     }

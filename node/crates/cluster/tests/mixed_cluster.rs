@@ -16,11 +16,11 @@ fn mixed_cluster_forms_agrees_on_slots_and_detects_failures() {
     let ours = TestNode::start_custom(NT, |c| {
         c.announce_hostname = Some("tessera-a.example".into());
     });
-    let r1 = ServerProc::start(REDIS, NT);
-    let r2 = ServerProc::start(REDIS, NT);
-    let mut r3 = ServerProc::start(REDIS, NT);
+    let r1 = ServerProc::start(redis_bin(), NT);
+    let r2 = ServerProc::start(redis_bin(), NT);
+    let mut r3 = ServerProc::start(redis_bin(), NT);
     let v1 = ServerProc::start_args(
-        VALKEY,
+        valkey_bin(),
         NT,
         &[
             "--cluster-announce-hostname",

@@ -92,9 +92,9 @@ fn corrupt_file_names_the_line() {
 
 #[test]
 fn loads_a_file_written_by_redis_server() {
-    let r1 = ServerProc::start(REDIS, 2000);
-    let r2 = ServerProc::start(REDIS, 2000);
-    let r3 = ServerProc::start(REDIS, 2000);
+    let r1 = ServerProc::start(redis_bin(), 2000);
+    let r2 = ServerProc::start(redis_bin(), 2000);
+    let r3 = ServerProc::start(redis_bin(), 2000);
     for s in [&r2, &r3] {
         r1.cmd(&["CLUSTER", "MEET", "127.0.0.1", &s.port.to_string()])
             .expect("meet");
@@ -151,7 +151,7 @@ impl MyName for tessera_cluster::ClusterState {
 fn redis_server_loads_a_file_we_wrote() {
     let st = nodes_conf::parse(SAMPLE, "sample", cfg(7000), 1_800_000_000_000, 1).expect("parses");
     let ours = nodes_conf::render(&st);
-    let r = ServerProc::start_with_conf(REDIS, 2000, &ours);
+    let r = ServerProc::start_with_conf(redis_bin(), 2000, &ours);
     assert_eq!(
         r.myid(),
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",

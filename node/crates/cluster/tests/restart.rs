@@ -14,8 +14,8 @@ fn restart_with_nodes_conf_on_a_new_address() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let mut ours = TestNode::start_in(tmp.path(), port, "127.0.0.1", NT);
-    let r1 = ServerProc::start(REDIS, NT);
-    let r2 = ServerProc::start(REDIS, NT);
+    let r1 = ServerProc::start(redis_bin(), NT);
+    let r2 = ServerProc::start(redis_bin(), NT);
     assert_eq!(
         ours.cluster_str(&["MEET", "127.0.0.1", &r1.port.to_string()]),
         "OK"

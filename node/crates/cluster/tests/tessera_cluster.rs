@@ -18,7 +18,7 @@ fn our_nodes_gossip_publish_move_slots_and_fail() {
     let a = TestNode::start_with_host(NT, hosts[0].clone());
     let b = TestNode::start_with_host(NT, hosts[1].clone());
     let mut c = TestNode::start_with_host(NT, hosts[2].clone());
-    let r = ServerProc::start(REDIS, NT);
+    let r = ServerProc::start(redis_bin(), NT);
     for p in [b.port, c.port, r.port] {
         assert_eq!(a.cluster_str(&["MEET", "127.0.0.1", &p.to_string()]), "OK");
     }

@@ -68,7 +68,7 @@ fn redis_multipart_aof_reads_and_truncation_matches() {
         "--aof-load-truncated",
         "yes",
     ];
-    let bin = Path::new(REDIS_SERVER);
+    let bin = Path::new(redis_server());
     let server = RedisServer::start_args(bin, dir.path(), "dump.rdb", &extra);
     let mut con = server.connection();
     redis::cmd("SET")
@@ -209,7 +209,7 @@ fn our_multipart_aof_loads_into_redis() {
     .expect("manifest");
 
     let server = RedisServer::start_args(
-        Path::new(REDIS_SERVER),
+        Path::new(redis_server()),
         dir.path(),
         "dump.rdb",
         &["--appendonly", "yes"],

@@ -133,7 +133,7 @@ fn our_rdb_passes_check_rdb_and_loads_into_redis() {
     })
     .expect("write rdb");
 
-    let out = Command::new(REDIS_CHECK_RDB)
+    let out = Command::new(redis_check_rdb())
         .arg(&path)
         .output()
         .expect("run redis-check-rdb");
@@ -319,7 +319,7 @@ fn redis_files_with_eviction_metadata_and_no_checksum() {
             "no",
         ];
         let server = RedisServer::start_args(
-            std::path::Path::new(REDIS_SERVER),
+            std::path::Path::new(redis_server()),
             dir.path(),
             "dump.rdb",
             &extra,

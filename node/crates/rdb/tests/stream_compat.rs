@@ -325,7 +325,7 @@ fn stream_nodes(payload: &[u8]) -> (Vec<Node>, Vec<u8>) {
 }
 
 fn check_rdb(path: &Path) {
-    let out = Command::new(REDIS_CHECK_RDB)
+    let out = Command::new(redis_check_rdb())
         .arg(path)
         .output()
         .expect("run redis-check-rdb");
@@ -507,7 +507,7 @@ fn valkey_streams_both_ways() {
 fn redis_stream_file_without_compression() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = RedisServer::start_args(
-        Path::new(REDIS_SERVER),
+        Path::new(redis_server()),
         dir.path(),
         "dump.rdb",
         &["--rdbcompression", "no"],

@@ -7,13 +7,39 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tessera_cluster::{commands, ClusterConfig, ClusterNode, Host, NullHost};
 
-pub const VALKEY: &str = "/work/main/.tools/bin/valkey-server";
-pub const REDIS: &str = "/usr/bin/redis-server";
+/// A reference program from PATH, else `<workspace>/.tools/bin` (where `make deps` puts
+/// valkey-server); a missing one fails the test, saying how to install it. (Not the
+/// testkit's finder: the testkit depends on this crate.)
+fn reference(cell: &'static OnceLock<String>, name: &str) -> &'static str {
+    cell.get_or_init(|| {
+        let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.tools/bin");
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .chain([tools])
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{name} not found on PATH or in .tools/bin: run `make deps`"))
+            .display()
+            .to_string()
+    })
+}
+
+pub fn redis_bin() -> &'static str {
+    static CELL: OnceLock<String> = OnceLock::new();
+    reference(&CELL, "redis-server")
+}
+
+pub fn valkey_bin() -> &'static str {
+    static CELL: OnceLock<String> = OnceLock::new();
+    reference(&CELL, "valkey-server")
+}
 
 static NEXT: AtomicU16 = AtomicU16::new(0);
 

@@ -10,13 +10,37 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tessera_rdb::RdbValue;
 
-pub const REDIS_SERVER: &str = "/usr/bin/redis-server";
-pub const REDIS_CHECK_RDB: &str = "/usr/bin/redis-check-rdb";
+/// A reference program from PATH (Debian's redis-server and redis-tools, `make deps`); a
+/// missing one fails the test, saying how to install it.
+fn reference(cell: &'static OnceLock<String>, name: &str) -> &'static str {
+    cell.get_or_init(|| {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{name} not found on PATH: run `make deps`"))
+            .display()
+            .to_string()
+    })
+}
+
+pub fn redis_server() -> &'static str {
+    static CELL: OnceLock<String> = OnceLock::new();
+    reference(&CELL, "redis-server")
+}
+
+pub fn redis_check_rdb() -> &'static str {
+    static CELL: OnceLock<String> = OnceLock::new();
+    reference(&CELL, "redis-check-rdb")
+}
 
 /// The rdb crate's test port range is 31500-31999.
 const PORT_BASE: u16 = 31500;
@@ -50,7 +74,7 @@ impl RedisServer {
     /// Starts redis-server 7.0 with no save points in `dir`, loading `dbfilename` if present.
     /// Deep payload sanitisation is on, so malformed encodings we write would be caught.
     pub fn start(dir: &Path, dbfilename: &str) -> RedisServer {
-        Self::start_with(Path::new(REDIS_SERVER), dir, dbfilename)
+        Self::start_with(Path::new(redis_server()), dir, dbfilename)
     }
 
     /// Same as [`RedisServer::start`] with another server binary (valkey-server).
