@@ -139,7 +139,13 @@ fn encode(dest_resp3: bool, pubsub: bool, tracker_resp3: bool, p: &Payload) -> O
         Payload::Null if tracker_resp3 => o.raw(b"_\r\n"),
         Payload::Null => o.raw(b"$-1\r\n"),
     }
-    Some(o.buf.freeze())
+    // The estimate may end in a larger allocator size class than the message needs: then
+    // a copy of exactly its size is what waits in the queues.
+    let b = o.buf;
+    if crate::alloc::real_size(b.capacity()) > crate::alloc::real_size(b.len()) {
+        return Some(Bytes::copy_from_slice(&b));
+    }
+    Some(b.freeze())
 }
 
 /// Sends the collected messages (redis's sendTrackingMessage), resolving redirects.
