@@ -395,6 +395,23 @@ impl Config {
                 })?;
                 continue;
             }
+            // Redis's MULTI_ARG_CONFIGs given one non-empty argument split it again, so
+            // `--replicaof "host port"` and `save "900 1"` mean what two words would.
+            let split;
+            let args = match args {
+                [one]
+                    if !one.is_empty()
+                        && MULTI_ARG.contains(&name.to_ascii_lowercase().as_str()) =>
+                {
+                    split = crate::resp::parser::split_args(one.as_bytes())
+                        .ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?
+                        .into_iter()
+                        .map(|w| String::from_utf8_lossy(&w).into_owned())
+                        .collect::<Vec<_>>();
+                    &split[..]
+                }
+                _ => args,
+            };
             self.apply_line(name, args).map_err(err)?;
         }
         Ok(())
@@ -988,6 +1005,19 @@ fn quote(v: &str) -> String {
     s.push('"');
     s
 }
+
+/// Redis 7.0's MULTI_ARG_CONFIG directives: one argument holding several words is split.
+const MULTI_ARG: [&str; 9] = [
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
+    "save",
+    "client-output-buffer-limit",
+    "oom-score-adj-values",
+    "bind",
+    "replicaof",
+    "slaveof",
+    "latency-tracking-info-percentiles",
+];
 
 /// The command line's options as config text: Redis's main() turns
 /// `--port 6380 --save "" x` into the lines `port "6380"` and `save "" "x"`, read after the

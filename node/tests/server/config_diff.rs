@@ -302,6 +302,38 @@ fn startup_arguments_match_redis() {
     assert!(diffs.is_empty(), "startup differs:\n{}", diffs.join("\n"));
 }
 
+/// Redis 7.0's multi-argument directives given their words as one argument
+/// (`--replicaof "host port"`, `--save "900 1"`) split it, as on two words.
+#[test]
+fn multi_word_single_arguments_split_like_redis() {
+    let cases: &[(&str, &str)] = &[
+        ("replicaof", "127.0.0.1 1"),
+        ("save", "900 1 300 10"),
+        ("oom-score-adj-values", "0 200 800"),
+        ("client-output-buffer-limit", "pubsub 1mb 2mb 60"),
+        ("latency-tracking-info-percentiles", "50 99"),
+        ("shutdown-on-sigterm", "nosave now"),
+    ];
+    let mut diffs = Vec::new();
+    for (name, value) in cases {
+        let flag = format!("--{name}");
+        let got = [redis_bin(), tessera_bin()].map(|bin| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            match start_in(bin, None, &[&flag, value], dir.path()) {
+                Ok(srv) => format!("{:?}", srv.resp().cmd(&["CONFIG", "GET", name])),
+                Err(reason) => format!("refused: {reason}"),
+            }
+        });
+        if got[0] != got[1] {
+            diffs.push(format!(
+                "{flag} {value:?}\n  redis:   {}\n  tessera: {}",
+                got[0], got[1]
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "differs:\n{}", diffs.join("\n"));
+}
+
 /// Debian's stock redis.conf (shipped with redis-server 7.0) starts tessera, which then
 /// reports the same configuration as redis-server started from the same file.
 #[test]
