@@ -681,6 +681,9 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         if let Some(q) = cl.multi.as_mut() {
             q.push(owned_args(args));
         }
+        // CLIENT LIST's cmd= names a queued command too (Redis sets lastcmd before
+        // queueing).
+        cl.handle.touch_cmd(cmd.full_name.as_str());
         out.simple("QUEUED");
         return Outcome::Done;
     }

@@ -77,6 +77,8 @@ pub struct ClientHandle {
     /// LIST argv-mem and multi-mem), published by the connection.
     pub argv_mem: AtomicUsize,
     pub multi_mem: AtomicUsize,
+    /// Commands queued in the open MULTI (CLIENT LIST multi=), published with multi_mem.
+    pub multi_count: AtomicUsize,
     /// Everything but the output waiting beyond the reply buffer (CLIENT LIST tot-mem
     /// without omem), published by the connection.
     pub conn_mem: AtomicUsize,
@@ -151,6 +153,7 @@ impl ClientHandle {
             rbp: AtomicUsize::new(0),
             argv_mem: AtomicUsize::new(0),
             multi_mem: AtomicUsize::new(0),
+            multi_count: AtomicUsize::new(0),
             conn_mem: AtomicUsize::new(0),
             charge: Default::default(),
             unix_socket: AtomicBool::new(false),
@@ -375,7 +378,11 @@ impl ClientHandle {
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
             self.ssubs.load(Ordering::Relaxed),
-            if self.in_multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            if self.in_multi.load(Ordering::Relaxed) {
+                self.multi_count.load(Ordering::Relaxed) as i64
+            } else {
+                -1
+            },
             self.qbuf.load(Ordering::Relaxed),
             self.qbuf_free.load(Ordering::Relaxed),
             self.argv_mem.load(Ordering::Relaxed),

@@ -550,6 +550,8 @@ fn publish_mem(srv: &Server, cl: &ClientState, rd: &Requests, inbuf: &BytesMut, 
         cl.watched.len() + cl.subs.len() + cl.psubs.len() + h.ssubs.load(Ordering::Relaxed);
     h.argv_mem.store(argv, Ordering::Relaxed);
     h.multi_mem.store(multi, Ordering::Relaxed);
+    h.multi_count
+        .store(cl.multi.as_ref().map_or(0, |m| m.len()), Ordering::Relaxed);
     // The reply buffer's bytes are in rbs and pending output past it in omem; what the
     // output buffer's allocation holds beyond both is memory this client takes too.
     let out_slack = out

@@ -309,6 +309,39 @@ fn client_info_buffers_like_redis() {
     assert_eq!(seen[0], seen[1]);
 }
 
+/// A client inside MULTI shows in CLIENT LIST with multi=<commands queued> and cmd=<the
+/// last one queued>, as Redis (tessera showed multi=0 and cmd=multi).
+#[test]
+fn client_list_during_multi_like_redis() {
+    let [r, t] = both();
+    let seen = [&r, &t].map(|s| {
+        let mut c = s.resp();
+        let mut admin = s.resp();
+        c.cmd(&["CLIENT", "SETNAME", "queuer"]);
+        let mut v = Vec::new();
+        let mut look = |admin: &mut Conn, v: &mut Vec<String>| {
+            let list = text(admin.cmd(&["CLIENT", "LIST"]));
+            let line = list
+                .lines()
+                .find(|l| l.contains("name=queuer"))
+                .unwrap_or_default()
+                .to_string();
+            for f in ["flags", "multi", "cmd"] {
+                v.push(format!("{f}={:?}", field(&line, f)));
+            }
+        };
+        c.cmd(&["MULTI"]);
+        look(&mut admin, &mut v);
+        c.cmd(&["SET", "k", "v"]);
+        c.cmd(&["INCR", "n"]);
+        look(&mut admin, &mut v);
+        c.cmd(&["EXEC"]);
+        look(&mut admin, &mut v);
+        v
+    });
+    assert_eq!(seen[0], seen[1], "redis first, tessera second");
+}
+
 /// qbuf + qbuf-free of the client named `name`, as unit/querybuf reads it.
 fn query_buffer(c: &mut Conn, name: &str) -> u64 {
     let list = text(c.cmd(&["CLIENT", "LIST"]));
