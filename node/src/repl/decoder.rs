@@ -45,6 +45,8 @@ const QUOTE_MAX: usize = 96;
 /// Free space below which [`Decoder::read_space`] grows the buffer, and by how much.
 const READ_LOW: usize = 16 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// Buffer capacity past which a drained buffer is reallocated at READ_CHUNK.
+const SHRINK_ABOVE: usize = 16 * READ_CHUNK;
 
 /// Bounds on the post-sync command stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,6 +201,14 @@ impl Decoder {
         if self.consumed > 0 {
             self.buf.advance(self.consumed.min(self.buf.len()));
             self.consumed = 0;
+            // A big command grew the buffer: once it is decoded, give the room back (as
+            // Redis trims its master client's query buffer), or a replica holds as much
+            // again as the largest value it was ever sent (unit/pendingquerybuf).
+            if self.buf.capacity() > SHRINK_ABOVE && self.buf.len() <= READ_CHUNK {
+                let mut fresh = BytesMut::with_capacity(READ_CHUNK);
+                fresh.extend_from_slice(&self.buf);
+                self.buf = fresh;
+            }
         }
     }
 

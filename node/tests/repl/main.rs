@@ -4,6 +4,7 @@
 mod repl_async_loading_deny;
 mod repl_basic;
 mod repl_bench;
+mod repl_big_command;
 mod repl_buffer_share;
 mod repl_cached_master;
 mod repl_cluster;
