@@ -319,7 +319,7 @@ fn client_list_during_multi_like_redis() {
         let mut admin = s.resp();
         c.cmd(&["CLIENT", "SETNAME", "queuer"]);
         let mut v = Vec::new();
-        let mut look = |admin: &mut Conn, v: &mut Vec<String>| {
+        let look = |admin: &mut Conn, v: &mut Vec<String>| {
             let list = text(admin.cmd(&["CLIENT", "LIST"]));
             let line = list
                 .lines()
