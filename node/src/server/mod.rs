@@ -390,10 +390,14 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     // shutdown-timeout's wait for replicas and the shutdown failover, with writes paused.
     crate::persist::shutdown::before_exit(&srv).await;
     srv.shutting_down.store(true, Ordering::SeqCst);
+    // The listeners close (and the socket file goes) before any client sees its connection
+    // end: Redis closes them in finishShutdown and its clients' connections only end with
+    // the process, so a client that saw the end finds the port refusing (unit/scripting
+    // "SHUTDOWN NOSAVE can kill a timedout script anyway" connects right then).
+    srv.listeners.close();
+    // No client writes after the final save's snapshot.
     srv.clients.kill_all();
     crate::persist::on_shutdown(&srv);
-    // As Redis's finishShutdown: the listeners close and the socket file goes.
-    srv.listeners.close();
     tracing::warn!("Redis is now ready to exit, bye bye...");
     Ok(())
 }
