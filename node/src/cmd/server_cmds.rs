@@ -248,6 +248,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if let Some(note) = hooks.shutdown_note_args {
             note(ctx.srv, args);
         }
+        ctx.srv.listeners.stop_accepting();
         ctx.srv.shutting_down.store(true, Ordering::SeqCst);
         if let Some(flush_and_save) = hooks.shutdown_now {
             flush_and_save(ctx.srv);

@@ -127,6 +127,8 @@ pub fn bind_all(bind: &str, port: u16) -> Result<Vec<std::net::TcpListener>, Lis
 /// socket is closed.
 struct Running {
     stop: tokio::sync::oneshot::Sender<std::sync::mpsc::SyncSender<()>>,
+    /// The listening socket, owned by the accept loop (see [`Listeners::stop_accepting`]).
+    fd: std::os::fd::RawFd,
 }
 
 #[derive(Default)]
@@ -163,7 +165,8 @@ impl Listeners {
         start_all(srv, &mut st, ls);
         if let Some((l, path)) = unix {
             st.unix_path = Some(path.clone());
-            st.unix = spawn_any(srv, &st, move || {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+            st.unix = spawn_any(srv, &st, fd, move || {
                 tokio::net::UnixListener::from_std(l).map(|l| Listener::Unix(l, path))
             });
         }
@@ -222,6 +225,22 @@ impl Listeners {
 }
 
 impl Listeners {
+    /// Makes every listening socket refuse new connections at once, without waiting for
+    /// the accept thread: the first step of a shutdown (call it before `shutting_down` is
+    /// set, while the accept loops still own their sockets). At the exit the kernel closes
+    /// descriptors in number order, and a client's connection numbered below a listener
+    /// would otherwise end while that port still accepted.
+    pub fn stop_accepting(&self) {
+        let st = self.state.lock();
+        for r in st.running.iter().chain(st.unix.as_ref()) {
+            // SAFETY: shutdown(2) on a descriptor the accept loop keeps open until it is
+            // stopped (close) or the server is shutting down, neither of which happened yet.
+            unsafe {
+                libc::shutdown(r.fd, libc::SHUT_RDWR);
+            }
+        }
+    }
+
     /// Closes every listener, the unix socket's too, and waits (bounded) until their
     /// sockets are closed: a shutdown that exits right after refuses new connections from
     /// the moment its caller's connection closes, as Redis's closeListeningSockets. The
@@ -263,7 +282,8 @@ fn close_all(st: &mut State) {
 }
 
 fn spawn_loop(srv: &Arc<Server>, st: &State, l: std::net::TcpListener) -> Option<Running> {
-    spawn_any(srv, st, move || {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+    spawn_any(srv, st, fd, move || {
         tokio::net::TcpListener::from_std(l).map(Listener::Tcp)
     })
 }
@@ -273,6 +293,7 @@ fn spawn_loop(srv: &Arc<Server>, st: &State, l: std::net::TcpListener) -> Option
 fn spawn_any(
     srv: &Arc<Server>,
     st: &State,
+    fd: std::os::fd::RawFd,
     make: impl FnOnce() -> std::io::Result<Listener> + Send + 'static,
 ) -> Option<Running> {
     let (handle, workers) = st.runtime.as_ref()?;
@@ -284,7 +305,7 @@ fn spawn_any(
             Err(e) => tracing::error!(error = %e, "cannot register a listener"),
         }
     });
-    Some(Running { stop: tx })
+    Some(Running { stop: tx, fd })
 }
 
 /// Connects to `host`:`port` from `source` when it is set (bind-source-addr), as Redis's

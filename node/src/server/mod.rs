@@ -389,6 +389,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     }
     // shutdown-timeout's wait for replicas and the shutdown failover, with writes paused.
     crate::persist::shutdown::before_exit(&srv).await;
+    srv.listeners.stop_accepting();
     srv.shutting_down.store(true, Ordering::SeqCst);
     // The listeners close (and the socket file goes) before any client sees its connection
     // end: Redis closes them in finishShutdown and its clients' connections only end with
@@ -737,6 +738,10 @@ async fn accept_loop(
                 workers.dispatch(conn);
             }
             Err(e) => {
+                // A shutdown stopped the socket (Listeners::stop_accepting).
+                if srv.shutting_down.load(Ordering::Relaxed) {
+                    return;
+                }
                 tracing::warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
