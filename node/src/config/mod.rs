@@ -373,12 +373,8 @@ impl Config {
                 text: line.to_string(),
                 reason,
             };
-            let words = crate::resp::parser::split_args(line.as_bytes())
+            let words = split_words(line)
                 .ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?;
-            let words: Vec<String> = words
-                .into_iter()
-                .map(|w| String::from_utf8_lossy(&w).into_owned())
-                .collect();
             let Some((name, args)) = words.split_first() else {
                 continue;
             };
@@ -403,11 +399,8 @@ impl Config {
                     if !one.is_empty()
                         && MULTI_ARG.contains(&name.to_ascii_lowercase().as_str()) =>
                 {
-                    split = crate::resp::parser::split_args(one.as_bytes())
-                        .ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?
-                        .into_iter()
-                        .map(|w| String::from_utf8_lossy(&w).into_owned())
-                        .collect::<Vec<_>>();
+                    split = split_words(one)
+                        .ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?;
                     &split[..]
                 }
                 _ => args,
@@ -1004,6 +997,15 @@ fn quote(v: &str) -> String {
     }
     s.push('"');
     s
+}
+
+/// A config line's words as Redis's sdssplitargs splits them (None: unbalanced quotes).
+fn split_words(line: &str) -> Option<Vec<String>> {
+    crate::resp::parser::split_args(line.as_bytes()).map(|ws| {
+        ws.into_iter()
+            .map(|w| String::from_utf8_lossy(&w).into_owned())
+            .collect()
+    })
 }
 
 /// Redis 7.0's MULTI_ARG_CONFIG directives: one argument holding several words is split.
