@@ -14,6 +14,14 @@ fn used_memory(c: &mut Conn) -> u64 {
         .unwrap_or_else(|| panic!("no used_memory in {info}"))
 }
 
+/// INFO stats as text.
+fn stats(c: &mut Conn) -> String {
+    match c.cmd(&["INFO", "stats"]) {
+        Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("INFO answered {other:?}"),
+    }
+}
+
 /// Redis's test, deterministic keys instead of random ones: what went wrong, if anything.
 fn honoured(c: &mut Conn, policy: &str) -> String {
     c.cmd(&["FLUSHALL"]);
@@ -64,10 +72,7 @@ fn eviction_keeps_under_the_limit_like_redis() {
         let mut c = s.resp();
         let mut out = POLICIES.map(|p| honoured(&mut c, p)).join("\n");
         // unit/maxmemory's client-eviction tests read it (tessera-node evicts no clients).
-        let stats = match c.cmd(&["INFO", "stats"]) {
-            Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
-            other => panic!("INFO answered {other:?}"),
-        };
+        let stats = stats(&mut c);
         out.push_str(&format!(
             "\nevicted_clients:{:?}",
             info_field(&stats, "evicted_clients")
@@ -96,10 +101,7 @@ fn reads_evict_too_like_redis() {
         }
         seen.push(format!("{:?}", c.cmd(&["GET", "asdf1"])));
         c.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
-        let stats = match c.cmd(&["INFO", "stats"]) {
-            Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
-            other => panic!("INFO answered {other:?}"),
-        };
+        let stats = stats(&mut c);
         seen.push(format!(
             "evicted_keys:{:?}",
             info_field(&stats, "evicted_keys")
@@ -142,10 +144,7 @@ fn tracking_invalidations_do_not_feed_eviction_like_redis() {
         c.cmd(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
         let mut seen = Vec::new();
         for _ in 0..3 {
-            let stats = match c.cmd(&["INFO", "stats"]) {
-                Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
-                other => panic!("INFO answered {other:?}"),
-            };
+            let stats = stats(&mut c);
             let evicted: u64 = info_field(&stats, "evicted_keys")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
