@@ -709,6 +709,19 @@ impl Config {
                 // No address (or one empty word, Redis's `bind ""`) listens on no TCP
                 // address; CONFIG SET bind "" relies on it.
                 let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+                if words.len() > BIND_ADDR_MAX {
+                    return Err("Too many bind addresses specified.".into());
+                }
+                // An address is a host name or IP literal: one printable ASCII word. Quotes,
+                // backslashes and control bytes (NUL included) could never bind, and a
+                // rewritten `bind` line holding them would load back as other words.
+                let bindable = |w: &str| {
+                    w.bytes()
+                        .all(|c| c.is_ascii_graphic() && !matches!(c, b'"' | b'\'' | b'\\'))
+                };
+                if !words.iter().all(|w| bindable(w)) {
+                    return Err("Failed to bind to specified addresses.".into());
+                }
                 self.bind_explicit = true;
                 self.values.insert(name, words.join(" "));
             }
@@ -1007,6 +1020,9 @@ fn split_words(line: &str) -> Option<Vec<String>> {
             .collect()
     })
 }
+
+/// Redis's CONFIG_BINDADDR_MAX: at most this many `bind` addresses.
+const BIND_ADDR_MAX: usize = 16;
 
 /// Redis 7.0's MULTI_ARG_CONFIG directives: one argument holding several words is split.
 const MULTI_ARG: [&str; 9] = [
@@ -1316,16 +1332,22 @@ mod tests {
         c.set_directive("masterauth", &["a\x0bb\x0cc\rd\te\\f\"g'h\x7f".into()])
             .unwrap();
         c.set_directive("logfile", &["".into()]).unwrap();
-        c.set_directive(
-            "bind",
-            &[
-                "127.0.0.1".into(),
-                "-::\x01".into(),
-                "".into(),
-                "a\0b".into(),
-            ],
-        )
-        .unwrap();
+        // An address with a control byte or a quote can never bind: refused up front (a
+        // single such word read back from the file would be split again as `bind "a b"` is).
+        for bad in ["-::\x01", "a\0b", "12/.0.\0\007.0.", "a\"b", "a\\b", "a'b"] {
+            assert_eq!(
+                c.set_directive("bind", &["127.0.0.1".into(), bad.into()]),
+                Err("Failed to bind to specified addresses.".into()),
+                "{bad:?}"
+            );
+        }
+        let seventeen: Vec<String> = (1..=17).map(|i| format!("10.0.0.{i}")).collect();
+        assert_eq!(
+            c.set_directive("bind", &seventeen),
+            Err("Too many bind addresses specified.".into())
+        );
+        c.set_directive("bind", &["127.0.0.1".into(), "-::1".into(), "".into()])
+            .unwrap();
         c.rewrite().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let mut back = Config::default();

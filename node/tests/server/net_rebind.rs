@@ -70,6 +70,20 @@ fn rebind_story(s: &Server) -> Vec<String> {
         "still listening after bad bind: {:?}",
         ping(new_port)
     ));
+    // More than 16 addresses, and an address holding a NUL byte: refused, nothing changes.
+    let seventeen: Vec<String> = (1..=17).map(|i| format!("127.0.0.{i}")).collect();
+    out.push(format!(
+        "too many binds: {:?}",
+        n.cmd(&["CONFIG", "SET", "bind", &seventeen.join(" ")])
+    ));
+    out.push(format!(
+        "nul bind: {:?}",
+        n.cmd(&["CONFIG", "SET", "bind", "127.0.0.1 127.0.0.1\0x"])
+    ));
+    out.push(format!(
+        "bind kept after refusals: {:?}",
+        n.cmd(&["CONFIG", "GET", "bind"])
+    ));
     // Several addresses, optional ones unavailable (no such local address), rebinding the same port.
     out.push(format!(
         "multi bind: {:?}",
