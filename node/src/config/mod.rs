@@ -963,8 +963,15 @@ impl Config {
     fn directive_line(&self, name: &str) -> String {
         let v = self.get(name).unwrap_or_default();
         match name {
+            // The host is everything before the port, spaces or control bytes included: one
+            // quoted word, so the line loads back as two arguments. (Redis writes the host
+            // raw, and a host with a space would not load back.)
+            "replicaof" if !v.is_empty() => match v.rsplit_once(' ') {
+                Some((host, port)) => format!("{name} {} {port}", quote(host)),
+                None => format!("{name} {}", quote(&v)),
+            },
             // Several words: each quoted on its own (the numeric ones never need it).
-            "save" | "bind" | "replicaof" | "client-output-buffer-limit" if !v.is_empty() => {
+            "save" | "bind" | "client-output-buffer-limit" if !v.is_empty() => {
                 let words: Vec<String> = v.split(' ').map(quote).collect();
                 format!("{name} {}", words.join(" "))
             }
@@ -1348,11 +1355,20 @@ mod tests {
         );
         c.set_directive("bind", &["127.0.0.1".into(), "-::1".into(), "".into()])
             .unwrap();
+        // A replicaof host with a space or a NUL (from the file) is written as one word.
+        c.set_directive("replicaof", &["a b\0c".into(), "6379".into()])
+            .unwrap();
         c.rewrite().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let mut back = Config::default();
         back.apply_text(&text, None).unwrap();
-        for name in ["ignore-warnings", "masterauth", "logfile", "bind"] {
+        for name in [
+            "ignore-warnings",
+            "masterauth",
+            "logfile",
+            "bind",
+            "replicaof",
+        ] {
             assert_eq!(back.get(name), c.get(name), "{name} in:\n{text}");
         }
     }
