@@ -483,6 +483,31 @@ impl Reject {
     fn flagged(msg: impl Into<Cow<'static, str>>) -> Self {
         Reject::new(msg, OnMulti::Flag, Count::Rejected)
     }
+
+    /// EXEC refused: the transaction is discarded and the error names why (Redis's
+    /// rejectCommand → execCommandAbort).
+    fn exec_abort(why: impl std::fmt::Display) -> Self {
+        Reject::new(
+            format!("EXECABORT Transaction discarded because of: {why}"),
+            OnMulti::Discard,
+            Count::Rejected,
+        )
+    }
+
+    /// `why` refuses `cmd`: EXEC aborts its transaction, anything else is flagged.
+    fn refusing(cmd: &CommandSpec, why: impl Into<Cow<'static, str>>) -> Self {
+        let why = why.into();
+        if is_exec(cmd) {
+            Reject::exec_abort(why)
+        } else {
+            Reject::flagged(why)
+        }
+    }
+}
+
+/// The transaction's EXEC (not a command of the same name in another table).
+fn is_exec(cmd: &CommandSpec) -> bool {
+    cmd.name == "exec" && cmd.has(flags::CONN)
 }
 
 /// Writes a refusal and applies its side effects.
@@ -533,17 +558,8 @@ fn admit(
     }
     // ACL users (crate::acl): one relaxed load for a connection of the default user.
     if let Some(e) = acl::check_call(srv, cl, cmd, args) {
-        // EXEC refused (its user lost +exec after MULTI): the transaction is discarded, as
-        // Redis's rejectCommand → execCommandAbort.
-        return Err(if cmd.name == "exec" && cmd.has(flags::CONN) {
-            Reject::new(
-                format!("EXECABORT Transaction discarded because of: {e}"),
-                OnMulti::Discard,
-                Count::Rejected,
-            )
-        } else {
-            Reject::flagged(e)
-        });
+        // EXEC refused (its user lost +exec after MULTI) discards the transaction.
+        return Err(Reject::refusing(cmd, e));
     }
     // A replica loading its master's RDB has a partial dataset: like Redis, refuse every
     // command not flagged `loading` (EXEC: if any queued command isn't) to connections;
@@ -557,16 +573,7 @@ fn admit(
     // sleep on its locks (crate::script::busy). One relaxed load when no script runs.
     if srv.scripts.busy.active() {
         if let Some(e) = srv.scripts.busy.gate(cmd) {
-            // EXEC refused: the transaction is discarded (Redis's execCommandAbort).
-            return Err(if cmd.name == "exec" && cmd.has(flags::CONN) {
-                Reject::new(
-                    format!("EXECABORT Transaction discarded because of: {e}"),
-                    OnMulti::Discard,
-                    Count::Rejected,
-                )
-            } else {
-                Reject::flagged(e)
-            });
+            return Err(Reject::refusing(cmd, e));
         }
     }
     // The master's stream is never redirected (crate::repl).
@@ -578,19 +585,11 @@ fn admit(
     // maxmemory: evict, or refuse a command that may grow memory (an EXEC that queued one,
     // and inside MULTI anything but EXEC, DISCARD, QUIT and RESET: the queue grows) before
     // it is queued or run, as Redis's processCommand.
-    let exec = cmd.name == "exec" && cmd.has(flags::CONN);
+    let exec = is_exec(cmd);
     let queued = cl.multi.is_some() && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset");
     if cmd.has(flags::DENYOOM) || queued || (exec && queues_flag(cl, flags::DENYOOM)) {
         if let Err(e) = crate::server::evict::ensure_memory(srv) {
-            return Err(if exec {
-                Reject::new(
-                    format!("EXECABORT Transaction discarded because of: {e}"),
-                    OnMulti::Discard,
-                    Count::Rejected,
-                )
-            } else {
-                Reject::flagged(e.to_string())
-            });
+            return Err(Reject::refusing(cmd, e.to_string()));
         }
     } else {
         // Every other command evicts too, and runs whatever the outcome (Redis's
@@ -604,12 +603,8 @@ fn admit(
         if cmd.has(flags::WRITE) || cmd.name == "ping" {
             return Err(Reject::flagged(e.to_string()));
         }
-        if cmd.name == "exec" && queues_flag(cl, flags::WRITE) {
-            return Err(Reject::new(
-                format!("EXECABORT Transaction discarded because of: {e}"),
-                OnMulti::Discard,
-                Count::Rejected,
-            ));
+        if exec && queues_flag(cl, flags::WRITE) {
+            return Err(Reject::exec_abort(e));
         }
     }
     // Read-only replica, stale-data and min-replicas checks (crate::repl::deny). EXEC is
@@ -619,11 +614,7 @@ fn admit(
     }
     if exec {
         if let Some(e) = queued_denied(srv, cl) {
-            return Err(Reject::new(
-                format!("EXECABORT Transaction discarded because of: {e}"),
-                OnMulti::Discard,
-                Count::Rejected,
-            ));
+            return Err(Reject::exec_abort(e));
         }
     }
     if cl.in_pubsub_context() && !resp3 && !pubsub::allowed_in_context(cmd.name) {
@@ -694,7 +685,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
             return Outcome::Paused(until);
         }
     }
-    if cmd.name == "exec" && cmd.has(flags::CONN) {
+    if is_exec(cmd) {
         let start = CmdTimer::start();
         let o = transaction::exec(srv, cl, out, cmd);
         record(srv, cl, cmd, args, start);

@@ -364,7 +364,7 @@ pub fn keynum_keys(args: &[&[u8]], numkeys: i32, first: i32, step: i32) -> Optio
             });
         }
     }
-    let n = atoi(count_arg);
+    let n = crate::resp::parser::c_atoi(count_arg);
     if n < 1 || n > (argc - start) / step {
         return None;
     }
@@ -374,34 +374,6 @@ pub fn keynum_keys(args: &[&[u8]], numkeys: i32, first: i32, step: i32) -> Optio
         step: step as usize,
         from_spec: false,
     })
-}
-
-/// C's atoi: leading whitespace, a sign, then digits up to the first non-digit (0 if none).
-fn atoi(b: &[u8]) -> i64 {
-    let mut i = b
-        .iter()
-        .take_while(|c| matches!(c, b' ' | b'\t'..=b'\r'))
-        .count();
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let mut v: i64 = 0;
-    for &c in b[i.min(b.len())..]
-        .iter()
-        .take_while(|c| c.is_ascii_digit())
-    {
-        v = v.saturating_mul(10).saturating_add((c - b'0') as i64);
-    }
-    // atoi returns an int.
-    (if neg { -v } else { v }) as i32 as i64
 }
 
 #[cfg(test)]

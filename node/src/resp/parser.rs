@@ -404,6 +404,40 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     }
 }
 
+/// C's `atoi` as glibc runs it (`(int)strtol(s, NULL, 10)`): leading blanks, a sign, then
+/// digits up to the first other byte (a NUL included); 0 when there are none. Out of range,
+/// strtol saturates to a `long` and the cast to `int` keeps its low 32 bits. Redis parses a
+/// few counts this way (a command's numkeys in COMMAND GETKEYS, the Lua debugger's
+/// arguments and its protocol lengths), and odd input must read as it does there.
+pub fn c_atoi(b: &[u8]) -> i64 {
+    let mut i = b
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t'..=b'\r'))
+        .count();
+    let neg = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    // i128 holds every saturated magnitude, and i64::MIN's too.
+    let mut v: i128 = 0;
+    for &c in b[i.min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+    {
+        v = (v * 10 + i128::from(c - b'0')).min(i128::from(i64::MAX) + 1);
+    }
+    let v = if neg { -v } else { v };
+    let long = v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    i64::from(long as i32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,5 +565,25 @@ mod tests {
         let buf = &b"*2147483647\r\n$3\r\nfoo\r\n"[..];
         assert_eq!(p.parse(buf, Limits::default()), Ok(None));
         assert!(p.spans.capacity() <= 1024);
+    }
+
+    /// glibc's atoi, including its out-of-range results (strtol saturates, the int cast
+    /// keeps the low bits).
+    #[test]
+    fn c_atoi_reads_as_glibc() {
+        for (input, want) in [
+            (&b" 42x"[..], 42),
+            (b"\t\n-7", -7),
+            (b"+3", 3),
+            (b"x", 0),
+            (b"", 0),
+            (b"- 1", 0),
+            (b"4\x005", 4),
+            (b"99999999999", i64::from(99_999_999_999_i64 as i32)),
+            (b"9999999999999999999999", -1),
+            (b"-9999999999999999999999", 0),
+        ] {
+            assert_eq!(c_atoi(input), want, "{input:?}");
+        }
     }
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use mlua::{Function, Lua, MultiValue, Value};
 
 use super::RunSlot;
+use crate::resp::parser::c_atoi as atoi;
 use crate::server::clients::ClientHandle;
 use crate::server::Server;
 
@@ -441,32 +442,6 @@ const HELP: &[&str] = &[
 /// The bytes of `b` up to its first NUL: what Redis's C string functions see of it.
 fn cstr(b: &[u8]) -> &[u8] {
     memchr::memchr(0, b).map_or(b, |i| &b[..i])
-}
-
-/// C's atoi: leading blanks, a sign, digits; 0 when there are none (saturating).
-fn atoi(b: &[u8]) -> i64 {
-    let b = cstr(b);
-    let mut i = b
-        .iter()
-        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
-        .unwrap_or(b.len());
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let mut n: i64 = 0;
-    for &c in b[i..].iter().take_while(|c| c.is_ascii_digit()) {
-        n = n.saturating_mul(10).saturating_add(i64::from(c - b'0'));
-    }
-    let n = if neg { -n } else { n };
-    n.clamp(i64::from(i32::MIN), i64::from(i32::MAX))
 }
 
 /// Redis's string2l: an optional '-' and digits, no leading zeros, no blanks.
@@ -1153,9 +1128,6 @@ mod tests {
 
     #[test]
     fn numbers_like_c() {
-        assert_eq!(atoi(b" 42x"), 42);
-        assert_eq!(atoi(b"-7"), -7);
-        assert_eq!(atoi(b"x"), 0);
         assert_eq!(string2l(b"12"), Some(12));
         assert_eq!(string2l(b"-3"), Some(-3));
         assert_eq!(string2l(b"012"), None);
