@@ -418,11 +418,19 @@ fn log_load_error(offset: u64, e: &tessera_rdb::RdbError) {
             tracing::warn!("Short read or OOM loading DB. Unrecoverable error, aborting now.");
             "Unexpected EOF reading RDB file".to_string()
         }
-        other => other.to_string(),
+        other => other.log_line(),
     };
-    tracing::warn!(
-        "Internal error in RDB reading offset {offset}, function at rdb.c:0 -> {reason}"
-    );
+    let line =
+        format!("Internal error in RDB reading offset {offset}, function at rdb.c:0 -> {reason}");
+    tracing::warn!("{line}");
+    // Corrupt data (not a file cut short, not a checksum): Redis runs its RDB checker on
+    // the file, which reports the same error and then ends the server with its own line.
+    // A short file or a bad checksum makes the checker exit before that line.
+    if !matches!(e, RdbError::Truncated | RdbError::Checksum { .. }) {
+        tracing::warn!("--- RDB ERROR DETECTED ---");
+        tracing::warn!("[offset {offset}] {line}");
+        tracing::warn!("Terminating server after rdb file reading failure.");
+    }
 }
 
 /// Loads dump.rdb.

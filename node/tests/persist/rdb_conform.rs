@@ -137,7 +137,8 @@ fn over_dump(launch: Launch, dump: &[u8], needles: &[&str]) -> (bool, i64, Vec<S
 
 /// Empty collections in an RDB are skipped and logged (Redis's "skipping empty key"), also
 /// in a dump cut short, which stops the start (Redis's checker exits before its
-/// "Terminating server after rdb file reading failure." line).
+/// "Terminating server after rdb file reading failure." line); corrupt data ends the start
+/// with that line.
 #[test]
 fn empty_keys_and_short_dump_like_redis() {
     let mut dump = b"REDIS0009".to_vec();
@@ -153,7 +154,18 @@ fn empty_keys_and_short_dump_like_redis() {
         "empty keys skipped",
         "Terminating server after rdb file reading failure.",
     ];
-    for (what, bytes) in [("empty keys", &full), ("cut short", &dump)] {
+    // A hash ziplist that is no ziplist (3 bytes): corrupt data, not a short file, so
+    // Redis's checker runs and the server ends with its "Terminating server" line.
+    let mut corrupt = b"REDIS0009".to_vec();
+    corrupt.extend_from_slice(&[0xFE, 0x00]);
+    corrupt.extend_from_slice(&[0x0D, 1, b'h', 3, b'a', b'b', b'c']);
+    corrupt.push(0xFF);
+    corrupt.extend_from_slice(&[0; 8]);
+    for (what, bytes) in [
+        ("empty keys", &full),
+        ("cut short", &dump),
+        ("corrupt ziplist", &corrupt),
+    ] {
         let want = over_dump(Launch::redis(), bytes, &needles);
         let got = over_dump(Launch::tessera(), bytes, &needles);
         assert_eq!(got, want, "{what}: tessera (left) vs redis (right)");
