@@ -1338,7 +1338,14 @@ mod tests {
         c.set_directive("logfile", &["".into()]).unwrap();
         // An address with a control byte or a quote can never bind: refused up front (a
         // single such word read back from the file would be split again as `bind "a b"` is).
-        for bad in ["-::\x01", "a\0b", "12/.0.\x00\x0007.0.", "a\"b", "a\\b", "a'b"] {
+        for bad in [
+            "-::\x01",
+            "a\0b",
+            "12/.0.\x00\x0007.0.",
+            "a\"b",
+            "a\\b",
+            "a'b",
+        ] {
             assert_eq!(
                 c.set_directive("bind", &["127.0.0.1".into(), bad.into()]),
                 Err("Failed to bind to specified addresses.".into()),

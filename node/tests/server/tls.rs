@@ -296,3 +296,50 @@ fn redis_benchmark_over_tls() {
     let keys = s.resp().cmd(&["DBSIZE"]);
     assert_eq!(keys, Reply::Int(1), "redis-benchmark's one key");
 }
+
+/// A redis-server replica with `tls-replication yes` syncs from tessera-node's TLS port
+/// (the full sync, then the stream), authenticating with its client certificate.
+#[test]
+fn redis_replica_syncs_over_tls() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    let tls_port = free_port();
+    let master = Launch::tessera()
+        .args(&["--save", ""])
+        .args(&m.server_args(tls_port))
+        .start();
+    let mut w = master.resp();
+    for i in 0..100 {
+        w.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    let replica = Launch::redis()
+        .args(&[
+            "--save",
+            "",
+            "--replicaof",
+            "127.0.0.1",
+            &tls_port.to_string(),
+            "--tls-replication",
+            "yes",
+            "--tls-cert-file",
+            &m.client_cert.display().to_string(),
+            "--tls-key-file",
+            &m.client_key.display().to_string(),
+            "--tls-ca-cert-file",
+            &m.ca.display().to_string(),
+        ])
+        .start();
+    let mut r = replica.resp();
+    wait_for(Duration::from_secs(30), "the replica's full sync", || {
+        replica.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.cmd(&["DBSIZE"]) == Reply::Int(100)
+    });
+    w.cmd(&["SET", "after-sync", "1"]);
+    wait_for(Duration::from_secs(10), "the stream after the sync", || {
+        r.cmd(&["GET", "after-sync"]) == Reply::Bulk(b"1".to_vec())
+    });
+    assert_eq!(
+        master.info("replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+}
