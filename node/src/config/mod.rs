@@ -590,14 +590,11 @@ impl Config {
             "busy-reply-threshold" => Some("lua-time-limit"),
             _ => None,
         };
-        let tls_on = match d.name {
-            "tls-port" => val != "0",
-            "tls-replication" | "tls-cluster" => val == "yes",
-            _ => false,
-        };
-        if tls_on {
+        // Client TLS (tls-port) is served; replication and the cluster bus over TLS are
+        // not yet.
+        if matches!(d.name, "tls-replication" | "tls-cluster") && val == "yes" {
             return Err(format!(
-                "tessera-node does not support TLS ({} can't be enabled); terminate TLS in front of it",
+                "tessera-node does not support TLS for replication and the cluster bus yet ({} can't be enabled)",
                 d.name
             ));
         }

@@ -46,6 +46,9 @@ const ROUND_EVERY: Duration = Duration::from_millis(2);
 pub struct Share {
     handle: Arc<ClientHandle>,
     fd: RawFd,
+    /// The socket carries the protocol in the clear: the hook may answer on it. A TLS
+    /// connection waits for its task (the script's end) instead.
+    plain: bool,
     /// Parked between requests in a state the hook may answer for (see the module doc).
     idle: AtomicBool,
     /// The hook changed the connection's transaction state (MULTI, a refused command that
@@ -168,7 +171,12 @@ impl Drop for Registration {
 }
 
 /// Enters a connection in this thread's table.
-pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Registration {
+pub fn register(
+    srv: &Arc<Server>,
+    handle: Arc<ClientHandle>,
+    fd: RawFd,
+    plain: bool,
+) -> Registration {
     SERVER.with(|s| {
         if s.borrow().is_none() {
             *s.borrow_mut() = Some(srv.clone());
@@ -177,6 +185,7 @@ pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Regi
     let share = Arc::new(Share {
         handle,
         fd,
+        plain,
         idle: AtomicBool::new(false),
         tx_changed: AtomicBool::new(false),
         tx: parking_lot::Mutex::new(TxChange::default()),
@@ -189,7 +198,7 @@ pub fn register(srv: &Arc<Server>, handle: Arc<ClientHandle>, fd: RawFd) -> Regi
 /// The socket of this thread's connection `id`: the Lua debugger (SCRIPT DEBUG SYNC)
 /// talks to its client over it from inside the script, as Redis's does.
 pub fn socket_of(id: u64) -> Option<RawFd> {
-    CONNS.with(|c| c.borrow().get(&id).map(|s| s.fd))
+    CONNS.with(|c| c.borrow().get(&id).filter(|s| s.plain).map(|s| s.fd))
 }
 
 /// One round of answering this thread's idle connections (called by the script hook while
@@ -217,7 +226,11 @@ pub fn serve_stuck_thread() {
     let idle: Vec<Arc<Share>> = CONNS.with(|c| {
         c.borrow()
             .values()
-            .filter(|s| s.idle.load(Ordering::Relaxed) && !s.handle.killed.load(Ordering::Relaxed))
+            .filter(|s| {
+                s.plain
+                    && s.idle.load(Ordering::Relaxed)
+                    && !s.handle.killed.load(Ordering::Relaxed)
+            })
             .cloned()
             .collect()
     });

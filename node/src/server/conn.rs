@@ -87,7 +87,8 @@ pub fn admit(srv: &Arc<Server>, sock: Accepted) -> Option<(ClientStream, Admissi
             return None;
         }
     };
-    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd());
+    let plain = sock.plain_fd().is_some();
+    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd(), plain);
     // Nothing read yet and a fresh client state: answerable while parked.
     reg.share.park(!srv.requires_auth());
     Some((
@@ -109,7 +110,14 @@ fn refuse(sock: Accepted, msg: &'static [u8]) {
     if let Some(rest) = msg.get(sent..).filter(|r| !r.is_empty()) {
         if let Ok(mut sock) = sock.into_stream() {
             tokio::spawn(async move {
-                let _ = sock.write_all(rest).await;
+                // A TLS client gets it once its handshake is done (flush); one that never
+                // finishes it is dropped after a while.
+                let send = async {
+                    sock.write_all(rest).await?;
+                    sock.flush().await?;
+                    sock.shutdown().await
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), send).await;
             });
         }
     }
@@ -322,7 +330,7 @@ async fn serve(
                     && inbuf.is_empty()
                     && rd.parser.is_idle()
                     && super::busy_io::servable(cl);
-                end_of_tick(handle.id, sock.as_raw_fd(), &mut out, parks).await;
+                end_of_tick(handle.id, sock.plain_fd(), &mut out, parks).await;
                 // The hook may have answered requests meanwhile (see `send_held`).
                 share.unpark();
                 share.resume(srv, cl, &mut out);
@@ -353,7 +361,8 @@ thread_local! {
 /// One connection's replies held for the end of the tick.
 struct Held {
     id: u64,
-    fd: RawFd,
+    /// None on a TLS connection: its replies leave only through its task.
+    fd: Option<RawFd>,
     buf: BytesMut,
     /// The connection is servable by a busy script's hook once `buf` is out: its task
     /// would park next, but cannot run while the script does.
@@ -370,7 +379,7 @@ struct Held {
 /// Meanwhile the replies sit in [`HELD`], where a script that runs past
 /// busy-reply-threshold on this thread sends them ([`send_held`]), as Redis sends pending
 /// replies while a script is busy.
-async fn end_of_tick(id: u64, fd: RawFd, out: &mut Out, parks: bool) {
+async fn end_of_tick(id: u64, fd: Option<RawFd>, out: &mut Out, parks: bool) {
     /// Takes the buffer back, also when the task is dropped while it waits.
     struct Back<'a> {
         id: u64,
@@ -402,12 +411,15 @@ async fn end_of_tick(id: u64, fd: RawFd, out: &mut Out, parks: bool) {
 pub fn send_held(srv: &Server, mut park: impl FnMut(u64)) {
     HELD.with(|h| {
         for e in h.borrow_mut().iter_mut() {
+            let Some(fd) = e.fd else {
+                continue;
+            };
             if !e.buf.is_empty() {
                 // SAFETY: the fd is the socket of a live connection task (its entry leaves
                 // HELD before the task drops the socket); the buffer outlives the call.
                 let n = unsafe {
                     libc::send(
-                        e.fd,
+                        fd,
                         e.buf.as_ptr().cast(),
                         e.buf.len(),
                         libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,

@@ -136,6 +136,8 @@ struct State {
     /// The accept thread's runtime (where accept loops run) and the I/O threads.
     runtime: Option<(tokio::runtime::Handle, Arc<Workers>)>,
     running: Vec<Running>,
+    /// The `tls-port` listeners' accept loops.
+    tls_running: Vec<Running>,
     /// The unix socket's accept loop: a TCP rebind leaves it alone (unixsocket is
     /// immutable); it ends with the accept thread.
     unix: Option<Running>,
@@ -158,11 +160,13 @@ impl Listeners {
         handle: tokio::runtime::Handle,
         workers: Arc<Workers>,
         ls: Vec<std::net::TcpListener>,
+        tls: Vec<std::net::TcpListener>,
         unix: Option<(std::os::unix::net::UnixListener, String)>,
     ) {
         let mut st = self.state.lock();
         st.runtime = Some((handle, workers));
-        start_all(srv, &mut st, ls);
+        start_all(srv, &mut st, ls, Port::Plain);
+        start_all(srv, &mut st, tls, Port::Tls);
         if let Some((l, path)) = unix {
             st.unix_path = Some(path.clone());
             let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
@@ -183,6 +187,26 @@ impl Listeners {
         (bind, port): (&str, u16),
         (old_bind, old_port): (&str, u16),
     ) -> Result<(), ListenError> {
+        self.rebind_kind(srv, Port::Plain, (bind, port), (old_bind, old_port))
+    }
+
+    /// [`Self::rebind`] for the `tls-port` listeners.
+    pub fn rebind_tls(
+        &self,
+        srv: &Arc<Server>,
+        (bind, port): (&str, u16),
+        (old_bind, old_port): (&str, u16),
+    ) -> Result<(), ListenError> {
+        self.rebind_kind(srv, Port::Tls, (bind, port), (old_bind, old_port))
+    }
+
+    fn rebind_kind(
+        &self,
+        srv: &Arc<Server>,
+        kind: Port,
+        (bind, port): (&str, u16),
+        (old_bind, old_port): (&str, u16),
+    ) -> Result<(), ListenError> {
         let mut st = self.state.lock();
         if st.runtime.is_none() {
             return Err(ListenError::NotStarted);
@@ -194,11 +218,11 @@ impl Listeners {
         };
         let new = match new {
             Ok(ls) => {
-                close_all(&mut st);
+                close_all(&mut st, kind);
                 Ok(ls)
             }
             Err(_) => {
-                close_all(&mut st);
+                close_all(&mut st, kind);
                 bind_all(bind, port).inspect_err(|_| {
                     // Back to what we had; if even that fails, nothing listens (Redis
                     // logs and carries on the same way).
@@ -208,7 +232,7 @@ impl Listeners {
                         bind_all(old_bind, old_port)
                     };
                     match old {
-                        Ok(ls) => start_all(srv, &mut st, ls),
+                        Ok(ls) => start_all(srv, &mut st, ls, kind),
                         Err(e2) => {
                             tracing::warn!(error = %e2, "Failed to restore the old listeners")
                         }
@@ -217,9 +241,11 @@ impl Listeners {
             }
         };
         let ls = new.inspect_err(|e| tracing::warn!(error = %e, "Failed to bind"))?;
-        start_all(srv, &mut st, ls);
-        srv.port
-            .store(u32::from(port), std::sync::atomic::Ordering::Relaxed);
+        start_all(srv, &mut st, ls, kind);
+        if kind == Port::Plain {
+            srv.port
+                .store(u32::from(port), std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(())
     }
 }
@@ -232,7 +258,12 @@ impl Listeners {
     /// would otherwise end while that port still accepted.
     pub fn stop_accepting(&self) {
         let st = self.state.lock();
-        for r in st.running.iter().chain(st.unix.as_ref()) {
+        for r in st
+            .running
+            .iter()
+            .chain(&st.tls_running)
+            .chain(st.unix.as_ref())
+        {
             // SAFETY: shutdown(2) on a descriptor the accept loop keeps open until it is
             // stopped (close) or the server is shutting down, neither of which happened yet.
             unsafe {
@@ -250,26 +281,42 @@ impl Listeners {
         if let Some(u) = st.unix.take() {
             st.running.push(u);
         }
-        close_all(&mut st);
+        close_all(&mut st, Port::Plain);
+        close_all(&mut st, Port::Tls);
         if let Some(path) = st.unix_path.take() {
             super::unix::remove(&path);
         }
     }
 }
 
-fn start_all(srv: &Arc<Server>, st: &mut State, ls: Vec<std::net::TcpListener>) {
+/// Which port a listener serves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Port {
+    Plain,
+    /// `tls-port`: its connections speak TLS.
+    Tls,
+}
+
+fn start_all(srv: &Arc<Server>, st: &mut State, ls: Vec<std::net::TcpListener>, kind: Port) {
     for l in ls {
-        if let Some(r) = spawn_loop(srv, st, l) {
-            st.running.push(r);
+        if let Some(r) = spawn_loop(srv, st, l, kind) {
+            match kind {
+                Port::Plain => st.running.push(r),
+                Port::Tls => st.tls_running.push(r),
+            }
         }
     }
 }
 
 /// Stops every accept loop and waits (bounded) until each has closed its socket, so the
 /// old port refuses connections once CONFIG SET has answered.
-fn close_all(st: &mut State) {
+fn close_all(st: &mut State, kind: Port) {
     let mut acks = Vec::new();
-    for r in st.running.drain(..) {
+    let running = match kind {
+        Port::Plain => &mut st.running,
+        Port::Tls => &mut st.tls_running,
+    };
+    for r in running.drain(..) {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         if r.stop.send(tx).is_ok() {
             acks.push(rx);
@@ -281,10 +328,20 @@ fn close_all(st: &mut State) {
     }
 }
 
-fn spawn_loop(srv: &Arc<Server>, st: &State, l: std::net::TcpListener) -> Option<Running> {
+fn spawn_loop(
+    srv: &Arc<Server>,
+    st: &State,
+    l: std::net::TcpListener,
+    kind: Port,
+) -> Option<Running> {
     let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+    let tls_srv = (kind == Port::Tls).then(|| srv.clone());
     spawn_any(srv, st, fd, move || {
-        tokio::net::TcpListener::from_std(l).map(Listener::Tcp)
+        let l = tokio::net::TcpListener::from_std(l)?;
+        Ok(match tls_srv {
+            Some(srv) => Listener::Tls(l, srv),
+            None => Listener::Tcp(l),
+        })
     })
 }
 

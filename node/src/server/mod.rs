@@ -15,6 +15,7 @@ pub mod prefetch;
 pub mod spin;
 pub mod stats;
 pub mod title;
+pub mod tls;
 pub mod unix;
 pub mod watches;
 
@@ -66,6 +67,15 @@ pub enum ServerError {
     /// The ACL users at start (`user` lines, the aclfile).
     #[error("{0}")]
     Acl(String),
+    /// The tls-* settings do not make a TLS configuration (Redis exits the same way).
+    #[error("{0}")]
+    Tls(#[from] tls::TlsError),
+    /// The tls-port could not be bound.
+    #[error("Could not create server TLS listening socket {addr}: {source}")]
+    BindTls {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 /// CLIENT PAUSE state.
@@ -102,6 +112,9 @@ pub struct Server {
     pub port: AtomicU32,
     /// The client listeners (CONFIG SET port / bind rebinds them).
     pub listeners: listen::Listeners,
+    /// The TLS settings new connections to a `tls-port` get (None: no TLS); swapped whole
+    /// by CONFIG SET of a tls-* setting, so connections already made keep theirs.
+    pub tls: arc_swap::ArcSwapOption<rustls::ServerConfig>,
     /// What oom-score-adj changed in /proc/self/oom_score_adj.
     pub oom: oom::OomScore,
     /// The data set is big enough for the pipelined key prefetch (prefetch::refresh).
@@ -175,6 +188,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             port: AtomicU32::new(0),
             listeners: Default::default(),
+            tls: Default::default(),
             oom: Default::default(),
             prefetch_active: AtomicBool::new(false),
             spin_allowed: AtomicBool::new(true),
@@ -300,15 +314,30 @@ impl Server {
 /// Binds the listeners, then serves until shutdown. Returns when every connection task has
 /// been told to stop.
 pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
-    let (bind, port, unixsocket, unixsocketperm) = {
+    let (bind, port, tls_port, unixsocket, unixsocketperm) = {
         let c = &srv.config.read().typed;
         (
             c.bind.clone(),
             c.port,
+            c.tls_port,
             c.unixsocket.clone(),
             c.unixsocketperm.0,
         )
     };
+    // As Redis's initServer: TLS is configured before any socket is opened.
+    {
+        let c = srv.config.read();
+        if tls::wanted(&c) {
+            match tls::server_config(&c) {
+                Ok(cfg) => srv.tls.store(Some(cfg)),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    tracing::warn!("Failed to configure TLS. Check logs for more info.");
+                    return Err(e.into());
+                }
+            }
+        }
+    }
     let listeners = listen::bind_all(&bind, port).map_err(|e| match e {
         listen::ListenError::Bind { addr, source } => ServerError::Bind { addr, source },
         other => ServerError::Bind {
@@ -316,6 +345,20 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
             source: std::io::Error::other(other.to_string()),
         },
     })?;
+    let tls_listeners = if tls_port == 0 {
+        Vec::new()
+    } else {
+        listen::bind_all(&bind, tls_port).map_err(|e| {
+            tracing::warn!("Failed listening on port {tls_port} (TLS), aborting.");
+            match e {
+                listen::ListenError::Bind { addr, source } => ServerError::BindTls { addr, source },
+                other => ServerError::BindTls {
+                    addr: format!("{bind}:{tls_port}"),
+                    source: std::io::Error::other(other.to_string()),
+                },
+            }
+        })?
+    };
     // As Redis: the unix socket is opened after the TCP listeners; a node with neither
     // (an empty `bind` and no socket) refuses to start.
     let unix = if unixsocket.is_empty() {
@@ -332,7 +375,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
             }
         }
     };
-    if listeners.is_empty() && unix.is_none() {
+    if listeners.is_empty() && tls_listeners.is_empty() && unix.is_none() {
         tracing::warn!("Configured to not listen anywhere, exiting.");
         return Err(ServerError::Bind {
             addr: format!("{bind}:{port}"),
@@ -349,7 +392,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
     // check). The flag is up before the first accept, so no client sees a half-loaded set.
     srv.persist.loading.store(true, Ordering::Release);
     let workers = Arc::new(Workers::spawn(&srv));
-    spawn_accept_thread(srv.clone(), listeners, unix, workers)?;
+    spawn_accept_thread(srv.clone(), listeners, tls_listeners, unix, workers)?;
     crate::persist::load_at_start(&srv)?;
     // As Redis at start: a failure is logged and the node runs on.
     let _ = srv.oom.apply_for(&srv);
@@ -676,6 +719,7 @@ async fn serve_handoffs(srv: Arc<Server>, rx: Handoff) {
 fn spawn_accept_thread(
     srv: Arc<Server>,
     listeners: Vec<std::net::TcpListener>,
+    tls_listeners: Vec<std::net::TcpListener>,
     unix: Option<(std::os::unix::net::UnixListener, String)>,
     workers: Arc<Workers>,
 ) -> Result<(), ServerError> {
@@ -698,6 +742,7 @@ fn spawn_accept_thread(
                     tokio::runtime::Handle::current(),
                     workers.clone(),
                     listeners,
+                    tls_listeners,
                     unix,
                 );
                 while !srv.shutting_down.load(Ordering::Relaxed) {

@@ -8,9 +8,14 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::BufMut;
+
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::Server;
 
 /// Redis's default tcp-backlog, which it also gives the unix socket.
 const BACKLOG: i32 = 511;
@@ -61,6 +66,9 @@ pub fn remove(path: &str) {
 /// A listening socket of either kind, registered with the accept thread's runtime.
 pub enum Listener {
     Tcp(tokio::net::TcpListener),
+    /// A `tls-port` listener: its connections speak TLS with the server's settings of the
+    /// moment they are accepted.
+    Tls(tokio::net::TcpListener, Arc<Server>),
     /// The unix socket and its path (the address its clients are listed under).
     Unix(tokio::net::UnixListener, String),
 }
@@ -74,6 +82,13 @@ impl Listener {
                 let (s, peer) = l.accept().await?;
                 Ok(Accepted::Tcp(s.into_std()?, peer))
             }
+            Listener::Tls(l, srv) => loop {
+                let (s, peer) = l.accept().await?;
+                // TLS turned off since (CONFIG SET): the listener is about to close.
+                if let Some(cfg) = srv.tls.load_full() {
+                    break Ok(Accepted::Tls(s.into_std()?, peer, cfg));
+                }
+            },
             Listener::Unix(l, path) => {
                 let (s, _) = l.accept().await?;
                 Ok(Accepted::Unix(s.into_std()?, path.clone()))
@@ -85,6 +100,8 @@ impl Listener {
 /// An accepted connection on its way to an I/O thread.
 pub enum Accepted {
     Tcp(std::net::TcpStream, SocketAddr),
+    /// A connection to a TLS port, with the TLS settings it is to be served with.
+    Tls(std::net::TcpStream, SocketAddr, Arc<rustls::ServerConfig>),
     /// A unix socket client and the socket's path.
     Unix(std::os::unix::net::UnixStream, String),
 }
@@ -93,7 +110,7 @@ impl Accepted {
     /// The peer's IP (None for a unix socket client: it is local by construction).
     pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
         match self {
-            Accepted::Tcp(_, peer) => Some(peer.ip()),
+            Accepted::Tcp(_, peer) | Accepted::Tls(_, peer, _) => Some(peer.ip()),
             Accepted::Unix(..) => None,
         }
     }
@@ -102,7 +119,7 @@ impl Accepted {
     /// a unix socket.
     pub fn addrs(&self) -> (String, String) {
         match self {
-            Accepted::Tcp(s, peer) => (
+            Accepted::Tcp(s, peer) | Accepted::Tls(s, peer, _) => (
                 peer.to_string(),
                 s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             ),
@@ -116,16 +133,18 @@ impl Accepted {
 
     /// TCP_NODELAY on a TCP connection (a unix socket has no such option).
     pub fn set_nodelay(&self) {
-        if let Accepted::Tcp(s, _) = self {
+        if let Accepted::Tcp(s, _) | Accepted::Tls(s, _, _) = self {
             let _ = s.set_nodelay(true);
         }
     }
 
-    /// Writes what the non-blocking socket takes of `msg` now; the count written.
+    /// Writes what the non-blocking socket takes of `msg` now; the count written (0 on a
+    /// TLS connection: its bytes go out encrypted, once the handshake is done).
     pub fn write_now(&self, msg: &[u8]) -> usize {
         match self {
             Accepted::Tcp(s, _) => (&*s).write(msg),
             Accepted::Unix(s, _) => (&*s).write(msg),
+            Accepted::Tls(..) => Ok(0),
         }
         .unwrap_or(0)
     }
@@ -135,6 +154,10 @@ impl Accepted {
         Ok(match self {
             Accepted::Tcp(s, _) => ClientStream::Tcp(tokio::net::TcpStream::from_std(s)?),
             Accepted::Unix(s, _) => ClientStream::Unix(tokio::net::UnixStream::from_std(s)?),
+            Accepted::Tls(s, _, cfg) => ClientStream::Tls(Box::new(super::tls::TlsStream::new(
+                tokio::net::TcpStream::from_std(s)?,
+                cfg,
+            )?)),
         })
     }
 }
@@ -143,14 +166,27 @@ impl Accepted {
 pub enum ClientStream {
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
+    Tls(Box<super::tls::TlsStream>),
 }
 
 impl ClientStream {
+    /// The socket, when its bytes are the protocol itself: what a busy script's hook may
+    /// read and answer on directly (crate::server::busy_io). None for a TLS connection,
+    /// whose bytes only its task can decrypt and encrypt.
+    pub fn plain_fd(&self) -> Option<RawFd> {
+        match self {
+            ClientStream::Tcp(s) => Some(s.as_raw_fd()),
+            ClientStream::Unix(s) => Some(s.as_raw_fd()),
+            ClientStream::Tls(_) => None,
+        }
+    }
+
     /// Waits until the socket may be read (see tokio's `readable`).
     pub async fn readable(&self) -> io::Result<()> {
         match self {
             ClientStream::Tcp(s) => s.readable().await,
             ClientStream::Unix(s) => s.readable().await,
+            ClientStream::Tls(s) => s.readable().await,
         }
     }
 
@@ -159,14 +195,23 @@ impl ClientStream {
         match self {
             ClientStream::Tcp(s) => s.writable().await,
             ClientStream::Unix(s) => s.writable().await,
+            ClientStream::Tls(s) => s.writable().await,
         }
     }
 
     /// Reads what is there without waiting (WouldBlock when nothing is).
-    pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+    pub fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
         match self {
             ClientStream::Tcp(s) => s.try_read_buf(buf),
             ClientStream::Unix(s) => s.try_read_buf(buf),
+            ClientStream::Tls(s) => {
+                // Decrypted through a stack buffer: rustls reads into initialized memory.
+                let mut tmp = [0u8; 16 * 1024];
+                let want = buf.remaining_mut().min(tmp.len());
+                let n = s.try_read(&mut tmp[..want])?;
+                buf.put_slice(&tmp[..n]);
+                Ok(n)
+            }
         }
     }
 
@@ -175,6 +220,7 @@ impl ClientStream {
         match self {
             ClientStream::Tcp(s) => s.try_write(buf),
             ClientStream::Unix(s) => s.try_write(buf),
+            ClientStream::Tls(s) => s.try_write(buf),
         }
     }
 }
@@ -184,6 +230,7 @@ impl AsRawFd for ClientStream {
         match self {
             ClientStream::Tcp(s) => s.as_raw_fd(),
             ClientStream::Unix(s) => s.as_raw_fd(),
+            ClientStream::Tls(s) => s.tcp().as_raw_fd(),
         }
     }
 }
@@ -197,6 +244,7 @@ impl AsyncRead for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             ClientStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -210,6 +258,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             ClientStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
 
@@ -217,6 +266,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_flush(cx),
             ClientStream::Unix(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
@@ -224,6 +274,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             ClientStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 
@@ -235,6 +286,13 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             ClientStream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            ClientStream::Tls(s) => {
+                let first = bufs
+                    .iter()
+                    .find(|b| !b.is_empty())
+                    .map_or(&[][..], |b| &**b);
+                Pin::new(&mut **s).poll_write(cx, first)
+            }
         }
     }
 
@@ -242,6 +300,7 @@ impl AsyncWrite for ClientStream {
         match self {
             ClientStream::Tcp(s) => s.is_write_vectored(),
             ClientStream::Unix(s) => s.is_write_vectored(),
+            ClientStream::Tls(_) => false,
         }
     }
 }

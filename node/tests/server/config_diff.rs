@@ -406,14 +406,14 @@ fn protected_actions_match_redis() {
     }
 }
 
-/// TLS is not served: settings naming certificates load, enabling TLS stops the node with
-/// a clear reason (redis would serve TLS there).
+/// Replication and the cluster bus over TLS are not served yet: enabling them stops the
+/// node with a clear reason; settings naming certificates load without a TLS port.
 #[test]
-fn tls_enabling_is_refused() {
-    let reason = startup(tessera_bin(), &["--tls-port", "6380"]);
-    assert!(reason.contains("does not support TLS"), "{reason}");
-    let reason = startup(tessera_bin(), &["--tls-replication", "yes"]);
-    assert!(reason.contains("does not support TLS"), "{reason}");
+fn tls_replication_and_bus_are_refused() {
+    for arg in ["--tls-replication", "--tls-cluster"] {
+        let reason = startup(tessera_bin(), &[arg, "yes"]);
+        assert!(reason.contains("does not support TLS"), "{arg}: {reason}");
+    }
     let ok = startup(
         tessera_bin(),
         &[

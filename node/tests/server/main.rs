@@ -11,6 +11,7 @@ mod protocol;
 mod pubsub;
 mod server;
 mod strings;
+mod tls;
 mod tools;
 mod transactions;
 

@@ -1,0 +1,345 @@
+//! TLS for clients (issue 20), against redis-server 7.0.15 with the same certificates:
+//! redis-cli --tls with and without a client certificate, a client trusting another CA,
+//! a plaintext client on the TLS port, CONFIG SET of the tls-* settings (a bad file
+//! refused, certificates reloaded while a connection made before goes on, tls-port
+//! moved and closed), the startup errors, and redis-benchmark --tls.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use tessera_testkit::cli::cli_out;
+use tessera_testkit::tls::{Authority, Certs};
+use tessera_testkit::*;
+
+/// redis-cli against `port` with `tls` arguments: whether it exited 0, and what it
+/// printed (stdout then stderr, trimmed; the port written as P).
+fn cli(port: u16, tls: &[String], args: &[&str]) -> (bool, String) {
+    let p = port.to_string();
+    let mut conn: Vec<&str> = vec!["-h", "127.0.0.1", "-p", &p];
+    conn.extend(tls.iter().map(String::as_str));
+    let o = cli_out(&conn, args);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text.trim().replace(&p, "P"))
+}
+
+/// A TLS connection made by the test itself (rustls), kept open across CONFIG SET.
+struct TlsConn(rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>);
+
+impl TlsConn {
+    fn open(port: u16, a: &Authority) -> TlsConn {
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = std::fs::read(&a.ca).expect("read CA");
+        for c in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+            roots.add(c.expect("CA pem")).expect("add CA");
+        }
+        let chain = rustls::pki_types::CertificateDer::pem_file_iter(&a.client_cert)
+            .expect("client cert")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("client cert pem");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&a.client_key).expect("key");
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client auth");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("client conn");
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        TlsConn(rustls::StreamOwned::new(conn, tcp))
+    }
+
+    /// One inline command and its first reply line.
+    fn cmd(&mut self, line: &str) -> String {
+        self.0
+            .write_all(format!("{line}\r\n").as_bytes())
+            .expect("write");
+        let mut got = Vec::new();
+        let mut b = [0u8; 1];
+        while !got.ends_with(b"\r\n") {
+            match self.0.read(&mut b) {
+                Ok(1) => got.push(b[0]),
+                other => return format!("read: {other:?}"),
+            }
+        }
+        String::from_utf8_lossy(&got).trim().to_string()
+    }
+}
+
+fn note(out: &mut Vec<String>, what: &str, r: (bool, String)) {
+    out.push(format!("{what}: {r:?}"));
+}
+
+/// What one server does with TLS clients; compared whole between the two servers.
+fn tls_story(s: &Server, tls_port: u16, c: &Certs) -> Vec<String> {
+    let (m, o) = (&c.main, &c.other);
+    let mut out = Vec::new();
+    note(
+        &mut out,
+        "set",
+        cli(tls_port, &m.client_args(true), &["SET", "k", "v"]),
+    );
+    note(
+        &mut out,
+        "get",
+        cli(tls_port, &m.client_args(true), &["GET", "k"]),
+    );
+    // tls-auth-clients yes (the default): no client certificate, no connection.
+    let (ok, _) = cli(tls_port, &m.client_args(false), &["PING"]);
+    note(&mut out, "no client cert", (ok, String::new()));
+    note(
+        &mut out,
+        "other CA",
+        cli(tls_port, &o.client_args(true), &["PING"]),
+    );
+    let (ok, _) = cli(tls_port, &[], &["PING"]);
+    note(&mut out, "plaintext on the TLS port", (ok, String::new()));
+    note(
+        &mut out,
+        "plain port still plain",
+        cli(s.port, &[], &["PING"]),
+    );
+    let mut kept = TlsConn::open(tls_port, m);
+    out.push(format!("own TLS conn: {}", kept.cmd("PING")));
+    let admin = m.client_args(true);
+    let set = |args: &[&str]| {
+        let mut a = vec!["CONFIG", "SET"];
+        a.extend_from_slice(args);
+        cli(tls_port, &admin, &a)
+    };
+    out.push(format!(
+        "optional: {:?}",
+        set(&["tls-auth-clients", "optional"])
+    ));
+    note(
+        &mut out,
+        "no client cert, optional",
+        cli(tls_port, &m.client_args(false), &["PING"]),
+    );
+    out.push(format!(
+        "missing cert file: {:?}",
+        set(&["tls-cert-file", "/nonexistent/server.crt"])
+    ));
+    out.push(format!(
+        "bad protocols: {:?}",
+        set(&["tls-protocols", "SSLv3"])
+    ));
+    // Rotation: the other CA's server certificate; new clients must trust that CA, the
+    // connection made before goes on.
+    out.push(format!(
+        "rotate: {:?}",
+        set(&[
+            "tls-cert-file",
+            &o.server_cert.display().to_string(),
+            "tls-key-file",
+            &o.server_key.display().to_string(),
+        ])
+    ));
+    let (ok, _) = cli(tls_port, &m.client_args(true), &["PING"]);
+    note(&mut out, "old CA after rotation", (ok, String::new()));
+    note(
+        &mut out,
+        "new CA after rotation",
+        cli(tls_port, &o.client_args(false), &["PING"]),
+    );
+    out.push(format!("own TLS conn after rotation: {}", kept.cmd("PING")));
+    // The TLS port moves, then closes; the plain port stays.
+    let moved = free_port();
+    let plain_set = |args: &[&str]| {
+        let mut a = vec!["CONFIG", "SET"];
+        a.extend_from_slice(args);
+        cli(s.port, &[], &a)
+    };
+    out.push(format!(
+        "move tls-port: {:?}",
+        plain_set(&["tls-port", &moved.to_string()])
+    ));
+    let (ok, _) = cli(tls_port, &o.client_args(false), &["PING"]);
+    note(&mut out, "old TLS port", (ok, String::new()));
+    let (ok, text) = cli(moved, &o.client_args(false), &["PING"]);
+    note(
+        &mut out,
+        "new TLS port",
+        (ok, text.replace(&moved.to_string(), "M")),
+    );
+    out.push(format!("tls-port 0: {:?}", plain_set(&["tls-port", "0"])));
+    let (ok, _) = cli(moved, &o.client_args(false), &["PING"]);
+    note(&mut out, "TLS port closed", (ok, String::new()));
+    out.push(format!("own TLS conn at the end: {}", kept.cmd("PING")));
+    out
+}
+
+#[test]
+fn tls_clients_like_redis() {
+    let certs = Certs::new();
+    let mut stories = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let tls_port = free_port();
+        let s = l
+            .args(&["--save", ""])
+            .args(&certs.main.server_args(tls_port))
+            .start();
+        stories.push(tls_story(&s, tls_port, &certs));
+    }
+    assert_eq!(
+        stories[1], stories[0],
+        "tessera (left) vs redis-server (right)"
+    );
+}
+
+/// The startup errors: TLS asked for without its files stops both servers with Redis's
+/// log lines.
+#[test]
+fn tls_startup_errors_like_redis() {
+    let certs = Certs::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing_key = dir.path().join("missing.key").display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--tls-port".into(), free_port().to_string()],
+            "No tls-cert-file configured!",
+        ),
+        (
+            vec![
+                "--tls-port".into(),
+                free_port().to_string(),
+                "--tls-cert-file".into(),
+                certs.main.server_cert.display().to_string(),
+                "--tls-key-file".into(),
+                missing_key.clone(),
+                "--tls-ca-cert-file".into(),
+                certs.main.ca.display().to_string(),
+            ],
+            "Failed to load private key: ",
+        ),
+        (
+            vec![
+                "--tls-port".into(),
+                free_port().to_string(),
+                "--tls-cert-file".into(),
+                certs.main.server_cert.display().to_string(),
+                "--tls-key-file".into(),
+                certs.main.server_key.display().to_string(),
+            ],
+            "Either tls-ca-cert-file or tls-ca-cert-dir must be specified",
+        ),
+    ];
+    for (args, want) in cases {
+        for l in [Launch::redis(), Launch::tessera()] {
+            let bin = l.bin().to_string();
+            let exit = l
+                .args(&["--save", ""])
+                .args(&args)
+                .run_to_exit(dir.path(), Duration::from_secs(20));
+            assert!(
+                exit.failed(),
+                "{bin} {args:?} did not fail:\n{}",
+                exit.output
+            );
+            for line in [want, "Failed to configure TLS. Check logs for more info."] {
+                assert!(
+                    exit.output.contains(line),
+                    "{bin} {args:?}: no {line:?} in:\n{}",
+                    exit.output
+                );
+            }
+        }
+    }
+}
+
+/// redis-benchmark --tls runs clean against tessera-node (every request answered).
+#[test]
+fn redis_benchmark_over_tls() {
+    let certs = Certs::new();
+    let tls_port = free_port();
+    let s = Launch::tessera()
+        .args(&["--save", ""])
+        .args(&certs.main.server_args(tls_port))
+        .start();
+    let bench = tessera_testkit::bins::tool("redis-benchmark");
+    let p = tls_port.to_string();
+    let mut cmd = std::process::Command::new(&bench);
+    cmd.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "set,get",
+        "-n",
+        "20000",
+        "-P",
+        "16",
+    ])
+    .args(["-c", "8", "-q", "--csv"])
+    .args(certs.main.client_args(true));
+    let o = output_within(&mut cmd, Duration::from_secs(120));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{bench}: {text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for t in ["\"SET\"", "\"GET\""] {
+        assert!(text.contains(t), "no {t} line in:\n{text}");
+    }
+    let keys = s.resp().cmd(&["DBSIZE"]);
+    assert_eq!(keys, Reply::Int(1), "redis-benchmark's one key");
+}
+
+/// A redis-server replica with `tls-replication yes` syncs from tessera-node's TLS port
+/// (the full sync, then the stream), authenticating with its client certificate.
+#[test]
+fn redis_replica_syncs_over_tls() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    let tls_port = free_port();
+    let master = Launch::tessera()
+        .args(&["--save", ""])
+        .args(&m.server_args(tls_port))
+        .start();
+    let mut w = master.resp();
+    for i in 0..100 {
+        w.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    let replica = Launch::redis()
+        .args(&[
+            "--save",
+            "",
+            "--replicaof",
+            "127.0.0.1",
+            &tls_port.to_string(),
+            "--tls-replication",
+            "yes",
+            "--tls-cert-file",
+            &m.client_cert.display().to_string(),
+            "--tls-key-file",
+            &m.client_key.display().to_string(),
+            "--tls-ca-cert-file",
+            &m.ca.display().to_string(),
+        ])
+        .start();
+    let mut r = replica.resp();
+    wait_for(Duration::from_secs(30), "the replica's full sync", || {
+        replica.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.cmd(&["DBSIZE"]) == Reply::Int(100)
+    });
+    w.cmd(&["SET", "after-sync", "1"]);
+    wait_for(Duration::from_secs(10), "the stream after the sync", || {
+        r.cmd(&["GET", "after-sync"]) == Reply::Bulk(b"1".to_vec())
+    });
+    assert_eq!(
+        master.info("replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+}

@@ -1,0 +1,131 @@
+//! Certificates for the TLS tests, made in-process (rcgen): a CA, a server certificate for
+//! 127.0.0.1 / localhost and a client certificate it signed, and a second CA with its own
+//! server certificate (a client trusting only one of the two CAs, a rotation).
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
+
+/// One CA and what it signed, as PEM files.
+pub struct Authority {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+/// Two authorities in a temp dir that lives as long as this.
+pub struct Certs {
+    _dir: tempfile::TempDir,
+    pub main: Authority,
+    /// Another CA: a client trusting it refuses `main`'s server, and the other way round.
+    pub other: Authority,
+}
+
+fn write(dir: &Path, name: &str, pem: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, pem).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+    p
+}
+
+fn authority(dir: &Path, tag: &str) -> Authority {
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.distinguished_name
+        .push(DnType::CommonName, format!("Tessera test CA {tag}"));
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+
+    let leaf = |names: Vec<String>, cn: &str, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().expect("key");
+        let mut p = CertificateParams::new(names).expect("params");
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        p.extended_key_usages = vec![usage];
+        let cert = p.signed_by(&key, &ca_cert, &ca_key).expect("signed");
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf(
+        vec!["localhost".into(), "127.0.0.1".into()],
+        "127.0.0.1",
+        ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    let (client_cert, client_key) = leaf(
+        Vec::new(),
+        "tessera test client",
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    Authority {
+        ca: write(dir, &format!("ca-{tag}.crt"), &ca_cert.pem()),
+        server_cert: write(dir, &format!("server-{tag}.crt"), &server_cert),
+        server_key: write(dir, &format!("server-{tag}.key"), &server_key),
+        client_cert: write(dir, &format!("client-{tag}.crt"), &client_cert),
+        client_key: write(dir, &format!("client-{tag}.key"), &client_key),
+    }
+}
+
+impl Certs {
+    pub fn new() -> Certs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main = authority(dir.path(), "main");
+        let other = authority(dir.path(), "other");
+        Certs {
+            _dir: dir,
+            main,
+            other,
+        }
+    }
+}
+
+impl Default for Certs {
+    fn default() -> Self {
+        Certs::new()
+    }
+}
+
+impl Authority {
+    /// The server's tls-* arguments for a TLS port with this authority's files.
+    pub fn server_args(&self, tls_port: u16) -> Vec<String> {
+        vec![
+            "--tls-port".into(),
+            tls_port.to_string(),
+            "--tls-cert-file".into(),
+            self.server_cert.display().to_string(),
+            "--tls-key-file".into(),
+            self.server_key.display().to_string(),
+            "--tls-ca-cert-file".into(),
+            self.ca.display().to_string(),
+        ]
+    }
+
+    /// redis-cli's / redis-benchmark's arguments for a client of this authority, with its
+    /// client certificate or without one.
+    pub fn client_args(&self, with_cert: bool) -> Vec<String> {
+        let mut v = vec![
+            "--tls".into(),
+            "--cacert".into(),
+            self.ca.display().to_string(),
+        ];
+        if with_cert {
+            v.extend([
+                "--cert".into(),
+                self.client_cert.display().to_string(),
+                "--key".into(),
+                self.client_key.display().to_string(),
+            ]);
+        }
+        v
+    }
+}
