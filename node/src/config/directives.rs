@@ -294,8 +294,8 @@ directives! {
     latency_tracking: bool = d("latency-tracking", Kind::Bool, "yes");
     latency_tracking_info_percentiles: Vec<f64> = d("latency-tracking-info-percentiles", Kind::Special, "50 99 99.9");
     cluster_announce_tls_port: u16 = d("cluster-announce-tls-port", Kind::Int { min: 0, max: 65535 }, "0");
-    // TLS (crate::server::tls): clients on tls-port; tls-replication and tls-cluster
-    // are still refused (see mod.rs).
+    // TLS (crate::server::tls): clients on tls-port, replication with tls-replication;
+    // tls-cluster is still refused (see mod.rs).
     tls_port: u16 = d("tls-port", Kind::Int { min: 0, max: 65535 }, "0");
     tls_cert_file: String = d("tls-cert-file", Kind::Str, "");
     tls_key_file: String = d("tls-key-file", Kind::Str, "");

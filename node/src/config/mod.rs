@@ -590,13 +590,13 @@ impl Config {
             "busy-reply-threshold" => Some("lua-time-limit"),
             _ => None,
         };
-        // Client TLS (tls-port) is served; replication and the cluster bus over TLS are
-        // not yet.
-        if matches!(d.name, "tls-replication" | "tls-cluster") && val == "yes" {
-            return Err(format!(
-                "tessera-node does not support TLS for replication and the cluster bus yet ({} can't be enabled)",
-                d.name
-            ));
+        // Clients (tls-port) and replication (tls-replication) speak TLS; the cluster bus
+        // does not yet.
+        if d.name == "tls-cluster" && val == "yes" {
+            return Err(
+                "tessera-node does not support TLS for the cluster bus yet (tls-cluster can't be enabled)"
+                    .to_string(),
+            );
         }
         if let Some(a) = alias {
             self.values.insert(a, val.clone());

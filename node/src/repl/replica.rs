@@ -16,9 +16,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::server::unix::ClientStream;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::backlog::encode;
 use super::decoder::{quote, DecodeError, Decoder, Event, RdbLen, StreamLimits};
@@ -48,6 +48,9 @@ pub enum LinkError {
     Load(String),
     #[error("link closed by CLIENT KILL")]
     Killed,
+    /// tls-replication is on and the TLS settings make no client configuration.
+    #[error("TLS for the master link: {0}")]
+    Tls(#[from] crate::server::tls::TlsError),
     #[error("replication target changed")]
     Stale,
 }
@@ -101,7 +104,8 @@ impl Drop for Registered<'_> {
 
 /// The master socket and the decoder of what it sends.
 struct Conn {
-    sock: TcpStream,
+    /// Plain TCP, or TLS over it with `tls-replication yes`.
+    sock: ClientStream,
     dec: Decoder,
     timeout: Duration,
 }
@@ -218,6 +222,21 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
     tracing::info!(host, port, "MASTER <-> REPLICA sync started");
     let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    // tls-replication: the link speaks TLS from its first byte (the master's TLS port).
+    let tls = {
+        let c = srv.config.read();
+        if c.typed.tls_replication {
+            Some(crate::server::tls::client_config(&c)?)
+        } else {
+            None
+        }
+    };
+    let sock = match tls {
+        Some(cfg) => ClientStream::Tls(Box::new(crate::server::tls::TlsStream::connect(
+            sock, cfg, host,
+        )?)),
+        None => ClientStream::Tcp(sock),
+    };
     let id = srv.clients.next_id();
     let (handle, _rx) = ClientHandle::new(id, peer, laddr);
     *handle.name.lock() = None;

@@ -14,11 +14,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{ServerName, UnixTime};
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
-use rustls::{RootCertStore, ServerConfig, ServerConnection, SupportedCipherSuite};
+use rustls::{
+    CertificateError, ClientConfig, ClientConnection, Connection, DigitallySignedStruct,
+    RootCertStore, ServerConfig, ServerConnection, SignatureScheme, SupportedCipherSuite,
+};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::config::Config;
@@ -102,6 +108,95 @@ pub fn server_config(c: &Config) -> Result<Arc<ServerConfig>, TlsError> {
         Arc::new(NoServerSessionStorage {})
     };
     Ok(Arc::new(cfg))
+}
+
+/// The client side, for the connections this node makes (replication with
+/// `tls-replication`): the CA of tls-ca-cert-file / -dir verifies the peer, and the
+/// certificate shown is tls-client-cert-file / -key-file, else tls-cert-file / -key-file, as
+/// Redis. Like Redis (OpenSSL without a host name set), the chain is verified and the peer's
+/// host name is not.
+pub fn client_config(c: &Config) -> Result<Arc<ClientConfig>, TlsError> {
+    let t = &c.typed;
+    if t.tls_ca_cert_file.is_empty() && t.tls_ca_cert_dir.is_empty() {
+        return Err(TlsError::NoCa);
+    }
+    let roots = Arc::new(load_roots(&t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
+    let versions = protocols(&t.tls_protocols)?;
+    let provider = Arc::new(provider(&t.tls_ciphers, &t.tls_ciphersuites, &versions)?);
+    let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+        .build()
+        .map_err(|e| TlsError::Ca(e.to_string()))?;
+    let b = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyHostName(webpki)));
+    let (cert, key, pass) = if t.tls_client_cert_file.is_empty() {
+        (&t.tls_cert_file, &t.tls_key_file, &t.tls_key_file_pass)
+    } else {
+        (
+            &t.tls_client_cert_file,
+            &t.tls_client_key_file,
+            &t.tls_client_key_file_pass,
+        )
+    };
+    let cfg = if cert.is_empty() {
+        b.with_no_client_auth()
+    } else {
+        let chain = load_certs(cert)?;
+        let key = load_key(key, pass)?;
+        b.with_client_auth_cert(chain, key)
+            .map_err(|e| TlsError::Rustls(e.to_string()))?
+    };
+    Ok(Arc::new(cfg))
+}
+
+/// The chain check of webpki without its host name check (see [`client_config`]).
+#[derive(Debug)]
+struct AnyHostName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyHostName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // webpki checks the name after the chain: a name error means the chain is good.
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 fn load_certs(file: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -300,12 +395,13 @@ fn is_keyword_for(w: &str, name: &str) -> bool {
     }
 }
 
-/// A TLS client connection: the TCP socket and rustls's state for it. The state sits
-/// behind a lock only so that the stream stays `Sync` (the connection loop waits on
-/// readable and writable at once through shared references); one task uses it.
+/// A TLS connection (a client's, or one this node made): the TCP socket and rustls's state
+/// for it. The state sits behind a lock only so that the stream stays `Sync` (the
+/// connection loop waits on readable and writable at once through shared references); one
+/// task uses it.
 pub struct TlsStream {
     tcp: tokio::net::TcpStream,
-    tls: parking_lot::Mutex<ServerConnection>,
+    tls: parking_lot::Mutex<Connection>,
 }
 
 /// `io::Read` / `io::Write` over the non-blocking socket, for rustls's read_tls/write_tls.
@@ -332,11 +428,29 @@ fn tls_failed(e: rustls::Error) -> io::Error {
 }
 
 impl TlsStream {
+    /// The server side of a connection a client made to a TLS port.
     pub fn new(tcp: tokio::net::TcpStream, cfg: Arc<ServerConfig>) -> io::Result<Self> {
         let conn = ServerConnection::new(cfg).map_err(tls_failed)?;
         Ok(TlsStream {
             tcp,
-            tls: parking_lot::Mutex::new(conn),
+            tls: parking_lot::Mutex::new(conn.into()),
+        })
+    }
+
+    /// The client side of a connection this node made to `host` (its hello is sent with
+    /// the first write or read).
+    pub fn connect(
+        tcp: tokio::net::TcpStream,
+        cfg: Arc<ClientConfig>,
+        host: &str,
+    ) -> io::Result<Self> {
+        // Not checked (see `client_config`), but sent as SNI when it is a DNS name.
+        let name = ServerName::try_from(host.to_string())
+            .unwrap_or_else(|_| ServerName::try_from("localhost").expect("a valid DNS name"));
+        let conn = ClientConnection::new(cfg, name).map_err(tls_failed)?;
+        Ok(TlsStream {
+            tcp,
+            tls: parking_lot::Mutex::new(conn.into()),
         })
     }
 
@@ -345,7 +459,7 @@ impl TlsStream {
     }
 
     /// Sends what rustls has encrypted; WouldBlock when the socket takes no more of it.
-    fn send_pending(&self, conn: &mut ServerConnection) -> io::Result<()> {
+    fn send_pending(&self, conn: &mut Connection) -> io::Result<()> {
         while conn.wants_write() {
             conn.write_tls(&mut TryIo(&self.tcp))?;
         }
@@ -353,12 +467,12 @@ impl TlsStream {
     }
 
     /// Reads and decrypts what the socket has: Ok(false) at the end of the stream.
-    fn receive(&self, conn: &mut ServerConnection) -> io::Result<bool> {
+    fn receive(&self, conn: &mut Connection) -> io::Result<bool> {
         if conn.read_tls(&mut TryIo(&self.tcp))? == 0 {
             return Ok(false);
         }
         if let Err(e) = conn.process_new_packets() {
-            if conn.is_handshaking() {
+            if conn.is_handshaking() && matches!(conn, Connection::Server(_)) {
                 // Redis's words, and a warning as there: a client that cannot connect.
                 tracing::warn!("Error accepting a client connection: {e}");
             }

@@ -406,14 +406,12 @@ fn protected_actions_match_redis() {
     }
 }
 
-/// Replication and the cluster bus over TLS are not served yet: enabling them stops the
-/// node with a clear reason; settings naming certificates load without a TLS port.
+/// The cluster bus over TLS is not served yet: enabling it stops the node with a clear
+/// reason; settings naming certificates load without a TLS port.
 #[test]
-fn tls_replication_and_bus_are_refused() {
-    for arg in ["--tls-replication", "--tls-cluster"] {
-        let reason = startup(tessera_bin(), &[arg, "yes"]);
-        assert!(reason.contains("does not support TLS"), "{arg}: {reason}");
-    }
+fn tls_cluster_bus_is_refused() {
+    let reason = startup(tessera_bin(), &["--tls-cluster", "yes"]);
+    assert!(reason.contains("does not support TLS"), "{reason}");
     let ok = startup(
         tessera_bin(),
         &[

@@ -343,3 +343,75 @@ fn redis_replica_syncs_over_tls() {
         Some("1")
     );
 }
+
+/// tessera-node as a replica with `tls-replication yes`, of a redis-server master and of a
+/// tessera-node master, each on its TLS port with client certificates required: the full
+/// sync, then the stream. Its client certificate is tls-client-cert-file (the server
+/// certificate is for serving).
+#[test]
+fn tessera_replica_syncs_over_tls() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    for master_kind in [Launch::redis(), Launch::tessera()] {
+        let tls_port = free_port();
+        let master = master_kind
+            .args(&["--save", ""])
+            .args(&m.server_args(tls_port))
+            .start();
+        let bin = master.bin().to_string();
+        let mut w = master.resp();
+        for i in 0..100 {
+            w.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]);
+        }
+        let path = |p: &std::path::Path| p.display().to_string();
+        let replica = Launch::tessera()
+            .args(&["--save", "", "--tls-replication", "yes"])
+            .args(&["--replicaof", "127.0.0.1", &tls_port.to_string()])
+            .args(&["--tls-cert-file", &path(&m.server_cert)])
+            .args(&["--tls-key-file", &path(&m.server_key)])
+            .args(&["--tls-client-cert-file", &path(&m.client_cert)])
+            .args(&["--tls-client-key-file", &path(&m.client_key)])
+            .args(&["--tls-ca-cert-file", &path(&m.ca)])
+            .start();
+        let mut r = replica.resp();
+        wait_for(
+            Duration::from_secs(30),
+            &format!("full sync from {bin}"),
+            || {
+                replica.info("replication", "master_link_status").as_deref() == Some("up")
+                    && r.cmd(&["DBSIZE"]) == Reply::Int(100)
+            },
+        );
+        w.cmd(&["SET", "after-sync", "1"]);
+        wait_for(
+            Duration::from_secs(10),
+            &format!("stream from {bin}"),
+            || r.cmd(&["GET", "after-sync"]) == Reply::Bulk(b"1".to_vec()),
+        );
+    }
+}
+
+/// A replica whose CA did not sign the master's certificate never links (and says why).
+#[test]
+fn tessera_replica_refuses_a_master_of_another_ca() {
+    let certs = Certs::new();
+    let (m, o) = (&certs.main, &certs.other);
+    let tls_port = free_port();
+    let _master = Launch::redis()
+        .args(&["--save", "", "--tls-auth-clients", "no"])
+        .args(&m.server_args(tls_port))
+        .start();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let replica = Launch::tessera()
+        .args(&["--save", "", "--tls-replication", "yes"])
+        .args(&["--replicaof", "127.0.0.1", &tls_port.to_string()])
+        .args(&["--tls-cert-file", &path(&o.server_cert)])
+        .args(&["--tls-key-file", &path(&o.server_key)])
+        .args(&["--tls-ca-cert-file", &path(&o.ca)])
+        .start();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        replica.info("replication", "master_link_status").as_deref(),
+        Some("down")
+    );
+}
