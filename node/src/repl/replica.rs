@@ -272,8 +272,20 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
             return Err(LinkError::Master(format!("Unable to AUTH to MASTER: {r}")));
         }
     }
+    // As Redis: the announced port, else the TLS port when replication is over TLS (the
+    // master's INFO lists the port its replicas serve on), else the plain one.
+    let tls_port = {
+        let c = &srv.config.read().typed;
+        if c.tls_replication {
+            c.tls_port
+        } else {
+            0
+        }
+    };
     let my_port = if announce_port > 0 {
         announce_port.to_string()
+    } else if tls_port > 0 {
+        tls_port.to_string()
     } else {
         srv.port().to_string()
     };

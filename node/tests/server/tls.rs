@@ -364,9 +364,11 @@ fn tessera_replica_syncs_over_tls() {
             w.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]);
         }
         let path = |p: &std::path::Path| p.display().to_string();
+        let replica_tls_port = free_port();
         let replica = Launch::tessera()
             .args(&["--save", "", "--tls-replication", "yes"])
             .args(&["--replicaof", "127.0.0.1", &tls_port.to_string()])
+            .args(&["--tls-port", &replica_tls_port.to_string()])
             .args(&["--tls-cert-file", &path(&m.server_cert)])
             .args(&["--tls-key-file", &path(&m.server_key)])
             .args(&["--tls-client-cert-file", &path(&m.client_cert)])
@@ -387,6 +389,12 @@ fn tessera_replica_syncs_over_tls() {
             Duration::from_secs(10),
             &format!("stream from {bin}"),
             || r.cmd(&["GET", "after-sync"]) == Reply::Bulk(b"1".to_vec()),
+        );
+        // Replicating over TLS, the replica announces its TLS port (as Redis's does).
+        let slave0 = master.info("replication", "slave0").unwrap_or_default();
+        assert!(
+            slave0.contains(&format!("port={replica_tls_port},")),
+            "{bin}'s slave0: {slave0}"
         );
     }
 }
