@@ -547,41 +547,31 @@ impl TlsStream {
         }
     }
 
-    /// Whether encrypted bytes still wait for the socket, or the handshake is not done
-    /// (a reply written before it sits in rustls until it is).
-    fn unsent(&self) -> bool {
-        let conn = self.tls.lock();
-        conn.wants_write() || conn.is_handshaking()
-    }
-
-    /// Sends every pending encrypted byte, reading the handshake to its end if needed.
+    /// Sends every pending encrypted byte, reading the handshake to its end if needed (a
+    /// reply written before it sits in rustls until it is).
     fn poll_send_all(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
-            if !self.unsent() {
-                return Poll::Ready(Ok(()));
-            }
-            let (wants_write, handshaking) = {
-                let conn = self.tls.lock();
-                (conn.wants_write(), conn.is_handshaking())
-            };
-            if wants_write {
-                let mut conn = self.tls.lock();
+            let mut conn = self.tls.lock();
+            let wait_for_write = if conn.wants_write() {
                 match self.send_pending(&mut conn) {
                     Ok(()) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
                     Err(e) => return Poll::Ready(Err(e)),
                 }
-                drop(conn);
-                ready!(self.tcp.poll_write_ready(cx))?;
-            } else if handshaking {
-                let mut conn = self.tls.lock();
+            } else if conn.is_handshaking() {
                 match self.receive(&mut conn) {
                     Ok(true) => continue,
                     Ok(false) => return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into())),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
                     Err(e) => return Poll::Ready(Err(e)),
                 }
-                drop(conn);
+            } else {
+                return Poll::Ready(Ok(()));
+            };
+            drop(conn);
+            if wait_for_write {
+                ready!(self.tcp.poll_write_ready(cx))?;
+            } else {
                 ready!(self.tcp.poll_read_ready(cx))?;
             }
         }

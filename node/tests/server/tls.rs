@@ -204,33 +204,31 @@ fn tls_startup_errors_like_redis() {
     let certs = Certs::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let missing_key = dir.path().join("missing.key").display().to_string();
+    // `--tls-port <free>` followed by the given settings.
+    let with = |opts: &[(&str, String)]| {
+        let mut v = vec!["--tls-port".to_string(), free_port().to_string()];
+        for (name, value) in opts {
+            v.extend([format!("--{name}"), value.clone()]);
+        }
+        v
+    };
+    let (cert, key, ca) = (
+        certs.main.server_cert.display().to_string(),
+        certs.main.server_key.display().to_string(),
+        certs.main.ca.display().to_string(),
+    );
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (with(&[]), "No tls-cert-file configured!"),
         (
-            vec!["--tls-port".into(), free_port().to_string()],
-            "No tls-cert-file configured!",
-        ),
-        (
-            vec![
-                "--tls-port".into(),
-                free_port().to_string(),
-                "--tls-cert-file".into(),
-                certs.main.server_cert.display().to_string(),
-                "--tls-key-file".into(),
-                missing_key.clone(),
-                "--tls-ca-cert-file".into(),
-                certs.main.ca.display().to_string(),
-            ],
+            with(&[
+                ("tls-cert-file", cert.clone()),
+                ("tls-key-file", missing_key),
+                ("tls-ca-cert-file", ca),
+            ]),
             "Failed to load private key: ",
         ),
         (
-            vec![
-                "--tls-port".into(),
-                free_port().to_string(),
-                "--tls-cert-file".into(),
-                certs.main.server_cert.display().to_string(),
-                "--tls-key-file".into(),
-                certs.main.server_key.display().to_string(),
-            ],
+            with(&[("tls-cert-file", cert), ("tls-key-file", key)]),
             "Either tls-ca-cert-file or tls-ca-cert-dir must be specified",
         ),
     ];
