@@ -322,6 +322,17 @@ async fn serve(
                 // Evictions the batch caused (CONFIG SET maxmemory-clients) happen before
                 // its replies go out.
                 publish_mem(srv, cl, &rd, &inbuf, &out);
+                if keep && out.buf.is_empty() && QueryBuf::big_arg_room(&rd.parser) > 0 {
+                    // Only the head of a big argument so far, nothing to send: read on at
+                    // once instead of yielding the tick, so the argument's memory counts
+                    // before commands that other clients sent after it run (Redis reads
+                    // the rest on its next event-loop turn, ahead of them;
+                    // unit/client-eviction's CLIENT LIST right after a big write).
+                    if handle.killed.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
                 // Once its replies are out, the hook of a script that starts before this
@@ -731,21 +742,39 @@ impl QueryBuf {
         // is there and the buffer is no bigger than the argument (Redis's
         // sdsMakeRoomForNonGreedy for arguments of PROTO_MBULK_BIG_ARG bytes or more).
         if let Some(n) = parser.pending_bulk().filter(|n| *n >= Self::BIG_ARG) {
-            // Never more than twice what has arrived (at least 1 MiB ahead): a declared
-            // length is a claim, and 20 clients each declaring 512 MB must not make the node
-            // allocate 10 GB before a byte of it came (tests/server/protocol.rs).
-            let need = parser.parsed_len().saturating_add(n).saturating_add(2);
-            let need = need.min(inbuf.len().saturating_mul(2).max(1 << 20));
-            if inbuf.capacity() < need && inbuf.len() < need {
-                let mut fresh = BytesMut::with_capacity(need);
-                fresh.extend_from_slice(inbuf);
-                *inbuf = fresh;
-                self.alloc = inbuf.capacity();
+            let full = parser.parsed_len().saturating_add(n).saturating_add(2);
+            if inbuf.len() < full {
+                // Never more than twice what has arrived (at least 1 MiB ahead): a declared
+                // length is a claim, and 20 clients each declaring 512 MB must not make the
+                // node allocate 10 GB before a byte of it came (tests/server/protocol.rs).
+                let room = full.min(inbuf.len().saturating_mul(2).max(1 << 20));
+                if inbuf.capacity() < room {
+                    let mut fresh = BytesMut::with_capacity(room);
+                    fresh.extend_from_slice(inbuf);
+                    *inbuf = fresh;
+                    self.alloc = inbuf.capacity();
+                }
+                // The next read takes at most what is left of the argument, as Redis reads
+                // only the argument's remaining bytes: asking for 16 KiB more here would
+                // double a buffer sized to the argument (unit/client-eviction).
                 return;
             }
         }
         if inbuf.capacity() - inbuf.len() < min_free {
-            inbuf.reserve(Self::IO_LEN);
+            let done = parser.parsed_len();
+            if done >= Self::BIG_ARG {
+                // A big argument already complete stays where it is: grow by what follows
+                // it (16 KiB at least), not by doubling the whole buffer. Redis hands such an
+                // argument its own allocation and reads on into a fresh buffer, so a client
+                // holding 1 MB of argument shows about 1 MB of memory, not 2 MB
+                // (unit/client-eviction). The tail still grows geometrically.
+                let grow = inbuf.len().saturating_sub(done).max(Self::IO_LEN);
+                let mut fresh = BytesMut::with_capacity(inbuf.len().saturating_add(grow));
+                fresh.extend_from_slice(inbuf);
+                *inbuf = fresh;
+            } else {
+                inbuf.reserve(Self::IO_LEN);
+            }
             self.alloc = inbuf.capacity();
         }
     }
@@ -1054,6 +1083,46 @@ mod tests {
             .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
             .collect();
         crate::config::Config::load(None, &cli, []).expect("config")
+    }
+
+    /// The reads of a 1 MB argument in the pattern that doubled its buffer: the buffer
+    /// already has the argument's size and its last bytes need one more read. The read
+    /// must go into the room left, not into a buffer twice the size
+    /// (unit/client-eviction).
+    #[test]
+    fn big_argument_room_is_not_doubled() {
+        use crate::resp::parser::{Limits, Parser};
+        const SIZE: usize = 1 << 20;
+        let mut req = format!("*2\r\n${SIZE}\r\n").into_bytes();
+        req.resize(req.len() + SIZE, b'v');
+        req.extend_from_slice(b"\r\n");
+        let mut parser = Parser::new();
+        let mut inbuf = BytesMut::with_capacity(QueryBuf::IO_LEN);
+        let mut qb = QueryBuf::new(&inbuf);
+        let mut sent = 0;
+        // Reads of at most 3000 bytes into whatever room `reserve` made, as a socket that
+        // has less than that buffered gives.
+        while sent < req.len() {
+            qb.reserve(&mut inbuf, 4096, &parser);
+            let room = inbuf.capacity() - inbuf.len();
+            assert!(room > 0, "no room to read into at {sent}");
+            let n = room.min(3000).min(req.len() - sent);
+            inbuf.extend_from_slice(&req[sent..sent + n]);
+            sent += n;
+            let _ = parser.parse(&inbuf, Limits::default());
+            qb.reserve(&mut inbuf, 0, &parser);
+            assert!(
+                qb.alloc <= req.len() + QueryBuf::IO_LEN,
+                "{} bytes allocated for a request of {} after {sent}",
+                qb.alloc,
+                req.len()
+            );
+        }
+        assert_eq!(parser.parsed_len(), req.len());
+        // A complete big argument followed by more: the tail grows, the argument is not
+        // copied into a buffer twice its size.
+        qb.reserve(&mut inbuf, 4096, &parser);
+        assert!(qb.alloc <= req.len() + 2 * QueryBuf::IO_LEN, "{}", qb.alloc);
     }
 
     /// Redis 7.0 applies protected mode whenever it is on and the default user has no
