@@ -271,6 +271,7 @@ for mode in ("a", "b", "c"):
     out.append("| " + " | ".join(line) + " |")
 
 any_diff = False
+randomized = []
 if "redis" in servers and "tessera" in servers:
     out += ["", "## Tests that pass on redis-server and not on tessera-node", ""]
     for mode in ("a", "b", "c"):
@@ -285,6 +286,16 @@ if "redis" in servers and "tessera" in servers:
                 if name in exempt["test"]:
                     del missing[name]
             if not missing:
+                continue
+            # A unit that ran to its end on tessera-node with no failure and no timeout, yet
+            # lacks some of redis-server's test names: those names carry random values
+            # (psync2's "x = 25894", the failover loop's node numbers), so the two runs
+            # named different tests. Listed apart, not as differences.
+            if tr["stop"] is None and not tr["failed"] and not tr["timedout"] and not any(
+                    any(s == n or s.startswith(n + ": ") for s in tr["skipped"]) for n in missing):
+                randomized.append(f"- ({m}) {esc(u)}: {sum(missing.values())} of redis-server's "
+                                  f"test names not in tessera-node's run ({len(tr['passed'])} passed there, "
+                                  f"{len(rr['passed'])} on redis-server)")
                 continue
             any_diff = True
             out.append(f"### ({m}) {u}: {sum(missing.values())}")
@@ -307,6 +318,9 @@ if "redis" in servers and "tessera" in servers:
             out.append("")
     if not any_diff:
         out.append("None.")
+    if randomized:
+        out += ["", "## Units whose test names are random (ran to the end, no failure on tessera-node)", ""]
+        out += randomized
 if exempt["unit"] or exempt["test"]:
     out += ["", "## Exempted (README: Exemptions): not run or skipped on tessera-node", ""]
     for kind, title in (("unit", "unit"), ("test", "test")):
