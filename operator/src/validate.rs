@@ -101,6 +101,12 @@ fn check_directive(key: &str, value: &str) -> Vec<String> {
     problems
 }
 
+/// TLS: the nodes serve it, but the operator mounts no certificates into the pods and its
+/// own connections are plaintext, so a TLS setting here would start nodes that cannot load
+/// their files or that the operator cannot reach.
+const TLS_NOT_MANAGED: &str =
+    "TLS is not managed by the operator yet (it mounts no certificates into the pods)";
+
 /// Directives tessera-node refuses at start (the pod would crash-loop) or that would take
 /// away the commands the operator drives.
 fn unsupported(key: &str, value: &str) -> Option<&'static str> {
@@ -110,9 +116,9 @@ fn unsupported(key: &str, value: &str) -> Option<&'static str> {
         }
         "user" | "aclfile" => Some("ACL users are declared in spec.users (the operator keeps them on every node)"),
         "loadmodule" => Some("Redis modules are not supported by tessera-node"),
-        "tls-port" if value != "0" => Some("tessera-node serves no TLS"),
+        "tls-port" if value != "0" => Some(TLS_NOT_MANAGED),
         "tls-replication" | "tls-cluster" if value.eq_ignore_ascii_case("yes") => {
-            Some("tessera-node serves no TLS")
+            Some(TLS_NOT_MANAGED)
         }
         _ => None,
     }

@@ -97,6 +97,7 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     crate::cluster::sync_config(ctx.srv, node);
     let a: Vec<&[u8]> = args[1..].iter().map(|b| &b[..]).collect();
+    let tls = ctx.cl.tls;
     let r = if ctx.cl.from_master
         && a.first()
             .is_some_and(|s| s.eq_ignore_ascii_case(b"failover"))
@@ -112,10 +113,10 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         // the held locks instead of letting the cluster crate lock stripes again.
         let facts = ExecFacts::gather(ctx, &a);
         node.with_state(|st| {
-            tessera_cluster::commands::execute(st, &facts, &a, crate::server::now_ms())
+            tessera_cluster::commands::execute(st, &facts, &a, crate::server::now_ms(), tls)
         })
     } else {
-        tessera_cluster::commands::cluster_command(node, &a)
+        tessera_cluster::commands::cluster_command(node, &a, tls)
     };
     crate::cluster::reply::write(ctx.out, &r);
     Ok(())

@@ -71,6 +71,25 @@ pub fn db_size(srv: &Server) -> usize {
 }
 
 impl tessera_cluster::Host for KeyspaceHost {
+    /// With tls-cluster: the server side the TLS port uses (reloaded by CONFIG SET) and a
+    /// client side made from the current tls-* settings.
+    fn bus_tls(&self) -> Result<Option<tessera_cluster::BusTls>, String> {
+        let Some(s) = self.srv.upgrade() else {
+            return Ok(None);
+        };
+        let config = s.config.read();
+        if !config.typed.tls_cluster {
+            return Ok(None);
+        }
+        let client = crate::server::tls::client_config(&config).map_err(|e| e.to_string())?;
+        drop(config);
+        let server = s
+            .tls
+            .load_full()
+            .ok_or_else(|| "the TLS settings are not loaded".to_string())?;
+        Ok(Some(tessera_cluster::BusTls { server, client }))
+    }
+
     fn count_keys_in_slot(&self, slot: u16) -> usize {
         self.srv
             .upgrade()

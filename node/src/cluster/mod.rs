@@ -100,6 +100,9 @@ pub fn config_from(c: &Config, port: u16) -> ClusterConfig {
         replica_no_failover: c.cluster_replica_no_failover,
         repl_ping_replica_period_s: c.repl_ping_replica_period.max(1),
         link_sendbuf_limit: c.cluster_link_sendbuf_limit,
+        tls_port: c.tls_port,
+        tls_cluster: c.tls_cluster,
+        announce_tls_port: opt_port(c.cluster_announce_tls_port),
     }
 }
 

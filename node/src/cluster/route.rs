@@ -89,6 +89,7 @@ pub fn route(
         is_write,
         is_pubsubshard: is_pubsubshard(cmd.name),
         is_migrate: cmd.name == "migrate",
+        tls_client: cl.tls,
     };
     let r = route_query(node, &q, |k| key_exists(srv, k));
     cl.route_keys = crate::resp::recycle_view(q.keys);

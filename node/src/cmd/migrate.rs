@@ -13,7 +13,7 @@ use bytes::Bytes;
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyPos};
 use crate::db::rdb as convert;
 use crate::db::{Entry, NO_EXPIRE};
-use crate::server::migrate_sockets::CachedSocket;
+use crate::server::migrate_sockets::{CachedSocket, MigrateStream};
 
 pub fn commands() -> Vec<CommandSpec> {
     let g = "generic";
@@ -326,7 +326,7 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let reused = cached.is_some();
         let mut cs = match cached {
             Some(c) => c,
-            None => match connect(&m.host, m.port, timeout) {
+            None => match connect(ctx.srv, &m.host, m.port, timeout) {
                 Ok(s) => CachedSocket::new(s),
                 // Redis 7.0's blocking connect only waits for writability: a refused
                 // connection surfaces as a write error, a silent host as a connect timeout.
@@ -343,8 +343,8 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             },
         };
         // A cached connection's timeouts are this call's.
-        let _ = cs.stream.set_read_timeout(Some(timeout));
-        let _ = cs.stream.set_write_timeout(Some(timeout));
+        let _ = cs.stream.tcp().set_read_timeout(Some(timeout));
+        let _ = cs.stream.tcp().set_write_timeout(Some(timeout));
         let mut moved = Vec::new();
         let r = exchange(ctx, &m, &mut cs, &todo, restore_cmd, &mut moved);
         propagate_moved(ctx, moved);
@@ -428,13 +428,8 @@ fn exchange(
             retry_ok: !timed_out(&e),
         });
     }
-    let Ok(read_half) = cs.stream.try_clone() else {
-        return Err(Failed {
-            reply: "IOERR error or timeout reading to target instance".into(),
-            retry_ok: false,
-        });
-    };
-    let mut rd = BufReader::new(read_half);
+    // Every byte the target sends is a reply this call reads: nothing is left buffered.
+    let mut rd = BufReader::new(&mut cs.stream);
     let io_read = |e: std::io::Error, first: bool| Failed {
         reply: "IOERR error or timeout reading to target instance".into(),
         retry_ok: first && !timed_out(&e),
@@ -486,19 +481,44 @@ fn timed_out(e: &std::io::Error) -> bool {
     )
 }
 
-fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStream> {
+/// Connects to the target: over TLS when the cluster bus is (tls-cluster), as Redis 7.0
+/// does; the handshake happens with the first write, under the call's timeouts.
+fn connect(
+    srv: &crate::server::Server,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> std::io::Result<MigrateStream> {
     let addr = (host, port)
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| std::io::Error::other("no address"))?;
+    let tls = {
+        let c = srv.config.read();
+        if c.typed.tls_cluster {
+            Some(crate::server::tls::client_config(&c).map_err(std::io::Error::other)?)
+        } else {
+            None
+        }
+    };
     let s = TcpStream::connect_timeout(&addr, timeout)?;
     let _ = s.set_nodelay(true);
-    Ok(s)
+    let Some(cfg) = tls else {
+        return Ok(MigrateStream::Plain(s));
+    };
+    // The name is not checked (the chain is, as Redis does); sent as SNI when it is one.
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .or_else(|_| rustls::pki_types::ServerName::try_from("localhost"))
+        .map_err(std::io::Error::other)?;
+    let conn = rustls::ClientConnection::new(cfg, name).map_err(std::io::Error::other)?;
+    Ok(MigrateStream::Tls(Box::new(rustls::StreamOwned::new(
+        conn, s,
+    ))))
 }
 
 /// One reply line without CRLF (every reply MIGRATE waits for is a status or an error);
 /// a closed connection or a line cut short is an error.
-fn read_line(rd: &mut BufReader<TcpStream>) -> std::io::Result<String> {
+fn read_line(rd: &mut impl BufRead) -> std::io::Result<String> {
     let mut line = Vec::new();
     let n = rd.read_until(b'\n', &mut line)?;
     if n == 0 || !line.ends_with(b"\r\n") {

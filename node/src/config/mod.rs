@@ -590,14 +590,6 @@ impl Config {
             "busy-reply-threshold" => Some("lua-time-limit"),
             _ => None,
         };
-        // Clients (tls-port) and replication (tls-replication) speak TLS; the cluster bus
-        // does not yet.
-        if d.name == "tls-cluster" && val == "yes" {
-            return Err(
-                "tessera-node does not support TLS for the cluster bus yet (tls-cluster can't be enabled)"
-                    .to_string(),
-            );
-        }
         if let Some(a) = alias {
             self.values.insert(a, val.clone());
         }

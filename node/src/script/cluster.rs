@@ -23,6 +23,7 @@ pub fn check_local(ctx: &mut Ctx<'_>, cmd: &CommandSpec, argv: &[&[u8]]) -> Opti
         is_write: cmd.has(flags::WRITE),
         is_pubsubshard: false,
         is_migrate: false,
+        tls_client: ctx.cl.tls,
     };
     // An open slot: existence decides. Every stripe is held by the script, so look through
     // its locks (never a new stripe lock: that would self-deadlock).

@@ -410,6 +410,9 @@ pub struct ClientState {
     pub db: usize,
     pub handle: Arc<ClientHandle>,
     pub authenticated: bool,
+    /// The connection is TLS: with tls-cluster, CLUSTER replies and redirects give other
+    /// clients the nodes' plaintext ports instead.
+    pub tls: bool,
     /// Queued commands while in MULTI.
     pub multi: Option<Vec<Vec<Bytes>>>,
     /// A FLUSHALL ran: save once the request (EXEC, script) has let go of the keyspace.
@@ -487,6 +490,7 @@ impl ClientState {
             db: 0,
             handle,
             authenticated,
+            tls: false,
             multi: None,
             save_after_command: false,
             multi_error: false,

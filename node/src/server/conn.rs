@@ -133,6 +133,7 @@ pub async fn handle(srv: Arc<Server>, mut sock: ClientStream, admission: Admissi
     } = admission;
     let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
+    cl.tls = matches!(sock, ClientStream::Tls(_));
     let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
     // What was still queued for this client is dropped: no longer in flight. After
     // close() a send fails and undoes its own count (ClientHandle::send).

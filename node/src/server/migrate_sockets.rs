@@ -4,6 +4,7 @@
 //! (migrate_cached_sockets).
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -16,16 +17,58 @@ const TTL: Duration = Duration::from_secs(10);
 /// MIGRATE_SOCKET_CACHE_ITEMS).
 const MAX_ITEMS: usize = 64;
 
+/// A MIGRATE connection: TLS when the cluster bus is (tls-cluster), as Redis's
+/// migrateGetSocket makes it; blocking, like the command that uses it.
+pub enum MigrateStream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl MigrateStream {
+    /// The TCP socket under it (timeouts).
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            MigrateStream::Plain(s) => s,
+            MigrateStream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl Read for MigrateStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            MigrateStream::Plain(s) => s.read(buf),
+            MigrateStream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for MigrateStream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            MigrateStream::Plain(s) => s.write(buf),
+            MigrateStream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            MigrateStream::Plain(s) => s.flush(),
+            MigrateStream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// One cached connection.
 pub struct CachedSocket {
-    pub stream: TcpStream,
+    pub stream: MigrateStream,
     /// The database the target last selected on it (None: unknown, SELECT again).
     pub last_db: Option<i64>,
     last_use: Instant,
 }
 
 impl CachedSocket {
-    pub fn new(stream: TcpStream) -> CachedSocket {
+    pub fn new(stream: MigrateStream) -> CachedSocket {
         CachedSocket {
             stream,
             last_db: None,
@@ -92,7 +135,7 @@ mod tests {
         let addr = l.local_addr().expect("addr");
         let cache = MigrateSockets::default();
         let s = TcpStream::connect(addr).expect("connect");
-        let mut c = CachedSocket::new(s);
+        let mut c = CachedSocket::new(MigrateStream::Plain(s));
         c.last_db = Some(9);
         cache.put("127.0.0.1:1".into(), c);
         assert_eq!(cache.len(), 1);

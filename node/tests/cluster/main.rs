@@ -8,6 +8,7 @@ mod cluster_links_debug;
 mod cluster_mixed;
 mod cluster_redis_cli;
 mod cluster_sendbuf;
+mod cluster_tls;
 mod cluster_topology;
 mod dump_migrate;
 mod shutdown_failover;

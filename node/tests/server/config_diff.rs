@@ -406,12 +406,18 @@ fn protected_actions_match_redis() {
     }
 }
 
-/// The cluster bus over TLS is not served yet: enabling it stops the node with a clear
-/// reason; settings naming certificates load without a TLS port.
+/// tls-cluster without certificates stops the node as it stops redis-server (it needs the
+/// TLS settings, tests/cluster/cluster_tls.rs runs a cluster with them); settings naming
+/// certificates load without a TLS port.
 #[test]
-fn tls_cluster_bus_is_refused() {
-    let reason = startup(tessera_bin(), &["--tls-cluster", "yes"]);
-    assert!(reason.contains("does not support TLS"), "{reason}");
+fn tls_cluster_without_certificates_is_refused_like_redis() {
+    for bin in [redis_bin(), tessera_bin()] {
+        let reason = startup(bin, &["--tls-cluster", "yes"]);
+        assert!(
+            reason.contains("No tls-cert-file configured!"),
+            "{bin}: {reason}"
+        );
+    }
     let ok = startup(
         tessera_bin(),
         &[

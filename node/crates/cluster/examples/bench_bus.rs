@@ -128,9 +128,9 @@ fn run_tessera(a: &Args) {
     let t0 = Instant::now();
     for &p in &ports[1..] {
         let args: Vec<&[u8]> = vec![b"MEET", b"127.0.0.1", p.to_string().leak().as_bytes()];
-        commands::cluster_command(&nodes[0], &args);
+        commands::cluster_command(&nodes[0], &args, false);
     }
-    let text = |n: &ClusterNode| match commands::cluster_command(n, &[b"NODES"]) {
+    let text = |n: &ClusterNode| match commands::cluster_command(n, &[b"NODES"], false) {
         Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
         Reply::Verbatim(s) => s,
         _ => String::new(),

@@ -23,7 +23,7 @@ use crate::route_table::{self, RouteTable};
 use crate::routing::{Route, RouteQuery};
 use crate::save::{self, Pending, SaveStats, Saver};
 use crate::state::{ClusterState, LinkId, Out};
-use crate::Host;
+use crate::{BusTls, Host};
 
 /// Errors starting the bus.
 #[derive(Debug, Error)]
@@ -84,9 +84,12 @@ impl ClusterNode {
     /// Loads (or creates) nodes.conf, binds the bus port and starts the cron.
     #[instrument(skip_all, fields(port = config.port))]
     pub async fn start(
-        config: ClusterConfig,
+        mut config: ClusterConfig,
         host: Arc<dyn Host>,
     ) -> Result<ClusterNode, BusError> {
+        // The bus port is chosen once: a later CONFIG SET of tls-port or tls-cluster does
+        // not move the listener, so what is announced must not move either.
+        config.cluster_port = config.bus_port();
         if let Some(ip) = config.announce_ip.as_deref() {
             if !crate::validate::is_addr(ip) {
                 return Err(BusError::AnnounceIp(ip.to_string()));
@@ -439,13 +442,20 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         let _ = sock.set_nodelay(true);
+        let tls = match shared.host.bus_tls() {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(%peer, error = %e, "bus link refused: the TLS settings do not load");
+                continue;
+            }
+        };
         // Through `locked`: accepting may close the oldest unidentified link.
         let (link, queued) = locked(&shared, |st| {
             let link = st.link_accepted(now_ms());
             (link, queued_of(st, link))
         });
-        debug!(%peer, link, "inbound bus link");
-        start_link_io(&shared, link, sock, queued, true);
+        debug!(%peer, link, tls = tls.is_some(), "inbound bus link");
+        start_link_io(&shared, link, sock, tls, queued, true);
     }
 }
 
@@ -473,12 +483,22 @@ async fn connect(shared: Arc<Shared>, link: LinkId, ip: String, cport: u16, time
     let res =
         tokio::time::timeout(Duration::from_millis(timeout_ms), dial(&ip, cport, &bind)).await;
     shared.pending_connects.lock().remove(&link);
+    let res = match res {
+        Ok(Ok(sock)) => match shared.host.bus_tls() {
+            Ok(tls) => Ok((sock, tls)),
+            Err(e) => {
+                warn!(ip, cport, error = %e, "bus link not made: the TLS settings do not load");
+                Err(())
+            }
+        },
+        _ => Err(()),
+    };
     match res {
-        Ok(Ok(sock)) => {
+        Ok((sock, tls)) => {
             let _ = sock.set_nodelay(true);
             locked(&shared, |st| {
                 if st.links.contains_key(&link) {
-                    start_link_io(&shared, link, sock, queued_of(st, link), false);
+                    start_link_io(&shared, link, sock, tls, queued_of(st, link), false);
                     st.link_connected(link, now_ms());
                 }
             });
@@ -502,19 +522,44 @@ fn start_link_io(
     shared: &Arc<Shared>,
     link: LinkId,
     sock: TcpStream,
+    tls: Option<BusTls>,
     queued: Arc<AtomicU64>,
     inbound: bool,
 ) {
-    let peer_ip = sock
-        .peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_default();
+    let peer = sock.peer_addr().ok();
+    let peer_ip = peer.map(|a| a.ip().to_string()).unwrap_or_default();
     let local_ip = sock
         .local_addr()
         .map(|a| a.ip().to_string())
         .unwrap_or_default();
-    let (mut rd, mut wr) = sock.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    if let Some(tls) = tls {
+        let s = shared.clone();
+        let q = queued.clone();
+        let task = tokio::spawn(async move {
+            let ends = TlsLink {
+                tls,
+                peer: peer.map(|a| a.ip()),
+                peer_ip,
+                local_ip,
+                inbound,
+            };
+            let why = ends.run(&s, link, sock, rx, q).await;
+            debug!(link, why, "bus link closed");
+            close_io(&s, link);
+            locked(&s, |st| st.link_closed(link, now_ms()));
+        });
+        shared.links.lock().insert(
+            link,
+            LinkIo {
+                tx,
+                queued,
+                tasks: vec![task.abort_handle()],
+            },
+        );
+        return;
+    }
+    let (mut rd, mut wr) = sock.into_split();
     let q = queued.clone();
     let writer = tokio::spawn(async move {
         while let Some(b) = rx.recv().await {
@@ -541,6 +586,79 @@ fn start_link_io(
     );
 }
 
+/// A bus link over TLS (tls-cluster): the handshake, then reads and writes in one task, so
+/// the TLS session's reads and writes never wait on each other's wake-ups.
+struct TlsLink {
+    tls: BusTls,
+    peer: Option<std::net::IpAddr>,
+    peer_ip: String,
+    local_ip: String,
+    inbound: bool,
+}
+
+impl TlsLink {
+    async fn run(
+        self,
+        shared: &Arc<Shared>,
+        link: LinkId,
+        sock: TcpStream,
+        mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+        queued: Arc<AtomicU64>,
+    ) -> String {
+        let stream: tokio_rustls::TlsStream<TcpStream> = if self.inbound {
+            match tokio_rustls::TlsAcceptor::from(self.tls.server)
+                .accept(sock)
+                .await
+            {
+                Ok(s) => s.into(),
+                Err(e) => return format!("TLS handshake failed: {e}"),
+            }
+        } else {
+            // The peer's name is not checked (the chain is, as Redis does): its IP is what
+            // we know it by.
+            let Some(ip) = self.peer else {
+                return "no peer address".into();
+            };
+            let name = tokio_rustls::rustls::pki_types::ServerName::IpAddress(ip.into());
+            match tokio_rustls::TlsConnector::from(self.tls.client)
+                .connect(name, sock)
+                .await
+            {
+                Ok(s) => s.into(),
+                Err(e) => return format!("TLS handshake failed: {e}"),
+            }
+        };
+        let (mut rd, mut wr) = tokio::io::split(stream);
+        let writer = async {
+            while let Some(b) = rx.recv().await {
+                // The bytes leave the TLS session's buffer at each message.
+                if let Err(e) = async {
+                    wr.write_all(&b).await?;
+                    wr.flush().await
+                }
+                .await
+                {
+                    return e.to_string();
+                }
+                queued.fetch_sub(b.len() as u64, Ordering::Relaxed);
+            }
+            "link dropped".to_string()
+        };
+        let reader = read_loop(
+            shared,
+            link,
+            &mut rd,
+            &self.peer_ip,
+            &self.local_ip,
+            self.inbound,
+        );
+        tokio::select! {
+            why = reader => why,
+            why = writer => why,
+        }
+    }
+}
+
 /// Reads frames until EOF or a protocol violation. Memory grows only with bytes actually
 /// received, never with what a header claims, and an inbound link not yet bound to a known
 /// node may not declare a frame over [`msg::MAX_UNIDENTIFIED_MSG_LEN`] (timeouts are the
@@ -548,7 +666,7 @@ fn start_link_io(
 async fn read_loop(
     shared: &Arc<Shared>,
     link: LinkId,
-    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    rd: &mut (impl tokio::io::AsyncRead + Unpin),
     peer_ip: &str,
     local_ip: &str,
     inbound: bool,

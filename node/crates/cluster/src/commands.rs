@@ -11,11 +11,13 @@ use crate::state::*;
 use crate::Host;
 
 /// Runs `CLUSTER <args...>` (args exclude the word CLUSTER).
-pub fn cluster_command(node: &ClusterNode, args: &[&[u8]]) -> Reply {
+/// `tls_client`: the client is on a TLS connection (with tls-cluster, plaintext clients are
+/// shown the nodes' plaintext ports, as in Redis 7.0).
+pub fn cluster_command(node: &ClusterNode, args: &[&[u8]], tls_client: bool) -> Reply {
     // The keyspace is read before the cluster state is locked, so the node may hold its own
     // keyspace locks while routing (which takes the state lock) without lock-order inversion.
     let facts = Prefetched::gather(&**node.host(), args);
-    node.with_state(|st| execute(st, &facts, args, now_ms()))
+    node.with_state(|st| execute(st, &facts, args, now_ms(), tls_client))
 }
 
 /// Keyspace answers gathered up front for one CLUSTER command.
@@ -112,7 +114,15 @@ fn lossy(a: &[u8]) -> String {
 }
 
 /// Executes a CLUSTER subcommand against the state.
-pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64) -> Reply {
+pub fn execute(
+    st: &mut ClusterState,
+    host: &dyn Host,
+    args: &[&[u8]],
+    now: u64,
+    tls_client: bool,
+) -> Reply {
+    // Redis's use_pport: a plaintext client of a TLS cluster is given plaintext ports.
+    let pp = st.config.tls_cluster && !tls_client;
     let Some(sub0) = args.first() else {
         return Reply::err("ERR wrong number of arguments for 'cluster' command");
     };
@@ -137,8 +147,8 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
         "info" => check(2, true).map(|_| Reply::Verbatim(info(st))),
         "myid" => check(2, true).map(|_| Reply::bulk(st.myself)),
         "myshardid" => check(2, true).map(|_| Reply::bulk(st.me().shard_id)),
-        "nodes" => check(2, true).map(|_| Reply::Verbatim(nodes_conf::nodes_text(st, false))),
-        "slots" => check(2, true).map(|_| slots_reply(st)),
+        "nodes" => check(2, true).map(|_| Reply::Verbatim(nodes_conf::nodes_text(st, false, pp))),
+        "slots" => check(2, true).map(|_| slots_reply(st, pp)),
         "shards" => check(2, true).map(|_| shards_reply(st)),
         "links" => check(2, true).map(|_| links_reply(st)),
         "keyslot" => {
@@ -332,7 +342,7 @@ pub fn execute(st: &mut ClusterState, host: &dyn Host, args: &[&[u8]], now: u64)
                 .iter()
                 .filter_map(|r| st.nodes.get(r))
                 .map(|r| {
-                    let line = nodes_conf::node_line(st, r);
+                    let line = nodes_conf::node_line(st, r, pp);
                     Reply::Bulk(line.trim_end_matches('\n').as_bytes().to_vec())
                 })
                 .collect();
@@ -658,7 +668,7 @@ pub fn info(st: &ClusterState) -> String {
     s
 }
 
-fn node_entry(st: &ClusterState, n: &Node) -> Reply {
+fn node_entry(st: &ClusterState, n: &Node, pp: bool) -> Reply {
     let mut extra = Vec::new();
     let ep = st.config.preferred_endpoint_type;
     if ep != crate::config::EndpointType::Ip && !n.ip.is_empty() {
@@ -675,14 +685,15 @@ fn node_entry(st: &ClusterState, n: &Node) -> Reply {
     };
     Reply::Array(vec![
         endpoint,
-        Reply::Int(n.port as i64),
+        Reply::Int(n.client_port(pp) as i64),
         Reply::bulk(n.name),
         Reply::Map(extra),
     ])
 }
 
-/// CLUSTER SLOTS: one entry per maximal run of slots with the same owner.
-pub fn slots_reply(st: &ClusterState) -> Reply {
+/// CLUSTER SLOTS: one entry per maximal run of slots with the same owner (`pp`: show
+/// plaintext ports).
+pub fn slots_reply(st: &ClusterState, pp: bool) -> Reply {
     let mut out = Vec::new();
     let mut start = 0;
     for j in 0..=SLOTS {
@@ -692,7 +703,7 @@ pub fn slots_reply(st: &ClusterState) -> Reply {
                 let mut e = vec![
                     Reply::Int(start as i64),
                     Reply::Int(j as i64 - 1),
-                    node_entry(st, owner),
+                    node_entry(st, owner, pp),
                 ];
                 for r in st.replicas_of(&owner.name) {
                     // isReplicaAvailable: not failed and replicating (offset != 0).
@@ -701,7 +712,7 @@ pub fn slots_reply(st: &ClusterState) -> Reply {
                         .get(&r)
                         .filter(|rn| !rn.failed() && rn.repl_offset != 0)
                     {
-                        e.push(node_entry(st, rn));
+                        e.push(node_entry(st, rn, pp));
                     }
                 }
                 out.push(Reply::Array(e));
@@ -715,15 +726,27 @@ pub fn slots_reply(st: &ClusterState) -> Reply {
 }
 
 fn shard_node(st: &ClusterState, n: &Node) -> Reply {
-    let mut m = vec![
-        (Reply::bulk("id"), Reply::bulk(n.name)),
-        (Reply::bulk("port"), Reply::Int(n.port as i64)),
+    let mut m = vec![(Reply::bulk("id"), Reply::bulk(n.name))];
+    // The bus's TLS setting says which of a node's ports is its TLS one (Redis 7.0's
+    // addNodeDetailsToShardReply); a port that is 0 is left out.
+    let (plain, tls) = if st.config.tls_cluster {
+        (n.pport, n.port)
+    } else {
+        (n.port, 0)
+    };
+    if plain != 0 {
+        m.push((Reply::bulk("port"), Reply::Int(plain as i64)));
+    }
+    if tls != 0 {
+        m.push((Reply::bulk("tls-port"), Reply::Int(tls as i64)));
+    }
+    m.extend([
         (Reply::bulk("ip"), Reply::bulk(&n.ip)),
         (
             Reply::bulk("endpoint"),
             Reply::Bulk(preferred_endpoint(st, n).into_bytes()),
         ),
-    ];
+    ]);
     if !n.hostname.is_empty() {
         m.push((Reply::bulk("hostname"), Reply::bulk(&n.hostname)));
     }

@@ -38,6 +38,13 @@ pub struct ClusterConfig {
     pub repl_ping_replica_period_s: u64,
     /// `cluster-link-sendbuf-limit` in bytes; 0 means no limit.
     pub link_sendbuf_limit: u64,
+    /// `tls-port` (0: none).
+    pub tls_port: u16,
+    /// `tls-cluster`: the bus speaks TLS, and the port a node announces is its TLS port
+    /// (its plaintext port goes in the header's pport), as in Redis 7.0.
+    pub tls_cluster: bool,
+    /// `cluster-announce-tls-port`.
+    pub announce_tls_port: Option<u16>,
 }
 
 impl Default for ClusterConfig {
@@ -63,6 +70,9 @@ impl Default for ClusterConfig {
             replica_no_failover: false,
             repl_ping_replica_period_s: 10,
             link_sendbuf_limit: 0,
+            tls_port: 0,
+            tls_cluster: false,
+            announce_tls_port: None,
         }
     }
 }
@@ -83,6 +93,9 @@ impl ClusterConfig {
         self.preferred_endpoint_type = live.preferred_endpoint_type;
         self.announce_port = live.announce_port;
         self.announce_bus_port = live.announce_bus_port;
+        self.tls_port = live.tls_port;
+        self.tls_cluster = live.tls_cluster;
+        self.announce_tls_port = live.announce_tls_port;
         // Peers drop messages whose address is not an IP literal: such a value is not taken.
         if live
             .announce_ip
@@ -93,16 +106,40 @@ impl ClusterConfig {
         }
     }
 
-    /// The port the bus listens on.
+    /// The port the bus listens on: `cluster-port`, else the client port nodes are known
+    /// by (the TLS one with tls-cluster) plus 10000, as Redis 7.0.
     pub fn bus_port(&self) -> u16 {
         if self.cluster_port != 0 {
             self.cluster_port
+        } else if self.tls_cluster {
+            self.tls_port.wrapping_add(10000)
         } else {
             self.port.wrapping_add(10000)
         }
     }
-    /// Client port announced to peers.
+    /// Client port announced to peers: the TLS one when the bus is on TLS (Redis 7.0's
+    /// clusterUpdateMyselfAnnouncedPorts).
     pub fn announced_port(&self) -> u16 {
+        if self.tls_cluster {
+            self.announce_tls_port
+                .filter(|p| *p != 0)
+                .unwrap_or(self.tls_port)
+        } else {
+            self.plain_port()
+        }
+    }
+
+    /// The plaintext client port announced in the header's pport when the bus is on TLS
+    /// (0 otherwise): CLUSTER SLOTS, NODES and redirects show it to plaintext clients.
+    pub fn announced_pport(&self) -> u16 {
+        if self.tls_cluster {
+            self.plain_port()
+        } else {
+            0
+        }
+    }
+
+    fn plain_port(&self) -> u16 {
         self.announce_port.filter(|p| *p != 0).unwrap_or(self.port)
     }
     /// Bus port announced to peers.

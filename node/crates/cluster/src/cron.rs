@@ -37,7 +37,7 @@ impl ClusterState {
                 [0; 40]
             },
             myip: self.config.announce_ip.clone().unwrap_or_default(),
-            pport: 0,
+            pport: self.config.announced_pport(),
             cport: self.config.announced_bus_port(),
             flags: me.flags,
             state: if self.state_ok { 0 } else { 1 },

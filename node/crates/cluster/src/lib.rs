@@ -87,6 +87,22 @@ pub trait Host: Send + Sync + 'static {
     fn loading(&self) -> bool {
         false
     }
+    /// The TLS settings of a new bus link when `tls-cluster` is on (asked at each link, so
+    /// certificates CONFIG SET loads take effect for new links, as in Redis). An error
+    /// (certificates that no longer load) fails the link: the bus never falls back to
+    /// plaintext.
+    fn bus_tls(&self) -> Result<Option<BusTls>, String> {
+        Ok(None)
+    }
+}
+
+/// What a TLS bus link is made with: the node's server side (accepted links, with its
+/// tls-auth-clients rule) and its client side (links it makes, with tls-client-cert-file
+/// when set).
+#[derive(Clone)]
+pub struct BusTls {
+    pub server: std::sync::Arc<tokio_rustls::rustls::ServerConfig>,
+    pub client: std::sync::Arc<tokio_rustls::rustls::ClientConfig>,
 }
 
 /// A [`Host`] with an empty keyspace that drops published messages: for tests and tools.

@@ -54,14 +54,16 @@ pub fn flags_string(flags: u16) -> String {
     }
 }
 
-/// One CLUSTER NODES line, with its trailing newline (clusterGenNodeDescription).
-pub fn node_line(st: &ClusterState, n: &Node) -> String {
-    node_line_with(st, n, &st.slot_ranges(&n.name))
+/// One CLUSTER NODES line, with its trailing newline (clusterGenNodeDescription); `pp`:
+/// the plaintext port where the node has one (a plaintext client of a TLS cluster).
+pub fn node_line(st: &ClusterState, n: &Node, pp: bool) -> String {
+    node_line_with(st, n, &st.slot_ranges(&n.name), pp)
 }
 
-fn node_line_with(st: &ClusterState, n: &Node, ranges: &[(usize, usize)]) -> String {
+fn node_line_with(st: &ClusterState, n: &Node, ranges: &[(usize, usize)], pp: bool) -> String {
     let mut s = String::with_capacity(128);
-    let _ = write!(s, "{} {}:{}@{}", n.name_str(), n.ip, n.port, n.cport);
+    let port = n.client_port(pp);
+    let _ = write!(s, "{} {}:{}@{}", n.name_str(), n.ip, port, n.cport);
     if !n.hostname.is_empty() {
         let _ = write!(s, ",{}", n.hostname);
     }
@@ -116,8 +118,9 @@ fn node_line_with(st: &ClusterState, n: &Node, ranges: &[(usize, usize)]) -> Str
     s
 }
 
-/// CLUSTER NODES (all nodes), or the nodes.conf body (without handshake nodes).
-pub fn nodes_text(st: &ClusterState, skip_handshake: bool) -> String {
+/// CLUSTER NODES (all nodes), or the nodes.conf body (without handshake nodes, with the
+/// ports nodes are known by: `pp` false).
+pub fn nodes_text(st: &ClusterState, skip_handshake: bool, pp: bool) -> String {
     let mut out = String::new();
     let ranges = st.all_slot_ranges();
     for n in st.nodes.values() {
@@ -125,14 +128,14 @@ pub fn nodes_text(st: &ClusterState, skip_handshake: bool) -> String {
             continue;
         }
         let r = ranges.get(&n.name).map(Vec::as_slice).unwrap_or(&[]);
-        out.push_str(&node_line_with(st, n, r));
+        out.push_str(&node_line_with(st, n, r, pp));
     }
     out
 }
 
 /// The full nodes.conf content.
 pub fn render(st: &ClusterState) -> String {
-    let mut s = nodes_text(st, true);
+    let mut s = nodes_text(st, true, false);
     let _ = writeln!(
         s,
         "vars currentEpoch {} lastVoteEpoch {}",
@@ -377,6 +380,7 @@ pub fn parse(
     let cfg = st.config.clone();
     let m = st.me_mut();
     m.port = cfg.announced_port();
+    m.pport = cfg.announced_pport();
     m.cport = cfg.announced_bus_port();
     m.hostname = cfg.announce_hostname.clone().unwrap_or_default();
     if let Some(ip) = &cfg.announce_ip {

@@ -25,8 +25,11 @@ pub struct RouteTable {
     owner: Vec<u16>,
     /// Slots routing cannot decide without the keyspace (migrating from me, importing).
     open: Vec<u64>,
-    /// (endpoint, port) of each owner, as MOVED names it.
-    nodes: Vec<(String, u16)>,
+    /// (endpoint, port, plaintext port) of each owner, as MOVED names it (the plaintext
+    /// one for plaintext clients of a TLS cluster).
+    nodes: Vec<(String, u16, u16)>,
+    /// tls-cluster: redirects of plaintext clients name plaintext ports.
+    tls_cluster: bool,
     /// 1 + index of myself in `nodes`.
     me: u16,
     /// 1 + index of my master in `nodes` when I am a replica.
@@ -46,6 +49,7 @@ impl Default for RouteTable {
             owner: vec![NONE; SLOTS],
             open: vec![u64::MAX; SLOTS / 64],
             nodes: Vec::new(),
+            tls_cluster: false,
             me: NONE,
             my_master: NONE,
             me_replica: false,
@@ -73,11 +77,21 @@ pub fn fingerprint(st: &ClusterState) -> u64 {
         c.allow_reads_when_down,
         c.allow_pubsubshard_when_down,
         c.preferred_endpoint_type as u8,
+        c.tls_cluster,
     )
         .hash(&mut h);
     st.myself.hash(&mut h);
     for n in st.nodes.values() {
-        (&n.name, &n.ip, n.port, &n.hostname, n.flags & 0x3, n.master).hash(&mut h);
+        (
+            &n.name,
+            &n.ip,
+            n.port,
+            n.pport,
+            &n.hostname,
+            n.flags & 0x3,
+            n.master,
+        )
+            .hash(&mut h);
     }
     // 0 is reserved for "never built".
     h.finish().max(1)
@@ -88,7 +102,7 @@ impl RouteTable {
     pub fn build(st: &ClusterState, fingerprint: u64) -> RouteTable {
         let mut index: Vec<(Name, u16)> = Vec::new();
         let mut nodes = Vec::new();
-        let mut idx_of = |name: Name, nodes: &mut Vec<(String, u16)>| -> u16 {
+        let mut idx_of = |name: Name, nodes: &mut Vec<(String, u16, u16)>| -> u16 {
             if let Some((_, i)) = index.iter().find(|(n, _)| *n == name) {
                 return *i;
             }
@@ -96,7 +110,7 @@ impl RouteTable {
                 return NONE;
             };
             let i = nodes.len() as u16 + 1;
-            nodes.push((preferred_endpoint(st, n), n.port));
+            nodes.push((preferred_endpoint(st, n), n.port, n.pport));
             index.push((name, i));
             i
         };
@@ -148,6 +162,7 @@ impl RouteTable {
             owner,
             open,
             nodes,
+            tls_cluster: st.config.tls_cluster,
             me,
             my_master,
             me_replica: me_node.is_replica(),
@@ -212,11 +227,12 @@ impl RouteTable {
         if owner == self.me {
             return Some(Route::Local { slot: Some(slot) });
         }
-        let (endpoint, port) = self.nodes.get((owner as usize).checked_sub(1)?)?;
+        let (endpoint, port, pport) = self.nodes.get((owner as usize).checked_sub(1)?)?;
+        let plain = self.tls_cluster && !q.tls_client && *pport != 0;
         Some(Route::Moved {
             slot,
             endpoint: endpoint.clone(),
-            port: *port,
+            port: if plain { *pport } else { *port },
         })
     }
 }
@@ -241,9 +257,11 @@ mod tests {
         me_replica_of: Option<u8>,
         ok: bool,
         reads_down: bool,
+        tls_cluster: bool,
     ) -> ClusterState {
         let cfg = ClusterConfig {
             allow_reads_when_down: reads_down,
+            tls_cluster,
             ..ClusterConfig::default()
         };
         let mut st = ClusterState::new(cfg, 0, 7);
@@ -253,6 +271,10 @@ mod tests {
             let mut n = Node::new(name, FLAG_MASTER, 0);
             n.ip = format!("127.0.0.{}", i + 2);
             n.port = 7000 + i as u16;
+            // One node without a plaintext port: its TLS one is all there is.
+            if tls_cluster && i > 0 {
+                n.pport = 6000 + i as u16;
+            }
             st.nodes.insert(name, n);
             names.push(name);
         }
@@ -294,8 +316,9 @@ mod tests {
             reads_down in any::<bool>(),
             keys in proptest::collection::vec(0u8..40, 0..4),
             flags in (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+            tls in (any::<bool>(), any::<bool>()),
         ) {
-            let st = state(&owners, &open, replica, ok, reads_down);
+            let st = state(&owners, &open, replica, ok, reads_down, tls.0);
             let t = RouteTable::build(&st, fingerprint(&st));
             let keys: Vec<Vec<u8>> = keys.into_iter().map(key).collect();
             let q = RouteQuery {
@@ -305,6 +328,7 @@ mod tests {
                 is_write: flags.2,
                 is_pubsubshard: flags.3,
                 is_migrate: false,
+                tls_client: tls.1,
             };
             match t.route(&q) {
                 Some(r) => {
@@ -321,7 +345,7 @@ mod tests {
 
     #[test]
     fn fingerprint_follows_slot_and_open_changes() {
-        let mut st = state(&[1; 16], &[], None, true, false);
+        let mut st = state(&[1; 16], &[], None, true, false, false);
         let a = fingerprint(&st);
         st.migrating.set(5, Some(st.myself));
         let b = fingerprint(&st);

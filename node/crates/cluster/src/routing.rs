@@ -42,6 +42,9 @@ pub struct RouteQuery<'a> {
     pub is_pubsubshard: bool,
     /// MIGRATE works locally on open slots.
     pub is_migrate: bool,
+    /// The client is on TLS: with tls-cluster, other clients are redirected to plaintext
+    /// ports (Redis 7.0's use_pport).
+    pub tls_client: bool,
 }
 
 /// The outcome. `Route::error()` renders Redis's exact error text.
@@ -180,7 +183,7 @@ pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bo
             return Route::Ask {
                 slot: slot16,
                 endpoint: preferred_endpoint(st, t),
-                port: t.port,
+                port: t.client_port(st.config.tls_cluster && !q.tls_client),
             };
         }
     }
@@ -205,7 +208,7 @@ pub fn route(st: &ClusterState, q: &RouteQuery, key_exists: impl Fn(&[u8]) -> bo
         Some(n) => Route::Moved {
             slot: slot16,
             endpoint: preferred_endpoint(st, n),
-            port: n.port,
+            port: n.client_port(st.config.tls_cluster && !q.tls_client),
         },
         None => Route::DownUnbound,
     }

@@ -114,6 +114,16 @@ impl Node {
     pub fn is_replica(&self) -> bool {
         self.flags & FLAG_SLAVE != 0
     }
+    /// The port a client is told to use: with `pp` (a plaintext client of a TLS
+    /// cluster) the node's plaintext port when it announced one.
+    pub fn client_port(&self, pp: bool) -> u16 {
+        if pp && self.pport != 0 {
+            self.pport
+        } else {
+            self.port
+        }
+    }
+
     pub fn in_handshake(&self) -> bool {
         self.flags & FLAG_HANDSHAKE != 0
     }
@@ -392,6 +402,7 @@ impl ClusterState {
 
     pub(crate) fn fill_myself_addr(&self, me: &mut Node) {
         me.port = self.config.announced_port();
+        me.pport = self.config.announced_pport();
         me.cport = self.config.announced_bus_port();
         if let Some(ip) = &self.config.announce_ip {
             me.ip = ip.clone();
@@ -419,14 +430,16 @@ impl ClusterState {
     pub fn sync_myself_config(&mut self) {
         let nofailover = self.config.replica_no_failover;
         let hostname = self.config.announce_hostname.clone().unwrap_or_default();
-        let (port, cport) = (
+        let (port, pport, cport) = (
             self.config.announced_port(),
+            self.config.announced_pport(),
             self.config.announced_bus_port(),
         );
         let me = self.me_mut();
         // clusterUpdateMyselfAnnouncedPorts: shown and gossiped at once, saved with the next
         // change (a load takes them from the config again).
         me.port = port;
+        me.pport = pport;
         me.cport = cport;
         let mut changed = false;
         if (me.flags & FLAG_NOFAILOVER != 0) != nofailover {

@@ -197,7 +197,7 @@ fn validate_rejects_each_bad_field() {
 #[test]
 fn invalid_messages_change_nothing_and_are_counted() {
     let (mut st, link) = with_peer();
-    let before = nodes_conf::nodes_text(&st, false);
+    let before = nodes_conf::nodes_text(&st, false, false);
     let msgs = [
         ping(
             msg::TYPE_PING,
@@ -227,7 +227,7 @@ fn invalid_messages_change_nothing_and_are_counted() {
         st.process(link, m, "127.0.0.1", "127.0.0.1", T0 + 10);
     }
     assert_eq!(st.stats.messages_rejected, n);
-    assert_eq!(nodes_conf::nodes_text(&st, false), before);
+    assert_eq!(nodes_conf::nodes_text(&st, false, false), before);
     assert_eq!(st.stats.received.iter().sum::<u64>(), 0);
     // The link saw no valid message: it stays unidentified.
     assert_eq!(st.links[&link].last_rx, 0);
@@ -377,7 +377,7 @@ fn cluster_meet_with_a_huge_port_is_an_error() {
         &[b"meet", b"127.0.0.1", b"7000", b"9223372036854775807"],
         &[b"meet", b"10.9.9.9\ngarbage", b"7000"],
     ] {
-        let r = commands::execute(&mut st, &tessera_cluster::NullHost, args, T0);
+        let r = commands::execute(&mut st, &tessera_cluster::NullHost, args, T0, false);
         assert!(
             matches!(&r, tessera_cluster::Reply::Error(e) if e.contains("Invalid")),
             "{args:?}: {r:?}"

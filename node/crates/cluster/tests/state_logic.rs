@@ -115,7 +115,13 @@ fn pfail_becomes_fail_with_a_master_quorum_and_is_broadcast() {
         sent_types(&mut st).contains(&msg::TYPE_FAIL),
         "FAIL broadcast"
     );
-    let r = commands::execute(&mut st, &NullHost, &[b"COUNT-FAILURE-REPORTS", &C], 4100);
+    let r = commands::execute(
+        &mut st,
+        &NullHost,
+        &[b"COUNT-FAILURE-REPORTS", &C],
+        4100,
+        false,
+    );
     assert_eq!(r, Reply::Int(1));
     // Reports expire after 2·NT.
     let r = commands::execute(
@@ -123,6 +129,7 @@ fn pfail_becomes_fail_with_a_master_quorum_and_is_broadcast() {
         &NullHost,
         &[b"COUNT-FAILURE-REPORTS", &C],
         4100 + 2 * NT + 1,
+        false,
     );
     assert_eq!(r, Reply::Int(0));
 }

@@ -279,7 +279,7 @@ impl TestNode {
     }
     pub fn cluster(&self, args: &[&str]) -> tessera_cluster::Reply {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        commands::cluster_command(self.node(), &a)
+        commands::cluster_command(self.node(), &a, false)
     }
     pub fn cluster_str(&self, args: &[&str]) -> String {
         match self.cluster(args) {

@@ -1,0 +1,302 @@
+//! The cluster bus over TLS (`tls-cluster yes`, issue 20): tessera-node and redis-server 7.0
+//! in one cluster whose bus, replication and client traffic are all TLS, made by
+//! `redis-cli --tls --cluster create`, with a master killed and its replica taking over.
+
+use std::time::{Duration, Instant};
+
+use tessera_testkit::cli::cli_out;
+use tessera_testkit::cluster::*;
+use tessera_testkit::tls::{Authority, Certs};
+use tessera_testkit::*;
+
+/// A cluster node of `bin` with a TLS port, tls-cluster and tls-replication on, showing
+/// the authority's client certificate on the links it makes (the server certificate is for
+/// server use only, as in Redis's own TLS tests). Returns the node and its TLS port.
+fn tls_node(bin: &'static str, a: &Authority) -> (Proc, u16) {
+    let tls_port = free_port();
+    let srv = Launch::new(bin)
+        .args(&["--save", "", "--appendonly", "no"])
+        .args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+        .args(&a.server_args(tls_port))
+        .args(&[
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+            "--tls-client-cert-file",
+            &a.client_cert.display().to_string(),
+            "--tls-client-key-file",
+            &a.client_key.display().to_string(),
+        ])
+        .logfile()
+        .start();
+    (Proc { srv }, tls_port)
+}
+
+/// redis-cli over TLS with the authority's client certificate; (exit 0, stdout + stderr).
+fn tls_cli(a: &Authority, port: u16, args: &[&str]) -> (bool, String) {
+    let p = port.to_string();
+    let mut conn: Vec<String> = vec!["-h".into(), "127.0.0.1".into(), "-p".into(), p];
+    conn.extend(a.client_args(true));
+    let conn: Vec<&str> = conn.iter().map(String::as_str).collect();
+    let o = cli_out(&conn, args);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+/// The CLUSTER NODES line of `id` as `n` sees it.
+fn line_of(n: &Proc, id: &str) -> String {
+    n.nodes()
+        .into_iter()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_default()
+}
+
+#[test]
+fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
+    let certs = Certs::new();
+    let a = &certs.main;
+    // Masters first (redis-cli makes the first three masters): tessera, redis, tessera;
+    // then replicas of both kinds.
+    let bins = [
+        tessera_bin(),
+        redis_bin(),
+        tessera_bin(),
+        redis_bin(),
+        tessera_bin(),
+        redis_bin(),
+    ];
+    let mut nodes: Vec<(Proc, u16)> = bins.iter().map(|b| tls_node(b, a)).collect();
+    let mut ids: Vec<String> = nodes.iter().map(|(n, _)| n.myid()).collect();
+
+    // Created through the TLS ports: MEET gives each node's TLS port, whose bus port is
+    // that plus 10000 on both implementations.
+    let mut args = vec!["--cluster".to_string(), "create".into()];
+    args.extend(nodes.iter().map(|(_, p)| format!("127.0.0.1:{p}")));
+    args.extend([
+        "--cluster-replicas".into(),
+        "1".into(),
+        "--cluster-yes".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, out) = tls_cli(a, nodes[0].1, &args);
+    assert!(ok, "{out}");
+    let refs: Vec<&Proc> = nodes.iter().map(|(n, _)| n).collect();
+    wait_state_ok(&refs);
+
+    // Every node sees every other connected over the TLS bus, and names it by its TLS port
+    // to TLS clients and by its plaintext port to plaintext ones (Redis 7.0's pport), the
+    // bus port being the TLS port plus 10000 on both implementations.
+    let mesh = || -> Result<(), String> {
+        for (n, tls) in &nodes {
+            let (_, tls_view) = tls_cli(a, *tls, &["CLUSTER", "NODES"]);
+            let plain_view = n.cli(&["CLUSTER", "NODES"]);
+            for ((m, m_tls), id) in nodes.iter().zip(&ids) {
+                for (view, port) in [(&tls_view, *m_tls), (&plain_view, m.port)] {
+                    let l = view
+                        .lines()
+                        .find(|l| l.starts_with(id.as_str()))
+                        .unwrap_or("");
+                    if !(l.contains(&format!("127.0.0.1:{port}@{}", m_tls + 10000))
+                        && l.contains(" connected")
+                        && !l.contains("fail")
+                        && !l.contains("handshake"))
+                    {
+                        return Err(format!("{} ({}) shows: {l}", n.port, n.bin()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = mesh();
+    while seen.is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        seen = mesh();
+    }
+    assert_eq!(seen, Ok(()), "a full mesh over TLS");
+
+    // Redirects: a plaintext client is sent to the owner's plaintext port, a TLS client to
+    // its TLS port, by either implementation.
+    let owns = |range: &str, slot: u16| -> bool {
+        let (x, y) = range.split_once('-').unwrap_or((range, range));
+        matches!((x.parse::<u16>(), y.parse::<u16>()), (Ok(x), Ok(y)) if x <= slot && slot <= y)
+    };
+    let owner_of = |slot: u16| -> Option<usize> {
+        let id = nodes[0].0.nodes().into_iter().find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            f.iter()
+                .skip(8)
+                .any(|r| owns(r, slot))
+                .then(|| f[0].to_string())
+        })?;
+        ids.iter().position(|i| *i == id)
+    };
+    let slot: u16 = nodes[0]
+        .0
+        .cli(&["CLUSTER", "KEYSLOT", "k1"])
+        .trim()
+        .parse()
+        .expect("slot");
+    let owner = owner_of(slot).expect("an owner of k1's slot");
+    for (i, (n, tls)) in nodes.iter().enumerate() {
+        if i == owner || line_of(n, &ids[owner]).is_empty() || n.cli(&["ROLE"]).starts_with("slave")
+        {
+            continue;
+        }
+        let plain = raw_line(&n.addr(), &[b"GET", b"k1"]);
+        assert_eq!(
+            plain.trim(),
+            format!("-MOVED {slot} 127.0.0.1:{}", nodes[owner].0.port),
+            "{}",
+            n.bin()
+        );
+        let (_, over_tls) = tls_cli(a, *tls, &["GET", "k1"]);
+        assert!(
+            over_tls.contains(&format!("MOVED {slot} 127.0.0.1:{}", nodes[owner].1)),
+            "{}: {over_tls}",
+            n.bin()
+        );
+    }
+    // CLUSTER SHARDS names both ports of every node, on both implementations.
+    for (n, tls) in &nodes {
+        let shards = n.cli(&["CLUSTER", "SHARDS"]);
+        for ((m, m_tls), id) in nodes.iter().zip(&ids) {
+            let at = shards
+                .find(id.as_str())
+                .unwrap_or_else(|| panic!("{id} in {shards}"));
+            let entry = &shards[at..];
+            assert!(
+                entry.starts_with(&format!("{id}\nport\n{}\ntls-port\n{m_tls}\nip\n", m.port)),
+                "{} ({}) SHARDS entry of {id}: {}",
+                n.port,
+                n.bin(),
+                &entry[..entry.len().min(120)]
+            );
+            let _ = tls;
+        }
+    }
+
+    // Replicas of both kinds are in sync with masters of both kinds (TLS replication).
+    wait_for(Duration::from_secs(20), "replicas linked", || {
+        nodes
+            .iter()
+            .filter(|(n, _)| n.cli(&["ROLE"]).starts_with("slave"))
+            .all(|(n, _)| n.info("replication", "master_link_status").as_deref() == Some("up"))
+    });
+
+    // Writes through TLS clients, redirected across the two implementations.
+    for i in 0..30 {
+        let k = format!("k{i}");
+        let (ok, out) = tls_cli(a, nodes[i % 6].1, &["-c", "SET", &k, &i.to_string()]);
+        assert!(ok && out.trim() == "OK", "SET {k}: {out}");
+    }
+
+    // Resharding over TLS, as redis-cli does it (SETSLOT IMPORTING / MIGRATING, MIGRATE,
+    // SETSLOT NODE): a slot with keys moved from a tessera master to a redis-server one
+    // (tessera's MIGRATE on TLS) and back (redis-server's MIGRATE to tessera on TLS).
+    let tag_slot: u16 = nodes[0]
+        .0
+        .cli(&["CLUSTER", "KEYSLOT", "{t}"])
+        .trim()
+        .parse()
+        .expect("slot");
+    let tagged: Vec<String> = (0..40).map(|i| format!("{{t}}:{i}")).collect();
+    for k in &tagged {
+        let (ok, out) = tls_cli(a, nodes[0].1, &["-c", "SET", k, k]);
+        assert!(ok && out.trim() == "OK", "SET {k}: {out}");
+    }
+    let masters: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].0.cli(&["ROLE"]).starts_with("master"))
+        .collect();
+    let master_of = |bin: &str| {
+        masters
+            .iter()
+            .copied()
+            .find(|&i| nodes[i].0.bin() == bin)
+            .unwrap_or_else(|| panic!("a master of {bin}"))
+    };
+    let move_slot = |src: usize, dst: usize| {
+        let s = tag_slot.to_string();
+        let ok = |i: usize, args: &[&str]| {
+            let (ok, out) = tls_cli(a, nodes[i].1, args);
+            assert!(
+                ok && out.trim() == "OK",
+                "{} {args:?}: {out}",
+                nodes[i].0.bin()
+            );
+        };
+        ok(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &ids[src]]);
+        ok(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &ids[dst]]);
+        let (_, keys) = tls_cli(a, nodes[src].1, &["CLUSTER", "GETKEYSINSLOT", &s, "100"]);
+        let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(keys.len(), tagged.len(), "keys of slot {s}");
+        let dst_port = nodes[dst].1.to_string();
+        let mut args = vec!["MIGRATE", "127.0.0.1", &dst_port, "", "0", "5000", "KEYS"];
+        args.extend(keys.iter().copied());
+        ok(src, &args);
+        for &m in &masters {
+            ok(m, &["CLUSTER", "SETSLOT", &s, "NODE", &ids[dst]]);
+        }
+        for k in &tagged {
+            let (ok, out) = tls_cli(a, nodes[dst].1, &["GET", k]);
+            assert!(
+                ok && out.trim() == k.as_str(),
+                "GET {k} on the new owner: {out}"
+            );
+        }
+        let (_, left) = tls_cli(a, nodes[src].1, &["CLUSTER", "COUNTKEYSINSLOT", &s]);
+        assert_eq!(left.trim(), "0", "keys left on the old owner");
+    };
+    let (t, r) = (master_of(tessera_bin()), master_of(redis_bin()));
+    if owner_of(tag_slot) != Some(t) {
+        let from = owner_of(tag_slot).expect("an owner of {t}");
+        move_slot(from, t);
+    }
+    move_slot(t, r);
+    move_slot(r, t);
+    wait_state_ok(&nodes.iter().map(|(n, _)| n).collect::<Vec<_>>());
+
+    // SIGKILL each master of a kind in turn; its replica takes over and the cluster is ok
+    // again, with every key still readable over TLS.
+    for kind in [tessera_bin(), redis_bin()] {
+        let Some(victim) = (0..nodes.len())
+            .find(|&i| nodes[i].0.bin() == kind && nodes[i].0.cli(&["ROLE"]).starts_with("master"))
+        else {
+            panic!("no master of {kind}");
+        };
+        let dead = ids[victim].clone();
+        let replica = (0..nodes.len())
+            .find(|&i| line_of(&nodes[0].0, &ids[i]).contains(&format!("slave {dead}")))
+            .unwrap_or_else(|| panic!("no replica of {dead}"));
+        nodes[victim].0.kill();
+        let live: Vec<&Proc> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != victim)
+            .map(|(_, (n, _))| n)
+            .collect();
+        wait_for(Duration::from_secs(30), "the replica promoted", || {
+            nodes[replica].0.cli(&["ROLE"]).starts_with("master")
+        });
+        wait_state_ok(&live);
+        for i in 0..30 {
+            let k = format!("k{i}");
+            let from = live[i % live.len()].port;
+            let from = nodes
+                .iter()
+                .find(|(n, _)| n.port == from)
+                .map(|(_, t)| *t)
+                .unwrap_or_default();
+            let (ok, out) = tls_cli(a, from, &["-c", "GET", &k]);
+            assert!(ok && out.trim() == i.to_string(), "GET {k}: {out}");
+        }
+        nodes.remove(victim);
+        ids.remove(victim);
+    }
+}
