@@ -38,9 +38,12 @@ pub fn nodes_conf(data: &[u8]) {
     let Ok(st) = nodes_conf::parse(text, "nodes.conf", config(), 1, 1) else {
         return;
     };
-    let _ = nodes_conf::nodes_text(&st, false);
+    // Both views: a TLS client's and a plaintext one's (plaintext ports of a TLS bus).
+    for pp in [false, true] {
+        let _ = nodes_conf::nodes_text(&st, false, pp);
+        let _ = commands::slots_reply(&st, pp);
+    }
     let _ = commands::info(&st);
-    let _ = commands::slots_reply(&st);
     let _ = commands::shards_reply(&st);
     check_saved(&st);
 }
@@ -266,7 +269,9 @@ pub fn bus_state(data: &[u8]) {
             _ => {
                 let args = command(&mut inp, &myself);
                 let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                let _ = commands::execute(&mut st, &NullHost, &args, now);
+                // A TLS client or a plaintext one, as the input has it.
+                let tls_client = args.len().is_multiple_of(2);
+                let _ = commands::execute(&mut st, &NullHost, &args, now, tls_client);
             }
         }
         // The bus side: outbound links it would dial become links we can drive.
@@ -277,7 +282,7 @@ pub fn bus_state(data: &[u8]) {
         }
         st.update_state(now);
     }
-    let _ = nodes_conf::nodes_text(&st, false);
+    let _ = nodes_conf::nodes_text(&st, false, true);
     let _ = commands::info(&st);
     check_saved(&st);
 }

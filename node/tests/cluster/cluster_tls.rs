@@ -101,11 +101,11 @@ fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
                         .lines()
                         .find(|l| l.starts_with(id.as_str()))
                         .unwrap_or("");
-                    if !(l.contains(&format!("127.0.0.1:{port}@{}", m_tls + 10000))
+                    let good = l.contains(&format!("127.0.0.1:{port}@{}", m_tls + 10000))
                         && l.contains(" connected")
                         && !l.contains("fail")
-                        && !l.contains("handshake"))
-                    {
+                        && !l.contains("handshake");
+                    if !good {
                         return Err(format!("{} ({}) shows: {l}", n.port, n.bin()));
                     }
                 }
