@@ -96,6 +96,29 @@ impl Default for Certs {
 }
 
 impl Authority {
+    /// This authority's server key encrypted as PKCS#8 with `pass` (PBES2, AES-256-CBC),
+    /// written by the `openssl` command next to the key: the file tls-key-file-pass opens.
+    pub fn encrypted_server_key(&self, pass: &str) -> PathBuf {
+        let out = self.server_key.with_extension(format!("{pass}.enc.key"));
+        let key = self.server_key.display().to_string();
+        let o = std::process::Command::new("openssl")
+            .args(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", &key])
+            .args(["-out", &out.display().to_string(), "-passout"])
+            .arg(format!("pass:{pass}"))
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "openssl is needed to encrypt a key ({e}): scripts/install-deps.sh installs it"
+                )
+            });
+        assert!(
+            o.status.success(),
+            "openssl pkcs8 failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    }
+
     /// The server's tls-* arguments for a TLS port with this authority's files.
     pub fn server_args(&self, tls_port: u16) -> Vec<String> {
         vec![

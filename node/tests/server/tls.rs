@@ -255,6 +255,59 @@ fn tls_startup_errors_like_redis() {
     }
 }
 
+/// tls-key-file-pass: a server key encrypted as PKCS#8 loads with its password (redis-cli
+/// --tls is then served), and stops the server without it or with a wrong one, on both
+/// servers.
+#[test]
+fn encrypted_key_with_tls_key_file_pass_like_redis() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    let enc = m.encrypted_server_key("s3cret").display().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = |pass: Option<&str>| {
+        let mut v = m.server_args(free_port());
+        let i = v
+            .iter()
+            .position(|a| a == "--tls-key-file")
+            .expect("key arg")
+            + 1;
+        v[i] = enc.clone();
+        if let Some(p) = pass {
+            v.extend(["--tls-key-file-pass".to_string(), p.to_string()]);
+        }
+        v
+    };
+    let mut outcomes = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let bin = l.bin().to_string();
+        let a = args(Some("s3cret"));
+        let tls_port: u16 = a[1].parse().expect("port");
+        let s = Launch::new(&bin).args(&["--save", ""]).args(&a).start();
+        let served = cli(tls_port, &m.client_args(true), &["PING"]);
+        drop(s);
+        let mut refused = Vec::new();
+        for pass in [None, Some("wrong")] {
+            let exit = Launch::new(&bin)
+                .args(&["--save", ""])
+                .args(&args(pass))
+                .run_to_exit(dir.path(), Duration::from_secs(20));
+            refused.push(
+                exit.failed()
+                    && exit.output.contains("Failed to load private key: ")
+                    && exit.output.contains("Failed to configure TLS."),
+            );
+            assert!(
+                refused[refused.len() - 1],
+                "{bin} {pass:?}:\n{}",
+                exit.output
+            );
+        }
+        outcomes.push((served, refused));
+    }
+    assert_eq!(outcomes[0], ((true, "PONG".to_string()), vec![true, true]));
+    assert_eq!(outcomes[1], outcomes[0], "tessera / redis");
+}
+
 /// redis-benchmark --tls runs clean against tessera-node (every request answered).
 #[test]
 fn redis_benchmark_over_tls() {
