@@ -299,4 +299,54 @@ fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
         nodes.remove(victim);
         ids.remove(victim);
     }
+
+    // cluster-announce-tls-port set at run time on each kind: every other node shows it, to
+    // plaintext clients too (Redis 7.0 then announces cluster-announce-port as the
+    // plaintext port, here unset: none).
+    for kind in [tessera_bin(), redis_bin()] {
+        let i = (0..nodes.len())
+            .find(|&i| nodes[i].0.bin() == kind)
+            .unwrap_or_else(|| panic!("a live {kind}"));
+        let announced = free_port();
+        let p = announced.to_string();
+        let (ok, out) = tls_cli(
+            a,
+            nodes[i].1,
+            &["CONFIG", "SET", "cluster-announce-tls-port", &p],
+        );
+        assert!(ok && out.trim() == "OK", "{out}");
+        let id = ids[i].clone();
+        let seen = || -> Result<(), String> {
+            for (j, (n, tls)) in nodes.iter().enumerate() {
+                if j == i {
+                    continue;
+                }
+                let (_, tls_view) = tls_cli(a, *tls, &["CLUSTER", "NODES"]);
+                let plain_view = n.cli(&["CLUSTER", "NODES"]);
+                let line = |view: &str| {
+                    view.lines()
+                        .find(|l| l.starts_with(id.as_str()))
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let (t, p) = (line(&tls_view), line(&plain_view));
+                if !t.contains(&format!(":{announced}@")) || !p.contains(&format!(":{announced}@"))
+                {
+                    return Err(format!("{} sees {kind} as\n{t}\n{p}", n.bin()));
+                }
+            }
+            Ok(())
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut r = seen();
+        while r.is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            r = seen();
+        }
+        assert_eq!(
+            r,
+            Ok(()),
+            "cluster-announce-tls-port {announced} of a {kind} node"
+        );
+    }
 }

@@ -117,35 +117,70 @@ impl ClusterConfig {
             self.port.wrapping_add(10000)
         }
     }
-    /// Client port announced to peers: the TLS one when the bus is on TLS (Redis 7.0's
-    /// clusterUpdateMyselfAnnouncedPorts).
+    /// Client port announced to peers: the TLS one when the bus is on TLS.
     pub fn announced_port(&self) -> u16 {
-        if self.tls_cluster {
-            self.announce_tls_port
-                .filter(|p| *p != 0)
-                .unwrap_or(self.tls_port)
-        } else {
-            self.plain_port()
-        }
+        self.announced_ports().0
     }
 
     /// The plaintext client port announced in the header's pport when the bus is on TLS
     /// (0 otherwise): CLUSTER SLOTS, NODES and redirects show it to plaintext clients.
     pub fn announced_pport(&self) -> u16 {
-        if self.tls_cluster {
-            self.plain_port()
+        self.announced_ports().1
+    }
+
+    /// (port, pport) as Redis 7.0's deriveAnnouncedPorts: with tls-cluster and
+    /// cluster-announce-tls-port, that and cluster-announce-port (0 when unset: no plaintext
+    /// port is announced then); else cluster-announce-port replaces the port (the pport
+    /// stays the plaintext port).
+    fn announced_ports(&self) -> (u16, u16) {
+        let set = |p: Option<u16>| p.filter(|p| *p != 0);
+        let port = if self.tls_cluster {
+            self.tls_port
         } else {
-            0
+            self.port
+        };
+        let pport = if self.tls_cluster { self.port } else { 0 };
+        match (
+            self.tls_cluster,
+            set(self.announce_tls_port),
+            set(self.announce_port),
+        ) {
+            (true, Some(tls), plain) => (tls, plain.unwrap_or(0)),
+            (_, _, Some(plain)) => (plain, pport),
+            _ => (port, pport),
         }
     }
 
-    fn plain_port(&self) -> u16 {
-        self.announce_port.filter(|p| *p != 0).unwrap_or(self.port)
-    }
     /// Bus port announced to peers.
     pub fn announced_bus_port(&self) -> u16 {
         self.announce_bus_port
             .filter(|p| *p != 0)
             .unwrap_or_else(|| self.bus_port())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The announced (port, pport, bus port) for each combination Redis 7.0's
+    /// deriveAnnouncedPorts distinguishes.
+    #[test]
+    fn announced_ports_follow_redis() {
+        let c = |tls: bool, a_tls: Option<u16>, a_port: Option<u16>| ClusterConfig {
+            port: 6379,
+            tls_port: 6380,
+            tls_cluster: tls,
+            announce_tls_port: a_tls,
+            announce_port: a_port,
+            ..ClusterConfig::default()
+        };
+        let ports = |c: ClusterConfig| (c.announced_port(), c.announced_pport(), c.bus_port());
+        assert_eq!(ports(c(false, None, None)), (6379, 0, 16379));
+        assert_eq!(ports(c(false, Some(7000), Some(7001))), (7001, 0, 16379));
+        assert_eq!(ports(c(true, None, None)), (6380, 6379, 16380));
+        assert_eq!(ports(c(true, None, Some(7001))), (7001, 6379, 16380));
+        assert_eq!(ports(c(true, Some(7000), None)), (7000, 0, 16380));
+        assert_eq!(ports(c(true, Some(7000), Some(7001))), (7000, 7001, 16380));
     }
 }
