@@ -455,6 +455,11 @@ if has_server tessera; then
   [ -x "$tessera_bin" ] || die "tessera-node binary $tessera_bin is missing"
   tessera_bin=$(cd "$(dirname "$tessera_bin")" && pwd)/$(basename "$tessera_bin")
 fi
+# The tree the binary was taken from, read now: commits made while the suites run are not in
+# the binary under test.
+git_rev="release build; tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git -C "$root" diff --quiet HEAD -- node 2>/dev/null || git_rev+=" (node/ had uncommitted changes)"
+[ -n "${TESSERA_BIN:-}" ] && git_rev="TESSERA_BIN=$TESSERA_BIN"
 
 # ---------------------------------------------------------------- work area
 day=$(date -u +%F)
@@ -627,10 +632,6 @@ cmdline+=" CLIENTS=$clients HARNESS_TIMEOUT=$harness_timeout UNIT_TIMEOUT=$unit_
 
 tessera_version=""
 [ -n "$tessera_bin" ] && tessera_version=$("$tessera_bin" --version 2>/dev/null | head -1 || true)
-git_rev="release build; tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git -C "$root" diff --quiet HEAD -- node 2>/dev/null || git_rev+=" (node/ had uncommitted changes)"
-[ -n "${TESSERA_BIN:-}" ] && git_rev="TESSERA_BIN=$TESSERA_BIN"
-
 cp "$exempt_file" "$run_dir/exempt.txt"
 
 # Everything the report needs, so REPORT_FROM=<run dir> can redo it from the logs alone.
