@@ -48,6 +48,18 @@ fn tls_cli(a: &Authority, port: u16, args: &[&str]) -> (bool, String) {
     (o.status.success(), text)
 }
 
+/// Polls `check` for up to 20 s until it is Ok; fails with its last complaint otherwise
+/// (what a node showed, rather than only that the wait timed out).
+fn until_ok(what: &str, mut check: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = check();
+    while last.is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        last = check();
+    }
+    assert_eq!(last, Ok(()), "{what}");
+}
+
 /// The CLUSTER NODES line of `id` as `n` sees it.
 fn line_of(n: &Proc, id: &str) -> String {
     n.nodes()
@@ -113,13 +125,7 @@ fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
         }
         Ok(())
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = mesh();
-    while seen.is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        seen = mesh();
-    }
-    assert_eq!(seen, Ok(()), "a full mesh over TLS");
+    until_ok("a full mesh over TLS", mesh);
 
     // Redirects: a plaintext client is sent to the owner's plaintext port, a TLS client to
     // its TLS port, by either implementation.
@@ -337,16 +343,9 @@ fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
             }
             Ok(())
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut r = seen();
-        while r.is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(200));
-            r = seen();
-        }
-        assert_eq!(
-            r,
-            Ok(()),
-            "cluster-announce-tls-port {announced} of a {kind} node"
+        until_ok(
+            &format!("cluster-announce-tls-port {announced} of a {kind} node"),
+            seen,
         );
     }
 }

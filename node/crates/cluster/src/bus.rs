@@ -533,9 +533,9 @@ fn start_link_io(
         .map(|a| a.ip().to_string())
         .unwrap_or_default();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    if let Some(tls) = tls {
-        let s = shared.clone();
-        let q = queued.clone();
+    let q = queued.clone();
+    let s = shared.clone();
+    let tasks = if let Some(tls) = tls {
         let task = tokio::spawn(async move {
             let ends = TlsLink {
                 tls,
@@ -545,45 +545,36 @@ fn start_link_io(
                 inbound,
             };
             let why = ends.run(&s, link, sock, rx, q).await;
-            debug!(link, why, "bus link closed");
-            close_io(&s, link);
-            locked(&s, |st| st.link_closed(link, now_ms()));
+            link_ended(&s, link, why);
         });
-        shared.links.lock().insert(
-            link,
-            LinkIo {
-                tx,
-                queued,
-                tasks: vec![task.abort_handle()],
-            },
-        );
-        return;
-    }
-    let (mut rd, mut wr) = sock.into_split();
-    let q = queued.clone();
-    let writer = tokio::spawn(async move {
-        while let Some(b) = rx.recv().await {
-            if wr.write_all(&b).await.is_err() {
-                break;
+        vec![task.abort_handle()]
+    } else {
+        let (mut rd, mut wr) = sock.into_split();
+        let writer = tokio::spawn(async move {
+            while let Some(b) = rx.recv().await {
+                if wr.write_all(&b).await.is_err() {
+                    break;
+                }
+                q.fetch_sub(b.len() as u64, Ordering::Relaxed);
             }
-            q.fetch_sub(b.len() as u64, Ordering::Relaxed);
-        }
-    });
-    let s = shared.clone();
-    let reader = tokio::spawn(async move {
-        let why = read_loop(&s, link, &mut rd, &peer_ip, &local_ip, inbound).await;
-        debug!(link, why, "bus link closed");
-        close_io(&s, link);
-        locked(&s, |st| st.link_closed(link, now_ms()));
-    });
-    shared.links.lock().insert(
-        link,
-        LinkIo {
-            tx,
-            queued,
-            tasks: vec![writer.abort_handle(), reader.abort_handle()],
-        },
-    );
+        });
+        let reader = tokio::spawn(async move {
+            let why = read_loop(&s, link, &mut rd, &peer_ip, &local_ip, inbound).await;
+            link_ended(&s, link, why);
+        });
+        vec![writer.abort_handle(), reader.abort_handle()]
+    };
+    shared
+        .links
+        .lock()
+        .insert(link, LinkIo { tx, queued, tasks });
+}
+
+/// A link's reading side stopped (`why`): its tasks go and the state learns it is closed.
+fn link_ended(shared: &Arc<Shared>, link: LinkId, why: String) {
+    debug!(link, why, "bus link closed");
+    close_io(shared, link);
+    locked(shared, |st| st.link_closed(link, now_ms()));
 }
 
 /// A bus link over TLS (tls-cluster): the handshake, then reads and writes in one task, so
