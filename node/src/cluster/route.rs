@@ -105,7 +105,7 @@ pub fn route(
     } else if cl.multi.is_some() {
         cl.multi_error = true;
     }
-    cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    cmd.stats.live().rejected.fetch_add(1, Ordering::Relaxed);
     Some(err)
 }
 

@@ -349,11 +349,14 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         "commandstats" => {
             s.push_str("# Commandstats\r\n");
             let mut emit = |c: &CommandSpec| {
-                let calls = ld(&c.stats.calls);
-                if calls == 0 && ld(&c.stats.rejected) == 0 {
+                let Some(st) = c.stats.seen() else {
+                    return;
+                };
+                let calls = ld(&st.calls);
+                if calls == 0 && ld(&st.rejected) == 0 {
                     return;
                 }
-                let us = ld(&c.stats.usec);
+                let us = ld(&st.usec);
                 let _ = write!(
                     s,
                     "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
@@ -361,8 +364,8 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                     calls,
                     us,
                     if calls > 0 { us as f64 / calls as f64 } else { 0.0 },
-                    ld(&c.stats.rejected),
-                    ld(&c.stats.failed)
+                    ld(&st.rejected),
+                    ld(&st.failed)
                 );
             };
             for c in &table().cmds {

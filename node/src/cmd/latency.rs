@@ -213,11 +213,11 @@ fn histogram(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     // (full name, snapshot) for every command (and subcommand) named, or all of them.
     let mut found: Vec<(&str, Snapshot)> = Vec::new();
     let add = |c: &'static CommandSpec, found: &mut Vec<(&'static str, Snapshot)>| {
-        if let Some(s) = c.stats.hist.snapshot() {
+        if let Some(s) = c.stats.seen().and_then(|st| st.hist.snapshot()) {
             found.push((c.full_name.as_str(), s));
         }
         for sub in &c.subcommands {
-            if let Some(s) = sub.stats.hist.snapshot() {
+            if let Some(s) = sub.stats.seen().and_then(|st| st.hist.snapshot()) {
                 found.push((sub.full_name.as_str(), s));
             }
         }
@@ -242,7 +242,7 @@ fn histogram(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 None => add(c, &mut found),
                 Some(sub) => {
                     if let Some(sc) = c.subcommands.iter().find(|s| s.name == sub) {
-                        if let Some(s) = sc.stats.hist.snapshot() {
+                        if let Some(s) = sc.stats.seen().and_then(|st| st.hist.snapshot()) {
                             found.push((sc.full_name.as_str(), s));
                         }
                     }
@@ -285,11 +285,11 @@ pub fn info_section(percentiles: &[f64], s: &mut String) {
         ));
     };
     for c in &table().cmds {
-        if let Some(snap) = c.stats.hist.snapshot() {
+        if let Some(snap) = c.stats.seen().and_then(|st| st.hist.snapshot()) {
             line(&c.full_name, snap);
         }
         for sub in &c.subcommands {
-            if let Some(snap) = sub.stats.hist.snapshot() {
+            if let Some(snap) = sub.stats.seen().and_then(|st| st.hist.snapshot()) {
                 line(&sub.full_name, snap);
             }
         }

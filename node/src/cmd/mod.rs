@@ -420,7 +420,7 @@ pub fn count_error(srv: &Server, cl: &ClientState, msg: &[u8]) {
 /// pre-call checks: OOM, a write in a read-only script, ...): its `rejected_calls` and the
 /// error counted, as Redis's scriptCall does with the Lua client's rejection.
 pub fn count_rejected(srv: &Server, cl: &ClientState, cmd: &CommandSpec, msg: &[u8]) {
-    cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    cmd.stats.live().rejected.fetch_add(1, Ordering::Relaxed);
     count_error(srv, cl, msg);
 }
 
@@ -522,7 +522,7 @@ fn reject(srv: &Server, cl: &mut ClientState, cmd: &CommandSpec, out: &mut Out, 
         OnMulti::Discard => transaction::end_multi(srv, cl),
     }
     if r.count == Count::Rejected {
-        cmd.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        cmd.stats.live().rejected.fetch_add(1, Ordering::Relaxed);
     }
     count_error(srv, cl, r.msg.as_bytes());
     out.error(&r.msg);
@@ -936,7 +936,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
             }
         }
         Err(e) => {
-            cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+            cmd.stats.live().failed.fetch_add(1, Ordering::Relaxed);
             let msg = e.to_string();
             if !matches!(e, CmdError::Counted(_)) {
                 count_error(ctx.srv, ctx.cl, msg.as_bytes());
@@ -947,7 +947,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     // A handler that wrote an error reply itself failed as much as one that returned it.
     if ok_reply {
         if let Some(msg) = error_at(&ctx.out.buf, reply_at) {
-            cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+            cmd.stats.live().failed.fetch_add(1, Ordering::Relaxed);
             count_error(ctx.srv, ctx.cl, msg);
         }
     }
@@ -976,12 +976,13 @@ fn record_run(
     us: u64,
     blocked: bool,
 ) {
-    cmd.stats.calls.fetch_add(1, Ordering::Relaxed);
-    cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
+    let st = cmd.stats.live();
+    st.calls.fetch_add(1, Ordering::Relaxed);
+    st.usec.fetch_add(us, Ordering::Relaxed);
     // One config snapshot load for the latency and slowlog settings.
     let cfg = srv.config.read();
     if cfg.typed.latency_tracking && !blocked {
-        cmd.stats.hist.record(us);
+        st.hist.record(us);
     }
     srv.latency.add_sample_if_needed(
         &cfg.typed,
@@ -1023,13 +1024,14 @@ pub fn record_unblocked(
     us: u64,
     failed: bool,
 ) {
-    cmd.stats.usec.fetch_add(us, Ordering::Relaxed);
+    let st = cmd.stats.live();
+    st.usec.fetch_add(us, Ordering::Relaxed);
     if failed {
-        cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+        st.failed.fetch_add(1, Ordering::Relaxed);
     }
     let cfg = srv.config.read();
     if cfg.typed.latency_tracking {
-        cmd.stats.hist.record(us);
+        st.hist.record(us);
     }
     srv.slowlog
         .maybe_record(&cfg.typed, handle, &shown_args(cmd, args), us);

@@ -118,8 +118,15 @@ impl KeyPos {
     }
 }
 
+/// A command's statistics, allocated on its first call or rejection: most of the ~400
+/// table entries are never used, and the four sharded counters take 2.3 KB, so allocated
+/// up front they made 1.1 MB of an empty node's used_memory (Redis's is 0.9 MB in all),
+/// which left maxmemory that much less room than Redis.
 #[derive(Default)]
-pub struct CmdStats {
+pub struct CmdStats(std::sync::OnceLock<Box<Stats>>);
+
+#[derive(Default)]
+pub struct Stats {
     pub calls: Counter,
     pub usec: Counter,
     pub rejected: Counter,
@@ -129,12 +136,25 @@ pub struct CmdStats {
 }
 
 impl CmdStats {
+    /// The statistics to count into (allocated on first use).
+    #[inline]
+    pub fn live(&self) -> &Stats {
+        self.0.get_or_init(Box::default)
+    }
+
+    /// The statistics if the command was ever counted (readers never allocate them).
+    pub fn seen(&self) -> Option<&Stats> {
+        self.0.get().map(|b| &**b)
+    }
+
     pub fn reset(&self) {
-        self.calls.store(0, Ordering::Relaxed);
-        self.usec.store(0, Ordering::Relaxed);
-        self.rejected.store(0, Ordering::Relaxed);
-        self.failed.store(0, Ordering::Relaxed);
-        self.hist.reset();
+        if let Some(s) = self.seen() {
+            s.calls.store(0, Ordering::Relaxed);
+            s.usec.store(0, Ordering::Relaxed);
+            s.rejected.store(0, Ordering::Relaxed);
+            s.failed.store(0, Ordering::Relaxed);
+            s.hist.reset();
+        }
     }
 }
 

@@ -423,7 +423,7 @@ const EXECABORT: &str = "EXECABORT Transaction discarded because of previous err
 
 /// An EXEC that fails without running anything: its error counted and its `failed_calls`.
 fn failed(srv: &Server, cl: &ClientState, out: &mut Out, exec_cmd: &CommandSpec, msg: &str) {
-    exec_cmd.stats.failed.fetch_add(1, Ordering::Relaxed);
+    exec_cmd.stats.live().failed.fetch_add(1, Ordering::Relaxed);
     super::count_error(srv, cl, msg.as_bytes());
     out.error(msg);
 }
@@ -522,7 +522,7 @@ pub fn unblocked(
         // Redis counts a command failed when an error reply was counted while it ran, to
         // whomever it went: CLIENT UNBLOCK ... ERROR fails too.
         if let Ok(unblock) = table().resolve(&[b"client", b"unblock"]) {
-            unblock.stats.failed.fetch_add(1, Ordering::Relaxed);
+            unblock.stats.live().failed.fetch_add(1, Ordering::Relaxed);
         }
     }
     super::record_unblocked(srv, client, c, &args, 0, true);

@@ -1311,6 +1311,7 @@ fn call_command(
     }
     // INFO commandstats counts commands scripts run, as EXEC does for queued ones.
     cmd.stats
+        .live()
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut pos = at;
