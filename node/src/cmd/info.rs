@@ -142,7 +142,11 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 std::env::consts::ARCH,
                 std::process::id(),
                 srv.run_id,
-                srv.port(),
+                // Redis's `server.port ? server.port : server.tls_port` (a TLS-only node).
+                match srv.port() {
+                    0 => c.typed.tls_port,
+                    p => p,
+                },
                 crate::server::now_ms() * 1000,
                 up,
                 up / 86400,

@@ -338,13 +338,19 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
             }
         }
     }
-    let listeners = listen::bind_all(&bind, port).map_err(|e| match e {
-        listen::ListenError::Bind { addr, source } => ServerError::Bind { addr, source },
-        other => ServerError::Bind {
-            addr: format!("{bind}:{port}"),
-            source: std::io::Error::other(other.to_string()),
-        },
-    })?;
+    // Port 0 opens no TCP listener, as Redis's initServer (a TLS-only node: `--port 0
+    // --tls-port P`), rather than an ephemeral port.
+    let listeners = if port == 0 {
+        Vec::new()
+    } else {
+        listen::bind_all(&bind, port).map_err(|e| match e {
+            listen::ListenError::Bind { addr, source } => ServerError::Bind { addr, source },
+            other => ServerError::Bind {
+                addr: format!("{bind}:{port}"),
+                source: std::io::Error::other(other.to_string()),
+            },
+        })?
+    };
     let tls_listeners = if tls_port == 0 {
         Vec::new()
     } else {

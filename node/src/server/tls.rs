@@ -76,14 +76,14 @@ pub fn server_config(c: &Config) -> Result<Arc<ServerConfig>, TlsError> {
     if need_ca && t.tls_ca_cert_file.is_empty() && t.tls_ca_cert_dir.is_empty() {
         return Err(TlsError::NoCa);
     }
-    let chain = load_certs(&t.tls_cert_file)?;
-    let key = load_key(&t.tls_key_file, &t.tls_key_file_pass)?;
+    let chain = load_certs(&t.dir, &t.tls_cert_file)?;
+    let key = load_key(&t.dir, &t.tls_key_file, &t.tls_key_file_pass)?;
     let versions = protocols(&t.tls_protocols)?;
     let provider = Arc::new(provider(&t.tls_ciphers, &t.tls_ciphersuites, &versions)?);
     let verifier = if auth == "no" {
         WebPkiClientVerifier::no_client_auth()
     } else {
-        let roots = Arc::new(load_roots(&t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
+        let roots = Arc::new(load_roots(&t.dir, &t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
         let b = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
         let b = if auth == "optional" {
             b.allow_unauthenticated()
@@ -120,7 +120,7 @@ pub fn client_config(c: &Config) -> Result<Arc<ClientConfig>, TlsError> {
     if t.tls_ca_cert_file.is_empty() && t.tls_ca_cert_dir.is_empty() {
         return Err(TlsError::NoCa);
     }
-    let roots = Arc::new(load_roots(&t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
+    let roots = Arc::new(load_roots(&t.dir, &t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
     let versions = protocols(&t.tls_protocols)?;
     let provider = Arc::new(provider(&t.tls_ciphers, &t.tls_ciphersuites, &versions)?);
     let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
@@ -143,12 +143,33 @@ pub fn client_config(c: &Config) -> Result<Arc<ClientConfig>, TlsError> {
     let cfg = if cert.is_empty() {
         b.with_no_client_auth()
     } else {
-        let chain = load_certs(cert)?;
-        let key = load_key(key, pass)?;
+        let chain = load_certs(&t.dir, cert)?;
+        let key = load_key(&t.dir, key, pass)?;
         b.with_client_auth_cert(chain, key)
             .map_err(|e| TlsError::Rustls(e.to_string()))?
     };
     Ok(Arc::new(cfg))
+}
+
+/// [`client_config`] for a client that is not a node (the readiness probe's `--tls-*`
+/// flags): the CA file verifies the peer's chain (not its host name), the client
+/// certificate and key are shown when given, and every other tls-* setting is Redis's
+/// default.
+pub fn client_config_from_files(
+    ca_file: &str,
+    client: Option<(&str, &str)>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let mut c = Config::default();
+    let mut set = |name: &str, value: &str| {
+        c.set_directive(name, &[value.to_string()])
+            .map_err(|e| TlsError::Rustls(format!("{name}: {e}")))
+    };
+    set("tls-ca-cert-file", ca_file)?;
+    if let Some((cert, key)) = client {
+        set("tls-client-cert-file", cert)?;
+        set("tls-client-key-file", key)?;
+    }
+    client_config(&c)
 }
 
 /// The chain check of webpki without its host name check (see [`client_config`]).
@@ -199,12 +220,18 @@ impl ServerCertVerifier for AnyHostName {
     }
 }
 
-fn load_certs(file: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// A tls-* file as Redis opens it: a relative path starts from `dir` (Redis has changed
+/// directory there; this node never changes directory). Errors name the file as given.
+fn in_dir(dir: &Path, file: &str) -> std::path::PathBuf {
+    dir.join(file)
+}
+
+fn load_certs(dir: &Path, file: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let err = |reason: String| TlsError::Cert {
         file: file.to_string(),
         reason,
     };
-    let certs: Vec<_> = CertificateDer::pem_file_iter(file)
+    let certs: Vec<_> = CertificateDer::pem_file_iter(in_dir(dir, file))
         .map_err(|e| err(e.to_string()))?
         .collect::<Result<_, _>>()
         .map_err(|e| err(e.to_string()))?;
@@ -214,12 +241,12 @@ fn load_certs(file: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
-fn load_key(file: &str, pass: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
+fn load_key(dir: &Path, file: &str, pass: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
     let err = |reason: String| TlsError::Key {
         file: file.to_string(),
         reason,
     };
-    let text = std::fs::read(file).map_err(|e| err(e.to_string()))?;
+    let text = std::fs::read(in_dir(dir, file)).map_err(|e| err(e.to_string()))?;
     if memchr::memmem::find(&text, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").is_some() {
         return decrypt_pkcs8(&text, pass).map_err(err);
     }
@@ -263,8 +290,9 @@ fn decrypt_pkcs8(pem: &[u8], pass: &str) -> Result<PrivateKeyDer<'static>, Strin
 }
 
 /// The CA certificates of `file` and of every file in `dir` (OpenSSL reads a CApath's
-/// hashed names lazily; here every readable PEM file of the directory counts).
-fn load_roots(file: &str, dir: &str) -> Result<RootCertStore, TlsError> {
+/// hashed names lazily; here every readable PEM file of the directory counts), both
+/// relative to `base` (the `dir` setting) when they are relative.
+fn load_roots(base: &Path, file: &str, dir: &str) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     let mut add = |path: &Path, must: bool| -> Result<(), TlsError> {
         let certs = match CertificateDer::pem_file_iter(path) {
@@ -286,10 +314,11 @@ fn load_roots(file: &str, dir: &str) -> Result<RootCertStore, TlsError> {
         Ok(())
     };
     if !file.is_empty() {
-        add(Path::new(file), true)?;
+        add(&in_dir(base, file), true)?;
     }
     if !dir.is_empty() {
-        let entries = std::fs::read_dir(dir).map_err(|e| TlsError::Ca(format!("{dir}: {e}")))?;
+        let entries = std::fs::read_dir(in_dir(base, dir))
+            .map_err(|e| TlsError::Ca(format!("{dir}: {e}")))?;
         for e in entries.flatten() {
             if e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()) {
                 add(&e.path(), false)?;

@@ -1,7 +1,9 @@
 //! The cluster bus over TLS (`tls-cluster yes`, issue 20): tessera-node and redis-server 7.0
 //! in one cluster whose bus, replication and client traffic are all TLS, made by
-//! `redis-cli --tls --cluster create`, with a master killed and its replica taking over.
+//! `redis-cli --tls --cluster create`, with a master killed and its replica taking over; and
+//! a TLS-only node (`--port 0`), as the operator runs node pods.
 
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use tessera_testkit::cli::cli_out;
@@ -348,4 +350,160 @@ fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
             seen,
         );
     }
+}
+
+/// A cluster node of `bin` serving TLS only, as the operator runs node pods: `--port 0
+/// --tls-port P` with tls-cluster and tls-replication. The test kit's command line under its
+/// process guard (the kit's readiness check sends a plaintext PING, which such a node cannot
+/// answer), ready when P accepts. Returns the guard, P and the data dir.
+fn tls_only_node(bin: &'static str, a: &Authority) -> (Process, u16, tempfile::TempDir) {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let cmd = Launch::new(bin)
+            .verbatim()
+            .args(&["--port", "0", "--bind", "{ip}", "--dir", "{dir}"])
+            .args(&["--save", "", "--appendonly", "no"])
+            .args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+            .args(&a.server_args(port))
+            .args(&["--tls-cluster", "yes", "--tls-replication", "yes"])
+            .args(&[
+                "--tls-client-cert-file",
+                &a.client_cert.display().to_string(),
+            ])
+            .args(&["--tls-client-key-file", &a.client_key.display().to_string()])
+            .command("127.0.0.1", port, dir.path());
+        let mut node = Process::spawn(cmd);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && node.try_wait().is_none() {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return (node, port, dir);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Lost the port to another process (or too slow): another port.
+    }
+    panic!("a TLS-only {bin} did not start");
+}
+
+/// The TCP ports process `pid` listens on: its sockets in /proc/net/tcp and tcp6 in state
+/// LISTEN.
+fn listening_ports(pid: u32) -> BTreeSet<u16> {
+    let inodes: HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.flatten().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_str()?;
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let mut ports = BTreeSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st ... inode (the 10th field); 0A is LISTEN.
+            if f.len() > 9 && f[3] == "0A" && inodes.contains(f[9]) {
+                let port = f[1].rsplit(':').next();
+                if let Some(p) = port.and_then(|h| u16::from_str_radix(h, 16).ok()) {
+                    ports.insert(p);
+                }
+            }
+        }
+    }
+    ports
+}
+
+/// A TLS-only cluster node (`--port 0 --tls-port P --tls-cluster yes --tls-replication
+/// yes`) listens on P and on its bus port P+10000 and nowhere else (no plaintext port), INFO's
+/// tcp_port is P, and CLUSTER NODES shows it as `ip:P@P+10000`, before and after a MEET with
+/// the other kind over the TLS bus; as redis-server 7.0.
+#[test]
+fn tls_only_node_ports_like_redis() {
+    let certs = Certs::new();
+    let a = &certs.main;
+    let nodes: Vec<(Process, u16, tempfile::TempDir)> = [redis_bin(), tessera_bin()]
+        .iter()
+        .map(|b| tls_only_node(b, a))
+        .collect();
+    let ids: Vec<String> = nodes
+        .iter()
+        .map(|(_, p, _)| tls_cli(a, *p, &["CLUSTER", "MYID"]).1.trim().to_string())
+        .collect();
+    // A CLUSTER NODES line with the node's ports written P and B (its bus port), its id ID:
+    // the address, flags, master and link state.
+    let norm = |line: &str, port: u16, id: &str| -> String {
+        let f: Vec<&str> = line.split(' ').collect();
+        let keep = [f.get(1), f.get(2), f.get(3), f.get(7)];
+        keep.iter()
+            .map(|x| x.copied().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace(id, "ID")
+            .replace(&(port + 10000).to_string(), "B")
+            .replace(&port.to_string(), "P")
+    };
+    let line_of = |at: usize, of: usize| -> String {
+        let (_, view) = tls_cli(a, nodes[at].1, &["CLUSTER", "NODES"]);
+        let l = view
+            .lines()
+            .find(|l| l.starts_with(ids[of].as_str()))
+            .unwrap_or("")
+            .to_string();
+        norm(&l, nodes[of].1, &ids[of])
+    };
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    for (i, (p, port, _)) in nodes.iter().enumerate() {
+        let listening: Vec<String> = listening_ports(p.pid())
+            .into_iter()
+            .map(|l| match l.checked_sub(*port) {
+                Some(0) => "P".to_string(),
+                Some(10000) => "P+10000".to_string(),
+                _ => format!("other port {l}"),
+            })
+            .collect();
+        let (_, info) = tls_cli(a, *port, &["INFO", "server"]);
+        let tcp_port = info_field(&info, "tcp_port").unwrap_or_default();
+        let (_, port_setting) = tls_cli(a, *port, &["CONFIG", "GET", "port"]);
+        seen.push(vec![
+            format!("listening: {listening:?}"),
+            format!("tcp_port: {}", tcp_port.replace(&port.to_string(), "P")),
+            format!("port: {:?}", port_setting.trim()),
+            format!("myself before MEET: {}", line_of(i, i)),
+        ]);
+    }
+    // The tessera node meets the redis-server one at its TLS port (bus: that plus 10000).
+    let (ok, out) = tls_cli(
+        a,
+        nodes[1].1,
+        &["CLUSTER", "MEET", "127.0.0.1", &nodes[0].1.to_string()],
+    );
+    assert!(ok && out.trim() == "OK", "MEET: {out}");
+    until_ok("the two nodes connected over the TLS bus", || {
+        for (at, of) in [(0, 1), (1, 0)] {
+            let l = line_of(at, of);
+            if l != "127.0.0.1:P@B master - connected" {
+                return Err(format!("{} shows {l}", nodes[at].1));
+            }
+        }
+        Ok(())
+    });
+    for (i, s) in seen.iter_mut().enumerate() {
+        s.push(format!("myself after MEET: {}", line_of(i, i)));
+        s.push(format!("peer after MEET: {}", line_of(i, 1 - i)));
+    }
+    assert_eq!(seen[1], seen[0], "tessera (left) vs redis-server (right)");
+    assert_eq!(
+        seen[0],
+        [
+            "listening: [\"P\", \"P+10000\"]",
+            "tcp_port: P",
+            "port: \"port\\n0\"",
+            "myself before MEET: :P@B myself,master - connected",
+            "myself after MEET: 127.0.0.1:P@B myself,master - connected",
+            "peer after MEET: 127.0.0.1:P@B master - connected",
+        ]
+    );
 }

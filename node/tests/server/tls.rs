@@ -33,10 +33,17 @@ struct TlsConn(rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream
 
 impl TlsConn {
     fn open(port: u16, a: &Authority) -> TlsConn {
+        TlsConn::open_trusting(port, a, &[a])
+    }
+
+    /// A connection showing `a`'s client certificate and trusting the CAs of `trust`.
+    fn open_trusting(port: u16, a: &Authority, trust: &[&Authority]) -> TlsConn {
         let mut roots = rustls::RootCertStore::empty();
-        let ca = std::fs::read(&a.ca).expect("read CA");
-        for c in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
-            roots.add(c.expect("CA pem")).expect("add CA");
+        for t in trust {
+            let ca = std::fs::read(&t.ca).expect("read CA");
+            for c in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+                roots.add(c.expect("CA pem")).expect("add CA");
+            }
         }
         let chain = rustls::pki_types::CertificateDer::pem_file_iter(&a.client_cert)
             .expect("client cert")
@@ -57,6 +64,16 @@ impl TlsConn {
         tcp.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
         TlsConn(rustls::StreamOwned::new(conn, tcp))
+    }
+
+    /// The certificate the server showed (after the first command).
+    fn peer_cert(&self) -> Vec<u8> {
+        self.0
+            .conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.to_vec())
+            .unwrap_or_default()
     }
 
     /// One inline command and its first reply line.
@@ -472,5 +489,100 @@ fn tessera_replica_refuses_a_master_of_another_ca() {
     assert_eq!(
         replica.info("replication", "master_link_status").as_deref(),
         Some("down")
+    );
+}
+
+/// The DER of the one certificate in a PEM file.
+fn der_of(pem: &std::path::Path) -> Vec<u8> {
+    rustls::pki_types::CertificateDer::from_pem_file(pem)
+        .expect("certificate PEM")
+        .to_vec()
+}
+
+/// A certificate rotated under the same paths, as a Kubernetes Secret is updated under a
+/// running pod: the files on disk are replaced, then `CONFIG SET tls-cert-file <same path>
+/// tls-key-file <same path>` makes new TLS connections get the new certificate (Redis 7.0's
+/// tls-* file settings are VOLATILE: setting the same value reloads) while a connection made
+/// before goes on. CONFIG GET shows the paths as given, a relative one included (both
+/// servers open it from `dir`). Compared whole with redis-server 7.0.
+#[test]
+fn same_path_certificate_reload_like_redis() {
+    let certs = Certs::new();
+    let (m, o) = (&certs.main, &certs.other);
+    let (main_der, other_der) = (der_of(&m.server_cert), der_of(&o.server_cert));
+    let mut stories = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().display().to_string();
+        // The server's own copies of main's server certificate and key, rewritten below:
+        // the certificate named relative to `dir`, the key by its absolute path.
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::copy(&m.server_cert, &cert).expect("copy cert");
+        std::fs::copy(&m.server_key, &key).expect("copy key");
+        let key_arg = key.display().to_string();
+        let tls_port = free_port();
+        let s = l
+            .dir(dir.path())
+            .args(&["--save", "", "--tls-port", &tls_port.to_string()])
+            .args(&["--tls-cert-file", "tls.crt", "--tls-key-file", &key_arg])
+            .args(&["--tls-ca-cert-file", &m.ca.display().to_string()])
+            .start();
+        // What a new TLS connection is shown: main's certificate, other's, or neither.
+        let served = || {
+            let mut c = TlsConn::open_trusting(tls_port, m, &[m, o]);
+            let pong = c.cmd("PING");
+            let der = c.peer_cert();
+            let which = if der == main_der {
+                "main"
+            } else if der == other_der {
+                "other"
+            } else {
+                "unknown"
+            };
+            format!("{pong} from {which}")
+        };
+        let get = |name: &str| {
+            let (ok, text) = cli(tls_port, &m.client_args(true), &["CONFIG", "GET", name]);
+            (ok, text.replace(&d, "D"))
+        };
+        let mut out = vec![
+            format!("get cert: {:?}", get("tls-cert-file")),
+            format!("get key: {:?}", get("tls-key-file")),
+            format!("new conn: {}", served()),
+        ];
+        let mut kept = TlsConn::open_trusting(tls_port, m, &[m, o]);
+        out.push(format!("kept conn: {}", kept.cmd("PING")));
+        // The Secret changes: other's certificate and key under the same names.
+        std::fs::copy(&o.server_cert, &cert).expect("replace cert");
+        std::fs::copy(&o.server_key, &key).expect("replace key");
+        out.push(format!("new conn, files replaced: {}", served()));
+        let set = cli(
+            tls_port,
+            &m.client_args(true),
+            &[
+                "CONFIG",
+                "SET",
+                "tls-cert-file",
+                "tls.crt",
+                "tls-key-file",
+                &key_arg,
+            ],
+        );
+        out.push(format!("set same paths: {set:?}"));
+        out.push(format!("new conn after set: {}", served()));
+        out.push(format!("kept conn after set: {}", kept.cmd("PING")));
+        out.push(format!("get cert after set: {:?}", get("tls-cert-file")));
+        out.push(format!("get key after set: {:?}", get("tls-key-file")));
+        drop(s);
+        stories.push(out);
+    }
+    assert_eq!(
+        stories[1], stories[0],
+        "tessera (left) vs redis-server (right)"
+    );
+    assert!(
+        stories[0].contains(&"new conn after set: +PONG from other".to_string()),
+        "{:#?}",
+        stories[0]
     );
 }
