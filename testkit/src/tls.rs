@@ -152,3 +152,36 @@ impl Authority {
         v
     }
 }
+
+/// A server of `bin` serving TLS only (`--port 0 --tls-port P`, as the operator runs node
+/// pods) with `a`'s files and `args`, under the kit's process guard, ready when P accepts (the
+/// kit's usual readiness check sends a plaintext PING, which such a server cannot answer).
+/// Returns the guard, P and the data dir.
+pub fn tls_only_server(
+    bin: &str,
+    a: &Authority,
+    args: &[&str],
+) -> (crate::Process, u16, tempfile::TempDir) {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = crate::free_port();
+        let cmd = crate::Launch::new(bin)
+            .verbatim()
+            .args(&[
+                "--port", "0", "--bind", "{ip}", "--dir", "{dir}", "--save", "",
+            ])
+            .args(&a.server_args(port))
+            .args(args)
+            .command("127.0.0.1", port, dir.path());
+        let mut node = crate::Process::spawn(cmd);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline && node.try_wait().is_none() {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return (node, port, dir);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Lost the port to another process (or too slow): another port.
+    }
+    panic!("a TLS-only {bin} did not start");
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tessera_testkit::cli::cli_out;
 use tessera_testkit::cluster::*;
-use tessera_testkit::tls::{Authority, Certs};
+use tessera_testkit::tls::{tls_only_server, Authority, Certs};
 use tessera_testkit::*;
 
 /// A cluster node of `bin` with a TLS port, tls-cluster and tls-replication on, showing
@@ -353,37 +353,30 @@ fn tls_cluster_of_tessera_and_redis_forms_and_fails_over() {
 }
 
 /// A cluster node of `bin` serving TLS only, as the operator runs node pods: `--port 0
-/// --tls-port P` with tls-cluster and tls-replication. The test kit's command line under its
-/// process guard (the kit's readiness check sends a plaintext PING, which such a node cannot
-/// answer), ready when P accepts. Returns the guard, P and the data dir.
+/// --tls-port P` with tls-cluster and tls-replication.
 fn tls_only_node(bin: &'static str, a: &Authority) -> (Process, u16, tempfile::TempDir) {
-    for _ in 0..5 {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let cmd = Launch::new(bin)
-            .verbatim()
-            .args(&["--port", "0", "--bind", "{ip}", "--dir", "{dir}"])
-            .args(&["--save", "", "--appendonly", "no"])
-            .args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
-            .args(&a.server_args(port))
-            .args(&["--tls-cluster", "yes", "--tls-replication", "yes"])
-            .args(&[
-                "--tls-client-cert-file",
-                &a.client_cert.display().to_string(),
-            ])
-            .args(&["--tls-client-key-file", &a.client_key.display().to_string()])
-            .command("127.0.0.1", port, dir.path());
-        let mut node = Process::spawn(cmd);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && node.try_wait().is_none() {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return (node, port, dir);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Lost the port to another process (or too slow): another port.
-    }
-    panic!("a TLS-only {bin} did not start");
+    let cert = a.client_cert.display().to_string();
+    let key = a.client_key.display().to_string();
+    tls_only_server(
+        bin,
+        a,
+        &[
+            "--appendonly",
+            "no",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "2000",
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+            "--tls-client-cert-file",
+            &cert,
+            "--tls-client-key-file",
+            &key,
+        ],
+    )
 }
 
 /// The TCP ports process `pid` listens on: its sockets in /proc/net/tcp and tcp6 in state

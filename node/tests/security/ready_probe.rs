@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tessera_testkit::tls::{Authority, Certs};
+use tessera_testkit::tls::{tls_only_server, Authority, Certs};
 use tessera_testkit::*;
 
 /// Runs `tessera-node --ready-probe ARGS...`: its exit code and what it printed.
@@ -43,33 +43,9 @@ fn probe(port: u16, admin: Option<(&str, &str)>) -> (bool, String) {
     (code == Some(0), said)
 }
 
-/// A tessera-node serving TLS only, with `tls-auth-clients yes` (the default) and `args`:
-/// the test kit's command line for it under the kit's process guard (the kit's own
-/// readiness check sends a plaintext PING, which a TLS-only node cannot answer), ready when
-/// its TLS port accepts. Returns the guard, the TLS port and the data dir.
+/// A tessera-node serving TLS only, with `tls-auth-clients yes` (the default) and `args`.
 fn tls_only_node(a: &Authority, args: &[&str]) -> (Process, u16, tempfile::TempDir) {
-    for _ in 0..5 {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let cmd = Launch::tessera()
-            .verbatim()
-            .args(&[
-                "--port", "0", "--bind", "{ip}", "--dir", "{dir}", "--save", "",
-            ])
-            .args(&a.server_args(port))
-            .args(args)
-            .command("127.0.0.1", port, dir.path());
-        let mut node = Process::spawn(cmd);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && node.try_wait().is_none() {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return (node, port, dir);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Lost the port to another process (or too slow): another port.
-    }
-    panic!("a TLS-only tessera-node did not start");
+    tls_only_server(tessera_bin(), a, args)
 }
 
 #[test]
