@@ -330,6 +330,12 @@ pub fn secret_changes(
             };
             // spec.auth's Secret and each spec.users Secret, polled as one: the names joined,
             // their versions joined (a change to any of them is a change).
+            // spec.tls's Secret too: a renewed certificate is reloaded on the nodes.
+            let tls = rc
+                .spec
+                .tls
+                .as_ref()
+                .map(|t| crate::tls::secret_name(&rc.name_any(), t));
             let names: Vec<&str> = rc
                 .spec
                 .auth
@@ -342,6 +348,7 @@ pub fn secret_changes(
                         .filter_map(|u| u.password_secret.as_ref())
                         .map(|r| r.name.as_str()),
                 )
+                .chain(tls.as_deref())
                 .collect();
             if names.is_empty() {
                 continue;
@@ -367,7 +374,7 @@ pub fn secret_changes(
         }
         let changed = versions.update(now);
         for c in &changed {
-            info!(cluster = %c, "password Secret changed");
+            info!(cluster = %c, "password or TLS Secret changed");
         }
         Some((futures::stream::iter(changed), (client, clusters, versions)))
     })

@@ -371,6 +371,22 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         if obs.admin_password.is_none() {
             obs.admin_password = Some(auth::create_admin(client, rc, &ns).await?);
         }
+        // spec.tls.issuerRef: the Certificate cert-manager turns into the TLS Secret.
+        if let Some(issuer) = spec.tls.as_ref().and_then(|t| t.issuer_ref.as_ref()) {
+            let cert = crate::tls::certificate(rc, issuer, &obs.pods)?;
+            if let Err(why) = crate::tls::apply_certificate(client, &ns, &cert, FIELD_MANAGER).await
+            {
+                publish(
+                    ctx,
+                    rc,
+                    EventType::Warning,
+                    "CertificateNotApplied",
+                    "Certificate",
+                    why,
+                )
+                .await;
+            }
+        }
         let plan = steps::children(rc, &obs)?;
         held = plan.held;
         apply_node_auth(ctx, &ns, &plan.node_auth).await?;
@@ -402,11 +418,20 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         }
     }
 
+    // spec.tls: the Secret the nodes and the operator's connections use; until it is usable
+    // (cert-manager has not issued it yet) no node is talked to.
+    let tls = match obs.tls.take() {
+        None => Ok(None),
+        Some(Ok(m)) => Ok(Some(m)),
+        Some(Err(why)) => Err(why),
+    };
+
     // password step: a changed password is switched live on every running node
-    let passwords = match obs.passwords.take() {
-        Some(observed) if problems.is_empty() => {
+    let passwords = match (obs.passwords.take(), &tls) {
+        (Some(observed), Ok(material)) if problems.is_empty() => {
             let mut p = Passwords::from_observed(observed)?;
             p.admin = obs.admin_password.clone();
+            p.tls = material.as_ref().map(|m| m.client.clone());
             password_step(rc, ctx, &ns, &obs.pods, previous, &mut p).await?;
             Some(p)
         }
@@ -424,11 +449,23 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
 
     // topology step
     let topology = match &passwords {
-        None => TopologyOutcome::NotRun("the spec is invalid".into()),
+        None => TopologyOutcome::NotRun(match &tls {
+            Err(why) if problems.is_empty() => why.clone(),
+            _ => "the spec is invalid".into(),
+        }),
         Some(p) => match steps::topology_endpoints(spec, &obs.pods, previous) {
             Err(why) => TopologyOutcome::NotRun(why),
             Ok(eps) => topology_step(ctx, spec, &eps, p).await,
         },
+    };
+
+    // certificate step: every node serves the TLS Secret's certificate (crate::tls)
+    let tls_status = match (&tls, &passwords, spec.tls.as_ref()) {
+        (Ok(Some(material)), Some(p), Some(tls_spec)) => {
+            Some(tls_step(ctx, rc, &obs.pods, p, material, tls_spec).await)
+        }
+        // Not usable yet: what was known stays.
+        _ => previous.and_then(|s| s.tls.clone()),
     };
 
     // fewer replicas per shard: shrink a StatefulSet once no pod it removes is a master
@@ -519,6 +556,10 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         }
         None => new_status.users = users_record,
     }
+    let tls_pending = tls_status
+        .as_ref()
+        .is_some_and(|t| !t.pending_pods.is_empty());
+    new_status.tls = tls_status;
     new_status.password_recorded = passwords
         .as_ref()
         .map_or(recorded_before, |p| p.active.is_some());
@@ -548,7 +589,13 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         Phase::Ready | Phase::Failed => ctx.requeue_ready,
         _ => ctx.requeue_converging,
     };
-    // A password overlap window ends on time, not at the next periodic reconcile.
+    // A password overlap window ends on time, not at the next periodic reconcile; a node not
+    // serving the new certificate yet is asked again soon.
+    let every = if tls_pending {
+        every.min(crate::tls::RETRY)
+    } else {
+        every
+    };
     Ok(Action::requeue(
         users_requeue.map_or(every, |u| u.min(every)),
     ))
@@ -649,6 +696,7 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
             "progress",
             "passwordRecorded",
             "users",
+            "tls",
         ] {
             map.entry(key).or_insert(serde_json::Value::Null);
         }
@@ -658,6 +706,65 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
         }
     }
     v
+}
+
+/// Brings every running node to the TLS Secret's certificate when the status records another
+/// one (`crate::tls`), with an Event once all serve it; returns the new record.
+async fn tls_step(
+    ctx: &Context,
+    rc: &RedisCluster,
+    pods: &[Pod],
+    passwords: &Passwords,
+    material: &crate::tls::Material,
+    tls_spec: &crate::crd::TlsSpec,
+) -> crate::crd::TlsStatus {
+    let secret_name = crate::tls::secret_name(&rc.name_any(), tls_spec);
+    let recorded = rc
+        .status
+        .as_ref()
+        .and_then(|s| s.tls.as_ref())
+        .filter(|t| t.secret_name == secret_name)
+        .and_then(|t| t.certificate_fingerprint.clone());
+    let mut record = crate::crd::TlsStatus {
+        secret_name,
+        certificate_fingerprint: recorded.clone(),
+        pending_pods: Vec::new(),
+    };
+    if recorded.as_deref() == Some(material.fingerprint.as_str()) {
+        return record;
+    }
+    let eps = endpoints(pods);
+    if eps.is_empty() {
+        return record;
+    }
+    let opts = steps::engine_options(&ctx.engine_options, passwords);
+    let summary = crate::tls::summarize(crate::tls::reload_all(&eps, &opts, material).await);
+    crate::tls::log(&summary);
+    record.pending_pods = summary.pending.keys().cloned().collect();
+    if summary.pending.is_empty() {
+        record.certificate_fingerprint = Some(material.fingerprint.clone());
+        // A first record (a new cluster) is no change worth an Event.
+        if recorded.is_some() {
+            publish(
+                ctx,
+                rc,
+                EventType::Normal,
+                "CertificateReloaded",
+                "ConfigSet",
+                format!(
+                    "every node serves certificate {} (reloaded without a restart on {})",
+                    &material.fingerprint[..16],
+                    if summary.reloaded.is_empty() {
+                        "no node: they had it already".to_string()
+                    } else {
+                        summary.reloaded.join(", ")
+                    }
+                ),
+            )
+            .await;
+        }
+    }
+    record
 }
 
 /// Calls the engine on the pods it manages (`steps::topology_endpoints`).

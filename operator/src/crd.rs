@@ -95,6 +95,10 @@ pub const OPERATOR_OWNED_DIRECTIVES: &[&str] = &[
     {
         "rule": "!has(self.storage) || !has(oldSelf.storage) || !quantity(self.storage.size).isLessThan(quantity(oldSelf.storage.size))",
         "message": "spec.storage.size can only grow: a PersistentVolumeClaim cannot shrink"
+    },
+    {
+        "rule": "has(self.tls) == has(oldSelf.tls)",
+        "message": "spec.tls cannot be added or removed: nodes on TLS and nodes without could not talk to each other while pods restart (make a new cluster and move the data)"
     }
 ]))]
 pub struct RedisClusterSpec {
@@ -158,6 +162,78 @@ pub struct RedisClusterSpec {
     /// Stop topology changes (no MEET, slot moves, failovers); children are still applied.
     #[serde(default)]
     pub paused: bool,
+    /// TLS for clients, replication and the cluster bus (the nodes serve no plaintext port).
+    /// A changed certificate is reloaded live on every node. Cannot be added to or removed
+    /// from an existing cluster (its nodes could not talk to each other meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+}
+
+/// Where the nodes' certificate comes from, and whether clients must present one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.secretName) != has(self.issuerRef)",
+        "message": "spec.tls needs exactly one of secretName and issuerRef"
+    }
+]))]
+pub struct TlsSpec {
+    /// A Secret with `tls.crt`, `tls.key` and `ca.crt` (what cert-manager writes). The
+    /// certificate is the nodes' server and client certificate (bus, replication), so it
+    /// needs both the server auth and client auth usages, or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: Option<String>,
+    /// A cert-manager issuer: the operator makes a Certificate `<cluster>-tls` for every
+    /// pod's DNS names and IPs, written by cert-manager to the Secret `<cluster>-tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer_ref: Option<IssuerRef>,
+    /// `tls-auth-clients`: whether clients must present a certificate signed by the CA.
+    #[serde(default)]
+    pub auth_clients: TlsAuthClients,
+}
+
+/// A cert-manager issuer reference.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuerRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// `Issuer` (in the cluster's namespace) or `ClusterIssuer`.
+    #[serde(default = "default_issuer_kind")]
+    #[schemars(length(min = 1))]
+    pub kind: String,
+    #[serde(default = "default_issuer_group")]
+    #[schemars(length(min = 1))]
+    pub group: String,
+}
+
+fn default_issuer_kind() -> String {
+    "Issuer".into()
+}
+fn default_issuer_group() -> String {
+    "cert-manager.io".into()
+}
+
+/// Redis's `tls-auth-clients` values; `yes` is Redis's default.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsAuthClients {
+    #[default]
+    Yes,
+    No,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsAuthClients::Yes => "yes",
+            TlsAuthClients::No => "no",
+            TlsAuthClients::Optional => "optional",
+        }
+    }
 }
 
 fn default_user_password_overlap() -> u32 {
@@ -408,6 +484,25 @@ pub struct RedisClusterStatus {
     /// never deleted), with the SHA-256 of their passwords.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub users: Vec<UserStatus>,
+    /// The certificate the nodes serve (spec.tls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
+}
+
+/// What the operator knows of the nodes' certificate.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// The Secret the certificate is read from.
+    pub secret_name: String,
+    /// SHA-256 (hex) of the leaf certificate every running node served when last checked;
+    /// it follows the Secret once every node reloaded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_fingerprint: Option<String>,
+    /// Pods that do not serve the Secret's certificate yet (their mounted files not updated
+    /// by the kubelet yet, or the reload failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_pods: Vec<String>,
 }
 
 /// A user the operator created, as its record keeps it (password hashes only).

@@ -2,7 +2,7 @@
 //!
 //! Pipeline per reconcile (see ../shared/design.md): [`validate`] (pure) → [`observe`] (every
 //! API read, once, into a plain value) → pure [`steps`] ([`children`] builders, [`storage`],
-//! [`auth`] and [`restart`] plans, [`status`]) whose actions the [`controller`] executes, the
+//! [`auth`], [`tls`] and [`restart`] plans, [`status`]) whose actions the [`controller`] executes, the
 //! [`topology`] engine reading the nodes itself. [`pods`] is the low layer they all share.
 
 pub mod apply;
@@ -20,6 +20,7 @@ pub mod server;
 pub mod status;
 pub mod steps;
 pub mod storage;
+pub mod tls;
 pub mod users;
 pub mod validate;
 

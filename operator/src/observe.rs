@@ -79,6 +79,9 @@ pub struct Observed {
     pub admin_password: Option<String>,
     /// The password of each spec.users entry, by user name, or why it could not be read.
     pub user_passwords: std::collections::BTreeMap<String, Result<String, String>>,
+    /// spec.tls's Secret, or why it cannot be used (None without spec.tls or for an invalid
+    /// spec).
+    pub tls: Option<Result<crate::tls::Material, String>>,
 }
 
 /// The label selector of a cluster's children and pods.
@@ -147,6 +150,7 @@ pub async fn observe(
         None
     };
     o.passwords = Some(ObservedPasswords { desired, active });
+    o.tls = crate::tls::observe(client, rc, ns).await;
     o.admin_password = match secrets.get_opt(&auth::admin_secret_name(&name)).await? {
         Some(s) => Some(auth::active_password(&s).map_err(ObserveError::AdminSecret)?),
         None => None,

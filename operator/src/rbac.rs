@@ -112,6 +112,13 @@ pub const REQUIRED: &[Permission] = &[
         &["create", "patch", "delete"],
         Scope::Watched,
     ),
+    // spec.tls.issuerRef: the cert-manager Certificate `<cluster>-tls` (crate::tls), applied.
+    p(
+        "cert-manager.io",
+        "certificates",
+        &["create", "patch"],
+        Scope::Watched,
+    ),
     // kube::runtime::events::Recorder creates, then patches a series.
     p(
         "events.k8s.io",

@@ -201,6 +201,8 @@ pub fn compute(o: &StatusInput<'_>) -> RedisClusterStatus {
         password_recorded: o.previous.is_some_and(|p| p.password_recorded),
         // Kept; the controller sets it after the users step (crate::users).
         users: o.previous.map(|p| p.users.clone()).unwrap_or_default(),
+        // Kept; the controller sets it after the certificate step (crate::tls).
+        tls: o.previous.and_then(|p| p.tls.clone()),
     }
 }
 

@@ -175,6 +175,8 @@ pub struct Passwords {
     /// The operator's own user's password (`crate::auth::admin_secret_name`), logged in with
     /// first.
     pub admin: Option<String>,
+    /// spec.tls: the nodes take TLS only; the CA and certificate of `crate::tls`.
+    pub tls: Option<tessera_topology::tls::TlsClient>,
 }
 
 impl Passwords {
@@ -184,6 +186,7 @@ impl Passwords {
             desired: p.desired?,
             active: p.active,
             admin: None,
+            tls: None,
         })
     }
 }
@@ -199,6 +202,7 @@ pub fn engine_options(base: &EngineOptions, p: &Passwords) -> EngineOptions {
             .collect();
     }
     opts.password = p.desired.clone();
+    opts.tls = p.tls.clone();
     opts.admin = p.admin.clone().map(|password| AdminLogin {
         user: crate::users::ADMIN_USER.to_string(),
         password,
@@ -677,6 +681,7 @@ mod tests {
             desired: Some("a".into()),
             active: Some("a".into()),
             admin: None,
+            tls: None,
         };
         let o = engine_options(&base, &same);
         assert_eq!(o.password.as_deref(), Some("a"));
@@ -685,6 +690,7 @@ mod tests {
             desired: Some("b".into()),
             active: Some("a".into()),
             admin: Some("adm".into()),
+            tls: None,
         };
         let o = engine_options(&base, &changing);
         assert_eq!(o.password.as_deref(), Some("b"));

@@ -4,7 +4,7 @@
 //! list into phase Failed, a `Degraded` condition with reason `InvalidSpec` and a Warning Event,
 //! and applies no children until the spec is fixed.
 
-use crate::crd::{RedisClusterSpec, OPERATOR_OWNED_DIRECTIVES};
+use crate::crd::{RedisClusterSpec, TlsSpec, OPERATOR_OWNED_DIRECTIVES};
 
 /// Longest object name we accept: `<name>-<shard>` must fit a StatefulSet name whose pods get a
 /// `controller-revision-hash` label (63 chars) — Kubernetes' documented limit for that is 52.
@@ -52,6 +52,9 @@ pub fn validate(name: &str, spec: &RedisClusterSpec) -> Vec<String> {
             problems.push("spec.auth needs secretName and key".to_string());
         }
     }
+    if let Some(tls) = &spec.tls {
+        problems.extend(check_tls(tls));
+    }
     if let Some(sc) = spec.pod.as_ref().and_then(|p| p.security_context.as_ref()) {
         if sc.run_as_user == Some(0) || sc.run_as_non_root == Some(false) {
             problems.push(
@@ -60,6 +63,48 @@ pub fn validate(name: &str, spec: &RedisClusterSpec) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Problems with spec.tls (the CEL rule says the same where the API server runs CEL).
+fn check_tls(tls: &TlsSpec) -> Vec<String> {
+    let mut problems = Vec::new();
+    match (&tls.secret_name, &tls.issuer_ref) {
+        (Some(_), Some(_)) | (None, None) => {
+            problems.push("spec.tls needs exactly one of secretName and issuerRef".to_string())
+        }
+        (Some(name), None) if !is_dns_subdomain(name) => {
+            problems.push(format!("spec.tls.secretName {name:?} is not a Secret name"))
+        }
+        (None, Some(issuer)) => {
+            if !is_dns_subdomain(&issuer.name) {
+                problems.push(format!(
+                    "spec.tls.issuerRef.name {:?} is not an issuer name",
+                    issuer.name
+                ));
+            }
+            if issuer.group == "cert-manager.io"
+                && !matches!(issuer.kind.as_str(), "Issuer" | "ClusterIssuer")
+            {
+                problems.push(format!(
+                    "spec.tls.issuerRef.kind {:?}: cert-manager.io issuers are Issuer or ClusterIssuer",
+                    issuer.kind
+                ));
+            }
+        }
+        _ => {}
+    }
+    problems
+}
+
+/// A Kubernetes object name (DNS-1123 subdomain).
+fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// Problems with one `config` entry.
@@ -94,32 +139,42 @@ fn check_directive(key: &str, value: &str) -> Vec<String> {
     if value.trim().is_empty() && !matches!(lower.as_str(), "save") {
         problems.push(format!("spec.config.{key}: empty value"));
     }
-    if let Some(why) = unsupported(&lower, value.trim()) {
+    if let Some(why) = unsupported(&lower) {
         problems.push(format!("spec.config.{key}: {why}"));
     }
     problems.extend(check_known_value(&lower, value));
     problems
 }
 
-/// TLS: the nodes serve it, but the operator mounts no certificates into the pods and its
-/// own connections are plaintext, so a TLS setting here would start nodes that cannot load
-/// their files or that the operator cannot reach.
-const TLS_NOT_MANAGED: &str =
-    "TLS is not managed by the operator yet (it mounts no certificates into the pods)";
+/// TLS ports, files and modes come from spec.tls: the operator mounts the certificate, points
+/// the nodes at it, reloads it and uses it for its own connections. Set here, they would start
+/// nodes that cannot load their files or that the operator cannot reach. (Protocols, ciphers
+/// and session caching stay settable here.)
+const TLS_FROM_SPEC: &str =
+    "TLS is configured by spec.tls (a Secret or a cert-manager issuer), not spec.config";
 
 /// Directives tessera-node refuses at start (the pod would crash-loop) or that would take
 /// away the commands the operator drives.
-fn unsupported(key: &str, value: &str) -> Option<&'static str> {
+fn unsupported(key: &str) -> Option<&'static str> {
     match key {
         "rename-command" => {
             Some("renaming commands is not supported here (the operator drives CLUSTER, CONFIG, INFO...)")
         }
         "user" | "aclfile" => Some("ACL users are declared in spec.users (the operator keeps them on every node)"),
         "loadmodule" => Some("Redis modules are not supported by tessera-node"),
-        "tls-port" if value != "0" => Some(TLS_NOT_MANAGED),
-        "tls-replication" | "tls-cluster" if value.eq_ignore_ascii_case("yes") => {
-            Some(TLS_NOT_MANAGED)
-        }
+        "tls-port"
+        | "tls-cert-file"
+        | "tls-key-file"
+        | "tls-key-file-pass"
+        | "tls-client-cert-file"
+        | "tls-client-key-file"
+        | "tls-client-key-file-pass"
+        | "tls-ca-cert-file"
+        | "tls-ca-cert-dir"
+        | "tls-dh-params-file"
+        | "tls-replication"
+        | "tls-cluster"
+        | "tls-auth-clients" => Some(TLS_FROM_SPEC),
         _ => None,
     }
 }

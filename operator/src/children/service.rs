@@ -20,6 +20,19 @@ fn port(name: &str, port: i32) -> ServicePort {
     }
 }
 
+/// The client port's name: `tls` when it serves TLS only (spec.tls), so a Service reader sees
+/// what to speak.
+fn client_port(rc: &RedisCluster) -> ServicePort {
+    port(
+        if rc.spec.tls.is_some() {
+            "tls"
+        } else {
+            "client"
+        },
+        CLIENT_PORT,
+    )
+}
+
 fn selector(name: &str) -> std::collections::BTreeMap<String, String> {
     std::collections::BTreeMap::from([(LABEL_CLUSTER.to_string(), name.to_string())])
 }
@@ -33,7 +46,7 @@ pub fn headless(rc: &RedisCluster) -> Result<Service, ChildError> {
             cluster_ip: Some("None".into()),
             publish_not_ready_addresses: Some(true),
             selector: Some(selector(&name)),
-            ports: Some(vec![port("client", CLIENT_PORT), port("bus", BUS_PORT)]),
+            ports: Some(vec![client_port(rc), port("bus", BUS_PORT)]),
             ..ServiceSpec::default()
         }),
         status: None,
@@ -54,7 +67,7 @@ pub fn client(rc: &RedisCluster) -> Result<Service, ChildError> {
         spec: Some(ServiceSpec {
             type_: Some(svc.type_.as_str().into()),
             selector: Some(selector(&name)),
-            ports: Some(vec![port("client", CLIENT_PORT)]),
+            ports: Some(vec![client_port(rc)]),
             ..ServiceSpec::default()
         }),
         status: None,

@@ -30,6 +30,7 @@ use super::{
     ChildError, ANNOTATION_CONFIG_HASH, BUS_PORT, CLIENT_PORT, CONFIG_DIR, DATA_DIR,
 };
 use crate::crd::RedisCluster;
+use crate::tls::{CA_KEY, CERT_KEY, KEY_KEY, TLS_DIR};
 
 /// uid/gid of the node process: the `redis` user of the official images, and the user the
 /// tessera-node image creates.
@@ -38,6 +39,8 @@ pub const NODE_UID: i64 = 999;
 pub const NODE_CONTAINER: &str = "node";
 /// Volume with the node auth Secret (`children::auth`).
 const AUTH_VOLUME: &str = "auth";
+/// Volume with the TLS Secret (spec.tls).
+const TLS_VOLUME: &str = "tls";
 /// Env var holding the password when spec.auth is set.
 pub const PASSWORD_ENV: &str = "REDIS_PASSWORD";
 /// Env var holding the operator's password (its Secret), for the readiness probe: it logs in
@@ -72,6 +75,19 @@ pub fn build(rc: &RedisCluster, shard: u32, config_hash: &str) -> Result<Statefu
             secret: Some(SecretVolumeSource {
                 secret_name: Some(node_auth_secret_name(&name)),
                 // Owner and fsGroup (the node's group) only.
+                default_mode: Some(0o440),
+                optional: Some(false),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    // spec.tls: the certificate, key and CA (crate::tls), refreshed in place by the kubelet.
+    if let Some(tls) = &spec.tls {
+        volumes.push(Volume {
+            name: TLS_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(crate::tls::secret_name(&name, tls)),
                 default_mode: Some(0o440),
                 optional: Some(false),
                 ..SecretVolumeSource::default()
@@ -247,7 +263,12 @@ fn node_container(rc: &RedisCluster) -> Container {
         "--bind".into(),
         "$(POD_IP)".into(),
         "--port".into(),
-        CLIENT_PORT.to_string(),
+        // spec.tls: no plaintext port at all.
+        if spec.tls.is_some() {
+            "0".into()
+        } else {
+            CLIENT_PORT.to_string()
+        },
         "--cluster-announce-ip".into(),
         "$(POD_IP)".into(),
         // The address a master lists this replica under (INFO's slaveN, the shutdown
@@ -310,6 +331,11 @@ fn node_container(rc: &RedisCluster) -> Container {
     // children::auth), never on the command line.
     args.push("--include".into());
     args.push(format!("{AUTH_DIR}/{AUTH_CONF_KEY}"));
+    if spec.tls.is_some() {
+        args.push("--tls-port".into());
+        args.push(CLIENT_PORT.to_string());
+        args.extend(tls_file_args());
+    }
     let mut mounts = vec![
         VolumeMount {
             name: "config".into(),
@@ -329,6 +355,14 @@ fn node_container(rc: &RedisCluster) -> Container {
         read_only: Some(true),
         ..VolumeMount::default()
     });
+    if spec.tls.is_some() {
+        mounts.push(VolumeMount {
+            name: TLS_VOLUME.into(),
+            mount_path: TLS_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
     let tcp = |port: i32| TCPSocketAction {
         port: IntOrString::Int(port),
         host: None,
@@ -371,7 +405,7 @@ fn node_container(rc: &RedisCluster) -> Container {
         // situation worse. The operator's topology work uses pod IPs, not readiness.
         readiness_probe: Some(Probe {
             exec: Some(ExecAction {
-                command: Some(ready_command(&image)),
+                command: Some(ready_command(&image, spec.tls.is_some())),
             }),
             period_seconds: Some(5),
             timeout_seconds: Some(4),
@@ -406,14 +440,18 @@ fn node_container(rc: &RedisCluster) -> Container {
 /// operator's user (password from the environment, not the command line), so the probe works
 /// with `default` off; `REDISCLI_AUTH` stays spec.auth's for humans' `kubectl exec`. A node
 /// that refuses the login counts as ready when it answers, as with a TCP probe.
-pub fn ready_command(image: &str) -> Vec<String> {
+pub fn ready_command(image: &str, tls: bool) -> Vec<String> {
     let cli = match node_command(image) {
         "tessera-node" => {
-            return vec![
+            let mut v = vec![
                 "tessera-node".into(),
                 "--ready-probe".into(),
                 CLIENT_PORT.to_string(),
-            ]
+            ];
+            if tls {
+                v.extend(tls_file_args());
+            }
+            return v;
         }
         "valkey-server" => {
             "c=valkey-cli; command -v $c >/dev/null 2>&1 || c=redis-cli\n\
@@ -423,11 +461,16 @@ pub fn ready_command(image: &str) -> Vec<String> {
     };
     // The operator's login when the pod has it (every pod this operator makes), else the
     // default user's (REDISCLI_AUTH), as before.
+    let tls_args = if tls {
+        format!(" --tls --cert {TLS_DIR}/{CERT_KEY} --key {TLS_DIR}/{KEY_KEY} --cacert {TLS_DIR}/{CA_KEY}")
+    } else {
+        String::new()
+    };
     let script = format!(
         "u=\nif [ -n \"${ADMIN_PASSWORD_ENV}\" ]; then\n\
          \x20 export REDISCLI_AUTH=\"${ADMIN_PASSWORD_ENV}\"; u=\"--user ${ADMIN_USER_ENV}\"\n\
          fi\n\
-         {cli}i=$($c $u --no-auth-warning -h \"${{POD_IP:-127.0.0.1}}\" -p {CLIENT_PORT} INFO 2>/dev/null | tr -d '\\r')\n\
+         {cli}i=$($c{tls_args} $u --no-auth-warning -h \"${{POD_IP:-127.0.0.1}}\" -p {CLIENT_PORT} INFO 2>/dev/null | tr -d '\\r')\n\
          case \"$i\" in NOAUTH*) exit 0;; esac\n\
          printf '%s\\n' \"$i\" | grep -qx 'loading:0' || exit 1\n\
          if printf '%s\\n' \"$i\" | grep -qx 'role:slave'; then\n\
@@ -435,6 +478,19 @@ pub fn ready_command(image: &str) -> Vec<String> {
          fi\n"
     );
     vec!["sh".into(), "-c".into(), script]
+}
+
+/// The node's certificate, key and CA (spec.tls), as tessera-node and redis-server take them;
+/// the same certificate is the client certificate of its bus and replication links.
+fn tls_file_args() -> Vec<String> {
+    vec![
+        "--tls-cert-file".into(),
+        format!("{TLS_DIR}/{CERT_KEY}"),
+        "--tls-key-file".into(),
+        format!("{TLS_DIR}/{KEY_KEY}"),
+        "--tls-ca-cert-file".into(),
+        format!("{TLS_DIR}/{CA_KEY}"),
+    ]
 }
 
 /// Non-root pod defaults; fsGroup makes PVCs writable by the node user.

@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, Value};
+use redis::{
+    AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, IntoConnectionInfo,
+    TlsCertificates, Value,
+};
 
 use super::{EngineOptions, TopologyError};
 
@@ -107,9 +110,16 @@ async fn connect_as(
         node: addr.clone(),
         source,
     };
-    let info = ConnectionAddr::Tcp(host.to_string(), port)
-        .into_connection_info()
-        .map_err(err)?;
+    let addr_kind = match &opts.tls {
+        None => ConnectionAddr::Tcp(host.to_string(), port),
+        Some(_) => ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: false,
+            tls_params: None,
+        },
+    };
+    let info = addr_kind.into_connection_info().map_err(err)?;
     // CLIENT SETINFO is skipped: it is noise for the nodes and not every node implements it.
     let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
     if let Some(u) = user {
@@ -119,7 +129,24 @@ async fn connect_as(
         redis = redis.set_password(pw);
     }
     let info = info.set_redis_settings(redis);
-    let client = Client::open(info).map_err(err)?;
+    let client = match &opts.tls {
+        None => Client::open(info).map_err(err)?,
+        Some(tls) => {
+            let certs = TlsCertificates {
+                client_tls: Some(ClientTlsConfig {
+                    client_cert: tls.cert_pem.clone(),
+                    client_key: tls.key_pem.clone(),
+                }),
+                root_cert: Some(tls.ca_pem.clone()),
+            };
+            let built = Client::build_with_tls(info, certs).map_err(err)?;
+            // The CA is checked, the name is not: nodes are reached by pod IP (crate::tls).
+            let mut addr = built.get_connection_info().addr().clone();
+            addr.set_danger_accept_invalid_hostnames(true);
+            let info = built.get_connection_info().clone().set_addr(addr);
+            Client::open(info).map_err(err)?
+        }
+    };
     let cfg = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(opts.connect_timeout))
         .set_response_timeout(Some(reply_timeout));

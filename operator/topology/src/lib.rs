@@ -18,6 +18,7 @@ pub mod plan;
 pub mod report;
 pub mod shrink;
 pub mod snapshot;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -89,6 +90,9 @@ pub struct EngineOptions {
     pub pass_budget: Duration,
     /// At most this many unassigned slots get their keys counted per node per pass.
     pub max_count_slots: usize,
+    /// Nodes serve clients on TLS only (spec.tls): the CA and the operator's certificate.
+    #[serde(skip)]
+    pub tls: Option<tls::TlsClient>,
 }
 
 impl Default for EngineOptions {
@@ -104,6 +108,7 @@ impl Default for EngineOptions {
             migrate_parallel: 16,
             pass_budget: Duration::from_secs(20),
             max_count_slots: 4096,
+            tls: None,
         }
     }
 }
