@@ -1,6 +1,7 @@
 //! Shared pieces of the kube-in-a-box end-to-end suites (e2e_operator.rs, e2e_rolling.rs):
 //! the box + operator + kubectl environment, cluster checks, and a writer whose acknowledged
-//! writes must all survive. Each test binary uses a subset.
+//! writes must all survive. Each test binary uses a subset. Clusters with `spec.tls` listen
+//! on TLS only: their helpers take a [`TlsClient`] (the `_tls` variants).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use tessera_tests::kiab::testkit::{
     is_ready, operator_binary, pod_ip, pods, wait_for, OperatorProcess,
 };
 use tessera_tests::kiab::{BoxConfig, KubeInABox};
+use tokio_rustls::rustls;
 
 /// Pods run the operator's default image (`tessera/tessera-node:<version>`), which
 /// kube-in-a-box maps to the workspace's built tessera-node.
@@ -154,6 +156,31 @@ impl Env {
     /// Waits until the RedisCluster is Ready at its generation with `shards` shards, every
     /// slot assigned, and every pod reports cluster_state:ok.
     pub async fn wait_ready(&mut self, name: &str, shards: u64, nodes: usize, timeout: Duration) {
+        self.wait_ready_with(name, shards, nodes, timeout, None)
+            .await
+    }
+
+    /// [`Env::wait_ready`] for a cluster with `spec.tls`: every node is asked over TLS.
+    pub async fn wait_ready_tls(
+        &mut self,
+        name: &str,
+        shards: u64,
+        nodes: usize,
+        timeout: Duration,
+        tls: &TlsClient,
+    ) {
+        self.wait_ready_with(name, shards, nodes, timeout, Some(tls))
+            .await
+    }
+
+    async fn wait_ready_with(
+        &mut self,
+        name: &str,
+        shards: u64,
+        nodes: usize,
+        timeout: Duration,
+        tls: Option<&TlsClient>,
+    ) {
         let api = self.rcl();
         let client = self.client.clone();
         let r = wait_for(
@@ -169,14 +196,16 @@ impl Env {
                 if !ok {
                     return Err(format!("status {st}"));
                 }
-                cluster_ok(&client, name, nodes).await
+                cluster_ok_with(&client, name, nodes, tls).await
             },
         )
         .await;
         if let Err(e) = r {
             let mut nodes = String::new();
             for ip in pod_ips(&self.client, name).await {
-                let n = cluster_nodes(&ip).await.unwrap_or_else(|e| e);
+                let n = cluster_nodes_with(&ip, None, tls)
+                    .await
+                    .unwrap_or_else(|e| e);
                 nodes.push_str(&format!("CLUSTER NODES from {ip}:\n{n}\n"));
             }
             panic!("{e}\n{nodes}{}", self.operator_state());
@@ -222,6 +251,25 @@ impl Env {
 
 /// All `n` pods of cluster `name` Ready and answering cluster_state:ok with a full slot map.
 pub async fn cluster_ok(client: &Client, name: &str, n: usize) -> Result<(), String> {
+    cluster_ok_with(client, name, n, None).await
+}
+
+/// [`cluster_ok`] asked over TLS.
+pub async fn cluster_ok_tls(
+    client: &Client,
+    name: &str,
+    n: usize,
+    tls: &TlsClient,
+) -> Result<(), String> {
+    cluster_ok_with(client, name, n, Some(tls)).await
+}
+
+async fn cluster_ok_with(
+    client: &Client,
+    name: &str,
+    n: usize,
+    tls: Option<&TlsClient>,
+) -> Result<(), String> {
     let ps = pods(client, "default", &format!("tessera.rs/cluster={name}")).await?;
     let live: Vec<&Pod> = ps
         .iter()
@@ -235,7 +283,7 @@ pub async fn cluster_ok(client: &Client, name: &str, n: usize) -> Result<(), Str
     }
     for p in live {
         let ip = pod_ip(p).ok_or("no ip")?;
-        let info = cluster_info(&ip).await?;
+        let info = cluster_info_with(&ip, tls).await?;
         if !info.contains("cluster_state:ok") || !info.contains("cluster_slots_assigned:16384") {
             return Err(format!(
                 "{ip}: {}",
@@ -262,12 +310,32 @@ pub async fn node_auth(
     ip: &str,
     password: Option<&str>,
 ) -> Result<redis::aio::MultiplexedConnection, String> {
+    node_with(ip, password, None).await
+}
+
+/// A TLS connection to one node (`rediss://`), trusting and presenting what `tls` holds.
+pub async fn node_tls(
+    ip: &str,
+    tls: &TlsClient,
+) -> Result<redis::aio::MultiplexedConnection, String> {
+    node_with(ip, None, Some(tls)).await
+}
+
+async fn node_with(
+    ip: &str,
+    password: Option<&str>,
+    tls: Option<&TlsClient>,
+) -> Result<redis::aio::MultiplexedConnection, String> {
     // Bounded connect and replies: a dead node fails a poll, never hangs the test.
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(5)))
         .set_response_timeout(Some(Duration::from_secs(10)));
     let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
-    redis::Client::open(format!("redis://{auth}{ip}:6379/"))
+    let client = match tls {
+        None => redis::Client::open(format!("redis://{auth}{ip}:6379/")),
+        Some(t) => t.client(&format!("rediss://{auth}{ip}:6379/")),
+    };
+    client
         .map_err(|e| e.to_string())?
         .get_multiplexed_async_connection_with_config(&cfg)
         .await
@@ -275,7 +343,16 @@ pub async fn node_auth(
 }
 
 pub async fn cluster_info(ip: &str) -> Result<String, String> {
-    let mut c = node(ip).await?;
+    cluster_info_with(ip, None).await
+}
+
+/// CLUSTER INFO from one node, over TLS.
+pub async fn cluster_info_tls(ip: &str, tls: &TlsClient) -> Result<String, String> {
+    cluster_info_with(ip, Some(tls)).await
+}
+
+async fn cluster_info_with(ip: &str, tls: Option<&TlsClient>) -> Result<String, String> {
+    let mut c = node_with(ip, None, tls).await?;
     redis::cmd("CLUSTER")
         .arg("INFO")
         .query_async(&mut c)
@@ -289,7 +366,20 @@ pub async fn cluster_nodes(ip: &str) -> Result<String, String> {
 
 /// CLUSTER NODES from one node, logged in with `password` when given.
 pub async fn cluster_nodes_auth(ip: &str, password: Option<&str>) -> Result<String, String> {
-    let mut c = node_auth(ip, password).await?;
+    cluster_nodes_with(ip, password, None).await
+}
+
+/// CLUSTER NODES from one node, over TLS.
+pub async fn cluster_nodes_tls(ip: &str, tls: &TlsClient) -> Result<String, String> {
+    cluster_nodes_with(ip, None, Some(tls)).await
+}
+
+async fn cluster_nodes_with(
+    ip: &str,
+    password: Option<&str>,
+    tls: Option<&TlsClient>,
+) -> Result<String, String> {
+    let mut c = node_with(ip, password, tls).await?;
     redis::cmd("CLUSTER")
         .arg("NODES")
         .query_async(&mut c)
@@ -326,17 +416,50 @@ pub async fn try_cluster_conn(
     ips: &[String],
     password: Option<&str>,
 ) -> Result<redis::cluster_async::ClusterConnection, String> {
+    try_cluster_conn_with(ips, password, None).await
+}
+
+/// A TLS cluster connection seeded with `ips` (`rediss://`; the nodes it learns from CLUSTER
+/// SLOTS are reached over TLS too).
+pub async fn cluster_conn_tls(
+    ips: &[String],
+    tls: &TlsClient,
+) -> redis::cluster_async::ClusterConnection {
+    try_cluster_conn_tls(ips, tls)
+        .await
+        .expect("TLS cluster connection")
+}
+
+/// [`cluster_conn_tls`] that reports failure instead of panicking.
+pub async fn try_cluster_conn_tls(
+    ips: &[String],
+    tls: &TlsClient,
+) -> Result<redis::cluster_async::ClusterConnection, String> {
+    try_cluster_conn_with(ips, None, Some(tls)).await
+}
+
+async fn try_cluster_conn_with(
+    ips: &[String],
+    password: Option<&str>,
+    tls: Option<&TlsClient>,
+) -> Result<redis::cluster_async::ClusterConnection, String> {
     let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
+    let scheme = if tls.is_some() { "rediss" } else { "redis" };
     let nodes: Vec<String> = ips
         .iter()
-        .map(|ip| format!("redis://{auth}{ip}:6379/"))
+        .map(|ip| format!("{scheme}://{auth}{ip}:6379/"))
         .collect();
-    let client = redis::cluster::ClusterClient::builder(nodes)
+    let mut builder = redis::cluster::ClusterClient::builder(nodes)
         .retries(6)
         .connection_timeout(Duration::from_secs(3))
-        .response_timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| e.to_string())?;
+        .response_timeout(Duration::from_secs(5));
+    if let Some(t) = tls {
+        // The CA is checked, the name is not: node certificates carry no pod IPs.
+        builder = builder
+            .certs(t.certificates())
+            .danger_accept_invalid_hostnames(true);
+    }
+    let client = builder.build().map_err(|e| e.to_string())?;
     tokio::time::timeout(Duration::from_secs(15), client.get_async_connection())
         .await
         .map_err(|_| "cluster connection timed out".to_string())?
@@ -355,6 +478,8 @@ pub struct DataChecker {
     pub handle: tokio::task::JoinHandle<()>,
     /// The Secret the password is read from, when the cluster requires one.
     secret: Option<(Client, String)>,
+    /// How to reach a cluster with `spec.tls` (None: plaintext).
+    tls: Option<TlsClient>,
 }
 
 /// Where a following writer finds the cluster's pods, and its password, after a failure.
@@ -392,7 +517,18 @@ impl std::fmt::Display for WriteTally {
 
 impl DataChecker {
     pub async fn start(ips: &[String], prefix: &str, preload: usize) -> DataChecker {
-        Self::start_with(ips, None, prefix, preload).await
+        Self::start_with(ips, None, None, prefix, preload).await
+    }
+
+    /// [`DataChecker::start`] on a cluster with `spec.tls`: the writer and
+    /// [`DataChecker::verify`] connect over TLS with `tls`.
+    pub async fn start_tls(
+        ips: &[String],
+        tls: &TlsClient,
+        prefix: &str,
+        preload: usize,
+    ) -> DataChecker {
+        Self::start_with(ips, None, Some(tls.clone()), prefix, preload).await
     }
 
     /// Like [`DataChecker::start`], but the writer follows the pods of cluster `name`: after
@@ -410,7 +546,7 @@ impl DataChecker {
             name: name.to_string(),
             secret: None,
         };
-        Self::start_with(&ips, Some(follow), prefix, preload).await
+        Self::start_with(&ips, Some(follow), None, prefix, preload).await
     }
 
     /// [`DataChecker::start_following`] on a cluster that requires the password in Secret
@@ -429,12 +565,13 @@ impl DataChecker {
             name: name.to_string(),
             secret: Some(secret.to_string()),
         };
-        Self::start_with(&ips, Some(follow), prefix, preload).await
+        Self::start_with(&ips, Some(follow), None, prefix, preload).await
     }
 
     async fn start_with(
         ips: &[String],
         follow: Option<Follow>,
+        tls: Option<TlsClient>,
         prefix: &str,
         preload: usize,
     ) -> DataChecker {
@@ -447,7 +584,9 @@ impl DataChecker {
             Some((c, s)) => Some(secret_password(c, s).await.expect("password Secret")),
             None => None,
         };
-        let mut conn = cluster_conn_auth(ips, password.as_deref()).await;
+        let mut conn = try_cluster_conn_with(ips, password.as_deref(), tls.as_ref())
+            .await
+            .expect("cluster connection");
         for i in 0..preload {
             let (k, v) = (format!("{prefix}:{i}"), format!("v{i}"));
             let _: () = redis::cmd("SET")
@@ -462,6 +601,7 @@ impl DataChecker {
         let failures = Arc::new(Mutex::new(Vec::new()));
         let (a, s, p) = (acked.clone(), stop.clone(), prefix.to_string());
         let (fc, fm) = (failed.clone(), failures.clone());
+        let writer_tls = tls.clone();
         let handle = tokio::spawn(async move {
             let mut i = preload;
             let mut reconnected = std::time::Instant::now();
@@ -495,7 +635,13 @@ impl DataChecker {
                                     Some(s) => secret_password(&f.client, s).await.ok(),
                                     None => None,
                                 };
-                                if let Ok(c) = try_cluster_conn(&ips, password.as_deref()).await {
+                                if let Ok(c) = try_cluster_conn_with(
+                                    &ips,
+                                    password.as_deref(),
+                                    writer_tls.as_ref(),
+                                )
+                                .await
+                                {
                                     conn = c;
                                 }
                             }
@@ -513,6 +659,7 @@ impl DataChecker {
             stop,
             handle,
             secret,
+            tls,
         }
     }
 
@@ -526,7 +673,9 @@ impl DataChecker {
             Some((c, s)) => Some(secret_password(c, s).await.expect("password Secret")),
             None => None,
         };
-        let mut conn = cluster_conn_auth(ips, password.as_deref()).await;
+        let mut conn = try_cluster_conn_with(ips, password.as_deref(), self.tls.as_ref())
+            .await
+            .expect("cluster connection");
         let mut lost = Vec::new();
         for (k, v) in &acked {
             let got: Option<String> = redis::cmd("GET")
@@ -585,14 +734,28 @@ pub async fn node_ids(ips: &[String]) -> Vec<String> {
 /// (redis-server needs a completed initial sync before a replica may ever fail over, and the
 /// operator may report Ready before that; see the report.)
 pub async fn replication_in_sync(client: &Client, name: &str) -> Result<(), String> {
-    replication_within(client, name, 0).await
+    replication_within(client, name, 0, None).await
+}
+
+/// [`replication_in_sync`] asked over TLS.
+pub async fn replication_in_sync_tls(
+    client: &Client,
+    name: &str,
+    tls: &TlsClient,
+) -> Result<(), String> {
+    replication_within(client, name, 0, Some(tls)).await
 }
 
 /// Every replica's link is up and each master's replicas are online within `max_lag` bytes of
 /// its offset.
-async fn replication_within(client: &Client, name: &str, max_lag: u64) -> Result<(), String> {
+async fn replication_within(
+    client: &Client,
+    name: &str,
+    max_lag: u64,
+    tls: Option<&TlsClient>,
+) -> Result<(), String> {
     for ip in pod_ips(client, name).await {
-        let mut c = node(&ip).await?;
+        let mut c = node_with(&ip, None, tls).await?;
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query_async(&mut c)
@@ -651,15 +814,37 @@ pub async fn replicas_linked_auth(
     replicas: usize,
     password: Option<&str>,
 ) -> Result<(), String> {
+    replicas_linked_with(client, name, shards, replicas, password, None).await
+}
+
+/// [`replicas_linked`] asked over TLS.
+pub async fn replicas_linked_tls(
+    client: &Client,
+    name: &str,
+    shards: usize,
+    replicas: usize,
+    tls: &TlsClient,
+) -> Result<(), String> {
+    replicas_linked_with(client, name, shards, replicas, None, Some(tls)).await
+}
+
+async fn replicas_linked_with(
+    client: &Client,
+    name: &str,
+    shards: usize,
+    replicas: usize,
+    password: Option<&str>,
+    tls: Option<&TlsClient>,
+) -> Result<(), String> {
     let mut masters = 0;
     for ip in pod_ips(client, name).await {
-        let mut c = node_auth(&ip, password).await?;
+        let mut c = node_with(&ip, password, tls).await?;
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query_async(&mut c)
             .await
             .map_err(|e| e.to_string())?;
-        let nodes = cluster_nodes_auth(&ip, password).await?;
+        let nodes = cluster_nodes_with(&ip, password, tls).await?;
         let me = nodes
             .lines()
             .find(|l| l.contains("myself"))
@@ -746,8 +931,21 @@ pub fn report_scenario(name: &str, ready: Duration, tally: &WriteTally) {
 /// and no slot is left MIGRATING or IMPORTING (`[slot->-id]` / `[slot-<-id]` in CLUSTER
 /// NODES).
 pub async fn slots_settled(client: &Client, name: &str) -> Result<(), String> {
+    slots_settled_with(client, name, None).await
+}
+
+/// [`slots_settled`] asked over TLS.
+pub async fn slots_settled_tls(client: &Client, name: &str, tls: &TlsClient) -> Result<(), String> {
+    slots_settled_with(client, name, Some(tls)).await
+}
+
+async fn slots_settled_with(
+    client: &Client,
+    name: &str,
+    tls: Option<&TlsClient>,
+) -> Result<(), String> {
     for ip in pod_ips(client, name).await {
-        let nodes = cluster_nodes(&ip).await?;
+        let nodes = cluster_nodes_with(&ip, None, tls).await?;
         let mut owners = vec![0u8; 16384];
         for line in nodes.lines() {
             let f: Vec<&str> = line.split_whitespace().collect();
@@ -806,5 +1004,167 @@ pub async fn secret_password(client: &Client, secret: &str) -> Result<String, St
 /// offset: [`replication_in_sync`] for a cluster that is being written to (offsets then never
 /// stay equal), e.g. before a disruption while a writer runs.
 pub async fn replicas_online(client: &Client, name: &str) -> Result<(), String> {
-    replication_within(client, name, 1 << 20).await
+    replication_within(client, name, 1 << 20, None).await
+}
+
+/// [`replicas_online`] asked over TLS.
+pub async fn replicas_online_tls(
+    client: &Client,
+    name: &str,
+    tls: &TlsClient,
+) -> Result<(), String> {
+    replication_within(client, name, 1 << 20, Some(tls)).await
+}
+
+/// What a TLS client of a cluster with `spec.tls` trusts and presents, as PEM.
+#[derive(Clone)]
+pub struct TlsClient {
+    /// The CA the nodes' certificates must chain to.
+    pub ca: Vec<u8>,
+    /// Client certificate and key; None: the client presents no certificate.
+    pub cert: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsClient {
+    pub fn new(ca_pem: &str, cert: Option<(&str, &str)>) -> TlsClient {
+        TlsClient {
+            ca: ca_pem.as_bytes().to_vec(),
+            cert: cert.map(|(c, k)| (c.as_bytes().to_vec(), k.as_bytes().to_vec())),
+        }
+    }
+
+    /// The redis crate's form.
+    pub fn certificates(&self) -> redis::TlsCertificates {
+        redis::TlsCertificates {
+            client_tls: self
+                .cert
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: Some(self.ca.clone()),
+        }
+    }
+
+    /// A client for `url` (`rediss://`) that checks the CA but not the host name: node
+    /// certificates carry no pod IPs (Redis itself never checks names either).
+    pub fn client(&self, url: &str) -> redis::RedisResult<redis::Client> {
+        let c = redis::Client::build_with_tls(url, self.certificates())?;
+        let info = c.get_connection_info().clone();
+        let mut addr = info.addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        redis::Client::open(info.set_addr(addr))
+    }
+
+    /// The same trust for a raw rustls handshake ([`served_certificate`]).
+    pub fn rustls_config(&self) -> Result<rustls::ClientConfig, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(&self.ca) {
+            roots
+                .add(c.map_err(|e| format!("CA PEM: {e}"))?)
+                .map_err(|e| format!("CA certificate: {e}"))?;
+        }
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| format!("verifier: {e}"))?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyNameVerifier(inner)));
+        match &self.cert {
+            None => Ok(builder.with_no_client_auth()),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("client certificate PEM: {e}"))?;
+                let key = PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|e| format!("client key PEM: {e}"))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("client certificate: {e}"))
+            }
+        }
+    }
+}
+
+/// Checks the chain to the CA (and the certificate's validity), accepts any name.
+#[derive(Debug)]
+struct AnyNameVerifier(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyNameVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            r => r,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// The leaf certificate (DER) the node at `ip` serves on 6379, read from a TLS handshake of
+/// our own that checks the chain to `tls`'s CA (not the name) and presents `tls`'s client
+/// certificate.
+pub async fn served_certificate(ip: &str, tls: &TlsClient) -> Result<Vec<u8>, String> {
+    let config = tls.rustls_config()?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from(ip.to_string())
+        .map_err(|e| format!("{ip}: {e}"))?;
+    let tcp = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::TcpStream::connect((ip, 6379)),
+    )
+    .await
+    .map_err(|_| format!("{ip}:6379: connect timed out"))?
+    .map_err(|e| format!("{ip}:6379: {e}"))?;
+    let stream = tokio::time::timeout(Duration::from_secs(10), connector.connect(name, tcp))
+        .await
+        .map_err(|_| format!("{ip}:6379: TLS handshake timed out"))?
+        .map_err(|e| format!("{ip}:6379: TLS handshake: {e}"))?;
+    let (_, conn) = stream.get_ref();
+    conn.peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .ok_or_else(|| format!("{ip}:6379: the node sent no certificate"))
 }
