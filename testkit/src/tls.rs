@@ -185,3 +185,73 @@ pub fn tls_only_server(
     }
     panic!("a TLS-only {bin} did not start");
 }
+
+/// A blocking TLS client connection made by a test (rustls), showing `a`'s client
+/// certificate and trusting `a`'s CA.
+pub struct TlsConn(pub rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>);
+
+impl TlsConn {
+    pub fn open(port: u16, a: &Authority) -> TlsConn {
+        TlsConn::open_trusting(port, a, &[a])
+    }
+
+    /// A connection showing `a`'s client certificate and trusting the CAs of `trust`.
+    pub fn open_trusting(port: u16, a: &Authority, trust: &[&Authority]) -> TlsConn {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for t in trust {
+            for c in CertificateDer::pem_file_iter(&t.ca).expect("read CA") {
+                roots.add(c.expect("CA pem")).expect("add CA");
+            }
+        }
+        let chain = CertificateDer::pem_file_iter(&a.client_cert)
+            .expect("client cert")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("client cert pem");
+        let key = PrivateKeyDer::from_pem_file(&a.client_key).expect("key");
+        let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client auth");
+        let name = ServerName::try_from("127.0.0.1").expect("name");
+        let conn =
+            rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).expect("client conn");
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        TlsConn(rustls::StreamOwned::new(conn, tcp))
+    }
+
+    /// The certificate the server showed (after the first command).
+    pub fn peer_cert(&self) -> Vec<u8> {
+        self.0
+            .conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Sends one inline command and returns its reply's first line (or what the read
+    /// said, e.g. a timeout, when none came).
+    pub fn cmd(&mut self, line: &str) -> String {
+        use std::io::{Read, Write};
+        if let Err(e) = self.0.write_all(format!("{line}\r\n").as_bytes()) {
+            return format!("write: {e}");
+        }
+        let mut got = Vec::new();
+        let mut b = [0u8; 1];
+        while !got.ends_with(b"\r\n") {
+            match self.0.read(&mut b) {
+                Ok(1) => got.push(b[0]),
+                other => return format!("read: {other:?}"),
+            }
+        }
+        String::from_utf8_lossy(&got).trim().to_string()
+    }
+}

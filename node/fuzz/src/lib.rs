@@ -15,6 +15,7 @@ mod lua;
 mod rdb;
 mod repl;
 mod resp;
+mod tls;
 
 pub use acl::acl_file;
 pub use aof::{aof_incr, aof_manifest};
@@ -24,6 +25,7 @@ pub use lua::lua_convert;
 pub use rdb::{hll, rdb_file, rdb_payload};
 pub use repl::repl_stream;
 pub use resp::request_parser;
+pub use tls::tls_key;
 
 /// A target's body.
 pub type Target = fn(&[u8]);
@@ -44,6 +46,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config_set", config_set),
     ("lua_convert", lua_convert),
     ("acl_file", acl_file),
+    ("tls_key", tls_key),
 ];
 
 /// Reads fuzz input as a sequence of small choices; runs out gracefully (zeros).

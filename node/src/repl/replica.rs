@@ -232,9 +232,9 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         }
     };
     let sock = match tls {
-        Some(cfg) => ClientStream::Tls(Box::new(crate::server::tls::TlsStream::connect(
-            sock, cfg, host,
-        )?)),
+        Some(cfg) => ClientStream::Tls(std::sync::Arc::new(
+            crate::server::tls::TlsStream::connect(sock, cfg, host)?,
+        )),
         None => ClientStream::Tcp(sock),
     };
     let id = srv.clients.next_id();

@@ -10,6 +10,11 @@
 //! most; SCRIPT KILL, FUNCTION KILL/STATS and SHUTDOWN run), writes the replies and only
 //! then consumes the requests' bytes.
 //!
+//! A TLS connection is answered the same way through its stream, which its parked task does
+//! not touch meanwhile: what the socket has is decrypted (the bytes leave the socket, and
+//! whatever is not answered stays decrypted in the stream for the task), the replies are
+//! encrypted and sent.
+//!
 //! Only connections parked between requests count as idle: nothing buffered in either
 //! direction, no transaction, subscription, tracking or reply mode, authenticated. Their
 //! task then finds its socket as if it had answered those requests itself. A request that
@@ -30,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::clients::{ClientHandle, ClientState, ReplyMode};
+use super::tls::{Parked, TlsStream};
 use super::Server;
 use crate::cmd::{self, flags, Outcome};
 use crate::resp::{Limits, Out, Parser};
@@ -46,9 +52,11 @@ const ROUND_EVERY: Duration = Duration::from_millis(2);
 pub struct Share {
     handle: Arc<ClientHandle>,
     fd: RawFd,
-    /// The socket carries the protocol in the clear: the hook may answer on it. A TLS
-    /// connection waits for its task (the script's end) instead.
+    /// The socket carries the protocol in the clear: the hook may answer on it.
     plain: bool,
+    /// A TLS connection: the hook answers through its stream (decrypting what the socket
+    /// has, encrypting the replies), which its parked task does not touch meanwhile.
+    tls: Option<Arc<TlsStream>>,
     /// Parked between requests in a state the hook may answer for (see the module doc).
     idle: AtomicBool,
     /// The hook changed the connection's transaction state (MULTI, a refused command that
@@ -176,6 +184,7 @@ pub fn register(
     handle: Arc<ClientHandle>,
     fd: RawFd,
     plain: bool,
+    tls: Option<Arc<TlsStream>>,
 ) -> Registration {
     SERVER.with(|s| {
         if s.borrow().is_none() {
@@ -186,6 +195,7 @@ pub fn register(
         handle,
         fd,
         plain,
+        tls,
         idle: AtomicBool::new(false),
         tx_changed: AtomicBool::new(false),
         tx: parking_lot::Mutex::new(TxChange::default()),
@@ -227,7 +237,7 @@ pub fn serve_stuck_thread() {
         c.borrow()
             .values()
             .filter(|s| {
-                s.plain
+                (s.plain || s.tls.is_some())
                     && s.idle.load(Ordering::Relaxed)
                     && !s.handle.killed.load(Ordering::Relaxed)
             })
@@ -310,6 +320,9 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
         // The client is not reading its replies: leave it to its task.
         return;
     }
+    if let Some(tls) = &share.tls {
+        return serve_one_tls(srv, share, tls);
+    }
     let mut peeked = vec![0u8; PEEK_MAX];
     // SAFETY: the buffer is valid for PEEK_MAX bytes; MSG_PEEK leaves the data queued.
     let got = unsafe {
@@ -325,6 +338,78 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
         return;
     }
     peeked.truncate(got as usize);
+    let (used, out, quit) = answer_requests(srv, share, &peeked);
+    if used == 0 {
+        return;
+    }
+    if !out.is_empty() {
+        // SAFETY: `out` is valid for its length; the socket is non-blocking.
+        let w = unsafe {
+            libc::send(
+                share.fd,
+                out.as_ptr().cast(),
+                out.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if w != out.len() as isize {
+            // Not expected into an empty send queue; the replies can't be sent in order
+            // any more, so the connection ends rather than desynchronise.
+            return abandon(share, "could not answer a client during a busy script");
+        }
+        srv.stats
+            .net_output_bytes
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+    }
+    // Consume exactly the requests answered.
+    let mut sink = vec![0u8; used];
+    // SAFETY: `sink` is valid for `used` bytes, which the peek showed are queued.
+    let r = unsafe { libc::recv(share.fd, sink.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT) };
+    if r != used as isize {
+        return abandon(share, "client input changed under a busy script");
+    }
+    answered(srv, share, used, quit);
+}
+
+/// [`serve_one`] for a TLS connection: the same answers, through its stream.
+fn serve_one_tls(srv: &Arc<Server>, share: &Share, tls: &TlsStream) {
+    let mut result = None;
+    let done = tls.answer_parked(|plain| {
+        let (used, out, quit) = answer_requests(srv, share, plain);
+        result = Some((used, out.len(), quit));
+        (used, out)
+    });
+    match done {
+        Parked::Nothing => {}
+        Parked::Broken => abandon(share, "could not answer a TLS client during a busy script"),
+        Parked::Answered => {
+            if let Some((used, sent, quit)) = result {
+                srv.stats
+                    .net_output_bytes
+                    .fetch_add(sent as u64, Ordering::Relaxed);
+                answered(srv, share, used, quit);
+            }
+        }
+    }
+}
+
+/// Bookkeeping once `used` request bytes were answered and consumed.
+fn answered(srv: &Arc<Server>, share: &Share, used: usize, quit: bool) {
+    srv.stats
+        .net_input_bytes
+        .fetch_add(used as u64, Ordering::Relaxed);
+    share
+        .handle
+        .last_active_ms
+        .store(super::now_ms(), Ordering::Relaxed);
+    if quit {
+        close(share);
+    }
+}
+
+/// Runs the complete requests at the start of `input` through the dispatcher: how many
+/// bytes they took, their replies, and whether one was QUIT.
+fn answer_requests(srv: &Arc<Server>, share: &Share, input: &[u8]) -> (usize, Vec<u8>, bool) {
     let resp3 = share.handle.resp3.load(Ordering::Relaxed);
     let mut out = Out::new(resp3);
     let mut cl = ClientState::new(share.handle.clone(), true);
@@ -340,8 +425,8 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
     let mut parser = Parser::new();
     let mut used = 0;
     let mut quit = false;
-    while used < peeked.len() && out.buf.len() < REPLY_MAX {
-        let rest = &peeked[used..];
+    while used < input.len() && out.buf.len() < REPLY_MAX {
+        let rest = &input[used..];
         let len = match parser.parse(rest, lim) {
             Ok(Some(len)) => len,
             // Incomplete, or malformed: the task's own parser reports it.
@@ -372,45 +457,7 @@ fn serve_one(srv: &Arc<Server>, share: &Share) {
             }
         }
     }
-    if used == 0 {
-        return;
-    }
-    if !out.buf.is_empty() {
-        // SAFETY: `out.buf` is valid for its length; the socket is non-blocking.
-        let w = unsafe {
-            libc::send(
-                share.fd,
-                out.buf.as_ptr().cast(),
-                out.buf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        if w != out.buf.len() as isize {
-            // Not expected into an empty send queue; the replies can't be sent in order
-            // any more, so the connection ends rather than desynchronise.
-            return abandon(share, "could not answer a client during a busy script");
-        }
-        srv.stats
-            .net_output_bytes
-            .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
-    }
-    // Consume exactly the requests answered.
-    let mut sink = vec![0u8; used];
-    // SAFETY: `sink` is valid for `used` bytes, which the peek showed are queued.
-    let r = unsafe { libc::recv(share.fd, sink.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT) };
-    if r != used as isize {
-        return abandon(share, "client input changed under a busy script");
-    }
-    srv.stats
-        .net_input_bytes
-        .fetch_add(used as u64, Ordering::Relaxed);
-    share
-        .handle
-        .last_active_ms
-        .store(super::now_ms(), Ordering::Relaxed);
-    if quit {
-        close(share);
-    }
+    (used, out.buf.to_vec(), quit)
 }
 
 /// Closes a connection whose stream can no longer be kept in order, saying why.

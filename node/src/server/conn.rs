@@ -88,7 +88,7 @@ pub fn admit(srv: &Arc<Server>, sock: Accepted) -> Option<(ClientStream, Admissi
         }
     };
     let plain = sock.plain_fd().is_some();
-    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd(), plain);
+    let reg = super::busy_io::register(srv, handle.clone(), sock.as_raw_fd(), plain, sock.tls());
     // Nothing read yet and a fresh client state: answerable while parked.
     reg.share.park(!srv.requires_auth());
     Some((

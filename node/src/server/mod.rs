@@ -16,6 +16,7 @@ pub mod spin;
 pub mod stats;
 pub mod title;
 pub mod tls;
+pub mod tls_legacy_key;
 pub mod unix;
 pub mod watches;
 

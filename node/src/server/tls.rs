@@ -8,7 +8,8 @@
 //! traits are implemented here too, on top of the same calls (replication and the
 //! refusal path use them).
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -251,13 +252,10 @@ fn load_key(dir: &Path, file: &str, pass: &str) -> Result<PrivateKeyDer<'static>
         return decrypt_pkcs8(&text, pass).map_err(err);
     }
     if memchr::memmem::find(&text, b"ENCRYPTED").is_some() {
-        // OpenSSL's legacy PEM encryption (Proc-Type: 4,ENCRYPTED, from `openssl genrsa
-        // -aes256` before 3.0): its key derivation is MD5-based, left out here.
-        return Err(err(
-            "the key uses OpenSSL's legacy PEM encryption: convert it with \
-             `openssl pkcs8 -topk8 -v2 aes-256-cbc` (PKCS#8), which tls-key-file-pass opens"
-                .into(),
-        ));
+        // OpenSSL's legacy PEM encryption (Proc-Type: 4,ENCRYPTED): see tls_legacy_key.
+        if let Some(key) = super::tls_legacy_key::open(&text, pass).map_err(err)? {
+            return Ok(key);
+        }
     }
     PrivateKeyDer::from_pem_slice(&text).map_err(|e| err(e.to_string()))
 }
@@ -463,6 +461,50 @@ pub struct TlsStream {
     tls: parking_lot::Mutex<Connection>,
 }
 
+/// `io::Read` / `io::Write` straight on a non-blocking socket, for the busy-script hook
+/// (see [`TlsStream::answer_parked`]).
+struct RawIo(std::os::fd::RawFd);
+
+impl Read for RawIo {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for its length; the fd is the stream's live socket.
+        let n = unsafe {
+            libc::recv(
+                self.0,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+impl Write for RawIo {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for its length; the fd is the stream's live socket.
+        let n = unsafe {
+            libc::send(
+                self.0,
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `io::Read` / `io::Write` over the non-blocking socket, for rustls's read_tls/write_tls.
 struct TryIo<'a>(&'a tokio::net::TcpStream);
 
@@ -637,13 +679,78 @@ impl TlsStream {
     }
 }
 
-impl AsyncRead for TlsStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
+/// What [`TlsStream::answer_parked`] did.
+pub enum Parked {
+    /// Nothing (no complete request decrypted, or the connection is not in a state to be
+    /// answered from outside its task).
+    Nothing,
+    /// Requests answered and their replies sent.
+    Answered,
+    /// The replies could not be sent whole, or the stream failed: the connection must end.
+    Broken,
+}
+
+impl TlsStream {
+    /// Answers requests of a connection whose task is parked while a script holds its
+    /// thread (crate::server::busy_io): decrypts what the socket has, hands the first
+    /// plaintext chunk to `answer`, which returns how many bytes it answered and the replies,
+    /// consumes those bytes (the rest stays decrypted for the task), encrypts and sends the
+    /// replies. Skipped mid-handshake or with encrypted bytes still queued.
+    pub fn answer_parked(&self, answer: impl FnOnce(&[u8]) -> (usize, Vec<u8>)) -> Parked {
+        let Some(mut conn) = self.tls.try_lock() else {
+            return Parked::Nothing;
+        };
+        if conn.is_handshaking() || conn.wants_write() {
+            return Parked::Nothing;
+        }
+        // Straight on the socket: tokio's try_read would trust readiness its reactor, on this
+        // very thread, cannot update while the script runs. A few records at most per round
+        // (the hook comes back every few milliseconds).
+        let mut raw = RawIo(self.tcp.as_raw_fd());
+        for _ in 0..4 {
+            match conn.read_tls(&mut raw) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if conn.process_new_packets().is_err() {
+                        return Parked::Broken;
+                    }
+                }
+                // Nothing more now: the task sees the rest (or the end) when it runs.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return Parked::Broken,
+            }
+        }
+        let (used, reply) = match conn.reader().fill_buf() {
+            Ok(chunk) if !chunk.is_empty() => answer(chunk),
+            _ => return Parked::Nothing,
+        };
+        if used == 0 {
+            return Parked::Nothing;
+        }
+        conn.reader().consume(used);
+        if !reply.is_empty() {
+            match conn.writer().write(&reply) {
+                Ok(n) if n == reply.len() => {}
+                _ => return Parked::Broken,
+            }
+            while conn.wants_write() {
+                match conn.write_tls(&mut raw) {
+                    Ok(n) if n > 0 => {}
+                    _ => return Parked::Broken,
+                }
+            }
+        }
+        Parked::Answered
+    }
+
+    /// [`AsyncRead::poll_read`] through a shared reference: a client's stream is shared with
+    /// the busy-script hook (crate::server::busy_io).
+    pub fn poll_read_shared(
+        &self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
+        let this = self;
         loop {
             match this.try_read(buf.initialize_unfilled()) {
                 Ok(n) => {
@@ -661,6 +768,41 @@ impl AsyncRead for TlsStream {
             ready!(this.tcp.poll_read_ready(cx))?;
         }
     }
+
+    /// [`AsyncWrite::poll_write`] through a shared reference.
+    pub fn poll_write_shared(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            match self.try_write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(self.tcp.poll_write_ready(cx))?;
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// [`AsyncWrite::poll_flush`] through a shared reference.
+    pub fn poll_flush_shared(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_send_all(cx)
+    }
+
+    /// [`AsyncWrite::poll_shutdown`] through a shared reference: close_notify, then the
+    /// socket's write side.
+    pub fn poll_shutdown_shared(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tls.lock().send_close_notify();
+        ready!(self.poll_send_all(cx))?;
+        Poll::Ready(socket2::SockRef::from(&self.tcp).shutdown(std::net::Shutdown::Write))
+    }
+}
+
+impl AsyncRead for TlsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.get_mut().poll_read_shared(cx, buf)
+    }
 }
 
 impl AsyncWrite for TlsStream {
@@ -669,15 +811,7 @@ impl AsyncWrite for TlsStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        loop {
-            match this.try_write(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    ready!(this.tcp.poll_write_ready(cx))?;
-                }
-                r => return Poll::Ready(r),
-            }
-        }
+        self.get_mut().poll_write_shared(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -685,10 +819,7 @@ impl AsyncWrite for TlsStream {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.tls.lock().send_close_notify();
-        ready!(this.poll_send_all(cx))?;
-        Pin::new(&mut this.tcp).poll_shutdown(cx)
+        self.get_mut().poll_shutdown_shared(cx)
     }
 }
 

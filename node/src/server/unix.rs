@@ -154,10 +154,9 @@ impl Accepted {
         Ok(match self {
             Accepted::Tcp(s, _) => ClientStream::Tcp(tokio::net::TcpStream::from_std(s)?),
             Accepted::Unix(s, _) => ClientStream::Unix(tokio::net::UnixStream::from_std(s)?),
-            Accepted::Tls(s, _, cfg) => ClientStream::Tls(Box::new(super::tls::TlsStream::new(
-                tokio::net::TcpStream::from_std(s)?,
-                cfg,
-            )?)),
+            Accepted::Tls(s, _, cfg) => ClientStream::Tls(std::sync::Arc::new(
+                super::tls::TlsStream::new(tokio::net::TcpStream::from_std(s)?, cfg)?,
+            )),
         })
     }
 }
@@ -166,13 +165,23 @@ impl Accepted {
 pub enum ClientStream {
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
-    Tls(Box<super::tls::TlsStream>),
+    /// Shared with the busy-script hook, which may answer the client while a script holds
+    /// the connection's thread (crate::server::busy_io).
+    Tls(std::sync::Arc<super::tls::TlsStream>),
 }
 
 impl ClientStream {
+    /// The TLS stream, which a busy script's hook answers through (crate::server::busy_io).
+    pub fn tls(&self) -> Option<std::sync::Arc<super::tls::TlsStream>> {
+        match self {
+            ClientStream::Tls(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
     /// The socket, when its bytes are the protocol itself: what a busy script's hook may
     /// read and answer on directly (crate::server::busy_io). None for a TLS connection,
-    /// whose bytes only its task can decrypt and encrypt.
+    /// which the hook answers through [`ClientStream::tls`].
     pub fn plain_fd(&self) -> Option<RawFd> {
         match self {
             ClientStream::Tcp(s) => Some(s.as_raw_fd()),
@@ -244,7 +253,7 @@ impl AsyncRead for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             ClientStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            ClientStream::Tls(s) => s.poll_read_shared(cx, buf),
         }
     }
 }
@@ -258,7 +267,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             ClientStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            ClientStream::Tls(s) => s.poll_write_shared(cx, buf),
         }
     }
 
@@ -266,7 +275,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_flush(cx),
             ClientStream::Unix(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+            ClientStream::Tls(s) => s.poll_flush_shared(cx),
         }
     }
 
@@ -274,7 +283,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             ClientStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            ClientStream::Tls(s) => s.poll_shutdown_shared(cx),
         }
     }
 
@@ -291,7 +300,7 @@ impl AsyncWrite for ClientStream {
                     .iter()
                     .find(|b| !b.is_empty())
                     .map_or(&[][..], |b| &**b);
-                Pin::new(&mut **s).poll_write(cx, first)
+                s.poll_write_shared(cx, first)
             }
         }
     }

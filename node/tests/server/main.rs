@@ -12,6 +12,7 @@ mod pubsub;
 mod server;
 mod strings;
 mod tls;
+mod tls_busy;
 mod tools;
 mod transactions;
 

@@ -4,13 +4,11 @@
 //! refused, certificates reloaded while a connection made before goes on, tls-port
 //! moved and closed), the startup errors, and redis-benchmark --tls.
 
-use std::io::{Read, Write};
-use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use tessera_testkit::cli::cli_out;
-use tessera_testkit::tls::{Authority, Certs};
+use tessera_testkit::tls::{Certs, TlsConn};
 use tessera_testkit::*;
 
 /// redis-cli against `port` with `tls` arguments: whether it exited 0, and what it
@@ -26,71 +24,6 @@ fn cli(port: u16, tls: &[String], args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&o.stderr)
     );
     (o.status.success(), text.trim().replace(&p, "P"))
-}
-
-/// A TLS connection made by the test itself (rustls), kept open across CONFIG SET.
-struct TlsConn(rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>);
-
-impl TlsConn {
-    fn open(port: u16, a: &Authority) -> TlsConn {
-        TlsConn::open_trusting(port, a, &[a])
-    }
-
-    /// A connection showing `a`'s client certificate and trusting the CAs of `trust`.
-    fn open_trusting(port: u16, a: &Authority, trust: &[&Authority]) -> TlsConn {
-        let mut roots = rustls::RootCertStore::empty();
-        for t in trust {
-            let ca = std::fs::read(&t.ca).expect("read CA");
-            for c in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
-                roots.add(c.expect("CA pem")).expect("add CA");
-            }
-        }
-        let chain = rustls::pki_types::CertificateDer::pem_file_iter(&a.client_cert)
-            .expect("client cert")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("client cert pem");
-        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&a.client_key).expect("key");
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .expect("client auth");
-        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-        let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("client conn");
-        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        tcp.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        TlsConn(rustls::StreamOwned::new(conn, tcp))
-    }
-
-    /// The certificate the server showed (after the first command).
-    fn peer_cert(&self) -> Vec<u8> {
-        self.0
-            .conn
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .map(|c| c.to_vec())
-            .unwrap_or_default()
-    }
-
-    /// One inline command and its first reply line.
-    fn cmd(&mut self, line: &str) -> String {
-        self.0
-            .write_all(format!("{line}\r\n").as_bytes())
-            .expect("write");
-        let mut got = Vec::new();
-        let mut b = [0u8; 1];
-        while !got.ends_with(b"\r\n") {
-            match self.0.read(&mut b) {
-                Ok(1) => got.push(b[0]),
-                other => return format!("read: {other:?}"),
-            }
-        }
-        String::from_utf8_lossy(&got).trim().to_string()
-    }
 }
 
 fn note(out: &mut Vec<String>, what: &str, r: (bool, String)) {
@@ -585,4 +518,86 @@ fn same_path_certificate_reload_like_redis() {
         "{:#?}",
         stories[0]
     );
+}
+
+/// tls-key-file-pass with OpenSSL's legacy PEM encryption (`Proc-Type: 4,ENCRYPTED`, what
+/// `openssl ec -aes256` / `-des3` write, MD5-derived key): the server key loads with its
+/// pass phrase (redis-cli --tls is then served), and stops the server without it or with a
+/// wrong one, on both servers, for AES-256-CBC and DES-EDE3-CBC.
+#[test]
+fn legacy_pem_encrypted_key_with_tls_key_file_pass_like_redis() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (cipher, dek) in [("-aes256", "AES-256-CBC"), ("-des3", "DES-EDE3-CBC")] {
+        let enc = dir.path().join(format!("legacy{cipher}.key"));
+        let o = std::process::Command::new("openssl")
+            .args(["ec", "-in", &m.server_key.display().to_string(), cipher])
+            .args([
+                "-passout",
+                "pass:s3cret",
+                "-out",
+                &enc.display().to_string(),
+            ])
+            .output()
+            .expect("openssl is needed to encrypt a key: scripts/install-deps.sh installs it");
+        assert!(
+            o.status.success(),
+            "openssl ec failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(&enc).expect("encrypted key");
+        assert!(
+            text.starts_with("-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n")
+                && text.contains(&format!("DEK-Info: {dek},")),
+            "not OpenSSL's legacy PEM encryption:\n{text}"
+        );
+        let enc = enc.display().to_string();
+        let args = |pass: Option<&str>| {
+            let mut v = m.server_args(free_port());
+            let i = v
+                .iter()
+                .position(|a| a == "--tls-key-file")
+                .expect("key arg")
+                + 1;
+            v[i] = enc.clone();
+            if let Some(p) = pass {
+                v.extend(["--tls-key-file-pass".to_string(), p.to_string()]);
+            }
+            v
+        };
+        let mut outcomes = Vec::new();
+        for l in [Launch::redis(), Launch::tessera()] {
+            let bin = l.bin().to_string();
+            let a = args(Some("s3cret"));
+            let tls_port: u16 = a[1].parse().expect("port");
+            let s = Launch::new(&bin).args(&["--save", ""]).args(&a).start();
+            let served = cli(tls_port, &m.client_args(true), &["PING"]);
+            drop(s);
+            let mut refused = Vec::new();
+            for pass in [None, Some("wrong"), Some("s3cret ")] {
+                let exit = Launch::new(&bin)
+                    .args(&["--save", ""])
+                    .args(&args(pass))
+                    .run_to_exit(dir.path(), Duration::from_secs(20));
+                refused.push(
+                    exit.failed()
+                        && exit.output.contains("Failed to load private key: ")
+                        && exit.output.contains("Failed to configure TLS."),
+                );
+                assert!(
+                    refused[refused.len() - 1],
+                    "{bin} {cipher} {pass:?}:\n{}",
+                    exit.output
+                );
+            }
+            outcomes.push((served, refused));
+        }
+        assert_eq!(
+            outcomes[0],
+            ((true, "PONG".to_string()), vec![true, true, true]),
+            "redis {cipher}"
+        );
+        assert_eq!(outcomes[1], outcomes[0], "tessera / redis {cipher}");
+    }
 }
