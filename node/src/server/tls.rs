@@ -79,6 +79,12 @@ pub fn server_config(c: &Config) -> Result<Arc<ServerConfig>, TlsError> {
     }
     let chain = load_certs(&t.dir, &t.tls_cert_file)?;
     let key = load_key(&t.dir, &t.tls_key_file, &t.tls_key_file_pass)?;
+    // As Redis's tlsConfigure: a client certificate of its own is loaded now, so a bad one
+    // stops the start (or refuses the CONFIG SET) rather than the first connection out.
+    if !t.tls_client_cert_file.is_empty() && !t.tls_client_key_file.is_empty() {
+        load_certs(&t.dir, &t.tls_client_cert_file)?;
+        load_key(&t.dir, &t.tls_client_key_file, &t.tls_client_key_file_pass)?;
+    }
     let versions = protocols(&t.tls_protocols)?;
     let provider = Arc::new(provider(&t.tls_ciphers, &t.tls_ciphersuites, &versions)?);
     let verifier = if auth == "no" {

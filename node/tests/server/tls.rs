@@ -601,3 +601,62 @@ fn legacy_pem_encrypted_key_with_tls_key_file_pass_like_redis() {
         assert_eq!(outcomes[1], outcomes[0], "tessera / redis {cipher}");
     }
 }
+
+/// tls-client-key-file is loaded at start as Redis's tlsConfigure does: its wrong pass
+/// phrase (tls-client-key-file-pass) stops the start, the right one serves.
+#[test]
+fn client_key_is_loaded_at_start_like_redis() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let enc = m.encrypted_server_key("cl1ent").display().to_string();
+    let client_cert = m.server_cert.display().to_string();
+    let mut outcomes = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let bin = l.bin().to_string();
+        let mut seen = Vec::new();
+        for pass in ["cl1ent", "wrong"] {
+            let port = free_port();
+            let args: Vec<String> = m
+                .server_args(port)
+                .into_iter()
+                .chain([
+                    "--tls-client-cert-file".to_string(),
+                    client_cert.clone(),
+                    "--tls-client-key-file".to_string(),
+                    enc.clone(),
+                    "--tls-client-key-file-pass".to_string(),
+                    pass.to_string(),
+                ])
+                .collect();
+            if pass == "wrong" {
+                let exit = Launch::new(&bin)
+                    .args(&["--save", ""])
+                    .args(&args)
+                    .run_to_exit(dir.path(), Duration::from_secs(20));
+                seen.push(format!(
+                    "{pass}: refused {}, names the key {}",
+                    exit.failed(),
+                    exit.output.contains("Failed to load private key: ")
+                ));
+            } else {
+                let s = Launch::new(&bin).args(&["--save", ""]).args(&args).start();
+                seen.push(format!(
+                    "{pass}: {:?}",
+                    cli(port, &m.client_args(true), &["PING"])
+                ));
+                drop(s);
+            }
+        }
+        outcomes.push(seen);
+    }
+    assert_eq!(
+        outcomes[0],
+        [
+            "cl1ent: (true, \"PONG\")".to_string(),
+            "wrong: refused true, names the key true".to_string()
+        ],
+        "redis"
+    );
+    assert_eq!(outcomes[1], outcomes[0], "tessera / redis");
+}
