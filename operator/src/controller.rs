@@ -154,6 +154,10 @@ pub struct Context {
     /// How often the password Secrets of clusters with spec.auth are polled for a change
     /// (there is no Secret watch; see `crate::auth::secret_changes`).
     pub secret_poll: Duration,
+    /// After the TLS Secret's CA changed, how long every node keeps being reloaded before
+    /// the change counts as done: the kubelet refreshes a mounted Secret within about a
+    /// minute or two, and nothing shows which CA a node loaded (crate::tls::plan).
+    pub tls_ca_window: Duration,
     failures: Mutex<HashMap<String, u32>>,
     /// `<cluster>-node-auth` as last applied (namespace/name → hash, when): it is not read
     /// back (see `apply_node_auth`), so an unchanged one is re-applied only every
@@ -178,6 +182,7 @@ impl Context {
             requeue_converging: Duration::from_secs(10),
             requeue_ready: Duration::from_secs(300),
             secret_poll: Duration::from_secs(10),
+            tls_ca_window: Duration::from_secs(120),
             failures: Mutex::new(HashMap::new()),
             node_auth_applied: Mutex::new(HashMap::new()),
         }
@@ -556,9 +561,10 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         }
         None => new_status.users = users_record,
     }
+    // A node not serving the new certificate yet, or a CA change still in its window.
     let tls_pending = tls_status
         .as_ref()
-        .is_some_and(|t| !t.pending_pods.is_empty());
+        .is_some_and(|t| !t.pending_pods.is_empty() || t.ca_change_seen_at.is_some());
     new_status.tls = tls_status;
     new_status.password_recorded = passwords
         .as_ref()
@@ -704,12 +710,23 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
         if let Some(p) = map.get_mut("progress").and_then(|p| p.as_object_mut()) {
             p.entry("moves").or_insert(serde_json::Value::Null);
         }
+        // A finished CA change's time, or pods no longer pending, must go.
+        if let Some(t) = map.get_mut("tls").and_then(|t| t.as_object_mut()) {
+            for key in [
+                "certificateFingerprint",
+                "caFingerprint",
+                "caChangeSeenAt",
+                "pendingPods",
+            ] {
+                t.entry(key).or_insert(serde_json::Value::Null);
+            }
+        }
     }
     v
 }
 
-/// Brings every running node to the TLS Secret's certificate when the status records another
-/// one (`crate::tls`), with an Event once all serve it; returns the new record.
+/// Brings every running node to the TLS Secret's certificate and CA when the status records
+/// others (`crate::tls::plan`), with an Event once done; returns the new record.
 async fn tls_step(
     ctx: &Context,
     rc: &RedisCluster,
@@ -723,14 +740,17 @@ async fn tls_step(
         .status
         .as_ref()
         .and_then(|s| s.tls.as_ref())
-        .filter(|t| t.secret_name == secret_name)
-        .and_then(|t| t.certificate_fingerprint.clone());
+        .filter(|t| t.secret_name == secret_name);
+    let now = Timestamp::now();
+    let plan = crate::tls::plan(recorded, material, now, ctx.tls_ca_window);
     let mut record = crate::crd::TlsStatus {
         secret_name,
-        certificate_fingerprint: recorded.clone(),
+        certificate_fingerprint: recorded.and_then(|r| r.certificate_fingerprint.clone()),
+        ca_fingerprint: recorded.and_then(|r| r.ca_fingerprint.clone()),
+        ca_change_seen_at: plan.ca_seen_at.map(|t| t.to_string()),
         pending_pods: Vec::new(),
     };
-    if recorded.as_deref() == Some(material.fingerprint.as_str()) {
+    if !plan.check {
         return record;
     }
     let eps = endpoints(pods);
@@ -738,13 +758,17 @@ async fn tls_step(
         return record;
     }
     let opts = steps::engine_options(&ctx.engine_options, passwords);
-    let summary = crate::tls::summarize(crate::tls::reload_all(&eps, &opts, material).await);
+    let summary = crate::tls::summarize(
+        crate::tls::reload_all(&eps, &opts, material, plan.force_reload).await,
+    );
     crate::tls::log(&summary);
     record.pending_pods = summary.pending.keys().cloned().collect();
-    if summary.pending.is_empty() {
+    if summary.pending.is_empty() && plan.may_record {
         record.certificate_fingerprint = Some(material.fingerprint.clone());
+        record.ca_fingerprint = Some(material.ca_fingerprint.clone());
+        record.ca_change_seen_at = None;
         // A first record (a new cluster) is no change worth an Event.
-        if recorded.is_some() {
+        if recorded.is_some_and(|r| r.certificate_fingerprint.is_some()) {
             publish(
                 ctx,
                 rc,
@@ -752,8 +776,9 @@ async fn tls_step(
                 "CertificateReloaded",
                 "ConfigSet",
                 format!(
-                    "every node serves certificate {} (reloaded without a restart on {})",
+                    "every node serves certificate {} and trusts CA bundle {} (reloaded without a restart on {})",
                     &material.fingerprint[..16],
+                    &material.ca_fingerprint[..16],
                     if summary.reloaded.is_empty() {
                         "no node: they had it already".to_string()
                     } else {

@@ -499,6 +499,13 @@ pub struct TlsStatus {
     /// it follows the Secret once every node reloaded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificate_fingerprint: Option<String>,
+    /// SHA-256 (hex) of the Secret's ca.crt every running node reloaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_fingerprint: Option<String>,
+    /// When a changed ca.crt was first seen: every node is reloaded again on each reconcile
+    /// until the kubelet has surely refreshed every pod's mounted copy (about 2 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_change_seen_at: Option<String>,
     /// Pods that do not serve the Secret's certificate yet (their mounted files not updated
     /// by the kubelet yet, or the reload failed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -66,6 +66,11 @@ struct RunArgs {
     /// Requeue interval while a cluster converges.
     #[arg(long, default_value_t = 10)]
     requeue_seconds: u64,
+    /// After a TLS Secret's ca.crt changed, seconds every node keeps being reloaded before
+    /// the change is recorded: at least the time the kubelet takes to refresh a mounted
+    /// Secret (about a minute, up to two).
+    #[arg(long, env = "TESSERA_TLS_CA_WINDOW_SECONDS", default_value_t = 120)]
+    tls_ca_window_seconds: u64,
 }
 
 fn init_tracing(format: LogFormat) {
@@ -193,6 +198,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let mut ctx = Context::new(client, metrics.clone(), Arc::new(RealEngine));
     ctx.requeue_converging = Duration::from_secs(args.requeue_seconds.max(1));
+    ctx.tls_ca_window = Duration::from_secs(args.tls_ca_window_seconds);
     info!(namespaces = ?args.namespaces, "controller starting");
     controller::run(Arc::new(ctx), args.namespaces, shutdown).await;
     info!("controller stopped");

@@ -26,7 +26,8 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::children::{headless_name, owner_ref, ChildError};
-use crate::crd::{IssuerRef, RedisCluster, TlsSpec};
+use crate::crd::{IssuerRef, RedisCluster, TlsSpec, TlsStatus};
+use k8s_openapi::jiff::Timestamp;
 use tessera_topology::conn::{connect, value_text};
 use tessera_topology::tls::{certificates, served_certificate, TlsClient};
 use tessera_topology::{EngineOptions, PodEndpoint, TopologyError};
@@ -59,6 +60,8 @@ pub struct Material {
     pub client: TlsClient,
     /// SHA-256 (hex) of the leaf certificate.
     pub fingerprint: String,
+    /// SHA-256 (hex) of ca.crt as it is (a bundle of CAs during a CA move).
+    pub ca_fingerprint: String,
 }
 
 /// SHA-256 (hex) of a certificate's DER.
@@ -97,6 +100,7 @@ pub fn material(secret: &Secret) -> Result<Material, String> {
     client.client_config().map_err(|e| e.to_string())?;
     Ok(Material {
         fingerprint: fingerprint(leaf[0].as_ref()),
+        ca_fingerprint: fingerprint(&client.ca_pem),
         client,
     })
 }
@@ -204,23 +208,30 @@ pub enum NodeTls {
 
 /// Brings every endpoint to the Secret's certificate (see the module doc). Never fails as a
 /// whole: each node's outcome is reported.
+/// `force`: reload nodes that already serve the certificate too (a CA change).
 pub async fn reload_all(
     eps: &[PodEndpoint],
     opts: &EngineOptions,
     want: &Material,
+    force: bool,
 ) -> Vec<(String, NodeTls)> {
     join_all(
         eps.iter()
-            .map(|ep| async move { (ep.pod.clone(), reload_one(ep, opts, want).await) }),
+            .map(|ep| async move { (ep.pod.clone(), reload_one(ep, opts, want, force).await) }),
     )
     .await
 }
 
-async fn reload_one(ep: &PodEndpoint, opts: &EngineOptions, want: &Material) -> NodeTls {
+async fn reload_one(
+    ep: &PodEndpoint,
+    opts: &EngineOptions,
+    want: &Material,
+    force: bool,
+) -> NodeTls {
     let serves = |what: &str, e: TopologyError| NodeTls::Pending(format!("{what}: {e}"));
     let timeout = opts.command_timeout;
     match served_certificate(&ep.host, ep.port, &want.client, timeout).await {
-        Ok(der) if fingerprint(&der) == want.fingerprint => {
+        Ok(der) if fingerprint(&der) == want.fingerprint && !force => {
             return NodeTls::Current { reloaded: false }
         }
         Ok(_) => {}
@@ -258,6 +269,62 @@ async fn reload_one(ep: &PodEndpoint, opts: &EngineOptions, want: &Material) -> 
             &fingerprint(&der)[..16]
         )),
         Err(e) => serves("handshake after the reload", e),
+    }
+}
+
+/// What the certificate step does this reconcile (see [`plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Ask the nodes at all (false: the record matches the Secret).
+    pub check: bool,
+    /// Reload every node, also those already serving the certificate: ca.crt changed, and
+    /// which CA a node trusts cannot be seen from outside.
+    pub force_reload: bool,
+    /// When the CA change was first seen (kept in the status while it lasts).
+    pub ca_seen_at: Option<Timestamp>,
+    /// Once every node serves the certificate, the Secret may be recorded as applied.
+    pub may_record: bool,
+}
+
+/// Decides the certificate step from the record (the status, for this Secret) and the
+/// Secret's material. Pure.
+///
+/// A new certificate is checked node by node (a TLS handshake shows it). A new ca.crt cannot
+/// be checked, so every node is reloaded on each reconcile for `window` after the change was
+/// first seen, long enough for the kubelet to refresh every pod's mounted copy, and only
+/// then recorded.
+pub fn plan(record: Option<&TlsStatus>, want: &Material, now: Timestamp, window: Duration) -> Plan {
+    let leaf = record.and_then(|r| r.certificate_fingerprint.as_deref());
+    let ca = record.and_then(|r| r.ca_fingerprint.as_deref());
+    if leaf.is_none() {
+        // Nothing recorded yet (a new cluster, or a new Secret name): every pod started
+        // with the files of now, so checking the certificate is enough.
+        return Plan {
+            check: true,
+            force_reload: false,
+            ca_seen_at: None,
+            may_record: true,
+        };
+    }
+    if ca == Some(want.ca_fingerprint.as_str()) {
+        return Plan {
+            check: leaf != Some(want.fingerprint.as_str()),
+            force_reload: false,
+            ca_seen_at: None,
+            may_record: true,
+        };
+    }
+    let seen = record
+        .and_then(|r| r.ca_change_seen_at.as_deref())
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .filter(|t| *t <= now)
+        .unwrap_or(now);
+    let waited = Duration::try_from(now.duration_since(seen)).unwrap_or(Duration::ZERO);
+    Plan {
+        check: true,
+        force_reload: true,
+        ca_seen_at: Some(seen),
+        may_record: waited >= window,
     }
 }
 

@@ -1004,6 +1004,31 @@ fn status_patch_clears_emptied_progress_moves() {
     );
 }
 
+/// A finished CA change leaves no `caChangeSeenAt` behind (a stale one would end the next
+/// CA change's reload window at once), nor pods no longer pending.
+#[test]
+fn status_patch_clears_a_finished_tls_change() {
+    let st = tessera_operator::crd::RedisClusterStatus {
+        tls: Some(tessera_operator::crd::TlsStatus {
+            secret_name: "s".into(),
+            certificate_fingerprint: Some("leaf".into()),
+            ca_fingerprint: Some("ca".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let patch = tessera_operator::controller::status_patch(&st);
+    assert_eq!(patch["tls"]["caFingerprint"], "ca");
+    assert_eq!(patch["tls"]["caChangeSeenAt"], Value::Null, "{patch}");
+    assert!(
+        patch["tls"]
+            .as_object()
+            .is_some_and(|t| t.get("caChangeSeenAt") == Some(&Value::Null)
+                && t.get("pendingPods") == Some(&Value::Null)),
+        "{patch}"
+    );
+}
+
 /// Events as (reason, note, related object's name).
 fn event_notes(h: &Harness) -> Vec<(String, String, String)> {
     h.event_objects()

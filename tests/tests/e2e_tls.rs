@@ -841,3 +841,165 @@ fn issuer_ref_gets_a_certificate_the_cluster_then_runs_on() {
         env.stop().await;
     });
 }
+
+/// Moving to a new CA live, in the three steps the README gives: both CAs in ca.crt (every
+/// node reloaded for the operator's CA window, here 8 s), then the new CA's certificate,
+/// then the new CA alone. The cluster stays whole on the bus at every step (cluster_state ok
+/// on every node), no pod restarts, no failover; at the end a client certificate of the old
+/// CA is refused and one of the new CA gets in.
+#[test]
+fn ca_moves_live_in_three_steps() {
+    // The operator reads its CA window from here (default 120 s, the kubelet's refresh).
+    std::env::set_var("TESSERA_TLS_CA_WINDOW_SECONDS", "8");
+    serial(async {
+        let mut env = Env::start("127.0.64.1", true).await;
+        let pki = Pki::new();
+        let ca_a = pki.ca.pem();
+        let new_ca = Ca::new("Tessera e2e CA (next)");
+        let ca_b = new_ca.pem();
+        let bundle = format!("{ca_a}{ca_b}");
+        let node_b = new_ca.issue(
+            "tls node (next CA)",
+            &["*.tls-headless.default.svc"],
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        );
+        let client_b = new_ca.issue(
+            "tessera e2e client (next CA)",
+            &[],
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+        );
+        // Trusts both CAs; shows the old CA's client certificate, then the new one's.
+        let tls_a = TlsClient::new(&bundle, Some((&pki.client.cert, &pki.client.key)));
+        let tls_b = TlsClient::new(&bundle, Some((&client_b.cert, &client_b.key)));
+        let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
+        secrets
+            .create(
+                &PostParams::default(),
+                &Secret {
+                    metadata: ObjectMeta {
+                        name: Some(SECRET.into()),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some(secret_data(&ca_a, &pki.node)),
+                    ..Secret::default()
+                },
+            )
+            .await
+            .expect("create Secret tls-certs");
+        env.apply(&manifest(
+            NAME,
+            2,
+            1,
+            &format!("  tls:\n    secretName: {SECRET}\n"),
+        ))
+        .await;
+        env.wait_ready_tls(NAME, 2, 4, WAIT, &tls_a).await;
+        let r = wait_for("status and nodes agree on 2 masters", WAIT, || {
+            masters_agree(&env, 2, &tls_a)
+        })
+        .await;
+        let (masters_before, _) = match r {
+            Ok(v) => v,
+            Err(e) => panic!("{e}\n{}", env.operator_state()),
+        };
+        let pods_before = pod_states(&env).await;
+        let client = env.client.clone();
+
+        // One step: the Secret's new content, then the status field that says it is done,
+        // then the cluster whole over TLS with `tls`.
+        let steps: [(&str, String, &Issued, &str, &TlsClient); 3] = [
+            (
+                "both CAs",
+                bundle.clone(),
+                &pki.node,
+                "caFingerprint",
+                &tls_a,
+            ),
+            (
+                "the new CA's certificate",
+                bundle.clone(),
+                &node_b,
+                "certificateFingerprint",
+                &tls_a,
+            ),
+            (
+                "the new CA alone",
+                ca_b.clone(),
+                &node_b,
+                "caFingerprint",
+                &tls_b,
+            ),
+        ];
+        for (what, ca, node, field, tls) in steps {
+            let want = if field == "caFingerprint" {
+                sha256_hex(ca.as_bytes())
+            } else {
+                sha256_hex(&node.der)
+            };
+            let t = Instant::now();
+            let mut s = secrets.get(SECRET).await.expect("get Secret tls-certs");
+            s.data = Some(secret_data(&ca, node));
+            secrets
+                .replace(SECRET, &PostParams::default(), &s)
+                .await
+                .expect("replace Secret tls-certs");
+            let r = wait_for(
+                &format!("status.tls.{field} after {what}"),
+                WAIT,
+                || async {
+                    let st = status(&env).await;
+                    if st["tls"][field].as_str() == Some(want.as_str()) {
+                        Ok(())
+                    } else {
+                        Err(format!("status.tls {} (want {field} {want})", st["tls"]))
+                    }
+                },
+            )
+            .await;
+            if let Err(e) = r {
+                panic!("{e}\n{}", env.operator_state());
+            }
+            let r = wait_for(&format!("cluster ok over TLS after {what}"), WAIT, || {
+                cluster_ok_tls(&client, NAME, 4, tls)
+            })
+            .await;
+            if let Err(e) = r {
+                panic!("{e}\n{}", env.operator_state());
+            }
+            eprintln!(
+                "tls CA move: {what} applied in {:.1}s, cluster ok",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        let ips = pod_ips(&env.client, NAME).await;
+        let only_b = TlsClient::new(&ca_b, Some((&client_b.cert, &client_b.key)));
+        for ip in &ips {
+            let der = served_certificate(ip, &only_b)
+                .await
+                .unwrap_or_else(|e| panic!("{ip}: {e}"));
+            assert!(
+                der == node_b.der,
+                "{ip} does not serve the new CA's certificate"
+            );
+            assert_eq!(ping(ip, Some(&only_b)).await.as_deref(), Ok("PONG"), "{ip}");
+            assert!(
+                ping(ip, Some(&tls_a)).await.is_err(),
+                "{ip}: a client certificate of the old CA must be refused now"
+            );
+        }
+        assert_eq!(
+            pod_states(&env).await,
+            pods_before,
+            "pods (uid, restarts) changed by the CA move"
+        );
+        let masters_after = status_masters(&env).await.expect("status masters");
+        assert_eq!(
+            masters_after, masters_before,
+            "a failover during the CA move"
+        );
+        env.stop().await;
+    });
+}

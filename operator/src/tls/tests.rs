@@ -211,3 +211,79 @@ fn the_summary_sorts_reloaded_and_pending_nodes() {
     assert_eq!(s.reloaded, ["a", "b"]);
     assert_eq!(s.pending.keys().collect::<Vec<_>>(), ["d"]);
 }
+
+#[test]
+fn a_new_ca_is_reloaded_everywhere_for_a_window_then_recorded() {
+    let m = Material {
+        client: TlsClient::default(),
+        fingerprint: "leaf2".into(),
+        ca_fingerprint: "ca2".into(),
+    };
+    let now: Timestamp = "2026-12-04T12:00:00Z".parse().expect("time");
+    let window = std::time::Duration::from_secs(120);
+    let rec = |leaf: Option<&str>, ca: Option<&str>, seen: Option<&str>| TlsStatus {
+        secret_name: "s".into(),
+        certificate_fingerprint: leaf.map(str::to_string),
+        ca_fingerprint: ca.map(str::to_string),
+        ca_change_seen_at: seen.map(str::to_string),
+        pending_pods: Vec::new(),
+    };
+    // Nothing recorded: check the certificate, record at once.
+    let p = plan(None, &m, now, window);
+    assert!(p.check && !p.force_reload && p.may_record && p.ca_seen_at.is_none());
+    // In sync: nothing to do.
+    let p = plan(
+        Some(&rec(Some("leaf2"), Some("ca2"), None)),
+        &m,
+        now,
+        window,
+    );
+    assert!(!p.check);
+    // A new certificate, same CA: checked node by node, recorded once all serve it.
+    let p = plan(
+        Some(&rec(Some("leaf1"), Some("ca2"), None)),
+        &m,
+        now,
+        window,
+    );
+    assert!(p.check && !p.force_reload && p.may_record);
+    // A new CA: every node reloaded, first seen now, not recorded before the window.
+    let p = plan(
+        Some(&rec(Some("leaf2"), Some("ca1"), None)),
+        &m,
+        now,
+        window,
+    );
+    assert!(p.check && p.force_reload && !p.may_record);
+    assert_eq!(p.ca_seen_at, Some(now));
+    let p = plan(
+        Some(&rec(
+            Some("leaf2"),
+            Some("ca1"),
+            Some("2026-12-04T11:59:00Z"),
+        )),
+        &m,
+        now,
+        window,
+    );
+    assert!(p.force_reload && !p.may_record, "60 s into the window");
+    let p = plan(
+        Some(&rec(
+            Some("leaf2"),
+            Some("ca1"),
+            Some("2026-12-04T11:57:00Z"),
+        )),
+        &m,
+        now,
+        window,
+    );
+    assert!(p.force_reload && p.may_record, "past the window");
+    // A garbled or future time restarts the window rather than skipping it.
+    let p = plan(
+        Some(&rec(Some("leaf2"), Some("ca1"), Some("tomorrow"))),
+        &m,
+        now,
+        window,
+    );
+    assert_eq!((p.ca_seen_at, p.may_record), (Some(now), false));
+}

@@ -114,7 +114,10 @@ impl OperatorProcess {
     pub fn start(binary: &Path, kubeconfig: &Path, log: PathBuf) -> Result<Self, KiabError> {
         let table = ProcessTable::new();
         let mut env: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| k == "PATH" || k == "HOME" || k == "RUST_LOG")
+            // The operator's own settings (TESSERA_*) pass too.
+            .filter(|(k, _)| {
+                k == "PATH" || k == "HOME" || k == "RUST_LOG" || k.starts_with("TESSERA_")
+            })
             .collect();
         env.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
         if !env.iter().any(|(k, _)| k == "RUST_LOG") {
