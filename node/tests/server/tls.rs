@@ -205,14 +205,16 @@ fn tls_startup_errors_like_redis() {
     }
 }
 
-/// tls-key-file-pass: a server key encrypted as PKCS#8 loads with its password (redis-cli
-/// --tls is then served), and stops the server without it or with a wrong one, on both
-/// servers.
-#[test]
-fn encrypted_key_with_tls_key_file_pass_like_redis() {
-    let certs = Certs::new();
-    let m = &certs.main;
-    let enc = m.encrypted_server_key("s3cret").display().to_string();
+/// Each server started with `enc` as tls-key-file: with `good` as tls-key-file-pass, what a
+/// redis-cli --tls PING gets; then, for each of `bad` (None: no pass phrase), whether the
+/// start is refused naming the key. `what` labels failure messages.
+fn key_pass_outcomes(
+    m: &tessera_testkit::tls::Authority,
+    enc: &str,
+    good: &str,
+    bad: &[Option<&str>],
+    what: &str,
+) -> Vec<((bool, String), Vec<bool>)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let args = |pass: Option<&str>| {
         let mut v = m.server_args(free_port());
@@ -221,7 +223,7 @@ fn encrypted_key_with_tls_key_file_pass_like_redis() {
             .position(|a| a == "--tls-key-file")
             .expect("key arg")
             + 1;
-        v[i] = enc.clone();
+        v[i] = enc.to_string();
         if let Some(p) = pass {
             v.extend(["--tls-key-file-pass".to_string(), p.to_string()]);
         }
@@ -230,16 +232,16 @@ fn encrypted_key_with_tls_key_file_pass_like_redis() {
     let mut outcomes = Vec::new();
     for l in [Launch::redis(), Launch::tessera()] {
         let bin = l.bin().to_string();
-        let a = args(Some("s3cret"));
+        let a = args(Some(good));
         let tls_port: u16 = a[1].parse().expect("port");
         let s = Launch::new(&bin).args(&["--save", ""]).args(&a).start();
         let served = cli(tls_port, &m.client_args(true), &["PING"]);
         drop(s);
         let mut refused = Vec::new();
-        for pass in [None, Some("wrong")] {
+        for pass in bad {
             let exit = Launch::new(&bin)
                 .args(&["--save", ""])
-                .args(&args(pass))
+                .args(&args(*pass))
                 .run_to_exit(dir.path(), Duration::from_secs(20));
             refused.push(
                 exit.failed()
@@ -248,12 +250,24 @@ fn encrypted_key_with_tls_key_file_pass_like_redis() {
             );
             assert!(
                 refused[refused.len() - 1],
-                "{bin} {pass:?}:\n{}",
+                "{bin} {what} {pass:?}:\n{}",
                 exit.output
             );
         }
         outcomes.push((served, refused));
     }
+    outcomes
+}
+
+/// tls-key-file-pass: a server key encrypted as PKCS#8 loads with its password (redis-cli
+/// --tls is then served), and stops the server without it or with a wrong one, on both
+/// servers.
+#[test]
+fn encrypted_key_with_tls_key_file_pass_like_redis() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    let enc = m.encrypted_server_key("s3cret").display().to_string();
+    let outcomes = key_pass_outcomes(m, &enc, "s3cret", &[None, Some("wrong")], "PKCS#8");
     assert_eq!(outcomes[0], ((true, "PONG".to_string()), vec![true, true]));
     assert_eq!(outcomes[1], outcomes[0], "tessera / redis");
 }
@@ -553,46 +567,13 @@ fn legacy_pem_encrypted_key_with_tls_key_file_pass_like_redis() {
             "not OpenSSL's legacy PEM encryption:\n{text}"
         );
         let enc = enc.display().to_string();
-        let args = |pass: Option<&str>| {
-            let mut v = m.server_args(free_port());
-            let i = v
-                .iter()
-                .position(|a| a == "--tls-key-file")
-                .expect("key arg")
-                + 1;
-            v[i] = enc.clone();
-            if let Some(p) = pass {
-                v.extend(["--tls-key-file-pass".to_string(), p.to_string()]);
-            }
-            v
-        };
-        let mut outcomes = Vec::new();
-        for l in [Launch::redis(), Launch::tessera()] {
-            let bin = l.bin().to_string();
-            let a = args(Some("s3cret"));
-            let tls_port: u16 = a[1].parse().expect("port");
-            let s = Launch::new(&bin).args(&["--save", ""]).args(&a).start();
-            let served = cli(tls_port, &m.client_args(true), &["PING"]);
-            drop(s);
-            let mut refused = Vec::new();
-            for pass in [None, Some("wrong"), Some("s3cret ")] {
-                let exit = Launch::new(&bin)
-                    .args(&["--save", ""])
-                    .args(&args(pass))
-                    .run_to_exit(dir.path(), Duration::from_secs(20));
-                refused.push(
-                    exit.failed()
-                        && exit.output.contains("Failed to load private key: ")
-                        && exit.output.contains("Failed to configure TLS."),
-                );
-                assert!(
-                    refused[refused.len() - 1],
-                    "{bin} {cipher} {pass:?}:\n{}",
-                    exit.output
-                );
-            }
-            outcomes.push((served, refused));
-        }
+        let outcomes = key_pass_outcomes(
+            m,
+            &enc,
+            "s3cret",
+            &[None, Some("wrong"), Some("s3cret ")],
+            cipher,
+        );
         assert_eq!(
             outcomes[0],
             ((true, "PONG".to_string()), vec![true, true, true]),
