@@ -166,6 +166,54 @@ async fn status(env: &Env) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// Creates the TLS Secret `name` (cert-manager's form) holding `ca` and `node`.
+async fn create_tls_secret(env: &Env, name: &str, ca: &str, node: &Issued) {
+    let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(secret_data(ca, node)),
+        ..Secret::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("create Secret {name}: {e}"));
+}
+
+/// Replaces the content of Secret [`SECRET`] with `ca` and `node`.
+async fn replace_tls_secret(env: &Env, ca: &str, node: &Issued) {
+    let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
+    let mut s = secrets.get(SECRET).await.expect("get Secret tls-certs");
+    s.data = Some(secret_data(ca, node));
+    secrets
+        .replace(SECRET, &PostParams::default(), &s)
+        .await
+        .expect("replace Secret tls-certs");
+}
+
+/// Waits until `status.tls.<field>` is `want`; panics with what the status showed.
+async fn wait_tls_status(env: &mut Env, field: &str, want: &str, timeout: Duration) {
+    let r = wait_for(&format!("status.tls.{field} {want}"), timeout, || async {
+        let st = status(env).await;
+        if st["tls"][field].as_str() == Some(want) {
+            Ok(())
+        } else {
+            Err(format!(
+                "status.tls {} (want {field} {want}); status {st}",
+                st["tls"]
+            ))
+        }
+    })
+    .await;
+    if let Err(e) = r {
+        panic!("{e}\n{}", env.operator_state());
+    }
+}
+
 /// What a client gets for PING from the node at `ip` (plaintext with `tls` None): the reply,
 /// or how the connection or the command failed. Bounded: no reply within 20 s is a failure.
 async fn ping(ip: &str, tls: Option<&TlsClient>) -> Result<String, String> {
@@ -293,20 +341,7 @@ fn tls_only_cluster_scales_and_rotates_its_certificate_live() {
         let new_fp = sha256_hex(&pki.rotated.der);
 
         // 1. The Secret, then a 3x1 cluster with spec.tls (authClients left at its default).
-        let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(SECRET.into()),
-                ..ObjectMeta::default()
-            },
-            type_: Some("kubernetes.io/tls".into()),
-            data: Some(secret_data(&ca, &pki.node)),
-            ..Secret::default()
-        };
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("create Secret tls-certs");
+        create_tls_secret(&env, SECRET, &ca, &pki.node).await;
         let t0 = Instant::now();
         env.apply(&manifest(
             NAME,
@@ -434,32 +469,15 @@ fn tls_only_cluster_scales_and_rotates_its_certificate_live() {
             "tls: before the rotation: masters {masters_before:?}, status.tls {} (tls.crt's sha256 {old_fp})",
             status(&env).await["tls"]
         );
-        let mut s = secrets.get(SECRET).await.expect("get Secret tls-certs");
-        s.data = Some(secret_data(&ca, &pki.rotated));
         let t2 = Instant::now();
-        secrets
-            .replace(SECRET, &PostParams::default(), &s)
-            .await
-            .expect("replace Secret tls-certs");
-        let r = wait_for(
-            "status.tls.certificateFingerprint of the new certificate",
+        replace_tls_secret(&env, &ca, &pki.rotated).await;
+        wait_tls_status(
+            &mut env,
+            "certificateFingerprint",
+            &new_fp,
             Duration::from_secs(120),
-            || async {
-                let st = status(&env).await;
-                if st["tls"]["certificateFingerprint"].as_str() == Some(new_fp.as_str()) {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "status.tls {} (want certificateFingerprint {new_fp}; the old certificate's is {old_fp}); status {st}",
-                        st["tls"]
-                    ))
-                }
-            },
         )
         .await;
-        if let Err(e) = r {
-            panic!("{e}\n{}", env.operator_state());
-        }
         let rotated = t2.elapsed();
         eprintln!(
             "tls: new certificate fingerprint reported {:.1}s after the Secret changed",
@@ -617,19 +635,7 @@ fn tls_cluster_on_redis_image_forms_and_rotates() {
         let pki = Pki::new();
         let ca = pki.ca.pem();
         let tls = TlsClient::new(&ca, Some((&pki.client.cert, &pki.client.key)));
-        let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(SECRET.into()),
-                ..ObjectMeta::default()
-            },
-            data: Some(secret_data(&ca, &pki.node)),
-            ..Secret::default()
-        };
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("create Secret tls-certs");
+        create_tls_secret(&env, SECRET, &ca, &pki.node).await;
         env.apply(&manifest_on(
             Some(REDIS_IMAGE),
             NAME,
@@ -656,29 +662,15 @@ fn tls_cluster_on_redis_image_forms_and_rotates() {
             assert_eq!(ping(ip, Some(&tls)).await.as_deref(), Ok("PONG"), "{ip}");
         }
         let pods_before = pod_states(&env).await;
-        let mut s = secrets.get(SECRET).await.expect("get Secret tls-certs");
-        s.data = Some(secret_data(&ca, &pki.rotated));
-        secrets
-            .replace(SECRET, &PostParams::default(), &s)
-            .await
-            .expect("replace Secret tls-certs");
+        replace_tls_secret(&env, &ca, &pki.rotated).await;
         let new_fp = sha256_hex(&pki.rotated.der);
-        let r = wait_for(
-            "status.tls.certificateFingerprint of the new certificate",
+        wait_tls_status(
+            &mut env,
+            "certificateFingerprint",
+            &new_fp,
             Duration::from_secs(120),
-            || async {
-                let st = status(&env).await;
-                if st["tls"]["certificateFingerprint"].as_str() == Some(new_fp.as_str()) {
-                    Ok(())
-                } else {
-                    Err(format!("status.tls {}", st["tls"]))
-                }
-            },
         )
         .await;
-        if let Err(e) = r {
-            panic!("{REDIS_IMAGE}: {e}\n{}", env.operator_state());
-        }
         for ip in &ips {
             let der = served_certificate(ip, &tls)
                 .await
@@ -797,22 +789,7 @@ fn issuer_ref_gets_a_certificate_the_cluster_then_runs_on() {
                 ExtendedKeyUsagePurpose::ClientAuth,
             ],
         );
-        let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
-        secrets
-            .create(
-                &PostParams::default(),
-                &Secret {
-                    metadata: ObjectMeta {
-                        name: Some("issued-tls".into()),
-                        ..ObjectMeta::default()
-                    },
-                    type_: Some("kubernetes.io/tls".into()),
-                    data: Some(secret_data(&ca, &issued)),
-                    ..Secret::default()
-                },
-            )
-            .await
-            .expect("create Secret issued-tls");
+        create_tls_secret(&env, "issued-tls", &ca, &issued).await;
         let tls = TlsClient::new(&ca, Some((&pki.client.cert, &pki.client.key)));
         env.wait_ready_tls(CLUSTER, 1, 2, WAIT, &tls).await;
         let ips = pod_ips(&env.client, CLUSTER).await;
@@ -874,21 +851,7 @@ fn ca_moves_live_in_three_steps() {
         // Trusts both CAs; shows the old CA's client certificate, then the new one's.
         let tls_a = TlsClient::new(&bundle, Some((&pki.client.cert, &pki.client.key)));
         let tls_b = TlsClient::new(&bundle, Some((&client_b.cert, &client_b.key)));
-        let secrets: Api<Secret> = Api::default_namespaced(env.client.clone());
-        secrets
-            .create(
-                &PostParams::default(),
-                &Secret {
-                    metadata: ObjectMeta {
-                        name: Some(SECRET.into()),
-                        ..ObjectMeta::default()
-                    },
-                    data: Some(secret_data(&ca_a, &pki.node)),
-                    ..Secret::default()
-                },
-            )
-            .await
-            .expect("create Secret tls-certs");
+        create_tls_secret(&env, SECRET, &ca_a, &pki.node).await;
         env.apply(&manifest(
             NAME,
             2,
@@ -940,28 +903,8 @@ fn ca_moves_live_in_three_steps() {
                 sha256_hex(&node.der)
             };
             let t = Instant::now();
-            let mut s = secrets.get(SECRET).await.expect("get Secret tls-certs");
-            s.data = Some(secret_data(&ca, node));
-            secrets
-                .replace(SECRET, &PostParams::default(), &s)
-                .await
-                .expect("replace Secret tls-certs");
-            let r = wait_for(
-                &format!("status.tls.{field} after {what}"),
-                WAIT,
-                || async {
-                    let st = status(&env).await;
-                    if st["tls"][field].as_str() == Some(want.as_str()) {
-                        Ok(())
-                    } else {
-                        Err(format!("status.tls {} (want {field} {want})", st["tls"]))
-                    }
-                },
-            )
-            .await;
-            if let Err(e) = r {
-                panic!("{e}\n{}", env.operator_state());
-            }
+            replace_tls_secret(&env, &ca, node).await;
+            wait_tls_status(&mut env, field, &want, WAIT).await;
             let r = wait_for(&format!("cluster ok over TLS after {what}"), WAIT, || {
                 cluster_ok_tls(&client, NAME, 4, tls)
             })
