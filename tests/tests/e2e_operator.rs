@@ -3,7 +3,7 @@
 //! tessera-node); one small suite runs valkey/valkey:9 pods (and e2e_rolling.rs one redis:7.0
 //! suite) to prove the operator drives any Redis Cluster node.
 //!
-//! The tests share one machine's two cores, so they run one at a time (SERIAL), each with its
+//! The tests share one machine's two cores, so at most two run at once (`serial`), each with its
 //! own pod address range. The operator binary must be built (`make test` builds every bin
 //! first); if it is missing the tests fail and say how to build it.
 

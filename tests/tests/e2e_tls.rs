@@ -826,10 +826,10 @@ fn issuer_ref_gets_a_certificate_the_cluster_then_runs_on() {
 /// CA is refused and one of the new CA gets in.
 #[test]
 fn ca_moves_live_in_three_steps() {
-    // The operator reads its CA window from here (default 120 s, the kubelet's refresh).
-    std::env::set_var("TESSERA_TLS_CA_WINDOW_SECONDS", "8");
     serial(async {
-        let mut env = Env::start("127.0.64.1", true).await;
+        let mut env = Env::start("127.0.64.1", false).await;
+        // The CA window (default 120 s, the kubelet's refresh of a mounted Secret).
+        env.start_operator_with(&["--tls-ca-window-seconds", "8"]);
         let pki = Pki::new();
         let ca_a = pki.ca.pem();
         let new_ca = Ca::new("Tessera e2e CA (next)");

@@ -257,12 +257,19 @@ fn users_are_kept_on_every_node_and_rotated_without_failed_writes() {
         if let Err(e) = r {
             panic!("{e}\n{}", env.operator_state());
         }
+        // The nodes have the user before the operator records it: wait for the status.
+        let r = wait_for("UsersReady True Applied", WAIT, || async {
+            let st = status(&env).await;
+            match condition(&st, "UsersReady") {
+                Some((s, r)) if s == "True" && r == "Applied" => Ok(()),
+                _ => Err(format!("status {st}")),
+            }
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
         let st = status(&env).await;
-        assert_eq!(
-            condition(&st, "UsersReady"),
-            Some(("True".into(), "Applied".into())),
-            "{st}"
-        );
         assert_eq!(st["users"][0]["name"], "app", "{st}");
         assert!(
             !st.to_string().contains("first-pass"),
@@ -670,12 +677,19 @@ async fn default_off_scenario(image: Option<&str>, ip_base: &str, label: &str) {
             panic!("{e}\n{}", env.operator_state());
         }
         let ready = t0.elapsed();
+        // The status may trail the nodes by a reconcile.
+        let r = wait_for("UsersReady True Applied", WAIT, || async {
+            let st = status_of(&env, OFF).await;
+            match condition(&st, "UsersReady") {
+                Some((s, r)) if s == "True" && r == "Applied" => Ok(()),
+                _ => Err(format!("status {st}")),
+            }
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
         let st = status_of(&env, OFF).await;
-        assert_eq!(
-            condition(&st, "UsersReady"),
-            Some(("True".into(), "Applied".into())),
-            "{st}"
-        );
         assert!(
             !st.to_string().contains(&admin),
             "no password in the status"

@@ -112,6 +112,18 @@ pub struct OperatorProcess {
 impl OperatorProcess {
     /// Starts `tessera-operator run` against `kubeconfig`, logging to `log`.
     pub fn start(binary: &Path, kubeconfig: &Path, log: PathBuf) -> Result<Self, KiabError> {
+        Self::start_with_args(binary, kubeconfig, log, &[])
+    }
+
+    /// [`OperatorProcess::start`] with `extra` arguments after `run`'s own: a test's setting
+    /// (say `--tls-ca-window-seconds`) stays its own, where an environment variable would
+    /// reach every operator the test binary starts meanwhile.
+    pub fn start_with_args(
+        binary: &Path,
+        kubeconfig: &Path,
+        log: PathBuf,
+        extra: &[&str],
+    ) -> Result<Self, KiabError> {
         let table = ProcessTable::new();
         let mut env: Vec<(String, String)> = std::env::vars()
             // The operator's own settings (TESSERA_*) pass too.
@@ -131,7 +143,10 @@ impl OperatorProcess {
                 "127.0.0.1:0".into(),
                 "--log-format".into(),
                 "text".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|a| a.to_string()))
+            .collect(),
             env,
             cwd: log
                 .parent()

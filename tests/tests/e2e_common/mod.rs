@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -28,11 +28,47 @@ pub const IMAGE: Option<&str> = None;
 pub const REDIS_IMAGE: &str = "redis:7.0";
 pub const VALKEY_IMAGE: &str = "valkey/valkey:9";
 pub const WAIT: Duration = Duration::from_secs(240);
-pub static SERIAL: Mutex<()> = Mutex::new(());
+/// How many e2e bodies of one test binary run at once.
+static RUNNING: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
 
-/// Runs one async test body alone on a fresh runtime.
+/// At most `TESSERA_E2E_PARALLEL` (default 2) bodies run together: each test has its own
+/// loopback address and box, and a body spends most of its time waiting on pods and
+/// reconciles, so two share 2 cores without starving each other's nodes. 1 runs them alone.
+fn e2e_parallel() -> usize {
+    std::env::var("TESSERA_E2E_PARALLEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(2)
+}
+
+/// Holds one of the [`e2e_parallel`] places until dropped.
+struct Place;
+
+impl Place {
+    fn take() -> Place {
+        let (count, freed) = &RUNNING;
+        let limit = e2e_parallel();
+        let mut running = count.lock().unwrap_or_else(|e| e.into_inner());
+        while *running >= limit {
+            running = freed.wait(running).unwrap_or_else(|e| e.into_inner());
+        }
+        *running += 1;
+        Place
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let (count, freed) = &RUNNING;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        freed.notify_one();
+    }
+}
+
+/// Runs one async test body on a fresh runtime, with at most [`e2e_parallel`] others.
 pub fn serial<F: std::future::Future<Output = ()>>(f: F) {
-    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _place = Place::take();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -221,12 +257,22 @@ impl Env {
 
     /// Starts the operator again (after [`Env::kill_operator`]), appending to the same log.
     pub fn start_operator(&mut self) {
+        self.start_operator_with(&[]);
+    }
+
+    /// Starts the operator with `extra` arguments to `run` (an [`Env::start`] without one).
+    pub fn start_operator_with(&mut self, extra: &[&str]) {
         assert!(self.operator.is_none(), "the operator is already running");
         let dir = self._dir.0.as_ref().expect("test dir").path();
         let bin = operator_binary().unwrap_or_else(|e| panic!("{e}"));
         self.operator = Some(
-            OperatorProcess::start(&bin, self.kiab.kubeconfig_path(), dir.join("operator.log"))
-                .expect("restart tessera-operator"),
+            OperatorProcess::start_with_args(
+                &bin,
+                self.kiab.kubeconfig_path(),
+                dir.join("operator.log"),
+                extra,
+            )
+            .expect("start tessera-operator"),
         );
     }
 
