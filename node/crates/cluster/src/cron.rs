@@ -39,7 +39,11 @@ impl ClusterState {
             myip: self.config.announce_ip.clone().unwrap_or_default(),
             pport: self.config.announced_pport(),
             cport: self.config.announced_bus_port(),
-            flags: me.flags,
+            flags: if me.is_replica() && master.is_some_and(|m| m.failed()) {
+                me.flags | crate::failover::WIRE_FLAG_MY_MASTER_FAIL
+            } else {
+                me.flags
+            },
             state: if self.state_ok { 0 } else { 1 },
             mflags: [
                 if me.is_master() && self.mf.end != 0 && self.mf.paused {
@@ -281,6 +285,7 @@ impl ClusterState {
             }
         }
         let mut update = false;
+        let mut newly_pfail = Vec::new();
         for name in &names {
             let Some(n) = self.nodes.get(name) else {
                 continue;
@@ -327,6 +332,17 @@ impl ClusterState {
                     n.flags |= FLAG_PFAIL;
                 }
                 update = true;
+                newly_pfail.push(*name);
+            }
+        }
+        if !newly_pfail.is_empty() {
+            // Our failure report rides on every pong's gossip (PFAIL nodes are always
+            // included): sent now, the masters reach FAIL's quorum in a round trip instead
+            // of at their next routine ping, up to half a node timeout later. Reports that
+            // came before our own timeout may already make a quorum.
+            crate::commands::broadcast_pong(self, now);
+            for name in &newly_pfail {
+                self.mark_failing_if_needed(name, now);
             }
         }
         self.close_stale_inbound_links(now);

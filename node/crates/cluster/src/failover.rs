@@ -36,19 +36,103 @@ pub struct Election {
     pub auth_count: usize,
     pub auth_sent: bool,
     pub rank: u64,
+    /// [`ClusterState::failed_master_rank`] when the election was scheduled.
+    pub failed_rank: u64,
     pub auth_epoch: u64,
 }
 
+/// Header flag of a replica whose master it sees as FAIL (Valkey's
+/// CLUSTER_NODE_MY_PRIMARY_FAIL): once every sibling carries it, their announced offsets are
+/// final and the best-ranked replica need not wait. Redis 7.0 ignores unknown header flags.
+pub const WIRE_FLAG_MY_MASTER_FAIL: u16 = 1 << 13;
+
+/// The fixed part of the election delay: long enough for FAIL to reach the voters and for
+/// sibling replicas to swap offsets, which on one network takes milliseconds, so it scales
+/// with the node timeout (Valkey 8.1's min(node_timeout / 30, 500)) rather than Redis's
+/// flat 500 ms.
+fn election_delay_ms(node_timeout_ms: u64) -> u64 {
+    (node_timeout_ms / 30).clamp(1, 500)
+}
+
 impl ClusterState {
-    /// Sibling replicas with a larger replication offset (clusterGetSlaveRank).
+    /// Sibling replicas ahead of us: a larger replication offset, or the same offset and a
+    /// smaller name, so two replicas with equal offsets never share rank 0
+    /// (clusterGetSlaveRank, with Valkey's tie-break).
     fn replica_rank(&self) -> u64 {
         let me = self.me();
         let Some(master) = me.master else { return 0 };
         self.nodes
             .values()
             .filter(|n| n.name != self.myself && n.master == Some(master))
-            .filter(|n| n.flags & FLAG_NOFAILOVER == 0 && n.repl_offset > me.repl_offset)
+            .filter(|n| n.flags & FLAG_NOFAILOVER == 0)
+            .filter(|n| {
+                n.repl_offset > me.repl_offset
+                    || (n.repl_offset == me.repl_offset && n.name < me.name)
+            })
             .count() as u64
+    }
+
+    /// Failed slot-owning masters with replicas whose names sort before our master's: when
+    /// several masters fail at once their replicas stagger their elections by this, so they
+    /// do not split the votes of one epoch (Valkey's failed-primary rank; names rather than
+    /// shard ids, which Redis 7.0 peers do not announce).
+    fn failed_master_rank(&self, now: u64) -> u64 {
+        let Some(mine) = self.me().master else {
+            return 0;
+        };
+        let nt = self.config.node_timeout_ms;
+        let factor = self.config.replica_validity_factor;
+        self.nodes
+            .values()
+            .filter(|n| n.failed() && n.is_master() && n.numslots > 0 && n.name < mine)
+            .filter(|n| factor == 0 || now.saturating_sub(n.fail_time) <= nt.saturating_mul(factor))
+            .filter(|n| {
+                self.nodes
+                    .values()
+                    .any(|r| r.master == Some(n.name) && r.is_replica())
+            })
+            .count() as u64
+    }
+
+    /// True when this replica is sure to be its shard's best candidate: rank 0 among its
+    /// siblings and first among failed masters, with an offset (a new empty replica may not
+    /// know its siblings yet), and every sibling already sees the master as FAIL, so the
+    /// offsets compared are final. Such a replica starts its election at once.
+    fn best_ranked_replica(&self, now: u64) -> bool {
+        let me = self.me();
+        let Some(master) = me.master else {
+            return false;
+        };
+        me.repl_offset != 0
+            && self.replica_rank() == 0
+            && self.failed_master_rank(now) == 0
+            && self
+                .nodes
+                .values()
+                .filter(|n| n.name != self.myself && n.master == Some(master))
+                .all(|n| n.wire_flags & WIRE_FLAG_MY_MASTER_FAIL != 0)
+    }
+
+    /// Our master has just been flagged FAIL (by our own count or a FAIL message): tell the
+    /// siblings at once (the flag rides on the pong) and consider the election now rather
+    /// than at the next cron tick.
+    pub(crate) fn my_master_failed(&mut self, now: u64) {
+        if !self.me().is_replica() {
+            return;
+        }
+        let Some(master) = self.me().master else {
+            return;
+        };
+        let siblings: Vec<LinkId> = self
+            .nodes
+            .values()
+            .filter(|n| n.name != self.myself && n.master == Some(master) && n.link_connected)
+            .filter_map(|n| n.link)
+            .collect();
+        for l in siblings {
+            self.send_ping(l, msg::TYPE_PONG, now);
+        }
+        self.handle_replica_failover(now);
     }
 
     /// Called from the cron (and when a vote arrives) while we are a replica.
@@ -61,6 +145,7 @@ impl ClusterState {
         let Some(master) = me.master.and_then(|m| self.nodes.get(&m)) else {
             return;
         };
+        let master_name = master.name;
         let manual = self.mf.end != 0 && self.mf.can_start;
         if me.is_master()
             || (!master.failed() && !manual)
@@ -92,9 +177,9 @@ impl ClusterState {
         {
             return;
         }
+        let delay = election_delay_ms(nt);
         let auth_age = now.saturating_sub(self.election.auth_time);
         if auth_age > auth_retry {
-            let jitter = self.rng.random_range(0..500);
             let rank = self.replica_rank();
             if manual {
                 // A manual failover starts its election at once.
@@ -105,27 +190,54 @@ impl ClusterState {
                 };
                 return self.handle_replica_failover(now);
             }
+            let failed_rank = self.failed_master_rank(now);
+            let mut auth_time = now
+                + delay
+                + self.rng.random_range(0..delay)
+                + rank * 2 * delay
+                + failed_rank * delay;
+            if self.me().repl_offset == 0 {
+                // A replica that never synced may not know its siblings yet.
+                auth_time += 500;
+            }
+            if self.best_ranked_replica(now) {
+                auth_time = now;
+            }
             self.election = Election {
-                auth_time: now + 500 + jitter + rank * 1000,
+                auth_time,
                 auth_count: 0,
                 auth_sent: false,
                 rank,
+                failed_rank,
                 auth_epoch: 0,
             };
             info!(
                 rank,
-                delay_ms = self.election.auth_time - now,
+                failed_rank,
+                delay_ms = auth_time - now,
                 "scheduling replica failover election"
             );
-            return;
-        }
-        if !self.election.auth_sent && self.mf.end == 0 {
+            if auth_time > now {
+                return;
+            }
+        } else if !self.election.auth_sent && self.mf.end == 0 {
+            // Offsets or FAIL flags heard since: re-rank, or go now if we became the best.
             let rank = self.replica_rank();
             if rank > self.election.rank {
-                self.election.auth_time += (rank - self.election.rank) * 1000;
+                self.election.auth_time += (rank - self.election.rank) * 2 * delay;
                 self.election.rank = rank;
             }
+            let failed_rank = self.failed_master_rank(now);
+            if failed_rank > self.election.failed_rank {
+                self.election.auth_time += (failed_rank - self.election.failed_rank) * delay;
+                self.election.failed_rank = failed_rank;
+            }
+            if self.election.auth_time > now && self.best_ranked_replica(now) {
+                info!("best-ranked replica: starting the election now");
+                self.election.auth_time = now;
+            }
         }
+        let auth_age = now.saturating_sub(self.election.auth_time);
         if now < self.election.auth_time || auth_age > auth_timeout {
             return;
         }
@@ -135,6 +247,13 @@ impl ClusterState {
             self.election.auth_epoch = self.current_epoch;
             self.election.auth_sent = true;
             info!(epoch = self.current_epoch, "starting failover election");
+            if !manual {
+                // A voter grants only if it sees the master as FAIL. A voter that has not
+                // heard the FAIL yet gets it first on the same link, so an election started
+                // right after FAIL is not refused for a race (and retried 4 x node timeout
+                // later).
+                self.broadcast(msg::TYPE_FAIL, Body::Fail { name: master_name });
+            }
             let mut h = self.build_header(msg::TYPE_FAILOVER_AUTH_REQUEST);
             if manual {
                 h.mflags[0] |= msg::MFLAG0_FORCEACK;

@@ -42,8 +42,10 @@ impl ClusterState {
             return;
         };
         if n.link == Some(link) {
-            if !n.link_connected && n.ping_sent == 0 {
-                // A failed connect counts as a pending ping, so an unreachable node times out.
+            if n.ping_sent == 0 {
+                // A failed connect or a dropped link counts as a pending ping: the node
+                // times out node-timeout after we lost it, not after the next routine ping.
+                // A live node answers the redial's PING and clears it.
                 n.ping_sent = now;
             }
             n.link = None;
@@ -303,6 +305,9 @@ impl ClusterState {
                         f.flags &= !FLAG_PFAIL;
                         self.todo_save = true;
                         self.todo_update_state = true;
+                        if self.me().master == Some(*name) {
+                            self.my_master_failed(now);
+                        }
                     }
                 }
             }
@@ -757,6 +762,9 @@ impl ClusterState {
         self.broadcast(msg::TYPE_FAIL, body);
         self.todo_save = true;
         self.todo_update_state = true;
+        if self.me().master == Some(*name) {
+            self.my_master_failed(now);
+        }
     }
 
     /// Grant a failover vote if Redis's rules allow it (clusterSendFailoverAuthIfNeeded).
