@@ -340,42 +340,50 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
 
     // Meet: every reachable pod must know every other one at its current address.
     let mut meets: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut first: BTreeSet<(usize, usize)> = BTreeSet::new();
     let mut handshaking = false;
-    let mut gossip_pending = 0usize;
+    // `c` knows `x` by its id at its current address.
+    let right = |c: usize, x: usize| {
+        let px = &snap.pods[x];
+        px.id().is_some_and(|idx| {
+            snap.pods[c].view_of(idx).is_some_and(|v| {
+                !v.handshake && v.host == px.endpoint.host && v.port == px.endpoint.port
+            })
+        })
+    };
+    // Some other pod knows `x` rightly: `x` is in the cluster.
+    let known = |x: usize, but: usize| reach.iter().any(|&c| c != x && c != but && right(c, x));
     for &a in &reach {
         handshaking |= snap.pods[a].peers.iter().any(|v| v.handshake);
         for &b in &reach {
-            // One MEET per newcomer is enough: once in, gossip introduces the rest.
-            if a == b
-                || meets
-                    .iter()
-                    .any(|&(x, y)| y == b || y == a || (x, y) == (b, a))
-            {
+            if a == b || meets.contains(&(b, a)) {
                 continue;
             }
-            let pb = &snap.pods[b];
-            let Some(idb) = pb.id() else { continue };
-            let right = |c: usize| {
-                snap.pods[c].view_of(idb).is_some_and(|v| {
-                    !v.handshake && v.host == pb.endpoint.host && v.port == pb.endpoint.port
-                })
+            let Some(idb) = snap.pods[b].id() else {
+                continue;
             };
-            if right(a) {
+            if right(a, b) {
                 continue;
             }
-            // Unknown to `a` but known (rightly) to another pod: gossip will introduce it.
+            // Both in the cluster, `b` unknown to `a`: gossip would introduce them, but only
+            // at the pace of routine pings (a second or more); a MEET's handshake takes a
+            // round trip.
             let unknown = snap.pods[a].view_of(idb).is_none();
-            if unknown && reach.iter().any(|&c| c != a && c != b && right(c)) {
-                gossip_pending += 1;
+            if unknown && known(b, a) {
+                if known(a, b) {
+                    meets.insert((a, b));
+                }
                 continue;
             }
+            // First contact: one MEET per newcomer, from the first pod in `reach` (a slot
+            // holder when there is one), so it joins the cluster proper; a newcomer met
+            // this pass meets nobody itself.
+            if first.iter().any(|&(_, y)| y == b || y == a) {
+                continue;
+            }
+            first.insert((a, b));
             meets.insert((a, b));
         }
-    }
-    if gossip_pending > 0 && meets.is_empty() {
-        out.stuck.push(format!(
-            "waiting for gossip: {gossip_pending} pod pairs do not know each other yet"
-        ));
     }
     let mut meet_steps = Vec::new();
     for (a, b) in &meets {
@@ -495,7 +503,6 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     let topology_ready = !degraded
         && reset_steps.is_empty()
         && meets.is_empty()
-        && gossip_pending == 0
         && !handshaking
         && forget_steps.is_empty();
     out.steps.extend(reset_steps);

@@ -450,3 +450,45 @@ fn a_healthy_cluster_plans_nothing() {
     assert!(planned.steps.is_empty(), "{:#?}", planned.steps);
     assert!(planned.stuck.is_empty(), "{:?}", planned.stuck);
 }
+
+/// Issue 21: once a newcomer is in (A0 met it), the pods that do not know it yet meet it
+/// directly in the next pass rather than wait for gossip to introduce it, which only comes
+/// with routine pings (a second or more).
+#[test]
+fn a_newcomer_in_the_cluster_is_met_by_the_rest_directly() {
+    let mut pods = core(&[]);
+    pods[0] = pod(
+        0,
+        0,
+        &nodes_text(A0, None, &[(A1, None), (B0, None), (B1, None), (N0, None)]),
+        0,
+    );
+    pods.push(pod(2, 0, &nodes_text(N0, None, &[(A0, None)]), 0));
+    let planned = plan_pods(pods);
+    let mut met: Vec<(String, String)> = planned
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Meet { node, target, .. } => Some((node.pod.clone(), target.pod.clone())),
+            _ => None,
+        })
+        .collect();
+    met.sort();
+    assert_eq!(
+        met,
+        [
+            ("pv-0-1", "pv-2-0"),
+            ("pv-1-0", "pv-2-0"),
+            ("pv-1-1", "pv-2-0")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .to_vec(),
+        "{:#?}",
+        planned.steps
+    );
+    assert!(
+        !planned.stuck.iter().any(|l| l.contains("gossip")),
+        "{:?}",
+        planned.stuck
+    );
+}

@@ -72,6 +72,8 @@ struct Shared {
     /// Identity of the node's config snapshot last applied by
     /// [`ClusterNode::refresh_config_now`] (0: none yet).
     config_token: AtomicU64,
+    /// The bus's runtime: a CLUSTER MEET run on a command thread dials from here.
+    rt: tokio::runtime::Handle,
 }
 
 /// A running cluster node: state plus its bus. Dropping it stops every task and link.
@@ -126,6 +128,7 @@ impl ClusterNode {
             route: RwLock::new(RouteTable::default()),
             route_want: AtomicU64::new(u64::MAX),
             config_token: AtomicU64::new(0),
+            rt: tokio::runtime::Handle::current(),
         });
         locked(&shared, |_| ());
         let s2 = shared.clone();
@@ -299,7 +302,9 @@ fn dispatch(shared: &Arc<Shared>, st: &mut ClusterState) -> Deferred {
             Out::Connect { link, ip, cport } => {
                 let s = shared.clone();
                 let nt = st.config.node_timeout_ms.max(1000);
-                let h = tokio::spawn(async move { connect(s, link, ip, cport, nt).await });
+                let h = shared
+                    .rt
+                    .spawn(async move { connect(s, link, ip, cport, nt).await });
                 shared
                     .pending_connects
                     .lock()

@@ -441,6 +441,8 @@ pub fn start_handshake(st: &mut ClusterState, ip: &str, port: i64, cport: i64, n
     n.port = port;
     n.cport = cport;
     st.nodes.insert(name, n);
+    // Whoever forms the cluster waits on this handshake before it can REPLICATE.
+    st.connect_now(&name, now);
     true
 }
 

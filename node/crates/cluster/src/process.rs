@@ -32,6 +32,24 @@ impl ClusterState {
         }
     }
 
+    /// Dials a node that has no link yet now, not at the next cron tick (up to 100 ms):
+    /// a cluster being formed waits on these handshakes.
+    pub(crate) fn connect_now(&mut self, name: &Name, now: u64) {
+        let Some(n) = self.nodes.get(name) else {
+            return;
+        };
+        if n.link.is_some() || n.cport == 0 || n.ip.is_empty() || n.flags & FLAG_NOADDR != 0 {
+            return;
+        }
+        let (ip, cport) = (n.ip.clone(), n.cport);
+        let link = self.alloc_link(Some(*name), false, now);
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.link = Some(link);
+            n.link_connected = false;
+        }
+        self.out.push(Out::Connect { link, ip, cport });
+    }
+
     /// A link went away (connect failure, EOF, protocol error, or we closed it).
     pub fn link_closed(&mut self, link: LinkId, now: u64) {
         let Some(info) = self.links.remove(&link) else {
@@ -691,6 +709,7 @@ impl ClusterState {
                 n.pport = g.pport;
                 n.cport = g.cport;
                 self.nodes.insert(g.name, n);
+                self.connect_now(&g.name, now);
                 self.todo_save = true;
             }
         }

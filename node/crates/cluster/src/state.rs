@@ -788,7 +788,14 @@ impl ClusterState {
         self.size = size;
         if reachable < size / 2 + 1 {
             new_ok = false;
-            self.among_minority_time = now;
+            // The rejoin delay below keeps a master that was cut off from taking writes
+            // before the cluster could fail it over. A node that knows no slot owner at all
+            // (a cluster being formed) was cut off from nothing: counting it as a minority
+            // kept a new cluster's masters failing for min(node timeout, 5 s) after their
+            // slots were assigned.
+            if size > 0 {
+                self.among_minority_time = now;
+            }
         }
         if new_ok != self.state_ok {
             let rejoin = self.config.node_timeout_ms.clamp(500, 5000);

@@ -267,3 +267,47 @@ fn cached_slot_bitmaps_match_the_slot_table() {
         );
     }
 }
+
+/// Issue 21: a master of a cluster being formed knew no slot owner before its slots came:
+/// that is no minority partition, so no rejoin delay (min(node timeout, 5 s)) holds it in
+/// fail once the slots are served. The 2 s writable delay after start still applies.
+#[test]
+fn a_new_cluster_is_ok_without_the_rejoin_delay() {
+    let cfg = ClusterConfig {
+        port: 7000,
+        node_timeout_ms: 15_000,
+        ..Default::default()
+    };
+    // Epoch milliseconds, as the node's clock is.
+    const T0: u64 = 1_700_000_000_000;
+    let mut st = ClusterState::new(cfg, T0, 42);
+    st.update_state(T0);
+    st.update_state(T0 + 2_500);
+    assert!(!st.state_ok, "no slots yet");
+    let me = st.myself;
+    assign(&mut st, me, 0..msg::SLOTS);
+    st.update_state(T0 + 2_600);
+    assert!(st.state_ok, "ok as soon as every slot is served");
+
+    // A master that saw its cluster and lost the majority does wait.
+    let mut st = base();
+    st.update_state(0);
+    let me = st.myself;
+    assign(&mut st, me, 0..5000);
+    assign(&mut st, B, 5000..10000);
+    assign(&mut st, C, 10000..msg::SLOTS);
+    st.update_state(3_000);
+    assert!(st.state_ok);
+    for n in [B, C] {
+        st.nodes.get_mut(&n).expect("known").flags |= FLAG_PFAIL;
+    }
+    st.update_state(4_000);
+    assert!(!st.state_ok, "minority");
+    for n in [B, C] {
+        st.nodes.get_mut(&n).expect("known").flags &= !FLAG_PFAIL;
+    }
+    st.update_state(4_100);
+    assert!(!st.state_ok, "rejoin delay: min(NT, 5 s), at least 500 ms");
+    st.update_state(4_000 + 1_001);
+    assert!(st.state_ok);
+}
