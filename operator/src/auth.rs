@@ -284,8 +284,10 @@ pub struct SecretVersions {
 impl SecretVersions {
     /// Takes one poll's observations (cluster, Secret name, what was seen) and returns the
     /// clusters whose Secret changed since the last poll: created, modified, deleted, or another
-    /// Secret named. A cluster seen for the first time is not returned (the controller
-    /// reconciles every cluster when it starts); clusters absent from `now` are forgotten.
+    /// Secret named. A cluster seen for the first time is returned too: its Secret may have
+    /// changed between the cluster's creation and this first poll (a cluster formed in a
+    /// second and its password changed at once lost the change), and one extra reconcile
+    /// finds out. Clusters absent from `now` are forgotten.
     pub fn update(
         &mut self,
         now: Vec<(ObjectRef<RedisCluster>, String, SecretSeen)>,
@@ -302,7 +304,7 @@ impl SecretVersions {
                     _ => continue,
                 },
             };
-            if last.is_some_and(|(n, v)| *n != name || *v != version) {
+            if last.is_none_or(|(n, v)| *n != name || *v != version) {
                 changed.push(cluster.clone());
             }
             next.insert(cluster, (name, version));
@@ -397,11 +399,21 @@ mod tests {
     fn secret_versions_report_changes_only() {
         let mut sv = SecretVersions::default();
         let (a, b) = (cluster("a"), cluster("b"));
-        // First sight: nothing to report.
+        // First sight: reported, as the Secret may have changed before it.
+        assert_eq!(
+            sv.update(vec![
+                (a.clone(), "pw".into(), seen(Some("1"))),
+                (b.clone(), "other".into(), seen(None)),
+            ]),
+            vec![a.clone(), b.clone()]
+        );
+        // A first read that fails reports nothing until a read succeeds.
+        let c = cluster("c");
         assert!(sv
             .update(vec![
                 (a.clone(), "pw".into(), seen(Some("1"))),
                 (b.clone(), "other".into(), seen(None)),
+                (c.clone(), "pw".into(), SecretSeen::Unknown),
             ])
             .is_empty());
         // Unchanged: nothing.
@@ -429,9 +441,10 @@ mod tests {
             "deleted"
         );
         // b left the poll (spec.auth removed) and came back: first sight again.
-        assert!(sv
-            .update(vec![(b.clone(), "other".into(), seen(Some("9")))])
-            .is_empty());
+        assert_eq!(
+            sv.update(vec![(b.clone(), "other".into(), seen(Some("9")))]),
+            vec![b.clone()]
+        );
         // Another Secret named.
         assert_eq!(
             sv.update(vec![(b.clone(), "new".into(), seen(Some("9")))]),
