@@ -36,6 +36,62 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The RESP client both Python steps use (python3 has no Redis client in the standard library).
+cat >"$WORK/resp.py" <<'EOF'
+import socket
+
+class RespError(Exception):
+    pass
+
+def parse(b):
+    """One reply from the front of b: (value, rest); ValueError when b holds less."""
+    t, line_end = b[:1], b.index(b"\r\n")
+    head, rest = b[1:line_end], b[line_end + 2:]
+    if t == b"+" or t == b":":
+        return head, rest
+    if t == b"-":
+        return RespError(head.decode(errors="replace")), rest
+    if t == b"$":
+        n = int(head)
+        if n < 0:
+            return None, rest
+        if len(rest) < n + 2:
+            raise ValueError("short bulk")
+        return rest[:n], rest[n + 2:]
+    if t == b"*":
+        out = []
+        for _ in range(int(head)):
+            v, rest = parse(rest)
+            out.append(v)
+        return out, rest
+    raise ValueError("unknown reply type")
+
+def cmd(port, *args, timeout=2.0):
+    """Sends one command on a new connection; returns its parsed reply (an error reply as a
+    RespError value)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(b"*%d\r\n" % len(args)
+                  + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in (x.encode() for x in args)))
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+            try:
+                return parse(data)[0]
+            except (ValueError, IndexError):
+                continue
+    finally:
+        s.close()
+
+def text(port, *args):
+    """A bulk or status reply as str ("" for anything else)."""
+    v = cmd(port, *args)
+    return v.decode(errors="replace") if isinstance(v, bytes) else ""
+EOF
+
 [ -x "$TESSERA" ] && [ -x "$OP" ] || cargo build --release -q -p tessera-node -p tessera-operator
 command -v redis-cli >/dev/null || { echo "redis-cli missing: run make deps" >&2; exit 1; }
 for k in $KINDS; do
@@ -97,25 +153,12 @@ stop_nodes() {
 # Waits until every node has cluster_state:ok and sees the 3x1 layout; prints when (epoch s).
 # With `sync`, also until the three replicas' links are up.
 wait_formed() {
-  python3 - "${1:-}" "${PORTS[@]}" <<'EOF'
-import socket, sys, time
-sync = sys.argv[1] == "sync"
-ports = [int(p) for p in sys.argv[2:]]
-def cmd(port, *args):
-    s = socket.create_connection(("127.0.0.1", port), timeout=2)
-    req = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in (x.encode() for x in args))
-    s.sendall(req)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk: break
-        data += chunk
-        if data.startswith(b"$"):
-            n = int(data[1:data.index(b"\r\n")])
-            if n < 0 or len(data) >= data.index(b"\r\n") + 2 + n + 2: break
-        elif data.endswith(b"\r\n"): break
-    s.close()
-    return data.decode(errors="replace")
+  python3 - "$WORK" "${1:-}" "${PORTS[@]}" <<'EOF'
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from resp import text
+sync = sys.argv[2] == "sync"
+ports = [int(p) for p in sys.argv[3:]]
 deadline = time.time() + 90
 while time.time() < deadline:
     try:
@@ -123,15 +166,15 @@ while time.time() < deadline:
         # (Not the replicas' sync: its timing is repl-diskless-sync-delay's, 5 s by default.)
         ok = True
         for p in ports:
-            if "cluster_state:ok" not in cmd(p, "CLUSTER", "INFO"):
+            if "cluster_state:ok" not in text(p, "CLUSTER", "INFO"):
                 ok = False; break
-            lines = [l.split() for l in cmd(p, "CLUSTER", "NODES").splitlines()[1:] if len(l.split()) >= 8]
+            lines = [l.split() for l in text(p, "CLUSTER", "NODES").splitlines() if len(l.split()) >= 8]
             replicas = sum("slave" in l[2] and l[3] != "-" for l in lines)
             masters = sum("master" in l[2] and len(l) > 8 for l in lines)
             if replicas != 3 or masters != 3:
                 ok = False; break
         if ok and sync:
-            ok = sum("master_link_status:up" in cmd(p, "INFO", "replication") for p in ports) == 3
+            ok = sum("master_link_status:up" in text(p, "INFO", "replication") for p in ports) == 3
         if ok:
             print("%.3f" % time.time())
             sys.exit(0)
@@ -152,49 +195,14 @@ failover_once() {
   wait_formed sync >/dev/null
   local pid_by_port=""
   for i in "${!PORTS[@]}"; do pid_by_port+="${PORTS[$i]}:${NODE_PIDS[$i]} "; done
-  python3 - "$pid_by_port" "${PORTS[@]}" <<'EOF'
-import os, signal, socket, sys, time
-pids = dict(x.split(":") for x in sys.argv[1].split())
-ports = [int(p) for p in sys.argv[2:]]
-def cmd(port, *args, timeout=0.5):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in (x.encode() for x in args)))
-        data = b""
-        while not data.endswith(b"\r\n") or data.startswith(b"*") and not complete(data):
-            chunk = s.recv(65536)
-            if not chunk: raise OSError("closed")
-            data += chunk
-        return data
-    finally:
-        s.close()
-def complete(data):
-    # Enough of a RESP array for CLUSTER SLOTS: parse it fully or report incomplete.
-    try:
-        _, rest = parse(data)
-        return True
-    except (ValueError, IndexError):
-        return False
-def parse(b):
-    t, line_end = b[:1], b.index(b"\r\n")
-    head = b[1:line_end]
-    rest = b[line_end + 2:]
-    if t in (b"+", b"-", b":"):
-        return head, rest
-    if t == b"$":
-        n = int(head)
-        if n < 0: return None, rest
-        if len(rest) < n + 2: raise ValueError
-        return rest[:n], rest[n + 2:]
-    if t == b"*":
-        out = []
-        for _ in range(int(head)):
-            v, rest = parse(rest)
-            out.append(v)
-        return out, rest
-    raise ValueError
+  python3 - "$WORK" "$pid_by_port" "${PORTS[@]}" <<'EOF'
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from resp import cmd
+pids = dict(x.split(":") for x in sys.argv[2].split())
+ports = [int(p) for p in sys.argv[3:]]
 def owner_of_slot0(port):
-    slots, _ = parse(cmd(port, "CLUSTER", "SLOTS"))
+    slots = cmd(port, "CLUSTER", "SLOTS", timeout=0.5)
     for r in slots:
         if int(r[0]) <= 0 <= int(r[1]):
             return int(r[2][1])
@@ -211,7 +219,7 @@ while time.monotonic() - t0 < 120:
     for p in survivors:
         try:
             owner = owner_of_slot0(p)
-            if owner and owner != master and cmd(owner, "SET", key, "after").startswith(b"+OK"):
+            if owner and owner != master and cmd(owner, "SET", key, "after", timeout=0.5) == b"OK":
                 print("%.3f" % (time.monotonic() - t0))
                 sys.exit(0)
             break

@@ -109,6 +109,22 @@ async fn status(env: &Env) -> Value {
     status_of(env, NAME).await
 }
 
+/// Waits for cluster `name`'s UsersReady condition to be True/Applied: the status trails
+/// the nodes by a reconcile.
+async fn wait_users_applied(env: &mut Env, name: &str) {
+    let r = wait_for("UsersReady True Applied", WAIT, || async {
+        let st = status_of(env, name).await;
+        match condition(&st, "UsersReady") {
+            Some((s, r)) if s == "True" && r == "Applied" => Ok(()),
+            _ => Err(format!("status {st}")),
+        }
+    })
+    .await;
+    if let Err(e) = r {
+        panic!("{e}\n{}", env.operator_state());
+    }
+}
+
 async fn status_of(env: &Env, name: &str) -> Value {
     env.rcl()
         .get(name)
@@ -258,17 +274,7 @@ fn users_are_kept_on_every_node_and_rotated_without_failed_writes() {
             panic!("{e}\n{}", env.operator_state());
         }
         // The nodes have the user before the operator records it: wait for the status.
-        let r = wait_for("UsersReady True Applied", WAIT, || async {
-            let st = status(&env).await;
-            match condition(&st, "UsersReady") {
-                Some((s, r)) if s == "True" && r == "Applied" => Ok(()),
-                _ => Err(format!("status {st}")),
-            }
-        })
-        .await;
-        if let Err(e) = r {
-            panic!("{e}\n{}", env.operator_state());
-        }
+        wait_users_applied(&mut env, NAME).await;
         let st = status(&env).await;
         assert_eq!(st["users"][0]["name"], "app", "{st}");
         assert!(
@@ -678,17 +684,7 @@ async fn default_off_scenario(image: Option<&str>, ip_base: &str, label: &str) {
         }
         let ready = t0.elapsed();
         // The status may trail the nodes by a reconcile.
-        let r = wait_for("UsersReady True Applied", WAIT, || async {
-            let st = status_of(&env, OFF).await;
-            match condition(&st, "UsersReady") {
-                Some((s, r)) if s == "True" && r == "Applied" => Ok(()),
-                _ => Err(format!("status {st}")),
-            }
-        })
-        .await;
-        if let Err(e) = r {
-            panic!("{e}\n{}", env.operator_state());
-        }
+        wait_users_applied(&mut env, OFF).await;
         let st = status_of(&env, OFF).await;
         assert!(
             !st.to_string().contains(&admin),

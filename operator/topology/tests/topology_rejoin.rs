@@ -130,6 +130,17 @@ fn resets(steps: &[Step]) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// The planned MEETs as (meeting pod, met pod).
+fn meets(steps: &[Step]) -> Vec<(String, String)> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Meet { node, target, .. } => Some((node.pod.clone(), target.pod.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 fn involves(step: &Step, pod: &str) -> bool {
     match step {
         Step::Meet { node, target, .. } => node.pod == pod || target.pod == pod,
@@ -257,14 +268,7 @@ fn a_reset_pod_is_met_by_a_slot_holder() {
     pods.swap(1, 2);
     let planned = plan_pods(pods);
     assert!(resets(&planned.steps).is_empty(), "{:#?}", planned.steps);
-    let meets: Vec<(String, String)> = planned
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Meet { node, target, .. } => Some((node.pod.clone(), target.pod.clone())),
-            _ => None,
-        })
-        .collect();
+    let meets = meets(&planned.steps);
     assert_eq!(meets.len(), 1, "{meets:?}");
     assert_eq!(meets[0].1, "pv-2-0");
     assert!(
@@ -465,14 +469,7 @@ fn a_newcomer_in_the_cluster_is_met_by_the_rest_directly() {
     );
     pods.push(pod(2, 0, &nodes_text(N0, None, &[(A0, None)]), 0));
     let planned = plan_pods(pods);
-    let mut met: Vec<(String, String)> = planned
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Meet { node, target, .. } => Some((node.pod.clone(), target.pod.clone())),
-            _ => None,
-        })
-        .collect();
+    let mut met = meets(&planned.steps);
     met.sort();
     assert_eq!(
         met,

@@ -251,15 +251,7 @@ impl ClusterState {
                 self.del_node(name);
                 continue;
             }
-            if n.link.is_none() && n.cport != 0 && !n.ip.is_empty() {
-                let (ip, cport) = (n.ip.clone(), n.cport);
-                let l = self.alloc_link(Some(*name), false, now);
-                if let Some(n) = self.nodes.get_mut(name) {
-                    n.link = Some(l);
-                    n.link_connected = false;
-                }
-                self.out.push(Out::Connect { link: l, ip, cport });
-            }
+            self.connect_now(name, now);
         }
         if self.iteration.is_multiple_of(10) {
             let mut best: Option<(u64, Name)> = None;

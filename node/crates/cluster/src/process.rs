@@ -32,8 +32,9 @@ impl ClusterState {
         }
     }
 
-    /// Dials a node that has no link yet now, not at the next cron tick (up to 100 ms):
-    /// a cluster being formed waits on these handshakes.
+    /// Dials a node that has no link yet. The cron redials from here; a MEET and a node
+    /// learned by gossip call it at once rather than wait up to a tick (100 ms), as a cluster
+    /// being formed waits on these handshakes.
     pub(crate) fn connect_now(&mut self, name: &Name, now: u64) {
         let Some(n) = self.nodes.get(name) else {
             return;
