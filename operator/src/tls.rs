@@ -95,6 +95,13 @@ pub fn material(secret: &Secret) -> Result<Material, String> {
         key_pem: get(KEY_KEY)?,
     };
     let leaf = certificates(&client.cert_pem).map_err(|e| format!("{CERT_KEY}: {e}"))?;
+    // The nodes take v1 certificates (as redis-server does), but the operator's admin
+    // connections go through the redis crate's rustls, which refuses them mid-handshake.
+    if tessera_tls::is_legacy(leaf[0].as_ref()) {
+        return Err(format!(
+            "{CERT_KEY} is an X.509 v1 certificate; the operator needs v3 (cert-manager issues v3; with `openssl x509 -req`, add `-extfile` with e.g. `basicConstraints=CA:FALSE`)"
+        ));
+    }
     certificates(&client.ca_pem).map_err(|e| format!("{CA_KEY}: {e}"))?;
     // Also proves the key parses and matches nothing unusual: rustls builds the config.
     client.client_config().map_err(|e| e.to_string())?;

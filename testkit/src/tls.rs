@@ -89,6 +89,107 @@ impl Certs {
     }
 }
 
+/// Runs the `openssl` command in `dir`; a missing one is a failure that says how to get it.
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = std::process::Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("openssl is needed for this test ({e}): scripts/install-deps.sh installs it")
+        });
+    assert!(
+        o.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// An authority as many guides make one with the `openssl` command: a CA from `req -x509`,
+/// and server and client certificates from `x509 -req` with no extension file, which
+/// OpenSSL 3.0 writes as X.509 v1 (no extensions, no names but the subject's CN).
+fn openssl_v1_authority(dir: &Path, tag: &str) -> Authority {
+    let f = |name: &str| format!("{name}-{tag}");
+    let ca = f("ca");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "30",
+            "-subj",
+            &format!("/CN=Tessera v1 test CA {tag}"),
+            "-keyout",
+            &format!("{ca}.key"),
+            "-out",
+            &format!("{ca}.crt"),
+        ],
+    );
+    for who in ["server", "client"] {
+        let n = f(who);
+        openssl(
+            dir,
+            &[
+                "req",
+                "-new",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN=tessera v1 {who}"),
+                "-keyout",
+                &format!("{n}.key"),
+                "-out",
+                &format!("{n}.csr"),
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-days",
+                "30",
+                "-in",
+                &format!("{n}.csr"),
+                "-CA",
+                &format!("{ca}.crt"),
+                "-CAkey",
+                &format!("{ca}.key"),
+                "-out",
+                &format!("{n}.crt"),
+            ],
+        );
+    }
+    Authority {
+        ca: dir.join(format!("{ca}.crt")),
+        server_cert: dir.join(format!("{}.crt", f("server"))),
+        server_key: dir.join(format!("{}.key", f("server"))),
+        client_cert: dir.join(format!("{}.crt", f("client"))),
+        client_key: dir.join(format!("{}.key", f("client"))),
+    }
+}
+
+impl Certs {
+    /// Two authorities whose server and client certificates are X.509 v1 (see
+    /// `openssl_v1_authority`): what OpenSSL accepts and webpki refuses.
+    pub fn openssl_v1() -> Certs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main = openssl_v1_authority(dir.path(), "main");
+        let other = openssl_v1_authority(dir.path(), "other");
+        Certs {
+            _dir: dir,
+            main,
+            other,
+        }
+    }
+}
+
 impl Default for Certs {
     fn default() -> Self {
         Certs::new()
@@ -99,10 +200,25 @@ impl Authority {
     /// This authority's server key encrypted as PKCS#8 with `pass` (PBES2, AES-256-CBC),
     /// written by the `openssl` command next to the key: the file tls-key-file-pass opens.
     pub fn encrypted_server_key(&self, pass: &str) -> PathBuf {
-        let out = self.server_key.with_extension(format!("{pass}.enc.key"));
+        self.encrypted_server_key_as(pass, &["-v2", "aes-256-cbc"])
+    }
+
+    /// The server key encrypted by `openssl pkcs8 -topk8` with `scheme` (its arguments, such
+    /// as `["-v1", "PBE-SHA1-3DES"]`) and `pass`.
+    pub fn encrypted_server_key_as(&self, pass: &str, scheme: &[&str]) -> PathBuf {
+        let tag: String = scheme
+            .iter()
+            .flat_map(|a| a.chars())
+            .filter(char::is_ascii_alphanumeric)
+            .collect();
+        let out = self
+            .server_key
+            .with_extension(format!("{pass}.{tag}.enc.key"));
         let key = self.server_key.display().to_string();
         let o = std::process::Command::new("openssl")
-            .args(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", &key])
+            .args(["pkcs8", "-topk8"])
+            .args(scheme)
+            .args(["-in", &key])
             .args(["-out", &out.display().to_string(), "-passout"])
             .arg(format!("pass:{pass}"))
             .output()

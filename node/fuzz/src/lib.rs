@@ -25,7 +25,7 @@ pub use lua::lua_convert;
 pub use rdb::{hll, rdb_file, rdb_payload};
 pub use repl::repl_stream;
 pub use resp::request_parser;
-pub use tls::tls_key;
+pub use tls::{tls_cert, tls_key};
 
 /// A target's body.
 pub type Target = fn(&[u8]);
@@ -47,6 +47,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("lua_convert", lua_convert),
     ("acl_file", acl_file),
     ("tls_key", tls_key),
+    ("tls_cert", tls_cert),
 ];
 
 /// Reads fuzz input as a sequence of small choices; runs out gracefully (zeros).

@@ -17,6 +17,7 @@ pub mod stats;
 pub mod title;
 pub mod tls;
 pub mod tls_legacy_key;
+pub mod tls_pkcs12_key;
 pub mod unix;
 pub mod watches;
 

@@ -15,17 +15,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::pki_types::{ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::{
-    CertificateError, ClientConfig, ClientConnection, Connection, DigitallySignedStruct,
-    RootCertStore, ServerConfig, ServerConnection, SignatureScheme, SupportedCipherSuite,
+    ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig, ServerConnection,
+    SupportedCipherSuite,
 };
+use tessera_tls::{Anchors, AnyName, ClientVerifier, FixedClientCert, FixedServerCert};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::config::Config;
@@ -90,24 +88,28 @@ pub fn server_config(c: &Config) -> Result<Arc<ServerConfig>, TlsError> {
     let verifier = if auth == "no" {
         WebPkiClientVerifier::no_client_auth()
     } else {
-        let roots = Arc::new(load_roots(&t.dir, &t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
-        let b = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+        let (roots, anchors) = load_roots(&t.dir, &t.tls_ca_cert_file, &t.tls_ca_cert_dir)?;
+        let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
         let b = if auth == "optional" {
             b.allow_unauthenticated()
         } else {
             b
         };
-        b.build().map_err(|e| TlsError::Ca(e.to_string()))?
+        let webpki = b.build().map_err(|e| TlsError::Ca(e.to_string()))?;
+        Arc::new(ClientVerifier::new(webpki, Arc::new(anchors), &provider))
     };
+    // Our own resolver rather than `with_single_cert`: rustls parses the certificate there
+    // to compare the keys and refuses a v1 one (tessera_tls::certified_key compares both).
+    let certified =
+        tessera_tls::certified_key(chain, key, &provider).map_err(|e| TlsError::Key {
+            file: t.tls_key_file.clone(),
+            reason: e.to_string(),
+        })?;
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Rustls(e.to_string()))?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| TlsError::Key {
-            file: t.tls_key_file.clone(),
-            reason: e.to_string(),
-        })?;
+        .with_cert_resolver(Arc::new(FixedServerCert(certified)));
     cfg.ignore_client_order = t.tls_prefer_server_ciphers;
     cfg.session_storage = if t.tls_session_caching {
         ServerSessionMemoryCache::new(t.tls_session_cache_size.max(1) as usize)
@@ -127,17 +129,16 @@ pub fn client_config(c: &Config) -> Result<Arc<ClientConfig>, TlsError> {
     if t.tls_ca_cert_file.is_empty() && t.tls_ca_cert_dir.is_empty() {
         return Err(TlsError::NoCa);
     }
-    let roots = Arc::new(load_roots(&t.dir, &t.tls_ca_cert_file, &t.tls_ca_cert_dir)?);
+    let (roots, anchors) = load_roots(&t.dir, &t.tls_ca_cert_file, &t.tls_ca_cert_dir)?;
     let versions = protocols(&t.tls_protocols)?;
     let provider = Arc::new(provider(&t.tls_ciphers, &t.tls_ciphersuites, &versions)?);
-    let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-        .build()
+    let verifier = AnyName::new(Arc::new(roots), Arc::new(anchors), provider.clone())
         .map_err(|e| TlsError::Ca(e.to_string()))?;
-    let b = ClientConfig::builder_with_provider(provider)
+    let b = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Rustls(e.to_string()))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyHostName(webpki)));
+        .with_custom_certificate_verifier(Arc::new(verifier));
     let (cert, key, pass) = if t.tls_client_cert_file.is_empty() {
         (&t.tls_cert_file, &t.tls_key_file, &t.tls_key_file_pass)
     } else {
@@ -152,8 +153,9 @@ pub fn client_config(c: &Config) -> Result<Arc<ClientConfig>, TlsError> {
     } else {
         let chain = load_certs(&t.dir, cert)?;
         let key = load_key(&t.dir, key, pass)?;
-        b.with_client_auth_cert(chain, key)
-            .map_err(|e| TlsError::Rustls(e.to_string()))?
+        let certified = tessera_tls::certified_key(chain, key, &provider)
+            .map_err(|e| TlsError::Rustls(e.to_string()))?;
+        b.with_client_cert_resolver(Arc::new(FixedClientCert(certified)))
     };
     Ok(Arc::new(cfg))
 }
@@ -177,54 +179,6 @@ pub fn client_config_from_files(
         set("tls-client-key-file", key)?;
     }
     client_config(&c)
-}
-
-/// The chain check of webpki without its host name check (see [`client_config`]).
-#[derive(Debug)]
-struct AnyHostName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyHostName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        // webpki checks the name after the chain: a name error means the chain is good.
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
 }
 
 /// A tls-* file as Redis opens it: a relative path starts from `dir` (Redis has changed
@@ -283,6 +237,9 @@ fn decrypt_pkcs8(pem: &[u8], pass: &str) -> Result<PrivateKeyDer<'static>, Strin
     if label != pkcs8::EncryptedPrivateKeyInfo::PEM_LABEL {
         return Err(format!("unexpected PEM block '{label}'"));
     }
+    if let Some(key) = super::tls_pkcs12_key::open(&der, pass)? {
+        return Ok(key);
+    }
     let info = pkcs8::EncryptedPrivateKeyInfo::from_der(&der).map_err(|e| e.to_string())?;
     if pass.is_empty() {
         return Err("the key is encrypted and tls-key-file-pass is not set".into());
@@ -296,8 +253,9 @@ fn decrypt_pkcs8(pem: &[u8], pass: &str) -> Result<PrivateKeyDer<'static>, Strin
 /// The CA certificates of `file` and of every file in `dir` (OpenSSL reads a CApath's
 /// hashed names lazily; here every readable PEM file of the directory counts), both
 /// relative to `base` (the `dir` setting) when they are relative.
-fn load_roots(base: &Path, file: &str, dir: &str) -> Result<RootCertStore, TlsError> {
+fn load_roots(base: &Path, file: &str, dir: &str) -> Result<(RootCertStore, Anchors), TlsError> {
     let mut roots = RootCertStore::empty();
+    let mut anchors = Anchors::default();
     let mut add = |path: &Path, must: bool| -> Result<(), TlsError> {
         let certs = match CertificateDer::pem_file_iter(path) {
             Ok(it) => it.filter_map(Result::ok).collect::<Vec<_>>(),
@@ -311,6 +269,7 @@ fn load_roots(base: &Path, file: &str, dir: &str) -> Result<RootCertStore, TlsEr
             )));
         }
         for c in certs {
+            anchors.add(c.as_ref());
             roots
                 .add(c)
                 .map_err(|e| TlsError::Ca(format!("{}: {e}", path.display())))?;
@@ -332,7 +291,7 @@ fn load_roots(base: &Path, file: &str, dir: &str) -> Result<RootCertStore, TlsEr
     if roots.is_empty() {
         return Err(TlsError::Ca("no CA certificate found".into()));
     }
-    Ok(roots)
+    Ok((roots, anchors))
 }
 
 /// tls-protocols: a list of TLSv1, TLSv1.1, TLSv1.2, TLSv1.3 (any case); empty means
@@ -583,8 +542,26 @@ impl TlsStream {
                 // Redis's words, and a warning as there: a client that cannot connect.
                 tracing::warn!("Error accepting a client connection: {e}");
             }
-            // The alert saying why goes to the peer if the socket takes it.
-            let _ = self.send_pending(conn);
+            // The alert saying why goes to the peer if the socket takes it, unless what came
+            // was no TLS record at all (a plaintext client on a TLS port): OpenSSL, so
+            // Redis, then just closes ("doesn't look like TLS - don't send an alert"), and
+            // the client sees the connection end rather than a stray alert byte.
+            let not_tls = conn.is_handshaking()
+                && matches!(
+                    e,
+                    rustls::Error::InvalidMessage(
+                        rustls::InvalidMessage::InvalidContentType
+                            | rustls::InvalidMessage::UnknownProtocolVersion
+                    )
+                );
+            if not_tls {
+                // OpenSSL stops reading there, so Redis closes with the rest of the request
+                // unread and the kernel answers with a reset: the same for the client here.
+                let _ =
+                    socket2::SockRef::from(&self.tcp).set_linger(Some(std::time::Duration::ZERO));
+            } else {
+                let _ = self.send_pending(conn);
+            }
             return Err(tls_failed(e));
         }
         // Handshake messages and alerts go out as soon as they are made; a full socket

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use tessera_testkit::cli::cli_out;
-use tessera_testkit::tls::{Certs, TlsConn};
+use tessera_testkit::tls::{Authority, Certs, TlsConn};
 use tessera_testkit::*;
 
 /// redis-cli against `port` with `tls` arguments: whether it exited 0, and what it
@@ -52,8 +52,13 @@ fn tls_story(s: &Server, tls_port: u16, c: &Certs) -> Vec<String> {
         "other CA",
         cli(tls_port, &o.client_args(true), &["PING"]),
     );
-    let (ok, _) = cli(tls_port, &[], &["PING"]);
-    note(&mut out, "plaintext on the TLS port", (ok, String::new()));
+    // No TLS alert comes back (a plaintext client would read it as a reply), the
+    // connection is reset.
+    note(
+        &mut out,
+        "plaintext on the TLS port",
+        cli(tls_port, &[], &["PING"]),
+    );
     note(
         &mut out,
         "plain port still plain",
@@ -209,7 +214,7 @@ fn tls_startup_errors_like_redis() {
 /// redis-cli --tls PING gets; then, for each of `bad` (None: no pass phrase), whether the
 /// start is refused naming the key. `what` labels failure messages.
 fn key_pass_outcomes(
-    m: &tessera_testkit::tls::Authority,
+    m: &Authority,
     enc: &str,
     good: &str,
     bad: &[Option<&str>],
@@ -316,8 +321,10 @@ fn redis_benchmark_over_tls() {
 /// (the full sync, then the stream), authenticating with its client certificate.
 #[test]
 fn redis_replica_syncs_over_tls() {
-    let certs = Certs::new();
-    let m = &certs.main;
+    redis_replica_sync(&Certs::new().main);
+}
+
+fn redis_replica_sync(m: &Authority) {
     let tls_port = free_port();
     let master = Launch::tessera()
         .args(&["--save", ""])
@@ -365,8 +372,10 @@ fn redis_replica_syncs_over_tls() {
 /// certificate is for serving).
 #[test]
 fn tessera_replica_syncs_over_tls() {
-    let certs = Certs::new();
-    let m = &certs.main;
+    tessera_replica_sync(&Certs::new().main);
+}
+
+fn tessera_replica_sync(m: &Authority) {
     for master_kind in [Launch::redis(), Launch::tessera()] {
         let tls_port = free_port();
         let master = master_kind
@@ -640,4 +649,136 @@ fn client_key_is_loaded_at_start_like_redis() {
         "redis"
     );
     assert_eq!(outcomes[1], outcomes[0], "tessera / redis");
+}
+
+/// X.509 v1 certificates, which `openssl x509 -req` writes when given no extension file and
+/// which OpenSSL (so redis-server) accepts: served, required from clients, refused from
+/// another CA's clients and to clients trusting another CA, over TLS 1.3 and 1.2, on both
+/// servers alike.
+#[test]
+fn v1_certificates_like_redis() {
+    let certs = Certs::openssl_v1();
+    let (m, o) = (&certs.main, &certs.other);
+    let path = |p: &std::path::Path| p.display().to_string();
+    let wrong_ca: Vec<String> = [
+        "--tls",
+        "--cacert",
+        &path(&o.ca),
+        "--cert",
+        &path(&m.client_cert),
+        "--key",
+        &path(&m.client_key),
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut stories = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let port = free_port();
+        let s = l.args(&["--save", ""]).args(&m.server_args(port)).start();
+        let mut out = Vec::new();
+        let mut round = |out: &mut Vec<String>, tag: &str| {
+            note(
+                out,
+                &format!("{tag} ping"),
+                cli(port, &m.client_args(true), &["PING"]),
+            );
+            let refused = |args: &[String]| (cli(port, args, &["PING"]).0, String::new());
+            note(
+                out,
+                &format!("{tag} no cert"),
+                refused(&m.client_args(false)),
+            );
+            note(
+                out,
+                &format!("{tag} other CA's client"),
+                refused(&o.client_args(true)),
+            );
+            note(
+                out,
+                &format!("{tag} client trusting another CA"),
+                refused(&wrong_ca),
+            );
+        };
+        round(&mut out, "TLSv1.3");
+        let set = s.resp().cmd(&["CONFIG", "SET", "tls-protocols", "TLSv1.2"]);
+        assert_eq!(set, Reply::Simple("OK".into()), "{}", s.bin());
+        round(&mut out, "TLSv1.2");
+        stories.push(out);
+    }
+    let expected: Vec<String> = ["TLSv1.3", "TLSv1.2"]
+        .iter()
+        .flat_map(|t| {
+            [
+                format!("{t} ping: (true, \"PONG\")"),
+                format!("{t} no cert: (false, \"\")"),
+                format!("{t} other CA's client: (false, \"\")"),
+                format!("{t} client trusting another CA: (false, \"\")"),
+            ]
+        })
+        .collect();
+    assert_eq!(stories[0], expected, "redis-server");
+    assert_eq!(stories[1], stories[0], "tessera-node / redis-server");
+}
+
+/// Replication over TLS with v1 certificates on both ends: a redis-server replica of
+/// tessera-node and tessera-node replicas of both servers (tessera-node checks the master's
+/// v1 certificate and shows its own v1 client certificate).
+#[test]
+fn replication_over_tls_with_v1_certificates() {
+    let certs = Certs::openssl_v1();
+    redis_replica_sync(&certs.main);
+    tessera_replica_sync(&certs.main);
+}
+
+/// tls-key-file-pass with keys encrypted under PKCS#12's 3DES schemes (`openssl pkcs8
+/// -topk8 -v1 PBE-SHA1-3DES` / `PBE-SHA1-2DES`): opened with the pass phrase, refused
+/// without it or with a wrong one, as by redis-server. A key under PKCS#5's single-DES
+/// PBES1, which OpenSSL 3 writes only with its legacy provider, stops both servers.
+#[test]
+fn pkcs12_encrypted_keys_like_redis() {
+    let certs = Certs::new();
+    let m = &certs.main;
+    for scheme in ["PBE-SHA1-3DES", "PBE-SHA1-2DES"] {
+        let enc = m.encrypted_server_key_as("s3cret", &["-v1", scheme]);
+        let outcomes = key_pass_outcomes(
+            m,
+            &enc.display().to_string(),
+            "s3cret",
+            &[None, Some("wrong")],
+            scheme,
+        );
+        assert_eq!(
+            outcomes[0],
+            ((true, "PONG".to_string()), vec![true, true]),
+            "redis-server, {scheme}"
+        );
+        assert_eq!(outcomes[1], outcomes[0], "tessera / redis, {scheme}");
+    }
+    let legacy = m.encrypted_server_key_as(
+        "s3cret",
+        &[
+            "-v1",
+            "PBE-SHA1-DES",
+            "-provider",
+            "legacy",
+            "-provider",
+            "default",
+        ],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    for l in [Launch::redis(), Launch::tessera()] {
+        let bin = l.bin().to_string();
+        let mut args = m.server_args(free_port());
+        args[5] = legacy.display().to_string();
+        args.extend(["--tls-key-file-pass".to_string(), "s3cret".to_string()]);
+        let exit = l
+            .args(&["--save", ""])
+            .args(&args)
+            .run_to_exit(dir.path(), Duration::from_secs(20));
+        assert!(
+            exit.failed() && exit.output.contains("Failed to load private key: "),
+            "{bin}: {}",
+            exit.output
+        );
+    }
 }

@@ -66,6 +66,20 @@ fn a_secret_gives_the_material_and_the_leaf_fingerprint() {
         ),
     ]));
     assert!(bad_key.is_err());
+
+    // An X.509 v1 certificate (openssl x509 -req without extensions) is refused with why:
+    // the nodes would take it, the operator's admin connections would not.
+    let v1 = tessera_testkit::tls::Certs::openssl_v1();
+    let a = &v1.main;
+    let refused = material(&secret(&[
+        (CA_KEY, read(&a.ca)),
+        (CERT_KEY, read(&a.server_cert)),
+        (KEY_KEY, read(&a.server_key)),
+    ]));
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("X.509 v1")),
+        "{refused:?}"
+    );
 }
 
 #[test]

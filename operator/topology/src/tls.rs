@@ -9,16 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_tls::{Anchors, AnyName, FixedClientCert};
 use tokio::net::TcpStream;
-use tokio_rustls::rustls::client::danger::{
-    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
-};
-use tokio_rustls::rustls::client::WebPkiServerVerifier;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use tokio_rustls::rustls::{
-    self, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
 use crate::TopologyError;
@@ -44,54 +39,6 @@ impl std::fmt::Debug for TlsClient {
     }
 }
 
-/// Accepts a certificate that chains to the CA whatever names it carries; every other check
-/// (chain, validity, signatures) is webpki's.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
 fn bad(what: &str, e: impl std::fmt::Display) -> TopologyError {
     TopologyError::Invalid(format!("TLS {what}: {e}"))
 }
@@ -111,20 +58,28 @@ impl TlsClient {
     /// A rustls client configuration: the CA as the only root, the certificate as client
     /// certificate, names not checked (see the module doc).
     pub fn client_config(&self) -> Result<ClientConfig, TopologyError> {
+        let cas = certificates(&self.ca_pem)?;
         let mut roots = RootCertStore::empty();
-        for ca in certificates(&self.ca_pem)? {
-            roots.add(ca).map_err(|e| bad("CA", e))?;
+        for ca in &cas {
+            roots.add(ca.clone()).map_err(|e| bad("CA", e))?;
         }
-        let inner = WebPkiServerVerifier::builder(Arc::new(roots))
-            .build()
-            .map_err(|e| bad("CA", e))?;
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let verifier = AnyName::new(
+            Arc::new(roots),
+            Arc::new(Anchors::from_certs(&cas)),
+            provider.clone(),
+        )
+        .map_err(|e| bad("CA", e))?;
         let chain = certificates(&self.cert_pem)?;
         let key = PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(|e| bad("key", e))?;
-        ClientConfig::builder()
+        let certified = tessera_tls::certified_key(chain, key, &provider)
+            .map_err(|e| bad("client certificate", e))?;
+        Ok(ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("protocols", e))?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyName(inner)))
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| bad("client certificate", e))
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_client_cert_resolver(Arc::new(FixedClientCert(certified))))
     }
 }
 
