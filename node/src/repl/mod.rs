@@ -170,6 +170,12 @@ pub struct Repl {
     pub master: Mutex<Option<MasterTarget>>,
     /// Fast check of `master.is_some()`.
     pub is_replica: AtomicBool,
+    /// The main runtime (the process's first thread), where the link to our master runs
+    /// whichever thread ran REPLICAOF: a script busy on an I/O thread does not stall it, and
+    /// a SIGSTOP, which the kernel hands to that thread first, stops the link before it
+    /// reads another byte (with the link on an I/O thread, it went on until the main thread
+    /// got a CPU to start the group stop: Redis's unit/wait saw a stopped replica ACK).
+    pub rt: std::sync::OnceLock<tokio::runtime::Handle>,
     pub link_up: AtomicBool,
     pub sync_in_progress: AtomicBool,
     /// Master side: the sync group still taking replicas (see [`master::SyncGroup`]).
@@ -243,6 +249,7 @@ impl Default for Repl {
             }),
             master: Mutex::new(None),
             is_replica: AtomicBool::new(false),
+            rt: std::sync::OnceLock::new(),
             link_up: AtomicBool::new(false),
             sync_in_progress: AtomicBool::new(false),
             sync_group: Mutex::new(None),
@@ -514,6 +521,9 @@ pub fn too_few_replicas(srv: &Server) -> Option<&'static str> {
 
 /// Starts replication at boot: the subscriber, the cron, and `replicaof` from the config.
 pub fn start(srv: &Arc<Server>) {
+    if let Ok(h) = tokio::runtime::Handle::try_current() {
+        let _ = srv.repl.rt.set(h);
+    }
     srv.repl
         .dirty_at_start
         .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -619,10 +629,13 @@ pub fn set_master(srv: &Arc<Server>, target: Option<(String, u16)>) {
             // Our own replicas stay: the new master may continue our history (a partial
             // resync), and they with it. A full sync closes them once its payload is in,
             // a partial one with a new replid at once (Redis's replicationSetMaster).
-            let task = tokio::runtime::Handle::try_current().ok().map(|h| {
-                h.spawn(replica::run(srv.clone(), host.clone(), port, gen))
-                    .abort_handle()
-            });
+            let rt = srv.repl.rt.get().cloned();
+            let task = rt
+                .or_else(|| tokio::runtime::Handle::try_current().ok())
+                .map(|h| {
+                    h.spawn(replica::run(srv.clone(), host.clone(), port, gen))
+                        .abort_handle()
+                });
             tracing::info!(%host, port, "Connecting to MASTER");
             *m = Some(MasterTarget { host, port, task });
         }

@@ -30,11 +30,13 @@ fn expired_on_replica(tessera: bool) -> Vec<String> {
     };
     let mut seen = Vec::new();
     m.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    m.cmd(&["SET", "k", "1", "PX", "400"]);
+    // Long enough that the sync wait below ends before the key expires on the master even
+    // on a loaded machine (the INCR must find it there), short enough to wait out.
+    m.cmd(&["SET", "k", "1", "PX", "1500"]);
     synced(&mut m, &mut r);
     replica.signal("STOP");
     seen.push(R::from(m.cmd(&["INCR", "k"])).s());
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(1700));
     replica.signal("CONT");
     synced(&mut m, &mut r);
     seen.push(format!(

@@ -676,7 +676,7 @@ fn v1_certificates_like_redis() {
         let port = free_port();
         let s = l.args(&["--save", ""]).args(&m.server_args(port)).start();
         let mut out = Vec::new();
-        let mut round = |out: &mut Vec<String>, tag: &str| {
+        let round = |out: &mut Vec<String>, tag: &str| {
             note(
                 out,
                 &format!("{tag} ping"),
