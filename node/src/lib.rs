@@ -37,9 +37,12 @@ use std::sync::Arc;
 
 /// Starts a server from a parsed config on the current tokio runtime; returns when it stops.
 /// `title`: the process's command line area (the binary's), where the process title goes.
+/// `listening` runs once every listener is bound, before the data loads (where Redis prints
+/// its logo: its test harness connects as soon as it reads the logo's PID line).
 pub async fn run(
     config: config::Config,
     title: Option<server::title::Area>,
+    listening: impl FnOnce(),
 ) -> Result<(), server::ServerError> {
     cmd::install_table(all_commands(), upper_hooks(), &config.renames);
     let srv = server::Server::new(config);
@@ -50,7 +53,7 @@ pub async fn run(
     if let Some(area) = title {
         srv.title.install(area, &srv.config.read());
     }
-    server::run(srv).await
+    server::run(srv, listening).await
 }
 
 /// Builds the shared server state (used by tests that drive commands in-process).

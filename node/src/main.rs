@@ -50,7 +50,7 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let log = init_logging(&config);
-    startup_banner(&config, &log);
+    startup_lines(&config);
     if let Err(e) = crash::install(log.fd()) {
         tracing::warn!("Can't install the crash report handler: {e}");
     }
@@ -61,7 +61,11 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("building the tokio runtime")?;
     let port = config.typed.port;
-    if let Err(e) = rt.block_on(tessera_node::run(config, title)) {
+    let logo = {
+        let c = config.clone();
+        move || logo(&c, &log)
+    };
+    if let Err(e) = rt.block_on(tessera_node::run(config, title, logo)) {
         if let tessera_node::server::ServerError::Bind { .. } = e {
             // Redis's words: its test harness reads them to retry on another port.
             tracing::warn!("Warning: {e}");
@@ -136,11 +140,8 @@ fn init_logging(c: &Config) -> Log {
     }
 }
 
-/// Redis's startup lines. With the logo shown (always-show-logo, or a terminal on stdout),
-/// its ` PID: <pid>` line is what Redis's test harness waits for before it looks for
-/// "Ready to accept"; without it, Redis logs "Running mode=..., port=...".
-fn startup_banner(c: &Config, log: &Log) {
-    use std::io::IsTerminal;
+/// Redis's first startup lines, before the listeners are bound.
+fn startup_lines(c: &Config) {
     let pid = std::process::id();
     let version = tessera_node::REDIS_VERSION;
     tracing::warn!("oO0OoO0OoO0Oo Redis is starting oO0OoO0OoO0Oo");
@@ -154,6 +155,16 @@ fn startup_banner(c: &Config, log: &Log) {
             "Warning: no config file specified, using the default config. In order to specify a config file use tessera-node /path/to/redis.conf"
         ),
     }
+}
+
+/// Redis's logo, printed once the listeners are bound (as Redis's redisAsciiArt after
+/// initServer). With the logo shown (always-show-logo, or a terminal on stdout), its
+/// ` PID: <pid>` line is what Redis's test harness waits for before it connects; without
+/// it, Redis logs "Running mode=..., port=...".
+fn logo(c: &Config, log: &Log) {
+    use std::io::IsTerminal;
+    let pid = std::process::id();
+    let version = tessera_node::REDIS_VERSION;
     let mode = if c.typed.cluster_enabled {
         "cluster"
     } else {

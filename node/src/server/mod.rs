@@ -315,7 +315,7 @@ impl Server {
 
 /// Binds the listeners, then serves until shutdown. Returns when every connection task has
 /// been told to stop.
-pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
+pub async fn run(srv: Arc<Server>, listening: impl FnOnce()) -> Result<(), ServerError> {
     let (bind, port, tls_port, unixsocket, unixsocketperm) = {
         let c = &srv.config.read().typed;
         (
@@ -395,6 +395,7 @@ pub async fn run(srv: Arc<Server>) -> Result<(), ServerError> {
         None => port,
     };
     srv.port.store(actual as u32, Ordering::Relaxed);
+    listening();
     // As Redis, clients are served while the data loads: INFO, CONFIG and the other
     // commands flagged `loading` run, the rest answer -LOADING (the dispatcher's loading
     // check). The flag is up before the first accept, so no client sees a half-loaded set.

@@ -57,9 +57,19 @@ fn busy_port_says_failed_listening_like_redis() {
         let exit = l
             .verbatim()
             .args(&["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .args(&["--always-show-logo", "yes"])
             .args(&["--dir", &dir.path().display().to_string()])
             .run_to_exit(dir.path(), Duration::from_secs(20));
         assert!(exit.failed(), "{bin} kept running on a busy port");
+        // The logo (and its PID line) comes once the port is bound, as Redis's after
+        // initServer: the harness connects as soon as it reads the PID, and a logo printed
+        // before binding let it connect to a port not open yet (integration/aof's
+        // start_server_aof, on a loaded machine).
+        assert!(
+            !exit.output.contains(" PID: "),
+            "{bin} printed its logo before failing to listen:\n{}",
+            exit.output
+        );
         assert!(
             exit.output
                 .contains(&format!("Failed listening on port {port} (TCP), aborting.")),
