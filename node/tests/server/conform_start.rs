@@ -79,6 +79,40 @@ fn busy_port_says_failed_listening_like_redis() {
     }
 }
 
+/// A node that cannot listen on its cluster bus port (here held by another socket) stops
+/// with the reason in its `logfile` and nothing on stderr, as redis-server: Redis's cluster
+/// suite counts any stderr output of an instance as a failed test, and its instances can
+/// meet a bus port taken by some connection's ephemeral port.
+#[test]
+fn busy_bus_port_is_logged_not_printed_like_redis() {
+    for l in both() {
+        let bin = l.bin().to_string();
+        let holder = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
+        let bus = holder.local_addr().expect("addr").port();
+        let Some(port) = bus.checked_sub(10000) else {
+            continue;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("log.txt");
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["--port", &port.to_string(), "--cluster-enabled", "yes"])
+            .args(["--save", "", "--dir", &dir.path().display().to_string()])
+            .args(["--logfile", &log.display().to_string()]);
+        let o = output_within(&mut cmd, Duration::from_secs(20));
+        assert!(!o.status.success(), "{bin} kept running without its bus");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "",
+            "{bin} wrote to stderr"
+        );
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            text.contains(&bus.to_string()),
+            "{bin}'s log does not name the bus port {bus}:\n{text}"
+        );
+    }
+}
+
 /// The cluster suite's instance config: `dir ./redis_N` then `logfile log.txt`. Redis
 /// applies the lines in order and `dir` changes directory at once, so the log lands in
 /// redis_N/.
