@@ -92,6 +92,7 @@ pub fn upper_hooks() -> cmd::UpperHooks {
         debug_upper: Some(debug_upper),
         save_after_flushall: Some(persist::save_after_flushall),
         script_writes: Some(script::declared_writes),
+        config_set: Some(cluster::config_set),
     }
 }
 

@@ -49,6 +49,14 @@ pub fn sync_config(srv: &Server, node: &ClusterNode) {
     node.refresh_config_now(token);
 }
 
+/// After CONFIG SET (the `config_set` hook): a cluster node applies its cluster-* settings
+/// now rather than at the next cron tick, so the next bus message carries them.
+pub fn config_set(srv: &Server) {
+    if let Some(node) = srv.cluster.get() {
+        sync_config(srv, node);
+    }
+}
+
 /// True when nodes.conf names this node a replica. Redis reads nodes.conf before the
 /// dataset, and a replica keeps the keys of its RDB that expired meanwhile (its master's
 /// DELs remove them); a file that cannot be read is reported by [`start`], not here.

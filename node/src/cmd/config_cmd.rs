@@ -171,6 +171,9 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.srv.persist.aof.configure_in_exec(on);
     }
     ctx.srv.config_changed();
+    if let Some(applied) = super::table().hooks.config_set {
+        applied(ctx.srv);
+    }
     if named.iter().any(|(n, _)| n == "maxmemory") {
         crate::server::evict::evict_soon(ctx.srv);
     }

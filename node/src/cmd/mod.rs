@@ -120,6 +120,10 @@ pub struct UpperHooks {
     /// A script command's write flag as its script declares it, None when it declares none
     /// (script): what CLIENT PAUSE WRITE holds.
     pub script_writes: Option<ScriptWritesHook>,
+    /// After a CONFIG SET took effect (cluster glue): the cluster state takes its cluster-*
+    /// settings at once, so the bus's next message carries them (a new
+    /// cluster-announce-hostname in the very next PONG, as Redis's config apply does).
+    pub config_set: Option<fn(&Server)>,
 }
 
 /// Every command family's table entries: this layer's own with `upper` spliced in where those

@@ -715,3 +715,38 @@ fn cluster_nodes_after_replicate_not_loading_like_redis() {
         "tessera-node"
     );
 }
+
+/// A hostname set by CONFIG SET goes out with the node's very next bus message, as Redis's
+/// config apply makes it: a node that meets it right after sees the hostname as soon as it
+/// sees the node (Redis's 27-endpoints "prefer hostname only show hostname for new nodes"
+/// reads CLUSTER SLOTS the moment the new nodes appear). Before, the cluster state took the
+/// setting at its next 100 ms tick, and a handshake done sooner carried no hostname.
+#[test]
+fn announced_hostname_travels_with_the_first_pong() {
+    for round in 0..5 {
+        let a = Proc::cluster(tessera_bin(), "127.0.0.1", 3000);
+        let b = Proc::cluster(tessera_bin(), "127.0.0.1", 3000);
+        let a_id = a.myid();
+        let set = a.cli(&[
+            "CONFIG",
+            "SET",
+            "cluster-announce-hostname",
+            "a.example.net",
+        ]);
+        assert_eq!(set.trim(), "OK");
+        let meet = b.cli(&["CLUSTER", "MEET", "127.0.0.1", &a.port.to_string()]);
+        assert_eq!(meet.trim(), "OK");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let first = loop {
+            if let Some(l) = b.nodes().into_iter().find(|l| l.starts_with(&a_id)) {
+                break l;
+            }
+            assert!(std::time::Instant::now() < deadline, "b never learned a");
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        assert!(
+            first.contains(",a.example.net "),
+            "round {round}: b's first line for a has no hostname: {first}"
+        );
+    }
+}
