@@ -10,8 +10,9 @@ use redis::Commands;
 use tessera_testkit::cluster::*;
 use tessera_testkit::*;
 
-/// Runs one `converge` to `shards` × (1 + `replicas`) over `nodes`; returns its duration.
-fn converge(operator: &str, shards: u32, replicas: u32, nodes: &[Proc]) -> Duration {
+/// Runs one `converge` to `shards` × (1 + `replicas`) over `nodes`; returns its duration and
+/// what it printed (its actions, for a failure message).
+fn converge(operator: &str, shards: u32, replicas: u32, nodes: &[Proc]) -> (Duration, String) {
     let start = Instant::now();
     let out = tessera_testkit::output_within(
         Command::new(operator)
@@ -27,7 +28,24 @@ fn converge(operator: &str, shards: u32, replicas: u32, nodes: &[Proc]) -> Durat
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    start.elapsed()
+    (start.elapsed(), text)
+}
+
+/// Every node's role, key count and view of the cluster, for a failure message.
+fn describe(nodes: &[Proc]) -> String {
+    nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {} dbsize={}\n{}",
+                n.addr(),
+                n.cli(&["ROLE"]).lines().next().unwrap_or_default(),
+                n.cli(&["DBSIZE"]).trim(),
+                n.cli(&["CLUSTER", "NODES"])
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Every key reads back through a cluster client with its value.
@@ -60,7 +78,7 @@ fn operator_converges_tessera_nodes() {
     let operator = workspace_bin("tessera-operator");
     let total = Instant::now();
     let nodes = cluster_nodes(tessera_bin(), 8, 5000);
-    let form = converge(&operator, 3, 1, &nodes[..6]);
+    let (form, _) = converge(&operator, 3, 1, &nodes[..6]);
     wait_check(&nodes[0], "check after forming");
     let client = cluster_client(&nodes[..6]);
     let mut con = client.get_connection().expect("cluster connection");
@@ -68,17 +86,21 @@ fn operator_converges_tessera_nodes() {
     for i in 0..N {
         let _: () = con.set(format!("t:{i}"), i).expect("set");
     }
-    let grow = converge(&operator, 4, 1, &nodes);
+    let (grow, grow_log) = converge(&operator, 4, 1, &nodes);
     wait_check(&nodes[6], "check after growth");
     let new_master = nodes[6..]
         .iter()
         .map(|n| n.cli(&["DBSIZE"]).trim().parse::<usize>().unwrap_or(0))
         .max()
         .unwrap_or(0);
-    assert!(new_master > 0, "the new shard received keys");
+    assert!(
+        new_master > 0,
+        "the new shard received no keys; converge did:\n{grow_log}\nnodes:\n{}",
+        describe(&nodes)
+    );
     check_keys(&nodes.iter().collect::<Vec<_>>(), N);
     assert_eq!(master_keys(&nodes), N);
-    let shrink = converge(&operator, 2, 1, &nodes);
+    let (shrink, _) = converge(&operator, 2, 1, &nodes);
     wait_check(&nodes[0], "check after shrinking");
     check_keys(&nodes[..4].iter().collect::<Vec<_>>(), N);
     let masters_with_slots: Vec<&Proc> = nodes[..4]
