@@ -330,10 +330,12 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
 
     // Failure flags on any pod's node, as seen by any reachable pod.
     let mut degraded = !unreachable.is_empty();
+    let mut flagged = BTreeSet::new();
     for &i in &reach {
         for v in &snap.pods[i].peers {
             if v.failing() && pod_ids.contains(v.id.as_str()) {
                 degraded = true;
+                flagged.insert(v.id.as_str());
             }
         }
     }
@@ -511,6 +513,21 @@ pub fn plan_full(desired: &Desired, snap: &Snapshot) -> Planned {
     out.steps.extend(forget_steps);
     out.steps.extend(replicate_steps);
     if fresh || !topology_ready {
+        // Waiting with nothing to do is not converged: the report says converged when there
+        // are no steps and nothing stuck, and a handshake or a failure flag seen right after
+        // a MEET or a replica attachment made it report a cluster whose slots had not moved.
+        if !fresh && out.steps.is_empty() {
+            if handshaking {
+                out.stuck
+                    .push("waiting for node handshakes to complete".to_string());
+            }
+            if !flagged.is_empty() {
+                out.stuck.push(format!(
+                    "waiting: nodes flagged failing by a peer: {}",
+                    flagged.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
         return out;
     }
     // A shard whose master's pod is about to be removed is handed over first; an open slot

@@ -489,3 +489,79 @@ fn a_newcomer_in_the_cluster_is_met_by_the_rest_directly() {
         planned.stuck
     );
 }
+
+/// A third shard just attached (C0 a master without slots, C1 its replica), everyone knowing
+/// everyone: slots move to C0. With a handshake in flight on A0, or C1 flagged PFAIL by a
+/// peer, the plan waits, and the report must not call that converged: `converge` polls
+/// within 20 ms of its last action and once stopped on such a state, with C0 still empty
+/// (node/tests/cluster/cluster_topology.rs).
+#[test]
+fn waiting_on_a_handshake_or_a_failure_flag_is_not_converged() {
+    let desired = Desired {
+        shards: 3,
+        replicas_per_shard: 1,
+        paused: false,
+    };
+    let everyone = [
+        (A0, None),
+        (A1, None),
+        (B0, None),
+        (B1, None),
+        (C0, None),
+        (C1, Some(C0)),
+    ];
+    let build = || {
+        let mut pods = core(&[(C0, None), (C1, Some(C0))]);
+        for (ord, me, as_) in [(0, C0, None), (1, C1, Some(C0))] {
+            let others: Vec<_> = everyone
+                .iter()
+                .copied()
+                .filter(|(id, _)| *id != me)
+                .collect();
+            pods.push(pod(2, ord, &nodes_text(me, as_, &others), 0));
+        }
+        pods
+    };
+    let report = |pods: Vec<PodState>| {
+        let snap = Snapshot {
+            pods,
+            ..Default::default()
+        };
+        let planned = plan_full(&desired, &snap);
+        let report = tessera_topology::report::build(&desired, &snap, &planned);
+        (planned, report)
+    };
+    let (planned, r) = report(build());
+    assert!(
+        planned
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::MigrateSlots { to, .. } if to.pod == "pv-2-0")),
+        "{:#?}",
+        planned.steps
+    );
+    assert!(!r.converged);
+
+    let mut pods = build();
+    handshake_on_a0(&mut pods, None);
+    let (planned, r) = report(pods);
+    assert!(planned.steps.is_empty(), "{:#?}", planned.steps);
+    assert!(!r.converged, "a handshake in flight reported converged");
+    assert!(
+        r.stuck.iter().any(|s| s.contains("handshake")),
+        "{:?}",
+        r.stuck
+    );
+
+    let mut pods = build();
+    let c1 = pods[0]
+        .peers
+        .iter_mut()
+        .find(|v| v.id == C1)
+        .expect("A0 knows C1");
+    c1.pfail = true;
+    let (planned, r) = report(pods);
+    assert!(planned.steps.is_empty(), "{:#?}", planned.steps);
+    assert!(!r.converged, "a PFAIL flag reported converged");
+    assert!(r.stuck.iter().any(|s| s.contains(C1)), "{:?}", r.stuck);
+}
