@@ -90,7 +90,7 @@ impl Certs {
 }
 
 /// Runs the `openssl` command in `dir`; a missing one is a failure that says how to get it.
-fn openssl(dir: &Path, args: &[&str]) {
+pub fn openssl(dir: &Path, args: &[&str]) {
     let o = std::process::Command::new("openssl")
         .current_dir(dir)
         .args(args)

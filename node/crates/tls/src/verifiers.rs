@@ -22,8 +22,48 @@ use crate::{is_legacy, legacy, Anchors};
 #[derive(Debug)]
 pub struct AnyName {
     webpki: Arc<WebPkiServerVerifier>,
+    v1: V1,
+}
+
+/// What both verifiers check themselves rather than through webpki: v1 certificates.
+#[derive(Debug)]
+struct V1 {
     anchors: Arc<Anchors>,
     algs: WebPkiSupportedAlgorithms,
+}
+
+impl V1 {
+    /// The chain of a v1 end entity (see [`legacy`]); None for webpki.
+    fn chain(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Option<Result<(), Error>> {
+        is_legacy(end_entity.as_ref()).then(|| {
+            legacy::verify_chain(end_entity, intermediates, &self.anchors, &self.algs, now)
+        })
+    }
+
+    /// A TLS 1.2 handshake signature by a v1 certificate's key; None for webpki.
+    fn tls12(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Option<Result<HandshakeSignatureValid, Error>> {
+        is_legacy(cert.as_ref()).then(|| legacy::verify_tls12(message, cert, dss, &self.algs))
+    }
+
+    /// A TLS 1.3 handshake signature by a v1 certificate's key; None for webpki.
+    fn tls13(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Option<Result<HandshakeSignatureValid, Error>> {
+        is_legacy(cert.as_ref()).then(|| legacy::verify_tls13(message, cert, dss, &self.algs))
+    }
 }
 
 impl AnyName {
@@ -37,8 +77,7 @@ impl AnyName {
         let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider).build()?;
         Ok(Self {
             webpki,
-            anchors,
-            algs,
+            v1: V1 { anchors, algs },
         })
     }
 }
@@ -52,9 +91,8 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        if is_legacy(end_entity.as_ref()) {
-            return legacy::verify_chain(end_entity, intermediates, &self.anchors, &self.algs, now)
-                .map(|()| ServerCertVerified::assertion());
+        if let Some(r) = self.v1.chain(end_entity, intermediates, now) {
+            return r.map(|()| ServerCertVerified::assertion());
         }
         // webpki checks the name after the chain: a name error means the chain is good.
         match self.webpki.verify_server_cert(
@@ -77,10 +115,9 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if is_legacy(cert.as_ref()) {
-            return legacy::verify_tls12(message, cert, dss, &self.algs);
-        }
-        self.webpki.verify_tls12_signature(message, cert, dss)
+        self.v1
+            .tls12(message, cert, dss)
+            .unwrap_or_else(|| self.webpki.verify_tls12_signature(message, cert, dss))
     }
 
     fn verify_tls13_signature(
@@ -89,10 +126,9 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if is_legacy(cert.as_ref()) {
-            return legacy::verify_tls13(message, cert, dss, &self.algs);
-        }
-        self.webpki.verify_tls13_signature(message, cert, dss)
+        self.v1
+            .tls13(message, cert, dss)
+            .unwrap_or_else(|| self.webpki.verify_tls13_signature(message, cert, dss))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -105,8 +141,7 @@ impl ServerCertVerifier for AnyName {
 #[derive(Debug)]
 pub struct ClientVerifier {
     webpki: Arc<dyn ClientCertVerifier>,
-    anchors: Arc<Anchors>,
-    algs: WebPkiSupportedAlgorithms,
+    v1: V1,
 }
 
 impl ClientVerifier {
@@ -118,8 +153,10 @@ impl ClientVerifier {
     ) -> Self {
         Self {
             webpki,
-            anchors,
-            algs: provider.signature_verification_algorithms,
+            v1: V1 {
+                anchors,
+                algs: provider.signature_verification_algorithms,
+            },
         }
     }
 }
@@ -143,9 +180,8 @@ impl ClientCertVerifier for ClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        if is_legacy(end_entity.as_ref()) {
-            return legacy::verify_chain(end_entity, intermediates, &self.anchors, &self.algs, now)
-                .map(|()| ClientCertVerified::assertion());
+        if let Some(r) = self.v1.chain(end_entity, intermediates, now) {
+            return r.map(|()| ClientCertVerified::assertion());
         }
         self.webpki
             .verify_client_cert(end_entity, intermediates, now)
@@ -157,10 +193,9 @@ impl ClientCertVerifier for ClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if is_legacy(cert.as_ref()) {
-            return legacy::verify_tls12(message, cert, dss, &self.algs);
-        }
-        self.webpki.verify_tls12_signature(message, cert, dss)
+        self.v1
+            .tls12(message, cert, dss)
+            .unwrap_or_else(|| self.webpki.verify_tls12_signature(message, cert, dss))
     }
 
     fn verify_tls13_signature(
@@ -169,10 +204,9 @@ impl ClientCertVerifier for ClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if is_legacy(cert.as_ref()) {
-            return legacy::verify_tls13(message, cert, dss, &self.algs);
-        }
-        self.webpki.verify_tls13_signature(message, cert, dss)
+        self.v1
+            .tls13(message, cert, dss)
+            .unwrap_or_else(|| self.webpki.verify_tls13_signature(message, cert, dss))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

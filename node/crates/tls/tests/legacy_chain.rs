@@ -8,22 +8,8 @@ use std::time::{Duration, SystemTime};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::{CertificateError, Error};
+use tessera_testkit::tls::openssl;
 use tessera_tls::{is_legacy, legacy, Anchors};
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let o = std::process::Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("openssl is needed for this test ({e}): scripts/install-deps.sh installs it")
-        });
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn root(dir: &Path, name: &str) {
     openssl(
