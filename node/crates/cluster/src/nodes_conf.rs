@@ -222,6 +222,10 @@ pub fn parse(
     st.nodes.clear();
     let mut myself: Option<Name> = None;
     let mut max_epoch = 0;
+    // Node ids that had a line of their own: a second line for one id is a corrupt file (the
+    // node writes one line per node), and merging the two gave a state that wrote back a file
+    // that did not load (fuzz target nodes_conf).
+    let mut lined: std::collections::HashSet<Name> = std::collections::HashSet::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() {
@@ -257,6 +261,9 @@ pub fn parse(
         // have learned, and writes back as lines that load again.
         let node_name = |s: &str| parse_name(s.as_bytes()).filter(|n| is_node_name(n));
         let name = node_name(argv[0]).ok_or_else(|| corrupt("bad node name"))?;
+        if !lined.insert(name) {
+            return Err(corrupt("a second line for the same node"));
+        }
         // Address: ip:port@cport[,hostname]
         let (addr, hostname) = match argv[1].split_once(',') {
             Some((a, h)) => (a, h),
