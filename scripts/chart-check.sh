@@ -22,7 +22,8 @@ trap 'rm -rf "$out"' EXIT
 "$helm" template rel "$chart" --namespace ops --include-crds > "$out/default.yaml"
 "$helm" template rel "$chart" --namespace ops \
   --set 'watchNamespaces={apps,cache}' --set leaderElection.enabled=false \
-  --set metrics.serviceMonitor.enabled=true --set logFormat=json > "$out/namespaced.yaml"
+  --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
+  --set metrics.dashboard.enabled=true --set logFormat=json > "$out/namespaced.yaml"
 echo "chart-check: rendered $(grep -c '^kind:' "$out/default.yaml") + $(grep -c '^kind:' "$out/namespaced.yaml") documents"
 
 # --workspace: the same feature set as `cargo test --workspace`, so nothing is rebuilt.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests, benchmarks and demo need, from the package registries only:
 #   Debian: redis-server, redis-tools (redis-cli, redis-benchmark, redis-check-rdb) 7.0,
+#           promtool (unpacked from the prometheus package, for the chart's alert rules),
 #           kubernetes-client (kubectl) when no kubectl is on the machine yet,
 #           tcl8.6 (tclsh for Redis's own test suites, make conformance),
 #           openssl (certificates for make bench-node's TLS runs);
@@ -64,8 +65,27 @@ PY
   rm -rf "$tmp"
 fi
 
+# promtool checks the chart's alert rules (make test): unpacked from Debian's prometheus package
+# rather than installed, so no Prometheus service is set up and nothing else is pulled in.
+if [ ! -x "$bin/promtool" ]; then
+  if command -v promtool >/dev/null; then
+    ln -sf "$(command -v promtool)" "$bin/promtool"
+  else
+    tmp=$(mktemp -d)
+    chmod 0755 "$tmp"
+    (cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 \
+      || { apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; })
+    deb=$(ls "$tmp"/prometheus_*.deb 2>/dev/null | head -1)
+    [ -n "$deb" ] || { echo "install-deps: could not download Debian's prometheus package (for promtool)" >&2; exit 1; }
+    dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" ./usr/bin/promtool
+    install -m 0755 "$tmp/usr/bin/promtool" "$bin/promtool"
+    rm -rf "$tmp"
+  fi
+fi
+
 echo "install-deps: ok"
 echo "  redis-server    $(redis-server --version | awk '{print $3}')"
 echo "  valkey-server   $("$bin/valkey-server" --version | awk '{print $3}')"
 echo "  kubectl         $("$bin/kubectl" version --client 2>/dev/null | head -1)"
 echo "  helm            $("$bin/helm" version --short 2>/dev/null)"
+echo "  promtool        $("$bin/promtool" --version 2>&1 | head -1)"

@@ -27,7 +27,7 @@ use tracing::{info, instrument, warn};
 use crate::auth::{self, AuthStep};
 use crate::children::{self, LABEL_CLUSTER};
 use crate::crd::{Phase, RedisCluster, RedisClusterStatus};
-use crate::metrics::{ErrorCategory, Metrics};
+use crate::metrics::{ErrorCategory, FailoverReason, Metrics};
 use crate::observe::{self, ObserveError, Observed, SecretError};
 use crate::pods::{all_desired_ready, endpoints, shard_of};
 use crate::restart::{self, Next, RestartAction, RestartInput, RestartPlan};
@@ -464,6 +464,10 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
         },
     };
 
+    if let TopologyOutcome::Report(r) = &topology {
+        ctx.metrics.topology_pass(&ns, &name, r);
+    }
+
     // certificate step: every node serves the TLS Secret's certificate (crate::tls)
     let tls_status = match (&tls, &passwords, spec.tls.as_ref()) {
         (Ok(Some(material)), Some(p), Some(tls_spec)) => {
@@ -569,13 +573,7 @@ async fn reconcile_inner(rc: &RedisCluster, ctx: &Context) -> Result<Action, Err
     new_status.password_recorded = passwords
         .as_ref()
         .map_or(recorded_before, |p| p.active.is_some());
-    ctx.metrics.set_cluster(
-        &ns,
-        &name,
-        new_status.shards,
-        new_status.slots_assigned,
-        new_status.ready_nodes,
-    );
+    ctx.metrics.observe_status(&ns, &name, &new_status);
     events_for(ctx, rc, previous, &new_status, &topology, &obs.pods).await;
     if previous != Some(&new_status) {
         let api: Api<RedisCluster> = Api::namespaced(client.clone(), &ns);
@@ -697,6 +695,7 @@ pub fn status_patch(status: &RedisClusterStatus) -> serde_json::Value {
     if let Some(map) = v.as_object_mut() {
         for key in [
             "observedGeneration",
+            "replicationLagBytes",
             "conditions",
             "shardStatuses",
             "progress",
@@ -891,22 +890,33 @@ async fn rolling_restart(
     match &plan.next {
         Next::Act(action) => {
             let opts = steps::engine_options(&ctx.engine_options, passwords);
-            let (type_, reason, note) =
-                match restart::exec::execute(&ctx.client, ns, action, &opts).await {
-                    Ok(done) => {
-                        info!(%done, "rolling restart");
-                        // Restarting a shard's only node is an outage of its slots: a Warning.
-                        let type_ = match action {
-                            RestartAction::DeleteLoneMaster(_) => EventType::Warning,
-                            _ => EventType::Normal,
-                        };
-                        (type_, restart::REASON, done)
+            let (type_, reason, note) = match restart::exec::execute(&ctx.client, ns, action, &opts)
+                .await
+            {
+                Ok(done) => {
+                    info!(%done, "rolling restart");
+                    let cluster = rc.name_any();
+                    match action {
+                        RestartAction::Failover { .. } => {
+                            ctx.metrics
+                                .failed_over(ns, &cluster, FailoverReason::RollingRestart, 1)
+                        }
+                        RestartAction::DeleteReplica(_) | RestartAction::DeleteLoneMaster(_) => {
+                            ctx.metrics.pod_restarted(ns, &cluster)
+                        }
                     }
-                    Err(e) => {
-                        warn!(error = %e, "rolling restart step failed");
-                        (EventType::Warning, "RollingRestartFailed", e.to_string())
-                    }
-                };
+                    // Restarting a shard's only node is an outage of its slots: a Warning.
+                    let type_ = match action {
+                        RestartAction::DeleteLoneMaster(_) => EventType::Warning,
+                        _ => EventType::Normal,
+                    };
+                    (type_, restart::REASON, done)
+                }
+                Err(e) => {
+                    warn!(error = %e, "rolling restart step failed");
+                    (EventType::Warning, "RollingRestartFailed", e.to_string())
+                }
+            };
             // One Event action per kind of step, and the pod as related object: the Recorder
             // folds repeats of a (type, reason, action, related) into one Event's series.
             let (verb, pod) = match action {

@@ -84,6 +84,20 @@ pub const OPERATOR_OWNED_DIRECTIVES: &[&str] = &[
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Lag",
+        type_ = "integer",
+        json_path = ".status.replicationLagBytes",
+        priority = 1,
+        description = "Bytes the furthest replica of any shard trails its master"
+    ),
+    printcolumn(
+        name = "Migrated",
+        type_ = "string",
+        json_path = ".status.progress.summary",
+        priority = 1,
+        description = "Slots moved / slots to move while resharding"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -467,6 +481,9 @@ pub struct RedisClusterStatus {
     /// cluster_state from CLUSTER INFO: ok, fail or unknown.
     #[serde(default)]
     pub cluster_state: String,
+    /// The largest `replicationLagBytes` of the shards (for `kubectl get rcl -o wide`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_lag_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Per-shard view.
@@ -575,6 +592,9 @@ pub struct ReshardProgress {
     pub slots_moved: u32,
     /// Slots the resharding moves in all: moved plus still to move.
     pub slots_to_move: u32,
+    /// `slotsMoved/slotsToMove`, for `kubectl get rcl -o wide`.
+    #[serde(default)]
+    pub summary: String,
     /// Moves still to do, source shard -> target shard, as the latest pass left them (slots
     /// moved by that pass are taken off the moves in plan order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

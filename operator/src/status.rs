@@ -188,6 +188,10 @@ pub fn compute(o: &StatusInput<'_>) -> RedisClusterStatus {
         ready_text: format!("{ready_nodes}/{desired_nodes}"),
         slots_assigned: report.map_or(0, |r| r.slots_assigned),
         cluster_state: report.map_or_else(|| "unknown".to_string(), |r| r.cluster_state.clone()),
+        replication_lag_bytes: shard_statuses
+            .iter()
+            .filter_map(|s| s.replication_lag_bytes)
+            .max(),
         conditions,
         shard_statuses,
         progress: match report {
@@ -236,9 +240,11 @@ pub fn migration_progress(
     let slots_moved = previous
         .map_or(0, |p| p.slots_moved)
         .saturating_add(moved_now);
+    let slots_to_move = slots_moved.saturating_add(left);
     Some(ReshardProgress {
         slots_moved,
-        slots_to_move: slots_moved.saturating_add(left),
+        slots_to_move,
+        summary: format!("{slots_moved}/{slots_to_move}"),
         moves,
     })
 }

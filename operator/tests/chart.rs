@@ -115,6 +115,7 @@ fn validate_doc(doc: &Value) -> Result<(), String> {
         ("v1", "ServiceAccount") => check_as::<core::ServiceAccount>(doc),
         ("v1", "Service") => check_as::<core::Service>(doc),
         ("v1", "Secret") => check_as::<core::Secret>(doc),
+        ("v1", "ConfigMap") => check_as::<core::ConfigMap>(doc),
         ("apps/v1", "Deployment") => check_as::<apps::Deployment>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => check_as::<rbac::ClusterRole>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
@@ -140,6 +141,28 @@ fn validate_doc(doc: &Value) -> Result<(), String> {
                     "ServiceMonitor needs metadata.name, spec.selector, spec.endpoints[].port"
                         .into(),
                 )
+            }
+        }
+        // promtool checks the rules themselves (alert_rules_pass_promtool).
+        ("monitoring.coreos.com/v1", "PrometheusRule") => {
+            let groups = doc["spec"]["groups"].as_array();
+            let ok = doc["metadata"]["name"].is_string()
+                && groups.is_some_and(|g| {
+                    !g.is_empty()
+                        && g.iter().all(|g| {
+                            g["name"].is_string()
+                                && g["rules"].as_array().is_some_and(|r| {
+                                    r.iter().all(|r| {
+                                        r["expr"].is_string()
+                                            && (r["alert"].is_string() || r["record"].is_string())
+                                    })
+                                })
+                        })
+                });
+            if ok {
+                Ok(())
+            } else {
+                Err("PrometheusRule needs spec.groups[].name and rules[] with expr and alert or record".into())
             }
         }
         _ => Err(format!("unexpected document {api} {kind}")),
@@ -396,4 +419,261 @@ fn secret_rules_are_narrow_and_names_restrict_get() {
     for (verbs, names) in rules.iter().filter(|(v, _)| !v.iter().any(|v| v == "get")) {
         assert!(names.is_empty(), "{verbs:?} restricted to {names:?}");
     }
+}
+
+fn promtool() -> PathBuf {
+    if let Some(p) = std::env::var_os("PROMTOOL") {
+        return p.into();
+    }
+    let local = root().join(".tools/bin/promtool");
+    if local.exists() {
+        return local;
+    }
+    panic!("promtool not found: run `make deps` (or set PROMTOOL)")
+}
+
+const MONITORING: [&str; 3] = [
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+];
+
+#[test]
+fn monitoring_objects_render_only_when_asked() {
+    let off = render(&[]);
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(of_kind(&off, kind).is_empty(), "{kind} rendered by default");
+    }
+    assert!(
+        of_kind(&off, "ConfigMap").is_empty(),
+        "dashboard rendered by default"
+    );
+
+    let on = render(&MONITORING);
+    validate_all(&on);
+    assert_eq!(of_kind(&on, "PrometheusRule").len(), 1);
+    let sm = of_kind(&on, "ServiceMonitor");
+    assert_eq!(sm.len(), 1);
+    // The per-cluster series' own namespace label must survive the scrape.
+    assert_eq!(sm[0]["spec"]["endpoints"][0]["honorLabels"], true);
+    let cms = of_kind(&on, "ConfigMap");
+    assert_eq!(cms.len(), 1);
+    assert_eq!(cms[0]["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert_eq!(cms[0]["metadata"]["namespace"], "ops");
+    let moved = render(&[
+        "metrics.dashboard.enabled=true",
+        "metrics.dashboard.namespace=grafana",
+    ]);
+    assert_eq!(
+        of_kind(&moved, "ConfigMap")[0]["metadata"]["namespace"],
+        "grafana"
+    );
+}
+
+/// Metric names in a PromQL expression: identifiers followed by `{`, `[`, `)` or an operator,
+/// that are not functions, keywords or label names.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes: Vec<char> = expr.chars().collect();
+    let mut i = 0;
+    let mut in_braces = false;
+    let mut in_string = false;
+    let mut in_by = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if in_string {
+            if c == '"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => in_braces = true,
+            '}' => in_braces = false,
+            ')' => in_by = false,
+            _ => {}
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == '_') {
+                i += 1;
+            }
+            let word: String = bytes[start..i].iter().collect();
+            let next = bytes[i..].iter().find(|c| !c.is_whitespace()).copied();
+            let keyword = matches!(
+                word.as_str(),
+                "by" | "on" | "and" | "or" | "unless" | "without" | "ignoring" | "bool"
+                    // aggregations, which may take `by (...)` before their `(`
+                    | "sum" | "min" | "max" | "avg" | "count" | "group" | "stddev" | "stdvar"
+                    | "topk" | "bottomk" | "quantile" | "count_values"
+            );
+            if matches!(word.as_str(), "by" | "on" | "without" | "ignoring") {
+                in_by = true;
+            }
+            let is_duration = start > 0 && bytes[start - 1].is_ascii_digit();
+            if !in_braces && !in_by && !keyword && !is_duration && next != Some('(') {
+                out.insert(word);
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The series names the operator exposes, from a Metrics holding a cluster in every state
+/// the rules and the dashboard look at.
+fn operator_series() -> BTreeSet<String> {
+    use tessera_operator::crd::{Phase, RedisClusterStatus, ReshardProgress, ShardStatus};
+    use tessera_operator::metrics::{ErrorCategory, FailoverReason, Metrics};
+    let m = Metrics::new();
+    m.reconciled(
+        Some(ErrorCategory::Topology),
+        std::time::Duration::from_millis(5),
+    );
+    m.is_leader.set(1);
+    m.observe_status(
+        "apps",
+        "demo",
+        &RedisClusterStatus {
+            phase: Phase::Rebalancing,
+            shard_statuses: vec![ShardStatus {
+                shard: 0,
+                replication_lag_bytes: Some(1),
+                ..Default::default()
+            }],
+            progress: Some(ReshardProgress::default()),
+            ..Default::default()
+        },
+    );
+    m.topology_pass("apps", "demo", &Default::default());
+    m.failed_over("apps", "demo", FailoverReason::RollingRestart, 1);
+    m.pod_restarted("apps", "demo");
+    m.render()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Node metrics the rules and dashboard use, named as redis_exporter names them (so that its
+/// existing dashboards and these agree).
+const REDIS_EXPORTER_NAMES: [&str; 4] = [
+    "redis_commands_processed_total",
+    "redis_memory_used_bytes",
+    "redis_memory_max_bytes",
+    "redis_connected_clients",
+];
+
+/// Every expression of the rules and of the dashboard names only series that exist: the
+/// operator's (as it renders them) or redis_exporter's node names.
+#[test]
+fn rules_and_dashboard_name_only_real_series() {
+    let docs = render(&MONITORING);
+    let mut exprs: Vec<String> = Vec::new();
+    let rule = of_kind(&docs, "PrometheusRule")[0];
+    for g in rule["spec"]["groups"].as_array().unwrap() {
+        for r in g["rules"].as_array().unwrap() {
+            exprs.push(r["expr"].as_str().unwrap().to_string());
+        }
+    }
+    let cm = of_kind(&docs, "ConfigMap")[0];
+    let dash: Value = serde_json::from_str(cm["data"]["tessera.json"].as_str().unwrap())
+        .expect("the dashboard is JSON");
+    let panels = dash["panels"].as_array().unwrap();
+    assert!(panels.len() > 10);
+    let mut ids = BTreeSet::new();
+    for p in panels {
+        assert!(ids.insert(p["id"].as_i64().unwrap()), "duplicate panel id");
+        if p["type"] == "row" {
+            continue;
+        }
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "panel {} has no query", p["title"]);
+        for t in targets {
+            exprs.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    for v in dash["templating"]["list"].as_array().unwrap() {
+        // label_values(<series selector>, <label>): the selector is PromQL, the label is not.
+        if let Some(q) = v["query"]["query"].as_str() {
+            let inner = q
+                .strip_prefix("label_values(")
+                .and_then(|q| q.rsplit_once(','))
+                .map_or(q, |(sel, _)| sel);
+            exprs.push(inner.to_string());
+        }
+    }
+    let ours = operator_series();
+    let mut unknown = Vec::new();
+    let mut named = 0;
+    for e in &exprs {
+        for name in metric_names(e) {
+            named += 1;
+            let known = if name.starts_with("tessera_operator_") {
+                ours.contains(&name)
+            } else {
+                REDIS_EXPORTER_NAMES.contains(&name.as_str())
+            };
+            if !known {
+                unknown.push(format!("{name} in {e}"));
+            }
+        }
+    }
+    assert!(named >= exprs.len(), "every expression names a series");
+    assert!(
+        unknown.is_empty(),
+        "unknown series:\n{}",
+        unknown.join("\n")
+    );
+}
+
+#[test]
+fn metric_names_are_found_in_promql() {
+    let got = metric_names(
+        r#"sum by (namespace, category) (rate(a_total{x="y(z)"}[5m])) > 0 unless on (n) (b == 1) and c"#,
+    );
+    let want: BTreeSet<String> = ["a_total", "b", "c"].map(String::from).into();
+    assert_eq!(got, want);
+}
+
+/// promtool (Prometheus's own checker) accepts the rules, and its rule tests show the main
+/// alerts fire on the series the operator exports and stay quiet on a healthy cluster.
+#[test]
+fn alert_rules_pass_promtool() {
+    let docs = render(&MONITORING);
+    let rule = of_kind(&docs, "PrometheusRule")[0];
+    let dir = std::env::temp_dir().join(format!("tessera-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = serde_json::json!({ "groups": rule["spec"]["groups"] });
+    std::fs::write(
+        dir.join("rules.yaml"),
+        serde_yaml::to_string(&rules).unwrap(),
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("operator/tests/fixtures/alerts_test.yaml"),
+        dir.join("alerts_test.yaml"),
+    )
+    .unwrap();
+    for args in [
+        &["check", "rules", "rules.yaml"][..],
+        &["test", "rules", "alerts_test.yaml"][..],
+    ] {
+        let out = Command::new(promtool())
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("running promtool");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,8 +56,17 @@ fn crd_has_the_agreed_shape() {
         .collect();
     assert_eq!(
         cols,
-        ["Shards", "Replicas", "Ready", "Slots", "Phase", "Age"]
+        ["Shards", "Replicas", "Ready", "Slots", "Phase", "Age", "Lag", "Migrated"]
     );
+    // Lag and Migrated only with -o wide.
+    let wide: Vec<&str> = ver["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["priority"].as_i64().unwrap_or(0) > 0)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(wide, ["Lag", "Migrated"]);
     let spec = &ver["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(spec["shards"]["minimum"], 1.0);
     assert_eq!(spec["shards"]["maximum"], 1000.0);

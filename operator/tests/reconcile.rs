@@ -990,6 +990,7 @@ fn status_patch_clears_emptied_progress_moves() {
         progress: Some(tessera_operator::crd::ReshardProgress {
             slots_moved: 10,
             slots_to_move: 20,
+            summary: "10/20".into(),
             moves: vec![],
         }),
         ..Default::default()

@@ -26,7 +26,16 @@ async fn endpoints_serve_metrics_and_health() {
     let metrics = Arc::new(Metrics::new());
     metrics.reconciled(None, Duration::from_millis(12));
     metrics.reconciled(Some(ErrorCategory::KubeApi), Duration::from_millis(3));
-    metrics.set_cluster("apps", "demo", 3, 16384, 6);
+    metrics.observe_status(
+        "apps",
+        "demo",
+        &tessera_operator::crd::RedisClusterStatus {
+            shards: 3,
+            slots_assigned: 16384,
+            ready_nodes: 6,
+            ..Default::default()
+        },
+    );
     let health = Arc::new(Health {
         metrics: metrics.clone(),
         ready: Default::default(),
