@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEPS_STAMP := .tools/.deps-ok
 
 .PHONY: all deps build release test test-unit lint fmt crds chart demo demo-down image fuzz \
-        bench bench-node bench-bus bench-persist bench-reshard bench-failover clean conformance
+        bench bench-node bench-bus bench-persist bench-reshard bench-failover bench-metrics clean conformance
 
 all: build
 
@@ -75,6 +75,10 @@ bench-persist: deps release
 
 bench-reshard: deps release
 	bash scripts/bench-reshard.sh
+
+## What serving /metrics costs: SET/GET -P16 with and without a scrape every second.
+bench-metrics: deps release
+	bash scripts/bench-metrics.sh
 
 ## Failover after SIGKILL of a master and forming 3x1, tessera-node vs redis-server vs valkey-server.
 bench-failover: deps release

@@ -18,6 +18,7 @@ pub mod counter;
 pub mod db;
 pub mod glob;
 pub mod latency;
+pub mod metrics;
 pub mod notify;
 pub mod persist;
 pub mod propagate;
@@ -53,6 +54,10 @@ pub async fn run(
     if let Some(area) = title {
         srv.title.install(area, &srv.config.read());
     }
+    // /metrics (metrics-port): bound before the data ports, so a port in use stops the
+    // start as theirs would.
+    let metrics_listeners = metrics::bind(&srv)?;
+    metrics::spawn(srv.clone(), metrics_listeners)?;
     server::run(srv, listening).await
 }
 
@@ -159,7 +164,7 @@ mod layers {
         ),
         ("commands", &["cmd"]),
         ("subsystems", &["script", "repl", "persist", "cluster"]),
-        ("runtime", &["server::net"]),
+        ("runtime", &["server::net", "metrics"]),
     ];
 
     /// Files of `server/` that belong to the runtime layer (see [`LAYERS`]).

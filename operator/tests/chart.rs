@@ -143,6 +143,16 @@ fn validate_doc(doc: &Value) -> Result<(), String> {
                 )
             }
         }
+        ("monitoring.coreos.com/v1", "PodMonitor") => {
+            if doc["metadata"]["name"].is_string()
+                && doc["spec"]["podMetricsEndpoints"][0]["port"].is_string()
+                && doc["spec"]["selector"].is_object()
+            {
+                Ok(())
+            } else {
+                Err("PodMonitor needs metadata.name, spec.selector, spec.podMetricsEndpoints[].port".into())
+            }
+        }
         // promtool checks the rules themselves (alert_rules_pass_promtool).
         ("monitoring.coreos.com/v1", "PrometheusRule") => {
             let groups = doc["spec"]["groups"].as_array();
@@ -441,7 +451,7 @@ const MONITORING: [&str; 3] = [
 #[test]
 fn monitoring_objects_render_only_when_asked() {
     let off = render(&[]);
-    for kind in ["ServiceMonitor", "PrometheusRule"] {
+    for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule"] {
         assert!(of_kind(&off, kind).is_empty(), "{kind} rendered by default");
     }
     assert!(
@@ -456,6 +466,28 @@ fn monitoring_objects_render_only_when_asked() {
     assert_eq!(sm.len(), 1);
     // The per-cluster series' own namespace label must survive the scrape.
     assert_eq!(sm[0]["spec"]["endpoints"][0]["honorLabels"], true);
+    // The nodes: every pod with the cluster label, on the port the operator names `metrics`.
+    let pm = of_kind(&on, "PodMonitor");
+    assert_eq!(pm.len(), 1);
+    assert_eq!(pm[0]["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
+    assert_eq!(
+        pm[0]["spec"]["selector"]["matchExpressions"][0]["key"],
+        tessera_operator::pods::LABEL_CLUSTER
+    );
+    assert_eq!(pm[0]["spec"]["namespaceSelector"]["any"], true);
+    let scoped = render(&[
+        "metrics.serviceMonitor.enabled=true",
+        "watchNamespaces={apps,cache}",
+    ]);
+    assert_eq!(
+        of_kind(&scoped, "PodMonitor")[0]["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!(["apps", "cache"])
+    );
+    let no_nodes = render(&[
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.nodes=false",
+    ]);
+    assert!(of_kind(&no_nodes, "PodMonitor").is_empty());
     let cms = of_kind(&on, "ConfigMap");
     assert_eq!(cms.len(), 1);
     assert_eq!(cms[0]["metadata"]["labels"]["grafana_dashboard"], "1");
@@ -560,7 +592,8 @@ fn operator_series() -> BTreeSet<String> {
 }
 
 /// Node metrics the rules and dashboard use, named as redis_exporter names them (so that its
-/// existing dashboards and these agree).
+/// existing dashboards and these agree); tessera-node's own /metrics serves each of them
+/// (node/tests/server/metrics.rs checks the same list on a running node).
 const REDIS_EXPORTER_NAMES: [&str; 4] = [
     "redis_commands_processed_total",
     "redis_memory_used_bytes",

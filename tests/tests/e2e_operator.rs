@@ -154,10 +154,77 @@ fn scale_out_and_in_loses_no_key() {
         let checker = DataChecker::start(&ips, "scale", 2000).await;
 
         let t0 = Instant::now();
+        let cluster = [("name", "scale")];
+        let migrated = |text: &str| {
+            metric_value(
+                text,
+                "tessera_operator_cluster_slots_migrated_total",
+                &cluster,
+            )
+        };
+        let before = migrated(&env.operator_metrics().await).expect("slots migrated metric");
         env.kubectl
             .ok(&["scale", "rcl/scale", "--replicas=4"])
             .await;
+        // Scrape the operator while the slots move: the migrated count only grows, by the
+        // 4096 slots the new shard gets, and the new shard's series show them.
+        let mut seen = vec![before];
+        let mut last;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            last = env.operator_metrics().await;
+            if let Some(v) = migrated(&last) {
+                assert!(
+                    v >= *seen.last().unwrap(),
+                    "slots_migrated went down: {seen:?} then {v}"
+                );
+                if v != *seen.last().unwrap() {
+                    seen.push(v);
+                }
+            }
+            let ready = metric_value(
+                &last,
+                "tessera_operator_cluster_phase",
+                &[("name", "scale"), ("phase", "Ready")],
+            ) == Some(1.0);
+            let shard3 = metric_value(
+                &last,
+                "tessera_operator_shard_slots",
+                &[("name", "scale"), ("shard", "3")],
+            );
+            if ready && shard3 == Some(4096.0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no Ready 4-shard cluster in the metrics:\n{last}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let moved = seen.last().unwrap() - before;
+        assert!(moved >= 4096.0, "slots migrated {seen:?}");
+        assert_eq!(
+            metric_value(
+                &last,
+                "tessera_operator_cluster_migration_slots_to_move",
+                &cluster
+            ),
+            Some(0.0),
+            "no resharding left once Ready"
+        );
+        eprintln!("3->4: slots_migrated_total {seen:?}");
         env.wait_ready("scale", 4, 8, WAIT).await;
+        // kubectl get -o wide shows the lag of the furthest replica.
+        let wide = env.kubectl.ok(&["get", "rcl", "scale", "-o", "wide"]).await;
+        let mut rows = wide.lines();
+        let header: Vec<&str> = rows.next().unwrap_or_default().split_whitespace().collect();
+        let row: Vec<&str> = rows.next().unwrap_or_default().split_whitespace().collect();
+        let lag_at = header.iter().position(|h| *h == "LAG");
+        assert!(lag_at.is_some() && header.contains(&"MIGRATED"), "{wide}");
+        let lag = lag_at
+            .and_then(|i| row.get(i))
+            .and_then(|v| v.parse::<u64>().ok());
+        assert!(lag.is_some(), "a lag figure in\n{wide}");
         env.kubectl
             .ok(&[
                 "patch",

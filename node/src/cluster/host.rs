@@ -33,6 +33,21 @@ pub fn count_keys(srv: &Server, slot: u16) -> usize {
     st.map(DB, slot).map(|m| m.len()).unwrap_or(0)
 }
 
+/// Keys of database 0 per slot, all 16384 of them: each stripe is locked once, for the
+/// slots it holds.
+pub fn slot_key_counts(srv: &Server) -> Vec<usize> {
+    let mut out = vec![0; crate::slot::SLOTS];
+    for stripe in 0..crate::db::STRIPES {
+        let st = srv.ks.lock_stripe(stripe);
+        let mut slot = stripe;
+        while slot < out.len() {
+            out[slot] = st.map(DB, slot as u16).map_or(0, |m| m.len());
+            slot += crate::db::STRIPES;
+        }
+    }
+    out
+}
+
 /// Up to `count` key names of `slot`, expired ones included (as Redis's GETKEYSINSLOT).
 pub fn keys(srv: &Server, slot: u16, count: usize) -> Vec<Vec<u8>> {
     let st = srv.ks.lock_stripe(stripe_of(slot));

@@ -57,6 +57,63 @@ pub fn config_set(srv: &Server) {
     }
 }
 
+/// What a metrics scrape shows of the cluster (see the node's `metrics` module).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsView {
+    /// CLUSTER INFO's text.
+    pub info: String,
+    /// This node's slot ranges (inclusive) with the keys each holds.
+    pub ranges: Vec<(u16, u16, usize)>,
+    /// Slots this node is migrating away / importing.
+    pub migrating: usize,
+    pub importing: usize,
+    /// Times this node took over its master's slots.
+    pub failovers: u64,
+}
+
+/// The cluster's figures for /metrics; None without cluster mode. The keys are counted
+/// after the cluster state's lock is let go, one stripe lock at a time.
+pub fn metrics_view(srv: &Server) -> Option<MetricsView> {
+    let node = srv.cluster.get()?;
+    sync_config(srv, node);
+    let (info, ranges, migrating, importing, failovers) = node.with_state(|st| {
+        let me = st.myself;
+        let mut ranges: Vec<(u16, u16)> = Vec::new();
+        for (slot, owner) in st.slots.iter().enumerate() {
+            if *owner != Some(me) {
+                continue;
+            }
+            let slot = slot as u16;
+            match ranges.last_mut() {
+                Some((_, end)) if *end + 1 == slot => *end = slot,
+                _ => ranges.push((slot, slot)),
+            }
+        }
+        (
+            tessera_cluster::commands::info(st),
+            ranges,
+            st.migrating.iter().count(),
+            st.importing.iter().count(),
+            st.stats.failovers,
+        )
+    });
+    let counts = host::slot_key_counts(srv);
+    let ranges = ranges
+        .into_iter()
+        .map(|(a, b)| {
+            let keys = (a..=b).map(|s| counts[usize::from(s)]).sum();
+            (a, b, keys)
+        })
+        .collect();
+    Some(MetricsView {
+        info,
+        ranges,
+        migrating,
+        importing,
+        failovers,
+    })
+}
+
 /// True when nodes.conf names this node a replica. Redis reads nodes.conf before the
 /// dataset, and a replica keeps the keys of its RDB that expired meanwhile (its master's
 /// DELs remove them); a file that cannot be read is reported by [`start`], not here.

@@ -4,6 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use super::{table, CmdResult, CommandSpec, Ctx};
+use crate::server::Server;
 
 pub fn commands() -> Vec<CommandSpec> {
     vec![CommandSpec::new("info", -1, "loading stale global", (0, 0, 0), info).group("server")]
@@ -60,7 +61,10 @@ fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if !s.is_empty() {
             s.push_str("\r\n");
         }
-        section(ctx, sec, &mut s);
+        let srv = ctx.srv;
+        section(srv, sec, &mut s, &mut |db| {
+            super::server_cmds::db_keys(ctx, db)
+        });
     }
     ctx.out.verbatim(s.as_bytes(), "txt");
     Ok(())
@@ -124,8 +128,29 @@ fn total_system_memory() -> u64 {
         .map_or(0, |kb| kb.saturating_mul(1024))
 }
 
-fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
-    let srv = ctx.srv;
+/// INFO's text of `sections` (lower-case names, in INFO's order), as `INFO <sections...>`
+/// answers it: for readers outside a client connection (the node's /metrics).
+pub fn text(srv: &Server, sections: &[&str]) -> String {
+    let mut s = String::new();
+    for sec in sections {
+        if !s.is_empty() {
+            s.push_str("\r\n");
+        }
+        section(srv, sec, &mut s, &mut |db| {
+            super::server_cmds::db_keys_locking(srv, db)
+        });
+    }
+    s
+}
+
+/// Appends INFO's section `sec`. `db_keys` counts a database's keys and keys with a TTL:
+/// through the client's held locks inside EXEC, by locking each stripe otherwise.
+fn section(
+    srv: &Server,
+    sec: &str,
+    s: &mut String,
+    db_keys: &mut dyn FnMut(usize) -> (usize, usize),
+) {
     // The sections the layers above keep, handed down with the table.
     let hooks = table().hooks;
     let st = &srv.stats;
@@ -175,7 +200,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
                 recent_in,
                 recent_out,
                 srv.blocking.blocked_clients(),
-                crate::tracking::clients(ctx.srv),
+                crate::tracking::clients(srv),
                 srv.blocking.blocked_clients(),
             );
         }
@@ -263,7 +288,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
             }
         }
         "stats" => {
-            let (tk, ti, tp) = crate::tracking::totals(ctx.srv);
+            let (tk, ti, tp) = crate::tracking::totals(srv);
             // Ops and kbps are not sampled (instantaneous_ops_per_sec is 0 as well); the
             // replica side's incoming stream is not counted apart from other input.
             let _ = write!(
@@ -382,7 +407,7 @@ fn section(ctx: &mut Ctx<'_>, sec: &str, s: &mut String) {
         "keyspace" => {
             s.push_str("# Keyspace\r\n");
             for db in 0..srv.ks.databases() {
-                let (n, v) = super::server_cmds::db_keys(ctx, db);
+                let (n, v) = db_keys(db);
                 if n > 0 {
                     let _ = write!(s, "db{db}:keys={n},expires={v},avg_ttl=0\r\n");
                 }

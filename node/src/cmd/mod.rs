@@ -36,7 +36,7 @@ pub use client::may_replicate;
 mod command;
 mod config_cmd;
 mod connection;
-mod info;
+pub mod info;
 mod keys;
 mod latency;
 mod lolwut;

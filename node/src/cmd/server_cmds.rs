@@ -8,6 +8,7 @@ use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx};
 mod debug;
 mod digest;
 use crate::db::Value;
+use crate::server::Server;
 
 pub fn commands() -> Vec<CommandSpec> {
     let s = |name, arity, fl, keys, h| CommandSpec::new(name, arity, fl, keys, h);
@@ -83,6 +84,18 @@ pub fn db_keys(ctx: &mut Ctx<'_>, db: usize) -> (usize, usize) {
             v += d.volatile_len();
         }
     });
+    (n, v)
+}
+
+/// [`db_keys`] outside a command: locks each stripe in turn (so never inside EXEC).
+pub fn db_keys_locking(srv: &Server, db: usize) -> (usize, usize) {
+    let (mut n, mut v) = (0, 0);
+    for i in 0..crate::db::STRIPES {
+        if let Some(d) = srv.ks.lock_stripe(i).db(db) {
+            n += d.len();
+            v += d.volatile_len();
+        }
+    }
     (n, v)
 }
 

@@ -238,6 +238,9 @@ directives! {
     io_threads_do_reads: bool = im("io-threads-do-reads", Kind::Bool, "no");
     // Valkey 8.1's: how many pipelined requests' keys are prefetched ahead (0 = off).
     prefetch_batch_max_size: u64 = hid("prefetch-batch-max-size", Kind::Int { min: 0, max: 128 }, "16");
+    // tessera-node only: HTTP /metrics (Prometheus) on this port of every `bind` address
+    // (0 = off, as in a plain redis.conf; the operator's pods turn it on).
+    metrics_port: u16 = hid_im("metrics-port", Kind::Int { min: 0, max: 65535 }, "0");
     always_show_logo: bool = im("always-show-logo", Kind::Bool, "no");
     set_proc_title: bool = im("set-proc-title", Kind::Bool, "yes");
     proc_title_template: String = d("proc-title-template", Kind::Str, "{title} {listen-addr} {server-mode}");

@@ -41,6 +41,7 @@ mod loading_start_diff;
 mod lolwut_diff;
 mod maxmemory_diff;
 mod memefficiency_diff;
+mod metrics;
 mod migrate_cache_diff;
 mod monitor_diff;
 mod net_oom;

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
-use super::statefulset::supports_shutdown_failover;
+use super::statefulset::{node_command, supports_shutdown_failover};
 use super::{child_meta, cluster_labels, config_map_name, ChildError};
 use crate::crd::RedisCluster;
 
@@ -51,6 +51,10 @@ pub fn node_conf(rc: &RedisCluster) -> String {
         // replica before exiting instead of leaving them dark for cluster-node-timeout. The save
         // on exit still follows `save` (none without storage).
         defaults.push(("shutdown-on-sigterm".into(), "failover".into()));
+    }
+    if node_command(&spec.image_or_default()) == "tessera-node" {
+        // The node serves Prometheus metrics itself (no exporter sidecar).
+        defaults.push(("metrics-port".into(), super::METRICS_PORT.to_string()));
     }
     defaults.retain(|(k, _)| !spec.config.contains_key(k));
     // spec.tls: replicas and the bus on TLS too (the files and port are on the command line:

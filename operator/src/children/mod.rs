@@ -25,6 +25,9 @@ pub use crate::pods::{CLIENT_PORT, LABEL_CLUSTER, LABEL_SHARD};
 pub const ANNOTATION_CONFIG_HASH: &str = "tessera.rs/config-hash";
 /// Cluster bus port.
 pub const BUS_PORT: i32 = 16379;
+/// tessera-node's `metrics-port` in the operator's pods (redis_exporter's usual port), the
+/// container port named `metrics`.
+pub const METRICS_PORT: u16 = 9121;
 /// Where the ConfigMap is mounted.
 pub const CONFIG_DIR: &str = "/etc/tessera";
 /// Where node data (nodes.conf, RDB, AOF) lives.

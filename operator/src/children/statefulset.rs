@@ -201,6 +201,19 @@ pub fn node_command(image: &str) -> &'static str {
     }
 }
 
+/// The port the node serves /metrics on: tessera-node only (redis and valkey images have no
+/// such directive), `metrics-port` from spec.config when set (0 turns it off), else
+/// [`super::METRICS_PORT`].
+pub fn metrics_port(spec: &crate::crd::RedisClusterSpec) -> Option<u16> {
+    if node_command(&spec.image_or_default()) != "tessera-node" {
+        return None;
+    }
+    match spec.config.get("metrics-port") {
+        Some(v) => v.trim().parse::<u16>().ok().filter(|p| *p != 0),
+        None => Some(super::METRICS_PORT),
+    }
+}
+
 /// Whether the image's node accepts `shutdown-on-sigterm failover` (hand the shard to an in-sync
 /// replica before exiting): tessera-node, and valkey-server from 9.0 (an untagged, `latest` or
 /// digest-only valkey image counts as current). redis-server refuses the value at start.
@@ -374,20 +387,30 @@ fn node_container(rc: &RedisCluster) -> Container {
         command: Some(vec![node_command(&image).to_string()]),
         args: Some(args),
         env: Some(env),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("client".into()),
-                container_port: CLIENT_PORT,
+        ports: Some(
+            vec![
+                ContainerPort {
+                    name: Some("client".into()),
+                    container_port: CLIENT_PORT,
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+                ContainerPort {
+                    name: Some("bus".into()),
+                    container_port: BUS_PORT,
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+            ]
+            .into_iter()
+            .chain(metrics_port(spec).map(|p| ContainerPort {
+                name: Some("metrics".into()),
+                container_port: i32::from(p),
                 protocol: Some("TCP".into()),
                 ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("bus".into()),
-                container_port: BUS_PORT,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-        ]),
+            }))
+            .collect(),
+        ),
         resources: spec.resources.clone(),
         volume_mounts: Some(mounts),
         // Startup: loading a big RDB/AOF can take minutes; don't kill the node meanwhile

@@ -167,6 +167,24 @@ impl OperatorProcess {
         self.proc_.try_exit()
     }
 
+    /// Where its /metrics listens (it binds port 0 and logs the address), once it has.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        let text = std::fs::read_to_string(&self.log).ok()?;
+        text.lines()
+            .rev()
+            .map(strip_ansi)
+            .filter(|l| l.contains("metrics listening"))
+            .filter_map(|l| {
+                l.split("addr=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .next()
+    }
+
     /// The last `n` lines of its log (for failure messages).
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -186,4 +204,22 @@ impl OperatorProcess {
         }
         self.proc_.stop(Duration::ZERO).await;
     }
+}
+
+/// `line` without terminal colour sequences (ESC [ ... letter), which a text log may hold.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -255,6 +255,27 @@ impl Env {
         }
     }
 
+    /// The operator's /metrics text (empty while it is not listening yet).
+    pub async fn operator_metrics(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Some(addr) = self.operator.as_ref().and_then(|o| o.metrics_addr()) else {
+            return String::new();
+        };
+        let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else {
+            return String::new();
+        };
+        let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        if conn.write_all(req.as_bytes()).await.is_err() {
+            return String::new();
+        }
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out);
+        text.split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_string())
+            .unwrap_or_default()
+    }
+
     /// Starts the operator again (after [`Env::kill_operator`]), appending to the same log.
     pub fn start_operator(&mut self) {
         self.start_operator_with(&[]);
@@ -1213,4 +1234,20 @@ pub async fn served_certificate(ip: &str, tls: &TlsClient) -> Result<Vec<u8>, St
         .and_then(|c| c.first())
         .map(|c| c.to_vec())
         .ok_or_else(|| format!("{ip}:6379: the node sent no certificate"))
+}
+
+/// The value of the series `name` whose labels include every `key="value"` of `labels`, in a
+/// Prometheus text exposition.
+pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let (series, value) = l.rsplit_once(' ')?;
+        let rest = series.strip_prefix(name)?;
+        if !(rest.is_empty() || rest.starts_with('{')) {
+            return None;
+        }
+        labels
+            .iter()
+            .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+            .then(|| value.parse().ok())?
+    })
 }

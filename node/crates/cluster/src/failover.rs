@@ -295,6 +295,7 @@ impl ClusterState {
         self.mf = ManualFailover::default();
         let Some(old) = self.me().master else { return };
         let me = self.myself;
+        self.stats.failovers += 1;
         self.set_node_as_master(&me);
         self.set_replication(None);
         for j in 0..SLOTS {

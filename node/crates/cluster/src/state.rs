@@ -274,6 +274,9 @@ pub struct Stats {
     pub received: [u64; 11],
     /// Links freed for going over cluster-link-sendbuf-limit.
     pub links_buffer_limit_exceeded: u64,
+    /// Times this node took over its master's slots (an election won, a manual failover or
+    /// a takeover): what a metrics scrape shows as failovers.
+    pub failovers: u64,
     /// Messages dropped because a field failed validation (INFO `cluster_bus_messages_rejected`,
     /// a tessera addition: CLUSTER INFO stays byte for byte Redis 7.0's).
     pub messages_rejected: u64,
