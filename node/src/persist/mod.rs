@@ -227,6 +227,16 @@ pub fn rdb_path(srv: &Server) -> PathBuf {
     c.dir.join(&c.dbfilename)
 }
 
+/// Whether clients get -LOADING from the first accept until the start is done: while a
+/// dump.rdb is there to load, with appendonly (the AOF is loaded, or made, before any write
+/// may reach it), and in cluster mode (until the cluster state is up, CLUSTER commands
+/// would find none). A plain node with no file answers at once, as redis-server does.
+pub fn holds_loading_at_start(srv: &Server) -> bool {
+    let rdb = rdb_path(srv);
+    let c = &srv.config.read().typed;
+    c.appendonly || c.cluster_enabled || rdb.exists()
+}
+
 /// The `save` points as (seconds, changes).
 pub fn save_points(srv: &Server) -> Vec<(u64, u64)> {
     srv.config.read().typed.save.clone()
@@ -429,7 +439,6 @@ pub fn wait_short_load(srv: &Server) -> bool {
 /// once the cluster has started), so no client sees "cluster support disabled" in between.
 pub fn load_at_start(srv: &Arc<Server>) -> Result<(), PersistError> {
     ignore_sigxfsz();
-    srv.persist.loading.store(true, Ordering::Relaxed);
     let started = Instant::now();
     // A replica (replicaof, or a replica in nodes.conf) keeps expired keys, as Redis's
     // rdbLoad does when not iAmMaster().
