@@ -9,8 +9,10 @@
 //! (migrating / importing) slots, bus messages per type and failovers.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -571,6 +573,111 @@ pub fn bind(srv: &Server) -> Result<Vec<std::net::TcpListener>, crate::server::S
     })
 }
 
+/// Connections served at once on each metrics listener; a scraper needs one. More wait in
+/// the kernel's backlog, so a flood of them costs the node no file descriptors its clients
+/// need.
+const MAX_CONNECTIONS: usize = 8;
+
+/// How long one connection may stay open: a scrape takes milliseconds, and a peer that
+/// connects and sends nothing must not hold a slot.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+
+/// A metrics listener that serves at most [`MAX_CONNECTIONS`] connections, each for at most
+/// [`CONNECTION_LIFETIME`] (axum's own TcpListener has neither bound: the port is open to
+/// the pod network, whose peers are untrusted).
+struct Bounded {
+    inner: tokio::net::TcpListener,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl axum::serve::Listener for Bounded {
+    type Io = BoundedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok(slot) = self.slots.clone().acquire_owned().await else {
+                // The semaphore is never closed; wait rather than spin if it ever is.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let stream = BoundedStream {
+                        stream,
+                        deadline: Box::pin(tokio::time::sleep(CONNECTION_LIFETIME)),
+                        _slot: slot,
+                    };
+                    return (stream, addr);
+                }
+                // EMFILE and the like: back off, as axum's own accept loop does.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection holding its slot until it is dropped, and failing once its time is up.
+struct BoundedStream {
+    stream: tokio::net::TcpStream,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl BoundedStream {
+    fn expired(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        self.deadline.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn timed_out() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, "metrics connection lifetime")
+}
+
+impl tokio::io::AsyncRead for BoundedStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.expired(cx) {
+            return std::task::Poll::Ready(Err(timed_out()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for BoundedStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.expired(cx) {
+            return std::task::Poll::Ready(Err(timed_out()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
 /// Serves /metrics on `listeners` until the process ends.
 pub fn spawn(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) -> std::io::Result<()> {
     let app = Router::new()
@@ -579,7 +686,10 @@ pub fn spawn(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) -> std::io
     for l in listeners {
         l.set_nonblocking(true)?;
         let addr = l.local_addr()?;
-        let listener = tokio::net::TcpListener::from_std(l)?;
+        let listener = Bounded {
+            inner: tokio::net::TcpListener::from_std(l)?,
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+        };
         let app = app.clone();
         tracing::info!(%addr, "metrics listening");
         tokio::spawn(async move {

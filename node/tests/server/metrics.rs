@@ -281,3 +281,37 @@ fn cluster_series_agree_with_cluster_info_and_keys() {
     }
     assert_eq!(total, 300.0);
 }
+
+/// The metrics port serves a few connections at once: idle peers cannot pile up file
+/// descriptors (the node's clients share them), and once they go a scrape goes through.
+#[test]
+fn idle_connections_cannot_take_more_than_a_few_slots() {
+    let mport = free_port();
+    let srv = Launch::tessera()
+        .args(&["--save", "", "--metrics-port", &mport.to_string()])
+        .start();
+    let idle: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect((srv.ip.as_str(), mport)).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // A ninth connection is left in the backlog: its request gets no answer yet.
+    let mut s = TcpStream::connect((srv.ip.as_str(), mport)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let waited = s.read(&mut buf);
+    assert!(
+        waited.is_err(),
+        "answered while 8 idle connections held every slot: {waited:?}"
+    );
+    drop(idle);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)
+        .expect("answered once the idle ones left");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    // The node's own clients were never affected.
+    assert_eq!(srv.resp().cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
