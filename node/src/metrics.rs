@@ -157,22 +157,6 @@ const CLUSTER_GAUGES: &[(&str, &str)] = &[
     ("cluster_my_epoch", "redis_cluster_my_epoch"),
 ];
 
-/// The sections read at each scrape (commandstats, errorstats and latencystats included).
-const SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "commandstats",
-    "errorstats",
-    "latencystats",
-    "cluster",
-    "keyspace",
-];
-
 /// One scrape's registry: every series is made fresh from the text read now.
 struct Scrape {
     reg: Registry,
@@ -249,7 +233,7 @@ fn num(v: &str) -> Option<f64> {
 /// The whole /metrics body: OpenMetrics text (with its `# EOF`) when `openmetrics`, else the
 /// Prometheus text format.
 pub fn render(srv: &Server, openmetrics: bool) -> String {
-    let info = crate::cmd::info::text(srv, SECTIONS);
+    let info = crate::cmd::info::text(srv, crate::cmd::info::EVERYTHING);
     let cluster = crate::cluster::metrics_view(srv);
     let mut out = String::new();
     let sc = build(&info, cluster.as_ref());

@@ -10,6 +10,23 @@ pub fn commands() -> Vec<CommandSpec> {
     vec![CommandSpec::new("info", -1, "loading stale global", (0, 0, 0), info).group("server")]
 }
 
+/// Every section, in the order INFO prints them (`INFO everything`).
+pub const EVERYTHING: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "latencystats",
+    "cluster",
+    "keyspace",
+];
+
 const DEFAULT: &[&str] = &[
     "server",
     "clients",
@@ -39,22 +56,7 @@ fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         wanted.push("latencystats".into());
     }
     let mut s = String::new();
-    let order = [
-        "server",
-        "clients",
-        "memory",
-        "persistence",
-        "stats",
-        "replication",
-        "cpu",
-        "modules",
-        "commandstats",
-        "errorstats",
-        "latencystats",
-        "cluster",
-        "keyspace",
-    ];
-    for sec in order {
+    for sec in EVERYTHING {
         if !wanted.iter().any(|w| w == sec) {
             continue;
         }
