@@ -225,6 +225,35 @@ fn scale_out_and_in_loses_no_key() {
             .and_then(|i| row.get(i))
             .and_then(|v| v.parse::<u64>().ok());
         assert!(lag.is_some(), "a lag figure in\n{wide}");
+        // Every node pod serves its own /metrics on the port the operator opens (9121).
+        let mut slot_keys = 0.0;
+        for ip in pod_ips(&env.client, "scale").await {
+            let body = metrics_at(&format!("{ip}:9121")).await;
+            assert_eq!(
+                metric_value(&body, "redis_up", &[]),
+                Some(1.0),
+                "{ip}:\n{body}"
+            );
+            assert_eq!(
+                metric_value(&body, "redis_cluster_state", &[]),
+                Some(1.0),
+                "{ip}"
+            );
+            assert_eq!(
+                metric_value(&body, "redis_cluster_known_nodes", &[]),
+                Some(8.0),
+                "{ip}"
+            );
+            slot_keys += body
+                .lines()
+                .filter(|l| l.starts_with("tessera_cluster_slot_range_keys{"))
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        assert!(
+            slot_keys > 0.0,
+            "the masters' slot ranges hold the written keys"
+        );
         env.kubectl
             .ok(&[
                 "patch",

@@ -257,23 +257,10 @@ impl Env {
 
     /// The operator's /metrics text (empty while it is not listening yet).
     pub async fn operator_metrics(&self) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let Some(addr) = self.operator.as_ref().and_then(|o| o.metrics_addr()) else {
-            return String::new();
-        };
-        let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else {
-            return String::new();
-        };
-        let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        if conn.write_all(req.as_bytes()).await.is_err() {
-            return String::new();
+        match self.operator.as_ref().and_then(|o| o.metrics_addr()) {
+            Some(addr) => metrics_at(&addr.to_string()).await,
+            None => String::new(),
         }
-        let mut out = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out)).await;
-        let text = String::from_utf8_lossy(&out);
-        text.split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string())
-            .unwrap_or_default()
     }
 
     /// Starts the operator again (after [`Env::kill_operator`]), appending to the same log.
@@ -1250,4 +1237,22 @@ pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
             .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
             .then(|| value.parse().ok())?
     })
+}
+
+/// The body of `GET /metrics` from `addr` (`ip:port`), empty when it cannot be had.
+pub async fn metrics_at(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if conn.write_all(req.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    text.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
 }
