@@ -243,7 +243,41 @@ pub fn render(srv: &Server, openmetrics: bool) -> String {
         text::encode_registry(&mut out, &sc.reg)
     };
     if done.is_err() {
-        out.clear();
+        return String::new();
+    }
+    if openmetrics {
+        out
+    } else {
+        prometheus_counter_names(&out)
+    }
+}
+
+/// prometheus-client writes a counter family OpenMetrics' way: `# HELP x` / `# TYPE x
+/// counter` over samples named `x_total`. The Prometheus text format names the family as its
+/// samples (`x_total`), or Prometheus files the samples under no metadata; the crate has no
+/// option for it, so the two header lines are renamed here.
+fn prometheus_counter_names(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::with_capacity(text.len() + 256);
+    for (i, line) in lines.iter().enumerate() {
+        let counter_of = |l: &str| -> Option<String> {
+            let name = l.strip_prefix("# TYPE ")?.strip_suffix(" counter")?;
+            Some(name.to_string())
+        };
+        if let Some(name) = counter_of(line) {
+            out.push_str(&format!("# TYPE {name}_total counter\n"));
+            continue;
+        }
+        // A HELP line whose family's TYPE (the next line) is a counter.
+        let next_counter = lines.get(i + 1).and_then(|l| counter_of(l));
+        if let (Some(name), Some(rest)) = (next_counter, line.strip_prefix("# HELP ")) {
+            if let Some(help) = rest.strip_prefix(name.as_str()) {
+                out.push_str(&format!("# HELP {name}_total{help}\n"));
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
     }
     out
 }
@@ -786,6 +820,29 @@ mod tests {
         ] {
             assert_eq!(value(&text, series), Some(want), "{series} in\n{text}");
         }
+    }
+
+    #[test]
+    fn counter_families_are_named_as_their_samples_in_prometheus_text() {
+        let info = "total_commands_processed:3\r\ncmdstat_get:calls=1,usec=1\r\nused_memory:9\r\n";
+        let text = prometheus_counter_names(&body(&build(info, None)));
+        assert!(
+            text.contains("# TYPE redis_commands_processed_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP redis_commands_processed_total INFO total_commands_processed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE redis_commands_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE redis_memory_used_bytes gauge\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# TYPE redis_commands counter"), "{text}");
     }
 
     #[test]

@@ -315,3 +315,64 @@ fn idle_connections_cannot_take_more_than_a_few_slots() {
     // The node's own clients were never affected.
     assert_eq!(srv.resp().cmd(&["PING"]), Reply::Simple("PONG".into()));
 }
+
+fn promtool() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("PROMTOOL") {
+        return p.into();
+    }
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin/promtool");
+    assert!(
+        p.exists(),
+        "promtool not found at {}: run `make deps` (or set PROMTOOL)",
+        p.display()
+    );
+    p
+}
+
+/// Prometheus's own linter reads the text format without an error (promtool 2.42 reads only
+/// that one, not OpenMetrics). What it still says is only about names kept as
+/// redis_exporter has them (so dashboards work unchanged).
+#[test]
+fn promtool_reads_the_text_format() {
+    let mport = free_port();
+    let srv = Launch::tessera()
+        .args(&["--save", "", "--metrics-port", &mport.to_string()])
+        .start();
+    let mut c = srv.resp();
+    c.cmd(&["SET", "k", "v"]);
+    c.cmd(&["GET", "k"]);
+    c.cmd(&["LPUSH", "k", "x"]);
+    let (_, _, body) = scrape(&srv.ip, mport, None);
+    let mut child = std::process::Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unexpected: Vec<&str> = said
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| {
+            !(l.contains("should not contain abbreviated units")
+                || l.contains("non-summary metrics should not have \"quantile\" label"))
+        })
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "promtool check metrics:\n{}",
+        unexpected.join("\n")
+    );
+}
