@@ -654,6 +654,9 @@ async fn load(
     Ok(())
 }
 
+/// How long past a DEBUG SLEEP the replica link still waits (see [`stream`]).
+const SLEEP_GRACE_MS: u64 = 50;
+
 /// Applies the master's stream until the link ends.
 async fn stream(
     srv: &Arc<Server>,
@@ -673,6 +676,21 @@ async fn stream(
     let _unapplied = UnappliedReset(srv);
     let mut held: Option<Held<'_>> = None;
     loop {
+        // While a DEBUG SLEEP holds the node, nothing of the stream is applied (Redis's
+        // sleep blocks its only event loop). The commands queued behind the sleep in the
+        // same EXEC (a CLIENT KILL of this link, say) run a moment after it ends, before
+        // the loop in Redis could read again: so the link waits a little past the end.
+        let until = srv.debug.sleeping_until_ms.load(Ordering::Relaxed);
+        if until != 0 && now_ms() < until + SLEEP_GRACE_MS {
+            tokio::select! {
+                biased;
+                _ = handle.kill.notified() => return Err(LinkError::Killed),
+                _ = tokio::time::sleep(Duration::from_millis(
+                    (until + SLEEP_GRACE_MS).saturating_sub(now_ms()),
+                )) => {}
+            }
+            continue;
+        }
         // Bytes that arrived with the handshake replies are applied first.
         let (acks, retry) = apply(
             srv, gen, &mut cl, &mut out, &mut c.dec, &mut args, &mut held,

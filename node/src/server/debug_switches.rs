@@ -27,6 +27,10 @@ pub struct DebugSwitches {
     /// DEBUG DROP-CLUSTER-PACKET-FILTER: the bus drops incoming messages of this type
     /// (-1: none).
     pub cluster_drop_packet_filter: AtomicI64,
+    /// Until when (ms) a DEBUG SLEEP holds the node, 0 for none: the replica link applies
+    /// nothing meanwhile, as in Redis, whose single event loop the sleep blocks whole (the
+    /// link runs on the main runtime here, which the sleeping I/O thread does not block).
+    pub sleeping_until_ms: AtomicU64,
 }
 
 impl Default for DebugSwitches {
@@ -41,6 +45,7 @@ impl Default for DebugSwitches {
             reply_buffer_peak_reset_ms: AtomicI64::new(5000),
             reply_buffer_resizing: AtomicBool::new(true),
             cluster_drop_packet_filter: AtomicI64::new(-1),
+            sleeping_until_ms: AtomicU64::new(0),
         }
     }
 }

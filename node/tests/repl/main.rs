@@ -9,6 +9,7 @@ mod repl_buffer_share;
 mod repl_cached_master;
 mod repl_cluster;
 mod repl_conform;
+mod repl_debug_sleep;
 mod repl_expired_debug;
 mod repl_failover;
 mod repl_failover_cmd;

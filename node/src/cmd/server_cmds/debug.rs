@@ -21,8 +21,12 @@ pub(super) fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let n = args.len();
     if eq_ic(sub, "sleep") && n == 3 {
         let secs = crate::cmd::arg_f64(args[2])?;
+        let d = Duration::from_secs_f64(secs.clamp(0.0, 3600.0));
+        // The replica link stands still too (see `sleeping_until_ms`).
+        let until = crate::server::now_ms() + d.as_millis() as u64;
+        sw.sleeping_until_ms.fetch_max(until, Relaxed);
         // Blocks this worker thread like Redis blocks its event loop (tests rely on it).
-        std::thread::sleep(Duration::from_secs_f64(secs.clamp(0.0, 3600.0)));
+        std::thread::sleep(d);
         ctx.out.ok();
     } else if eq_ic(sub, "set-active-expire") && n == 3 {
         sw.active_expire.store(atoi(args[2]) != 0, Relaxed);
