@@ -261,6 +261,12 @@ fn cluster_series_agree_with_cluster_info_and_keys() {
     for (n, mport) in nodes.iter().zip(&ports) {
         let (_, _, body) = scrape(&n.ip, *mport, None);
         assert_eq!(value(&body, "redis_cluster_state"), Some(1.0), "{body}");
+        // INFO's redis_mode, as redis-server says it in cluster mode.
+        assert!(body.contains(r#"redis_mode="cluster""#), "{body}");
+        assert_eq!(
+            info_field(&n.cli(&["INFO", "server"]), "redis_mode").as_deref(),
+            Some("cluster")
+        );
         assert_eq!(value(&body, "redis_cluster_known_nodes"), Some(3.0));
         assert_eq!(value(&body, "redis_cluster_slots_assigned"), Some(16384.0));
         let dbsize: f64 = n.cli(&["DBSIZE"]).trim().parse().unwrap();
