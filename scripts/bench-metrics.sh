@@ -17,35 +17,10 @@ TESSERA_BIN=${TESSERA_BIN:-$ROOT/target/release/tessera-node}
 command -v redis-server >/dev/null || { echo "redis-server missing (make deps)" >&2; exit 1; }
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark missing (make deps)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "curl missing" >&2; exit 1; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-metrics.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+BENCH_NAME=bench-metrics
+# shellcheck source=scripts/bench-servers.sh
+. "$ROOT/scripts/bench-servers.sh"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-
-free_port() {
-    local p=$1
-    while (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-}
-
-start() { # name binary port [directives...] -> sets PID_<name>
-    local name=$1 bin=$2 port=$3; shift 3
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && exec "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-        --protected-mode no "$@" >"$TMP/$name.log" 2>&1) &
-    PIDS+=($!)
-    eval "PID_$name=$!"
-    for _ in $(seq 100); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "$name did not start" >&2; cat "$TMP/$name.log" >&2; exit 1
-}
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)

@@ -24,34 +24,9 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD_START=$(loadavg)
 TESTS=${BENCH_TESTS:-set,get,incr,lpush,lpop,sadd,hset,zadd,mset}
 QUICK=${BENCH_QUICK:-0}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench-node.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-free_port() { # first free port from $1 upward (our range 11000-12999)
-    local p=$1
-    while (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-}
-
-start() { # name binary port [directives...]
-    local name=$1 bin=$2 port=$3; shift 3
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && exec "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-        --protected-mode no "$@" >"$TMP/$name.log" 2>&1) &
-    PIDS+=($!)
-    eval "PID_$name=$!"
-    for _ in $(seq 100); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "$name did not start" >&2; cat "$TMP/$name.log" >&2; exit 1
-}
+BENCH_NAME=bench-node
+# shellcheck source=scripts/bench-servers.sh
+. "$ROOT/scripts/bench-servers.sh"
 
 TESSERA_BIN=${TESSERA_BIN:-$ROOT/target/release/tessera-node}
 [ -x "$TESSERA_BIN" ] || { echo "missing $TESSERA_BIN (run make release)" >&2; exit 1; }
