@@ -1114,7 +1114,12 @@ fn spawn_rewrite(srv: &Arc<Server>) -> Result<(), &'static str> {
         .store(crate::server::now_ms() / 1000, Ordering::Relaxed);
     let n = a.rewrites.fetch_add(1, Ordering::Relaxed) + 1;
     // As Redis, a child writes the new base (persist::child); a thread when none forks.
-    let child = match super::child::SaveChild::spawn(&plan.dir, "temp-rewriteaof-bg-", ".aof") {
+    let child = match super::child::SaveChild::spawn(
+        &plan.dir,
+        "temp-rewriteaof-bg-",
+        ".aof",
+        super::snapshot::KeySaveDelay::frozen(srv),
+    ) {
         Ok(c) => {
             srv.persist.child_started(c.pid(), c.fork_usec());
             srv.oom.apply_child(srv, c.pid());

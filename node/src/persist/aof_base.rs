@@ -125,7 +125,10 @@ pub fn write_base(
     };
     let r = File::create(&tmp)
         .map_err(io)
-        .and_then(|f| write_inner(srv, f, &tmp, rdb, hooks, &|| false))
+        .and_then(|f| {
+            let delay = snapshot::KeySaveDelay::frozen(srv);
+            write_inner(srv, f, &tmp, rdb, hooks, delay, &|| false)
+        })
         .and_then(|f| {
             f.sync_all().map_err(io)?;
             let n = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -157,7 +160,8 @@ fn write_via_child(
         .take_pipe()
         .ok_or_else(|| io(std::io::Error::other("no pipe to the rewrite's child")))?;
     let tmp = child.temp_path().to_path_buf();
-    let r = write_inner(srv, pipe, &tmp, rdb, hooks, &|| child.exited());
+    let delay = child.key_save_delay();
+    let r = write_inner(srv, pipe, &tmp, rdb, hooks, delay, &|| child.exited());
     srv.persist.note_cow(child.pid(), false);
     let _ = srv.persist.child_pid.compare_exchange(
         child.pid(),
@@ -178,6 +182,7 @@ fn write_inner(
     tmp: &Path,
     rdb: bool,
     hooks: &Hooks<'_>,
+    delay: snapshot::KeySaveDelay,
     died: &dyn Fn() -> bool,
 ) -> Result<File, PersistError> {
     let rdb_err = |e| PersistError::Rdb {
@@ -244,7 +249,7 @@ fn write_inner(
                     w.select_db(db as u64, items.len() as u64, vol)
                         .map_err(rdb_err)?;
                     for (k, v, e) in items.drain(..) {
-                        if snapshot::key_save_delay(srv, &stop) {
+                        if delay.wait(&stop) {
                             return Err(cancelled_error());
                         }
                         w.entry(&k, &v, e).map_err(rdb_err)?;
@@ -257,7 +262,7 @@ fn write_inner(
                         *cur = Some(db);
                     }
                     for (k, v, e) in items.drain(..) {
-                        if snapshot::key_save_delay(srv, &stop) {
+                        if delay.wait(&stop) {
                             return Err(cancelled_error());
                         }
                         key_commands(buf, &k, &v, e);

@@ -32,11 +32,20 @@ pub struct SaveChild {
     /// The exit status once reaped.
     status: Cell<Option<libc::c_int>>,
     fork_usec: u64,
+    /// rdb-key-save-delay when the child started: Redis's child keeps the config it was
+    /// forked with.
+    delay: super::snapshot::KeySaveDelay,
 }
 
 impl SaveChild {
     /// Starts a child that writes what the pipe carries into `dir/<prefix><child pid><suffix>`.
-    pub fn spawn(dir: &Path, prefix: &str, suffix: &str) -> io::Result<SaveChild> {
+    /// `delay`: the rdb-key-save-delay the save keeps while it runs.
+    pub fn spawn(
+        dir: &Path,
+        prefix: &str,
+        suffix: &str,
+        delay: super::snapshot::KeySaveDelay,
+    ) -> io::Result<SaveChild> {
         let mut head = dir.as_os_str().to_owned();
         head.push("/");
         head.push(prefix);
@@ -64,7 +73,13 @@ impl SaveChild {
             tmp,
             status: Cell::new(None),
             fork_usec,
+            delay,
         })
+    }
+
+    /// The rdb-key-save-delay the save keeps (read when the child started).
+    pub fn key_save_delay(&self) -> super::snapshot::KeySaveDelay {
+        self.delay
     }
 
     pub fn pid(&self) -> i32 {

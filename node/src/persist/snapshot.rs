@@ -62,6 +62,7 @@ pub fn write_body<W: Write>(
     w: &mut RdbWriter<W>,
     aof_base: bool,
     repl: Option<ReplAux>,
+    delay: KeySaveDelay,
     stop: &dyn Fn() -> bool,
 ) -> tessera_rdb::Result<()> {
     let aux = AuxInfo {
@@ -92,7 +93,7 @@ pub fn write_body<W: Write>(
             buf.clear();
             copy_stripe(srv, db, i, now, &mut buf);
             for (k, val, exp) in buf.drain(..) {
-                if key_save_delay(srv, stop) {
+                if delay.wait(stop) {
                     return Err(tessera_rdb::RdbError::Io(std::io::Error::new(
                         std::io::ErrorKind::Interrupted,
                         "save stopped",
@@ -106,33 +107,44 @@ pub fn write_body<W: Write>(
     Ok(())
 }
 
-/// rdb-key-save-delay (a test-only config): before each key a save writes, sleep that
-/// many microseconds, as Redis's rdbSaveKeyValuePair does (a negative value sleeps 1 us
-/// once in that many keys, on average). Redis's save runs in a child with a frozen copy of
-/// the config, which the suites then kill; here the save is a thread of the server, so the
-/// wait is cut short as soon as the config goes back to 0 (or `stop` says so). True when
-/// `stop` ended it.
-pub fn key_save_delay(srv: &Server, stop: &dyn Fn() -> bool) -> bool {
-    let first = srv.config.read().typed.rdb_key_save_delay;
-    if first == 0 {
-        return false;
+/// rdb-key-save-delay (a test-only config) as one save sees it: before each key the save
+/// writes, it sleeps that many microseconds, as Redis's rdbSaveKeyValuePair does (a
+/// negative value sleeps 1 us once in that many keys, on average). Redis's save runs in a
+/// child with a frozen copy of the config, so the value is read once when the save starts:
+/// setting it back to 0 does not hurry a save already running (Redis's suites set 0 and
+/// then kill the slow child, and expect the kill to land on the slow one).
+#[derive(Clone, Copy, Debug)]
+pub struct KeySaveDelay(i64);
+
+impl KeySaveDelay {
+    /// The value at the start of a save.
+    pub fn frozen(srv: &Server) -> Self {
+        Self(srv.config.read().typed.rdb_key_save_delay)
     }
-    if first < 0 {
-        if rand::random_range(0..first.unsigned_abs()) == 0 {
-            std::thread::sleep(std::time::Duration::from_micros(1));
-        }
-        return false;
-    }
-    let until = std::time::Instant::now() + std::time::Duration::from_micros(first as u64);
-    loop {
-        if stop() {
-            return true;
-        }
-        let now = std::time::Instant::now();
-        if now >= until || srv.config.read().typed.rdb_key_save_delay <= 0 {
+
+    /// Waits before one key. True when `stop` ended the wait (the save should end).
+    pub fn wait(self, stop: &dyn Fn() -> bool) -> bool {
+        let us = self.0;
+        if us == 0 {
             return false;
         }
-        std::thread::sleep((until - now).min(std::time::Duration::from_millis(10)));
+        if us < 0 {
+            if rand::random_range(0..us.unsigned_abs()) == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(1));
+            }
+            return false;
+        }
+        let until = std::time::Instant::now() + std::time::Duration::from_micros(us as u64);
+        loop {
+            if stop() {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= until {
+                return false;
+            }
+            std::thread::sleep((until - now).min(std::time::Duration::from_millis(10)));
+        }
     }
 }
 
@@ -155,7 +167,8 @@ pub fn write_rdb(
     let _turn = srv.persist.foreground_save.lock();
     let name = format!("temp-{}.rdb", std::process::id());
     let mut f = AtomicRdbFile::create_named(path, &name).map_err(io)?;
-    write_body(srv, f.writer(), false, repl, stop).map_err(io)?;
+    let delay = KeySaveDelay::frozen(srv);
+    write_body(srv, f.writer(), false, repl, delay, stop).map_err(io)?;
     let n = f.commit().map_err(io)?;
     srv.persist.saves.fetch_add(1, Ordering::Relaxed);
     Ok(n)
@@ -174,7 +187,7 @@ pub fn fork_save_child(srv: &Server, path: &Path) -> Option<super::child::SaveCh
     let p = &srv.persist;
     p.save_keys_total.store(total, Ordering::Relaxed);
     p.save_keys_processed.store(0, Ordering::Relaxed);
-    match super::child::SaveChild::spawn(&dir, "temp-", ".rdb") {
+    match super::child::SaveChild::spawn(&dir, "temp-", ".rdb", KeySaveDelay::frozen(srv)) {
         Ok(c) => {
             p.child_started(c.pid(), c.fork_usec());
             srv.oom.apply_child(srv, c.pid());
@@ -207,7 +220,8 @@ pub fn write_rdb_child(
     };
     let Some(mut child) = child else {
         let mut f = AtomicRdbFile::create(path).map_err(rdb_err)?;
-        write_body(srv, f.writer(), false, None, &|| false).map_err(rdb_err)?;
+        let delay = KeySaveDelay::frozen(srv);
+        write_body(srv, f.writer(), false, None, delay, &|| false).map_err(rdb_err)?;
         let n = f.commit().map_err(rdb_err)?;
         srv.persist.saves.fetch_add(1, Ordering::Relaxed);
         return Ok(n);
@@ -218,7 +232,8 @@ pub fn write_rdb_child(
             .take_pipe()
             .ok_or_else(|| io(std::io::Error::other("no pipe to the save's child")))?;
         let mut w = RdbWriter::new(BufWriter::with_capacity(1 << 16, pipe)).map_err(rdb_err)?;
-        write_body(srv, &mut w, false, None, &|| child.exited()).map_err(rdb_err)?;
+        let delay = child.key_save_delay();
+        write_body(srv, &mut w, false, None, delay, &|| child.exited()).map_err(rdb_err)?;
         let out = w.finish().map_err(rdb_err)?;
         // What the child cost, measured while it still holds its copy (rdb_last_cow_size).
         p.note_cow(child.pid(), true);
@@ -239,7 +254,9 @@ pub fn write_rdb_child(
 /// Writes an RDB stream (an AOF base) to a plain writer; returns it after the trailer.
 pub fn write_rdb_to<W: Write>(srv: &Server, out: W) -> tessera_rdb::Result<W> {
     let mut w = RdbWriter::new(out)?;
-    write_body(srv, &mut w, true, None, &|| false)?;
+    write_body(srv, &mut w, true, None, KeySaveDelay::frozen(srv), &|| {
+        false
+    })?;
     w.finish()
 }
 

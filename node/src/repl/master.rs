@@ -367,6 +367,7 @@ fn snapshot(
     // this snapshot holds them all belong to the same point of the stream.
     let libraries = srv.scripts.functions.libraries();
     let now = now_ms();
+    let delay = crate::persist::snapshot::KeySaveDelay::frozen(srv);
     let mut per_db: Vec<Vec<Copied>> = (0..ndb).map(|_| Vec::new()).collect();
     for g in guards.drain(..) {
         for (db, v) in per_db.iter_mut().enumerate() {
@@ -392,7 +393,7 @@ fn snapshot(
         for (k, val, exp) in v {
             // rdb-key-save-delay slows the payload as it slows Redis's child; a replica
             // gone meanwhile ends it.
-            if crate::persist::snapshot::key_save_delay(srv, abandoned) {
+            if delay.wait(abandoned) {
                 return Err(tessera_rdb::RdbError::Io(std::io::Error::new(
                     std::io::ErrorKind::Interrupted,
                     "replica gone",

@@ -175,3 +175,28 @@ fn failed_first_rewrite_removes_temp_incr_like_redis() {
     }
     assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
 }
+
+/// A running rewrite keeps the rdb-key-save-delay it started with, as Redis's child keeps
+/// its copy of the config: CONFIG SET rdb-key-save-delay 0 does not hurry it, so a kill
+/// right after still fails it (aof-multi-part sets 0 and then kills the slow child).
+#[test]
+fn running_rewrite_keeps_its_key_save_delay_like_redis() {
+    let mut seen = Vec::new();
+    for l in [Launch::redis(), Launch::tessera()] {
+        let s = l.args(&["--save", "", "--appendonly", "yes"]).start();
+        let mut c = s.resp();
+        c.cmd(&["SET", "k", "v"]);
+        c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "10000000"]);
+        c.cmd(&["BGREWRITEAOF"]);
+        let child = child_of(&s);
+        c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        std::thread::sleep(Duration::from_millis(500));
+        let running = s.info("persistence", "aof_rewrite_in_progress");
+        process::signal(child, "KILL");
+        settle(&s);
+        let status = s.info("persistence", "aof_last_bgrewrite_status");
+        seen.push((running, status));
+    }
+    assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
+    assert_eq!(seen[0].0.as_deref(), Some("1"));
+}
