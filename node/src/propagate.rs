@@ -164,10 +164,16 @@ pub fn expire_sweep(
     st: &mut crate::db::Stripe,
     db: usize,
     now: u64,
+    hidden: u16,
 ) -> usize {
     let mut dead: Vec<Vec<u8>> = Vec::new();
     if let Some(d) = st.db(db) {
-        for m in d.maps.iter() {
+        let shown = d
+            .maps
+            .iter()
+            .enumerate()
+            .filter(|(l, _)| crate::db::hidden::shown(hidden, *l));
+        for (_, m) in shown {
             for (k, e) in m.iter() {
                 let at = e.expire_at();
                 if at != crate::db::NO_EXPIRE && at <= now {

@@ -42,6 +42,8 @@ pub(super) struct Ran {
     pub capacity: usize,
     pub propagate: Option<Vec<Vec<String>>>,
     pub ok: bool,
+    /// The reply's bytes.
+    pub reply: Vec<u8>,
 }
 
 /// Runs `argv`'s handler on `srv` with every stripe locked, returning its effects as
@@ -65,6 +67,7 @@ pub(super) fn run(srv: &Arc<Server>, argv: &[&str]) -> Ran {
     };
     let ok = (cmd.handler)(&mut ctx, &args).is_ok();
     let fx = std::mem::take(&mut ctx.ks.fx);
+    drop(ctx);
     let show = |e: &Event| {
         let key = String::from_utf8_lossy(&e.key);
         match e.db {
@@ -82,6 +85,7 @@ pub(super) fn run(srv: &Arc<Server>, argv: &[&str]) -> Ran {
         capacity: fx.events.capacity(),
         propagate: fx.propagate.map(|l| l.iter().map(text).collect()),
         ok,
+        reply: out.buf.to_vec(),
     }
 }
 
@@ -750,4 +754,42 @@ fn past_deadlines_propagate_as_del() {
     assert_eq!(p(&srv, &["GETEX", "k", "PERSIST"]), "PERSIST k");
     let r = p(&srv, &["GETEX", "k", "EX", "7"]);
     assert!(r.starts_with("PEXPIREAT k "), "{r}");
+}
+
+/// Keys of a slot being imported (hidden) are held but left out of DBSIZE, KEYS, SCAN,
+/// RANDOMKEY and INFO keyspace, as Valkey hides an atomic migration's importing slots; they
+/// show again once the slot is shown.
+#[test]
+fn hidden_slots_are_left_out_of_keyspace_reads() {
+    let srv = server("", false);
+    let keys = ["a", "b", "c", "d"];
+    for k in keys {
+        assert!(run(&srv, &["SET", k, "v"]).ok);
+    }
+    let text = |argv: &[&str]| String::from_utf8_lossy(&run(&srv, argv).reply).into_owned();
+    let hidden = crate::slot::key_hash_slot(b"c");
+    assert!(keys
+        .iter()
+        .filter(|k| **k != "c")
+        .all(|k| crate::slot::key_hash_slot(k.as_bytes()) != hidden));
+    srv.ks.hidden.hide(hidden);
+    assert_eq!(text(&["DBSIZE"]), ":3\r\n");
+    let all = text(&["KEYS", "*"]);
+    assert!(
+        all.starts_with("*3\r\n") && !all.contains("\r\nc\r\n"),
+        "{all}"
+    );
+    let scan = text(&["SCAN", "0", "COUNT", "100000"]);
+    assert!(
+        scan.contains("*3\r\n") && !scan.contains("\r\nc\r\n"),
+        "{scan}"
+    );
+    for _ in 0..50 {
+        assert_ne!(text(&["RANDOMKEY"]), "$1\r\nc\r\n");
+    }
+    assert!(text(&["INFO", "keyspace"]).contains("db0:keys=3,"));
+    // Still there for the slot's own commands.
+    assert_eq!(text(&["GET", "c"]), "$1\r\nv\r\n");
+    srv.ks.hidden.show(hidden);
+    assert_eq!(text(&["DBSIZE"]), ":4\r\n");
 }

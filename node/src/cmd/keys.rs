@@ -358,9 +358,16 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let db = ctx.ks.db;
     let now = ctx.ks.now;
     let mut found: Vec<Vec<u8>> = Vec::new();
-    ctx.ks.for_each_stripe(|_, st| {
+    let hidden = &ctx.srv.ks.hidden;
+    ctx.ks.for_each_stripe(|i, st| {
         if let Some(d) = st.db(db) {
-            for m in &d.maps {
+            let mask = hidden.stripe_mask(i);
+            let shown = d
+                .maps
+                .iter()
+                .enumerate()
+                .filter(|(l, _)| crate::db::hidden::shown(mask, *l));
+            for (_, m) in shown {
                 for (k, e) in m {
                     if (e.expire_at() == NO_EXPIRE || e.expire_at() > now)
                         && (all || glob_match(pat, k, false))
@@ -426,6 +433,9 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 let Some(d) = st.db(db) else {
                     continue;
                 };
+                if srv.ks.hidden.is_hidden((local * STRIPES + sidx) as u16) {
+                    continue;
+                }
                 for (k, e) in &d.maps[local] {
                     visited += 1;
                     if pat.as_ref().is_some_and(|p| !glob_match(p, k, false)) {
@@ -467,6 +477,9 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     let mut found: Option<Vec<u8>> = None;
     for off in 0..SLOTS {
         let slot = (start + off) % SLOTS;
+        if srv.ks.hidden.is_hidden(slot as u16) {
+            continue;
+        }
         let sidx = slot & (STRIPES - 1);
         let local = slot >> 10;
         let pick = |st: &mut crate::db::Stripe| -> Option<Vec<u8>> {

@@ -78,10 +78,12 @@ pub fn commands() -> Vec<CommandSpec> {
 pub fn db_keys(ctx: &mut Ctx<'_>, db: usize) -> (usize, usize) {
     let mut n = 0;
     let mut v = 0;
-    ctx.ks.for_each_stripe(|_, st| {
+    let hidden = &ctx.srv.ks.hidden;
+    ctx.ks.for_each_stripe(|i, st| {
         if let Some(d) = st.db(db) {
-            n += d.len();
-            v += d.volatile_len();
+            let (dn, dv) = d.shown_lens(hidden.stripe_mask(i));
+            n += dn;
+            v += dv;
         }
     });
     (n, v)
@@ -92,8 +94,9 @@ pub fn db_keys_locking(srv: &Server, db: usize) -> (usize, usize) {
     let (mut n, mut v) = (0, 0);
     for i in 0..crate::db::STRIPES {
         if let Some(d) = srv.ks.lock_stripe(i).db(db) {
-            n += d.len();
-            v += d.volatile_len();
+            let (dn, dv) = d.shown_lens(srv.ks.hidden.stripe_mask(i));
+            n += dn;
+            v += dv;
         }
     }
     (n, v)

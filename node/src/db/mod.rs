@@ -8,6 +8,7 @@
 //! Because the stripe depends only on the slot, the same key in two databases (MOVE, COPY
 //! ... DB) is always under one lock.
 
+pub mod hidden;
 pub mod rdb;
 pub mod slotmap;
 pub mod value;
@@ -122,6 +123,17 @@ impl DbSlots {
     pub fn volatile_len(&self) -> usize {
         self.volatile.iter().map(|&v| v as usize).sum()
     }
+    /// Keys and keys with a TTL in the slots `mask` shows ([`hidden::HiddenSlots::stripe_mask`]).
+    pub fn shown_lens(&self, mask: u16) -> (usize, usize) {
+        if mask == 0 {
+            return (self.len(), self.volatile_len());
+        }
+        (0..SLOTS_PER_STRIPE)
+            .filter(|&l| hidden::shown(mask, l))
+            .fold((0, 0), |(n, v), l| {
+                (n + self.maps[l].len(), v + self.volatile[l] as usize)
+            })
+    }
 }
 
 /// One lock's worth of the keyspace: for each database, its slots in this stripe.
@@ -233,14 +245,15 @@ impl Stripe {
         true
     }
 
-    /// Removes every key of `db` whose deadline is ≤ `now`; returns how many.
-    pub fn expire_sweep(&mut self, db: usize, now: u64) -> usize {
+    /// Removes every key of `db` whose deadline is ≤ `now`, in the slots `hidden` (a
+    /// [`hidden::HiddenSlots::stripe_mask`]) does not hide; returns how many.
+    pub fn expire_sweep(&mut self, db: usize, now: u64, hidden: u16) -> usize {
         let Some(d) = self.db_mut(db) else {
             return 0;
         };
         let mut n = 0;
         for l in 0..SLOTS_PER_STRIPE {
-            if d.volatile[l] == 0 {
+            if d.volatile[l] == 0 || !hidden::shown(hidden, l) {
                 continue;
             }
             let before = d.maps[l].len();
@@ -310,6 +323,8 @@ pub struct Keyspace {
     /// Held by whoever is evicting (`server::evict`): one eviction at a time measures and
     /// frees memory, as Redis's single thread does; a second would free it again.
     evicting: Mutex<()>,
+    /// Slots being imported by an atomic slot migration: held, not shown (see [`hidden`]).
+    pub hidden: hidden::HiddenSlots,
 }
 
 /// Guards of the locked stripes; inline for the common one- or two-stripe command so
@@ -449,6 +464,7 @@ impl Keyspace {
             volatile,
             gone,
             evicting: Mutex::new(()),
+            hidden: hidden::HiddenSlots::default(),
         }
     }
 
@@ -602,10 +618,34 @@ mod tests {
         e.set_expire_at(1_800_000_000_000);
         assert!(st.insert(0, slot, key, e).is_none());
         assert_eq!(st.db(0).unwrap().volatile_len(), 1);
-        assert_eq!(st.expire_sweep(0, 1_799_999_999_999), 0);
-        assert_eq!(st.expire_sweep(0, 1_800_000_000_000), 1);
+        assert_eq!(st.expire_sweep(0, 1_799_999_999_999, 0), 0);
+        assert_eq!(st.expire_sweep(0, 1_800_000_000_000, 0), 1);
         assert_eq!(st.db(0).unwrap().volatile_len(), 0);
         assert!(st.get(0, slot, key).is_none());
+    }
+
+    /// A hidden slot (being imported) keeps its expired keys through a sweep and is left
+    /// out of the shown counts, while the other slots of the same stripe are swept.
+    #[test]
+    fn hidden_slots_are_not_swept_or_counted() {
+        let ks = Keyspace::new(1);
+        // Two slots of one stripe: locals 0 and 1.
+        let (a, b) = (7u16, 7 + STRIPES as u16);
+        let mut g = ks.lock_stripe(stripe_of(a));
+        for (slot, key) in [(a, b"k1".as_slice()), (b, b"k2".as_slice())] {
+            let mut e = Entry::new(Value::string(b"v"));
+            e.set_expire_at(1_800_000_000_000);
+            g.insert(0, slot, key, e);
+        }
+        ks.hidden.hide(b);
+        let mask = ks.hidden.stripe_mask(stripe_of(a));
+        assert_eq!(g.db(0).unwrap().shown_lens(mask), (1, 1));
+        assert_eq!(g.expire_sweep(0, 1_800_000_000_001, mask), 1);
+        assert!(g.get(0, a, b"k1").is_none());
+        assert!(g.get(0, b, b"k2").is_some());
+        assert_eq!(g.db(0).unwrap().shown_lens(mask), (0, 0));
+        ks.hidden.show(b);
+        assert_eq!(g.db(0).unwrap().shown_lens(0), (1, 1));
     }
 
     /// The keyspace-wide TTL count follows inserts, overwrites, PERSIST-like clears,
@@ -651,7 +691,7 @@ mod tests {
         // Sweep db 0 past the deadline, then drop every remaining database.
         let mut swept = 0;
         for i in 0..STRIPES {
-            swept += ks.lock_stripe(i).expire_sweep(0, 1_800_000_000_000);
+            swept += ks.lock_stripe(i).expire_sweep(0, 1_800_000_000_000, 0);
         }
         assert!(swept > 0);
         assert_eq!(ks.volatile_keys(), 23 - swept);

@@ -7,6 +7,7 @@ use rand::Rng;
 
 use super::{now_ms, Server};
 use crate::config::MaxmemoryPolicy;
+use crate::db::hidden::shown;
 use crate::db::{SLOTS_PER_STRIPE, STRIPES};
 
 const LFU_INIT: u32 = 5;
@@ -206,6 +207,7 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u6
         }
         let idx = (start + step * 7919) % STRIPES;
         let st = srv.ks.lock_stripe(idx);
+        let hidden = srv.ks.hidden.stripe_mask(idx);
         for db in 0..ndb {
             let Some(d) = st.db(db) else { continue };
             if volatile && d.volatile_len() == 0 || d.is_empty() {
@@ -213,7 +215,8 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u6
             }
             for l in 0..SLOTS_PER_STRIPE {
                 let m = &d.maps[l];
-                if m.is_empty() || (volatile && d.volatile[l] == 0) {
+                // Slots being imported belong to their source until the hand-off.
+                if m.is_empty() || (volatile && d.volatile[l] == 0) || !shown(hidden, l) {
                     continue;
                 }
                 let skip = rng.random_range(0..m.len());

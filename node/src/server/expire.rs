@@ -120,6 +120,8 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
     for _ in 0..STRIPES {
         let now = now_ms();
         let mut st = srv.ks.lock_stripe(cursor);
+        // Slots being imported expire on their source, which sends the DEL.
+        let hidden = srv.ks.hidden.stripe_mask(cursor);
         let mut n = 0;
         for db in 0..ndb {
             if st.db(db).is_some_and(|d| d.volatile_len() > 0) {
@@ -128,9 +130,9 @@ pub fn sweep(srv: &Server, mut cursor: usize, budget: Duration) -> usize {
                     || srv.notify.on() != 0
                     || crate::tracking::live(srv)
                 {
-                    crate::propagate::expire_sweep(srv, &mut st, db, now)
+                    crate::propagate::expire_sweep(srv, &mut st, db, now, hidden)
                 } else {
-                    st.expire_sweep(db, now)
+                    st.expire_sweep(db, now, hidden)
                 };
             }
         }
