@@ -600,6 +600,29 @@ fn setslot(
     Ok(Reply::Ok)
 }
 
+/// The target of an atomic slot migration takes its slots once the source granted them
+/// (Valkey 9's hand-off): its config epoch is bumped without consensus (the source, paused,
+/// agreed, and stays paused until it sees the claim), every slot is assigned to this node,
+/// nodes.conf is saved and fsynced before anything else leaves the node, and a PONG goes
+/// to every peer so the claim spreads at once. Returns the config epoch it claimed with.
+pub fn claim_granted_slots(st: &mut ClusterState, ranges: &[(u16, u16)], now: u64) -> u64 {
+    let (_, epoch) = bump_epoch(st);
+    let me = st.myself;
+    for &(start, end) in ranges {
+        for slot in start as usize..=(end as usize).min(msg::SLOTS - 1) {
+            if st.slots[slot] != Some(me) {
+                st.del_slot(slot);
+                st.add_slot(me, slot);
+            }
+        }
+    }
+    st.todo_save = true;
+    st.todo_fsync = true;
+    st.todo_update_state = true;
+    broadcast_pong(st, now);
+    epoch
+}
+
 /// PONG to every connected node, so a config change spreads at once.
 pub fn broadcast_pong(st: &mut ClusterState, now: u64) {
     let links: Vec<LinkId> = st

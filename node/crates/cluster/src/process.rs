@@ -584,10 +584,15 @@ impl ClusterState {
             if self.slots[j] == Some(sender) || self.importing[j].is_some() {
                 continue;
             }
-            let take = match self.slots[j] {
-                None => true,
-                Some(o) => self.nodes.get(&o).is_none_or(|o| o.config_epoch < epoch),
-            };
+            let granted = self
+                .granted_exports
+                .iter()
+                .any(|(t, s, e)| *t == sender && (*s as usize..=*e as usize).contains(&j));
+            let take = granted
+                || match self.slots[j] {
+                    None => true,
+                    Some(o) => self.nodes.get(&o).is_none_or(|o| o.config_epoch < epoch),
+                };
             if take {
                 if self.slots[j] == Some(self.myself) {
                     dirty.push(j);

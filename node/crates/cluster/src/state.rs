@@ -302,6 +302,10 @@ pub struct ClusterState {
     pub slots_assigned: usize,
     pub importing: OpenSlots,
     pub migrating: OpenSlots,
+    /// Slot ranges (inclusive) this node, as the source of an atomic slot migration, has
+    /// granted to a target (`FAILOVER-GRANTED`): the target's claim on them is taken
+    /// whatever its config epoch, since it bumps its epoch without consensus.
+    pub granted_exports: Vec<(Name, u16, u16)>,
     pub current_epoch: u64,
     pub last_vote_epoch: u64,
     pub state_ok: bool,
@@ -366,6 +370,7 @@ impl ClusterState {
             slots_assigned: 0,
             importing: OpenSlots::default(),
             migrating: OpenSlots::default(),
+            granted_exports: Vec::new(),
             current_epoch: 0,
             last_vote_epoch: 0,
             state_ok: false,

@@ -311,3 +311,68 @@ fn a_new_cluster_is_ok_without_the_rejoin_delay() {
     st.update_state(4_000 + 1_001);
     assert!(st.state_ok);
 }
+
+/// Atomic slot migration, source side: a claim on our slots by a lower config epoch is
+/// refused, unless we granted those slots to that sender (FAILOVER-GRANTED); then they move
+/// at once and their keys are deleted here. Slots outside the grant still follow epochs.
+#[test]
+fn granted_slots_go_to_the_target_whatever_its_epoch() {
+    let mut st = base();
+    let me = st.myself;
+    st.me_mut().config_epoch = 9;
+    st.current_epoch = 9;
+    assign(&mut st, me, 0..20);
+    st.nodes.get_mut(&B).expect("b").config_epoch = 2;
+    st.cron(0);
+    st.out.clear();
+    let m = ping_from(&st, B, 2, 10..13, vec![]);
+    deliver(&mut st, m, 10);
+    assert!((10..13).all(|s| st.slots[s] == Some(me)));
+    st.out.clear();
+    st.granted_exports.push((B, 10, 12));
+    let m = ping_from(&st, B, 2, 10..14, vec![]);
+    deliver(&mut st, m, 20);
+    assert!((10..13).all(|s| st.slots[s] == Some(B)));
+    assert_eq!(st.slots[13], Some(me));
+    let deleted: Vec<u16> = st
+        .out
+        .iter()
+        .filter_map(|o| match o {
+            Out::DeleteSlotKeys { slot } => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, vec![10, 11, 12]);
+    assert!(st.me().is_master());
+}
+
+/// Atomic slot migration, target side: the granted slots are taken with a config epoch
+/// bumped past every known one without a vote, saved with an fsync, and announced to every
+/// connected peer at once.
+#[test]
+fn target_claims_granted_slots_with_a_bumped_epoch() {
+    let mut st = base();
+    let me = st.myself;
+    assign(&mut st, B, 0..100);
+    st.nodes.get_mut(&B).expect("b").config_epoch = 5;
+    st.nodes.get_mut(&C).expect("c").config_epoch = 7;
+    st.current_epoch = 7;
+    st.cron(0);
+    // Links are up once the peers answered.
+    let m = ping_from(&st, B, 5, 0..100, vec![]);
+    deliver(&mut st, m, 1);
+    for n in st.nodes.values_mut() {
+        if n.name != me {
+            n.link_connected = n.link.is_some();
+        }
+    }
+    st.out.clear();
+    st.todo_fsync = false;
+    let epoch = commands::claim_granted_slots(&mut st, &[(0, 9), (20, 20)], 30);
+    assert_eq!(epoch, 8);
+    assert_eq!(st.me().config_epoch, 8);
+    assert!((0..10).chain(20..21).all(|s| st.slots[s] == Some(me)));
+    assert_eq!(st.slots[10], Some(B));
+    assert!(st.todo_fsync && st.todo_save);
+    assert!(sent_types(&mut st).contains(&msg::TYPE_PONG));
+}
