@@ -18,6 +18,7 @@
 //!   another target, as at load from nodes.conf); the node keeps
 //!   `st.me_mut().repl_offset` and `st.repl_last_io` current so elections rank replicas.
 
+pub mod asm;
 pub mod bus;
 pub mod commands;
 pub mod config;
