@@ -41,6 +41,8 @@ fn subcommands() -> Vec<CommandSpec> {
         ("flushslots", 2, "admin stale"),
         ("forget", 3, "admin stale"),
         ("getkeysinslot", 4, "stale"),
+        // Valkey 9's atomic slot migration, target side (cluster::asm).
+        ("getslotmigrations", 2, "admin stale"),
         ("help", 2, "loading stale"),
         ("info", 2, "stale"),
         ("keyslot", 3, "stale"),
@@ -58,6 +60,7 @@ fn subcommands() -> Vec<CommandSpec> {
         ("shards", 2, "stale"),
         ("slaves", 3, "admin stale"),
         ("slots", 2, "stale"),
+        ("syncslots", -3, "admin stale"),
     ];
     SUBS.iter()
         .map(|&(name, arity, flags)| CommandSpec::new(name, arity, flags, (0, 0, 0), cluster))
@@ -98,6 +101,29 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     crate::cluster::sync_config(ctx.srv, node);
     let a: Vec<&[u8]> = args[1..].iter().map(|b| &b[..]).collect();
     let tls = ctx.cl.tls;
+    let sub = a
+        .first()
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    if sub == b"syncslots" {
+        // From our master or the AOF: a tracking job; from a client: maybe the import link.
+        let origin = if ctx.cl.from_master || ctx.cl.internal {
+            tessera_cluster::asm::Origin::Replication
+        } else {
+            tessera_cluster::asm::Origin::Client
+        };
+        let (r, job) = crate::cluster::asm::syncslots(ctx.srv, node, &a[1..], origin);
+        crate::cluster::reply::write(ctx.out, &r);
+        if let Some(job) = job {
+            ctx.cl.pending = Some(crate::server::clients::Pending::SlotImport { job });
+        }
+        return Ok(());
+    }
+    if sub == b"getslotmigrations" {
+        let r = crate::cluster::asm::getslotmigrations(ctx.srv);
+        crate::cluster::reply::write(ctx.out, &r);
+        return Ok(());
+    }
     let r = if ctx.cl.from_master
         && a.first()
             .is_some_and(|s| s.eq_ignore_ascii_case(b"failover"))

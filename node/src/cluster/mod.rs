@@ -4,6 +4,7 @@
 //! [`route`] is the dispatcher's redirection hook; [`host::KeyspaceHost`] lets the cluster
 //! half count, list and delete the keys of a slot and deliver bus messages to subscribers.
 
+pub mod asm;
 pub mod commands;
 pub mod debug;
 pub mod host;

@@ -581,7 +581,7 @@ fn admit(
         }
     }
     // The master's stream is never redirected (crate::repl).
-    if !cl.from_master {
+    if !cl.from_master && !cl.slot_import {
         if let Some(e) = crate::cluster::route(srv, cl, cmd, args) {
             return Err(Reject::new(e, OnMulti::Keep, Count::None));
         }

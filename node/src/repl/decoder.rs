@@ -196,6 +196,14 @@ impl Decoder {
         }
     }
 
+    /// A decoder of a command stream alone, with no handshake or payload before it (the
+    /// import link of an atomic slot migration).
+    pub fn stream(limits: StreamLimits) -> Self {
+        let mut d = Decoder::new(limits);
+        d.phase = Phase::Stream;
+        d
+    }
+
     /// Drops the bytes of the last event.
     fn settle(&mut self) {
         if self.consumed > 0 {

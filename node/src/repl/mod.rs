@@ -674,6 +674,11 @@ pub async fn run_pending(
             cl.now_ms = 0;
             Ok(true)
         }
+        Pending::SlotImport { job } => {
+            crate::persist::aof::before_reply(srv, cl.aof_mark).await;
+            crate::cluster::asm::import::serve(srv, sock, cl, out, inbuf, job).await?;
+            Ok(false)
+        }
         Pending::Shutdown { abort, force } => {
             if abort {
                 if crate::persist::shutdown::abort(srv) {

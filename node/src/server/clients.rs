@@ -449,6 +449,9 @@ pub struct ClientState {
     /// This is the replica link applying its master's stream: not re-fed to the write
     /// subscribers, not refused as a write on a read-only replica, expired keys still seen.
     pub from_master: bool,
+    /// This is the import link of an atomic slot migration (`cluster::asm`): it writes
+    /// slots this node does not own yet, so it is never redirected.
+    pub slot_import: bool,
     /// Work the last command left for its connection (SYNC, WAIT), taken by the connection
     /// after the command returns.
     pub pending: Option<Pending>,
@@ -480,6 +483,9 @@ pub enum Pending {
     /// SHUTDOWN: block until the exit or until the shutdown is given up (persist::shutdown);
     /// with `abort`, SHUTDOWN ABORT.
     Shutdown { abort: bool, force: bool },
+    /// CLUSTER SYNCSLOTS ESTABLISH: the connection becomes the import link of the atomic
+    /// slot migration named (`cluster::asm::import`).
+    SlotImport { job: tessera_cluster::asm::JobName },
 }
 
 impl ClientState {
@@ -510,6 +516,7 @@ impl ClientState {
             tracking: 0,
             in_script: false,
             from_master: false,
+            slot_import: false,
             pending: None,
             aof_mark: 0,
             reply_limit: 0,

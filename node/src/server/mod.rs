@@ -156,6 +156,8 @@ pub struct Server {
     pub replica_ttls: expire::ReplicaTtls,
     /// MIGRATE's cached connections to its targets (see `migrate_sockets`).
     pub migrate_sockets: migrate_sockets::MigrateSockets,
+    /// Atomic slot migrations: the job log and its links (`cluster::asm`).
+    pub asm: crate::cluster::asm::Runtime,
     /// The process title (set-proc-title, proc-title-template), when the binary owns one.
     pub title: title::ProcTitle,
 }
@@ -209,6 +211,7 @@ impl Server {
             debug: Default::default(),
             replica_ttls: Default::default(),
             migrate_sockets: Default::default(),
+            asm: Default::default(),
             title: Default::default(),
         };
         srv.config_changed();

@@ -1,6 +1,7 @@
 //! Cluster mode: topology, redis-cli --cluster, mixed clusters with redis-server and
 //! valkey-server, DUMP/RESTORE/MIGRATE both ways, failover on shutdown, the bus's send path.
 
+mod asm_interop;
 mod blocked_redirect_diff;
 mod cluster_announce_runtime;
 mod cluster_conform;

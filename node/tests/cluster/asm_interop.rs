@@ -1,0 +1,278 @@
+//! Atomic slot migration (issue 21) between valkey-server 9.1 and tessera-node: valkey's
+//! `CLUSTER MIGRATESLOTS` moves slots to a tessera-node target over Valkey's own protocol
+//! (SYNCSLOTS ESTABLISH, the snapshot as commands, the live stream, the pause and the
+//! hand-off), with a writer running. Every key ends on exactly one owner with its last
+//! acknowledged value, and no write fails.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_testkit::cluster::*;
+use tessera_testkit::*;
+
+/// The `field` of the first job GETSLOTMIGRATIONS lists (redis-cli's raw output is one
+/// line per element: name, value, ...).
+fn job_field(n: &Proc, field: &str) -> Option<String> {
+    let out = n.cli(&["CLUSTER", "GETSLOTMIGRATIONS"]);
+    let lines: Vec<&str> = out.lines().collect();
+    lines
+        .iter()
+        .position(|l| *l == field)
+        .and_then(|i| lines.get(i + 1))
+        .map(|s| s.to_string())
+}
+
+/// Slot owner of `slot` as `n` sees it (a node id).
+fn owner(n: &Proc, slot: u16) -> Option<String> {
+    n.nodes().into_iter().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let owns = f.get(8..)?.iter().any(|r| {
+            let mut p = r.split('-');
+            let a: Option<u16> = p.next().and_then(|x| x.parse().ok());
+            let b: Option<u16> = p.next().and_then(|x| x.parse().ok()).or(a);
+            matches!((a, b), (Some(a), Some(b)) if a <= slot && slot <= b)
+        });
+        owns.then(|| f[0].to_string())
+    })
+}
+
+#[test]
+fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
+    let valkey = Proc::cluster(valkey_bin(), "127.0.0.1", 2000);
+    let tessera = Proc::cluster(tessera_bin(), "127.0.0.1", 2000);
+    let (vid, tid) = (valkey.myid(), tessera.myid());
+    let p = tessera.port.to_string();
+    assert_eq!(
+        valkey.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+        "OK"
+    );
+    assert_eq!(
+        valkey
+            .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+            .trim(),
+        "OK"
+    );
+    wait_for(Duration::from_secs(20), "both see the slots", || {
+        owner(&tessera, 0).as_deref() == Some(vid.as_str())
+    });
+    wait_state_ok(&[&valkey, &tessera]);
+
+    // 3000 keys, then a writer that keeps overwriting 300 of them during the move.
+    let mut c = valkey.client();
+    for i in 0..3000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(format!("v{i}"))
+            .query(&mut c)
+            .expect("SET");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let urls: Vec<String> = [&valkey, &tessera]
+        .iter()
+        .map(|n| format!("redis://{}/", n.addr()))
+        .collect();
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut cc = redis::cluster::ClusterClient::new(urls)
+                .and_then(|c| c.get_connection())
+                .expect("cluster client");
+            let mut last: HashMap<String, String> = HashMap::new();
+            let mut failed = 0u64;
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let k = format!("k{}", n % 300);
+                let v = format!("w{n}");
+                match redis::cmd("SET").arg(&k).arg(&v).query::<()>(&mut cc) {
+                    Ok(()) => {
+                        last.insert(k, v);
+                    }
+                    Err(_) => failed += 1,
+                }
+                n += 1;
+            }
+            (last, failed, n)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+
+    assert_eq!(
+        valkey
+            .cli(&[
+                "CLUSTER",
+                "MIGRATESLOTS",
+                "SLOTSRANGE",
+                "0",
+                "8191",
+                "NODE",
+                &tid
+            ])
+            .trim(),
+        "OK"
+    );
+    wait_for(Duration::from_secs(30), "the migration to end", || {
+        matches!(
+            job_field(&valkey, "state").as_deref(),
+            Some("success" | "failed" | "cancelled")
+        )
+    });
+    assert_eq!(
+        job_field(&valkey, "state").as_deref(),
+        Some("success"),
+        "valkey: {}",
+        valkey.cli(&["CLUSTER", "GETSLOTMIGRATIONS"])
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let (last, failed, total) = writer.join().expect("writer");
+
+    // The target's view of the job.
+    assert_eq!(job_field(&tessera, "operation").as_deref(), Some("IMPORT"));
+    assert_eq!(job_field(&tessera, "state").as_deref(), Some("success"));
+    assert_eq!(
+        job_field(&tessera, "slot_ranges").as_deref(),
+        Some("0-8191")
+    );
+    assert_eq!(
+        job_field(&tessera, "name"),
+        job_field(&valkey, "name"),
+        "one job name on both ends"
+    );
+    // Ownership, seen alike by both.
+    wait_for(Duration::from_secs(10), "both see the new owner", || {
+        [0u16, 4000, 8191]
+            .iter()
+            .all(|&s| owner(&valkey, s).as_deref() == Some(tid.as_str()))
+            && owner(&valkey, 8192).as_deref() == Some(vid.as_str())
+            && owner(&tessera, 0).as_deref() == Some(tid.as_str())
+    });
+    // Every key on exactly one node, with its last acknowledged value.
+    let dbsize = |n: &Proc| -> u64 { n.cli(&["DBSIZE"]).trim().parse().unwrap_or(u64::MAX) };
+    assert_eq!(dbsize(&valkey) + dbsize(&tessera), 3000);
+    let mut cc = cluster_client([&valkey, &tessera])
+        .get_connection()
+        .expect("cluster client");
+    let mut lost = 0;
+    for i in 0..3000 {
+        let k = format!("k{i}");
+        let want = last.get(&k).cloned().unwrap_or_else(|| format!("v{i}"));
+        let got: Option<String> = redis::cmd("GET").arg(&k).query(&mut cc).expect("GET");
+        if got.as_deref() != Some(want.as_str()) {
+            lost += 1;
+        }
+    }
+    eprintln!("writes: {total}, failed: {failed}, lost: {lost}");
+    assert_eq!(lost, 0, "keys lost or stale after the move");
+    assert_eq!(failed, 0, "writes failed during the move");
+    assert!(total > 0);
+}
+
+/// Held before the pause (valkey's DEBUG SLOTMIGRATION PREVENT-PAUSE), the target holds
+/// the imported keys hidden: DBSIZE and KEYS leave them out, COUNTKEYSINSLOT counts them.
+/// Cancelled on the source, the target's job fails as valkey's does (connection lost), its
+/// keys are removed and the slots stay with the source.
+#[test]
+fn cancelled_import_is_rolled_back_on_the_tessera_target() {
+    let valkey = Proc {
+        srv: Launch::new(valkey_bin())
+            .args(&[
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+            ])
+            .args(&[
+                "--cluster-node-timeout",
+                "2000",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .logfile()
+            .ip("127.0.0.1")
+            .start(),
+    };
+    let tessera = Proc::cluster(tessera_bin(), "127.0.0.1", 2000);
+    let (vid, tid) = (valkey.myid(), tessera.myid());
+    let p = tessera.port.to_string();
+    assert_eq!(
+        valkey.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+        "OK"
+    );
+    assert_eq!(
+        valkey
+            .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+            .trim(),
+        "OK"
+    );
+    wait_for(Duration::from_secs(20), "both see the slots", || {
+        owner(&tessera, 0).as_deref() == Some(vid.as_str())
+    });
+    wait_state_ok(&[&valkey, &tessera]);
+    // 100 keys in slot 16383 ({6ZJ} hashes there) and one elsewhere.
+    let mut c = valkey.client();
+    for i in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{6ZJ}}{i}"))
+            .arg("v")
+            .query(&mut c)
+            .expect("SET");
+    }
+    let _: () = redis::cmd("SET")
+        .arg("other")
+        .arg("v")
+        .query(&mut c)
+        .expect("SET");
+    assert_eq!(
+        valkey
+            .cli(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"])
+            .trim(),
+        "OK"
+    );
+    assert_eq!(
+        valkey
+            .cli(&[
+                "CLUSTER",
+                "MIGRATESLOTS",
+                "SLOTSRANGE",
+                "16383",
+                "16383",
+                "NODE",
+                &tid
+            ])
+            .trim(),
+        "OK"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the target to wait for the pause",
+        || job_field(&tessera, "state").as_deref() == Some("waiting-for-paused"),
+    );
+    assert_eq!(
+        tessera.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim(),
+        "100"
+    );
+    assert_eq!(tessera.cli(&["DBSIZE"]).trim(), "0");
+    assert_eq!(tessera.cli(&["KEYS", "*"]).trim(), "");
+    assert_eq!(
+        valkey.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]).trim(),
+        "OK"
+    );
+    wait_for(Duration::from_secs(10), "the target's job to fail", || {
+        job_field(&tessera, "state").as_deref() == Some("failed")
+    });
+    assert_eq!(job_field(&valkey, "state").as_deref(), Some("cancelled"));
+    assert!(job_field(&tessera, "message")
+        .unwrap_or_default()
+        .starts_with("Connection lost to source"));
+    assert_eq!(
+        tessera.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim(),
+        "0"
+    );
+    assert_eq!(tessera.cli(&["DBSIZE"]).trim(), "0");
+    assert_eq!(valkey.cli(&["DBSIZE"]).trim(), "101");
+    assert_eq!(owner(&tessera, 16383).as_deref(), Some(vid.as_str()));
+}
