@@ -125,6 +125,10 @@ fn flush_mode(ctx: &Ctx<'_>, args: &[&[u8]]) -> Result<bool, CmdError> {
 /// released, as Redis's lazyfree does.
 fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
     super::transaction::touch_flushed(ctx, db);
+    ctx.srv
+        .ks
+        .flushes
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     let mut garbage = Vec::new();
     // Keys removed: redis's count of changes (propagated even when 0).
     let mut removed = 0;

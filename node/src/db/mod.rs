@@ -13,7 +13,7 @@ pub mod rdb;
 pub mod slotmap;
 pub mod value;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -325,6 +325,9 @@ pub struct Keyspace {
     evicting: Mutex<()>,
     /// Slots being imported by an atomic slot migration: held, not shown (see [`hidden`]).
     pub hidden: hidden::HiddenSlots,
+    /// Bumped by every FLUSHDB/FLUSHALL, so work that holds data across commands (a slot
+    /// import) can tell its data went.
+    pub flushes: AtomicU64,
 }
 
 /// Guards of the locked stripes; inline for the common one- or two-stripe command so
@@ -465,6 +468,7 @@ impl Keyspace {
             gone,
             evicting: Mutex::new(()),
             hidden: hidden::HiddenSlots::default(),
+            flushes: AtomicU64::new(0),
         }
     }
 

@@ -173,8 +173,9 @@ fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
 /// the imported keys hidden: DBSIZE and KEYS leave them out, COUNTKEYSINSLOT counts them.
 /// Cancelled on the source, the target's job fails as valkey's does (connection lost), its
 /// keys are removed and the slots stay with the source.
-#[test]
-fn cancelled_import_is_rolled_back_on_the_tessera_target() {
+/// valkey-server (with DEBUG enabled) owning every slot, an empty tessera-node master
+/// and, with `with_replica`, a tessera-node replica of it; the cluster is ok.
+fn debug_pair(with_replica: bool) -> (Proc, Proc, Option<Proc>) {
     let valkey = Proc {
         srv: Launch::new(valkey_bin())
             .args(&[
@@ -196,22 +197,51 @@ fn cancelled_import_is_rolled_back_on_the_tessera_target() {
             .start(),
     };
     let tessera = Proc::cluster(tessera_bin(), "127.0.0.1", 2000);
+    let replica = with_replica.then(|| Proc::cluster(tessera_bin(), "127.0.0.1", 2000));
     let (vid, tid) = (valkey.myid(), tessera.myid());
-    let p = tessera.port.to_string();
-    assert_eq!(
-        valkey.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
-        "OK"
-    );
+    for n in std::iter::once(&tessera).chain(replica.as_ref()) {
+        let p = n.port.to_string();
+        assert_eq!(
+            valkey.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+            "OK"
+        );
+    }
     assert_eq!(
         valkey
             .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
             .trim(),
         "OK"
     );
-    wait_for(Duration::from_secs(20), "both see the slots", || {
-        owner(&tessera, 0).as_deref() == Some(vid.as_str())
-    });
-    wait_state_ok(&[&valkey, &tessera]);
+    wait_for(
+        Duration::from_secs(20),
+        "all see the slots and the target",
+        || {
+            owner(&tessera, 0).as_deref() == Some(vid.as_str())
+                && replica
+                    .iter()
+                    .all(|r| r.nodes().iter().any(|l| l.starts_with(tid.as_str())))
+        },
+    );
+    if let Some(r) = &replica {
+        assert_eq!(r.cli(&["CLUSTER", "REPLICATE", &tid]).trim(), "OK");
+        wait_for(Duration::from_secs(20), "the replica's link", || {
+            info_field(&r.cli(&["INFO", "replication"]), "master_link_status").as_deref()
+                == Some("up")
+        });
+    }
+    let all: Vec<&Proc> = [&valkey, &tessera]
+        .into_iter()
+        .chain(replica.as_ref())
+        .collect();
+    wait_state_ok(&all);
+    (valkey, tessera, replica)
+}
+
+#[test]
+fn cancelled_import_is_rolled_back_on_the_tessera_target() {
+    let (valkey, tessera, replica) = debug_pair(true);
+    let replica = replica.expect("replica");
+    let (vid, tid) = (valkey.myid(), tessera.myid());
     // 100 keys in slot 16383 ({6ZJ} hashes there) and one elsewhere.
     let mut c = valkey.client();
     for i in 0..100 {
@@ -275,4 +305,53 @@ fn cancelled_import_is_rolled_back_on_the_tessera_target() {
     assert_eq!(tessera.cli(&["DBSIZE"]).trim(), "0");
     assert_eq!(valkey.cli(&["DBSIZE"]).trim(), "101");
     assert_eq!(owner(&tessera, 16383).as_deref(), Some(vid.as_str()));
+    // The rollback reached the replica: keys deleted, job failed.
+    wait_for(Duration::from_secs(10), "the replica's rollback", || {
+        job_field(&replica, "state").as_deref() == Some("failed")
+            && replica.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "0"
+    });
+}
+
+/// FLUSHALL on the target during an import fails it with Valkey's "Data was flushed";
+/// the source sees the link drop.
+#[test]
+fn flush_on_the_tessera_target_fails_the_import() {
+    let (valkey, tessera, _) = debug_pair(false);
+    let tid = tessera.myid();
+    let mut c = valkey.client();
+    for i in 0..10 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{6ZJ}}{i}"))
+            .arg("v")
+            .query(&mut c)
+            .expect("SET");
+    }
+    valkey.cli(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
+    valkey.cli(&[
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        "16383",
+        "16383",
+        "NODE",
+        &tid,
+    ]);
+    wait_for(
+        Duration::from_secs(20),
+        "the target to wait for the pause",
+        || job_field(&tessera, "state").as_deref() == Some("waiting-for-paused"),
+    );
+    assert_eq!(tessera.cli(&["FLUSHALL"]).trim(), "OK");
+    wait_for(Duration::from_secs(10), "both ends to fail", || {
+        job_field(&tessera, "state").as_deref() == Some("failed")
+            && job_field(&valkey, "state").as_deref() == Some("failed")
+    });
+    assert_eq!(
+        job_field(&tessera, "message").as_deref(),
+        Some("Data was flushed")
+    );
+    assert!(job_field(&valkey, "message")
+        .unwrap_or_default()
+        .starts_with("Connection lost to target"));
+    assert_eq!(valkey.cli(&["DBSIZE"]).trim(), "10");
 }

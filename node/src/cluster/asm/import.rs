@@ -6,6 +6,7 @@
 //! AOF as our writes. The only bytes sent back are SYNCSLOTS messages (ACK, REQUEST-PAUSE,
 //! REQUEST-FAILOVER).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,9 +50,15 @@ pub async fn serve(
     inbuf.clear();
     let mut store: Vec<&'static [u8]> = Vec::with_capacity(8);
     let mut held: Option<(Vec<Bytes>, std::time::Instant)> = None;
+    // A FLUSHDB/FLUSHALL fails the import (Valkey's "Data was flushed").
+    let flushes = srv.ks.flushes.load(Ordering::Acquire);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
+        if srv.ks.flushes.load(Ordering::Acquire) != flushes {
+            fail(srv, &name, asm::DATA_FLUSHED);
+            break Ok(());
+        }
         let (send, retry) = match apply(srv, cl, out, &mut dec, &mut store, &name, &mut held) {
             Ok(r) => r,
             Err(msg) => {
