@@ -76,6 +76,14 @@ impl Propagator {
         self.active.store(true, Ordering::Release);
     }
 
+    /// Removes `s` (compared by pointer); the last one out makes [`Propagator::active`]
+    /// false again.
+    pub fn unsubscribe(&self, s: &Arc<dyn WriteSubscriber>) {
+        let mut v = self.subs.write();
+        v.retain(|x| !Arc::ptr_eq(x, s));
+        self.active.store(!v.is_empty(), Ordering::Release);
+    }
+
     #[inline]
     pub fn active(&self) -> bool {
         self.active.load(Ordering::Relaxed)

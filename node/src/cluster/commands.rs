@@ -43,6 +43,8 @@ fn subcommands() -> Vec<CommandSpec> {
         ("getkeysinslot", 4, "stale"),
         // Valkey 9's atomic slot migration, target side (cluster::asm).
         ("getslotmigrations", 2, "admin stale"),
+        ("migrateslots", -4, "admin stale"),
+        ("cancelslotmigrations", 2, "admin stale"),
         ("help", 2, "loading stale"),
         ("info", 2, "stale"),
         ("keyslot", 3, "stale"),
@@ -117,6 +119,15 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if let Some(job) = job {
             ctx.cl.pending = Some(crate::server::clients::Pending::SlotImport { job });
         }
+        return Ok(());
+    }
+    if sub == b"migrateslots" || sub == b"cancelslotmigrations" {
+        let r = if sub == b"migrateslots" {
+            crate::cluster::asm::migrateslots(ctx.srv, node, &a[1..])
+        } else {
+            crate::cluster::asm::cancelslotmigrations(ctx.srv, node)
+        };
+        crate::cluster::reply::write(ctx.out, &r);
         return Ok(());
     }
     if sub == b"getslotmigrations" {

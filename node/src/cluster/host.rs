@@ -68,6 +68,8 @@ pub fn delete_slot(srv: &Server, slot: u16) -> usize {
         };
         for k in names {
             if st.remove(db, slot, &k).is_some() {
+                // As Redis 7.0's delKeysInSlot: replicas and the AOF lose the key too.
+                crate::propagate::deleted(srv, db, &k);
                 n += 1;
             }
         }

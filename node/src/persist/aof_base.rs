@@ -25,8 +25,9 @@ enum Sink {
     },
 }
 
-/// Appends the commands that rebuild one key.
-fn key_commands(buf: &mut Vec<u8>, key: &Bytes, v: &RdbValue, exp: Option<i64>) {
+/// Appends the commands that rebuild one key (an AOF rewrite's, and the snapshot of an
+/// atomic slot migration, which Valkey sends in the same form).
+pub fn key_commands(buf: &mut Vec<u8>, key: &Bytes, v: &RdbValue, exp: Option<i64>) {
     let k = key.as_ref();
     match v {
         RdbValue::String(s) => encode_command(buf, &[b"SET".as_slice(), k, s]),

@@ -7,7 +7,7 @@
 //! (per slot), not globally — the same guarantee a cluster gives across slots.
 
 pub mod aof;
-mod aof_base;
+pub mod aof_base;
 pub mod child;
 pub mod commands;
 pub mod debug;

@@ -1,7 +1,7 @@
-//! Atomic slot migration (issue 21) between valkey-server 9.1 and tessera-node: valkey's
-//! `CLUSTER MIGRATESLOTS` moves slots to a tessera-node target over Valkey's own protocol
-//! (SYNCSLOTS ESTABLISH, the snapshot as commands, the live stream, the pause and the
-//! hand-off), with a writer running. Every key ends on exactly one owner with its last
+//! Atomic slot migration (issue 21) between valkey-server 9.1 and tessera-node, in every
+//! direction: `CLUSTER MIGRATESLOTS` moves slots over Valkey's own protocol (SYNCSLOTS
+//! ESTABLISH, the snapshot as commands, the live stream, the pause and the hand-off), with
+//! a writer running. Every key ends on exactly one owner with its last
 //! acknowledged value, and no write fails.
 
 use std::collections::HashMap;
@@ -38,29 +38,31 @@ fn owner(n: &Proc, slot: u16) -> Option<String> {
     })
 }
 
-#[test]
-fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
-    let valkey = Proc::cluster(valkey_bin(), "127.0.0.1", 2000);
-    let tessera = Proc::cluster(tessera_bin(), "127.0.0.1", 2000);
-    let (vid, tid) = (valkey.myid(), tessera.myid());
-    let p = tessera.port.to_string();
+/// `source` (owning every slot) moves slots 0-8191 to `target` with CLUSTER MIGRATESLOTS
+/// while a writer overwrites keys: both ends report success, the slot table agrees, no
+/// key is lost or stale and no write fails. Returns how long the move took.
+fn migrate_under_writes(source_bin: &'static str, target_bin: &'static str) -> Duration {
+    let source = Proc::cluster(source_bin, "127.0.0.1", 2000);
+    let target = Proc::cluster(target_bin, "127.0.0.1", 2000);
+    let (vid, tid) = (source.myid(), target.myid());
+    let p = target.port.to_string();
     assert_eq!(
-        valkey.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+        source.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
         "OK"
     );
     assert_eq!(
-        valkey
+        source
             .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
             .trim(),
         "OK"
     );
     wait_for(Duration::from_secs(20), "both see the slots", || {
-        owner(&tessera, 0).as_deref() == Some(vid.as_str())
+        owner(&target, 0).as_deref() == Some(vid.as_str())
     });
-    wait_state_ok(&[&valkey, &tessera]);
+    wait_state_ok(&[&source, &target]);
 
     // 3000 keys, then a writer that keeps overwriting 300 of them during the move.
-    let mut c = valkey.client();
+    let mut c = source.client();
     for i in 0..3000 {
         let _: () = redis::cmd("SET")
             .arg(format!("k{i}"))
@@ -69,7 +71,7 @@ fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
             .expect("SET");
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let urls: Vec<String> = [&valkey, &tessera]
+    let urls: Vec<String> = [&source, &target]
         .iter()
         .map(|n| format!("redis://{}/", n.addr()))
         .collect();
@@ -98,8 +100,9 @@ fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
     };
     std::thread::sleep(Duration::from_millis(200));
 
+    let started = std::time::Instant::now();
     assert_eq!(
-        valkey
+        source
             .cli(&[
                 "CLUSTER",
                 "MIGRATESLOTS",
@@ -114,44 +117,42 @@ fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
     );
     wait_for(Duration::from_secs(30), "the migration to end", || {
         matches!(
-            job_field(&valkey, "state").as_deref(),
+            job_field(&source, "state").as_deref(),
             Some("success" | "failed" | "cancelled")
         )
     });
+    let took = started.elapsed();
     assert_eq!(
-        job_field(&valkey, "state").as_deref(),
+        job_field(&source, "state").as_deref(),
         Some("success"),
-        "valkey: {}",
-        valkey.cli(&["CLUSTER", "GETSLOTMIGRATIONS"])
+        "source: {}",
+        source.cli(&["CLUSTER", "GETSLOTMIGRATIONS"])
     );
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let (last, failed, total) = writer.join().expect("writer");
 
     // The target's view of the job.
-    assert_eq!(job_field(&tessera, "operation").as_deref(), Some("IMPORT"));
-    assert_eq!(job_field(&tessera, "state").as_deref(), Some("success"));
+    assert_eq!(job_field(&target, "operation").as_deref(), Some("IMPORT"));
+    assert_eq!(job_field(&target, "state").as_deref(), Some("success"));
+    assert_eq!(job_field(&target, "slot_ranges").as_deref(), Some("0-8191"));
     assert_eq!(
-        job_field(&tessera, "slot_ranges").as_deref(),
-        Some("0-8191")
-    );
-    assert_eq!(
-        job_field(&tessera, "name"),
-        job_field(&valkey, "name"),
+        job_field(&target, "name"),
+        job_field(&source, "name"),
         "one job name on both ends"
     );
     // Ownership, seen alike by both.
     wait_for(Duration::from_secs(10), "both see the new owner", || {
         [0u16, 4000, 8191]
             .iter()
-            .all(|&s| owner(&valkey, s).as_deref() == Some(tid.as_str()))
-            && owner(&valkey, 8192).as_deref() == Some(vid.as_str())
-            && owner(&tessera, 0).as_deref() == Some(tid.as_str())
+            .all(|&s| owner(&source, s).as_deref() == Some(tid.as_str()))
+            && owner(&source, 8192).as_deref() == Some(vid.as_str())
+            && owner(&target, 0).as_deref() == Some(tid.as_str())
     });
     // Every key on exactly one node, with its last acknowledged value.
     let dbsize = |n: &Proc| -> u64 { n.cli(&["DBSIZE"]).trim().parse().unwrap_or(u64::MAX) };
-    assert_eq!(dbsize(&valkey) + dbsize(&tessera), 3000);
-    let mut cc = cluster_client([&valkey, &tessera])
+    assert_eq!(dbsize(&source) + dbsize(&target), 3000);
+    let mut cc = cluster_client([&source, &target])
         .get_connection()
         .expect("cluster client");
     let mut lost = 0;
@@ -167,11 +168,30 @@ fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
     assert_eq!(lost, 0, "keys lost or stale after the move");
     assert_eq!(failed, 0, "writes failed during the move");
     assert!(total > 0);
+    took
+}
+
+#[test]
+fn valkey_source_moves_slots_to_a_tessera_target_under_writes() {
+    let took = migrate_under_writes(valkey_bin(), tessera_bin());
+    eprintln!("valkey -> tessera: {took:?}");
+}
+
+#[test]
+fn tessera_source_moves_slots_to_a_tessera_target_under_writes() {
+    let took = migrate_under_writes(tessera_bin(), tessera_bin());
+    eprintln!("tessera -> tessera: {took:?}");
+}
+
+#[test]
+fn tessera_source_moves_slots_to_a_valkey_target_under_writes() {
+    let took = migrate_under_writes(tessera_bin(), valkey_bin());
+    eprintln!("tessera -> valkey: {took:?}");
 }
 
 /// Held before the pause (valkey's DEBUG SLOTMIGRATION PREVENT-PAUSE), the target holds
 /// the imported keys hidden: DBSIZE and KEYS leave them out, COUNTKEYSINSLOT counts them.
-/// Cancelled on the source, the target's job fails as valkey's does (connection lost), its
+/// Cancelled on the source, the target's job fails as source's does (connection lost), its
 /// keys are removed and the slots stay with the source.
 /// valkey-server (with DEBUG enabled) owning every slot, an empty tessera-node master
 /// and, with `with_replica`, a tessera-node replica of it; the cluster is ok.

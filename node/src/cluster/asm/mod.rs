@@ -12,6 +12,7 @@
 //! Lock order: the cluster state (`ClusterNode::with_state`) before the job log; effects
 //! run with neither held.
 
+pub mod export;
 pub mod import;
 
 use parking_lot::Mutex;
@@ -115,17 +116,14 @@ pub fn run_effects(srv: &Server, name: &JobName, fx: Vec<Effect>) -> Vec<u8> {
                 Effect::Unhide => sync_hidden(srv, &srv.asm.log.lock()),
                 Effect::PropagateFinish(argv) => propagate(srv, &argv),
                 Effect::CloseLink => srv.asm.changed.notify_waiters(),
-                // The source's side (export links) is not built yet: no export job exists.
+                Effect::ReleasePause => export::release_pause(srv, name),
+                // Only an export's own task can do these (it holds the link).
                 Effect::SendAuth
                 | Effect::SendEstablish(_)
                 | Effect::StartSnapshot
                 | Effect::BeginStreaming
-                | Effect::Pause { .. }
-                | Effect::ReleasePause => {
-                    tracing::warn!(
-                        ?e,
-                        "slot migration: an export effect on a node with no export"
-                    );
+                | Effect::Pause { .. } => {
+                    tracing::warn!(?e, "slot migration: a link effect outside the link's task");
                 }
             }
         }
@@ -288,6 +286,52 @@ fn establish(
             (Reply::Ok, Some(e.name))
         }
     }
+}
+
+/// `CLUSTER MIGRATESLOTS SLOTSRANGE s e ... NODE id ...`: one export job per group, all
+/// or none, each run by its own task (`export`).
+pub fn migrateslots(srv: &std::sync::Arc<Server>, node: &ClusterNode, args: &[&[u8]]) -> Reply {
+    let now = now_ms();
+    let made = node.with_state(|st| {
+        let mut log = srv.asm.log.lock();
+        let view = asm::StateView::new(st, &log);
+        let groups = asm::parse_migrateslots(args, &view)?;
+        let me = st.myself;
+        let jobs: Vec<asm::Job> = groups
+            .into_iter()
+            .map(|(ranges, target)| {
+                asm::Job::new_export(JobName::generate(), ranges, me, target, now)
+            })
+            .collect();
+        let names: Vec<JobName> = jobs.iter().map(|j| j.name).collect();
+        log.push_new_batch(jobs);
+        log.trim(LOG_MAX_LEN);
+        Ok::<_, String>(names)
+    });
+    match made {
+        Err(e) => asm::err_reply(&e),
+        Ok(names) => {
+            for name in names {
+                tracing::info!(job = %name.to_str_lossy(), "slot migration: exporting");
+                export::spawn(srv, name);
+            }
+            Reply::Ok
+        }
+    }
+}
+
+/// `CLUSTER CANCELSLOTMIGRATIONS`: every export in progress is cancelled (the target sees
+/// its link drop and rolls back).
+pub fn cancelslotmigrations(srv: &Server, node: &ClusterNode) -> Reply {
+    let ctx = machine_ctx(srv, is_primary(node));
+    let fx = match asm::machine::cancel_all(&mut srv.asm.log.lock(), &ctx) {
+        Ok(fx) => fx,
+        Err(e) => return asm::err_reply(&e),
+    };
+    for (name, fx) in fx {
+        run_effects(srv, &name, fx);
+    }
+    Reply::Ok
 }
 
 /// `CLUSTER GETSLOTMIGRATIONS`.
