@@ -107,15 +107,18 @@ async fn check_writer_keys(conn: &redis::cluster_async::ClusterConnection, n: us
     bad
 }
 
-async fn scale_in_out(keys: usize) {
+/// 3 -> 5 -> 2 masters with `bin`, a writer running during the first move. `atomic`: the
+/// moves must all be atomic slot migrations (tessera-node, valkey-server 9), else all key
+/// by key (redis-server).
+async fn scale_in_out(bin: &'static str, keys: usize, atomic: bool) {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut nodes = form(tessera_testkit::redis_bin(), tmp.path()).await;
+    let mut nodes = form(bin, tmp.path()).await;
     let conn = cluster_conn(&nodes[0]).await;
     load_keys(&conn, 0..keys).await;
     assert_eq!(missing_keys(&conn, 0..keys).await, 0);
 
     // 3 → 5 masters, with a write load running during the migration.
-    nodes.extend(start_nodes(tessera_testkit::redis_bin(), tmp.path(), 4, &[]).await);
+    nodes.extend(start_nodes(bin, tmp.path(), 4, &[]).await);
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -137,6 +140,18 @@ async fn scale_in_out(keys: usize) {
         .sum();
     // Fewest moves: 2 new masters get 2 × 3277 slots (16384/5 = 3276.8).
     assert!((6553..=6554).contains(&moved), "moved {moved} slots");
+    let migrations: Vec<&String> = reports
+        .iter()
+        .flat_map(|r| &r.actions)
+        .filter(|a| a.starts_with("migrated"))
+        .collect();
+    assert!(!migrations.is_empty());
+    assert!(
+        migrations
+            .iter()
+            .all(|a| a.ends_with("atomically") == atomic),
+        "{migrations:?}"
+    );
     let last = reports.last().expect("report");
     for v in last.shards.iter().take(5) {
         let n: u32 = v
@@ -205,13 +220,19 @@ async fn scale_in_out(keys: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_form_scale_out_in_no_key_lost() {
-    scale_in_out(20_000).await;
+    scale_in_out(tessera_testkit::redis_bin(), 20_000, false).await;
+}
+
+/// The same with tessera-node: every move is an atomic slot migration (issue 21).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tessera_scale_out_in_atomically_no_key_lost() {
+    scale_in_out(tessera_testkit::tessera_bin(), 20_000, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "slow: the issue's 100k keys"]
 async fn redis_form_scale_out_in_100k_keys() {
-    scale_in_out(100_000).await;
+    scale_in_out(tessera_testkit::redis_bin(), 100_000, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -433,6 +433,10 @@ async fn migrate_all(
     deadline: Instant,
     out: &mut Outcome,
 ) {
+    let jobs = migrate_atomic(jobs, pool, deadline, out).await;
+    if jobs.is_empty() {
+        return;
+    }
     let total = jobs.len();
     let results: Vec<Option<SlotResult>> = stream::iter(jobs)
         .map(|(slot, from, to)| {
@@ -485,6 +489,87 @@ async fn migrate_all(
         of = total,
         "migration batch done"
     );
+}
+
+/// Moves what it can with atomic slot migration (one `CLUSTER MIGRATESLOTS` per source,
+/// all sources at once) where the source and its targets speak it; returns the slot jobs
+/// left for the key-by-key path (redis-server nodes, failed jobs).
+async fn migrate_atomic(
+    jobs: Vec<(u16, NodeRef, NodeRef)>,
+    pool: &Arc<Pool>,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> Vec<(u16, NodeRef, NodeRef)> {
+    type Groups = std::collections::BTreeMap<String, (NodeRef, Vec<u16>)>;
+    let mut by_src: std::collections::BTreeMap<String, (NodeRef, Groups)> = Default::default();
+    for (slot, from, to) in jobs {
+        let (_, groups) = by_src
+            .entry(from.id.clone())
+            .or_insert_with(|| (from.clone(), Groups::new()));
+        groups
+            .entry(to.id.clone())
+            .or_insert_with(|| (to.clone(), Vec::new()))
+            .1
+            .push(slot);
+    }
+    let tasks = by_src.into_values().map(|(from, groups)| {
+        let pool = pool.clone();
+        async move {
+            let groups: Vec<(NodeRef, Vec<u16>)> = groups.into_values().collect();
+            let r = async {
+                let mut src = pool.get(&from).await.ok()?;
+                let mut targets = Vec::new();
+                for (t, _) in &groups {
+                    targets.push(pool.get(t).await.ok()?);
+                }
+                if !super::atomic::supported(&mut src, &mut targets).await {
+                    return None;
+                }
+                Some(super::atomic::migrate(&from, &mut src, &groups, deadline).await)
+            }
+            .await;
+            (from, groups, r)
+        }
+    });
+    let mut left = Vec::new();
+    let all = |from: &NodeRef, groups: Vec<(NodeRef, Vec<u16>)>, left: &mut Vec<_>| {
+        for (to, slots) in groups {
+            left.extend(slots.into_iter().map(|s| (s, from.clone(), to.clone())));
+        }
+    };
+    for (from, groups, r) in futures::future::join_all(tasks).await {
+        match r {
+            None => all(&from, groups, &mut left),
+            Some(Err(e)) => {
+                warn!(from = %from.pod, error = %e, "atomic slot migration refused; moving the keys one by one");
+                all(&from, groups, &mut left);
+            }
+            Some(Ok(m)) => {
+                for (to, slots) in m.done {
+                    out.slots_moved += slots.len() as u32;
+                    out.actions.push(format!(
+                        "migrated {} slots from {} to {to} atomically",
+                        slots.len(),
+                        from.pod
+                    ));
+                }
+                for (to, slots, why) in m.failed {
+                    out.errors.push(format!(
+                        "atomic migration from {} to {}: {why}",
+                        from.pod, to.pod
+                    ));
+                    left.extend(slots.into_iter().map(|s| (s, from.clone(), to.clone())));
+                }
+                if m.later > 0 {
+                    out.actions.push(format!(
+                        "{} slots still moving from {}; continuing next pass",
+                        m.later, from.pod
+                    ));
+                }
+            }
+        }
+    }
+    left
 }
 
 async fn migrate_one(

@@ -8,6 +8,7 @@
 //! Its own crate with no Kubernetes dependency (issue 17): the operator hands it pod endpoints
 //! and passwords; `tessera-operator converge` ([`cli`]) runs it against bare addresses.
 
+mod atomic;
 pub mod cli;
 pub mod conn;
 pub mod execute;
