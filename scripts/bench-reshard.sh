@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# bench-reshard: time to go from 3 to 4 masters holding KEYS keys of 100 bytes, with
-# `tessera-operator converge` vs `redis-cli --cluster add-node` + `--cluster rebalance`,
-# on the same data and the same server binary. Prints both times and the ratio.
+# bench-reshard: time to go from 3 to 4 masters holding KEYS keys of 100 bytes, in one run:
+#   1. redis-cli --cluster rebalance on redis-server 7.0 (key by key, MIGRATE);
+#   2. `tessera-operator converge` on tessera-node (atomic slot migration, MIGRATESLOTS);
+#   3. valkey-server 9.1's own CLUSTER MIGRATESLOTS, the same 4096 slots (1365-1366 from
+#      each master), timed until every job reports success.
+# The joining of the 4th node is the same for all and is not timed. Prints the times and
+# the ratios to tessera.
 #
-#   KEYS=1000000 SERVER=/usr/bin/redis-server ENGINE_ARGS="--parallel 16" bash scripts/bench-reshard.sh
+#   KEYS=1000000 ENGINE_ARGS="--parallel 16" bash scripts/bench-reshard.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-1000000}
-SERVER=${SERVER:-/usr/bin/redis-server}
+REDIS=${REDIS:-/usr/bin/redis-server}
+TESSERA=${TESSERA:-target/release/tessera-node}
+VALKEY=${VALKEY:-.tools/bin/valkey-server}
+for b in "$REDIS" "$TESSERA" "$VALKEY"; do
+  [ -x "$b" ] || { echo "server binary missing: $b (make deps release)" >&2; exit 1; }
+done
 BASE_PORT=${BASE_PORT:-22100}
 OP=target/release/tessera-operator
 WORK=$(mktemp -d /tmp/bench-reshard.XXXXXX)
@@ -60,12 +69,13 @@ for f in files:
     f.close()
 EOF
 
+# start_nodes <run name> <server binary>
 start_nodes() {
   PIDS=()
   for port in "${PORTS[@]}"; do
     local d="$WORK/$1/$port"
     mkdir -p "$d"
-    "$SERVER" --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+    "$2" --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
       --cluster-config-file nodes.conf --cluster-node-timeout 5000 --dir "$d" \
       --save "" --appendonly no --protected-mode no --logfile "$d/log" &
     PIDS+=($!)
@@ -131,8 +141,22 @@ join_fourth() {
   exit 1
 }
 
-# Run 1: redis-cli rebalance.
-start_nodes cli
+# The 4th node's id, and each master's share for it: the last quarter of its slots.
+migrateslots_args() {
+  local id4
+  id4=$(redis-cli -p "${PORTS[3]}" cluster myid)
+  for i in 0 1 2; do
+    local range first last n take
+    range=$(redis-cli -p "${PORTS[$i]}" cluster nodes | awk '/myself/ {print $9}')
+    first=${range%-*}; last=${range#*-}
+    n=$((last - first + 1)); take=$(( (n + 3) / 4 ))
+    [ "$i" -eq 2 ] && take=$((4096 - 2 * ((5461 + 3) / 4)))
+    echo "$i $((last - take + 1)) $last $id4"
+  done
+}
+
+# Run 1: redis-cli rebalance on redis-server.
+start_nodes cli "$REDIS"
 [ "$(total_keys)" -eq "$KEYS" ] || { echo "load failed: $(total_keys) keys" >&2; exit 1; }
 join_fourth
 t0=$(now)
@@ -142,11 +166,10 @@ grep -q "Moving" "$WORK/rebalance.log" && ! grep -q "\*\*\*" "$WORK/rebalance.lo
   || { cat "$WORK/rebalance.log"; exit 1; }
 CLI=$(echo "$t1 - $t0" | bc -l)
 [ "$(total_keys)" -eq "$KEYS" ] || { echo "redis-cli lost keys: $(total_keys)" >&2; exit 1; }
-[ -n "${DEBUG:-}" ] && cat "$WORK"/*.log
 stop_nodes
 
-# Run 2: tessera-operator converge (same data, same join).
-start_nodes engine
+# Run 2: tessera-operator converge on tessera-node (same data, same join).
+start_nodes engine "$TESSERA"
 [ "$(total_keys)" -eq "$KEYS" ] || { echo "load failed: $(total_keys) keys" >&2; exit 1; }
 join_fourth
 t0=$(now)
@@ -155,10 +178,34 @@ t1=$(now)
 ENGINE=$(echo "$t1 - $t0" | bc -l)
 [ "$(total_keys)" -eq "$KEYS" ] || { echo "engine lost keys: $(total_keys)" >&2; exit 1; }
 grep -q "All 16384 slots covered" <<<"$(redis-cli --cluster check "127.0.0.1:${PORTS[0]}")" || { echo "check failed" >&2; exit 1; }
+ATOMIC=$(grep -c "atomically" "$WORK/converge.log" || true)
 [ -n "${DEBUG:-}" ] && cat "$WORK"/converge.log
 stop_nodes
 
-printf 'bench-reshard: 3→4 masters, %d keys × 100 B, server %s\n' "$KEYS" "$("$SERVER" --version | awk '{print $3}')"
-printf '  redis-cli --cluster rebalance: %6.2f s\n' "$CLI"
-printf '  tessera-operator converge:    %6.2f s\n' "$ENGINE"
-printf '  ratio (redis-cli / engine):   %6.2fx\n' "$(echo "$CLI / $ENGINE" | bc -l)"
+# Run 3: valkey-server's own MIGRATESLOTS, one job per master, all at once.
+start_nodes valkey "$VALKEY"
+[ "$(total_keys)" -eq "$KEYS" ] || { echo "load failed: $(total_keys) keys" >&2; exit 1; }
+join_fourth
+t0=$(now)
+while read -r i a b id; do
+  r=$(redis-cli -p "${PORTS[$i]}" cluster migrateslots slotsrange "$a" "$b" node "$id")
+  [ "$r" = OK ] || { echo "valkey MIGRATESLOTS: $r" >&2; exit 1; }
+done < <(migrateslots_args)
+for i in 0 1 2; do
+  for _ in $(seq 60000); do
+    st=$(redis-cli -p "${PORTS[$i]}" cluster getslotmigrations | awk 'f {print; exit} /^state$/ {f=1}')
+    case "$st" in success) break ;; failed|cancelled) echo "valkey job $st" >&2; exit 1 ;; esac
+    sleep 0.005
+  done
+done
+t1=$(now)
+VK=$(echo "$t1 - $t0" | bc -l)
+[ "$(total_keys)" -eq "$KEYS" ] || { echo "valkey lost keys: $(total_keys)" >&2; exit 1; }
+stop_nodes
+
+printf 'bench-reshard: 3→4 masters, %d keys × 100 B, 4096 slots moved\n' "$KEYS"
+printf '  redis-cli --cluster rebalance (redis-server %s): %6.2f s\n' "$("$REDIS" --version | awk '{print $3}' | cut -d= -f2)" "$CLI"
+printf '  tessera-operator converge (tessera-node, %s atomic jobs): %6.2f s\n' "$ATOMIC" "$ENGINE"
+printf '  valkey-server MIGRATESLOTS (%s): %6.2f s\n' "$("$VALKEY" --version | awk '{print $3}' | cut -d= -f2)" "$VK"
+printf '  ratio redis-cli / tessera: %6.2fx; valkey / tessera: %6.2fx\n' \
+  "$(echo "$CLI / $ENGINE" | bc -l)" "$(echo "$VK / $ENGINE" | bc -l)"

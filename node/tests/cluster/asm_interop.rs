@@ -375,3 +375,266 @@ fn flush_on_the_tessera_target_fails_the_import() {
         .starts_with("Connection lost to target"));
     assert_eq!(valkey.cli(&["DBSIZE"]).trim(), "10");
 }
+
+/// The command interface, tessera-node against valkey-server 9.1: the same bad
+/// MIGRATESLOTS / SYNCSLOTS / CANCELSLOTMIGRATIONS calls get the same replies (node ids
+/// replaced by placeholders), in a 2-node cluster of each where the first owns every slot.
+#[test]
+fn command_errors_match_valkey() {
+    let run = |bin: &'static str| -> Vec<String> {
+        let a = Proc::cluster(bin, "127.0.0.1", 2000);
+        let b = Proc::cluster(bin, "127.0.0.1", 2000);
+        let (aid, bid) = (a.myid(), b.myid());
+        let p = b.port.to_string();
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]);
+        a.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+        wait_for(Duration::from_secs(20), "b sees a's slots", || {
+            owner(&b, 0).as_deref() == Some(aid.as_str())
+        });
+        let unknown = "0123456789012345678901234567890123456789";
+        let name = "abcdefabcdefabcdefabcdefabcdefabcdefabcd";
+        let cases: Vec<(&Proc, Vec<&str>)> = vec![
+            (&a, vec!["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE"]),
+            (&a, vec!["CLUSTER", "MIGRATESLOTS", "NODE", &bid]),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "a",
+                    "0",
+                    "NODE",
+                    &bid,
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "16384",
+                    "NODE",
+                    &bid,
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "x",
+                    "NODE",
+                    &bid,
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "10",
+                    "5",
+                    "NODE",
+                    &bid,
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "10",
+                    "5",
+                    "20",
+                    "NODE",
+                    &bid,
+                ],
+            ),
+            (&a, vec!["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", "0", "10"]),
+            (
+                &a,
+                vec!["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", "0", "10", "NODE"],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "10",
+                    "NODE",
+                    "abc",
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "10",
+                    "NODE",
+                    unknown,
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "10",
+                    "NODE",
+                    &aid,
+                ],
+            ),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "10",
+                    "NODE",
+                    &bid,
+                    "SLOTSRANGE",
+                    "5",
+                    "6",
+                    "NODE",
+                    &bid,
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    "0",
+                    "10",
+                    "NODE",
+                    &aid,
+                ],
+            ),
+            (&a, vec!["CLUSTER", "CANCELSLOTMIGRATIONS"]),
+            (&a, vec!["CLUSTER", "CANCELSLOTMIGRATIONS", "x"]),
+            (&a, vec!["CLUSTER", "GETSLOTMIGRATIONS"]),
+            (&a, vec!["CLUSTER", "SYNCSLOTS", "ACK"]),
+            (&a, vec!["CLUSTER", "SYNCSLOTS", "PAUSED"]),
+            (&a, vec!["CLUSTER", "SYNCSLOTS", "FOO"]),
+            (
+                &a,
+                vec![
+                    "CLUSTER",
+                    "SYNCSLOTS",
+                    "FINISH",
+                    "STATE",
+                    "SUCCESS",
+                    "NAME",
+                    name,
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    "CLUSTER",
+                    "SYNCSLOTS",
+                    "ESTABLISH",
+                    "SOURCE",
+                    &aid,
+                    "NAME",
+                    name,
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    "CLUSTER",
+                    "SYNCSLOTS",
+                    "ESTABLISH",
+                    "SOURCE",
+                    unknown,
+                    "NAME",
+                    name,
+                    "SLOTSRANGE",
+                    "0",
+                    "1",
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    "CLUSTER",
+                    "SYNCSLOTS",
+                    "ESTABLISH",
+                    "SOURCE",
+                    &bid,
+                    "NAME",
+                    name,
+                    "SLOTSRANGE",
+                    "0",
+                    "1",
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    "CLUSTER",
+                    "SYNCSLOTS",
+                    "ESTABLISH",
+                    "SOURCE",
+                    &aid,
+                    "NAME",
+                    "short",
+                    "SLOTSRANGE",
+                    "0",
+                    "1",
+                ],
+            ),
+            (
+                &b,
+                vec![
+                    "CLUSTER",
+                    "SYNCSLOTS",
+                    "ESTABLISH",
+                    "SOURCE",
+                    &aid,
+                    "NAME",
+                    name,
+                    "SLOTSRANGE",
+                    "0",
+                    "1",
+                    "X",
+                    "Y",
+                ],
+            ),
+        ];
+        cases
+            .iter()
+            .map(|(n, args)| {
+                n.cli(args)
+                    .trim()
+                    .replace(aid.as_str(), "<A>")
+                    .replace(bid.as_str(), "<B>")
+            })
+            .collect()
+    };
+    let valkey = run(valkey_bin());
+    let tessera = run(tessera_bin());
+    for (i, (t, v)) in tessera.iter().zip(&valkey).enumerate() {
+        assert_eq!(t, v, "case {i}: tessera (left) vs valkey (right)");
+    }
+    assert_eq!(tessera.len(), valkey.len());
+}

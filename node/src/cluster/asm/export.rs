@@ -620,6 +620,7 @@ fn grant(srv: &Server, name: &JobName) {
 /// Pauses every client write node-wide until `until_ms`, then waits for the writes
 /// already running (they are in the feed once their locks are released).
 fn pause(srv: &Server, until_ms: u64) {
+    srv.asm.paused.store(true, Ordering::SeqCst);
     srv.pause.write_only.store(true, Ordering::SeqCst);
     srv.pause.until.store(until_ms, Ordering::SeqCst);
     tracing::info!("Pausing writes to allow slot migration to finalize failover");
@@ -633,7 +634,8 @@ pub(super) fn release_pause(srv: &Server, name: &JobName) {
         let log = srv.asm.log.lock();
         (log.pause_until(), log.get(name).cloned())
     };
-    if still.is_none() {
+    // Only a pause an export set is lifted (a failed connect must not end a CLIENT PAUSE).
+    if still.is_none() && srv.asm.paused.swap(false, Ordering::SeqCst) {
         srv.pause.until.store(0, Ordering::SeqCst);
     }
     let Some(node) = crate::cluster::node(srv) else {

@@ -36,6 +36,8 @@ pub struct Runtime {
     /// Woken when a job changes outside its link's task (a FLUSHALL, a topology change),
     /// so the link looks at its job at once.
     pub changed: tokio::sync::Notify,
+    /// An export paused the node's writes (and no other pause is to be lifted with it).
+    pub paused: std::sync::atomic::AtomicBool,
 }
 
 /// The facts the state machines read, at `now`.
