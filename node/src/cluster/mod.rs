@@ -208,7 +208,9 @@ pub async fn start(srv: &Arc<Server>) -> Result<(), String> {
     tracing::info!(bus = %node.bus_addr(), "cluster bus listening");
     srv.cluster
         .set(node)
-        .map_err(|_| "cluster already started".to_string())
+        .map_err(|_| "cluster already started".to_string())?;
+    tokio::spawn(asm::cron(Arc::downgrade(srv)));
+    Ok(())
 }
 
 /// `INFO cluster`. Redis 7.0 shows only `cluster_enabled`; in cluster mode two tessera

@@ -193,7 +193,8 @@ fn tessera_source_moves_slots_to_a_valkey_target_under_writes() {
 /// the imported keys hidden: DBSIZE and KEYS leave them out, COUNTKEYSINSLOT counts them.
 /// Cancelled on the source, the target's job fails as source's does (connection lost), its
 /// keys are removed and the slots stay with the source.
-/// valkey-server (with DEBUG enabled) owning every slot, an empty tessera-node master
+/// valkey-server (with DEBUG enabled) owning slots 1-16383, a tessera-node master with
+/// slot 0
 /// and, with `with_replica`, a tessera-node replica of it; the cluster is ok.
 fn debug_pair(with_replica: bool) -> (Proc, Proc, Option<Proc>) {
     let valkey = Proc {
@@ -228,15 +229,18 @@ fn debug_pair(with_replica: bool) -> (Proc, Proc, Option<Proc>) {
     }
     assert_eq!(
         valkey
-            .cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+            .cli(&["CLUSTER", "ADDSLOTSRANGE", "1", "16383"])
             .trim(),
         "OK"
     );
+    // The target owns slot 0, so its replica can take over and it turns replica then.
+    assert_eq!(tessera.cli(&["CLUSTER", "ADDSLOTS", "0"]).trim(), "OK");
     wait_for(
         Duration::from_secs(20),
         "all see the slots and the target",
         || {
-            owner(&tessera, 0).as_deref() == Some(vid.as_str())
+            owner(&tessera, 1).as_deref() == Some(vid.as_str())
+                && owner(&valkey, 0).as_deref() == Some(tid.as_str())
                 && replica
                     .iter()
                     .all(|r| r.nodes().iter().any(|l| l.starts_with(tid.as_str())))
@@ -637,4 +641,65 @@ fn command_errors_match_valkey() {
         assert_eq!(t, v, "case {i}: tessera (left) vs valkey (right)");
     }
     assert_eq!(tessera.len(), valkey.len());
+}
+
+/// The target's replica takes over (CLUSTER FAILOVER TAKEOVER) during an import: the new primary
+/// fails the import with Valkey's "A failover occurred during slot import" and removes the
+/// keys on the whole shard; valkey's export fails; the slot stays with valkey.
+#[test]
+fn target_failover_during_import_rolls_back() {
+    let (valkey, tessera, replica) = debug_pair(true);
+    let replica = replica.expect("replica");
+    let vid = valkey.myid();
+    let tid = tessera.myid();
+    let mut c = valkey.client();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{6ZJ}}{i}"))
+            .arg("v")
+            .query(&mut c)
+            .expect("SET");
+    }
+    valkey.cli(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
+    valkey.cli(&[
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        "16383",
+        "16383",
+        "NODE",
+        &tid,
+    ]);
+    wait_for(
+        Duration::from_secs(20),
+        "the replica to hold the import",
+        || replica.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "50",
+    );
+    // TAKEOVER: a replica of a master with no slots gets no votes (Redis's rule), and this
+    // target owns none yet.
+    assert_eq!(
+        replica.cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]).trim(),
+        "OK"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the new primary's rollback",
+        || {
+            job_field(&replica, "state").as_deref() == Some("failed")
+                && replica.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "0"
+        },
+    );
+    assert_eq!(
+        job_field(&replica, "message").as_deref(),
+        Some("A failover occurred during slot import")
+    );
+    wait_for(Duration::from_secs(20), "the old primary follows", || {
+        job_field(&tessera, "state").as_deref() == Some("failed")
+            && tessera.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "0"
+    });
+    wait_for(Duration::from_secs(20), "valkey's export to fail", || {
+        job_field(&valkey, "state").as_deref() == Some("failed")
+    });
+    assert_eq!(valkey.cli(&["DBSIZE"]).trim(), "50");
+    assert_eq!(owner(&replica, 16383).as_deref(), Some(vid.as_str()));
 }

@@ -187,6 +187,40 @@ fn cleanup(srv: &Server, name: &JobName) -> Vec<Effect> {
     }
 }
 
+/// The node's own slot-migration cron (the links run their jobs' crons): a replica
+/// promoted while its primary imported (its job only tracks the primary's) fails the
+/// import and removes the keys, as Valkey's "A failover occurred during slot import".
+pub async fn cron(srv: std::sync::Weak<Server>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(srv) = srv.upgrade() else { return };
+        let Some(node) = crate::cluster::node(&srv) else {
+            return;
+        };
+        if !is_primary(node) {
+            continue;
+        }
+        let ctx = machine_ctx(&srv, true);
+        let fx: Vec<(JobName, Vec<Effect>)> = {
+            let mut log = srv.asm.log.lock();
+            log.iter_mut()
+                .filter(|j| j.is_in_progress() && j.is_tracking_only())
+                .map(|j| {
+                    let fx =
+                        asm::machine::fail_if_in_progress(j, asm::FAILOVER_DURING_IMPORT, &ctx);
+                    (j.name, fx)
+                })
+                .collect()
+        };
+        for (name, fx) in fx {
+            tracing::warn!(job = %name.to_str_lossy(), "slot migration: promoted during an import; rolling it back");
+            run_effects(&srv, &name, fx);
+        }
+    }
+}
+
 /// Fails every job in progress with `message` (FLUSHALL/FLUSHDB: `Data was flushed`).
 pub fn fail_all(srv: &Server, message: &str) {
     let Some(node) = crate::cluster::node(srv) else {
