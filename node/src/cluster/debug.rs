@@ -10,9 +10,32 @@ pub fn debug_upper(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Option<CmdResult> {
     // form falls through to DEBUG's syntax error.
     if eq_ic(sub, "clusterlink") && args.len() == 5 && eq_ic(args[2], "kill") {
         Some(clusterlink_kill(ctx, args[3], args[4]))
+    } else if eq_ic(sub, "slotmigration") && args.len() == 4 {
+        Some(slotmigration(ctx, args[2], args[3]))
     } else {
         None
     }
+}
+
+/// `DEBUG SLOTMIGRATION PREVENT-PAUSE|PREVENT-FAILOVER 0|1` (Valkey 9's test hooks): a
+/// source that never pauses (its export waits in waiting-to-pause), a target that never
+/// takes the slots over (its import waits in failover-granted).
+fn slotmigration(ctx: &mut Ctx<'_>, what: &[u8], on: &[u8]) -> CmdResult {
+    let flag = match on {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(CmdError::Syntax),
+    };
+    let switch = if eq_ic(what, "prevent-pause") {
+        &ctx.srv.asm.prevent_pause
+    } else if eq_ic(what, "prevent-failover") {
+        &ctx.srv.asm.prevent_failover
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    switch.store(flag, std::sync::atomic::Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
 }
 
 /// `DEBUG CLUSTERLINK KILL to|from|all <node-id>`: frees the link to the node (ours, which

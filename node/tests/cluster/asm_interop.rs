@@ -703,3 +703,117 @@ fn target_failover_during_import_rolls_back() {
     assert_eq!(valkey.cli(&["DBSIZE"]).trim(), "50");
     assert_eq!(owner(&replica, 16383).as_deref(), Some(vid.as_str()));
 }
+
+/// The source's replica takes over (CLUSTER FAILOVER) while tessera-node exports to
+/// tessera-node, held before the pause: the demoted source's export fails ("Slots are no
+/// longer owned by myself"), the target rolls back, and every key is on the new source only.
+#[test]
+fn source_failover_during_export_leaves_keys_on_one_owner() {
+    let launch = || Proc {
+        srv: Launch::new(tessera_bin())
+            .args(&[
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+            ])
+            .args(&[
+                "--cluster-node-timeout",
+                "2000",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .logfile()
+            .ip("127.0.0.1")
+            .start(),
+    };
+    let (source, replica, target) = (launch(), launch(), launch());
+    let (sid, tid) = (source.myid(), target.myid());
+    for n in [&replica, &target] {
+        let p = n.port.to_string();
+        assert_eq!(
+            source.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+            "OK"
+        );
+    }
+    assert_eq!(
+        source
+            .cli(&["CLUSTER", "ADDSLOTSRANGE", "1", "16383"])
+            .trim(),
+        "OK"
+    );
+    assert_eq!(target.cli(&["CLUSTER", "ADDSLOTS", "0"]).trim(), "OK");
+    wait_for(Duration::from_secs(20), "all see the slots", || {
+        [&source, &replica, &target].iter().all(|n| {
+            owner(n, 1).as_deref() == Some(sid.as_str())
+                && owner(n, 0).as_deref() == Some(tid.as_str())
+        })
+    });
+    assert_eq!(replica.cli(&["CLUSTER", "REPLICATE", &sid]).trim(), "OK");
+    wait_for(Duration::from_secs(20), "the replica's link", || {
+        info_field(&replica.cli(&["INFO", "replication"]), "master_link_status").as_deref()
+            == Some("up")
+    });
+    wait_state_ok(&[&source, &replica, &target]);
+    let mut c = source.client();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{6ZJ}}{i}"))
+            .arg("v")
+            .query(&mut c)
+            .expect("SET");
+    }
+    assert_eq!(
+        source
+            .cli(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"])
+            .trim(),
+        "OK"
+    );
+    assert_eq!(
+        source
+            .cli(&[
+                "CLUSTER",
+                "MIGRATESLOTS",
+                "SLOTSRANGE",
+                "16383",
+                "16383",
+                "NODE",
+                &tid
+            ])
+            .trim(),
+        "OK"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the source to wait to pause",
+        || {
+            job_field(&source, "state").as_deref() == Some("waiting-to-pause")
+                && job_field(&target, "state").as_deref() == Some("waiting-for-paused")
+        },
+    );
+    assert_eq!(
+        target.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim(),
+        "50"
+    );
+    assert_eq!(replica.cli(&["CLUSTER", "FAILOVER"]).trim(), "OK");
+    wait_for(Duration::from_secs(20), "both ends to fail", || {
+        job_field(&source, "state").as_deref() == Some("failed")
+            && job_field(&target, "state").as_deref() == Some("failed")
+    });
+    assert_eq!(
+        job_field(&source, "message").as_deref(),
+        Some("Slots are no longer owned by myself")
+    );
+    wait_for(Duration::from_secs(10), "the target's rollback", || {
+        target.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "0"
+    });
+    let rid = replica.myid();
+    assert_eq!(owner(&target, 16383).as_deref(), Some(rid.as_str()));
+    assert_eq!(
+        replica.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim(),
+        "50"
+    );
+    assert_eq!(target.cli(&["DBSIZE"]).trim(), "0");
+}

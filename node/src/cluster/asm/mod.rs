@@ -38,6 +38,9 @@ pub struct Runtime {
     pub changed: tokio::sync::Notify,
     /// An export paused the node's writes (and no other pause is to be lifted with it).
     pub paused: std::sync::atomic::AtomicBool,
+    /// DEBUG SLOTMIGRATION PREVENT-PAUSE / PREVENT-FAILOVER (test hooks).
+    pub prevent_pause: std::sync::atomic::AtomicBool,
+    pub prevent_failover: std::sync::atomic::AtomicBool,
 }
 
 /// The facts the state machines read, at `now`.
@@ -49,6 +52,14 @@ pub fn machine_ctx(srv: &Server, is_primary: bool) -> asm::Ctx {
     c.loading = srv
         .persist
         .loading
+        .load(std::sync::atomic::Ordering::Relaxed);
+    c.prevent_pause = srv
+        .asm
+        .prevent_pause
+        .load(std::sync::atomic::Ordering::Relaxed);
+    c.prevent_failover = srv
+        .asm
+        .prevent_failover
         .load(std::sync::atomic::Ordering::Relaxed);
     c
 }
