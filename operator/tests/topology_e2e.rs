@@ -780,3 +780,77 @@ async fn redis_lower_then_raise_replicas_per_shard() {
     assert_eq!(f_high, 0, "writes failed raising replicasPerShard");
     eprintln!("replicasPerShard 2->1: {w_low} writes, {f_low} failed; 1->2: {f_high} failed");
 }
+
+/// DEBUG SLOTMIGRATION PREVENT-PAUSE on every node of `nodes`.
+async fn prevent_pause(nodes: &[Node], on: &str) {
+    for n in nodes {
+        let mut c = n.conn().await;
+        let r: String = redis::cmd("DEBUG")
+            .arg("SLOTMIGRATION")
+            .arg("PREVENT-PAUSE")
+            .arg(on)
+            .query_async(&mut c)
+            .await
+            .expect("DEBUG SLOTMIGRATION");
+        assert_eq!(r, "OK");
+    }
+}
+
+/// The operator killed while atomic slot migrations run (tessera-node, issue 21): the
+/// sources hold their exports before the pause (DEBUG SLOTMIGRATION PREVENT-PAUSE), the
+/// `converge` process is SIGKILLed with jobs in flight, the hold is lifted, and a new
+/// `converge` finds the running jobs, waits for them and finishes: no key lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_killed_mid_atomic_migration_resumes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let bin = tessera_testkit::tessera_bin();
+    let debug = ["--enable-debug-command", "yes"];
+    let mut nodes = start_nodes(bin, tmp.path(), 3, &debug).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    converge(3, 0, &endpoints(&refs, 1), &test_opts(), LIMIT).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    let keys = 5_000;
+    load_keys(&conn, 0..keys).await;
+    prevent_pause(&nodes, "1").await;
+    nodes.extend(start_nodes(bin, tmp.path(), 1, &debug).await);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pods = endpoints(&refs, 1);
+    let mut engine = converge_process(&pods, 1000, 16);
+    // Wait until every source has an export waiting to pause, then SIGKILL the engine.
+    let mut held = 0;
+    for _ in 0..2000 {
+        held = 0;
+        for n in nodes.iter().take(3) {
+            let mut c = n.conn().await;
+            let v: redis::Value = redis::cmd("CLUSTER")
+                .arg("GETSLOTMIGRATIONS")
+                .query_async(&mut c)
+                .await
+                .expect("GETSLOTMIGRATIONS");
+            if format!("{v:?}").contains("waiting-to-pause") {
+                held += 1;
+            }
+        }
+        if held == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(held, 3, "the exports never reached the hold");
+    engine.kill();
+    prevent_pause(&nodes[..3], "0").await;
+    let mut last = converge_process(&pods, 1000, 16);
+    let status = tokio::task::block_in_place(|| last.wait_exit(Duration::from_secs(120)))
+        .expect("converge finishes");
+    assert!(status.success(), "converge after the kill: {status}");
+    wait_check(&nodes[0].addr()).await;
+    let conn = cluster_conn(&nodes[0]).await;
+    assert_eq!(missing_keys(&conn, 0..keys).await, 0, "keys lost");
+    assert_eq!(master_keys(&refs).await as usize, keys);
+    let mut c = nodes[3].conn().await;
+    let n: usize = redis::cmd("DBSIZE")
+        .query_async(&mut c)
+        .await
+        .expect("DBSIZE");
+    assert!(n > keys / 8, "the new master holds {n} keys");
+}
