@@ -707,6 +707,102 @@ fn target_failover_during_import_rolls_back() {
 /// The source's replica takes over (CLUSTER FAILOVER) while tessera-node exports to
 /// tessera-node, held before the pause: the demoted source's export fails ("Slots are no
 /// longer owned by myself"), the target rolls back, and every key is on the new source only.
+/// A tessera-node started with DEBUG enabled, in cluster mode.
+fn debug_tessera() -> Proc {
+    Proc {
+        srv: Launch::new(tessera_bin())
+            .args(&[
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+            ])
+            .args(&[
+                "--cluster-node-timeout",
+                "2000",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .logfile()
+            .ip("127.0.0.1")
+            .start(),
+    }
+}
+
+/// A stalled target (SIGSTOP) while the source keeps writing to the moving slot: the
+/// export's buffer reaches client-output-buffer-limit replica and the link is closed, as
+/// Valkey bounds its export client; the target rolls back once it runs again.
+#[test]
+fn export_buffer_is_bounded_by_the_replica_output_limit() {
+    let (source, target) = (debug_tessera(), debug_tessera());
+    let (sid, tid) = (source.myid(), target.myid());
+    let p = target.port.to_string();
+    assert_eq!(
+        source.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]).trim(),
+        "OK"
+    );
+    assert_eq!(
+        source
+            .cli(&["CLUSTER", "ADDSLOTSRANGE", "1", "16383"])
+            .trim(),
+        "OK"
+    );
+    assert_eq!(target.cli(&["CLUSTER", "ADDSLOTS", "0"]).trim(), "OK");
+    wait_for(Duration::from_secs(20), "both see the slots", || {
+        owner(&target, 1).as_deref() == Some(sid.as_str())
+            && owner(&source, 0).as_deref() == Some(tid.as_str())
+    });
+    wait_state_ok(&[&source, &target]);
+    source.cli(&[
+        "CONFIG",
+        "SET",
+        "client-output-buffer-limit",
+        "replica 64kb 0 0",
+    ]);
+    source.cli(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
+    source.cli(&["SET", "{6ZJ}k", "v"]);
+    source.cli(&[
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        "16383",
+        "16383",
+        "NODE",
+        &tid,
+    ]);
+    wait_for(Duration::from_secs(20), "the export to stream", || {
+        job_field(&source, "state").as_deref() == Some("waiting-to-pause")
+    });
+    process::signal(target.pid(), "STOP");
+    // 16 MB: more than the loopback socket buffers take before the writes stall.
+    let big = "x".repeat(64 * 1024);
+    let mut c = source.client();
+    for i in 0..256 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{6ZJ}}{i}"))
+            .arg(&big)
+            .query(&mut c)
+            .expect("SET");
+    }
+    wait_for(Duration::from_secs(20), "the export to fail", || {
+        job_field(&source, "state").as_deref() == Some("failed")
+    });
+    assert!(job_field(&source, "message")
+        .unwrap_or_default()
+        .starts_with("Connection lost to target"));
+    process::signal(target.pid(), "CONT");
+    wait_for(Duration::from_secs(20), "the target's rollback", || {
+        job_field(&target, "state").as_deref() == Some("failed")
+            && target.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "0"
+    });
+    assert_eq!(
+        source.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim(),
+        "257"
+    );
+}
+
 #[test]
 fn source_failover_during_export_leaves_keys_on_one_owner() {
     let launch = || Proc {

@@ -42,6 +42,10 @@ pub struct Feed {
     copied: Box<[AtomicBool]>,
     buf: Mutex<FeedBuf>,
     ready: tokio::sync::Notify,
+    /// client-output-buffer-limit's replica hard limit (0: none), as Valkey bounds its
+    /// export client: past it the buffer is dropped and the link closed.
+    limit: u64,
+    overflow: AtomicBool,
 }
 
 #[derive(Default)]
@@ -52,13 +56,20 @@ struct FeedBuf {
 }
 
 impl Feed {
-    fn new(slots: SlotSet) -> Feed {
+    fn new(slots: SlotSet, limit: u64) -> Feed {
         Feed {
             slots,
             copied: (0..STRIPES).map(|_| AtomicBool::new(false)).collect(),
             buf: Mutex::new(FeedBuf::default()),
             ready: tokio::sync::Notify::new(),
+            limit,
+            overflow: AtomicBool::new(false),
         }
+    }
+
+    /// The buffer went past its limit (a stalled target): the link must close.
+    fn overflowed(&self) -> bool {
+        self.overflow.load(Ordering::Acquire)
     }
 
     fn pending(&self) -> usize {
@@ -99,7 +110,21 @@ impl WriteSubscriber for Feed {
         if !self.slots.contains(slot) || !self.copied[stripe_of(slot)].load(Ordering::Acquire) {
             return;
         }
+        if self.overflowed() {
+            return;
+        }
         let mut b = self.buf.lock();
+        if self.limit > 0 && b.bytes.len() as u64 > self.limit {
+            tracing::warn!(
+                limit = self.limit,
+                "slot migration: the export's buffer is over client-output-buffer-limit replica; closing its link"
+            );
+            b.bytes = Vec::new();
+            self.overflow.store(true, Ordering::Release);
+            drop(b);
+            self.ready.notify_one();
+            return;
+        }
         if b.db != Some(w.db) {
             let d = w.db.to_string();
             tessera_rdb::aof::encode_command(&mut b.bytes, &[b"SELECT".as_slice(), d.as_bytes()]);
@@ -142,6 +167,8 @@ struct Link {
     chunks: Option<mpsc::Receiver<Vec<u8>>>,
     /// The snapshot is over: feed writes flow to the socket.
     streaming: bool,
+    /// repl-timeout: a write the target takes nothing of for this long ends the link.
+    stall: Duration,
 }
 
 async fn run(srv: &Arc<Server>, name: JobName) {
@@ -154,6 +181,11 @@ async fn run(srv: &Arc<Server>, name: JobName) {
     let mut args: Vec<&'static [u8]> = Vec::with_capacity(4);
     loop {
         if !alive(srv, &name) {
+            break;
+        }
+        if link.feed.as_ref().is_some_and(|f| f.overflowed()) {
+            let fx = step(srv, &name, asm::machine::on_link_closed);
+            let _ = perform(srv, &name, &mut link, fx).await;
             break;
         }
         let mut chunks = link.chunks.take();
@@ -186,16 +218,18 @@ async fn run(srv: &Arc<Server>, name: JobName) {
             Ev::Wake => link.chunks = chunks,
             Ev::Chunk(Some(bytes)) => {
                 link.chunks = chunks;
-                if link.sock.write_all(&bytes).await.is_err() {
+                if put(&mut link.sock, &bytes, link.feed.as_deref(), link.stall)
+                    .await
+                    .is_err()
+                {
                     closed = true;
                 }
             }
             Ev::Chunk(None) => {
                 // The copier is done: SNAPSHOT-EOF ends the snapshot, then the live writes
                 // held meanwhile follow.
-                let ok = link
-                    .sock
-                    .write_all(&SyncMsg::SnapshotEof.bytes())
+                let eof = SyncMsg::SnapshotEof.bytes();
+                let ok = put(&mut link.sock, &eof, link.feed.as_deref(), link.stall)
                     .await
                     .is_ok();
                 fx = step(srv, &name, |job, ctx| {
@@ -258,7 +292,11 @@ async fn run(srv: &Arc<Server>, name: JobName) {
         if link.streaming {
             if let Some(f) = &link.feed {
                 let bytes = f.take();
-                if !bytes.is_empty() && link.sock.write_all(&bytes).await.is_err() {
+                if !bytes.is_empty()
+                    && put(&mut link.sock, &bytes, link.feed.as_deref(), link.stall)
+                        .await
+                        .is_err()
+                {
                     let fx = step(srv, &name, asm::machine::on_link_closed);
                     let _ = perform(srv, &name, &mut link, fx).await;
                 }
@@ -367,6 +405,7 @@ async fn connect(srv: &Arc<Server>, name: &JobName) -> Option<Link> {
         sub: None,
         chunks: None,
         streaming: false,
+        stall: Duration::from_secs(srv.config.read().typed.repl_timeout.max(1)),
     };
     let with_auth = !srv.config.read().typed.masterauth.is_empty();
     let fx = step(srv, name, |job, ctx| {
@@ -383,6 +422,30 @@ fn connect_error(e: &std::io::Error) -> String {
     match s.find(" (os error") {
         Some(i) => s[..i].to_string(),
         None => s,
+    }
+}
+
+/// Writes `bytes` to the target, giving up (the link is then closed) when the feed went
+/// over its limit or the target took no byte for `repl-timeout`: a stalled target must not
+/// hold the task in a write forever while the feed's memory grows.
+async fn put(
+    sock: &mut TcpStream,
+    bytes: &[u8],
+    feed: Option<&Feed>,
+    stall: Duration,
+) -> Result<(), ()> {
+    let w = sock.write_all(bytes);
+    tokio::pin!(w);
+    let start = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            r = &mut w => return r.map_err(|_| ()),
+            _ = tokio::time::sleep(TICK) => {
+                if feed.is_some_and(Feed::overflowed) || start.elapsed() > stall {
+                    return Err(());
+                }
+            }
+        }
     }
 }
 
@@ -478,14 +541,14 @@ async fn perform(
                     if let Some(f) = &link.feed {
                         let bytes = f.take();
                         if !bytes.is_empty() {
-                            link.sock.write_all(&bytes).await.map_err(|_| ())?;
+                            put(&mut link.sock, &bytes, link.feed.as_deref(), link.stall).await?;
                         }
                     }
                 }
                 if m == SyncMsg::FailoverGranted {
                     grant(srv, name);
                 }
-                link.sock.write_all(&m.bytes()).await.map_err(|_| ())?;
+                put(&mut link.sock, &m.bytes(), link.feed.as_deref(), link.stall).await?;
             }
             Effect::Pause { until_ms } => pause(srv, until_ms),
             Effect::ReleasePause => release_pause(srv, name),
@@ -498,7 +561,7 @@ async fn perform(
             other => {
                 let send = super::run_effects(srv, name, vec![other]);
                 if !send.is_empty() {
-                    link.sock.write_all(&send).await.map_err(|_| ())?;
+                    put(&mut link.sock, &send, link.feed.as_deref(), link.stall).await?;
                 }
             }
         }
@@ -518,7 +581,8 @@ fn start_snapshot(srv: &Arc<Server>, name: &JobName, link: &mut Link) -> bool {
         }
         None => return false,
     };
-    let feed = Arc::new(Feed::new(slots.clone()));
+    let limit = srv.config.read().typed.client_output_buffer_limit[1].hard;
+    let feed = Arc::new(Feed::new(slots.clone(), limit));
     let sub: Arc<dyn WriteSubscriber> = feed.clone();
     srv.persist.prop.subscribe(sub.clone());
     let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
