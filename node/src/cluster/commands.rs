@@ -130,6 +130,12 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         crate::cluster::reply::write(ctx.out, &r);
         return Ok(());
     }
+    if sub == b"setslot" {
+        // The legacy method and atomic migrations exclude each other (Valkey 9).
+        if let Some(e) = crate::cluster::asm::setslot_refusal(ctx.srv) {
+            return Err(CmdError::msg(e));
+        }
+    }
     if sub == b"getslotmigrations" {
         let r = crate::cluster::asm::getslotmigrations(ctx.srv);
         crate::cluster::reply::write(ctx.out, &r);

@@ -311,6 +311,19 @@ fn cancelled_import_is_rolled_back_on_the_tessera_target() {
     );
     assert_eq!(tessera.cli(&["DBSIZE"]).trim(), "0");
     assert_eq!(tessera.cli(&["KEYS", "*"]).trim(), "");
+    // Legacy SETSLOT is refused on both ends while the job runs, alike.
+    assert_eq!(
+        tessera
+            .cli(&["CLUSTER", "SETSLOT", "16383", "STABLE"])
+            .trim(),
+        "ERR Slot import in progress."
+    );
+    assert_eq!(
+        valkey
+            .cli(&["CLUSTER", "SETSLOT", "16383", "STABLE"])
+            .trim(),
+        "ERR Slot export in progress."
+    );
     assert_eq!(
         valkey.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]).trim(),
         "OK"

@@ -381,6 +381,18 @@ pub fn cancelslotmigrations(srv: &Server, node: &ClusterNode) -> Reply {
     Reply::Ok
 }
 
+/// CLUSTER SETSLOT while an atomic migration is unfinished here: Valkey's refusal.
+pub fn setslot_refusal(srv: &Server) -> Option<&'static str> {
+    let log = srv.asm.log.lock();
+    if log.any_unfinished_import() {
+        Some("ERR Slot import in progress.")
+    } else if log.any_unfinished_export() {
+        Some("ERR Slot export in progress.")
+    } else {
+        None
+    }
+}
+
 /// `CLUSTER GETSLOTMIGRATIONS`.
 pub fn getslotmigrations(srv: &Server) -> Reply {
     asm::render(&srv.asm.log.lock())
