@@ -9,6 +9,7 @@
 
 mod acl;
 mod aof;
+mod asm;
 mod cluster;
 mod config;
 mod lua;
@@ -19,6 +20,7 @@ mod tls;
 
 pub use acl::acl_file;
 pub use aof::{aof_incr, aof_manifest};
+pub use asm::asm_link;
 pub use cluster::{bus_msg, bus_state, nodes_conf};
 pub use config::{config_file, config_set};
 pub use lua::lua_convert;
@@ -48,6 +50,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("acl_file", acl_file),
     ("tls_key", tls_key),
     ("tls_cert", tls_cert),
+    ("asm_link", asm_link),
 ];
 
 /// Reads fuzz input as a sequence of small choices; runs out gracefully (zeros).
