@@ -614,6 +614,14 @@ pub async fn serve_replica(
     cl.handle
         .kind
         .store(crate::server::clients::KIND_REPLICA, Ordering::Relaxed);
+    if let Some(fd) = sock.plain_fd() {
+        // SAFETY: `fd` is the open socket `sock` owns for the whole call; it is duplicated,
+        // not taken.
+        let dup = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned();
+        if let Ok(dup) = dup {
+            cl.handle.close_on_kill(dup);
+        }
+    }
     let info = Arc::new(ReplicaInfo {
         next: AtomicU64::new(0),
         idle: AtomicBool::new(false),

@@ -45,6 +45,10 @@ pub struct ClientHandle {
     pub last_active_ms: AtomicU64,
     pub killed: AtomicBool,
     pub kill: Notify,
+    /// A duplicate of a replica link's socket: [`ClientHandle::kill`] shuts it down, so the
+    /// replica sees the link close before the killing command's reply leaves (Redis frees
+    /// the killed replica before its event loop reads again; its replica notices at once).
+    hangup: Mutex<Option<std::os::fd::OwnedFd>>,
     /// Out-of-band messages (pub/sub, MONITOR), already encoded for the client's protocol.
     pub tx: mpsc::UnboundedSender<Bytes>,
     /// Bytes queued in `tx` and not yet written (output buffer accounting).
@@ -134,6 +138,7 @@ impl ClientHandle {
             last_cmd_ptr: AtomicUsize::new(0),
             last_active_ms: AtomicU64::new(now_ms()),
             killed: AtomicBool::new(false),
+            hangup: Mutex::new(None),
             kill: Notify::new(),
             tx,
             queued: AtomicUsize::new(0),
@@ -174,9 +179,22 @@ impl ClientHandle {
         }
     }
 
+    /// Makes [`ClientHandle::kill`] shut the socket down at once (see `hangup`).
+    pub fn close_on_kill(&self, fd: std::os::fd::OwnedFd) {
+        *self.hangup.lock() = Some(fd);
+    }
+
     /// Asks the connection to close.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
+        if let Some(fd) = self.hangup.lock().as_ref() {
+            use std::os::fd::AsRawFd;
+            // SAFETY: shutdown(2) on a descriptor this handle owns; the connection's own
+            // descriptor (the same socket) sees the close and ends.
+            unsafe {
+                libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
         self.kill.notify_one();
         // An empty message wakes an idle connection loop, which then sees `killed`: that
         // loop waits on this channel anyway, so it needs no `Notified` registration per

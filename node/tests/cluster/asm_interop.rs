@@ -39,7 +39,7 @@ fn owner(n: &Proc, slot: u16) -> Option<String> {
 }
 
 /// `source` (owning every slot) moves slots 0-8191 to `target` with CLUSTER MIGRATESLOTS
-/// while a writer overwrites keys: both ends report success, the slot table agrees, no
+/// while a writer overwrites keys (SET and EVAL in turn): both ends report success, the slot table agrees, no
 /// key is lost or stale and no write fails. Returns how long the move took.
 fn migrate_under_writes(source_bin: &'static str, target_bin: &'static str) -> Duration {
     let source = Proc::cluster(source_bin, "127.0.0.1", 2000);
@@ -87,8 +87,16 @@ fn migrate_under_writes(source_bin: &'static str, target_bin: &'static str) -> D
             while !stop.load(Ordering::Relaxed) {
                 let k = format!("k{}", n % 300);
                 let v = format!("w{n}");
-                match redis::cmd("SET").arg(&k).arg(&v).query::<()>(&mut cc) {
-                    Ok(()) => {
+                // Every other write is a script (its effects travel as the script's commands).
+                let mut cmd = if n % 2 == 0 {
+                    redis::cmd("SET")
+                } else {
+                    let mut c = redis::cmd("EVAL");
+                    c.arg("return redis.call('SET', KEYS[1], ARGV[1])").arg(1);
+                    c
+                };
+                match cmd.arg(&k).arg(&v).query::<redis::Value>(&mut cc) {
+                    Ok(_) => {
                         last.insert(k, v);
                     }
                     Err(_) => failed += 1,

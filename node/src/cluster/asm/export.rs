@@ -90,14 +90,8 @@ impl WriteSubscriber for Feed {
     /// Called with the command's stripes locked, in execution order.
     fn feed(&self, w: &Write<'_>) {
         // Keyless commands (MULTI/EXEC around a transaction, FLUSHALL, FUNCTION LOAD) have
-        // no slot: Valkey drops them too. A command whose stripes are not copied yet is in
-        // the copy's future.
-        let Some(&first) = w.stripes.first() else {
-            return;
-        };
-        if !self.copied[first as usize % STRIPES].load(Ordering::Acquire) {
-            return;
-        }
+        // no slot: Valkey drops them too. The slot comes from the first key, not from the
+        // stripes the command held (a script holds them all).
         let Ok(cmd) = crate::cmd::table().resolve(w.args) else {
             return;
         };
