@@ -88,7 +88,7 @@ fn migrate_under_writes(source_bin: &'static str, target_bin: &'static str) -> D
                 let k = format!("k{}", n % 300);
                 let v = format!("w{n}");
                 // Every other write is a script (its effects travel as the script's commands).
-                let mut cmd = if n % 2 == 0 {
+                let mut cmd = if n.is_multiple_of(2) {
                     redis::cmd("SET")
                 } else {
                     let mut c = redis::cmd("EVAL");
