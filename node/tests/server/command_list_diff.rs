@@ -5,8 +5,15 @@
 
 use tessera_testkit::*;
 
-/// CLUSTER subcommands tessera-node has beyond Redis 7.0's (Redis 7.2's MYSHARDID).
-const TESSERA_ONLY: &[&str] = &["cluster|myshardid"];
+/// CLUSTER subcommands tessera-node has beyond Redis 7.0's (Redis 7.2's MYSHARDID, Valkey
+/// 9's atomic slot migration).
+const TESSERA_ONLY: &[&str] = &[
+    "cluster|myshardid",
+    "cluster|migrateslots",
+    "cluster|getslotmigrations",
+    "cluster|cancelslotmigrations",
+    "cluster|syncslots",
+];
 
 fn sorted(r: R) -> Vec<String> {
     let mut v: Vec<String> = match r {
