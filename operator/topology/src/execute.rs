@@ -433,7 +433,12 @@ async fn migrate_all(
     deadline: Instant,
     out: &mut Outcome,
 ) {
-    let jobs = migrate_atomic(jobs, pool, deadline, out).await;
+    // The nodes' export link has no TLS yet: with TLS-only nodes, slots move key by key.
+    let jobs = if opts.tls.is_none() {
+        migrate_atomic(jobs, pool, deadline, out).await
+    } else {
+        jobs
+    };
     if jobs.is_empty() {
         return;
     }
