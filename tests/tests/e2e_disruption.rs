@@ -412,6 +412,9 @@ fn evictions_honour_the_shard_budgets() {
 async fn scale_killing_operator(env: &mut Env, name: &str, shards: u64, pods: usize) -> Duration {
     let client = env.client.clone();
     let t0 = Instant::now();
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     env.kubectl
         .ok(&[
             "scale",
@@ -420,7 +423,7 @@ async fn scale_killing_operator(env: &mut Env, name: &str, shards: u64, pods: us
         ])
         .await;
     let r = wait_for("a slot migrating", Duration::from_secs(120), || async {
-        if slot_migrating(&client, name).await {
+        if slot_migrating(&client, name, since).await {
             Ok(())
         } else {
             Err("no slot MIGRATING/IMPORTING yet".to_string())
@@ -429,7 +432,7 @@ async fn scale_killing_operator(env: &mut Env, name: &str, shards: u64, pods: us
     .await;
     check!(env, r);
     env.kill_operator().await;
-    let open = slot_migrating(&client, name).await;
+    let open = slot_migrating(&client, name, since).await;
     eprintln!(
         "operator SIGKILLed {:?} after the scale to {shards}; a slot still open: {open}",
         t0.elapsed()

@@ -1030,11 +1030,40 @@ async fn slots_settled_with(
     Ok(())
 }
 
-/// Whether any node of cluster `name` has a slot MIGRATING or IMPORTING right now.
-pub async fn slot_migrating(client: &Client, name: &str) -> bool {
+/// Whether any node of cluster `name` has a slot MIGRATING or IMPORTING right now, or lists
+/// an atomic slot migration created at or after `since` (Unix seconds).
+///
+/// tessera-node moves slots atomically (CLUSTER MIGRATESLOTS): no slot is ever MIGRATING or
+/// IMPORTING, and a whole move can end between two polls, so a job listed on a node counts:
+/// the scale has started moving slots, and more moves may follow.
+pub async fn slot_migrating(client: &Client, name: &str, since: u64) -> bool {
     for ip in pod_ips(client, name).await {
         if let Ok(nodes) = cluster_nodes(&ip).await {
             if nodes.contains("->-") || nodes.contains("-<-") {
+                return true;
+            }
+        }
+        let Ok(mut c) = node_with(&ip, None, None).await else {
+            continue;
+        };
+        let jobs: Result<redis::Value, _> = redis::cmd("CLUSTER")
+            .arg("GETSLOTMIGRATIONS")
+            .query_async(&mut c)
+            .await;
+        let Ok(redis::Value::Array(jobs)) = jobs else {
+            continue;
+        };
+        for job in jobs {
+            let redis::Value::Array(fields) = job else {
+                continue;
+            };
+            let created = fields.chunks(2).find_map(|f| match f {
+                [redis::Value::BulkString(k), redis::Value::Int(t)] if k == b"create_time" => {
+                    Some(*t as u64)
+                }
+                _ => None,
+            });
+            if created.is_some_and(|t| t >= since) {
                 return true;
             }
         }
