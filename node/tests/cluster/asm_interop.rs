@@ -727,7 +727,7 @@ fn target_failover_during_import_rolls_back() {
 
 /// The source's replica takes over (CLUSTER FAILOVER) while tessera-node exports to
 /// tessera-node, held before the pause: the demoted source's export fails ("Slots are no
-/// longer owned by myself"), the target rolls back, and every key is on the new source only.
+/// longer owned by myself", or the link drops first), the target rolls back, and every key is on the new source only.
 /// A tessera-node started with DEBUG enabled, in cluster mode.
 fn debug_tessera() -> Proc {
     Proc {
@@ -919,15 +919,23 @@ fn source_failover_during_export_leaves_keys_on_one_owner() {
         job_field(&source, "state").as_deref() == Some("failed")
             && job_field(&target, "state").as_deref() == Some("failed")
     });
-    assert_eq!(
-        job_field(&source, "message").as_deref(),
-        Some("Slots are no longer owned by myself")
+    // Whichever end sees the new owner first: the source ("no longer owned"), or the target,
+    // which then drops the link (Valkey's test accepts both).
+    let msg = job_field(&source, "message").unwrap_or_default();
+    assert!(
+        msg == "Slots are no longer owned by myself"
+            || msg.starts_with("Connection lost to target"),
+        "{msg}"
     );
     wait_for(Duration::from_secs(10), "the target's rollback", || {
         target.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim() == "0"
     });
     let rid = replica.myid();
-    assert_eq!(owner(&target, 16383).as_deref(), Some(rid.as_str()));
+    wait_for(
+        Duration::from_secs(20),
+        "the target to see the new source",
+        || owner(&target, 16383).as_deref() == Some(rid.as_str()),
+    );
     assert_eq!(
         replica.cli(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]).trim(),
         "50"
