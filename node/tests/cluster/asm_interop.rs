@@ -201,12 +201,11 @@ fn tessera_source_moves_slots_to_a_valkey_target_under_writes() {
 /// the imported keys hidden: DBSIZE and KEYS leave them out, COUNTKEYSINSLOT counts them.
 /// Cancelled on the source, the target's job fails as source's does (connection lost), its
 /// keys are removed and the slots stay with the source.
-/// valkey-server (with DEBUG enabled) owning slots 1-16383, a tessera-node master with
-/// slot 0
-/// and, with `with_replica`, a tessera-node replica of it; the cluster is ok.
-fn debug_pair(with_replica: bool) -> (Proc, Proc, Option<Proc>) {
-    let valkey = Proc {
-        srv: Launch::new(valkey_bin())
+/// `bin` in cluster mode with DEBUG enabled (the tests hold migrations with DEBUG
+/// SLOTMIGRATION).
+fn debug_proc(bin: &'static str) -> Proc {
+    Proc {
+        srv: Launch::new(bin)
             .args(&[
                 "--save",
                 "",
@@ -224,7 +223,14 @@ fn debug_pair(with_replica: bool) -> (Proc, Proc, Option<Proc>) {
             .logfile()
             .ip("127.0.0.1")
             .start(),
-    };
+    }
+}
+
+/// valkey-server (with DEBUG enabled) owning slots 1-16383, a tessera-node master with
+/// slot 0
+/// and, with `with_replica`, a tessera-node replica of it; the cluster is ok.
+fn debug_pair(with_replica: bool) -> (Proc, Proc, Option<Proc>) {
+    let valkey = debug_proc(valkey_bin());
     let tessera = Proc::cluster(tessera_bin(), "127.0.0.1", 2000);
     let replica = with_replica.then(|| Proc::cluster(tessera_bin(), "127.0.0.1", 2000));
     let (vid, tid) = (valkey.myid(), tessera.myid());
@@ -725,39 +731,12 @@ fn target_failover_during_import_rolls_back() {
     assert_eq!(owner(&replica, 16383).as_deref(), Some(vid.as_str()));
 }
 
-/// The source's replica takes over (CLUSTER FAILOVER) while tessera-node exports to
-/// tessera-node, held before the pause: the demoted source's export fails ("Slots are no
-/// longer owned by myself", or the link drops first), the target rolls back, and every key is on the new source only.
-/// A tessera-node started with DEBUG enabled, in cluster mode.
-fn debug_tessera() -> Proc {
-    Proc {
-        srv: Launch::new(tessera_bin())
-            .args(&[
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--cluster-enabled",
-                "yes",
-            ])
-            .args(&[
-                "--cluster-node-timeout",
-                "2000",
-                "--enable-debug-command",
-                "yes",
-            ])
-            .logfile()
-            .ip("127.0.0.1")
-            .start(),
-    }
-}
-
 /// A stalled target (SIGSTOP) while the source keeps writing to the moving slot: the
 /// export's buffer reaches client-output-buffer-limit replica and the link is closed, as
 /// Valkey bounds its export client; the target rolls back once it runs again.
 #[test]
 fn export_buffer_is_bounded_by_the_replica_output_limit() {
-    let (source, target) = (debug_tessera(), debug_tessera());
+    let (source, target) = (debug_proc(tessera_bin()), debug_proc(tessera_bin()));
     let (sid, tid) = (source.myid(), target.myid());
     let p = target.port.to_string();
     assert_eq!(
@@ -824,29 +803,17 @@ fn export_buffer_is_bounded_by_the_replica_output_limit() {
     );
 }
 
+/// The source's replica takes over (CLUSTER FAILOVER) while tessera-node exports to
+/// tessera-node, held before the pause: the demoted source's export fails ("Slots are no
+/// longer owned by myself", or the link drops first), the target rolls back, and every key
+/// is on the new source only.
 #[test]
 fn source_failover_during_export_leaves_keys_on_one_owner() {
-    let launch = || Proc {
-        srv: Launch::new(tessera_bin())
-            .args(&[
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--cluster-enabled",
-                "yes",
-            ])
-            .args(&[
-                "--cluster-node-timeout",
-                "2000",
-                "--enable-debug-command",
-                "yes",
-            ])
-            .logfile()
-            .ip("127.0.0.1")
-            .start(),
-    };
-    let (source, replica, target) = (launch(), launch(), launch());
+    let (source, replica, target) = (
+        debug_proc(tessera_bin()),
+        debug_proc(tessera_bin()),
+        debug_proc(tessera_bin()),
+    );
     let (sid, tid) = (source.myid(), target.myid());
     for n in [&replica, &target] {
         let p = n.port.to_string();

@@ -208,10 +208,13 @@ async fn run(srv: &Arc<Server>, name: JobName) {
         };
         let mut fx = Vec::new();
         let mut closed = false;
+        // The copier's channel stays until it reports the snapshot's end.
+        if !matches!(ev, Ev::Chunk(None)) {
+            link.chunks = chunks;
+        }
         match ev {
-            Ev::Wake => link.chunks = chunks,
+            Ev::Wake => {}
             Ev::Chunk(Some(bytes)) => {
-                link.chunks = chunks;
                 if put(&mut link.sock, &bytes, link.feed.as_deref(), link.stall)
                     .await
                     .is_err()
@@ -230,38 +233,31 @@ async fn run(srv: &Arc<Server>, name: JobName) {
                     asm::machine::on_snapshot_done(job, ok, 0, ctx)
                 });
             }
-            Ev::Read(0) => {
-                link.chunks = chunks;
-                closed = true;
-            }
-            Ev::Read(_) => {
-                link.chunks = chunks;
-                loop {
-                    let mut a = recycle_view(std::mem::take(&mut args));
-                    let msg = match link.dec.next(&mut a) {
-                        Ok(Some(Event::Command { .. })) if a.len() >= 3 => {
-                            match asm::dispatch(&a[2..], asm::Origin::Migration) {
-                                asm::Dispatch::Link(m) => Some(m),
-                                _ => Some(asm::LinkMsg::Unknown),
-                            }
+            Ev::Read(0) => closed = true,
+            Ev::Read(_) => loop {
+                let mut a = recycle_view(std::mem::take(&mut args));
+                let msg = match link.dec.next(&mut a) {
+                    Ok(Some(Event::Command { .. })) if a.len() >= 3 => {
+                        match asm::dispatch(&a[2..], asm::Origin::Migration) {
+                            asm::Dispatch::Link(m) => Some(m),
+                            _ => Some(asm::LinkMsg::Unknown),
                         }
-                        Ok(Some(_)) => Some(asm::LinkMsg::Unknown),
-                        Ok(None) => None,
-                        Err(_) => {
-                            closed = true;
-                            None
-                        }
-                    };
-                    args = recycle_view(a);
-                    let Some(msg) = msg else { break };
-                    let more = step(srv, &name, |job, ctx| {
-                        asm::machine::on_message(job, msg, ctx)
-                    });
-                    fx.extend(more);
-                }
-            }
+                    }
+                    Ok(Some(_)) => Some(asm::LinkMsg::Unknown),
+                    Ok(None) => None,
+                    Err(_) => {
+                        closed = true;
+                        None
+                    }
+                };
+                args = recycle_view(a);
+                let Some(msg) = msg else { break };
+                let more = step(srv, &name, |job, ctx| {
+                    asm::machine::on_message(job, msg, ctx)
+                });
+                fx.extend(more);
+            },
             Ev::Tick => {
-                link.chunks = chunks;
                 let pending = link.feed.as_ref().map_or(0, |f| f.pending());
                 fx = cron(srv, &name, pending);
             }
@@ -712,7 +708,7 @@ pub(super) fn release_pause(srv: &Server, name: &JobName) {
     });
     let mut n = 0;
     for slot in gone {
-        n += super::delete_slot_propagated(srv, slot);
+        n += crate::cluster::host::delete_slot(srv, slot);
     }
     if n > 0 {
         tracing::info!(job = %name.to_str_lossy(), keys = n, "slot migration: deleted the exported keys");

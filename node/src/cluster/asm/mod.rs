@@ -81,26 +81,6 @@ pub fn sync_hidden(srv: &Server, log: &JobLog) {
     }
 }
 
-/// Deletes every key of `slot` in every database, each DEL propagated to replicas and the
-/// AOF (a failed import's keys go on the whole shard). Returns how many.
-fn delete_slot_propagated(srv: &Server, slot: u16) -> usize {
-    let mut st = srv.ks.lock_stripe(crate::db::stripe_of(slot));
-    let mut n = 0;
-    for db in 0..srv.ks.databases() {
-        let names: Vec<Vec<u8>> = match st.map(db, slot) {
-            Some(m) => m.iter().map(|(k, _)| k.to_vec()).collect(),
-            None => continue,
-        };
-        for k in names {
-            if st.remove(db, slot, &k).is_some() {
-                crate::propagate::deleted(srv, db, &k);
-                n += 1;
-            }
-        }
-    }
-    n
-}
-
 /// Feeds `argv` (SYNCSLOTS ESTABLISH / FINISH) to replicas and the AOF, as a keyless
 /// command, so replicas keep a tracking job and hide the same slots.
 fn propagate(srv: &Server, argv: &[Vec<u8>]) {
@@ -186,7 +166,7 @@ fn cleanup(srv: &Server, name: &JobName) -> Vec<Effect> {
     let mut deleted = 0;
     for (slot, mine) in ranges.iter().flat_map(|r| r.slots()).zip(mine) {
         if !mine {
-            deleted += delete_slot_propagated(srv, slot);
+            deleted += crate::cluster::host::delete_slot(srv, slot);
         }
     }
     tracing::info!(job = %name.to_str_lossy(), deleted, "slot migration: removed the keys of a failed import");
