@@ -185,7 +185,7 @@ pub fn expire_sweep(
             for (k, e) in m.iter() {
                 let at = e.expire_at();
                 if at != crate::db::NO_EXPIRE && at <= now {
-                    dead.push(k.as_slice().to_vec());
+                    dead.push(k.to_vec());
                 }
             }
         }

@@ -320,14 +320,11 @@ fn mem_help(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
     )
 }
 
-/// Bytes one key costs: table slot (key + entry), key heap, value heap.
+/// Bytes one key costs: its bucket, its node (entry + key) and its value's heap.
 pub fn key_memory(key: &[u8], v: &Value) -> usize {
-    // Table bucket (a tagged pointer) plus the boxed (key, entry) node as the allocator
-    // rounds it.
-    let node = std::mem::size_of::<crate::db::slotmap::Node>();
-    let slot = 8 + crate::alloc::real_size(node) as usize;
-    let key_heap = if key.len() > 22 { key.len() + 16 } else { 0 };
-    slot + key_heap + v.mem_usage()
+    // Table bucket (a tagged pointer) plus the node holding the entry and the key, as the
+    // allocator rounds it.
+    8 + crate::db::slotmap::node_bytes(key.len()) + v.mem_usage()
 }
 
 fn mem_usage(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

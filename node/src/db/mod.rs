@@ -197,13 +197,7 @@ impl Stripe {
         let l = local_of(slot);
         let d = self.db_create(db);
         let newvol = (e.expire_at() != NO_EXPIRE) as u32;
-        let old = match d.maps[l].get_mut(key) {
-            Some(slot_e) => Some(std::mem::replace(slot_e, e)),
-            None => {
-                d.maps[l].insert_new(SBytes::new(key), e);
-                None
-            }
-        };
+        let old = d.maps[l].insert(key, e);
         let oldvol = old
             .as_ref()
             .map(|o| (o.expire_at() != NO_EXPIRE) as u32)

@@ -1,34 +1,37 @@
-//! One hash slot's keys: an open-addressing table of tagged pointers to boxed (key, entry)
-//! nodes.
+//! One hash slot's keys: an open-addressing table of tagged pointers to nodes, each node
+//! one allocation holding the key's entry and the key's bytes.
 //!
-//! Why boxed nodes: each slot holds few keys (about 61 per slot at 1M keys), so
-//! power-of-two growth often leaves tables half empty; an empty inline bucket would cost a
-//! whole (key, entry) pair, an empty pointer bucket costs 8 bytes. This keeps memory per key
-//! below redis-server's.
+//! Why pointers to nodes: each slot holds few keys (about 61 per slot at 1M keys), so
+//! tables are often part empty; an empty inline bucket would cost a whole (key, entry)
+//! pair, an empty pointer bucket costs 8 bytes.
+//!
+//! Why the key lives in its node (Valkey's embedded keys): a node is the 32-byte entry, a
+//! length byte and the key, so a key of up to 15 bytes makes a 48-byte node (mimalloc's
+//! 48-byte class) instead of a 64-byte one holding a 24-byte key buffer, and a long key
+//! costs no second allocation.
+//!
+//! Why bucket counts are not only powers of two: growing by 2 left the mean slot at 1M keys
+//! (61 keys) in 128 buckets; counts alternate 2^k and 1.5 × 2^k (96 buckets there), and a
+//! key's home bucket is `tag × buckets / 2^16` (or from the full hash past 2^16 buckets).
 //!
 //! Why our own table rather than hashbrown's (which we used before): a lookup over a big
 //! keyspace is a chain of cache misses (table header, bucket, node), and pipelined batches
 //! hide them by prefetching one level for every key of the batch before the next level
 //! (see [`super::Keyspace::prefetch`]). hashbrown doesn't expose where a key's bucket is,
-//! so its control-byte and bucket misses could only be taken one key at a time. Here the
-//! bucket address is `buckets + (hash & mask)`, and each 8-byte bucket holds both the
-//! node pointer and 16 bits of the key's hash, so a probe rarely touches a node that isn't
-//! the key's.
+//! so its control-byte and bucket misses could only be taken one key at a time. Here each
+//! 8-byte bucket holds both the node pointer and 16 bits of the key's hash, so a probe
+//! rarely touches a node that isn't the key's.
 //!
 //! Layout of a bucket: 0 is empty; otherwise the low 48 bits are the node's address and
 //! the high 16 bits the low 16 bits of the key's hash. Linear probing, at most 3/4 full,
 //! deletion by backward shift (no tombstones, so a miss stops at the first empty bucket).
 
+use std::alloc::Layout;
 use std::hash::BuildHasher;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-use super::value::{Entry, SBytes};
-
-pub struct Node {
-    pub key: SBytes,
-    pub entry: Entry,
-}
+use super::value::Entry;
 
 fn hasher() -> &'static hashbrown::DefaultHashBuilder {
     static H: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
@@ -61,14 +64,103 @@ const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
 const TAG_SPAN: usize = 1 << 16;
 const MIN_BUCKETS: usize = 2;
 
+// ---- Nodes -------------------------------------------------------------------------------
+//
+// A node is one allocation: the `Entry` (32 bytes, 8-aligned), then the key's length (one
+// byte below 255; else 0xFF and the length as 8 unaligned bytes), then the key's bytes.
+
+const HEAD: usize = std::mem::size_of::<Entry>();
+const LONG_KEY: u8 = 0xFF;
+const _: () = assert!(HEAD == 32);
+
+/// Bytes of the length field for a key of `len` bytes.
+#[inline(always)]
+fn len_bytes(len: usize) -> usize {
+    if len < LONG_KEY as usize {
+        1
+    } else {
+        9
+    }
+}
+
+/// The allocation of a node for a key of `key_len` bytes.
+#[inline]
+fn node_layout(key_len: usize) -> Layout {
+    let size = HEAD + len_bytes(key_len) + key_len;
+    match Layout::from_size_align(size, std::mem::align_of::<Entry>()) {
+        Ok(l) => l,
+        // Only a key near isize::MAX bytes, which no request can carry.
+        Err(_) => std::process::abort(),
+    }
+}
+
+/// Bytes the allocator really takes for the node of a `key_len`-byte key (MEMORY USAGE).
+pub fn node_bytes(key_len: usize) -> usize {
+    crate::alloc::real_size(node_layout(key_len).size()) as usize
+}
+
+/// Allocates a node holding `entry` and `key`.
+fn new_node(key: &[u8], entry: Entry) -> *mut u8 {
+    let layout = node_layout(key.len());
+    // SAFETY: the layout has a non-zero size (at least HEAD + 1).
+    let p = unsafe { std::alloc::alloc(layout) };
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: p is a fresh allocation of HEAD + len_bytes + key.len() bytes aligned for
+    // Entry; each write below stays inside it and the key doesn't overlap it.
+    unsafe {
+        std::ptr::write(p as *mut Entry, entry);
+        let kp = p.add(HEAD);
+        let off = len_bytes(key.len());
+        if off == 1 {
+            *kp = key.len() as u8;
+        } else {
+            *kp = LONG_KEY;
+            std::ptr::write_unaligned(kp.add(1) as *mut u64, key.len() as u64);
+        }
+        std::ptr::copy_nonoverlapping(key.as_ptr(), kp.add(off), key.len());
+    }
+    p
+}
+
+/// The key of a live node.
+///
+/// # Safety
+/// `p` is a live node from [`new_node`]; the slice lives as long as the node does.
+#[inline(always)]
+unsafe fn node_key<'a>(p: *const u8) -> &'a [u8] {
+    let kp = p.add(HEAD);
+    let (len, off) = if *kp != LONG_KEY {
+        (*kp as usize, 1)
+    } else {
+        (
+            std::ptr::read_unaligned(kp.add(1) as *const u64) as usize,
+            9,
+        )
+    };
+    std::slice::from_raw_parts(kp.add(off), len)
+}
+
+/// Frees a node and hands back its entry.
+///
+/// # Safety
+/// `p` is a live node from [`new_node`], not used again.
+unsafe fn take_node(p: *mut u8) -> Entry {
+    let layout = node_layout(node_key(p).len());
+    let e = std::ptr::read(p as *const Entry);
+    std::alloc::dealloc(p, layout);
+    e
+}
+
 #[inline(always)]
 fn tag_of(h: u64) -> u64 {
     h & 0xFFFF
 }
 
 #[inline(always)]
-fn node_of(b: u64) -> *mut Node {
-    (b & PTR_MASK) as *mut Node
+fn node_of(b: u64) -> *mut u8 {
+    (b & PTR_MASK) as *mut u8
 }
 
 #[inline(always)]
@@ -79,13 +171,55 @@ fn tag_in(b: u64) -> u64 {
 /// Packs a node pointer with its tag. User-space addresses on x86-64 and aarch64 Linux
 /// stay below 2^48 (the kernel hands out higher ones only to an mmap that asks for them),
 /// so the high 16 bits are free.
-fn pack(node: Box<Node>, h: u64) -> u64 {
-    let p = Box::into_raw(node) as u64;
+fn pack(node: *mut u8, h: u64) -> u64 {
+    let p = node as u64;
     assert!(
         p & !PTR_MASK == 0,
         "heap address {p:#x} does not fit in 48 bits; tessera-node needs a 48-bit address space"
     );
     p | (tag_of(h) << PTR_BITS)
+}
+
+/// The bucket count after `cap`: 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 1.5 × 2^k).
+#[inline]
+fn next_cap(cap: usize) -> usize {
+    if cap < MIN_BUCKETS {
+        MIN_BUCKETS
+    } else if cap.is_power_of_two() {
+        cap + cap / 2
+    } else {
+        cap / 3 * 4
+    }
+}
+
+/// The smallest bucket count of the sequence holding at least `n` buckets.
+fn cap_at_least(n: usize) -> usize {
+    let mut c = MIN_BUCKETS;
+    while c < n {
+        c = next_cap(c);
+    }
+    c
+}
+
+/// The home bucket of hash `h` in a table of `cap` buckets: the tag scaled to `cap` for
+/// tables up to 2^16 buckets (so the tag alone finds it), the next 32 bits above.
+#[inline(always)]
+fn home_of(h: u64, cap: usize) -> usize {
+    if cap <= TAG_SPAN {
+        ((tag_of(h) * cap as u64) >> 16) as usize
+    } else {
+        ((((h >> 16) & 0xFFFF_FFFF) * cap as u64) >> 32) as usize
+    }
+}
+
+/// The bucket after `i` in a table of `cap` buckets.
+#[inline(always)]
+fn step(i: usize, cap: usize) -> usize {
+    if i + 1 == cap {
+        0
+    } else {
+        i + 1
+    }
 }
 
 /// 16 bytes, so a stripe's 16 maps of one database (with their TTL counts) fit a 384-byte
@@ -94,7 +228,8 @@ fn pack(node: Box<Node>, h: u64) -> u64 {
 pub struct SlotMap {
     /// The buckets: `cap` of them, allocated as a `Box<[u64]>` (dangling when `cap` is 0).
     ptr: NonNull<u64>,
-    /// Power-of-two number of buckets (or none before the first insert).
+    /// Number of buckets (a count of the `next_cap` sequence, or none before the first
+    /// insert).
     cap: u32,
     len: u32,
 }
@@ -110,7 +245,7 @@ impl Default for SlotMap {
 }
 
 // SAFETY: a SlotMap owns its nodes exactly like a Vec<Box<Node>> would (every non-empty
-// bucket is a pointer from Box::into_raw, freed once, in remove, retain or drop), and only
+// bucket is a pointer from new_node, freed once, in remove, retain or drop), and only
 // hands out references tied to &self / &mut self.
 unsafe impl Send for SlotMap {}
 // SAFETY: as above; &SlotMap only gives shared access to the nodes.
@@ -171,11 +306,18 @@ impl SlotMap {
     /// matches `h`'s: the only places its key can be.
     #[inline]
     fn candidates(&self, h: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
-        let mask = self.capacity().wrapping_sub(1);
+        let cap = self.capacity();
         let tag = tag_of(h);
-        let home = h as usize;
-        (0..self.capacity())
-            .map(move |k| (home + k) & mask)
+        let home = home_of(h, cap);
+        (0..cap)
+            .map(move |k| {
+                let i = home + k;
+                if i >= cap {
+                    i - cap
+                } else {
+                    i
+                }
+            })
             .map(move |i| (i, self.b()[i]))
             .take_while(|&(_, b)| b != 0)
             .filter(move |&(_, b)| tag_in(b) == tag)
@@ -189,63 +331,87 @@ impl SlotMap {
         }
         self.candidates(hash(k))
             // SAFETY: non-empty buckets hold live nodes owned by this table.
-            .find(|&(_, b)| unsafe { (*node_of(b)).key.as_slice() == k })
+            .find(|&(_, b)| unsafe { node_key(node_of(b)) == k })
             .map(|(i, _)| i)
     }
 
     #[inline]
     pub fn get(&self, k: &[u8]) -> Option<&Entry> {
         let i = self.find(k)?;
-        // SAFETY: bucket i holds a live node owned by this table; the borrow is tied to &self.
-        Some(unsafe { &(*node_of(self.b()[i])).entry })
+        // SAFETY: bucket i holds a live node owned by this table, which starts with its
+        // Entry; the borrow is tied to &self.
+        Some(unsafe { &*(node_of(self.b()[i]) as *const Entry) })
     }
 
     #[inline]
     pub fn get_mut(&mut self, k: &[u8]) -> Option<&mut Entry> {
         let i = self.find(k)?;
         // SAFETY: as in get; &mut self makes the access exclusive.
-        Some(unsafe { &mut (*node_of(self.b()[i])).entry })
+        Some(unsafe { &mut *(node_of(self.b()[i]) as *mut Entry) })
     }
 
     /// Inserts a key the caller knows is absent.
     #[inline]
-    pub fn insert_new(&mut self, key: SBytes, entry: Entry) {
-        if (self.len as usize + 1) * 4 > self.capacity() * 3 {
-            self.resize((self.capacity() * 2).max(MIN_BUCKETS));
+    pub fn insert_new(&mut self, key: &[u8], entry: Entry) {
+        self.insert_hashed(key, hash(key), entry);
+    }
+
+    /// Inserts or replaces, hashing the key once; hands back the entry replaced.
+    #[inline]
+    pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let h = hash(key);
+        if self.len != 0 {
+            // SAFETY: non-empty buckets hold live nodes owned by this table.
+            let found = self
+                .candidates(h)
+                .find(|&(_, b)| unsafe { node_key(node_of(b)) == key });
+            if let Some((_, b)) = found {
+                // SAFETY: a live node owned by this table, which starts with its Entry;
+                // &mut self makes the access exclusive.
+                let slot = unsafe { &mut *(node_of(b) as *mut Entry) };
+                return Some(std::mem::replace(slot, entry));
+            }
         }
-        let h = hash(key.as_slice());
-        let packed = pack(Box::new(Node { key, entry }), h);
-        self.place(packed, h as usize);
+        self.insert_hashed(key, h, entry);
+        None
+    }
+
+    #[inline]
+    fn insert_hashed(&mut self, key: &[u8], h: u64, entry: Entry) {
+        if (self.len as usize + 1) * 4 > self.capacity() * 3 {
+            self.resize(next_cap(self.capacity()));
+        }
+        let packed = pack(new_node(key, entry), h);
+        self.place(packed, home_of(h, self.capacity()));
         self.len += 1;
     }
 
     /// Puts a packed bucket at the first empty bucket from `home` on.
     #[inline]
     fn place(&mut self, packed: u64, home: usize) {
-        let mask = self.capacity() - 1;
-        let mut i = home & mask;
+        let cap = self.capacity();
+        let mut i = home;
         while self.b()[i] != 0 {
-            i = (i + 1) & mask;
+            i = step(i, cap);
         }
         self.b_mut()[i] = packed;
     }
 
-    /// The home bucket of a packed bucket in a table of `mask + 1` buckets.
+    /// The home bucket of a packed bucket in a table of `cap` buckets.
     #[inline]
-    fn home(b: u64, mask: usize) -> usize {
-        if mask < TAG_SPAN {
-            tag_in(b) as usize & mask
+    fn home(b: u64, cap: usize) -> usize {
+        if cap <= TAG_SPAN {
+            home_of(tag_in(b), cap)
         } else {
             // SAFETY: non-empty buckets hold live nodes owned by this table.
-            hash(unsafe { (*node_of(b)).key.as_slice() }) as usize & mask
+            home_of(hash(unsafe { node_key(node_of(b)) }), cap)
         }
     }
 
     fn resize(&mut self, buckets: usize) {
         let old = self.set_buckets(vec![0u64; buckets].into_boxed_slice());
-        let mask = buckets - 1;
         for &b in old.iter().filter(|&&b| b != 0) {
-            let home = Self::home(b, mask);
+            let home = Self::home(b, buckets);
             self.place(b, home);
         }
     }
@@ -254,7 +420,7 @@ impl SlotMap {
     #[inline]
     pub fn prefetch_bucket(&self, k: &[u8]) {
         if self.len != 0 {
-            let i = hash(k) as usize & (self.capacity() - 1);
+            let i = home_of(hash(k), self.capacity());
             prefetch_line(&self.b()[i] as *const u64 as *const u8);
         }
     }
@@ -273,52 +439,61 @@ impl SlotMap {
 
     pub fn remove(&mut self, k: &[u8]) -> Option<Entry> {
         let i = self.find(k)?;
-        let mask = self.capacity() - 1;
-        // SAFETY: bucket i came from Box::into_raw and is cleared below, so it's freed once.
-        let node = unsafe { Box::from_raw(node_of(self.b()[i])) };
+        let cap = self.capacity();
+        // SAFETY: bucket i holds a node from new_node, cleared below, so it's freed once.
+        let entry = unsafe { take_node(node_of(self.b()[i])) };
         // Backward shift: pull later buckets of the probe run into the hole when the hole
         // lies between their home and where they sit, so no lookup ever needs a tombstone.
+        let dist = |from: usize, to: usize| {
+            if to >= from {
+                to - from
+            } else {
+                to + cap - from
+            }
+        };
         let mut hole = i;
-        let mut j = (i + 1) & mask;
+        let mut j = step(i, cap);
         loop {
             let b = self.b()[j];
             if b == 0 {
                 break;
             }
-            let home = Self::home(b, mask);
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+            let home = Self::home(b, cap);
+            if dist(home, j) >= dist(hole, j) {
                 self.b_mut()[hole] = b;
                 hole = j;
             }
-            j = (j + 1) & mask;
+            j = step(j, cap);
         }
         self.b_mut()[hole] = 0;
         self.len -= 1;
         self.shrink_if_sparse();
-        Some(node.entry)
+        Some(entry)
     }
 
-    /// Gives memory back after mass deletion: a table under 1/8 full halves down to at most
+    /// Gives memory back after mass deletion: a table under 1/8 full shrinks to at most
     /// 1/4 full (so a grow, at 3/4, is far away), an empty one is freed.
     fn shrink_if_sparse(&mut self) {
         if self.len == 0 {
             drop(self.set_buckets(Box::default()));
         } else if self.capacity() > MIN_BUCKETS && (self.len as usize) * 8 < self.capacity() {
-            let want = (self.len as usize * 4).next_power_of_two().max(MIN_BUCKETS);
+            let want = cap_at_least(self.len as usize * 4);
             if want < self.capacity() {
                 self.resize(want);
             }
         }
     }
 
-    pub fn retain(&mut self, mut f: impl FnMut(&SBytes, &mut Entry) -> bool) {
+    pub fn retain(&mut self, mut f: impl FnMut(&[u8], &mut Entry) -> bool) {
         let mut removed = 0u32;
         for b in self.b_mut().iter_mut().filter(|b| **b != 0) {
-            // SAFETY: a live node owned by this table; &mut self makes the access exclusive.
-            let n = unsafe { &mut *node_of(*b) };
-            if !f(&n.key, &mut n.entry) {
-                // SAFETY: from Box::into_raw; the bucket is cleared, so it's freed once.
-                drop(unsafe { Box::from_raw(node_of(*b)) });
+            let p = node_of(*b);
+            // SAFETY: a live node owned by this table; &mut self makes the access
+            // exclusive, and the key and entry don't overlap.
+            let keep = unsafe { f(node_key(p), &mut *(p as *mut Entry)) };
+            if !keep {
+                // SAFETY: from new_node; the bucket is cleared, so it's freed once.
+                drop(unsafe { take_node(p) });
                 *b = 0;
                 removed += 1;
             }
@@ -335,11 +510,11 @@ impl SlotMap {
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&SBytes, &Entry)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.b().iter().filter(|&&b| b != 0).map(|&b| {
-            // SAFETY: a live node owned by this table; the borrow is tied to &self.
-            let n = unsafe { &*node_of(b) };
-            (&n.key, &n.entry)
+            let p = node_of(b);
+            // SAFETY: a live node owned by this table; the borrows are tied to &self.
+            unsafe { (node_key(p), &*(p as *const Entry)) }
         })
     }
 }
@@ -347,16 +522,16 @@ impl SlotMap {
 impl Drop for SlotMap {
     fn drop(&mut self) {
         for &b in self.b().iter().filter(|&&b| b != 0) {
-            // SAFETY: every non-empty bucket is a distinct pointer from Box::into_raw.
-            drop(unsafe { Box::from_raw(node_of(b)) });
+            // SAFETY: every non-empty bucket is a distinct node from new_node.
+            drop(unsafe { take_node(node_of(b)) });
         }
         drop(self.set_buckets(Box::default()));
     }
 }
 
 impl<'a> IntoIterator for &'a SlotMap {
-    type Item = (&'a SBytes, &'a Entry);
-    type IntoIter = Box<dyn Iterator<Item = (&'a SBytes, &'a Entry)> + 'a>;
+    type Item = (&'a [u8], &'a Entry);
+    type IntoIter = Box<dyn Iterator<Item = (&'a [u8], &'a Entry)> + 'a>;
     fn into_iter(self) -> Self::IntoIter {
         Box::new(self.iter())
     }
@@ -404,10 +579,7 @@ mod tests {
 
     fn check(m: &SlotMap, model: &HashMap<Vec<u8>, u64>) {
         assert_eq!(m.len(), model.len());
-        let mut seen: Vec<(Vec<u8>, i64)> = m
-            .iter()
-            .map(|(k, e)| (k.as_slice().to_vec(), val(e)))
-            .collect();
+        let mut seen: Vec<(Vec<u8>, i64)> = m.iter().map(|(k, e)| (k.to_vec(), val(e))).collect();
         seen.sort();
         let mut want: Vec<(Vec<u8>, i64)> =
             model.iter().map(|(k, v)| (k.clone(), *v as i64)).collect();
@@ -431,12 +603,15 @@ mod tests {
                 match o {
                     Op::Insert(k, v) => {
                         let k = key(k);
-                        if let Some(e) = m.get_mut(&k) {
-                            *e = entry(v);
+                        let old = if v % 2 == 0 {
+                            m.insert(&k, entry(v)).map(|e| val(&e))
+                        } else if let Some(e) = m.get_mut(&k) {
+                            Some(val(&std::mem::replace(e, entry(v))))
                         } else {
-                            m.insert_new(SBytes::new(&k), entry(v));
-                        }
-                        model.insert(k, v);
+                            m.insert_new(&k, entry(v));
+                            None
+                        };
+                        prop_assert_eq!(old, model.insert(k, v).map(|v| v as i64));
                     }
                     Op::Remove(k) => {
                         let k = key(k);
@@ -470,7 +645,7 @@ mod tests {
         let mut m = SlotMap::default();
         let n = 120_000u64;
         for i in 0..n {
-            m.insert_new(SBytes::new(format!("k{i}").as_bytes()), entry(i));
+            m.insert_new(format!("k{i}").as_bytes(), entry(i));
         }
         assert!(m.capacity() > TAG_SPAN);
         for i in (0..n).step_by(2) {
@@ -492,5 +667,62 @@ mod tests {
         m.retain(|_, _| false);
         assert_eq!(m.len(), 0);
         assert_eq!(m.capacity(), 0);
+    }
+
+    /// Keys of every length class round-trip: empty, one-byte lengths up to 254, and the
+    /// long form from 255 bytes on; a key of up to 15 bytes makes a 48-byte node.
+    #[test]
+    fn keys_of_every_length() {
+        let lens = [0usize, 1, 11, 15, 16, 200, 254, 255, 256, 1000, 70_000];
+        let mut m = SlotMap::default();
+        let keys: Vec<Vec<u8>> = lens
+            .iter()
+            .map(|&n| (0..n).map(|i| (i * 7 + n) as u8).collect())
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            m.insert_new(k, entry(i as u64));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(
+                m.get(k).map(val),
+                Some(i as i64),
+                "key of {} bytes",
+                k.len()
+            );
+        }
+        let mut seen: Vec<usize> = m.iter().map(|(k, _)| k.len()).collect();
+        seen.sort();
+        assert_eq!(seen, lens);
+        for (i, k) in keys.iter().enumerate().step_by(2) {
+            assert_eq!(m.remove(k).map(|e| val(&e)), Some(i as i64));
+        }
+        m.retain(|k, _| k.len() != 15);
+        let mut left: Vec<usize> = m.iter().map(|(k, _)| k.len()).collect();
+        left.sort();
+        assert_eq!(left, [1, 200, 255, 1000]);
+        assert_eq!(node_bytes(11), 48);
+        assert_eq!(node_bytes(15), 48);
+        assert_eq!(node_bytes(16), 64);
+    }
+
+    /// Bucket counts follow 2, 3, 4, 6, 8, 12, ...: the mean slot at 1M keys (61 keys)
+    /// sits in 96 buckets, and every count reached stays in the sequence.
+    #[test]
+    fn bucket_counts() {
+        let seq: Vec<usize> = std::iter::successors(Some(MIN_BUCKETS), |&c| Some(next_cap(c)))
+            .take(10)
+            .collect();
+        assert_eq!(seq, [2, 3, 4, 6, 8, 12, 16, 24, 32, 48]);
+        let mut m = SlotMap::default();
+        for i in 0..61u64 {
+            m.insert_new(format!("key:{i}").as_bytes(), entry(i));
+        }
+        assert_eq!(m.capacity(), 96);
+        for i in 0..55u64 {
+            m.remove(format!("key:{i}").as_bytes());
+        }
+        // Shrunk at 11 keys (under 1/8 of 96) to 48 buckets, at most 1/4 full.
+        assert_eq!(m.len(), 6);
+        assert_eq!(m.capacity(), 48);
     }
 }

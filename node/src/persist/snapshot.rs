@@ -36,7 +36,7 @@ pub fn copy_locked(g: &crate::db::Stripe, db: usize, _now: u64, out: &mut Vec<Co
         for (k, e) in m.iter() {
             let at = e.expire_at();
             let exp = (at != NO_EXPIRE).then_some(at as i64);
-            out.push((Bytes::copy_from_slice(k.as_slice()), to_rdb(&e.value), exp));
+            out.push((Bytes::copy_from_slice(k), to_rdb(&e.value), exp));
         }
     }
 }

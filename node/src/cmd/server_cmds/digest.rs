@@ -153,7 +153,7 @@ pub(super) fn digest(ctx: &mut Ctx<'_>) -> CmdResult {
             for m in &slots.maps {
                 for (k, e) in m.iter().filter(|(_, e)| live(e, now)) {
                     let mut d = [0u8; 20];
-                    mix(&mut d, k.as_slice());
+                    mix(&mut d, k);
                     value_digest(&mut d, e);
                     xor(&mut acc, &d);
                     any = true;
