@@ -353,6 +353,17 @@ impl TlsConn {
             .unwrap_or_default()
     }
 
+    /// Sends one command and reads its whole reply. Request-response only: the reader is
+    /// dropped with the call, so nothing else may be in flight.
+    pub fn query(&mut self, args: &[&str]) -> crate::resp::Reply {
+        use std::io::Write;
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.0
+            .write_all(&crate::resp::encode(&bytes))
+            .expect("write a command");
+        crate::resp::read_reply(&mut std::io::BufReader::new(&mut self.0))
+    }
+
     /// Sends one inline command and returns its reply's first line (or what the read
     /// said, e.g. a timeout, when none came).
     pub fn cmd(&mut self, line: &str) -> String {

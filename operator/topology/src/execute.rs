@@ -433,12 +433,9 @@ async fn migrate_all(
     deadline: Instant,
     out: &mut Outcome,
 ) {
-    // The nodes' export link has no TLS yet: with TLS-only nodes, slots move key by key.
-    let jobs = if opts.tls.is_none() {
-        migrate_atomic(jobs, pool, deadline, out).await
-    } else {
-        jobs
-    };
+    // Atomically where every node involved supports it (the export link is TLS with
+    // `tls-replication yes`, as replication is); what is left moves key by key.
+    let jobs = migrate_atomic(jobs, pool, deadline, out).await;
     if jobs.is_empty() {
         return;
     }

@@ -1,5 +1,6 @@
 //! The source's side of an atomic slot migration: one task per export job. It connects to
-//! the target's data port, authenticates with masteruser/masterauth when set, sends
+//! the target's data port (its TLS port over TLS with `tls-replication yes`, as Valkey picks
+//! the replication connection type for this link), authenticates with masteruser/masterauth when set, sends
 //! ESTABLISH, then the snapshot of the job's slots as write commands, then the live stream
 //! of writes to them, and answers the target's REQUEST-PAUSE / REQUEST-FAILOVER. Every
 //! decision is the pure machine's (`tessera_cluster::asm::machine`); this file does its I/O.
@@ -25,6 +26,7 @@ use crate::db::{stripe_of, SLOTS_PER_STRIPE, STRIPES};
 use crate::propagate::{Write, WriteSubscriber};
 use crate::repl::decoder::{Decoder, Event, StreamLimits};
 use crate::resp::recycle_view;
+use crate::server::unix::ClientStream;
 use crate::server::Server;
 
 const TICK: Duration = Duration::from_millis(100);
@@ -153,7 +155,8 @@ enum Ev {
 
 /// What the task holds while the job runs.
 struct Link {
-    sock: TcpStream,
+    /// Plain TCP, or TLS over it with `tls-replication yes`.
+    sock: ClientStream,
     dec: Decoder,
     feed: Option<Arc<Feed>>,
     sub: Option<Arc<dyn WriteSubscriber>>,
@@ -356,14 +359,28 @@ async fn connect(srv: &Arc<Server>, name: &JobName) -> Option<Link> {
         log.get(name).and_then(|j| j.target_node)
     }?;
     let node = crate::cluster::node(srv)?;
-    let addr = node.with_state(|st| st.nodes.get(&target).map(|n| (n.ip.clone(), n.port)));
+    let (tls_replication, tls_cluster) = {
+        let c = &srv.config.read().typed;
+        (c.tls_replication, c.tls_cluster)
+    };
+    // A node's `port` is the one the bus speaks (TLS with tls-cluster) and `pport` the other.
+    let addr = node.with_state(|st| {
+        st.nodes.get(&target).map(|n| {
+            let port = if tls_replication == tls_cluster {
+                n.port
+            } else {
+                n.pport
+            };
+            (n.ip.clone(), port)
+        })
+    });
     let fail = |msg: String| {
         let fx = step(srv, name, |job, ctx| {
             asm::machine::on_connect_result(job, Err(&msg), false, ctx)
         });
         super::run_effects(srv, name, fx);
     };
-    let Some((ip, port)) = addr else {
+    let Some((ip, port)) = addr.filter(|&(_, port)| port != 0) else {
         fail(asm::TARGET_NOT_FOUND.to_string());
         return None;
     };
@@ -381,6 +398,20 @@ async fn connect(srv: &Arc<Server>, name: &JobName) -> Option<Link> {
         }
     };
     let _ = sock.set_nodelay(true);
+    let sock = if tls_replication {
+        let cfg = crate::server::tls::client_config(&srv.config.read());
+        match cfg.map_err(|e| e.to_string()).and_then(|cfg| {
+            crate::server::tls::TlsStream::connect(sock, cfg, &ip).map_err(|e| e.to_string())
+        }) {
+            Ok(tls) => ClientStream::Tls(Arc::new(tls)),
+            Err(e) => {
+                fail(e);
+                return None;
+            }
+        }
+    } else {
+        ClientStream::Tcp(sock)
+    };
     let limits = {
         let c = srv.config.read();
         StreamLimits::new(
@@ -419,7 +450,7 @@ fn connect_error(e: &std::io::Error) -> String {
 /// over its limit or the target took no byte for `repl-timeout`: a stalled target must not
 /// hold the task in a write forever while the feed's memory grows.
 async fn put(
-    sock: &mut TcpStream,
+    sock: &mut ClientStream,
     bytes: &[u8],
     feed: Option<&Feed>,
     stall: Duration,
@@ -440,7 +471,7 @@ async fn put(
 }
 
 /// Reads one reply line (AUTH, ESTABLISH) within the sync I/O timeout, up to 16 KiB.
-async fn read_line(sock: &mut TcpStream) -> Option<Vec<u8>> {
+async fn read_line(sock: &mut ClientStream) -> Option<Vec<u8>> {
     let mut buf = Vec::new();
     let read = async {
         let mut byte = [0u8; 1];
@@ -615,7 +646,7 @@ fn copy_slots(srv: &Server, slots: &SlotSet, feed: &Feed, tx: &mpsc::Sender<Vec<
                         let exp = (at != crate::db::NO_EXPIRE).then_some(at as i64);
                         items.push((
                             db,
-                            Bytes::copy_from_slice(k.as_slice()),
+                            Bytes::copy_from_slice(k),
                             crate::db::rdb::to_rdb(&e.value),
                             exp,
                         ));
