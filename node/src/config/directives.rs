@@ -23,6 +23,12 @@ pub enum Kind {
         min: u64,
         max: u64,
     },
+    /// A memory amount that may also be negative (Valkey's signed memory configs: -1 for
+    /// "no limit"), stored in bytes.
+    SignedMem {
+        min: i64,
+        max: i64,
+    },
     /// An octal number (unixsocketperm).
     Octal {
         max: i64,
@@ -210,6 +216,11 @@ directives! {
     cluster_announce_hostname: String = d("cluster-announce-hostname", Kind::Str, "");
     cluster_preferred_endpoint_type: PreferredEndpoint = d("cluster-preferred-endpoint-type", Kind::Enum(PreferredEndpoint::NAMES), "ip");
     cluster_link_sendbuf_limit: u64 = d("cluster-link-sendbuf-limit", MEM, "0");
+    // Valkey 9's, for atomic slot migration: finished jobs GETSLOTMIGRATIONS keeps, and the
+    // export output still pending above which the source does not pause for the hand-off
+    // (-1: no limit). Hidden: redis-server 7.0 has neither.
+    cluster_slot_migration_log_max_len: u64 = hid("cluster-slot-migration-log-max-len", U64, "1000");
+    slot_migration_max_failover_repl_bytes: i64 = hid("slot-migration-max-failover-repl-bytes", Kind::SignedMem { min: -1, max: i64::MAX }, "0");
     hash_max_listpack_entries: u64 = d("hash-max-listpack-entries", U64, "512");
     hash_max_listpack_value: u64 = d("hash-max-listpack-value", MEM_I64, "64");
     hash_max_ziplist_entries: u64 = d("hash-max-ziplist-entries", U64, "512");

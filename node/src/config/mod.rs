@@ -519,6 +519,19 @@ impl Config {
                     _ => v.to_string(),
                 }
             }
+            Kind::SignedMem { min, max } => {
+                let v = match args[0].strip_prefix('-') {
+                    Some(_) => parse_ll(&args[0]),
+                    None => parse_memory(&args[0]).and_then(|v| i64::try_from(v).ok()),
+                }
+                .ok_or("argument must be a memory value")?;
+                if v < min || v > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                v.to_string()
+            }
             Kind::Octal { max } => {
                 let v = i64::from_str_radix(&args[0], 8)
                     .ok()
@@ -1203,6 +1216,13 @@ mod tests {
                 Kind::Bool => vec![vec!["yes".into()], vec!["no".into()]],
                 Kind::Int { min, max } => vec![vec![min.to_string()], vec![max.to_string()]],
                 Kind::Mem { min, max } => vec![vec![min.to_string()], vec![max.to_string()]],
+                Kind::SignedMem { min, max } => {
+                    vec![
+                        vec![min.to_string()],
+                        vec!["1mb".into()],
+                        vec![max.to_string()],
+                    ]
+                }
                 Kind::Octal { max } => vec![vec![format!("{max:o}")]],
                 Kind::Enum(opts) => opts.iter().map(|o| vec![o.to_string()]).collect(),
                 Kind::Str => vec![vec!["a b".into()]],

@@ -909,3 +909,69 @@ fn source_failover_during_export_leaves_keys_on_one_owner() {
     );
     assert_eq!(target.cli(&["DBSIZE"]).trim(), "0");
 }
+
+/// Valkey's two slot-migration directives, on both servers in one run: the same CONFIG
+/// SET / GET replies (values, memory units, -1, range and parse errors), and
+/// `cluster-slot-migration-log-max-len 0` empties the job list at the next cron on the
+/// source and on the target.
+#[test]
+fn migration_directives_match_valkey() {
+    let run = |bin: &'static str| -> Vec<String> {
+        let a = Proc::cluster(bin, "127.0.0.1", 2000);
+        let b = Proc::cluster(bin, "127.0.0.1", 2000);
+        let (aid, bid) = (a.myid(), b.myid());
+        let mut out = Vec::new();
+        let log = "cluster-slot-migration-log-max-len";
+        let bytes = "slot-migration-max-failover-repl-bytes";
+        for args in [
+            vec!["CONFIG", "GET", log],
+            vec!["CONFIG", "GET", bytes],
+            vec!["CONFIG", "SET", bytes, "-1"],
+            vec!["CONFIG", "GET", bytes],
+            vec!["CONFIG", "SET", bytes, "1mb"],
+            vec!["CONFIG", "GET", bytes],
+            vec!["CONFIG", "SET", bytes, "-2"],
+            vec!["CONFIG", "SET", bytes, "abc"],
+            vec!["CONFIG", "SET", bytes, "0"],
+            vec!["CONFIG", "SET", log, "-1"],
+            vec!["CONFIG", "SET", log, "x"],
+            vec!["CONFIG", "SET", log, "7"],
+            vec!["CONFIG", "GET", log],
+        ] {
+            out.push(format!("{args:?} -> {}", a.cli(&args).trim()));
+        }
+
+        let p = b.port.to_string();
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", &p]);
+        a.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+        wait_for(Duration::from_secs(20), "b sees a's slots", || {
+            owner(&b, 0).as_deref() == Some(aid.as_str())
+        });
+        wait_state_ok(&[&a, &b]);
+        let r = a.cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "99",
+            "NODE",
+            &bid,
+        ]);
+        assert_eq!(r.trim(), "OK", "{bin}");
+        wait_for(Duration::from_secs(30), "the job to succeed", || {
+            job_field(&a, "state").as_deref() == Some("success")
+                && job_field(&b, "state").as_deref() == Some("success")
+        });
+        for n in [&a, &b] {
+            assert_eq!(n.cli(&["CONFIG", "SET", log, "0"]).trim(), "OK");
+        }
+        wait_for(Duration::from_secs(10), "the logs to empty", || {
+            [&a, &b]
+                .iter()
+                .all(|n| n.cli(&["CLUSTER", "GETSLOTMIGRATIONS"]).trim().is_empty())
+        });
+        out
+    };
+    let (v, t) = (run(valkey_bin()), run(tessera_bin()));
+    assert_eq!(t, v, "tessera (left) and valkey (right) differ");
+}

@@ -21,10 +21,6 @@ use tessera_cluster::{ClusterNode, Reply};
 
 use crate::server::{now_ms, Server};
 
-/// Finished jobs kept for GETSLOTMIGRATIONS (Valkey's cluster-slot-migration-log-max-len
-/// default).
-const LOG_MAX_LEN: usize = 1000;
-
 /// `cluster-manual-failover-timeout`: fixed in Redis 7.0 (CLUSTER_MF_TIMEOUT); the
 /// source's write pause lasts twice this.
 const MF_TIMEOUT_MS: u64 = 5000;
@@ -43,10 +39,20 @@ pub struct Runtime {
     pub prevent_failover: std::sync::atomic::AtomicBool,
 }
 
+/// Finished jobs GETSLOTMIGRATIONS keeps (cluster-slot-migration-log-max-len).
+fn log_max_len(srv: &Server) -> usize {
+    let n = srv.config.read().typed.cluster_slot_migration_log_max_len;
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
 /// The facts the state machines read, at `now`.
 pub fn machine_ctx(srv: &Server, is_primary: bool) -> asm::Ctx {
     let mut c = asm::Ctx::new(now_ms());
-    c.repl_timeout_s = srv.config.read().typed.repl_timeout;
+    {
+        let cfg = &srv.config.read().typed;
+        c.repl_timeout_s = cfg.repl_timeout;
+        c.max_failover_repl_bytes = cfg.slot_migration_max_failover_repl_bytes;
+    }
     c.mf_timeout_ms = MF_TIMEOUT_MS;
     c.is_primary = is_primary;
     c.loading = srv
@@ -190,6 +196,9 @@ pub async fn cron(srv: std::sync::Weak<Server>) {
         let Some(node) = crate::cluster::node(&srv) else {
             return;
         };
+        // A lowered log length applies at the next cron, on every role (as Valkey's).
+        let max_len = log_max_len(&srv);
+        srv.asm.log.lock().trim(max_len);
         if !is_primary(node) {
             continue;
         }
@@ -281,6 +290,7 @@ fn establish(
     tracking_only: bool,
 ) -> (Reply, Option<JobName>) {
     let now = now_ms();
+    let max_len = log_max_len(srv);
     let made = node.with_state(|st| {
         let mut log = srv.asm.log.lock();
         let view = asm::StateView::new(st, &log);
@@ -292,7 +302,7 @@ fn establish(
             _ => asm::Job::new_tracking(e.name, e.ranges.clone(), now),
         };
         log.push_new(job);
-        log.trim(LOG_MAX_LEN);
+        log.trim(max_len);
         sync_hidden(srv, &log);
         Ok::<_, String>(e)
     });
@@ -319,6 +329,7 @@ fn establish(
 /// or none, each run by its own task (`export`).
 pub fn migrateslots(srv: &std::sync::Arc<Server>, node: &ClusterNode, args: &[&[u8]]) -> Reply {
     let now = now_ms();
+    let max_len = log_max_len(srv);
     let made = node.with_state(|st| {
         let mut log = srv.asm.log.lock();
         let view = asm::StateView::new(st, &log);
@@ -332,7 +343,7 @@ pub fn migrateslots(srv: &std::sync::Arc<Server>, node: &ClusterNode, args: &[&[
             .collect();
         let names: Vec<JobName> = jobs.iter().map(|j| j.name).collect();
         log.push_new_batch(jobs);
-        log.trim(LOG_MAX_LEN);
+        log.trim(max_len);
         Ok::<_, String>(names)
     });
     match made {
