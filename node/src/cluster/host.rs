@@ -122,10 +122,14 @@ impl tessera_cluster::Host for KeyspaceHost {
     }
 
     fn delete_keys_in_slot(&self, slot: u16) -> usize {
-        self.srv
-            .upgrade()
-            .map(|s| delete_slot(&s, slot))
-            .unwrap_or(0)
+        let Some(s) = self.srv.upgrade() else {
+            return 0;
+        };
+        let n = delete_slot(&s, slot);
+        // A slot lost to a newer owner may be an export's hand-off: its task looks at
+        // once instead of at its next tick (writes stay paused until it does).
+        s.asm.changed.notify_waiters();
+        n
     }
 
     fn db_size(&self) -> usize {
@@ -145,9 +149,11 @@ impl tessera_cluster::Host for KeyspaceHost {
             // A master demoted by a manual failover lifts its pause: it follows the new
             // master's stream from now on.
             if master.is_some() && self.paused.swap(false, Ordering::SeqCst) {
-                s.pause.until.store(0, Ordering::SeqCst);
+                s.pause.lift();
             }
             crate::repl::set_master(&s, master);
+            // Losing the last slot (an export's hand-off) makes a master a replica.
+            s.asm.changed.notify_waiters();
         }
     }
 
@@ -166,7 +172,7 @@ impl tessera_cluster::Host for KeyspaceHost {
         let s = self.srv.upgrade()?;
         if until_ms == 0 {
             if self.paused.swap(false, Ordering::SeqCst) {
-                s.pause.until.store(0, Ordering::SeqCst);
+                s.pause.lift();
             }
             return None;
         }

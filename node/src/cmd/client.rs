@@ -402,7 +402,7 @@ pub(crate) fn held_by_write_pause(
 }
 
 fn unpause(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
-    ctx.srv.pause.until.store(0, Ordering::Relaxed);
+    ctx.srv.pause.lift();
     ctx.out.ok();
     Ok(())
 }

@@ -350,7 +350,7 @@ fn give_up(srv: &Server) {
     p.shutdown_now.store(false, Ordering::Relaxed);
     p.shutdown_failover.store(false, Ordering::Relaxed);
     ctl.writes_stopped.store(false, Ordering::SeqCst);
-    srv.pause.until.store(0, Ordering::SeqCst);
+    srv.pause.lift();
     srv.pause.write_only.store(false, Ordering::SeqCst);
     ctl.gave_up.send_modify(|n| *n = n.wrapping_add(1));
 }

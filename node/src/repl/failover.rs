@@ -171,7 +171,7 @@ pub fn command(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// Ends the failover, resuming writes (Redis's clearFailoverState).
 fn clear(srv: &Server) {
     *srv.repl.failover.0.lock() = Failover::default();
-    srv.pause.until.store(0, Ordering::SeqCst);
+    srv.pause.lift();
     srv.pause.write_only.store(false, Ordering::SeqCst);
 }
 

@@ -912,7 +912,10 @@ async fn process(
                         held = Some(srv.blocking.hold_paused(cl.id));
                     }
                     flush(sock, out, &mut rd.rb, srv, &cl.handle, cl.aof_mark).await?;
-                    tokio::time::sleep_until(until.into()).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until.into()) => {}
+                        _ = srv.pause.lifted.notified() => {}
+                    }
                     cl.now_ms = 0;
                 }
                 o => break o,

@@ -87,6 +87,17 @@ pub struct Pause {
     pub until: AtomicU64,
     /// true: only write commands are paused (PAUSE ... WRITE).
     pub write_only: AtomicBool,
+    /// Woken when a pause is lifted, so held commands run at once rather than at their
+    /// next retry (an atomic slot migration's hand-off pause is a few milliseconds).
+    pub lifted: Notify,
+}
+
+impl Pause {
+    /// Ends the pause and wakes the commands it holds.
+    pub fn lift(&self) {
+        self.until.store(0, Ordering::SeqCst);
+        self.lifted.notify_waiters();
+    }
 }
 
 /// Everything connections share.

@@ -146,7 +146,10 @@ pub fn spawn(srv: &Arc<Server>, name: JobName) {
 
 /// What woke the task.
 enum Ev {
+    /// Live writes to stream.
     Wake,
+    /// `Runtime::changed`: the job or the slot table changed outside the link.
+    Changed,
     Chunk(Option<Vec<u8>>),
     /// Bytes read (0: the link closed or failed).
     Read(usize),
@@ -202,7 +205,7 @@ async fn run(srv: &Arc<Server>, name: JobName) {
                 }
             };
             tokio::select! {
-                _ = srv.asm.changed.notified() => Ev::Wake,
+                _ = srv.asm.changed.notified() => Ev::Changed,
                 _ = feed_ready => Ev::Wake,
                 c = chunk => Ev::Chunk(c),
                 n = link.sock.read_buf(link.dec.read_space()) => Ev::Read(n.map_or(0, |n| n)),
@@ -260,7 +263,9 @@ async fn run(srv: &Arc<Server>, name: JobName) {
                 });
                 fx.extend(more);
             },
-            Ev::Tick => {
+            // Something outside the link changed (the target's claim, a FLUSHALL): look now
+            // rather than at the next tick, as writes may be paused meanwhile.
+            Ev::Tick | Ev::Changed => {
                 let pending = link.feed.as_ref().map_or(0, |f| f.pending());
                 fx = cron(srv, &name, pending);
             }
@@ -268,9 +273,13 @@ async fn run(srv: &Arc<Server>, name: JobName) {
         if closed {
             let fx = step(srv, &name, asm::machine::on_link_closed);
             let _ = perform(srv, &name, &mut link, fx).await;
-            // In failover-granted the job waits for the new owner without its link.
+            // In failover-granted the job waits for the new owner without its link (the
+            // target may close it once it claimed the slots): the claim's arrival wakes it.
             while alive(srv, &name) {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = srv.asm.changed.notified() => {}
+                }
                 let fx = cron(srv, &name, 0);
                 if perform(srv, &name, &mut link, fx).await.is_err() {
                     break;
@@ -299,6 +308,11 @@ async fn run(srv: &Arc<Server>, name: JobName) {
     if let Some(sub) = link.sub.take() {
         srv.persist.prop.unsubscribe(&sub);
     }
+    let (state, message) = srv.asm.log.lock().get(&name).map_or_else(
+        || ("unknown".to_string(), String::new()),
+        |j| (j.state.as_str().to_string(), j.message.clone()),
+    );
+    tracing::info!(job = %name.to_str_lossy(), %state, %message, "slot migration: export ended");
 }
 
 /// True while the job is in progress.
@@ -721,7 +735,7 @@ pub(super) fn release_pause(srv: &Server, name: &JobName) {
     };
     // Only a pause an export set is lifted (a failed connect must not end a CLIENT PAUSE).
     if still.is_none() && srv.asm.paused.swap(false, Ordering::SeqCst) {
-        srv.pause.until.store(0, Ordering::SeqCst);
+        srv.pause.lift();
     }
     let Some(node) = crate::cluster::node(srv) else {
         return;
