@@ -135,11 +135,20 @@ pub fn build(desired: &Desired, snap: &Snapshot, planned: &Planned) -> TopologyR
         })
         .collect();
     let mut stuck = planned.stuck.clone();
+    // A drained pod (of a group past `shards`) that turned replica when it gave away its
+    // last slot (Redis's rule for an emptied master) is on its way out: its sync is not
+    // waited for.
+    let drained = |pod: &str| {
+        snap.pods
+            .iter()
+            .any(|p| p.endpoint.pod == pod && p.endpoint.shard >= desired.shards)
+    };
     let unsynced: Vec<&str> = shards
         .iter()
         .filter(|v| v.shard < desired.shards)
         .flat_map(|v| v.replica_sync.iter().filter(|r| !r.in_sync))
         .map(|r| r.pod.as_str())
+        .filter(|pod| !drained(pod))
         .collect();
     if !unsynced.is_empty() {
         stuck.push(format!(
