@@ -32,7 +32,7 @@ WORK=$(mktemp -d /tmp/bench-reshard.XXXXXX)
 PIDS=()
 
 cleanup() {
-  [ -n "${WRITER_PID:-}" ] && kill "$WRITER_PID" 2>/dev/null
+  [ -z "${WRITER_PID:-}" ] || kill "$WRITER_PID" 2>/dev/null || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
