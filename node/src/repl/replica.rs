@@ -64,12 +64,13 @@ pub async fn run(srv: Arc<Server>, host: String, port: u16, gen: u64) {
         {
             return;
         }
+        let started = now_ms();
         let r = session(&srv, &host, port, gen).await;
         let in_handshake = srv.repl.handshake.swap(false, Ordering::AcqRel);
-        let was_up = srv.repl.link_up.swap(false, Ordering::AcqRel);
+        // The session marked the link down (LinkDownFirst) before its socket closed.
+        let was_up = srv.repl.link_down_since.load(Ordering::Relaxed) >= started;
         srv.repl.sync_in_progress.store(false, Ordering::Release);
         if was_up {
-            srv.repl.link_down_since.store(now_ms(), Ordering::Relaxed);
             backoff = Duration::from_millis(100);
         }
         match r {
@@ -84,6 +85,22 @@ pub async fn run(srv: Arc<Server>, host: String, port: u16, gen: u64) {
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Marks the link down when the session ends, declared after the socket so it drops
+/// first: a master that sees the link close and asks at once finds it down, as with Redis,
+/// which updates the state in the same step as it closes the socket.
+struct LinkDownFirst<'a>(&'a Server);
+
+impl Drop for LinkDownFirst<'_> {
+    fn drop(&mut self) {
+        if self.0.repl.link_up.swap(false, Ordering::AcqRel) {
+            self.0
+                .repl
+                .link_down_since
+                .store(now_ms(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -250,6 +267,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         dec: Decoder::new(limits),
         timeout,
     };
+    let _down_first = LinkDownFirst(srv);
     let stale = || srv.repl.generation.load(Ordering::Acquire) != gen;
 
     // Handshake, in Redis's order: PING before AUTH, so an authentication or permission
