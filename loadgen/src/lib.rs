@@ -7,3 +7,15 @@
 
 pub mod mix;
 pub mod writer;
+
+use std::time::Duration;
+
+/// The value below which a fraction `q` (0..=1) of the `sorted` latencies fall; zero for
+/// none.
+pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    sorted[i]
+}

@@ -62,11 +62,7 @@ impl Report {
 
     /// Batch latency below which a fraction `q` of batches finished.
     pub fn quantile(&self, q: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let i = ((self.latencies.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
-        self.latencies[i]
+        crate::quantile(&self.latencies, q)
     }
 }
 
@@ -133,6 +129,40 @@ fn reply_len(buf: &[u8]) -> Result<Option<(usize, bool)>, MixError> {
     }
 }
 
+/// Reads `n` replies; returns how many were not errors, and the error replies' text.
+async fn read_replies(
+    sock: &mut TcpStream,
+    inbuf: &mut Vec<u8>,
+    chunk: &mut [u8],
+    mut n: u32,
+) -> Result<(u64, Vec<String>), MixError> {
+    let (mut ok, mut bad) = (0u64, Vec::new());
+    while n > 0 {
+        if let Some((len, err)) = reply_len(inbuf)? {
+            if err {
+                bad.push(
+                    String::from_utf8_lossy(&inbuf[..len])
+                        .trim_end()
+                        .to_string(),
+                );
+            } else {
+                ok += 1;
+            }
+            inbuf.drain(..len);
+            n -= 1;
+            continue;
+        }
+        let r = sock.read(chunk).await?;
+        if r == 0 {
+            return Err(MixError::Protocol(
+                "the server closed the connection".into(),
+            ));
+        }
+        inbuf.extend_from_slice(&chunk[..r]);
+    }
+    Ok((ok, bad))
+}
+
 /// One connection's loop until `deadline`.
 async fn conn_loop(
     cfg: Config,
@@ -174,33 +204,9 @@ async fn conn_loop(
         }
         let t0 = Instant::now();
         sock.write_all(&out).await?;
-        let mut pending = cfg.pipeline;
-        while pending > 0 {
-            while pending > 0 {
-                match reply_len(&inbuf)? {
-                    Some((n, err)) => {
-                        inbuf.drain(..n);
-                        pending -= 1;
-                        if err {
-                            errors += 1;
-                        } else {
-                            served += 1;
-                        }
-                    }
-                    None => break,
-                }
-            }
-            if pending == 0 {
-                break;
-            }
-            let n = sock.read(&mut chunk).await?;
-            if n == 0 {
-                return Err(MixError::Protocol(
-                    "the server closed the connection".into(),
-                ));
-            }
-            inbuf.extend_from_slice(&chunk[..n]);
-        }
+        let (ok, bad) = read_replies(&mut sock, &mut inbuf, &mut chunk, cfg.pipeline).await?;
+        served += ok;
+        errors += bad.len() as u64;
         lat.push(t0.elapsed());
     }
     Ok((served, errors, lat))
@@ -239,7 +245,7 @@ pub async fn run(cfg: Config) -> Result<Report, MixError> {
 /// Loads every key (`SET key:<i> <value>`) with deep pipelines over a few connections.
 pub async fn preload(addr: &str, keys: u64, value_size: usize) -> Result<(), MixError> {
     const CONNS: u64 = 4;
-    const BATCH: u64 = 1000;
+    const BATCH: u32 = 1000;
     let value = vec![b'x'; value_size];
     let mut tasks = Vec::new();
     for c in 0..CONNS {
@@ -262,24 +268,9 @@ pub async fn preload(addr: &str, keys: u64, value_size: usize) -> Result<(), Mix
                     n += 1;
                 }
                 sock.write_all(&out).await?;
-                while n > 0 {
-                    if let Some((len, err)) = reply_len(&inbuf)? {
-                        if err {
-                            return Err(MixError::Protocol(
-                                String::from_utf8_lossy(&inbuf[..len]).into(),
-                            ));
-                        }
-                        inbuf.drain(..len);
-                        n -= 1;
-                        continue;
-                    }
-                    let r = sock.read(&mut chunk).await?;
-                    if r == 0 {
-                        return Err(MixError::Protocol(
-                            "the server closed the connection".into(),
-                        ));
-                    }
-                    inbuf.extend_from_slice(&chunk[..r]);
+                let (_, bad) = read_replies(&mut sock, &mut inbuf, &mut chunk, n).await?;
+                if let Some(e) = bad.into_iter().next() {
+                    return Err(MixError::Protocol(e));
                 }
             }
             Ok::<_, MixError>(())

@@ -59,11 +59,7 @@ pub struct Tally {
 impl Tally {
     /// The latency below which a fraction `q` (0..=1) of the writes finished.
     pub fn quantile(&self, q: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let idx = ((self.latencies.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
-        self.latencies[idx]
+        crate::quantile(&self.latencies, q)
     }
 }
 

@@ -326,10 +326,16 @@ impl SlotMap {
     /// The bucket index of `k`, if present.
     #[inline]
     fn find(&self, k: &[u8]) -> Option<usize> {
+        self.find_hashed(k, hash(k))
+    }
+
+    /// [`Self::find`] with the key's hash already computed.
+    #[inline]
+    fn find_hashed(&self, k: &[u8], h: u64) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
-        self.candidates(hash(k))
+        self.candidates(h)
             // SAFETY: non-empty buckets hold live nodes owned by this table.
             .find(|&(_, b)| unsafe { node_key(node_of(b)) == k })
             .map(|(i, _)| i)
@@ -360,17 +366,11 @@ impl SlotMap {
     #[inline]
     pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
         let h = hash(key);
-        if self.len != 0 {
-            // SAFETY: non-empty buckets hold live nodes owned by this table.
-            let found = self
-                .candidates(h)
-                .find(|&(_, b)| unsafe { node_key(node_of(b)) == key });
-            if let Some((_, b)) = found {
-                // SAFETY: a live node owned by this table, which starts with its Entry;
-                // &mut self makes the access exclusive.
-                let slot = unsafe { &mut *(node_of(b) as *mut Entry) };
-                return Some(std::mem::replace(slot, entry));
-            }
+        if let Some(i) = self.find_hashed(key, h) {
+            // SAFETY: a live node owned by this table, which starts with its Entry;
+            // &mut self makes the access exclusive.
+            let slot = unsafe { &mut *(node_of(self.b()[i]) as *mut Entry) };
+            return Some(std::mem::replace(slot, entry));
         }
         self.insert_hashed(key, h, entry);
         None
