@@ -163,6 +163,7 @@ fn replies_held_for_the_tick_go_out_before_a_busy_script() {
     // is past busy-reply-threshold (100 ms here), and so must the node.
     let srv = start(&["--busy-reply-threshold", "100"]);
     let mut admin = Raw::connect(srv.port);
+    let mut pongs = 0;
     for round in 0..10 {
         let mut a = std::net::TcpStream::connect(("127.0.0.1", srv.port)).expect("connect");
         let mut b = std::net::TcpStream::connect(("127.0.0.1", srv.port)).expect("connect");
@@ -185,7 +186,17 @@ fn replies_held_for_the_tick_go_out_before_a_busy_script() {
         }
         assert!(killed, "round {round}: the script could not be killed");
         read.unwrap_or_else(|e| panic!("round {round}: no PING reply during the script: {e}"));
-        assert_eq!(&got, b"+PONG\r\n", "round {round}");
+        // On a loaded machine the PING can reach the node after the script started; then
+        // BUSY is the answer (as from Redis), and it too must come during the script.
+        match &got {
+            b"+PONG\r\n" => pongs += 1,
+            b"-BUSY R" => {
+                let mut rest = String::new();
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut a), &mut rest)
+                    .expect("rest of the BUSY error");
+            }
+            other => panic!("round {round}: {:?}", String::from_utf8_lossy(other)),
+        }
         let mut err = String::new();
         let mut br = std::io::BufReader::new(b);
         std::io::BufRead::read_line(&mut br, &mut err).expect("EVAL reply");
@@ -194,4 +205,6 @@ fn replies_held_for_the_tick_go_out_before_a_busy_script() {
             "round {round}: {err}"
         );
     }
+    // The held-reply path is the point: most rounds read both requests in one tick.
+    assert!(pongs > 0, "no round read the PING before the script started");
 }
