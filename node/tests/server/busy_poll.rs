@@ -206,5 +206,8 @@ fn replies_held_for_the_tick_go_out_before_a_busy_script() {
         );
     }
     // The held-reply path is the point: most rounds read both requests in one tick.
-    assert!(pongs > 0, "no round read the PING before the script started");
+    assert!(
+        pongs > 0,
+        "no round read the PING before the script started"
+    );
 }

@@ -46,10 +46,13 @@ fn our_replica_takes_over_a_killed_redis_master() {
                 && cmd_string(r2.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
         },
     );
+    wait_for(Duration::from_secs(30), "config epochs settled", || {
+        config_settled(&[a.nodes(), b.nodes(), r1.nodes(), r2.nodes()])
+    });
     let epoch_before = parse_nodes(&r2.nodes())[&ids[2]].epoch;
 
     r1.kill();
-    let took = wait_for(
+    let took = wait_or_show(
         Duration::from_secs(60),
         "b promoted with r1's slots everywhere",
         || {
@@ -61,6 +64,15 @@ fn our_replica_takes_over_a_killed_redis_master() {
                         && n.epoch > epoch_before
                 })
             })
+        },
+        || {
+            format!(
+                "a:\n{}\nb:\n{}\nr2:\n{}\nr2 log:\n{}",
+                a.nodes(),
+                b.nodes(),
+                r2.nodes(),
+                r2.log()
+            )
         },
     );
     println!("failover completed {took:?} after SIGKILL");

@@ -170,14 +170,25 @@ pub fn cmd_string(port: u16, args: &[&str]) -> String {
 }
 
 /// Polls `f` every 50 ms until it holds; panics with `what` after `limit`.
-pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+pub fn wait_for(limit: Duration, what: &str, f: impl FnMut() -> bool) -> Duration {
+    wait_or_show(limit, what, f, String::new)
+}
+
+/// `wait_for` that puts `show()` (the nodes' views, a log) in the panic message, for waits
+/// whose failure cannot be understood from the condition alone.
+pub fn wait_or_show(
+    limit: Duration,
+    what: &str,
+    mut f: impl FnMut() -> bool,
+    show: impl FnOnce() -> String,
+) -> Duration {
     let t0 = Instant::now();
     loop {
         if f() {
             return t0.elapsed();
         }
         if t0.elapsed() > limit {
-            panic!("timed out after {limit:?} waiting for {what}");
+            panic!("timed out after {limit:?} waiting for {what}\n{}", show());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -362,6 +373,33 @@ pub fn sees_all_connected(text: &str, ids: &[String]) -> bool {
                         .any(|f| f == "handshake" || f.starts_with("fail"))
             })
         })
+}
+
+/// Every view shows every node with the same config epoch, and no two masters share one:
+/// the epoch-collision round after forming is over everywhere. A master that bumps its
+/// epoch and dies before its replica hears of it leaves the replica asking for votes with
+/// the old epoch, which every voter that heard the new one refuses (redis-server 7.0 as
+/// well): a test that kills a master first waits for this.
+pub fn config_settled(views: &[String]) -> bool {
+    let parsed: Vec<_> = views.iter().map(|v| parse_nodes(v)).collect();
+    let Some(first) = parsed.first() else {
+        return true;
+    };
+    let same = parsed.iter().all(|m| {
+        m.len() == first.len()
+            && first
+                .iter()
+                .all(|(id, n)| m.get(id).is_some_and(|o| o.epoch == n.epoch))
+    });
+    let mut master_epochs: Vec<u64> = first
+        .values()
+        .filter(|n| n.flags.iter().any(|f| f == "master"))
+        .map(|n| n.epoch)
+        .collect();
+    let masters = master_epochs.len();
+    master_epochs.sort_unstable();
+    master_epochs.dedup();
+    same && master_epochs.len() == masters
 }
 
 /// Slot ownership as id → slot ranges.
