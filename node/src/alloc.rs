@@ -48,10 +48,30 @@ pub fn real_size(size: usize) -> u64 {
 
 pub struct CountingAlloc;
 
+/// The alignment every mimalloc block of at least this many bytes has (its
+/// MI_MAX_ALIGN_SIZE, max_align_t's: block sizes past 8 are multiples of 16).
+const MI_MAX_ALIGN: usize = 16;
+
+/// Whether plain `mi_malloc` already aligns a block of `l` (as Rust's own System allocator
+/// decides for malloc). The `mimalloc` crate sends every layout to `mi_malloc_aligned`,
+/// whose fast path only serves a size class whose current page still has a free block;
+/// otherwise, for a class that is not a power of two (48, 80, 96, 768 bytes...), it
+/// over-allocates size + align - 1 in the next class and never opens a new page of its
+/// own. Measured on 1M keyspace nodes of 43 bytes: nearly all went to 64-byte blocks, 16
+/// bytes per key of RSS that used_memory (which counts 48) did not show.
+#[inline]
+fn plain(align: usize, size: usize) -> bool {
+    align <= MI_MAX_ALIGN && align <= size
+}
+
 unsafe impl GlobalAlloc for CountingAlloc {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = MiMalloc.alloc(l);
+        let p = if plain(l.align(), l.size()) {
+            libmimalloc_sys::mi_malloc(l.size()) as *mut u8
+        } else {
+            MiMalloc.alloc(l)
+        };
         if !p.is_null() {
             USED.fetch_add(real_size(l.size()), Ordering::Relaxed);
         }
@@ -60,7 +80,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = MiMalloc.alloc_zeroed(l);
+        let p = if plain(l.align(), l.size()) {
+            libmimalloc_sys::mi_zalloc(l.size()) as *mut u8
+        } else {
+            MiMalloc.alloc_zeroed(l)
+        };
         if !p.is_null() {
             USED.fetch_add(real_size(l.size()), Ordering::Relaxed);
         }
@@ -75,7 +99,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = MiMalloc.realloc(p, l, new);
+        let q = if plain(l.align(), new) {
+            libmimalloc_sys::mi_realloc(p as *mut std::ffi::c_void, new) as *mut u8
+        } else {
+            MiMalloc.realloc(p, l, new)
+        };
         if !q.is_null() {
             USED.fetch_add(
                 real_size(new).wrapping_sub(real_size(l.size())),
@@ -154,4 +182,55 @@ mod tests {
     }
 
     const MI_MAX: usize = super::MI_LARGE_MAX_OBJ_SIZE;
+
+    /// A run of allocations of one size class whose block is not a power of two (a
+    /// keyspace node of a short key) fills blocks of that class, as used_memory counts
+    /// them, and each block keeps its layout's alignment; bigger alignments still work.
+    #[test]
+    fn blocks_are_the_counted_class_and_aligned() {
+        use std::alloc::{GlobalAlloc, Layout};
+        let a = super::CountingAlloc;
+        for (size, align) in [
+            (43, 8),
+            (24, 8),
+            (40, 16),
+            (8, 8),
+            (768, 8),
+            (100, 32),
+            (4, 8),
+        ] {
+            let l = Layout::from_size_align(size, align).expect("layout");
+            // Several pages' worth, so the class's first page fills and a new one opens.
+            let ptrs: Vec<*mut u8> = (0..5000)
+                .map(|i| {
+                    // SAFETY: a valid non-zero layout; freed below with the same one.
+                    let p = unsafe {
+                        if i % 2 == 0 {
+                            a.alloc(l)
+                        } else {
+                            a.alloc_zeroed(l)
+                        }
+                    };
+                    assert!(!p.is_null());
+                    assert_eq!(p as usize % align, 0, "size {size} align {align}");
+                    p
+                })
+                .collect();
+            if align <= size && align <= 16 {
+                for &p in &ptrs {
+                    // SAFETY: p is a live block from mimalloc.
+                    let usable = unsafe { libmimalloc_sys::mi_usable_size(p as *const _) };
+                    assert_eq!(usable as u64, real_size(size), "size {size} align {align}");
+                }
+            }
+            for p in ptrs {
+                // SAFETY: allocated above with `l`, freed once.
+                unsafe {
+                    let q = a.realloc(p, l, size * 3);
+                    assert_eq!(q as usize % align, 0, "realloc size {size} align {align}");
+                    a.dealloc(q, Layout::from_size_align(size * 3, align).expect("layout"));
+                }
+            }
+        }
+    }
 }
