@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEPS_STAMP := .tools/.deps-ok
 
 .PHONY: all deps build release test test-unit lint fmt crds chart demo demo-down image fuzz \
-        bench bench-node bench-bus bench-persist bench-reshard bench-failover bench-metrics clean conformance
+        bench bench-node bench-bus bench-persist bench-reshard bench-failover bench-workloads bench-metrics clean conformance
 
 all: build
 
@@ -66,6 +66,10 @@ bench: bench-node bench-bus bench-persist bench-reshard bench-failover
 
 bench-node: deps release
 	bash scripts/bench-node.sh
+
+## Many connections, big values, a Zipf GET/SET mix, 3-master clusters, BGSAVE and a replica's sync under load.
+bench-workloads: deps release
+	bash scripts/bench-workloads.sh
 
 bench-bus: deps release
 	bash scripts/bench-bus.sh

@@ -384,3 +384,4 @@ OUT=${BENCH_OUT:-$OUT}
     done
 } | tee "$OUT"
 echo "saved $OUT"
+# More workloads (many connections, big values, a Zipf mix, clusters, BGSAVE and sync under load): scripts/bench-workloads.sh
