@@ -20,6 +20,42 @@ fn put_len(buf: &mut BytesMut, prefix: u8, n: i64) {
     buf.extend_from_slice(b"\r\n");
 }
 
+/// Appends `s`, copying a big one back to front when its destination sits just past the
+/// source modulo 4 KiB. The CPU matches a load against earlier stores by the low 12 address
+/// bits only, so a forward copy whose stores land 1-63 bytes ahead of its loads (mod 4096)
+/// stalls on nearly every load ("4K aliasing"). That is the common case for a big value:
+/// mimalloc page-aligns both the value and the output buffer, and the reply header
+/// (`$102400\r\n`) puts the copy 9 bytes ahead. Measured on this machine's EPYC, 100 KB:
+/// 37 us forward against 4-8 us backward or at other offsets; GET of 100 KB values took
+/// twice Redis's CPU because of it.
+#[inline]
+pub fn put_bytes(buf: &mut BytesMut, s: &[u8]) {
+    const BIG: usize = 4096;
+    const CHUNK: usize = 64;
+    if s.len() < BIG {
+        buf.extend_from_slice(s);
+        return;
+    }
+    buf.reserve(s.len());
+    let dst = buf.spare_capacity_mut();
+    let ahead = (dst.as_ptr() as usize).wrapping_sub(s.as_ptr() as usize) & 4095;
+    if !(1..CHUNK).contains(&ahead) {
+        buf.extend_from_slice(s);
+        return;
+    }
+    let dst = dst.as_mut_ptr() as *mut u8;
+    let mut end = s.len();
+    while end > 0 {
+        let from = end.saturating_sub(CHUNK);
+        // SAFETY: `reserve` made room for s.len() bytes at `dst`; [from, end) lies inside
+        // both `s` and that room, and a live &[u8] cannot overlap the buffer's spare room.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr().add(from), dst.add(from), end - from) };
+        end = from;
+    }
+    // SAFETY: the s.len() bytes after the initialized part were all written above.
+    unsafe { buf.advance_mut(s.len()) };
+}
+
 impl Out {
     pub fn new(resp3: bool) -> Self {
         Out {
@@ -68,7 +104,7 @@ impl Out {
     #[inline]
     pub fn bulk(&mut self, s: &[u8]) {
         put_len(&mut self.buf, b'$', s.len() as i64);
-        self.buf.extend_from_slice(s);
+        put_bytes(&mut self.buf, s);
         self.buf.extend_from_slice(b"\r\n");
     }
 
@@ -161,7 +197,7 @@ impl Out {
             put_len(&mut self.buf, b'=', (s.len() + 4) as i64);
             self.buf.extend_from_slice(fmt.as_bytes());
             self.buf.put_u8(b':');
-            self.buf.extend_from_slice(s);
+            put_bytes(&mut self.buf, s);
             self.buf.extend_from_slice(b"\r\n");
         } else {
             self.bulk(s);
@@ -193,7 +229,7 @@ impl Out {
 
     /// Appends already-encoded RESP bytes.
     pub fn raw(&mut self, b: &[u8]) {
-        self.buf.extend_from_slice(b);
+        put_bytes(&mut self.buf, b);
     }
 }
 
@@ -242,6 +278,32 @@ fn trim_zeros(s: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+
+    /// Big copies come out byte-exact whatever the distance between source and
+    /// destination, the back-to-front path included (every offset mod 4096 is tried).
+    #[test]
+    fn put_bytes_copies_exactly_at_every_alignment() {
+        let src: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut backward = 0;
+        for len in [0usize, 1, 4095, 4096, 5000, 12_345] {
+            for o in (0..4096).step_by(if len >= 4096 { 1 } else { 257 }) {
+                let s = &src[o..o + len];
+                let mut buf = BytesMut::with_capacity(16);
+                buf.extend_from_slice(b"$9\r\n");
+                buf.reserve(len);
+                let ahead = (buf.spare_capacity_mut().as_ptr() as usize)
+                    .wrapping_sub(s.as_ptr() as usize)
+                    & 4095;
+                if len >= 4096 && (1..64).contains(&ahead) {
+                    backward += 1;
+                }
+                put_bytes(&mut buf, s);
+                assert_eq!(&buf[..4], b"$9\r\n");
+                assert_eq!(&buf[4..], s, "len {len} offset {o}");
+            }
+        }
+        assert!(backward > 0, "no copy took the back-to-front path");
+    }
     use super::*;
 
     #[test]
