@@ -197,7 +197,9 @@ async fn serve(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     share: &Share,
 ) -> std::io::Result<()> {
-    let mut inbuf = BytesMut::with_capacity(QueryBuf::IO_LEN);
+    // Nothing allocated before the first read, as Redis's query buffer (qbuf-free=0 until
+    // then): the read path makes the room.
+    let mut inbuf = BytesMut::new();
     let mut out = Out::new(false);
     let mut rd = Requests {
         args: Vec::with_capacity(8),
