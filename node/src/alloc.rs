@@ -216,7 +216,7 @@ mod tests {
                     p
                 })
                 .collect();
-            if align <= size && align <= 16 {
+            if super::plain(align, size) {
                 for &p in &ptrs {
                     // SAFETY: p is a live block from mimalloc.
                     let usable = unsafe { libmimalloc_sys::mi_usable_size(p as *const _) };

@@ -20,6 +20,19 @@ fn put_len(buf: &mut BytesMut, prefix: u8, n: i64) {
     buf.extend_from_slice(b"\r\n");
 }
 
+/// Copies shorter than this go forward whatever their alignment (the stall costs little).
+const BIG_COPY: usize = 4096;
+/// The back-to-front copy's step; also the distance under which a forward copy stalls.
+const CHUNK: usize = 64;
+
+/// Whether a forward copy from `src` to `dst` would have its stores 1-63 bytes ahead of
+/// its loads modulo 4 KiB (see [`put_bytes`]).
+#[inline]
+fn aliased_4k(dst: *const u8, src: *const u8) -> bool {
+    let ahead = (dst as usize).wrapping_sub(src as usize) & 4095;
+    (1..CHUNK).contains(&ahead)
+}
+
 /// Appends `s`, copying a big one back to front when its destination sits just past the
 /// source modulo 4 KiB. The CPU matches a load against earlier stores by the low 12 address
 /// bits only, so a forward copy whose stores land 1-63 bytes ahead of its loads (mod 4096)
@@ -30,20 +43,16 @@ fn put_len(buf: &mut BytesMut, prefix: u8, n: i64) {
 /// twice Redis's CPU because of it.
 #[inline]
 pub fn put_bytes(buf: &mut BytesMut, s: &[u8]) {
-    const BIG: usize = 4096;
-    const CHUNK: usize = 64;
-    if s.len() < BIG {
+    if s.len() < BIG_COPY {
         buf.extend_from_slice(s);
         return;
     }
     buf.reserve(s.len());
-    let dst = buf.spare_capacity_mut();
-    let ahead = (dst.as_ptr() as usize).wrapping_sub(s.as_ptr() as usize) & 4095;
-    if !(1..CHUNK).contains(&ahead) {
+    let dst = buf.spare_capacity_mut().as_mut_ptr() as *mut u8;
+    if !aliased_4k(dst, s.as_ptr()) {
         buf.extend_from_slice(s);
         return;
     }
-    let dst = dst.as_mut_ptr() as *mut u8;
     let mut end = s.len();
     while end > 0 {
         let from = end.saturating_sub(CHUNK);
@@ -281,6 +290,7 @@ fn trim_zeros(s: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// Big copies come out byte-exact whatever the distance between source and
     /// destination, the back-to-front path included (every offset mod 4096 is tried).
@@ -294,10 +304,8 @@ mod tests {
                 let mut buf = BytesMut::with_capacity(16);
                 buf.extend_from_slice(b"$9\r\n");
                 buf.reserve(len);
-                let ahead = (buf.spare_capacity_mut().as_ptr() as usize)
-                    .wrapping_sub(s.as_ptr() as usize)
-                    & 4095;
-                if len >= 4096 && (1..64).contains(&ahead) {
+                let dst = buf.spare_capacity_mut().as_ptr() as *const u8;
+                if len >= BIG_COPY && aliased_4k(dst, s.as_ptr()) {
                     backward += 1;
                 }
                 put_bytes(&mut buf, s);
@@ -307,7 +315,6 @@ mod tests {
         }
         assert!(backward > 0, "no copy took the back-to-front path");
     }
-    use super::*;
 
     #[test]
     fn g17() {
