@@ -6,11 +6,14 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use tessera_rdb::{AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue, RdbWriter, ReplAux};
+use tessera_rdb::{
+    encode_entry, encode_string_entry, AtomicRdbFile, AuxInfo, RdbEvent, RdbReader, RdbValue,
+    RdbWriter, ReplAux,
+};
 
 use super::PersistError;
 use crate::db::rdb::{from_rdb, to_rdb};
-use crate::db::{Entry, NO_EXPIRE, STRIPES};
+use crate::db::{Entry, Value, NO_EXPIRE, STRIPES};
 use crate::script::function::Policy as FnPolicy;
 use crate::server::{now_ms, Server};
 use crate::slot::key_hash_slot;
@@ -39,6 +42,34 @@ pub fn copy_locked(g: &crate::db::Stripe, db: usize, _now: u64, out: &mut Vec<Co
             out.push((Bytes::copy_from_slice(k), to_rdb(&e.value), exp));
         }
     }
+}
+
+/// Encodes the keys of `db` in a stripe the caller has locked as RDB entries appended to
+/// `out`, without copying them first (a replication snapshot holds its stripes only for
+/// this); returns how many, and how many of them have a TTL. Strings are written from the
+/// keyspace's own bytes.
+pub fn encode_locked(g: &crate::db::Stripe, db: usize, out: &mut Vec<u8>) -> (u64, u64) {
+    let Some(d) = g.db(db) else {
+        return (0, 0);
+    };
+    let (mut n, mut vol) = (0, 0);
+    for m in d.maps.iter() {
+        for (k, e) in m.iter() {
+            let at = e.expire_at();
+            let exp = (at != NO_EXPIRE).then_some(at as i64);
+            match &e.value {
+                Value::Str(s) => encode_string_entry(out, k, s.as_slice(), exp),
+                Value::Buf(b) => encode_string_entry(out, k, b, exp),
+                Value::Int(i) => {
+                    encode_string_entry(out, k, itoa::Buffer::new().format(*i).as_bytes(), exp)
+                }
+                v => encode_entry(out, k, &to_rdb(v), exp),
+            }
+            n += 1;
+            vol += u64::from(exp.is_some());
+        }
+    }
+    (n, vol)
 }
 
 /// Keys and keys-with-TTL of `db` (a hint for RESIZEDB; may be stale by the time it's used).

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::backlog::encode;
 use super::Shared;
 use crate::cmd::eq_ic;
-use crate::persist::snapshot::{copy_locked, Copied};
+use crate::persist::snapshot::encode_locked;
 use crate::propagate::{Write, WriteSubscriber};
 use crate::resp::{recycle_view, Limits, Out, Parser};
 use crate::server::unix::ClientStream;
@@ -342,7 +342,7 @@ fn snapshot(
     at: tokio::sync::oneshot::Sender<(String, u64)>,
     filter: RdbFilter,
     abandoned: &dyn Fn() -> bool,
-) -> tessera_rdb::Result<Vec<u8>> {
+) -> tessera_rdb::Result<RdbImage> {
     let ndb = srv.ks.databases();
     // On a replica, a command of our master's stream is applied and then counted under this
     // lock: the snapshot must not fall between the two.
@@ -366,12 +366,21 @@ fn snapshot(
     // FUNCTION LOAD/DELETE/FLUSH/RESTORE hold every stripe, so the libraries read while
     // this snapshot holds them all belong to the same point of the stream.
     let libraries = srv.scripts.functions.libraries();
-    let now = now_ms();
     let delay = crate::persist::snapshot::KeySaveDelay::frozen(srv);
-    let mut per_db: Vec<Vec<Copied>> = (0..ndb).map(|_| Vec::new()).collect();
+    // Each stripe is encoded while it is held and let go at once: copying the keys out
+    // first held every stripe longer and cost a few hundred bytes per key at the peak.
+    let mut per_db: Vec<DbPart> = (0..ndb)
+        .map(|db| DbPart {
+            db,
+            ..DbPart::default()
+        })
+        .collect();
+    if filter.exclude_data {
+        guards.clear();
+    }
     for g in guards.drain(..) {
-        for (db, v) in per_db.iter_mut().enumerate() {
-            copy_locked(&g, db, now, v);
+        for part in per_db.iter_mut() {
+            part.encode(&g);
         }
         drop(g);
     }
@@ -384,25 +393,75 @@ fn snapshot(
     for lib in libraries.iter().filter(|_| !filter.exclude_functions) {
         w.function(&lib.code)?;
     }
-    for (db, v) in per_db.into_iter().enumerate() {
-        if v.is_empty() || filter.exclude_data {
+    let mut image = RdbImage::default();
+    for (db, part) in per_db.into_iter().enumerate() {
+        if part.keys == 0 {
             continue;
         }
-        let vol = v.iter().filter(|e| e.2.is_some()).count();
-        w.select_db(db as u64, v.len() as u64, vol as u64)?;
-        for (k, val, exp) in v {
-            // rdb-key-save-delay slows the payload as it slows Redis's child; a replica
-            // gone meanwhile ends it.
+        // rdb-key-save-delay slows the payload as it slows Redis's child; a replica gone
+        // meanwhile ends it.
+        for _ in 0..part.keys {
             if delay.wait(abandoned) {
                 return Err(tessera_rdb::RdbError::Io(std::io::Error::new(
                     std::io::ErrorKind::Interrupted,
                     "replica gone",
                 )));
             }
-            w.entry(&k, &val, exp)?;
+        }
+        w.select_db(db as u64, part.keys, part.volatile)?;
+        image.push(w.take_output());
+        for c in part.chunks {
+            w.passthrough(&c);
+            image.push(c);
         }
     }
-    w.finish()
+    image.push(w.finish()?);
+    Ok(image)
+}
+
+/// One database's share of a sync snapshot: its entries, encoded, in chunks of about
+/// [`CHUNK`] bytes (one buffer of the whole would be copied at every doubling).
+#[derive(Default)]
+struct DbPart {
+    db: usize,
+    keys: u64,
+    volatile: u64,
+    chunks: Vec<Vec<u8>>,
+}
+
+/// The size a [`DbPart`] chunk grows to before the next one starts.
+const CHUNK: usize = 1 << 20;
+
+impl DbPart {
+    fn encode(&mut self, g: &crate::db::Stripe) {
+        if self.chunks.last().is_none_or(|c| c.len() >= CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK + CHUNK / 4));
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            let (n, vol) = encode_locked(g, self.db, c);
+            self.keys += n;
+            self.volatile += vol;
+        }
+    }
+}
+
+/// A sync snapshot's RDB, as the chunks it was made in.
+#[derive(Default)]
+struct RdbImage {
+    chunks: Vec<Vec<u8>>,
+    len: usize,
+}
+
+impl RdbImage {
+    fn push(&mut self, c: Vec<u8>) {
+        self.len += c.len();
+        self.chunks.push(c);
+    }
+
+    /// The RDB's size in bytes.
+    fn len(&self) -> usize {
+        self.len
+    }
 }
 
 /// Marks the replica gone when `full_sync` returns, however: the sync snapshot leaves it
@@ -423,7 +482,7 @@ enum Stage {
     Started {
         replid: String,
         offset: u64,
-        rdb: Option<Arc<Vec<u8>>>,
+        rdb: Option<Arc<RdbImage>>,
     },
     Failed(String),
 }
@@ -736,7 +795,9 @@ async fn full_sync(
     info.state.store(STATE_SEND_BULK, Ordering::Relaxed);
     sock.write_all(format!("${}\r\n", rdb.len()).as_bytes())
         .await?;
-    sock.write_all(&rdb).await?;
+    for c in &rdb.chunks {
+        sock.write_all(c).await?;
+    }
     srv.stats
         .net_output_bytes
         .fetch_add(rdb.len() as u64, Ordering::Relaxed);

@@ -63,7 +63,8 @@ pub use error::{RdbError, Result};
 pub use reader::{read_entries, RdbEntry, RdbEvent, RdbReader, DEFAULT_MAX_READ_VERSION};
 pub use value::{RdbStream, RdbStreamConsumer, RdbStreamGroup, RdbValue, StreamId};
 pub use writer::{
-    encode_entry, encode_entry_with_meta, AuxInfo, EntryMeta, RdbWriter, ReplAux, RDB_VERSION,
+    encode_entry, encode_entry_with_meta, encode_string_entry, AuxInfo, EntryMeta, RdbWriter,
+    ReplAux, RDB_VERSION,
 };
 
 /// CRC-64/Jones as Redis uses it (reflected, init 0, no xorout).

@@ -137,6 +137,14 @@ impl<W: Write> RdbWriter<W> {
         self.flush_scratch()
     }
 
+    /// Counts bytes of pre-encoded entries ([`encode_string_entry`], [`encode_entry`]) that
+    /// the caller places in the stream itself at this point, after [`RdbWriter::take_output`]
+    /// (a replication snapshot keeps its encoded chunks as they are instead of copying them
+    /// through the writer).
+    pub fn passthrough(&mut self, encoded: &[u8]) {
+        self.digest.update(encoded);
+    }
+
     /// Writes EOF and the CRC64 trailer, flushes, and gives back the sink.
     pub fn finish(mut self) -> Result<W> {
         self.scratch.push(OPCODE_EOF);
@@ -174,6 +182,18 @@ pub fn encode_entry(out: &mut Vec<u8>, key: &[u8], value: &RdbValue, expire_ms: 
             ..EntryMeta::default()
         },
     );
+}
+
+/// Appends one string key entry to `out` without building an [`RdbValue`]: the same bytes
+/// as [`encode_entry`] with `RdbValue::String(value)`.
+pub fn encode_string_entry(out: &mut Vec<u8>, key: &[u8], value: &[u8], expire_ms: Option<i64>) {
+    if let Some(ms) = expire_ms {
+        out.push(OPCODE_EXPIRETIME_MS);
+        out.extend_from_slice(&ms.to_le_bytes());
+    }
+    out.push(TYPE_STRING);
+    write_string(out, key);
+    write_string(out, value);
 }
 
 /// Per-key metadata written before the value.
