@@ -24,8 +24,9 @@ static USED: Counter = Counter::new();
 const MI_LARGE_MAX_OBJ_SIZE: usize = 512 * 1024;
 
 /// Bytes mimalloc really takes for a request (its `mi_good_size`, computed here because the
-/// C function is a call per malloc and free): 8 bytes, then 16-byte granularity up to 64,
-/// then four classes per power of two, then 4 KiB pages. No per-block header.
+/// C function is a call per malloc and free): 8-byte granularity up to 64 (mimalloc built
+/// with MI_MAX_ALIGN_SIZE=8, see .cargo/config.toml), then four classes per power of two,
+/// then 4 KiB pages. No per-block header.
 #[inline]
 pub fn real_size(size: usize) -> u64 {
     let w = size.div_ceil(8);
@@ -33,7 +34,7 @@ pub fn real_size(size: usize) -> u64 {
         return 8;
     }
     if w <= 8 {
-        return (((w + 1) & !1) * 8) as u64;
+        return (w * 8) as u64;
     }
     if size > MI_LARGE_MAX_OBJ_SIZE {
         return size.next_multiple_of(4096) as u64;
@@ -48,9 +49,9 @@ pub fn real_size(size: usize) -> u64 {
 
 pub struct CountingAlloc;
 
-/// The alignment every mimalloc block of at least this many bytes has (its
-/// MI_MAX_ALIGN_SIZE, max_align_t's: block sizes past 8 are multiples of 16).
-const MI_MAX_ALIGN: usize = 16;
+/// The alignment every mimalloc block has: its MI_MAX_ALIGN_SIZE, which we build as 8
+/// (.cargo/config.toml) so that small size classes are 8 bytes apart.
+const MI_MAX_ALIGN: usize = 8;
 
 /// Whether plain `mi_malloc` already aligns a block of `l` (as Rust's own System allocator
 /// decides for malloc). The `mimalloc` crate sends every layout to `mi_malloc_aligned`,
@@ -132,6 +133,14 @@ pub fn allocator_name() -> String {
     format!("mimalloc-{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
 }
 
+/// Whether the linked mimalloc has the size classes [`real_size`] assumes; false when it
+/// was built without .cargo/config.toml's MI_MAX_ALIGN_SIZE=8 (used_memory then counts
+/// less than the blocks take).
+pub fn size_classes_match() -> bool {
+    // SAFETY: a pure function of its argument.
+    unsafe { libmimalloc_sys::mi_good_size(24) as u64 == real_size(24) }
+}
+
 /// Live heap bytes (0 when the binary doesn't install [`CountingAlloc`]).
 pub fn used_memory() -> u64 {
     (USED.load(Ordering::Relaxed) as i64).max(0) as u64
@@ -194,6 +203,9 @@ mod tests {
             (43, 8),
             (24, 8),
             (40, 16),
+            (56, 8),
+            (24, 16),
+            (48, 16),
             (8, 8),
             (768, 8),
             (100, 32),

@@ -51,6 +51,11 @@ fn main() -> anyhow::Result<()> {
     };
     let log = init_logging(&config);
     startup_lines(&config);
+    if !tessera_node::alloc::size_classes_match() {
+        tracing::warn!(
+            "mimalloc was built without MI_MAX_ALIGN_SIZE=8 (.cargo/config.toml): used_memory undercounts small blocks"
+        );
+    }
     if let Err(e) = crash::install(log.fd()) {
         tracing::warn!("Can't install the crash report handler: {e}");
     }

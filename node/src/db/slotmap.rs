@@ -6,8 +6,9 @@
 //! pair, an empty pointer bucket costs 8 bytes.
 //!
 //! Why the key lives in its node (Valkey's embedded keys): a node is the 32-byte entry, a
-//! length byte and the key, so a key of up to 15 bytes makes a 48-byte node (mimalloc's
-//! 48-byte class) instead of a 64-byte one holding a 24-byte key buffer, and a long key
+//! length byte and the key, so a key of up to 15 bytes makes a 48-byte node and one of 16
+//! to 23 bytes a 56-byte node (mimalloc's classes are 8 bytes apart there, see
+//! crate::alloc) instead of a 64-byte one holding a 24-byte key buffer, and a long key
 //! costs no second allocation.
 //!
 //! Why bucket counts are not only powers of two: growing by 2 left the mean slot at 1M keys
@@ -700,9 +701,13 @@ mod tests {
         let mut left: Vec<usize> = m.iter().map(|(k, _)| k.len()).collect();
         left.sort();
         assert_eq!(left, [1, 200, 255, 1000]);
+        // mimalloc's 8-byte classes (.cargo/config.toml): a node is 33 bytes plus its key.
+        assert_eq!(node_bytes(7), 40);
         assert_eq!(node_bytes(11), 48);
         assert_eq!(node_bytes(15), 48);
-        assert_eq!(node_bytes(16), 64);
+        assert_eq!(node_bytes(16), 56);
+        assert_eq!(node_bytes(23), 56);
+        assert_eq!(node_bytes(24), 64);
     }
 
     /// Bucket counts follow 2, 3, 4, 6, 8, 12, ...: the mean slot at 1M keys (61 keys)

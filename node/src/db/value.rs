@@ -220,8 +220,8 @@ const FAR: u64 = 1 << 63;
 pub const ACCESS_BITS: u32 = 22;
 pub const ACCESS_MASK: u32 = (1 << ACCESS_BITS) - 1;
 
-/// One key's value with its absolute expiry and LRU/LFU word, packed into one u64 so a
-/// (key, entry) node is 56 bytes (one 64-byte malloc chunk).
+/// One key's value with its absolute expiry and LRU/LFU word, packed into one u64 so the
+/// entry is 32 bytes and a node with a key of up to 15 bytes is 48 (see db::slotmap).
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub value: Value,
