@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: tessera-node vs redis-server 7.0 vs valkey-server 9.1 on loopback.
 # Throughput (redis-benchmark, 50 clients, -P 1 and -P 16) and memory for 1M keys of 16-byte
-# values, for 1M small collections of each kind (hash, set, intset, zset, list) and for one
+# values (and mem_fragmentation_ratio after deleting a random half of them), for 1M small
+# collections of each kind (hash, set, intset, zset, list) and for one
 # big collection of each kind; GET/SET over a 1M-key random keyspace, standalone and in cluster
 # mode. Prints tables of ratios and saves them as bench/node-<date>.md.
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
@@ -170,7 +171,10 @@ if [ "$QUICK" != 1 ]; then
 
 # Memory: 1M keys of 16-byte values, loaded with redis-cli --pipe.
 awk -v n="$KEYS" 'BEGIN { for (i = 0; i < n; i++) { k = sprintf("key:%012d", i); printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$16\r\nxxxxxxxxxxxxxxxx\r\n", length(k), k } }' >"$TMP/load.resp"
-declare -A MEM RSS
+# A random half of those keys (the same half for every server), as DELs.
+awk -v n="$KEYS" 'BEGIN { srand(7); for (i = 0; i < n; i++) if (rand() < 0.5) { k = sprintf("key:%012d", i); printf "*2\r\n$3\r\nDEL\r\n$%d\r\n%s\r\n", length(k), k } }' >"$TMP/del.resp"
+DELETED=$(grep -c '^DEL' "$TMP/del.resp")
+declare -A MEM RSS FRAG FUSED FRSS
 rss_of() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
 used_of() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/ {gsub("\r",""); print $2}'; }
 for srv in tessera redis valkey; do
@@ -186,6 +190,15 @@ for srv in tessera redis valkey; do
     u1=$(used_of "$port"); r1=$(rss_of "$pid")
     MEM[$srv]=$(( (u1 - u0) / KEYS ))
     RSS[$srv]=$(( (r1 - r0) / KEYS ))
+    # Fragmentation: the same random half of the keys deleted on each server, then what the
+    # allocator gave back (RSS) against what is still in use.
+    redis-cli -p "$port" --pipe <"$TMP/del.resp" >/dev/null
+    left=$(redis-cli -p "$port" dbsize)
+    [ "$left" = "$((KEYS - DELETED))" ] || echo "warning: $srv has $left keys after the deletes" >&2
+    sleep 2
+    FRAG[$srv]=$(redis-cli -p "$port" info memory | awk -F: '/^mem_fragmentation_ratio:/ {gsub("\r",""); print $2}')
+    FUSED[$srv]=$(( $(used_of "$port") / 1048576 ))
+    FRSS[$srv]=$(( $(rss_of "$pid") / 1048576 ))
 done
 
 # Memory of small collections (issue 2): 1M keys each of a hash with 2 fields of 8-byte values,
@@ -368,6 +381,9 @@ OUT=${BENCH_OUT:-$OUT}
     echo "|---|---|---|---|---|---|"
     echo "| used_memory bytes/key | ${MEM[tessera]} | ${MEM[redis]} | ${MEM[valkey]} | $(ratio "${MEM[tessera]}" "${MEM[redis]}") | $(ratio "${MEM[tessera]}" "${MEM[valkey]}") |"
     echo "| RSS bytes/key | ${RSS[tessera]} | ${RSS[redis]} | ${RSS[valkey]} | $(ratio "${RSS[tessera]}" "${RSS[redis]}") | $(ratio "${RSS[tessera]}" "${RSS[valkey]}") |"
+    echo "| after deleting a random half ($DELETED keys): mem_fragmentation_ratio | ${FRAG[tessera]} | ${FRAG[redis]} | ${FRAG[valkey]} | | |"
+    echo "| after deleting a random half: used_memory MB | ${FUSED[tessera]} | ${FUSED[redis]} | ${FUSED[valkey]} | $(ratio "${FUSED[tessera]}" "${FUSED[redis]}") | $(ratio "${FUSED[tessera]}" "${FUSED[valkey]}") |"
+    echo "| after deleting a random half: RSS MB | ${FRSS[tessera]} | ${FRSS[redis]} | ${FRSS[valkey]} | $(ratio "${FRSS[tessera]}" "${FRSS[redis]}") | $(ratio "${FRSS[tessera]}" "${FRSS[valkey]}") |"
     echo
     echo "| used_memory bytes/key, $KEYS small collections | tessera | redis | valkey | tessera/redis | tessera/valkey | encodings (tessera/redis/valkey) |"
     echo "|---|---|---|---|---|---|---|"
