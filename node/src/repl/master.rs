@@ -434,6 +434,11 @@ const CHUNK: usize = 1 << 20;
 
 impl DbPart {
     fn encode(&mut self, g: &crate::db::Stripe) {
+        // No chunk for a database with nothing here: 15 empty databases would otherwise
+        // hold (and used_memory count) a chunk each while the snapshot runs.
+        if g.db(self.db).is_none_or(|d| d.is_empty()) {
+            return;
+        }
         if self.chunks.last().is_none_or(|c| c.len() >= CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK + CHUNK / 4));
         }
