@@ -243,6 +243,7 @@ async fn serve(
                 let Some(msg) = msg else { return Ok(()) };
                 // The messages stay in flight (left out of key eviction's count) until
                 // written: they are copied to the output buffer first.
+                rd.rb.allocate(&mut out);
                 out.raw(&msg);
                 let mut taken = handle.taken(msg.len());
                 drop(msg);
@@ -313,6 +314,7 @@ async fn serve(
                 let now = now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
+                rd.rb.allocate(&mut out);
                 let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, rx).await?;
                 // A big argument's header was read: its room is made now, as Redis does.
                 rd.qb.reserve(&mut inbuf, 0, &rd.parser);
@@ -640,6 +642,19 @@ impl Default for ReplyBuf {
 }
 
 impl ReplyBuf {
+    /// Gives a connection's output buffer its whole reply-buffer allocation before the
+    /// first replies are written into it. The buffer starts unallocated, so an idle
+    /// connection holds nothing. Had it grown reply by reply instead, a client's first big
+    /// reply would raise used_memory right after the reply was built: INFO's ~6 KB reply
+    /// moved used_memory 12 KB past the figure it reported, and unit/maxmemory, which sets
+    /// maxmemory 10 KiB above that figure, then saw evictions. Redis's reply buffer is a
+    /// fixed allocation made when the client is created.
+    fn allocate(&self, out: &mut Out) {
+        if out.buf.capacity() == 0 {
+            out.buf.reserve(self.size);
+        }
+    }
+
     /// A partial write advanced the output buffer by `sent`. Once the written front is at
     /// least what waits behind it, the rest moves to an allocation of its own size: what a
     /// slow reader holds stays within twice its pending replies, and each byte is moved at

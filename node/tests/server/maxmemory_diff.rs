@@ -164,3 +164,32 @@ fn tracking_invalidations_do_not_feed_eviction_like_redis() {
         );
     }
 }
+
+/// unit/maxmemory "Don't rehash if used memory exceeds maxmemory after rehash" sets
+/// maxmemory 10 KiB above the used_memory a full INFO just reported and expects the next
+/// writes to evict nothing. So a client's first big reply (INFO's, several KB, after only
+/// `+OK`s) must not grow its reply buffer's allocation after INFO read the figure. A
+/// buffer that grew reply by reply did: used_memory rose 12 KB.
+#[test]
+fn a_first_big_reply_does_not_move_used_memory_like_redis() {
+    let [r, t] = [Launch::redis(), Launch::tessera()].map(|l| l.args(&["--save", ""]).start());
+    for (name, s) in [("redis-server", &r), ("tessera-node", &t)] {
+        let mut c = s.resp();
+        for j in 0..10 {
+            c.cmd(&["SET", &format!("k{j}"), "v"]);
+        }
+        let info = match c.cmd(&["INFO"]) {
+            Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("{name}: INFO answered {other:?}"),
+        };
+        assert!(info.len() > 3000, "{name}: INFO is {} bytes", info.len());
+        let before: u64 = info_field(&info, "used_memory")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no used_memory in {info}"));
+        let after = used_memory(&mut c);
+        assert!(
+            after < before + 4096,
+            "{name}: used_memory {before} in INFO, {after} right after"
+        );
+    }
+}
