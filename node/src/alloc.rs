@@ -126,6 +126,22 @@ pub fn purge(force: bool) {
     unsafe { libmimalloc_sys::mi_collect(force) }
 }
 
+/// Turns transparent huge pages off for this process and its save children (Redis's
+/// `disable-thp yes`, its default). mimalloc asks for huge pages on its arenas, and with
+/// THP each first touch of a fresh region zeroes 2 MiB, each purge of a 64 KiB page
+/// splits one again: a storm of 5000 new connections took 350 ms to answer with THP
+/// and 70 ms without (redis-server 70-90), at 216 MB of peak RSS against 86.
+pub fn disable_thp() -> std::io::Result<()> {
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and only sets a flag on this
+    // process's memory map (kept across fork and exec).
+    let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// INFO's mem_allocator: the linked mimalloc's version (e.g. `mimalloc-3.3.2`).
 pub fn allocator_name() -> String {
     // SAFETY: returns a constant.

@@ -51,6 +51,11 @@ fn main() -> anyhow::Result<()> {
     };
     let log = init_logging(&config);
     startup_lines(&config);
+    if config.typed.disable_thp {
+        if let Err(e) = tessera_node::alloc::disable_thp() {
+            tracing::warn!("Failed to disable transparent huge pages: {e}");
+        }
+    }
     if !tessera_node::alloc::size_classes_match() {
         tracing::warn!(
             "mimalloc was built without MI_MAX_ALIGN_SIZE=8 (.cargo/config.toml): used_memory undercounts small blocks"
