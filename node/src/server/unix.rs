@@ -209,10 +209,43 @@ impl ClientStream {
     }
 
     /// Reads what is there without waiting (WouldBlock when nothing is).
+    ///
+    /// A read that leaves room in `buf` took all the socket had, so the socket's readiness
+    /// is cleared at once: otherwise the next wait for it returns at once and only a second
+    /// recv, answering EAGAIN, clears it. That was two recv calls per request where Redis
+    /// makes one. Clearing is safe with tokio's edge-triggered epoll: bytes that arrive
+    /// after the read raise a new event, and a newer event than the one read is not
+    /// cleared (tokio compares its tick); a peer's close stays ready.
     pub fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        /// Reads into `buf`; on a short read, clears the socket's read readiness.
+        fn read_plain<B: BufMut>(
+            buf: &mut B,
+            read: impl FnOnce(&mut B) -> io::Result<usize>,
+            clear: impl FnOnce(),
+        ) -> io::Result<usize> {
+            let room = buf.chunk_mut().len();
+            let n = read(buf)?;
+            if n > 0 && n < room {
+                clear();
+            }
+            Ok(n)
+        }
+        let drained = || Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock));
         match self {
-            ClientStream::Tcp(s) => s.try_read_buf(buf),
-            ClientStream::Unix(s) => s.try_read_buf(buf),
+            ClientStream::Tcp(s) => read_plain(
+                buf,
+                |b| s.try_read_buf(b),
+                || {
+                    let _ = s.try_io(tokio::io::Interest::READABLE, drained);
+                },
+            ),
+            ClientStream::Unix(s) => read_plain(
+                buf,
+                |b| s.try_read_buf(b),
+                || {
+                    let _ = s.try_io(tokio::io::Interest::READABLE, drained);
+                },
+            ),
             ClientStream::Tls(s) => {
                 // Decrypted through a stack buffer: rustls reads into initialized memory.
                 let mut tmp = [0u8; 16 * 1024];
