@@ -12,7 +12,8 @@
 # table shows the median, default 5), BENCH_TESTS (the redis-benchmark tests of the first
 # table), BENCH_QUICK=1 (only the throughput of BENCH_TESTS, scripts and the restricted ACL
 # user: no memory, random-keyspace or cluster runs; saved as bench/node-<date>-quick.md),
-# BENCH_OUT (the report's path).
+# BENCH_OUT (the report's path), BENCH_TESSERA_ARGS (directives added to tessera-node, e.g.
+# "--busy-poll-usec 0").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -310,6 +311,7 @@ OUT=${BENCH_OUT:-$OUT}
     echo "# tessera-node vs redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2) vs valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)"
     echo
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, redis-benchmark -c 50, -n $N1 (P1) / $N16 (P16), median of $REPS interleaved runs per test and server, the order of the servers rotating between runs."
+    tessera_args_note
     echo "Load average (1/5/15 min) at the start: $LOAD_START; after the throughput runs: $LOAD_END."
     echo "Ratios > 1.00 mean tessera is faster (throughput); for memory, < 1.00 means tessera uses less."
     echo

@@ -45,7 +45,8 @@
 # the runs are a few seconds long),
 # BENCH_EVENT_KEYS (1000000), BENCH_EVENT_SECONDS (load window per event run, 10),
 # BENCH_EVENT_AT (seconds into the load when the event starts, 1),
-# TESSERA_BIN, TESSERA_LOAD (the binaries), BENCH_OUT (the report's path).
+# TESSERA_BIN, TESSERA_LOAD (the binaries), BENCH_OUT (the report's path), BENCH_TESSERA_ARGS
+# (directives added to tessera-node, e.g. "--busy-poll-usec 0").
 # The defaults take about 20 minutes on 2 cores. Any run that fails (a server refusing a
 # workload, an event that does not finish) is listed under "Failures" in the report and makes
 # the script exit 1 after saving it.
@@ -532,6 +533,7 @@ ELAPSED=$((SECONDS - START_S))
     echo "# Workloads beyond redis-benchmark's defaults: tessera-node vs redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2) vs valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)"
     echo
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, loopback, median of $REPS interleaved runs per test and server (the order of the servers rotating between runs), fresh servers for each workload; the run took $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
+    tessera_args_note
     echo "Load average (1/5/15 min) at the start: $LOAD_START; at the end: $LOAD_END."
     echo "Ratios > 1.00 mean tessera is faster; tessera/best is against the faster of redis and valkey. CPU ns/req: the server's"
     echo "utime+stime (+ reaped children) over the run divided by the requests served (lower is better). client %: the load"
