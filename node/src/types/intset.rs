@@ -158,10 +158,11 @@ mod tests {
             // Up to three 16-bit values live inline in the ThinBuf word: no heap block.
             assert_eq!(s.heap_size() == 0, i < 3);
         }
-        assert_eq!(s.heap_size(), 8 + 11);
+        // One length byte, then the width byte and the values, in the block's size class.
+        assert_eq!(s.heap_size(), 16);
         s.insert(5, 1 << 40);
-        assert_eq!(s.heap_size(), 8 + 1 + 6 * 8);
+        assert_eq!(s.heap_size(), 56);
         s.remove(0);
-        assert_eq!(s.heap_size(), 8 + 1 + 5 * 8);
+        assert_eq!(s.heap_size(), 48);
     }
 }

@@ -8,16 +8,39 @@
 use super::thin::ThinBuf;
 
 /// A packed sequence of byte strings. Offsets handed out by the cursor methods point at the
-/// start of an entry and stay valid until the pack is mutated. The entry count lives in the
-/// buffer's first 4 bytes (absent when empty), keeping `Pack` at one thin pointer (8 bytes)
-/// so small collections can sit unboxed in `db::Value` with one heap block each.
+/// start of an entry and stay valid until the pack is mutated. The entry count leads the
+/// buffer (absent when empty): 2 bytes below 65535 entries, else `FF FF` and 4 bytes, so a
+/// small pack pays 2 bytes for it (like a listpack's) and a count is never walked for. This
+/// keeps `Pack` at one thin pointer (8 bytes) so small collections can sit unboxed in
+/// `db::Value` with one heap block each.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Pack {
     buf: ThinBuf,
 }
 
-/// Bytes of the in-buffer header (entry count).
-const HDR: usize = 4;
+/// Bytes of the in-buffer header (entry count) below `BIG_COUNT` entries.
+const HDR: usize = 2;
+/// The short count's value that says a 4-byte count follows.
+const BIG_COUNT: u16 = u16::MAX;
+/// Bytes of the header from `BIG_COUNT` entries on.
+const BIG_HDR: usize = 6;
+
+/// The header for `n` entries.
+fn count_header(n: usize) -> ([u8; BIG_HDR], usize) {
+    let mut h = [0u8; BIG_HDR];
+    match u16::try_from(n) {
+        Ok(c) if c != BIG_COUNT => {
+            h[..HDR].copy_from_slice(&c.to_le_bytes());
+            (h, HDR)
+        }
+        _ => {
+            h[..HDR].copy_from_slice(&BIG_COUNT.to_le_bytes());
+            // Entries are at least 2 bytes and a pack is below 4 GiB (ThinBuf), so < 2^31.
+            h[HDR..].copy_from_slice(&(n as u32).to_le_bytes());
+            (h, BIG_HDR)
+        }
+    }
+}
 
 /// Below this size a pack grows to the exact size it needs, like a listpack (small values
 /// dominate memory per key); above it, amortised doubling keeps big list nodes cheap to grow.
@@ -56,10 +79,9 @@ fn put_varint(hdr: &mut [u8; 10], mut n: usize) -> usize {
 fn encode_entry(out: &mut ThinBuf, data: &[u8]) {
     let mut hdr = [0u8; 10];
     let h = put_varint(&mut hdr, data.len());
-    out.extend_from_slice(&hdr[..h]);
-    out.extend_from_slice(data);
-    hdr[..h].reverse();
-    out.extend_from_slice(&hdr[..h]);
+    let mut rev = hdr;
+    rev[..h].reverse();
+    out.extend_from_slices(&[&hdr[..h], data, &rev[..h]]);
 }
 
 /// Total encoded size of an entry with a payload of `n` bytes.
@@ -73,10 +95,27 @@ impl Pack {
     }
 
     /// Number of entries.
+    #[inline]
     pub fn len(&self) -> usize {
         match self.buf.get(..HDR) {
-            Some(h) => u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize,
+            Some(h) => match u16::from_le_bytes([h[0], h[1]]) {
+                BIG_COUNT => match self.buf.get(HDR..BIG_HDR) {
+                    Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+                    None => 0,
+                },
+                c => c as usize,
+            },
             None => 0,
+        }
+    }
+
+    /// Offset of the first entry (the header's size; `HDR` for an empty pack, where the
+    /// header is made).
+    #[inline]
+    fn hdr(&self) -> usize {
+        match self.buf.get(..HDR) {
+            Some(h) if u16::from_le_bytes([h[0], h[1]]) == BIG_COUNT => BIG_HDR,
+            _ => HDR,
         }
     }
 
@@ -84,11 +123,19 @@ impl Pack {
         self.buf.is_empty()
     }
 
+    /// Records the entry count, moving the entries when the header changes size (at 65535
+    /// entries, so rarely).
     fn set_len(&mut self, n: usize) {
         if n == 0 {
             self.buf = ThinBuf::new();
+            return;
+        }
+        let (h, size) = count_header(n);
+        let old = self.hdr();
+        if size == old {
+            self.buf[..size].copy_from_slice(&h[..size]);
         } else {
-            self.buf[..HDR].copy_from_slice(&(n as u32).to_le_bytes());
+            self.buf.replace_range(0..old, &h[..size]);
         }
     }
 
@@ -125,7 +172,7 @@ impl Pack {
 
     /// Offset of the first entry, if any.
     pub fn first(&self) -> Option<usize> {
-        (!self.buf.is_empty()).then_some(HDR)
+        (!self.buf.is_empty()).then(|| self.hdr())
     }
 
     /// Offset of the last entry, if any.
@@ -168,7 +215,7 @@ impl Pack {
 
     /// Offset of the entry that ends right before `end` (an entry offset or `bytes()`).
     pub fn prev(&self, end: usize) -> Option<usize> {
-        if end <= HDR {
+        if end <= self.hdr() {
             return None;
         }
         let mut n = 0usize;
@@ -190,7 +237,7 @@ impl Pack {
     pub fn iter(&self) -> PackIter<'_> {
         PackIter {
             pack: self,
-            front: HDR.min(self.buf.len()),
+            front: self.hdr().min(self.buf.len()),
             back: self.buf.len(),
         }
     }
@@ -203,10 +250,11 @@ impl Pack {
     }
 
     pub fn push_front(&mut self, data: &[u8]) {
-        self.insert_at(HDR, data);
+        self.insert_at(0, data);
     }
 
-    /// Inserts an entry so that it starts at byte offset `off` (an entry offset or `bytes()`).
+    /// Inserts an entry so that it starts at byte offset `off` (an entry offset or `bytes()`;
+    /// 0 is the front).
     pub fn insert_at(&mut self, off: usize, data: &[u8]) {
         // Open a gap and encode in place: no temporary allocation on the LPUSH path.
         let mut hdr = [0u8; 10];
@@ -214,7 +262,7 @@ impl Pack {
         let total = 2 * h + data.len();
         let n = self.len();
         self.grow(total);
-        let off = off.max(HDR);
+        let off = off.max(self.hdr());
         let old = self.buf.len();
         self.buf.resize(old + total);
         self.buf.copy_within(off..old, off + total);
@@ -283,7 +331,7 @@ impl Pack {
             return None;
         }
         if idx <= self.len() / 2 {
-            let mut off = HDR;
+            let mut off = self.hdr();
             for _ in 0..idx {
                 off = self.entry(off).1;
             }
@@ -312,9 +360,9 @@ impl Pack {
             None => Pack::new(),
             Some(off) => {
                 let moved = self.len() - at;
-                let mut tail = ThinBuf::with_capacity(HDR + self.buf.len() - off);
-                tail.extend_from_slice(&(moved as u32).to_le_bytes());
-                tail.extend_from_slice(&self.buf[off..]);
+                let (h, size) = count_header(moved);
+                let mut tail = ThinBuf::with_capacity(size + self.buf.len() - off);
+                tail.extend_from_slices(&[&h[..size], &self.buf[off..]]);
                 self.buf.truncate(off);
                 self.set_len(at);
                 Pack { buf: tail }
@@ -328,8 +376,9 @@ impl Pack {
             return;
         }
         let n = self.len() + other.len();
-        self.grow(other.buf.len() - HDR);
-        self.buf.extend_from_slice(&other.buf[HDR..]);
+        let from = other.hdr();
+        self.grow(other.buf.len() - from);
+        self.buf.extend_from_slice(&other.buf[from..]);
         self.set_len(n);
     }
 }
@@ -383,8 +432,10 @@ mod tests {
         for m in [&b"red"[..], b"green", b"blue"] {
             p.push_back(m);
         }
-        // A 3-member pack has no slack: its block header (8 bytes) plus its bytes.
-        assert_eq!(p.heap_size(), 8 + p.bytes());
+        // A 3-member pack has no slack: its block is the size class of its bytes and one
+        // length byte (2 bytes of count, 18 of entries: 24 bytes).
+        assert_eq!(p.bytes(), 2 + 18);
+        assert_eq!(p.heap_size(), 24);
         let (mut grows, mut last) = (0, p.heap_size());
         for i in 0..4000 {
             p.push_front(format!("item-{i}").as_bytes());
@@ -396,6 +447,36 @@ mod tests {
         // Exact steps up to 512 bytes (~50), then doubling: no realloc per push on a big node.
         assert!(grows < 100, "{grows} reallocations for 4000 pushes");
         assert!(p.heap_size() < 2 * p.bytes() + 64);
+    }
+
+    #[test]
+    fn a_count_past_65534_takes_a_longer_header() {
+        let mut p = Pack::new();
+        for i in 0..70_000u32 {
+            p.push_back(&i.to_le_bytes()[..(i % 3) as usize]);
+        }
+        assert_eq!(p.len(), 70_000);
+        assert_eq!(p.iter().count(), 70_000);
+        assert_eq!(p.get(69_999), Some(&69_999u32.to_le_bytes()[..0]));
+        assert_eq!(p.get(1), Some(&1u32.to_le_bytes()[..1]));
+        while p.len() > 65_534 {
+            p.pop_front();
+        }
+        // Back to the 2-byte count: the entries moved down and still read the same.
+        assert_eq!(p.len(), 65_534);
+        assert_eq!(p.first(), Some(HDR));
+        assert_eq!(p.iter().count(), 65_534);
+        assert_eq!(p.iter().rev().count(), 65_534);
+        p.push_front(b"x");
+        assert_eq!(
+            (p.len(), p.first(), p.get(0)),
+            (65_535, Some(BIG_HDR), Some(&b"x"[..]))
+        );
+        let tail = p.split_off(10);
+        assert_eq!(
+            (p.len(), tail.len(), tail.iter().count()),
+            (10, 65_525, 65_525)
+        );
     }
 
     #[test]
