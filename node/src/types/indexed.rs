@@ -8,11 +8,15 @@
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 
+use super::thin::ThinBuf;
+
 type Hasher = hashbrown::DefaultHashBuilder;
 
 #[derive(Clone, Default)]
 pub struct IndexedMap<V> {
-    entries: Vec<(Box<[u8]>, V)>,
+    /// Keys as `ThinBuf`s: one word each (a `Box<[u8]>` is two), no allocation up to 7
+    /// bytes, and a one-byte length up to 254 (a big set's member costs valkey's or less).
+    entries: Vec<(ThinBuf, V)>,
     table: HashTable<u32>,
     hasher: Hasher,
 }
@@ -84,7 +88,7 @@ impl<V> IndexedMap<V> {
         }
         let h = self.hash(k);
         let idx = self.entries.len() as u32;
-        self.entries.push((k.into(), v));
+        self.entries.push((ThinBuf::from_slice(k), v));
         let entries = &self.entries;
         let hasher = &self.hasher;
         self.table
@@ -105,7 +109,7 @@ impl<V> IndexedMap<V> {
     }
 
     /// Removes the entry at a dense index (random pops).
-    pub fn remove_index(&mut self, idx: usize) -> Option<(Box<[u8]>, V)> {
+    pub fn remove_index(&mut self, idx: usize) -> Option<(ThinBuf, V)> {
         if idx >= self.entries.len() {
             return None;
         }
@@ -166,8 +170,12 @@ impl<V> IndexedMap<V> {
 
     /// Approximate heap bytes held.
     pub fn heap_size(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<(Box<[u8]>, V)>()
-            + self.entries.iter().map(|(k, _)| k.len()).sum::<usize>()
+        self.entries.capacity() * std::mem::size_of::<(ThinBuf, V)>()
+            + self
+                .entries
+                .iter()
+                .map(|(k, _)| k.heap_size())
+                .sum::<usize>()
             + self.table.capacity() * 5
     }
 }

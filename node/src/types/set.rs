@@ -193,7 +193,7 @@ impl SetValue {
                 p.remove_at(off, 1);
                 Some(m)
             }
-            SetValue::HashTable(h) => h.remove_index(i).map(|(k, _)| k.into_vec()),
+            SetValue::HashTable(h) => h.remove_index(i).map(|(k, _)| k.to_vec()),
         }
     }
 

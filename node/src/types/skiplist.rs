@@ -4,10 +4,10 @@
 //! O(1) score lookup, uniform random pick and SCAN step. No unsafe code.
 //!
 //! Memory (issue 2): nodes live in an arena `Vec<Node>` indexed by node id (freed slots are
-//! reused). A node's member bytes and its levels above the first share one heap allocation;
-//! level 0 is inline (its span is always 1, so only the forward link is stored). An element
-//! costs one malloc chunk, one 40-byte arena slot, one `u32` in the dense vector and one
-//! `u32` hash slot.
+//! reused). A node's member bytes and its levels above the first share one `ThinBuf` (one
+//! word: no allocation up to 7 bytes, a one-byte length up to 254); level 0 is inline (its
+//! span is always 1, so only the forward link is stored). An element costs one malloc chunk,
+//! one 32-byte arena slot, one `u32` in the dense vector and one `u32` hash slot.
 //!
 //! The dense vector of node ids (each node knows its position) gives uniform random picks
 //! and the SCAN cursor, with `IndexedMap`'s rules: removal swaps the last id into the hole,
@@ -19,7 +19,10 @@
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 
+use super::thin::ThinBuf;
+
 const MAX_LEVEL: usize = 32;
+const _: () = assert!(std::mem::size_of::<Node>() == 32);
 /// No node (end of a level, or no backward link from the first node).
 const NIL: u32 = u32::MAX;
 /// The header, which lives outside the arena.
@@ -44,7 +47,7 @@ const EMPTY: Level = Level {
 struct Node {
     /// Member bytes, then levels 1.. as little-endian (forward, span) u32 pairs: a node's
     /// only heap allocation (3 in 4 nodes have height 1 and store just the member).
-    data: Box<[u8]>,
+    data: ThinBuf,
     score: f64,
     mlen: u32,
     backward: u32,
@@ -56,14 +59,15 @@ struct Node {
 
 impl Node {
     fn new(member: &[u8], score: f64, height: usize) -> Self {
-        let mut data = Vec::with_capacity(member.len() + 8 * (height - 1));
-        data.extend_from_slice(member);
-        for _ in 1..height {
-            data.extend_from_slice(&NIL.to_le_bytes());
-            data.extend_from_slice(&0u32.to_le_bytes());
+        let mut levels = [0u8; 8 * (MAX_LEVEL - 1)];
+        for l in levels.chunks_exact_mut(8) {
+            l[..4].copy_from_slice(&NIL.to_le_bytes());
         }
+        let lv = &levels[..8 * (height - 1)];
+        let mut data = ThinBuf::with_capacity(member.len() + lv.len());
+        data.extend_from_slices(&[member, lv]);
         Node {
-            data: data.into_boxed_slice(),
+            data,
             score,
             mlen: member.len() as u32,
             backward: NIL,
@@ -373,7 +377,7 @@ impl SkipList {
         let node = &mut self.nodes[id as usize];
         let (score, pos) = (node.score, node.pos as usize);
         // Dropping the member's allocation now; the slot waits in `free`.
-        node.data = Box::default();
+        node.data = ThinBuf::new();
         self.dense.swap_remove(pos);
         if let Some(&moved) = self.dense.get(pos) {
             self.nodes[moved as usize].pos = pos as u32;
@@ -540,7 +544,7 @@ impl SkipList {
     pub fn heap_size(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + (self.free.capacity() + self.dense.capacity()) * 4
-            + self.nodes.iter().map(|n| n.data.len()).sum::<usize>()
+            + self.nodes.iter().map(|n| n.data.heap_size()).sum::<usize>()
             + self.index.capacity() * 5
     }
 }

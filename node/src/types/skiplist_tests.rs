@@ -118,7 +118,7 @@ fn large_ranks_are_correct_and_members_are_stored_once() {
     // Member bytes plus 8 per extra level: about 4 + 8/3 per element with P = 1/4.
     let data: usize = sl.nodes.iter().map(|n| n.data.len()).sum();
     assert!(data < 50_000 * 8, "{data}");
-    assert_eq!(std::mem::size_of::<Node>(), 40);
+    assert_eq!(std::mem::size_of::<Node>(), 32);
 }
 
 #[test]
