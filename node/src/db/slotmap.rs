@@ -5,11 +5,12 @@
 //! tables are often part empty; an empty inline bucket would cost a whole (key, entry)
 //! pair, an empty pointer bucket costs 8 bytes.
 //!
-//! Why the key lives in its node (Valkey's embedded keys): a node is the 32-byte entry, a
-//! length byte and the key, so a key of up to 15 bytes makes a 48-byte node and one of 16
-//! to 23 bytes a 56-byte node (mimalloc's classes are 8 bytes apart there, see
-//! crate::alloc) instead of a 64-byte one holding a 24-byte key buffer, and a long key
-//! costs no second allocation.
+//! Why the key lives in its node (Valkey's embedded keys): a node is the 32-byte entry and
+//! the key, so a key of up to 16 bytes makes a 48-byte node and one of 17 to 24 bytes a
+//! 56-byte node (mimalloc's classes are 8 bytes apart there, see crate::alloc) instead of a
+//! 64-byte one holding a 24-byte key buffer, and a long key costs no second allocation.
+//! The key's length sits in the bucket, not the node: a length byte in the node put every
+//! key whose length is a multiple of 8 (16-byte keys, say) one size class up.
 //!
 //! Why bucket counts are not only powers of two: growing by 2 left the mean slot at 1M keys
 //! (61 keys) in 128 buckets; counts alternate 2^k and 1.5 × 2^k (96 buckets there), and a
@@ -23,9 +24,11 @@
 //! 8-byte bucket holds both the node pointer and 16 bits of the key's hash, so a probe
 //! rarely touches a node that isn't the key's.
 //!
-//! Layout of a bucket: 0 is empty; otherwise the low 48 bits are the node's address and
-//! the high 16 bits the low 16 bits of the key's hash. Linear probing, at most 3/4 full,
-//! deletion by backward shift (no tombstones, so a miss stops at the first empty bucket).
+//! Layout of a bucket: 0 is empty; otherwise the low 45 bits are the node's address shifted
+//! right by 3 (nodes are 8-aligned and below 2^48), the next 8 bits the key's length (255:
+//! the length is in the node) and the high 11 bits the low 11 bits of the key's hash (the
+//! tag). Linear probing, at most 3/4 full, deletion by backward shift (no tombstones, so a
+//! miss stops at the first empty bucket).
 
 use std::alloc::Layout;
 use std::hash::BuildHasher;
@@ -58,29 +61,38 @@ pub fn prefetch_line(p: *const u8) {
     let _ = p;
 }
 
-const PTR_BITS: u32 = 48;
+/// Bits of a node's address (>> 3) in a bucket.
+const PTR_BITS: u32 = 45;
 const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
-/// Tables up to this many buckets find a bucket's home from its tag alone (growth and
-/// deletion then never read a node); bigger ones hash the node's key again.
-const TAG_SPAN: usize = 1 << 16;
+/// Bits of the key's length in a bucket, above the address.
+const LEN_SHIFT: u32 = PTR_BITS;
+/// Bits of the tag in a bucket, above the length. 11 bits: a probe meets a bucket with a
+/// foreign key's matching tag once in 2048 (then compares that node's key, a miss).
+const TAG_BITS: u32 = 11;
+const TAG_SHIFT: u32 = 64 - TAG_BITS;
+/// Tables up to this many buckets (1500 keys in a slot, 25M keys in a node owning every
+/// slot) find a bucket's home from its tag alone (growth and deletion then never read a
+/// node); bigger ones hash the node's key again.
+const TAG_SPAN: usize = 1 << TAG_BITS;
 const MIN_BUCKETS: usize = 2;
 
 // ---- Nodes -------------------------------------------------------------------------------
 //
-// A node is one allocation: the `Entry` (32 bytes, 8-aligned), then the key's length (one
-// byte below 255; else 0xFF and the length as 8 unaligned bytes), then the key's bytes.
+// A node is one allocation: the `Entry` (32 bytes, 8-aligned), then the key's bytes; a key
+// of 255 bytes or more has its length as 8 unaligned bytes in front of it (the bucket's
+// length byte then says 0xFF).
 
 const HEAD: usize = std::mem::size_of::<Entry>();
 const LONG_KEY: u8 = 0xFF;
 const _: () = assert!(HEAD == 32);
 
-/// Bytes of the length field for a key of `len` bytes.
+/// Bytes of the in-node length field for a key of `len` bytes.
 #[inline(always)]
 fn len_bytes(len: usize) -> usize {
     if len < LONG_KEY as usize {
-        1
+        0
     } else {
-        9
+        8
     }
 }
 
@@ -103,7 +115,7 @@ pub fn node_bytes(key_len: usize) -> usize {
 /// Allocates a node holding `entry` and `key`.
 fn new_node(key: &[u8], entry: Entry) -> *mut u8 {
     let layout = node_layout(key.len());
-    // SAFETY: the layout has a non-zero size (at least HEAD + 1).
+    // SAFETY: the layout has a non-zero size (at least HEAD).
     let p = unsafe { std::alloc::alloc(layout) };
     if p.is_null() {
         std::alloc::handle_alloc_error(layout);
@@ -114,41 +126,38 @@ fn new_node(key: &[u8], entry: Entry) -> *mut u8 {
         std::ptr::write(p as *mut Entry, entry);
         let kp = p.add(HEAD);
         let off = len_bytes(key.len());
-        if off == 1 {
-            *kp = key.len() as u8;
-        } else {
-            *kp = LONG_KEY;
-            std::ptr::write_unaligned(kp.add(1) as *mut u64, key.len() as u64);
+        if off != 0 {
+            std::ptr::write_unaligned(kp as *mut u64, key.len() as u64);
         }
         std::ptr::copy_nonoverlapping(key.as_ptr(), kp.add(off), key.len());
     }
     p
 }
 
-/// The key of a live node.
+/// The key of a live bucket's node.
 ///
 /// # Safety
-/// `p` is a live node from [`new_node`]; the slice lives as long as the node does.
+/// `b` is a non-empty bucket of a table, whose node is live; the slice lives as long as
+/// the node does.
 #[inline(always)]
-unsafe fn node_key<'a>(p: *const u8) -> &'a [u8] {
-    let kp = p.add(HEAD);
-    let (len, off) = if *kp != LONG_KEY {
-        (*kp as usize, 1)
-    } else {
-        (
-            std::ptr::read_unaligned(kp.add(1) as *const u64) as usize,
-            9,
-        )
-    };
-    std::slice::from_raw_parts(kp.add(off), len)
+unsafe fn node_key<'a>(b: u64) -> &'a [u8] {
+    let kp = node_of(b).add(HEAD);
+    match len_in(b) {
+        LONG_KEY => {
+            let len = std::ptr::read_unaligned(kp as *const u64) as usize;
+            std::slice::from_raw_parts(kp.add(8), len)
+        }
+        len => std::slice::from_raw_parts(kp, len as usize),
+    }
 }
 
-/// Frees a node and hands back its entry.
+/// Frees a bucket's node and hands back its entry.
 ///
 /// # Safety
-/// `p` is a live node from [`new_node`], not used again.
-unsafe fn take_node(p: *mut u8) -> Entry {
-    let layout = node_layout(node_key(p).len());
+/// `b` is a non-empty bucket whose node is live, and neither is used again.
+unsafe fn take_node(b: u64) -> Entry {
+    let p = node_of(b);
+    let layout = node_layout(node_key(b).len());
     let e = std::ptr::read(p as *const Entry);
     std::alloc::dealloc(p, layout);
     e
@@ -156,29 +165,36 @@ unsafe fn take_node(p: *mut u8) -> Entry {
 
 #[inline(always)]
 fn tag_of(h: u64) -> u64 {
-    h & 0xFFFF
+    h & ((1 << TAG_BITS) - 1)
 }
 
 #[inline(always)]
 fn node_of(b: u64) -> *mut u8 {
-    (b & PTR_MASK) as *mut u8
+    ((b & PTR_MASK) << 3) as *mut u8
 }
 
 #[inline(always)]
 fn tag_in(b: u64) -> u64 {
-    b >> PTR_BITS
+    b >> TAG_SHIFT
 }
 
-/// Packs a node pointer with its tag. User-space addresses on x86-64 and aarch64 Linux
-/// stay below 2^48 (the kernel hands out higher ones only to an mmap that asks for them),
-/// so the high 16 bits are free.
-fn pack(node: *mut u8, h: u64) -> u64 {
+/// The key's length as the bucket holds it (`LONG_KEY`: in the node).
+#[inline(always)]
+fn len_in(b: u64) -> u8 {
+    (b >> LEN_SHIFT) as u8
+}
+
+/// Packs a node pointer with its key's length and tag. User-space addresses on x86-64 and
+/// aarch64 Linux stay below 2^48 (the kernel hands out higher ones only to an mmap that
+/// asks for them), and nodes are 8-aligned, so 45 bits hold the address.
+fn pack(node: *mut u8, key_len: usize, h: u64) -> u64 {
     let p = node as u64;
     assert!(
-        p & !PTR_MASK == 0,
+        p >> 48 == 0 && p & 7 == 0,
         "heap address {p:#x} does not fit in 48 bits; tessera-node needs a 48-bit address space"
     );
-    p | (tag_of(h) << PTR_BITS)
+    let len = key_len.min(LONG_KEY as usize) as u64;
+    (p >> 3) | (len << LEN_SHIFT) | (tag_of(h) << TAG_SHIFT)
 }
 
 /// The bucket count after `cap`: 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 1.5 × 2^k).
@@ -207,7 +223,7 @@ fn cap_at_least(n: usize) -> usize {
 #[inline(always)]
 fn home_of(h: u64, cap: usize) -> usize {
     if cap <= TAG_SPAN {
-        ((tag_of(h) * cap as u64) >> 16) as usize
+        ((tag_of(h) * cap as u64) >> TAG_BITS) as usize
     } else {
         ((((h >> 16) & 0xFFFF_FFFF) * cap as u64) >> 32) as usize
     }
@@ -338,7 +354,7 @@ impl SlotMap {
         }
         self.candidates(h)
             // SAFETY: non-empty buckets hold live nodes owned by this table.
-            .find(|&(_, b)| unsafe { node_key(node_of(b)) == k })
+            .find(|&(_, b)| unsafe { node_key(b) == k })
             .map(|(i, _)| i)
     }
 
@@ -382,7 +398,7 @@ impl SlotMap {
         if (self.len as usize + 1) * 4 > self.capacity() * 3 {
             self.resize(next_cap(self.capacity()));
         }
-        let packed = pack(new_node(key, entry), h);
+        let packed = pack(new_node(key, entry), key.len(), h);
         self.place(packed, home_of(h, self.capacity()));
         self.len += 1;
     }
@@ -405,7 +421,7 @@ impl SlotMap {
             home_of(tag_in(b), cap)
         } else {
             // SAFETY: non-empty buckets hold live nodes owned by this table.
-            home_of(hash(unsafe { node_key(node_of(b)) }), cap)
+            home_of(hash(unsafe { node_key(b) }), cap)
         }
     }
 
@@ -442,7 +458,7 @@ impl SlotMap {
         let i = self.find(k)?;
         let cap = self.capacity();
         // SAFETY: bucket i holds a node from new_node, cleared below, so it's freed once.
-        let entry = unsafe { take_node(node_of(self.b()[i])) };
+        let entry = unsafe { take_node(self.b()[i]) };
         // Backward shift: pull later buckets of the probe run into the hole when the hole
         // lies between their home and where they sit, so no lookup ever needs a tombstone.
         let dist = |from: usize, to: usize| {
@@ -491,10 +507,10 @@ impl SlotMap {
             let p = node_of(*b);
             // SAFETY: a live node owned by this table; &mut self makes the access
             // exclusive, and the key and entry don't overlap.
-            let keep = unsafe { f(node_key(p), &mut *(p as *mut Entry)) };
+            let keep = unsafe { f(node_key(*b), &mut *(p as *mut Entry)) };
             if !keep {
                 // SAFETY: from new_node; the bucket is cleared, so it's freed once.
-                drop(unsafe { take_node(p) });
+                drop(unsafe { take_node(*b) });
                 *b = 0;
                 removed += 1;
             }
@@ -515,7 +531,7 @@ impl SlotMap {
         self.b().iter().filter(|&&b| b != 0).map(|&b| {
             let p = node_of(b);
             // SAFETY: a live node owned by this table; the borrows are tied to &self.
-            unsafe { (node_key(p), &*(p as *const Entry)) }
+            unsafe { (node_key(b), &*(p as *const Entry)) }
         })
     }
 }
@@ -524,7 +540,7 @@ impl Drop for SlotMap {
     fn drop(&mut self) {
         for &b in self.b().iter().filter(|&&b| b != 0) {
             // SAFETY: every non-empty bucket is a distinct node from new_node.
-            drop(unsafe { take_node(node_of(b)) });
+            drop(unsafe { take_node(b) });
         }
         drop(self.set_buckets(Box::default()));
     }
@@ -640,7 +656,7 @@ mod tests {
         assert!(crate::alloc::real_size(std::mem::size_of::<crate::db::DbSlots>()) <= 384);
     }
 
-    /// Past 2^16 buckets a bucket's home comes from hashing the key again, not the tag.
+    /// Past 2^11 buckets a bucket's home comes from hashing the key again, not the tag.
     #[test]
     fn big_table_grows_and_deletes() {
         let mut m = SlotMap::default();
@@ -671,7 +687,7 @@ mod tests {
     }
 
     /// Keys of every length class round-trip: empty, one-byte lengths up to 254, and the
-    /// long form from 255 bytes on; a key of up to 15 bytes makes a 48-byte node.
+    /// long form from 255 bytes on; a key of up to 16 bytes makes a 48-byte node.
     #[test]
     fn keys_of_every_length() {
         let lens = [0usize, 1, 11, 15, 16, 200, 254, 255, 256, 1000, 70_000];
@@ -701,13 +717,14 @@ mod tests {
         let mut left: Vec<usize> = m.iter().map(|(k, _)| k.len()).collect();
         left.sort();
         assert_eq!(left, [1, 200, 255, 1000]);
-        // mimalloc's 8-byte classes (.cargo/config.toml): a node is 33 bytes plus its key.
+        // mimalloc's 8-byte classes (.cargo/config.toml): a node is 32 bytes plus its key.
         assert_eq!(node_bytes(7), 40);
+        assert_eq!(node_bytes(8), 40);
         assert_eq!(node_bytes(11), 48);
-        assert_eq!(node_bytes(15), 48);
-        assert_eq!(node_bytes(16), 56);
-        assert_eq!(node_bytes(23), 56);
-        assert_eq!(node_bytes(24), 64);
+        assert_eq!(node_bytes(16), 48);
+        assert_eq!(node_bytes(17), 56);
+        assert_eq!(node_bytes(24), 56);
+        assert_eq!(node_bytes(25), 64);
     }
 
     /// Bucket counts follow 2, 3, 4, 6, 8, 12, ...: the mean slot at 1M keys (61 keys)
