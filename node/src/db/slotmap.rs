@@ -21,7 +21,7 @@
 //! hide them by prefetching one level for every key of the batch before the next level
 //! (see [`super::Keyspace::prefetch`]). hashbrown doesn't expose where a key's bucket is,
 //! so its control-byte and bucket misses could only be taken one key at a time. Here each
-//! 8-byte bucket holds both the node pointer and 16 bits of the key's hash, so a probe
+//! 8-byte bucket holds the node pointer, the key's length and 11 bits of its hash, so a probe
 //! rarely touches a node that isn't the key's.
 //!
 //! Layout of a bucket: 0 is empty; otherwise the low 45 bits are the node's address shifted

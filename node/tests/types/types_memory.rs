@@ -89,19 +89,19 @@ fn small_collections_cost_no_more_per_key_than_redis() {
         let ok = Conn::connect(port).cmd(&["CONFIG", "SET", "save", ""]);
         assert_eq!(ok, Reply::Simple("OK".into()));
     }
-    // Upper bounds on tessera/redis. Measured here: hash 0.89-0.93, set 0.41-0.42, intset
-    // 0.72, zset 1.02-1.07, list 0.57-0.58 (the spread is glibc reusing the previous shape's
-    // freed chunks; issue 2's <= 1.1 target is checked at 1M keys by scripts/bench-node.sh).
-    // The previous layout (a Box per collection around its packed buffer, lists boxed with a
-    // node deque) cost 32 bytes more per hash, set and zset and ~64 more per list, i.e. hash
-    // 1.12, set 0.51, intset 1.32, zset 1.29, list 0.86, and an intset on the heap instead of
-    // inline in the ThinBuf word is 1.02-1.07: each bound below fails on those.
+    // Upper bounds on tessera/redis. Measured here: hash 0.75, set 0.31, intset 0.68, zset
+    // 0.85, list 0.44 (issue 23's targets are checked at 1M keys by scripts/bench-node.sh).
+    // With the 8-byte len/cap header that packs had before the 1-byte one, each pack's block
+    // was 8 bytes bigger: hash 0.81, set 0.34, zset 0.92, list 0.48. A Box per collection
+    // around its packed buffer (older still) cost 32 bytes more per hash, set and zset, and
+    // an intset on the heap instead of inline in the ThinBuf word is 1.02-1.07: each bound
+    // below fails on those.
     let shapes = [
-        ("hash", 1.02),
-        ("set", 0.47),
+        ("hash", 0.78),
+        ("set", 0.33),
         ("intset", 0.9),
-        ("zset", 1.18),
-        ("list", 0.75),
+        ("zset", 0.88),
+        ("list", 0.46),
     ];
     let mut report = Vec::new();
     let mut over = Vec::new();
@@ -198,11 +198,13 @@ fn big_collections_cost_no_more_per_element_than_redis() {
         assert_eq!(ok, Reply::Simple("OK".into()));
     }
     // Upper bounds on tessera/redis per element. Measured here (100k elements, stable run to
-    // run): zset 98 vs 128 B = 0.77x, hash 59 vs 82 = 0.72x, set 59 vs 80 = 0.74x, list 17 vs
-    // 17 = 1.00x. The previous big zset (member copied into an IndexedMap beside a skiplist
-    // node with a boxed member and a Vec of levels: 4 allocations per element) was ~1.6x and
-    // the previous big hash (field and value boxed separately) ~1.3x: both fail these bounds.
-    let shapes = [("zset", 0.86), ("hash", 0.82), ("set", 0.85), ("list", 1.1)];
+    // run): zset 73 vs 128 B = 0.57x, hash 51 vs 82 = 0.62x, set 33 vs 80 = 0.41x, list 17 vs
+    // 17 = 1.00x. With members as Box<[u8]> (two words) instead of ThinBufs (one), the set
+    // was 0.55x and the zset 0.65x; an older big zset (member copied into an IndexedMap beside
+    // a skiplist node with a boxed member and a Vec of levels: 4 allocations per element) was
+    // ~1.6x and the older big hash (field and value boxed separately) ~1.3x: all fail these
+    // bounds.
+    let shapes = [("zset", 0.62), ("hash", 0.7), ("set", 0.48), ("list", 1.1)];
     let mut report = Vec::new();
     let mut over = Vec::new();
     for (shape, bound) in shapes {
@@ -216,6 +218,37 @@ fn big_collections_cost_no_more_per_element_than_redis() {
         ));
         if ratio > bound {
             over.push(format!("{shape} {ratio:.2}x > {bound}"));
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(over.is_empty(), "{over:?}\n{}", report.join("\n"));
+}
+
+/// Issue 23's memory target for big collections: no more used_memory per element than
+/// valkey-server 9 (whose hashtable with embedded keys leads on memory), side by side.
+/// (Per key, small collections meet it in `make bench-node`'s shape, 1M keys with 16-byte
+/// names over all slots; with this file's 19-byte names in one slot's table they do not:
+/// a hash is 104 bytes against valkey's 96, see issue 23's notes.)
+#[test]
+fn big_collections_cost_no_more_per_element_than_valkey() {
+    let v = Server::valkey(&["--save", "", "--appendonly", "no"]);
+    let t = tessera();
+    let ok = Conn::connect(t.port).cmd(&["CONFIG", "SET", "save", ""]);
+    assert_eq!(ok, Reply::Simple("OK".into()));
+    // Measured here, tessera / valkey B/element: zset 73 / 75, hash 51 / 54, set 33 / 38,
+    // list 17 / 17. With members as Box<[u8]> (two words each) instead of ThinBufs the set
+    // was 44 and the zset 83: both fail.
+    let mut report = Vec::new();
+    let mut over = Vec::new();
+    for shape in ["zset", "hash", "set", "list"] {
+        let (tb, _) = per_element(t.port, shape);
+        let (vb, _) = per_element(v.port, shape);
+        assert!(vb > 0, "{shape}: valkey-server used_memory did not grow");
+        report.push(format!(
+            "{shape}: tessera {tb} B/element, valkey {vb} B/element"
+        ));
+        if tb > vb {
+            over.push(format!("{shape}: {tb} > {vb}"));
         }
     }
     eprintln!("{}", report.join("\n"));
