@@ -108,10 +108,10 @@ unsafe fn long_cap(p: *const u8) -> usize {
 /// # Safety
 /// `p` is a long block of at least HEAD bytes, uniquely ours.
 #[inline]
-unsafe fn set_long_header(p: *mut u8, len: usize, cap: usize) {
+unsafe fn set_long_header(p: *mut u8, len: usize, cap: u32) {
     *p = LONG;
     std::ptr::write_unaligned(p.add(1) as *mut u32, len as u32);
-    std::ptr::write_unaligned(p.add(5) as *mut u32, cap as u32);
+    std::ptr::write_unaligned(p.add(5) as *mut u32, cap);
 }
 
 impl ThinBuf {
@@ -124,7 +124,7 @@ impl ThinBuf {
     pub fn with_capacity(cap: usize) -> Self {
         let mut b = ThinBuf::new();
         if cap > SHORT_MAX {
-            b.make_long(cap);
+            b.make_long(cap, 0);
         }
         b
     }
@@ -233,18 +233,19 @@ impl ThinBuf {
         }
     }
 
-    /// Moves the bytes into a long block of capacity `cap` (>= len), or resizes the long
-    /// block to it.
-    fn make_long(&mut self, cap: usize) {
+    /// Moves the bytes into a long block of capacity `cap`, or resizes the long block to
+    /// it, and records the length `new_len` (<= cap, >= the bytes kept: the caller writes
+    /// any beyond the current length).
+    fn make_long(&mut self, cap: usize, new_len: usize) {
         let len = self.len();
-        debug_assert!(cap >= len);
-        to_u32(cap);
+        debug_assert!(cap >= len && cap >= new_len);
+        let c32 = to_u32(cap);
         match self.form() {
             Form::Long(p) => {
                 // SAFETY: our long block, allocated with HEAD + its cap.
                 let q = unsafe { realloc_block(p, HEAD + long_cap(p), HEAD + cap) };
                 // SAFETY: the header of the resized block.
-                unsafe { set_long_header(q, len, cap) };
+                unsafe { set_long_header(q, new_len, c32) };
                 self.set_heap(q);
             }
             _ => {
@@ -253,7 +254,7 @@ impl ThinBuf {
                 // overlap our current bytes.
                 unsafe {
                     std::ptr::copy_nonoverlapping(self.data(), q.add(HEAD), len);
-                    set_long_header(q, len, cap);
+                    set_long_header(q, new_len, c32);
                 }
                 self.free_block();
                 self.set_heap(q);
@@ -278,15 +279,15 @@ impl ThinBuf {
             // SAFETY: a long block's header.
             let cap = unsafe { long_cap(p) };
             if new_len > cap {
-                self.make_long(if double {
+                let grown = if double {
                     new_len.max(2 * cap)
                 } else {
                     new_len
-                });
-            }
-            if let Form::Long(p) = self.form() {
-                // SAFETY: the header of our long block; new_len <= its cap.
-                unsafe { std::ptr::write_unaligned(p.add(1) as *mut u32, new_len as u32) };
+                };
+                self.make_long(grown, new_len);
+            } else {
+                // SAFETY: the header of our long block; new_len <= its cap (a u32).
+                unsafe { set_long_header(p, new_len, cap as u32) };
             }
             return;
         }
@@ -329,11 +330,7 @@ impl ThinBuf {
             } else {
                 new_len
             };
-            self.make_long(cap);
-            if let Form::Long(p) = self.form() {
-                // SAFETY: as above.
-                unsafe { std::ptr::write_unaligned(p.add(1) as *mut u32, new_len as u32) };
-            }
+            self.make_long(cap, new_len);
         }
     }
 
@@ -342,7 +339,7 @@ impl ThinBuf {
     pub fn reserve_exact(&mut self, extra: usize) {
         let need = self.len() + extra;
         if need > SHORT_MAX && need > self.capacity() {
-            self.make_long(need);
+            self.make_long(need, self.len());
         }
     }
 
@@ -350,7 +347,7 @@ impl ThinBuf {
     pub fn reserve(&mut self, extra: usize) {
         let need = self.len() + extra;
         if need > SHORT_MAX && need > self.capacity() {
-            self.make_long(need.max(2 * self.capacity()));
+            self.make_long(need.max(2 * self.capacity()), self.len());
         }
     }
 
@@ -363,7 +360,7 @@ impl ThinBuf {
                 return;
             }
             if c > SHORT_MAX {
-                self.make_long(c);
+                self.make_long(c, self.len());
             } else {
                 *self = ThinBuf::from_slice(self);
             }
