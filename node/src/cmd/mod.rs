@@ -701,20 +701,14 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         0 => crate::server::now_ms(),
         t => t,
     };
-    let mut hints = ctx::SlotHints::new();
-    let locks = if cmd.has(flags::LOCK_ALL) {
-        srv.ks.lock_all()
-    } else if cmd.has(flags::GLOBAL) {
-        crate::db::LockSet::empty()
-    } else {
-        lock_keys(srv, cl, cmd, args, &mut hints)
-    };
     let db = cl.db;
+    // The context is built first and the locks (with the keys' slots) taken into it: the
+    // view is a few hundred bytes, moved whole otherwise (4% of a GET's user CPU).
     let mut ctx = Ctx {
         srv,
         cl,
         out,
-        ks: KeyView::new(srv, locks, db, now),
+        ks: KeyView::new(srv, crate::db::LockSet::empty(), db, now),
         block: None,
         in_exec: false,
         serving_blocked: false,
@@ -722,7 +716,13 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         untouched: false,
         changes: 1,
     };
-    ctx.ks.slot_hints = hints;
+    ctx.ks.locks = if cmd.has(flags::LOCK_ALL) {
+        srv.ks.lock_all()
+    } else if cmd.has(flags::GLOBAL) {
+        crate::db::LockSet::empty()
+    } else {
+        lock_keys(srv, ctx.cl, cmd, args, &mut ctx.ks.slot_hints)
+    };
     ctx.ks.from_master = ctx.cl.from_master;
     let mark = ctx.out.buf.len();
     run_locked(&mut ctx, cmd, args);

@@ -224,13 +224,7 @@ pub fn serve_stuck_thread() {
     };
     // Replies computed in the tick the script started in, before it; their connections
     // count as parked once those are out.
-    super::conn::send_held(&srv, |id| {
-        CONNS.with(|c| {
-            if let Some(s) = c.borrow().get(&id) {
-                s.park(true);
-            }
-        })
-    });
+    super::conn::flush_held(&srv);
     drop_hung_up_replicas(&srv);
     // Collected first: the dispatcher runs below, and nothing may hold the table then.
     let idle: Vec<Arc<Share>> = CONNS.with(|c| {

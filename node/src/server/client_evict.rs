@@ -74,6 +74,9 @@ impl ClientsMem {
 pub struct Charge {
     pool: OnceLock<Arc<ClientsMem>>,
     state: Mutex<ChargeState>,
+    /// `state.charged`, readable without the lock: a connection recharges after every
+    /// batch, and most batches leave its memory as it was.
+    charged: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -94,6 +97,10 @@ impl Charge {
 
     /// Sets this client's memory to `bytes` (its charge in the pool follows).
     pub fn set(&self, bytes: usize) {
+        // Unchanged: nothing to add. A client retired meanwhile stays retired either way.
+        if self.charged.load(Ordering::Relaxed) == bytes {
+            return;
+        }
         let Some(pool) = self.pool.get() else {
             return;
         };
@@ -107,6 +114,7 @@ impl Charge {
             pool.total.fetch_sub(st.charged - bytes, Ordering::Relaxed);
         }
         st.charged = bytes;
+        self.charged.store(bytes, Ordering::Relaxed);
     }
 
     /// `n` bytes entered (positive) or left (negative) this client's out-of-band queue.
@@ -138,6 +146,7 @@ impl Charge {
             pool.in_flight.fetch_add(st.dying as i64, Ordering::Relaxed);
         }
         st.charged = 0;
+        self.charged.store(0, Ordering::Relaxed);
         st.retired = true;
     }
 
@@ -161,6 +170,7 @@ impl Charge {
         if !st.retired {
             pool.total.fetch_sub(st.charged, Ordering::Relaxed);
             st.charged = 0;
+            self.charged.store(0, Ordering::Relaxed);
             st.retired = true;
         }
     }

@@ -1,6 +1,6 @@
 //! One connection: read → parse every complete request → execute → flush once.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -195,7 +195,7 @@ async fn serve(
     sock: &mut ClientStream,
     cl: &mut ClientState,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
-    share: &Share,
+    share: &Arc<Share>,
 ) -> std::io::Result<()> {
     // Nothing allocated before the first read, as Redis's query buffer (qbuf-free=0 until
     // then): the read path makes the room.
@@ -207,6 +207,32 @@ async fn serve(
         ..Default::default()
     };
     let handle = cl.handle.clone();
+    // Replies held for the end of the tick (plain sockets on an I/O thread), dropped with
+    // the connection; `holding` while the buffer is away.
+    let outbox = match sock.plain_fd() {
+        Some(fd) if HOLDS.with(|h| h.get()) => Some(Outbox::new(fd, share.clone())),
+        _ => None,
+    };
+    struct Closes<'a>(Option<&'a Outbox>);
+    impl Drop for Closes<'_> {
+        fn drop(&mut self) {
+            if let Some(ob) = self.0 {
+                ob.close();
+            }
+        }
+    }
+    let _closes = Closes(outbox.as_deref());
+    let mut holding = false;
+    macro_rules! take_back {
+        () => {
+            if holding {
+                holding = false;
+                if let Some(ob) = &outbox {
+                    ob.take_back(&mut out, &mut rd.rb, &handle);
+                }
+            }
+        };
+    }
     rd.qb.publish(&handle, &inbuf, rd.parser.parsed_len());
     rd.rb.publish(&handle);
     // The buffers' resize checks (Redis's clientsCron), armed while they may change.
@@ -225,10 +251,17 @@ async fn serve(
         if handle.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
+        // Woken by the flush (the socket did not take all the replies): the rest waits
+        // for the socket to be writable.
+        if holding && outbox.as_ref().is_some_and(|ob| ob.flushed()) {
+            take_back!();
+        }
         // While parked with nothing buffered, a busy script's hook on this thread may
-        // answer this connection's requests (super::busy_io).
+        // answer this connection's requests (super::busy_io). Held replies park it once
+        // they are out (`flush_held`).
         share.park(
-            inbuf.is_empty()
+            !holding
+                && inbuf.is_empty()
                 && out.buf.is_empty()
                 && rd.parser.is_idle()
                 && super::busy_io::servable(cl),
@@ -239,6 +272,7 @@ async fn serve(
             // branch (no per-iteration `kill.notified()` registration).
             msg = rx.recv() => {
                 share.unpark();
+                take_back!();
                 share.resume(srv, cl, &mut out);
                 let Some(msg) = msg else { return Ok(()) };
                 // The messages stay in flight (left out of key eviction's count) until
@@ -264,6 +298,7 @@ async fn serve(
             }
             r = sock.writable(), if !out.buf.is_empty() => {
                 share.unpark();
+                take_back!();
                 share.resume(srv, cl, &mut out);
                 r?;
                 flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
@@ -271,6 +306,7 @@ async fn serve(
             }
             _ = &mut cron, if cron_armed => {
                 share.unpark();
+                take_back!();
                 share.resume(srv, cl, &mut out);
                 let now = now_ms();
                 let idle_ms = now.saturating_sub(handle.last_active_ms.load(Ordering::Relaxed));
@@ -286,6 +322,7 @@ async fn serve(
             }
             r = sock.readable() => {
                 share.unpark();
+                take_back!();
                 share.resume(srv, cl, &mut out);
                 r?;
                 // Room to read into (a buffer freed while idle is allocated again here).
@@ -340,25 +377,37 @@ async fn serve(
                 }
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
-                // Once its replies are out, the hook of a script that starts before this
-                // task runs again may answer the connection as if it were parked.
-                let parks = keep
-                    && inbuf.is_empty()
-                    && rd.parser.is_idle()
-                    && super::busy_io::servable(cl);
-                end_of_tick(handle.id, sock.plain_fd(), &mut out, parks).await;
-                // The hook may have answered requests meanwhile (see `send_held`).
-                share.unpark();
-                share.resume(srv, cl, &mut out);
                 rd.rb.note(out.buf.len());
                 if !keep {
                     flush(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
                     return Ok(());
                 }
-                // What the client does not take now waits for the socket to be writable,
-                // while its next requests are still read and run (as Redis does).
-                flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
-                publish_mem(srv, cl, &rd, &inbuf, &out);
+                match &outbox {
+                    Some(ob) if !out.buf.is_empty() => {
+                        // appendfsync always: the batch's writes reach the disk first.
+                        crate::persist::aof::before_reply(srv, cl.aof_mark).await;
+                        // Once its replies are out, the hook of a script that starts before
+                        // this task runs again may answer the connection as if it were
+                        // parked.
+                        let parks = inbuf.is_empty()
+                            && rd.parser.is_idle()
+                            && super::busy_io::servable(cl);
+                        let waker = std::future::poll_fn(|cx| {
+                            std::task::Poll::Ready(cx.waker().clone())
+                        })
+                        .await;
+                        ob.hold(srv, &mut out, parks, &waker);
+                        holding = true;
+                    }
+                    _ => {
+                        // What the client does not take now waits for the socket to be
+                        // writable, while its next requests are still read and run (as
+                        // Redis does).
+                        flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark)
+                            .await?;
+                        publish_mem(srv, cl, &rd, &inbuf, &out);
+                    }
+                }
                 if handle.killed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
@@ -369,89 +418,186 @@ async fn serve(
 
 // Per-thread by nature (one tick of this thread's runtime), not a contract between layers.
 thread_local! {
-    /// Replies of this I/O thread's connections held for the end of the tick: the
-    /// connection's id, socket and output buffer (see [`end_of_tick`]).
-    static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+    /// Replies of this I/O thread's connections held for the end of the tick (see
+    /// [`Outbox`]).
+    static HELD: RefCell<Vec<Arc<Outbox>>> = const { RefCell::new(Vec::new()) };
+    /// This thread's runtime sends the held replies before it parks ([`holds_replies`]).
+    static HOLDS: Cell<bool> = const { Cell::new(false) };
 }
 
-/// One connection's replies held for the end of the tick.
-struct Held {
-    id: u64,
-    /// None on a TLS connection: its replies leave only through its task.
-    fd: Option<RawFd>,
-    buf: BytesMut,
-    /// The connection is servable by a busy script's hook once `buf` is out: its task
-    /// would park next, but cannot run while the script does.
-    parks: bool,
+/// Most connections whose replies wait for the end of the tick: the one that holds one more
+/// sends them all at once (a tick can run thousands of connections; their clients should
+/// not wait for all of them).
+const HOLD_MAX: usize = 64;
+
+/// Marks this thread's runtime as one whose `on_thread_park` hook calls [`flush_held`]
+/// (the I/O threads): its connections hold their replies for the end of the tick. Other
+/// runtimes' connections write theirs at once.
+pub fn holds_replies() {
+    HOLDS.with(|h| h.set(true));
 }
 
-/// Waits until every connection the thread found readable has run its batch, so that the
-/// replies go out back to back, as Redis writes them all before it sleeps: the first send
-/// wakes a client that sleeps in epoll_wait (on a VM an inter-processor interrupt, 26% of
-/// the CPU of pipelined EVALs when each batch was sent as soon as it ran), the sends right
-/// after it find the client awake. A yielded task runs again after the runtime has polled
-/// its sockets (tokio defers it), so this costs one zero-timeout poll per tick.
+/// A connection's replies held until its I/O thread has run every connection it found
+/// readable, so that they go out back to back, as Redis writes them all before it sleeps:
+/// the first send wakes a client that sleeps in epoll_wait (on a VM an inter-processor
+/// interrupt, 26% of the CPU of pipelined EVALs when each batch was sent as soon as it
+/// ran), the sends right after it find the client awake.
 ///
-/// Meanwhile the replies sit in [`HELD`], where a script that runs past
-/// busy-reply-threshold on this thread sends them ([`send_held`]), as Redis sends pending
+/// The runtime's park hook sends them ([`flush_held`]); the connection's task is not polled
+/// again for it (it was, when it yielded until the end of the tick instead: one more poll
+/// and one more zero-timeout epoll per tick, a fifth of a GET's user CPU). The task takes
+/// the buffer back the next time it runs ([`Outbox::take_back`]); a write the socket does
+/// not take whole wakes it to wait for the socket. While a script runs past
+/// busy-reply-threshold on this thread, its hook sends them too, as Redis sends pending
 /// replies while a script is busy.
-async fn end_of_tick(id: u64, fd: Option<RawFd>, out: &mut Out, parks: bool) {
-    /// Takes the buffer back, also when the task is dropped while it waits.
-    struct Back<'a> {
-        id: u64,
-        out: &'a mut Out,
+struct Outbox {
+    fd: RawFd,
+    /// Parked once its replies are out, when the task would have parked then.
+    share: Arc<Share>,
+    held: parking_lot::Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    buf: BytesMut,
+    /// In [`HELD`], not sent yet: the task took nothing back since it held the buffer.
+    waiting: bool,
+    /// What the flush wrote of a buffer the socket did not take whole (the task then
+    /// writes the rest).
+    sent: usize,
+    /// The task would have parked once these are out.
+    parks: bool,
+    waker: Option<std::task::Waker>,
+}
+
+impl Outbox {
+    fn new(fd: RawFd, share: Arc<Share>) -> Arc<Outbox> {
+        Arc::new(Outbox {
+            fd,
+            share,
+            held: parking_lot::Mutex::new(Held::default()),
+        })
     }
-    impl Drop for Back<'_> {
-        fn drop(&mut self) {
-            let _ = HELD.try_with(|h| {
-                let mut h = h.borrow_mut();
-                // From the end: tokio resumes deferred tasks last in, first out, so the
-                // entry is usually the last one (no quadratic search with many clients).
-                if let Some(i) = h.iter().rposition(|e| e.id == self.id) {
-                    self.out.buf = h.swap_remove(i).buf;
-                }
-            });
+
+    /// Hands the replies in `out` to the end-of-tick flush; `parks`: the connection may be
+    /// parked once they are out. Sends them all at once when [`HOLD_MAX`] are waiting.
+    fn hold(self: &Arc<Self>, srv: &Server, out: &mut Out, parks: bool, waker: &std::task::Waker) {
+        let mut h = self.held.lock();
+        std::mem::swap(&mut h.buf, &mut out.buf);
+        h.waiting = true;
+        h.sent = 0;
+        h.parks = parks;
+        if !h.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            h.waker = Some(waker.clone());
+        }
+        drop(h);
+        let full = HELD.with(|l| {
+            let mut l = l.borrow_mut();
+            l.push(self.clone());
+            l.len() >= HOLD_MAX
+        });
+        if full {
+            flush_held(srv);
         }
     }
-    let buf = std::mem::take(&mut out.buf);
-    HELD.with(|h| h.borrow_mut().push(Held { id, fd, buf, parks }));
-    let _back = Back { id, out };
-    tokio::task::yield_now().await;
+
+    /// Whether the flush has dealt with the held buffer (or nothing is held).
+    fn flushed(&self) -> bool {
+        !self.held.lock().waiting
+    }
+
+    /// Takes the output buffer back, with what the flush did not send (all of it if the
+    /// flush has not run yet: the new replies go after it).
+    fn take_back(&self, out: &mut Out, rb: &mut ReplyBuf, handle: &ClientHandle) {
+        let mut h = self.held.lock();
+        std::mem::swap(&mut h.buf, &mut out.buf);
+        h.waiting = false;
+        let sent = std::mem::take(&mut h.sent);
+        drop(h);
+        if out.buf.is_empty() {
+            clear_out(out, rb);
+        } else if sent > 0 {
+            rb.written(out, sent);
+        }
+        handle.out_pending.store(out.buf.len(), Ordering::Relaxed);
+    }
+
+    /// The connection is ending: whatever is still held is dropped with it (the socket is
+    /// closed next, and its descriptor may be reused by another connection).
+    fn close(&self) {
+        let mut h = self.held.lock();
+        h.waiting = false;
+        h.buf = BytesMut::new();
+        h.waker = None;
+    }
 }
 
-/// Sends what it can of the held replies without blocking (the script hook of a busy
-/// script, `busy_io`): the sockets belong to tasks that cannot run until the script ends.
-/// `park` is called once for each connection whose replies are all out and that its task
-/// would have parked: the hook answers it from then on (else its next request, sent after
-/// that reply, would wait unanswered for the script's end).
-pub fn send_held(srv: &Server, mut park: impl FnMut(u64)) {
-    HELD.with(|h| {
-        for e in h.borrow_mut().iter_mut() {
-            let Some(fd) = e.fd else {
-                continue;
+/// Sends what the socket takes of every held reply, without blocking (the I/O thread's park
+/// hook; a busy script's hook, `busy_io`: the sockets belong to tasks that cannot run until
+/// the script ends). A connection whose replies are all out and whose task would have
+/// parked is parked (a busy script's hook answers it from then on, else its next request,
+/// sent after that reply, would wait unanswered for the script's end); one whose socket
+/// took only part of them is woken to write the rest.
+pub fn flush_held(srv: &Server) {
+    let mut list = match HELD.try_with(|l| std::mem::take(&mut *l.borrow_mut())) {
+        Ok(l) if !l.is_empty() => l,
+        _ => return,
+    };
+    for ob in list.drain(..) {
+        let mut h = ob.held.lock();
+        if !h.waiting {
+            continue;
+        }
+        h.waiting = false;
+        let mut sent = 0;
+        while sent < h.buf.len() {
+            let rest = &h.buf[sent..];
+            // SAFETY: the fd is the socket of a live connection task: its Outbox stops
+            // waiting (`Outbox::close`) before the task drops the socket, and this runs on
+            // the task's own thread. The buffer outlives the call.
+            let n = unsafe {
+                libc::send(
+                    ob.fd,
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
             };
-            if !e.buf.is_empty() {
-                // SAFETY: the fd is the socket of a live connection task (its entry leaves
-                // HELD before the task drops the socket); the buffer outlives the call.
-                let n = unsafe {
-                    libc::send(
-                        fd,
-                        e.buf.as_ptr().cast(),
-                        e.buf.len(),
-                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                    )
-                };
-                if n > 0 {
-                    srv.stats
-                        .net_output_bytes
-                        .fetch_add(n as u64, Ordering::Relaxed);
-                    e.buf.advance(n as usize);
-                }
+            if n > 0 {
+                sent += n as usize;
+            } else if n < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            } else {
+                break;
             }
-            if e.buf.is_empty() && e.parks {
-                e.parks = false;
-                park(e.id);
+        }
+        if sent > 0 {
+            srv.stats
+                .net_output_bytes
+                .fetch_add(sent as u64, Ordering::Relaxed);
+            srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
+        }
+        if sent == h.buf.len() {
+            h.buf.clear();
+            if h.parks {
+                ob.share.park(true);
             }
+        } else {
+            // The socket is full (or failed): the task waits for it (or reports the error).
+            h.buf.advance(sent);
+            h.sent = sent;
+            if let Some(w) = h.waker.take() {
+                w.wake();
+            }
+        }
+    }
+    // The list's allocation is kept for the next tick.
+    let _ = HELD.try_with(|l| {
+        let mut l = l.borrow_mut();
+        if l.is_empty() {
+            *l = list;
         }
     });
 }
@@ -604,10 +750,8 @@ fn publish_mem(srv: &Server, cl: &ClientState, rd: &Requests, inbuf: &BytesMut, 
         return;
     }
     h.recharge();
-    // CONFIG SET maxmemory-clients / maxmemory take effect before their reply goes out.
-    srv.clients
-        .mem
-        .set_limit(super::client_evict::limit_bytes(&srv.config.read().typed));
+    // The limit is resolved where the configuration changes (`Server::config_changed`,
+    // before CONFIG SET's reply), so a batch that set it is checked against it here.
     if srv.clients.mem.over() {
         super::client_evict::evict(srv);
     }

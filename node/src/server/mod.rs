@@ -243,6 +243,11 @@ impl Server {
         self.notify.configure(c.notify_flags);
         self.persist.aof.configure(&c.typed);
         self.title.config_changed(&c);
+        // CONFIG SET maxmemory-clients / maxmemory take effect before their reply goes out:
+        // the connection checks the clients' memory against it after the batch.
+        self.clients
+            .mem
+            .set_limit(client_evict::limit_bytes(&c.typed));
     }
 
     #[inline]
@@ -686,8 +691,13 @@ fn spawn_worker(srv: &Arc<Server>, i: usize, full: &SecondLooks) -> Option<Hando
         .stack_size(8 << 20)
         .spawn(move || {
             crate::script::busy::set_worker(i);
+            // The replies of the connections a tick ran go out when the runtime is about
+            // to sleep (conn::flush_held).
+            let flusher = srv.clone();
+            conn::holds_replies();
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
+                .on_thread_park(move || conn::flush_held(&flusher))
                 .build()
             {
                 Ok(rt) => rt,

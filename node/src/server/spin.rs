@@ -143,6 +143,10 @@ pub async fn run(srv: Arc<Server>) {
         // the last activity.
         let mut seen = activity_count();
         loop {
+            // The runtime does not park while this polls, and parking is when the replies
+            // its connections hold go out (conn::flush_held): they go out here instead,
+            // after the connections that ran before this task in the tick.
+            super::conn::flush_held(&srv);
             tokio::task::yield_now().await;
             let now = Instant::now();
             let a = activity_count();
