@@ -1,8 +1,8 @@
 //! How an I/O thread schedules its connections. `busy-poll-usec` (server::spin): the thread
 //! keeps polling between requests that come fast, never longer than the window past the
 //! last one, and no request is lost or reordered while it does. Replies held for the end of
-//! the event-loop tick (server::conn `end_of_tick`) go out once a script that started in
-//! the same tick is busy.
+//! the event-loop tick (server::conn `Outbox`) go out while the thread polls, and once a
+//! script that started in the same tick is busy.
 
 use std::time::{Duration, Instant};
 use tessera_testkit::*;
@@ -138,6 +138,34 @@ fn a_long_window_polls_then_stops() {
     fast_traffic(srv.port, "t3", 4, 2000);
     let (span, max) = (Duration::from_millis(500), Duration::from_millis(100));
     assert_sleeps(&srv, span, max, "polling off");
+}
+
+#[test]
+fn replies_go_out_while_the_thread_polls() {
+    // A one-second window: once requests come fast the thread polls instead of parking,
+    // and the replies it holds for the end of the tick must go out from the polling loop.
+    // Left for the runtime's next park, each waited for some timer of the thread to end
+    // the poll: 150 round trips took 12 s instead of 1 (debug build).
+    let srv = start(&["--busy-poll-usec", "1000000"]);
+    let mut c = Raw::connect(srv.port);
+    let t0 = Instant::now();
+    // Polling starts after a few dozen short gaps (the gap average starts idle).
+    for i in 1..=150 {
+        assert_eq!(c.cmd(&["INCR", "bp:t5"]), R::Int(i));
+    }
+    let took = t0.elapsed();
+    assert!(
+        !can_poll() || took < Duration::from_secs(6),
+        "150 round trips took {took:?} while the thread polled"
+    );
+    // The thread did poll (else this proved nothing): the window is still running.
+    if can_poll() {
+        let polling = idle_cpu(&srv, Duration::from_millis(300));
+        assert!(
+            polling >= Duration::from_millis(50),
+            "the I/O thread did not poll: {polling:?} of CPU in 300 ms"
+        );
+    }
 }
 
 #[test]
