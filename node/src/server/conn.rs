@@ -573,12 +573,7 @@ pub fn flush_held(srv: &Server) {
                 break;
             }
         }
-        if sent > 0 {
-            srv.stats
-                .net_output_bytes
-                .fetch_add(sent as u64, Ordering::Relaxed);
-            srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
-        }
+        count_written(srv, sent);
         if sent == h.buf.len() {
             h.buf.clear();
             if h.parks {
@@ -641,6 +636,17 @@ async fn flush(
     Ok(())
 }
 
+/// Counts one write of `sent` bytes to a client (INFO total_net_output_bytes and
+/// total_writes_processed); a write that took nothing is not one.
+fn count_written(srv: &Server, sent: usize) {
+    if sent > 0 {
+        srv.stats
+            .net_output_bytes
+            .fetch_add(sent as u64, Ordering::Relaxed);
+        srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Writes what the socket takes without waiting; returns how much that was.
 fn write_now(sock: &mut ClientStream, buf: &[u8]) -> std::io::Result<usize> {
     let mut sent = 0;
@@ -685,12 +691,7 @@ async fn flush_some(
     }
     crate::persist::aof::before_reply(srv, aof_mark).await;
     let sent = write_now(sock, &out.buf)?;
-    if sent > 0 {
-        srv.stats
-            .net_output_bytes
-            .fetch_add(sent as u64, Ordering::Relaxed);
-        srv.stats.writes_processed.fetch_add(1, Ordering::Relaxed);
-    }
+    count_written(srv, sent);
     if sent == out.buf.len() {
         clear_out(out, rb);
     } else {
