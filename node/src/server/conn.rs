@@ -392,11 +392,13 @@ async fn serve(
                         let parks = inbuf.is_empty()
                             && rd.parser.is_idle()
                             && super::busy_io::servable(cl);
-                        let waker = std::future::poll_fn(|cx| {
-                            std::task::Poll::Ready(cx.waker().clone())
+                        // The task's waker, for a flush the socket does not take whole
+                        // (cloned only when it changed).
+                        std::future::poll_fn(|cx| {
+                            ob.hold(srv, &mut out, parks, cx.waker());
+                            std::task::Poll::Ready(())
                         })
                         .await;
-                        ob.hold(srv, &mut out, parks, &waker);
                         holding = true;
                     }
                     _ => {
@@ -539,9 +541,14 @@ impl Outbox {
 /// sent after that reply, would wait unanswered for the script's end); one whose socket
 /// took only part of them is woken to write the rest.
 pub fn flush_held(srv: &Server) {
-    let mut list = match HELD.try_with(|l| std::mem::take(&mut *l.borrow_mut())) {
-        Ok(l) if !l.is_empty() => l,
-        _ => return,
+    // Taken only when something is held: the park hook and the polling loop call this every
+    // tick, and taking an empty list would drop its allocation each time.
+    let taken = HELD.try_with(|l| {
+        let mut l = l.borrow_mut();
+        (!l.is_empty()).then(|| std::mem::take(&mut *l))
+    });
+    let Ok(Some(mut list)) = taken else {
+        return;
     };
     for ob in list.drain(..) {
         let mut h = ob.held.lock();
