@@ -255,7 +255,7 @@ async fn session(srv: &Arc<Server>, host: &str, port: u16, gen: u64) -> Result<(
         None => ClientStream::Tcp(sock),
     };
     let id = srv.clients.next_id();
-    let (handle, _rx) = ClientHandle::new(id, peer, laddr);
+    let handle = ClientHandle::new(id, peer, laddr);
     *handle.name.lock() = None;
     handle
         .kind

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 use super::{now_ms, Server};
 
@@ -50,8 +50,8 @@ pub struct ClientHandle {
     /// the killed replica before its event loop reads again; its replica notices at once).
     hangup: Mutex<Option<std::os::fd::OwnedFd>>,
     /// Out-of-band messages (pub/sub, MONITOR), already encoded for the client's protocol.
-    pub tx: mpsc::UnboundedSender<Bytes>,
-    /// Bytes queued in `tx` and not yet written (output buffer accounting).
+    pub mailbox: super::mailbox::Mailbox,
+    /// Bytes queued in `mailbox` and not yet written (output buffer accounting).
     pub queued: AtomicUsize,
     pub resp3: AtomicBool,
     pub subs: AtomicUsize,
@@ -121,12 +121,7 @@ impl ClientHandle {
         self.acl_gen.fetch_add(1, Ordering::Release);
     }
 
-    pub fn new(
-        id: u64,
-        addr: String,
-        laddr: String,
-    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Bytes>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub fn new(id: u64, addr: String, laddr: String) -> Arc<Self> {
         let h = ClientHandle {
             id,
             addr,
@@ -140,7 +135,7 @@ impl ClientHandle {
             killed: AtomicBool::new(false),
             hangup: Mutex::new(None),
             kill: Notify::new(),
-            tx,
+            mailbox: Default::default(),
             queued: AtomicUsize::new(0),
             resp3: AtomicBool::new(false),
             subs: AtomicUsize::new(0),
@@ -166,7 +161,7 @@ impl ClientHandle {
             acl_restricted: AtomicBool::new(false),
             acl_gen: AtomicU64::new(0),
         };
-        (Arc::new(h), rx)
+        Arc::new(h)
     }
 
     /// Records the last command; a pointer compare keeps the common case lock-free.
@@ -197,9 +192,9 @@ impl ClientHandle {
         }
         self.kill.notify_one();
         // An empty message wakes an idle connection loop, which then sees `killed`: that
-        // loop waits on this channel anyway, so it needs no `Notified` registration per
+        // loop waits on its mailbox anyway, so it needs no `Notified` registration per
         // read (two lock round trips on every request batch).
-        let _ = self.tx.send(Bytes::new());
+        let _ = self.mailbox.send(Bytes::new());
     }
 
     /// Queues an out-of-band message; kills the client when the pub/sub output buffer limit
@@ -226,7 +221,7 @@ impl ClientHandle {
     fn enqueue_counted(&self, msg: Bytes) -> bool {
         let n = msg.len();
         self.charge.in_flight(flight_weight(n));
-        if self.tx.send(msg).is_err() {
+        if self.mailbox.send(msg).is_err() {
             // The connection is gone and drained its queue already: undo our share.
             self.dequeued(n);
             return false;
@@ -545,7 +540,7 @@ impl ClientState {
 
     /// A state used to run a blocked client's command on its behalf.
     pub fn detached(id: u64, db: usize) -> Self {
-        let (h, _rx) = ClientHandle::new(id, String::new(), String::new());
+        let h = ClientHandle::new(id, String::new(), String::new());
         let mut s = ClientState::new(h, true);
         s.db = db;
         s.internal = true;
@@ -763,7 +758,7 @@ mod tests {
     /// client has been over its soft output limit: no panic, no spurious kill.
     #[test]
     fn soft_limit_survives_a_clock_step_back() {
-        let (h, _rx) = ClientHandle::new(1, String::new(), String::new());
+        let h = ClientHandle::new(1, String::new(), String::new());
         let limit = crate::config::BufLimit {
             hard: 0,
             soft: 1,

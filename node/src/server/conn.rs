@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::busy_io::Share;
@@ -22,7 +22,6 @@ const DENIED: &str = "-DENIED Redis is running in protected mode because protect
 /// A connection as its I/O thread admitted it (see [`admit`]).
 pub struct Admission {
     handle: Arc<ClientHandle>,
-    rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     reg: super::busy_io::Registration,
     counted: Counted,
 }
@@ -65,7 +64,7 @@ pub fn admit(srv: &Arc<Server>, sock: Accepted) -> Option<(ClientStream, Admissi
     sock.set_nodelay();
     let (addr, laddr) = sock.addrs();
     let id = srv.clients.next_id();
-    let (handle, rx) = ClientHandle::new(id, addr, laddr);
+    let handle = ClientHandle::new(id, addr, laddr);
     handle.charge.attach(srv.clients.mem.clone());
     handle.unix_socket.store(sock.is_unix(), Ordering::Relaxed);
     let maxclients = srv.config.read().typed.maxclients as usize;
@@ -95,7 +94,6 @@ pub fn admit(srv: &Arc<Server>, sock: Accepted) -> Option<(ClientStream, Admissi
         sock,
         Admission {
             handle,
-            rx,
             reg,
             counted,
         },
@@ -127,18 +125,16 @@ fn refuse(sock: Accepted, msg: &'static [u8]) {
 pub async fn handle(srv: Arc<Server>, mut sock: ClientStream, admission: Admission) {
     let Admission {
         handle,
-        mut rx,
         reg,
         counted,
     } = admission;
     let id = handle.id;
     let mut cl = ClientState::new(handle.clone(), !srv.requires_auth());
     cl.tls = matches!(sock, ClientStream::Tls(_));
-    let res = serve(&srv, &mut sock, &mut cl, &mut rx, &reg.share).await;
+    let res = serve(&srv, &mut sock, &mut cl, &reg.share).await;
     // What was still queued for this client is dropped: no longer in flight. After
     // close() a send fails and undoes its own count (ClientHandle::send).
-    rx.close();
-    while let Ok(m) = rx.try_recv() {
+    for m in handle.mailbox.close() {
         handle.dequeued(m.len());
     }
     drop(reg);
@@ -194,7 +190,6 @@ async fn serve(
     srv: &Arc<Server>,
     sock: &mut ClientStream,
     cl: &mut ClientState,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
     share: &Arc<Share>,
 ) -> std::io::Result<()> {
     // Nothing allocated before the first read, as Redis's query buffer (qbuf-free=0 until
@@ -223,6 +218,8 @@ async fn serve(
     }
     let _closes = Closes(outbox.as_deref());
     let mut holding = false;
+    // The waker the mailbox holds for this task (see `Mailbox::poll_ready`).
+    let mut mail_waker = None;
     macro_rules! take_back {
         () => {
             if holding {
@@ -270,21 +267,18 @@ async fn serve(
             biased;
             // `ClientHandle::kill` also sends an empty message here, so a kill wakes this
             // branch (no per-iteration `kill.notified()` registration).
-            msg = rx.recv() => {
+            _ = std::future::poll_fn(|cx| handle.mailbox.poll_ready(cx, &mut mail_waker)) => {
                 share.unpark();
                 take_back!();
                 share.resume(srv, cl, &mut out);
-                let Some(msg) = msg else { return Ok(()) };
                 // The messages stay in flight (left out of key eviction's count) until
                 // written: they are copied to the output buffer first.
                 rd.rb.allocate(&mut out);
-                out.raw(&msg);
-                let mut taken = handle.taken(msg.len());
-                drop(msg);
-                while let Ok(m) = rx.try_recv() {
+                let mut taken = 0;
+                handle.mailbox.drain(|m| {
                     out.raw(&m);
                     taken += handle.taken(m.len());
-                }
+                });
                 if handle.killed.load(Ordering::Relaxed) {
                     handle.charge.in_flight(-taken);
                     return Ok(());
@@ -352,7 +346,7 @@ async fn serve(
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 cl.now_ms = now;
                 rd.rb.allocate(&mut out);
-                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf, rx).await?;
+                let keep = process(srv, sock, cl, &mut out, &mut rd, &mut inbuf).await?;
                 // A big argument's header was read: its room is made now, as Redis does.
                 rd.qb.reserve(&mut inbuf, 0, &rd.parser);
                 // A request of very many arguments leaves its argument view big: Redis
@@ -1016,7 +1010,6 @@ async fn process(
     out: &mut Out,
     rd: &mut Requests,
     inbuf: &mut BytesMut,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
 ) -> std::io::Result<bool> {
     loop {
         // One snapshot load per request for the settings this loop reads.
@@ -1066,10 +1059,11 @@ async fn process(
         // command's reply.
         let evicted = cl.tracking != 0 && super::evict::evict_before_command(srv);
         if crate::tracking::enforce_limit(srv) || evicted {
-            while let Ok(m) = rx.try_recv() {
+            let h = &cl.handle;
+            h.mailbox.drain(|m| {
                 out.raw(&m);
-                cl.handle.dequeued(m.len());
-            }
+                h.dequeued(m.len());
+            });
         }
         let mark = out.buf.len();
         // A client held by CLIENT PAUSE counts as blocked until its command runs.

@@ -9,6 +9,7 @@ pub mod debug_switches;
 pub mod evict;
 pub mod expire;
 pub mod listen;
+pub mod mailbox;
 pub mod migrate_sockets;
 pub mod oom;
 pub mod prefetch;
