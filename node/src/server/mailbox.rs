@@ -62,6 +62,7 @@ impl Mailbox {
     /// registered: while that waker is still registered and wakes this task, the poll takes
     /// no lock. A sender that takes the waker clears `armed` before it wakes, so a poll that
     /// saw `armed` set is woken.
+    #[inline]
     pub fn poll_ready(&self, cx: &mut Context<'_>, last: &mut Option<Waker>) -> Poll<()> {
         if self.pending.load(Ordering::Acquire) {
             return Poll::Ready(());
@@ -71,6 +72,12 @@ impl Mailbox {
         {
             return Poll::Pending;
         }
+        self.register(cx, last)
+    }
+
+    /// [`Self::poll_ready`] without a registration that still holds: under the lock.
+    #[cold]
+    fn register(&self, cx: &mut Context<'_>, last: &mut Option<Waker>) -> Poll<()> {
         let mut inner = self.inner.lock();
         if !inner.queue.is_empty() {
             return Poll::Ready(());
