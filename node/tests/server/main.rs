@@ -27,6 +27,7 @@ mod command_list_diff;
 mod config_diff;
 mod conform_diff;
 mod conform_start;
+mod conn_memory;
 mod crash_report;
 mod debug_cmd;
 mod debug_reload;
