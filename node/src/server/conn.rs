@@ -810,11 +810,12 @@ impl Default for ReplyBuf {
 impl ReplyBuf {
     /// Gives a connection's output buffer its whole reply-buffer allocation before the
     /// first replies are written into it. The buffer starts unallocated and is given back
-    /// once written ([`clear_out`]), so an idle connection holds nothing. Had it grown reply by reply instead, a client's first big
-    /// reply would raise used_memory right after the reply was built: INFO's ~6 KB reply
-    /// moved used_memory 12 KB past the figure it reported, and unit/maxmemory, which sets
-    /// maxmemory 10 KiB above that figure, then saw evictions. Redis's reply buffer is a
-    /// fixed allocation made when the client is created.
+    /// once written ([`clear_out`]), so an idle connection holds nothing. Had it grown
+    /// reply by reply instead, a client's first big reply would raise used_memory right
+    /// after the reply was built: INFO's ~6 KB reply moved used_memory 12 KB past the
+    /// figure it reported, and unit/maxmemory, which sets maxmemory 10 KiB above that
+    /// figure, then saw evictions. Redis's reply buffer is a fixed allocation made when the
+    /// client is created.
     fn allocate(&self, out: &mut Out) {
         if out.buf.capacity() == 0 {
             out.buf.reserve(self.size);
