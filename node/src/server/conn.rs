@@ -1176,9 +1176,7 @@ async fn process(
     }
 }
 
-/// CLIENT REPLY OFF|SKIP: drops the reply just written (`is_client_reply`: the command was
-/// CLIENT REPLY itself).
-/// A paused client's wait: until the pause ends or is lifted.
+/// A paused client's wait: until its next check of the pause, or the pause is lifted.
 async fn wait_unpaused(srv: &Server, until: std::time::Instant) {
     tokio::select! {
         _ = tokio::time::sleep_until(until.into()) => {}
@@ -1186,6 +1184,8 @@ async fn wait_unpaused(srv: &Server, until: std::time::Instant) {
     }
 }
 
+/// CLIENT REPLY OFF|SKIP: drops the reply just written (`is_client_reply`: the command was
+/// CLIENT REPLY itself).
 fn apply_reply_mode(cl: &mut ClientState, out: &mut Out, mark: usize, is_client_reply: bool) {
     match cl.reply_mode {
         ReplyMode::On => {}
