@@ -240,8 +240,7 @@ async fn serve(
         () => {
             if !cron_armed {
                 cron_armed = true;
-                cron.as_mut()
-                    .reset(tokio::time::Instant::now() + cron_period(srv.clients.len()));
+                cron.as_mut().reset(next_cron(srv));
             }
         };
     }
@@ -312,7 +311,7 @@ async fn serve(
                 publish_mem(srv, cl, &rd, &inbuf, &out);
                 cron_armed = q || r;
                 if cron_armed {
-                    cron.as_mut().reset(tokio::time::Instant::now() + cron_period(srv.clients.len()));
+                    cron.as_mut().reset(next_cron(srv));
                 }
             }
             r = sock.readable() => {
@@ -692,9 +691,7 @@ async fn flush_some(
     if out.buf.is_empty() {
         // A batch that wrote no reply (a partial request, CLIENT REPLY OFF) gives back the
         // buffer allocated for it.
-        if out.buf.capacity() > 0 {
-            clear_out(out, rb);
-        }
+        clear_out(out, rb);
         return Ok(());
     }
     crate::persist::aof::before_reply(srv, aof_mark).await;
@@ -781,6 +778,11 @@ fn cron_period(clients: usize) -> Duration {
     };
     let runs = clients.div_ceil(per_run).min(10);
     Duration::from_millis(100 * runs as u64)
+}
+
+/// When a connection's next buffer check is due.
+fn next_cron(srv: &Server) -> tokio::time::Instant {
+    tokio::time::Instant::now() + cron_period(srv.clients.len())
 }
 
 /// The reply buffer's size as Redis manages and reports it (CLIENT LIST rbs and rbp;
@@ -873,12 +875,9 @@ impl ReplyBuf {
             self.peak_reset_at = now;
         }
         if new != 0 {
+            // Nothing to give back here: an output buffer is freed once written
+            // (`clear_out`), so an idle connection holds none.
             self.size = new;
-            // Give an idle connection's memory back too.
-            if out.buf.is_empty() && out.buf.capacity() > new {
-                out.buf = BytesMut::with_capacity(new);
-                self.off = 0;
-            }
         }
         self.size > REPLY_MIN || (self.peak >= self.size && self.size < REPLY_CHUNK)
     }
@@ -1270,9 +1269,11 @@ async fn wait_blocked(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn buffer_checks_come_as_often_as_redis_visits_a_client() {
-        let ms = |n| super::cron_period(n).as_millis();
+        let ms = |n| cron_period(n).as_millis();
         assert_eq!(ms(0), 100);
         assert_eq!(ms(5), 100);
         assert_eq!(ms(6), 200);
@@ -1282,8 +1283,6 @@ mod tests {
         assert_eq!(ms(5000), 1000);
         assert_eq!(ms(5009), 1000);
     }
-
-    use super::*;
 
     fn config(directives: &[(&str, &str)]) -> crate::config::Config {
         let cli: Vec<(String, Vec<String>)> = directives
