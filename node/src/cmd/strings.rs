@@ -176,7 +176,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             return Ok(());
         }
     }
-    let v = Value::string(args[2]);
+    let v = ctx.string_value(args[2]);
     if o.keepttl {
         ctx.ks.set_keepttl(key, v);
         ctx.notify(STRING, "set", key);
@@ -212,7 +212,8 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.unchanged();
         ctx.out.int(0);
     } else {
-        ctx.ks.set(args[1], Value::string(args[2]));
+        let v = ctx.string_value(args[2]);
+        ctx.ks.set(args[1], v);
         ctx.notify(STRING, "set", args[1]);
         ctx.out.int(1);
     }
@@ -221,7 +222,8 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn setex_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], unit: u64, name: &str) -> CmdResult {
     let at = parse_expire(args[2], unit, false, ctx.ks.now, name)?;
-    ctx.ks.set(args[1], Value::string(args[3]));
+    let v = ctx.string_value(args[3]);
+    ctx.ks.set(args[1], v);
     ctx.notify(STRING, "set", args[1]);
     ctx.ks.set_expire(args[1], at);
     ctx.notify(GENERIC, "expire", args[1]);
@@ -249,7 +251,8 @@ fn psetex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     reply_string(&mut ctx.ks, ctx.out, args[1])?;
-    ctx.ks.set(args[1], Value::string(args[2]));
+    let v = ctx.string_value(args[2]);
+    ctx.ks.set(args[1], v);
     ctx.notify(STRING, "set", args[1]);
     // Propagated as SET, as Redis 7.0's getsetCommand rewrites itself.
     if ctx.propagating() {
@@ -383,7 +386,8 @@ fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ));
     }
     for p in args[1..].chunks(2) {
-        ctx.ks.set(p[0], Value::string(p[1]));
+        let v = ctx.string_value(p[1]);
+        ctx.ks.set(p[0], v);
         ctx.notify(STRING, "set", p[0]);
     }
     ctx.count_changes(args.len() / 2);
@@ -403,7 +407,8 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     for p in args[1..].chunks(2) {
-        ctx.ks.set(p[0], Value::string(p[1]));
+        let v = ctx.string_value(p[1]);
+        ctx.ks.set(p[0], v);
         ctx.notify(STRING, "set", p[0]);
     }
     ctx.count_changes(args.len() / 2);
@@ -508,7 +513,8 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     match cur_len {
         None => {
-            ctx.ks.set(args[1], Value::string(args[2]));
+            let v = ctx.string_value(args[2]);
+            ctx.ks.set(args[1], v);
             ctx.out.int(args[2].len() as i64);
         }
         Some(l) => {

@@ -4,6 +4,8 @@
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 
+use bytes::Bytes;
+
 use crate::types::{HashValue, ListValue, SetValue, StreamValue, ZSetValue};
 
 const INLINE: usize = 22;
@@ -13,8 +15,17 @@ const INLINE: usize = 22;
 /// 16, and this layout leaves a niche that keeps `Value` at 24 bytes.
 #[derive(Clone)]
 pub enum SBytes {
-    Inline { len: u8, data: [u8; INLINE] },
+    Inline {
+        len: u8,
+        data: [u8; INLINE],
+    },
     Heap(Box<[u8]>),
+    /// A big value kept in the buffer it arrived in (a slice of the request's read buffer,
+    /// see `Ctx::string_value`): storing it costs no copy, as Redis keeps a big argument's
+    /// query buffer as the value. Refcounted, because the connection still reads the
+    /// request's arguments after the command (propagation, the reply mode), while another
+    /// thread may already have deleted the key. Boxed to keep this type at 24 bytes.
+    Shared(Box<Bytes>),
 }
 
 impl SBytes {
@@ -32,11 +43,17 @@ impl SBytes {
         }
     }
 
+    /// A value held in `b`'s buffer, no copy made (see [`SBytes::Shared`]).
+    pub fn shared(b: Bytes) -> Self {
+        SBytes::Shared(Box::new(b))
+    }
+
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
         match self {
             SBytes::Inline { len, data } => &data[..*len as usize],
             SBytes::Heap(b) => b,
+            SBytes::Shared(b) => b,
         }
     }
 
@@ -45,6 +62,8 @@ impl SBytes {
         match self {
             SBytes::Inline { .. } => 0,
             SBytes::Heap(b) => b.len(),
+            // The box, and the buffer's refcount block that `bytes` allocates.
+            SBytes::Shared(b) => b.len() + 2 * std::mem::size_of::<Bytes>(),
         }
     }
 

@@ -481,6 +481,10 @@ pub struct ClientState {
     /// How many BCAST prefixes this client tracks (`crate::tracking`), counted in its
     /// memory for maxmemory-clients.
     pub tracking_prefixes: usize,
+    /// The running request's read buffer, when it was sized to a big argument and holds
+    /// nothing else: a handler may store that argument as a slice of it, with no copy
+    /// (`Ctx::string_value`). Set by the connection around the command.
+    pub req_buf: Option<Bytes>,
 }
 
 /// Something a command needs its connection to do asynchronously (`crate::repl`).
@@ -535,6 +539,7 @@ impl ClientState {
             reply_limit: 0,
             acl: Default::default(),
             tracking_prefixes: 0,
+            req_buf: None,
         }
     }
 

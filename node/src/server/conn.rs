@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::busy_io::Share;
@@ -892,6 +892,9 @@ struct QueryBuf {
     alloc: usize,
     /// The most the buffer held since the last check.
     peak: usize,
+    /// Where the buffer made for a big argument starts (0: none made since the last
+    /// request was taken): see [`QueryBuf::take_request`].
+    big_base: usize,
 }
 
 impl QueryBuf {
@@ -906,6 +909,7 @@ impl QueryBuf {
         QueryBuf {
             alloc: inbuf.capacity(),
             peak: 0,
+            big_base: 0,
         }
     }
 
@@ -937,6 +941,7 @@ impl QueryBuf {
                     fresh.extend_from_slice(inbuf);
                     *inbuf = fresh;
                     self.alloc = inbuf.capacity();
+                    self.big_base = inbuf.as_ptr() as usize;
                 }
                 // The next read takes at most what is left of the argument, as Redis reads
                 // only the argument's remaining bytes: asking for 16 KiB more here would
@@ -960,7 +965,32 @@ impl QueryBuf {
                 inbuf.reserve(Self::IO_LEN);
             }
             self.alloc = inbuf.capacity();
+            self.big_base = 0;
         }
+    }
+
+    /// The request of `len` bytes at the front of `inbuf`, taken out whole when the buffer
+    /// was made for its big argument and holds just the request (up to 1/16 unused): its
+    /// arguments then live in a buffer of their own, which a handler may keep as a stored
+    /// value ([`ClientState::req_buf`]).
+    ///
+    /// The connection reads on into a new empty buffer of the request's size, as Redis
+    /// gives a client whose big argument took its query buffer a new one of the
+    /// argument's size (unit/querybuf checks it). A request of the same shape next then
+    /// arrives in one read and is taken in turn: no copy at all. The buffer check shrinks
+    /// it if smaller requests follow.
+    fn take_request(&mut self, inbuf: &mut BytesMut, len: usize) -> Option<Bytes> {
+        let whole = self.big_base != 0
+            && inbuf.as_ptr() as usize == self.big_base
+            && inbuf.len() == len
+            && inbuf.capacity() - len <= len / 16;
+        if !whole {
+            return None;
+        }
+        let req = std::mem::replace(inbuf, BytesMut::with_capacity(len)).freeze();
+        self.alloc = inbuf.capacity();
+        self.big_base = inbuf.as_ptr() as usize;
+        Some(req)
     }
 
     fn note_read(&mut self, handle: &ClientHandle, inbuf: &BytesMut, parsed: usize) {
@@ -1000,6 +1030,7 @@ impl QueryBuf {
                 fresh.extend_from_slice(inbuf);
                 *inbuf = fresh;
                 self.alloc = inbuf.capacity();
+                self.big_base = 0;
             }
         }
         self.peak = len;
@@ -1051,6 +1082,7 @@ async fn process(
             parser,
             ahead,
             args: store,
+            qb,
             ..
         } = rd;
         let len = match parser.parse(inbuf, lim) {
@@ -1064,13 +1096,19 @@ async fn process(
             }
         };
         ahead.before(srv, cl.db, inbuf, len, lim, batch);
-        // The arguments borrow `inbuf` until the request has run; then the request's bytes
-        // are dropped (before anything below may read more into `inbuf`).
+        // A request that filled a buffer made for its big argument leaves `inbuf` (empty
+        // then) with its buffer.
+        let req = qb.take_request(inbuf, len);
+        // The arguments borrow `inbuf` (or the request's own buffer) until the request has
+        // run; then the request's bytes are dropped (before anything below may read more
+        // into `inbuf`).
         let mut args = recycle_view(std::mem::take(store));
-        parser.args(inbuf, &mut args);
+        parser.args(req.as_deref().unwrap_or(inbuf), &mut args);
         if args.is_empty() {
             *store = recycle_view(args);
-            inbuf.advance(len);
+            if req.is_none() {
+                inbuf.advance(len);
+            }
             ahead.consumed(len);
             continue;
         }
@@ -1086,6 +1124,7 @@ async fn process(
             });
         }
         let mark = out.buf.len();
+        cl.req_buf.clone_from(&req);
         // A client held by CLIENT PAUSE counts as blocked until its command runs.
         let mut held = None;
         let outcome = loop {
@@ -1104,6 +1143,7 @@ async fn process(
             }
         };
         drop(held);
+        cl.req_buf = None;
         let is_client_cmd = args[0].eq_ignore_ascii_case(b"client");
         let is_client_reply =
             is_client_cmd && args.len() >= 2 && args[1].eq_ignore_ascii_case(b"reply");
@@ -1111,7 +1151,10 @@ async fn process(
             crate::tracking::after_command(cl, is_client_cmd);
         }
         *store = recycle_view(args);
-        inbuf.advance(len);
+        if req.is_none() {
+            inbuf.advance(len);
+        }
+        drop(req);
         ahead.consumed(len);
         // SYNC/PSYNC (the connection becomes a replica link) and WAIT.
         if let Some(p) = cl.pending.take() {
@@ -1330,6 +1373,89 @@ mod tests {
         // copied into a buffer twice its size.
         qb.reserve(&mut inbuf, 4096, &parser);
         assert!(qb.alloc <= req.len() + 2 * QueryBuf::IO_LEN, "{}", qb.alloc);
+    }
+
+    /// Reads `req` in chunks of at most `chunk` bytes the way the connection does, and
+    /// returns the query buffer, its bookkeeping and the parser's result.
+    fn read_in(req: &[u8], chunk: usize) -> (BytesMut, QueryBuf, Option<usize>) {
+        use crate::resp::parser::{Limits, Parser};
+        let mut parser = Parser::new();
+        let mut inbuf = BytesMut::new();
+        let mut qb = QueryBuf::new(&inbuf);
+        let mut sent = 0;
+        let mut done = None;
+        while sent < req.len() && done.is_none() {
+            qb.reserve(&mut inbuf, 4096, &parser);
+            let n = (inbuf.capacity() - inbuf.len())
+                .min(chunk)
+                .min(req.len() - sent);
+            inbuf.extend_from_slice(&req[sent..sent + n]);
+            sent += n;
+            done = parser.parse(&inbuf, Limits::default()).expect("parse");
+            qb.reserve(&mut inbuf, 0, &parser);
+        }
+        (inbuf, qb, done)
+    }
+
+    fn request(args: &[&[u8]]) -> Vec<u8> {
+        let mut r = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            r.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            r.extend_from_slice(a);
+            r.extend_from_slice(b"\r\n");
+        }
+        r
+    }
+
+    /// A request whose last argument is big fills a buffer made for it and is taken out
+    /// whole (its value can be stored with no copy). Any other shape stays in the query
+    /// buffer.
+    #[test]
+    fn a_request_ending_in_a_big_argument_is_taken_whole() {
+        use crate::resp::parser::Parser;
+        let big = vec![b'v'; 100 * 1024];
+        for chunk in [1000, 16 * 1024, 1 << 20] {
+            let req = request(&[b"SET", b"key", &big]);
+            let (mut inbuf, mut qb, done) = read_in(&req, chunk);
+            assert_eq!(done, Some(req.len()), "chunk {chunk}");
+            let taken = qb.take_request(&mut inbuf, req.len()).expect("taken");
+            assert_eq!(&taken[..], &req[..]);
+            // A new buffer the request's size, as Redis gives the client.
+            assert_eq!((inbuf.len(), inbuf.capacity()), (0, req.len()));
+            assert_eq!(qb.alloc, req.len());
+            // The next request of that shape arrives in it whole and is taken too.
+            let base = inbuf.as_ptr();
+            qb.reserve(&mut inbuf, 4096, &Parser::new());
+            inbuf.extend_from_slice(&req);
+            assert_eq!(inbuf.as_ptr(), base, "read into the buffer given");
+            let again = qb.take_request(&mut inbuf, req.len()).expect("taken again");
+            assert_eq!(&again[..], &req[..]);
+        }
+        // A smaller request in that buffer is taken while it fills 15/16 of it.
+        let req = request(&[b"SET", b"key", &big]);
+        let (mut inbuf, mut qb, _) = read_in(&req, 1 << 20);
+        qb.take_request(&mut inbuf, req.len()).expect("taken");
+        let near = request(&[b"SET", b"key", &big[..big.len() - 1000]]);
+        inbuf.extend_from_slice(&near);
+        assert!(qb.take_request(&mut inbuf, near.len()).is_some());
+        let small = request(&[b"SET", b"key", &big[..big.len() / 2]]);
+        inbuf.extend_from_slice(&small);
+        assert!(qb.take_request(&mut inbuf, small.len()).is_none());
+        // The big argument followed by another: the buffer grew past the request.
+        let req = request(&[b"SET", b"key", &big, b"EX", b"100"]);
+        let (mut inbuf, mut qb, done) = read_in(&req, 16 * 1024);
+        assert_eq!(done, Some(req.len()));
+        assert!(qb.take_request(&mut inbuf, req.len()).is_none());
+        // No big argument: the ordinary query buffer.
+        let req = request(&[b"SET", b"key", &big[..1000]]);
+        let (mut inbuf, mut qb, done) = read_in(&req, 16 * 1024);
+        assert_eq!(done, Some(req.len()));
+        assert!(qb.take_request(&mut inbuf, req.len()).is_none());
+        // The request is only the front of what is buffered.
+        let req = request(&[b"SET", b"key", &big]);
+        let (mut inbuf, mut qb, _) = read_in(&req, 1 << 20);
+        inbuf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        assert!(qb.take_request(&mut inbuf, req.len()).is_none());
     }
 
     /// Redis 7.0 applies protected mode whenever it is on and the default user has no

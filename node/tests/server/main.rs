@@ -17,6 +17,7 @@ mod tools;
 mod transactions;
 
 mod acl_default_user;
+mod big_values_diff;
 mod blocked_type_diff;
 mod busy_poll;
 mod client_evict_diff;
