@@ -1,6 +1,8 @@
 //! The global allocator: mimalloc, wrapped to count live heap bytes so INFO `used_memory`
 //! and maxmemory eviction see what the process really holds (the count is ours, not
 //! mimalloc's statistics, so that reading it costs one relaxed load per thread shard).
+//! Blocks past 64 KiB and up to 512 KiB go to glibc's malloc instead, which sizes them to
+//! the byte (see [`exact`]).
 //!
 //! Why mimalloc rather than the system (glibc) malloc: a key lookup is a chain of dependent
 //! loads (slot map, control bytes, node) into a heap of ~80 MB at 1M keys, and on this
