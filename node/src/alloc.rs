@@ -2,7 +2,7 @@
 //! and maxmemory eviction see what the process really holds (the count is ours, not
 //! mimalloc's statistics, so that reading it costs one relaxed load per thread shard).
 //! Blocks past 64 KiB and up to 512 KiB go to glibc's malloc instead, which sizes them to
-//! the byte (see [`exact`]).
+//! the byte (see `exact`).
 //!
 //! Why mimalloc rather than the system (glibc) malloc: a key lookup is a chain of dependent
 //! loads (slot map, control bytes, node) into a heap of ~80 MB at 1M keys, and on this
@@ -54,7 +54,7 @@ fn libc_chunk(size: usize) -> u64 {
 }
 
 /// Bytes the allocator really takes for a request of `size` bytes with an alignment no
-/// bigger than 8: glibc's chunk for the big blocks [`exact`] sends there, else mimalloc's
+/// bigger than 8: glibc's chunk for the big blocks `exact` sends there, else mimalloc's
 /// block ([`mi_block_size`]).
 #[inline]
 pub fn real_size(size: usize) -> u64 {
