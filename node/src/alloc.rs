@@ -183,7 +183,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
-/// Sets glibc's malloc up for the blocks [`exact`] sends it, before the server allocates
+/// Sets glibc's malloc up for the blocks `exact` sends it, before the server allocates
 /// any: they all come from its heaps, none mapped on its own. By default glibc maps a
 /// block of 128 KiB or more with its own mmap (a system call and fresh zeroed pages for
 /// every such block) until a free raises that threshold; and it would then count a
