@@ -55,7 +55,7 @@ fn libc_chunk(size: usize) -> u64 {
 
 /// Bytes the allocator really takes for a request of `size` bytes with an alignment no
 /// bigger than 8: glibc's chunk for the big blocks `exact` sends there, else mimalloc's
-/// block ([`mi_block_size`]).
+/// block (`mi_block_size`).
 #[inline]
 pub fn real_size(size: usize) -> u64 {
     if exact(1, size) {
