@@ -892,8 +892,8 @@ struct QueryBuf {
     alloc: usize,
     /// The most the buffer held since the last check.
     peak: usize,
-    /// Where the buffer made for a big argument starts (0: none made since the last
-    /// request was taken): see [`QueryBuf::take_request`].
+    /// Where the buffer made for a big argument (or given after one was taken) starts; 0
+    /// once another buffer replaced it: see [`QueryBuf::take_request`].
     big_base: usize,
 }
 
@@ -1341,33 +1341,19 @@ mod tests {
     /// (unit/client-eviction).
     #[test]
     fn big_argument_room_is_not_doubled() {
-        use crate::resp::parser::{Limits, Parser};
         const SIZE: usize = 1 << 20;
         let mut req = format!("*2\r\n${SIZE}\r\n").into_bytes();
         req.resize(req.len() + SIZE, b'v');
         req.extend_from_slice(b"\r\n");
-        let mut parser = Parser::new();
-        let mut inbuf = BytesMut::with_capacity(QueryBuf::IO_LEN);
-        let mut qb = QueryBuf::new(&inbuf);
-        let mut sent = 0;
-        // Reads of at most 3000 bytes into whatever room `reserve` made, as a socket that
-        // has less than that buffered gives.
-        while sent < req.len() {
-            qb.reserve(&mut inbuf, 4096, &parser);
-            let room = inbuf.capacity() - inbuf.len();
-            assert!(room > 0, "no room to read into at {sent}");
-            let n = room.min(3000).min(req.len() - sent);
-            inbuf.extend_from_slice(&req[sent..sent + n]);
-            sent += n;
-            let _ = parser.parse(&inbuf, Limits::default());
-            qb.reserve(&mut inbuf, 0, &parser);
+        // Reads of at most 3000 bytes, as a socket that has less than that buffered gives.
+        let (mut inbuf, mut qb, parser, _) = read_in(&req, 3000, |qb, sent| {
             assert!(
                 qb.alloc <= req.len() + QueryBuf::IO_LEN,
                 "{} bytes allocated for a request of {} after {sent}",
                 qb.alloc,
                 req.len()
             );
-        }
+        });
         assert_eq!(parser.parsed_len(), req.len());
         // A complete big argument followed by more: the tail grows, the argument is not
         // copied into a buffer twice its size.
@@ -1375,10 +1361,15 @@ mod tests {
         assert!(qb.alloc <= req.len() + 2 * QueryBuf::IO_LEN, "{}", qb.alloc);
     }
 
-    /// Reads `req` in chunks of at most `chunk` bytes the way the connection does, and
-    /// returns the query buffer, its bookkeeping and the parser's result.
-    fn read_in(req: &[u8], chunk: usize) -> (BytesMut, QueryBuf, Option<usize>) {
-        use crate::resp::parser::{Limits, Parser};
+    /// Reads `req` in chunks of at most `chunk` bytes into whatever room `reserve` made,
+    /// the way the connection does, until the request is complete or all of it was read;
+    /// `each` sees the bookkeeping and the bytes read after every read. Returns the query
+    /// buffer, its bookkeeping, the parser and the parser's result.
+    fn read_in(
+        req: &[u8],
+        chunk: usize,
+        mut each: impl FnMut(&QueryBuf, usize),
+    ) -> (BytesMut, QueryBuf, Parser, Option<usize>) {
         let mut parser = Parser::new();
         let mut inbuf = BytesMut::new();
         let mut qb = QueryBuf::new(&inbuf);
@@ -1386,15 +1377,16 @@ mod tests {
         let mut done = None;
         while sent < req.len() && done.is_none() {
             qb.reserve(&mut inbuf, 4096, &parser);
-            let n = (inbuf.capacity() - inbuf.len())
-                .min(chunk)
-                .min(req.len() - sent);
+            let room = inbuf.capacity() - inbuf.len();
+            assert!(room > 0, "no room to read into at {sent}");
+            let n = room.min(chunk).min(req.len() - sent);
             inbuf.extend_from_slice(&req[sent..sent + n]);
             sent += n;
             done = parser.parse(&inbuf, Limits::default()).expect("parse");
             qb.reserve(&mut inbuf, 0, &parser);
+            each(&qb, sent);
         }
-        (inbuf, qb, done)
+        (inbuf, qb, parser, done)
     }
 
     fn request(args: &[&[u8]]) -> Vec<u8> {
@@ -1412,11 +1404,10 @@ mod tests {
     /// buffer.
     #[test]
     fn a_request_ending_in_a_big_argument_is_taken_whole() {
-        use crate::resp::parser::Parser;
         let big = vec![b'v'; 100 * 1024];
         for chunk in [1000, 16 * 1024, 1 << 20] {
             let req = request(&[b"SET", b"key", &big]);
-            let (mut inbuf, mut qb, done) = read_in(&req, chunk);
+            let (mut inbuf, mut qb, _, done) = read_in(&req, chunk, |_, _| {});
             assert_eq!(done, Some(req.len()), "chunk {chunk}");
             let taken = qb.take_request(&mut inbuf, req.len()).expect("taken");
             assert_eq!(&taken[..], &req[..]);
@@ -1433,7 +1424,7 @@ mod tests {
         }
         // A smaller request in that buffer is taken while it fills 15/16 of it.
         let req = request(&[b"SET", b"key", &big]);
-        let (mut inbuf, mut qb, _) = read_in(&req, 1 << 20);
+        let (mut inbuf, mut qb, _, _) = read_in(&req, 1 << 20, |_, _| {});
         qb.take_request(&mut inbuf, req.len()).expect("taken");
         let near = request(&[b"SET", b"key", &big[..big.len() - 1000]]);
         inbuf.extend_from_slice(&near);
@@ -1443,17 +1434,17 @@ mod tests {
         assert!(qb.take_request(&mut inbuf, small.len()).is_none());
         // The big argument followed by another: the buffer grew past the request.
         let req = request(&[b"SET", b"key", &big, b"EX", b"100"]);
-        let (mut inbuf, mut qb, done) = read_in(&req, 16 * 1024);
+        let (mut inbuf, mut qb, _, done) = read_in(&req, 16 * 1024, |_, _| {});
         assert_eq!(done, Some(req.len()));
         assert!(qb.take_request(&mut inbuf, req.len()).is_none());
         // No big argument: the ordinary query buffer.
         let req = request(&[b"SET", b"key", &big[..1000]]);
-        let (mut inbuf, mut qb, done) = read_in(&req, 16 * 1024);
+        let (mut inbuf, mut qb, _, done) = read_in(&req, 16 * 1024, |_, _| {});
         assert_eq!(done, Some(req.len()));
         assert!(qb.take_request(&mut inbuf, req.len()).is_none());
         // The request is only the front of what is buffered.
         let req = request(&[b"SET", b"key", &big]);
-        let (mut inbuf, mut qb, _) = read_in(&req, 1 << 20);
+        let (mut inbuf, mut qb, _, _) = read_in(&req, 1 << 20, |_, _| {});
         inbuf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
         assert!(qb.take_request(&mut inbuf, req.len()).is_none());
     }
