@@ -27,10 +27,7 @@ pub struct PubSub {
 pub use crate::glob::glob_match;
 
 fn encode(resp3: bool, parts: &[&[u8]], count: Option<i64>) -> Bytes {
-    let mut o = Out {
-        buf: BytesMut::with_capacity(64),
-        resp3,
-    };
+    let mut o = Out::with_buf(BytesMut::with_capacity(64), resp3);
     o.push(parts.len() + count.is_some() as usize);
     for p in parts {
         o.bulk(p);

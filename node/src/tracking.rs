@@ -114,10 +114,7 @@ fn encode(dest_resp3: bool, pubsub: bool, tracker_resp3: bool, p: &Payload) -> O
         Payload::Keys(keys) => keys.iter().map(|k| k.len() + 24).sum(),
         Payload::Null => 0,
     };
-    let mut o = Out {
-        buf: BytesMut::with_capacity(64 + keys),
-        resp3: dest_resp3,
-    };
+    let mut o = Out::with_buf(BytesMut::with_capacity(64 + keys), dest_resp3);
     if dest_resp3 {
         o.push(2);
         o.bulk(b"invalidate");
@@ -164,10 +161,7 @@ fn deliver(srv: &Server, list: Vec<Delivery>) {
                         t.flags |= BROKEN;
                     }
                     if tracker_resp3 {
-                        let mut o = Out {
-                            buf: BytesMut::new(),
-                            resp3: true,
-                        };
+                        let mut o = Out::with_buf(BytesMut::new(), true);
                         o.push(2);
                         o.bulk(b"tracking-redir-broken");
                         o.int(d.redirect as i64);

@@ -19,9 +19,8 @@ use crate::types::{HashValue, ListValue, SetValue, ZSetValue};
 
 use super::CmdError;
 
-/// The smallest argument [`Ctx::string_value`] keeps in its read buffer: Redis's
-/// PROTO_MBULK_BIG_ARG, from which an argument is read into a buffer of its own.
-const SHARE_MIN: usize = 32 * 1024;
+/// The smallest argument [`Ctx::string_value`] keeps in its read buffer.
+use crate::db::SHARED_MIN as SHARE_MIN;
 
 pub struct Ctx<'a> {
     pub srv: &'a Arc<Server>,

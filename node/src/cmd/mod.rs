@@ -724,7 +724,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         lock_keys(srv, ctx.cl, cmd, args, &mut ctx.ks.slot_hints)
     };
     ctx.ks.from_master = ctx.cl.from_master;
-    let mark = ctx.out.buf.len();
+    let mark = ctx.out.len();
     run_locked(&mut ctx, cmd, args);
     let block = ctx.block.take();
     let ready = std::mem::take(&mut ctx.ks.ready);
@@ -749,7 +749,7 @@ pub fn execute(srv: &Arc<Server>, cl: &mut ClientState, out: &mut Out, args: &[&
         && denied_while_loading(cl, cmd)
         && !crate::cluster::commands::reads_no_keys(&cmd.full_name, args)
     {
-        out.buf.truncate(mark);
+        out.truncate(mark);
         // Redis, single-threaded, would have run this read before or after a short
         // load, never during it: wait the load out and read again (a read-only command
         // changes nothing, so running it twice is safe).
@@ -950,7 +950,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     }
     // A handler that wrote an error reply itself failed as much as one that returned it.
     if ok_reply {
-        if let Some(msg) = error_at(&ctx.out.buf, reply_at) {
+        if let Some(msg) = ctx.out.since(reply_at).and_then(|r| error_at(r, 0)) {
             cmd.stats.live().failed.fetch_add(1, Ordering::Relaxed);
             count_error(ctx.srv, ctx.cl, msg);
         }

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::{arg_i64, eq_ic, CmdError, CmdResult, CommandSpec, Ctx, KeyView};
-use crate::db::{Value, NO_EXPIRE};
+use crate::db::{SBytes, Value, NO_EXPIRE};
 use crate::notify::{GENERIC, STRING};
 use crate::types::ldouble::LDouble;
 
@@ -54,12 +54,21 @@ pub fn check_size(ctx: &Ctx<'_>, len: u64) -> CmdResult {
     Ok(())
 }
 
+/// A string value as a bulk reply: a big value kept in its arrival buffer goes out from
+/// that buffer when the connection allows it (`Out::bulk_shared`), not copied.
+fn bulk_value(out: &mut crate::resp::Out, s: &SBytes) {
+    match s {
+        SBytes::Shared(b) => out.bulk_shared(b),
+        s => out.bulk(s),
+    }
+}
+
 /// Writes the string value at `key` (or null); WRONGTYPE for other types.
 fn reply_string(ks: &mut KeyView<'_>, out: &mut crate::resp::Out, key: &[u8]) -> CmdResult {
     match ks.get(key) {
         None => out.null(),
         Some(Value::Int(i)) => out.bulk_int(*i),
-        Some(Value::Str(s)) => out.bulk(s),
+        Some(Value::Str(s)) => bulk_value(out, s),
         Some(Value::Buf(b)) => out.bulk(b),
         Some(_) => return Err(CmdError::WrongType),
     }
@@ -371,7 +380,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     for k in &args[1..] {
         match ctx.ks.get(k) {
             Some(Value::Int(i)) => ctx.out.bulk_int(*i),
-            Some(Value::Str(s)) => ctx.out.bulk(s),
+            Some(Value::Str(s)) => bulk_value(ctx.out, s),
             Some(Value::Buf(b)) => ctx.out.bulk(b),
             _ => ctx.out.null(),
         }

@@ -445,10 +445,7 @@ pub fn run_for_waiter(
     let start = crate::server::stats::CmdTimer::start();
     let c = table().resolve(args).ok()?;
     let mut cl = ClientState::detached(w.client_id, db);
-    let mut out = Out {
-        buf: BytesMut::new(),
-        resp3,
-    };
+    let mut out = Out::with_buf(BytesMut::new(), resp3);
     let mut idx = Vec::new();
     c.key_indices(args, &mut idx);
     let mut slots: Vec<u16> = idx

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::slot::{key_hash_slot, SLOTS};
-pub use value::{Entry, SBytes, Value, NO_EXPIRE};
+pub use value::{Entry, SBytes, Value, NO_EXPIRE, SHARED_MIN};
 
 pub const STRIPES: usize = 1024;
 pub const SLOTS_PER_STRIPE: usize = SLOTS / STRIPES;

@@ -10,6 +10,12 @@ use crate::types::{HashValue, ListValue, SetValue, StreamValue, ZSetValue};
 
 const INLINE: usize = 22;
 
+/// String values from this size on are stored refcounted ([`SBytes::Shared`]): a big
+/// argument's read buffer is kept as the value with no copy (`Ctx::string_value`), and a
+/// reply writes a big value from its buffer without copying it. Redis's
+/// PROTO_MBULK_BIG_ARG, the size from which it keeps an argument's query buffer.
+pub const SHARED_MIN: usize = 32 * 1024;
+
 /// Byte string stored inline up to 22 bytes (no heap block), boxed beyond. 24 bytes.
 /// Hand-rolled rather than `smallvec` because SmallVec<[u8; 16]> is 24 bytes but only inlines
 /// 16, and this layout leaves a niche that keeps `Value` at 24 bytes.
@@ -148,6 +154,11 @@ impl Value {
             if let Some(v) = parse_canonical_int(b) {
                 return Value::Int(v);
             }
+        }
+        if b.len() >= SHARED_MIN {
+            // Refcounted, so that a reply can send it from here (`Out::bulk_shared`): the
+            // same allocation as a boxed slice, plus the box.
+            return Value::Str(SBytes::shared(Bytes::copy_from_slice(b)));
         }
         Value::Str(SBytes::new(b))
     }

@@ -660,6 +660,9 @@ pub async fn serve_replica(
         .lock()
         .remove(&cl.id)
         .unwrap_or_default();
+    // The link's own replies are read back as one buffer from here on.
+    out.flatten();
+    out.shares = false;
     if !out.buf.is_empty() {
         sock.write_all(&out.buf).await?;
         out.buf.clear();

@@ -543,10 +543,7 @@ fn release_blocked_clients(srv: &Server) {
     }
     for h in srv.clients.all() {
         crate::blocking::Blocking::unblock(srv, h.id, |resp3, _| {
-            let mut o = crate::resp::Out {
-                buf: bytes::BytesMut::new(),
-                resp3,
-            };
+            let mut o = crate::resp::Out::with_buf(bytes::BytesMut::new(), resp3);
             o.error("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
             o.buf
         });
@@ -664,6 +661,7 @@ pub async fn run_pending(
             timeout_ms,
             offset,
         } => {
+            out.flatten();
             if !out.buf.is_empty() {
                 crate::persist::aof::before_reply(srv, cl.aof_mark).await;
                 sock.write_all(&out.buf).await?;
@@ -688,6 +686,7 @@ pub async fn run_pending(
                 }
                 return Ok(true);
             }
+            out.flatten();
             if !out.buf.is_empty() {
                 crate::persist::aof::before_reply(srv, cl.aof_mark).await;
                 sock.write_all(&out.buf).await?;

@@ -3,14 +3,35 @@
 //! Every reply is appended in place (no intermediate values), integers go through `itoa`,
 //! and the caller flushes the whole buffer once per read batch.
 
-use bytes::{BufMut, BytesMut};
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Output buffer plus the protocol version the client negotiated with HELLO.
+///
+/// The replies are `front` followed by `buf`. `front` stays empty unless `shares` is set:
+/// then a big stored value that is already refcounted ([`Out::bulk_shared`]) goes out from
+/// its own buffer instead of being copied into `buf` (Valkey 9 writes big values from the
+/// stored object too; Redis 7.0 copies them). Code that reads `buf` as the whole reply
+/// stream either runs on an `Out` that never shares or calls [`Out::flatten`] first.
 #[derive(Debug, Default)]
 pub struct Out {
     pub buf: BytesMut,
     pub resp3: bool,
+    /// Whether big shared values may be queued by reference: set by a client connection
+    /// on a plain socket, and off while a script's `redis.call` reads its replies back.
+    pub shares: bool,
+    /// Reply bytes ahead of `buf`, in order: what `buf` held before a shared value, then
+    /// the value.
+    front: VecDeque<Bytes>,
+    /// The bytes in `front`.
+    front_len: usize,
 }
+
+/// The smallest shared value worth queueing by reference rather than copying (the
+/// segment costs a few pushes and an extra iovec; a copy of this size costs ~1 us).
+pub const SHARE_MIN: usize = 16 * 1024;
 
 #[inline]
 fn put_len(buf: &mut BytesMut, prefix: u8, n: i64) {
@@ -70,18 +91,131 @@ impl Out {
     /// reply memory (5000 connections each held 16 KiB here, resident), and the short-lived
     /// writers of scripts and stream replies no longer pay for 16 KiB they rarely fill.
     pub fn new(resp3: bool) -> Self {
+        Out::with_buf(BytesMut::new(), resp3)
+    }
+
+    /// A writer that appends to `buf` (and never shares).
+    pub fn with_buf(buf: BytesMut, resp3: bool) -> Self {
         Out {
-            buf: BytesMut::new(),
+            buf,
             resp3,
+            shares: false,
+            front: VecDeque::new(),
+            front_len: 0,
         }
     }
 
+    /// All the reply bytes waiting, shared values included.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.front_len + self.buf.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.front_len == 0 && self.buf.is_empty()
+    }
+
+    /// Whether shared values are queued ahead of `buf`.
+    pub fn has_front(&self) -> bool {
+        self.front_len > 0
+    }
+
+    /// The replies written from offset `at` (a former [`Out::len`]) on, when they all lie
+    /// in `buf`; `None` when `at` falls in the shared part (a reply that began with a
+    /// shared value's header, so a bulk string).
+    pub fn since(&self, at: usize) -> Option<&[u8]> {
+        self.buf.get(at.checked_sub(self.front_len)?..)
+    }
+
+    /// Drops the replies written after offset `at` (a former [`Out::len`]): CLIENT REPLY
+    /// OFF and SKIP, a read retried after a load.
+    pub fn truncate(&mut self, at: usize) {
+        if at >= self.front_len {
+            self.buf.truncate(at - self.front_len);
+            return;
+        }
+        // Rare (a shared reply dropped): keep the front's first `at` bytes as the buffer.
+        let mut kept = BytesMut::with_capacity(at.max(self.buf.capacity()));
+        for seg in &self.front {
+            let take = (at - kept.len()).min(seg.len());
+            kept.extend_from_slice(&seg[..take]);
+            if kept.len() == at {
+                break;
+            }
+        }
+        self.front.clear();
+        self.front_len = 0;
+        self.buf = kept;
+    }
+
+    /// Moves the shared part into `buf` (a copy), for code that writes or reads `buf` as
+    /// the whole reply stream.
+    pub fn flatten(&mut self) {
+        if self.front_len == 0 {
+            return;
+        }
+        let mut all = BytesMut::with_capacity(self.len());
+        for seg in self.front.drain(..) {
+            all.extend_from_slice(&seg);
+        }
+        all.extend_from_slice(&self.buf);
+        self.front_len = 0;
+        self.buf = all;
+    }
+
+    /// Drops everything waiting; `buf` keeps its allocation.
+    pub fn clear(&mut self) {
+        self.front.clear();
+        self.front_len = 0;
+        self.buf.clear();
+    }
+
+    /// Drops everything waiting and gives `buf`'s allocation back.
+    pub fn reset(&mut self) {
+        self.front.clear();
+        self.front_len = 0;
+        self.buf = BytesMut::new();
+    }
+
+    /// Exchanges the waiting replies (not the protocol or sharing settings) with `other`'s.
+    pub fn swap_replies(&mut self, other: &mut Out) {
+        std::mem::swap(&mut self.buf, &mut other.buf);
+        std::mem::swap(&mut self.front, &mut other.front);
+        std::mem::swap(&mut self.front_len, &mut other.front_len);
+    }
+
+    /// The waiting replies as at most `dst.len()` slices, in order; returns how many.
+    pub fn io_slices<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for seg in self.front.iter().map(|b| &b[..]).chain([&self.buf[..]]) {
+            if n == dst.len() {
+                break;
+            }
+            if !seg.is_empty() {
+                dst[n] = IoSlice::new(seg);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Drops the first `n` waiting bytes (written to the socket); returns how many of them
+    /// came out of `buf`, which keeps its allocation as `BytesMut::advance` does.
+    pub fn consume(&mut self, mut n: usize) -> usize {
+        while n > 0 {
+            let Some(seg) = self.front.front_mut() else {
+                break;
+            };
+            let take = n.min(seg.len());
+            seg.advance(take);
+            self.front_len -= take;
+            n -= take;
+            if seg.is_empty() {
+                self.front.pop_front();
+            }
+        }
+        let from_buf = n.min(self.buf.len());
+        self.buf.advance(from_buf);
+        from_buf
     }
 
     #[inline]
@@ -117,6 +251,22 @@ impl Out {
     pub fn bulk(&mut self, s: &[u8]) {
         put_len(&mut self.buf, b'$', s.len() as i64);
         put_bytes(&mut self.buf, s);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// A bulk string of a value held in a refcounted buffer: queued by reference when big
+    /// and this writer shares, copied like [`Out::bulk`] otherwise.
+    #[inline]
+    pub fn bulk_shared(&mut self, s: &Bytes) {
+        if !self.shares || s.len() < SHARE_MIN {
+            self.bulk(s);
+            return;
+        }
+        put_len(&mut self.buf, b'$', s.len() as i64);
+        let head = self.buf.split().freeze();
+        self.front_len += head.len() + s.len();
+        self.front.push_back(head);
+        self.front.push_back(s.clone());
         self.buf.extend_from_slice(b"\r\n");
     }
 
@@ -314,6 +464,77 @@ mod tests {
             }
         }
         assert!(backward > 0, "no copy took the back-to-front path");
+    }
+
+    /// The replies of a sharing writer, as one byte string.
+    fn stream(o: &Out) -> Vec<u8> {
+        let mut slices = [IoSlice::new(&[]); 64];
+        let n = o.io_slices(&mut slices);
+        slices[..n].iter().flat_map(|s| s.iter().copied()).collect()
+    }
+
+    proptest::proptest! {
+        /// A writer that shares big values holds exactly the bytes of one that copies them,
+        /// whatever the mix of replies; truncating at any reply boundary and consuming in
+        /// any steps agree with the copying writer too.
+        #[test]
+        fn sharing_writes_the_bytes_copying_does(
+            replies in proptest::collection::vec((0usize..3, 0usize..40_000), 1..12),
+            cut in 0usize..12,
+            steps in proptest::collection::vec(1usize..70_000, 1..20),
+        ) {
+            let mut shared = Out::new(false);
+            shared.shares = true;
+            let mut copied = Out::new(false);
+            let mut marks = Vec::new();
+            for (i, &(kind, len)) in replies.iter().enumerate() {
+                marks.push((shared.len(), copied.len()));
+                let v = Bytes::from((0..len).map(|j| (i * 31 + j) as u8).collect::<Vec<_>>());
+                match kind {
+                    0 => { shared.bulk_shared(&v); copied.bulk(&v); }
+                    1 => { shared.int(len as i64); copied.int(len as i64); }
+                    _ => { shared.raw(&v); copied.raw(&v); }
+                }
+            }
+            proptest::prop_assert_eq!(shared.len(), copied.len());
+            proptest::prop_assert_eq!(stream(&shared), &copied.buf[..]);
+            // `since` finds a reply that lies in the buffer.
+            let (at, at_copied) = marks[cut % marks.len()];
+            if let Some(tail) = shared.since(at) {
+                proptest::prop_assert_eq!(tail, &copied.buf[at_copied..]);
+            }
+            // Held and taken back (the end-of-tick flush), then truncated at a reply's
+            // start.
+            let mut held = Out::default();
+            held.swap_replies(&mut shared);
+            proptest::prop_assert!(shared.is_empty());
+            shared.swap_replies(&mut held);
+            shared.truncate(at);
+            copied.truncate(at_copied);
+            proptest::prop_assert_eq!(stream(&shared), &copied.buf[..]);
+            shared.ok();
+            copied.ok();
+            // Consuming in steps, as partial writes do.
+            let mut all = stream(&shared);
+            for step in steps.iter().cycle() {
+                if shared.is_empty() {
+                    break;
+                }
+                let step = (*step).min(shared.len());
+                let from_buf = shared.consume(step);
+                proptest::prop_assert!(from_buf <= step);
+                all.drain(..step);
+                proptest::prop_assert_eq!(stream(&shared), &all[..]);
+            }
+            let mut f = Out::new(false);
+            f.shares = true;
+            f.bulk_shared(&Bytes::from(vec![7u8; SHARE_MIN]));
+            f.ok();
+            let before = stream(&f);
+            f.flatten();
+            proptest::prop_assert!(!f.has_front());
+            proptest::prop_assert_eq!(&f.buf[..], &before[..]);
+        }
     }
 
     #[test]

@@ -187,7 +187,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ));
     }
     // Redis: replies of earlier pipelined commands not yet sent (clientHasPendingReplies).
-    if !ctx.out.buf.is_empty() {
+    if !ctx.out.is_empty() {
         return Err(CmdError::msg(
             "ERR SCRIPT DEBUG must be called outside a pipeline",
         ));

@@ -798,7 +798,8 @@ fn call_core(
         let mut counted: Option<String> = None;
         match &result {
             Ok((true, v)) => {
-                let at = ctx.out.len();
+                // Lua values are copied into `buf`, where take_error reads.
+                let at = ctx.out.buf.len();
                 convert::write_value(ctx.out, v, e.run.resp.get() == 3);
                 let marked =
                     matches!(v, Value::Table(t) if t.raw_get::<bool>(COUNTED).unwrap_or(false));
@@ -1286,7 +1287,9 @@ fn call_command(
         ctx.srv.scripts.busy.note_write();
         run.oom.set(false);
     }
-    let at = ctx.out.len();
+    // The reply is read back from `buf` below: written there whole, never shared.
+    let at = ctx.out.buf.len();
+    let shares = std::mem::replace(&mut ctx.out.shares, false);
     ctx.out.resp3 = run.resp.get() == 3;
     ctx.ks.db = ctx.cl.db;
     let propagated = ctx.ks.fx.exec_writes.len();
@@ -1320,6 +1323,7 @@ fn call_command(
         s.log_reply(ctx.out.buf.get(at..).unwrap_or_default())
     });
     ctx.out.buf.truncate(at);
+    ctx.out.shares = shares;
     match parsed? {
         Parsed::Val(v) => Ok(Ok(v)),
         Parsed::Err(m) => {

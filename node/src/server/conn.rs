@@ -196,6 +196,9 @@ async fn serve(
     // then): the read path makes the room.
     let mut inbuf = BytesMut::new();
     let mut out = Out::new(false);
+    // Big stored values go out by reference on a plain socket (TLS copies them into its
+    // records anyway).
+    out.shares = sock.plain_fd().is_some();
     let mut rd = Requests {
         args: Vec::with_capacity(8),
         qb: QueryBuf::new(&inbuf),
@@ -259,7 +262,7 @@ async fn serve(
         share.park(
             !holding
                 && inbuf.is_empty()
-                && out.buf.is_empty()
+                && out.is_empty()
                 && rd.parser.is_idle()
                 && super::busy_io::servable(cl),
         );
@@ -283,14 +286,14 @@ async fn serve(
                     handle.charge.in_flight(-taken);
                     return Ok(());
                 }
-                rd.rb.note(out.buf.len());
+                rd.rb.note(out.len());
                 let flushed = flush_some(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await;
                 handle.charge.in_flight(-taken);
                 flushed?;
                 publish_mem(srv, cl, &rd, &inbuf, &out);
                 arm_cron!();
             }
-            r = sock.writable(), if !out.buf.is_empty() => {
+            r = sock.writable(), if !out.is_empty() => {
                 share.unpark();
                 take_back!();
                 share.resume(srv, cl, &mut out);
@@ -358,7 +361,7 @@ async fn serve(
                 // Evictions the batch caused (CONFIG SET maxmemory-clients) happen before
                 // its replies go out.
                 publish_mem(srv, cl, &rd, &inbuf, &out);
-                if keep && out.buf.is_empty() && QueryBuf::big_arg_room(&rd.parser) > 0 {
+                if keep && out.is_empty() && QueryBuf::big_arg_room(&rd.parser) > 0 {
                     // Only the head of a big argument so far, nothing to send: read on at
                     // once instead of yielding the tick, so the argument's memory counts
                     // before commands that other clients sent after it run (Redis reads
@@ -371,13 +374,13 @@ async fn serve(
                 }
                 // BCAST invalidations of the batch's writes, sent once per batch.
                 crate::tracking::flush_bcast(srv);
-                rd.rb.note(out.buf.len());
+                rd.rb.note(out.len());
                 if !keep {
                     flush(sock, &mut out, &mut rd.rb, srv, &handle, cl.aof_mark).await?;
                     return Ok(());
                 }
                 match &outbox {
-                    Some(ob) if !out.buf.is_empty() => {
+                    Some(ob) if !out.is_empty() => {
                         // appendfsync always: the batch's writes reach the disk first.
                         crate::persist::aof::before_reply(srv, cl.aof_mark).await;
                         // Once its replies are out, the hook of a script that starts before
@@ -455,7 +458,8 @@ struct Outbox {
 
 #[derive(Default)]
 struct Held {
-    buf: BytesMut,
+    /// The replies (their protocol and sharing settings unused).
+    out: Out,
     /// In [`HELD`], not sent yet: the task took nothing back since it held the buffer.
     waiting: bool,
     /// What the flush wrote of a buffer the socket did not take whole (the task then
@@ -479,7 +483,7 @@ impl Outbox {
     /// parked once they are out. Sends them all at once when [`HOLD_MAX`] are waiting.
     fn hold(self: &Arc<Self>, srv: &Server, out: &mut Out, parks: bool, waker: &std::task::Waker) {
         let mut h = self.held.lock();
-        std::mem::swap(&mut h.buf, &mut out.buf);
+        h.out.swap_replies(out);
         h.waiting = true;
         h.sent = 0;
         h.parks = parks;
@@ -506,16 +510,16 @@ impl Outbox {
     /// flush has not run yet: the new replies go after it).
     fn take_back(&self, out: &mut Out, rb: &mut ReplyBuf, handle: &ClientHandle) {
         let mut h = self.held.lock();
-        std::mem::swap(&mut h.buf, &mut out.buf);
+        h.out.swap_replies(out);
         h.waiting = false;
         let sent = std::mem::take(&mut h.sent);
         drop(h);
-        if out.buf.is_empty() {
+        if out.is_empty() {
             clear_out(out, rb);
         } else if sent > 0 {
             rb.written(out, sent);
         }
-        handle.out_pending.store(out.buf.len(), Ordering::Relaxed);
+        handle.out_pending.store(out.len(), Ordering::Relaxed);
     }
 
     /// The connection is ending: whatever is still held is dropped with it (the socket is
@@ -523,7 +527,7 @@ impl Outbox {
     fn close(&self) {
         let mut h = self.held.lock();
         h.waiting = false;
-        h.buf = BytesMut::new();
+        h.out.reset();
         h.waker = None;
     }
 }
@@ -551,22 +555,28 @@ pub fn flush_held(srv: &Server) {
         }
         h.waiting = false;
         let mut sent = 0;
-        while sent < h.buf.len() {
-            let rest = &h.buf[sent..];
+        let mut from_buf = 0;
+        while !h.out.is_empty() {
+            let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];
+            let n = h.out.io_slices(&mut slices);
+            let msg = libc::msghdr {
+                msg_name: std::ptr::null_mut(),
+                msg_namelen: 0,
+                // IoSlice is ABI-compatible with iovec on Unix (its documented guarantee).
+                msg_iov: slices.as_mut_ptr().cast(),
+                msg_iovlen: n,
+                msg_control: std::ptr::null_mut(),
+                msg_controllen: 0,
+                msg_flags: 0,
+            };
             // SAFETY: the fd is the socket of a live connection task: its Outbox stops
             // waiting (`Outbox::close`) before the task drops the socket, and this runs on
-            // the task's own thread. The buffer outlives the call.
-            let n = unsafe {
-                libc::send(
-                    ob.fd,
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
-            };
-            if n > 0 {
-                sent += n as usize;
-            } else if n < 0
+            // the task's own thread. The slices borrow `h.out`, which outlives the call.
+            let w = unsafe { libc::sendmsg(ob.fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+            if w > 0 {
+                sent += w as usize;
+                from_buf += h.out.consume(w as usize);
+            } else if w < 0
                 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
             {
                 continue;
@@ -575,17 +585,16 @@ pub fn flush_held(srv: &Server) {
             }
         }
         count_written(srv, sent);
-        if sent == h.buf.len() {
+        if h.out.is_empty() {
             // All out: the allocation goes back now, on the connection's own thread (see
             // `clear_out`).
-            h.buf = BytesMut::new();
+            h.out.reset();
             if h.parks {
                 ob.share.park(true);
             }
         } else {
             // The socket is full (or failed): the task waits for it (or reports the error).
-            h.buf.advance(sent);
-            h.sent = sent;
+            h.sent = from_buf;
             if let Some(w) = h.waker.take() {
                 w.wake();
             }
@@ -610,9 +619,12 @@ async fn flush(
     handle: &ClientHandle,
     aof_mark: u64,
 ) -> std::io::Result<()> {
-    if out.buf.is_empty() {
+    if out.is_empty() {
         return Ok(());
     }
+    // A rare path (a blocking command, a pause, the last replies): shared values are
+    // copied in, so the write below is of one buffer.
+    out.flatten();
     // appendfsync always: the writes behind these replies reach the disk first (one fsync
     // per flushed batch, shared across clients).
     crate::persist::aof::before_reply(srv, aof_mark).await;
@@ -650,6 +662,35 @@ fn count_written(srv: &Server, sent: usize) {
     }
 }
 
+/// The most slices one vectored write takes (each shared value adds two).
+const MAX_IOV: usize = 64;
+
+/// Writes what the socket takes of the waiting replies without waiting, consuming it;
+/// returns how much that was and how much of it came out of `out.buf`.
+fn write_out(sock: &mut ClientStream, out: &mut Out) -> std::io::Result<(usize, usize)> {
+    if !out.has_front() {
+        let sent = write_now(sock, &out.buf)?;
+        out.buf.advance(sent);
+        return Ok((sent, sent));
+    }
+    let (mut sent, mut from_buf) = (0, 0);
+    while !out.is_empty() {
+        let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];
+        let n = out.io_slices(&mut slices);
+        match sock.try_write_vectored(&slices[..n]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(w) => {
+                sent += w;
+                from_buf += out.consume(w);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((sent, from_buf))
+}
+
 /// Writes what the socket takes without waiting; returns how much that was.
 fn write_now(sock: &mut ClientStream, buf: &[u8]) -> std::io::Result<usize> {
     let mut sent = 0;
@@ -673,7 +714,7 @@ fn write_now(sock: &mut ClientStream, buf: &[u8]) -> std::io::Result<usize> {
 /// malloc and free with mimalloc), and Redis frees the reply blocks beyond its buffer
 /// once written too.
 fn clear_out(out: &mut Out, rb: &mut ReplyBuf) {
-    out.buf = BytesMut::new();
+    out.reset();
     rb.off = 0;
 }
 
@@ -688,22 +729,21 @@ async fn flush_some(
     handle: &ClientHandle,
     aof_mark: u64,
 ) -> std::io::Result<()> {
-    if out.buf.is_empty() {
+    if out.is_empty() {
         // A batch that wrote no reply (a partial request, CLIENT REPLY OFF) gives back the
         // buffer allocated for it.
         clear_out(out, rb);
         return Ok(());
     }
     crate::persist::aof::before_reply(srv, aof_mark).await;
-    let sent = write_now(sock, &out.buf)?;
+    let (sent, from_buf) = write_out(sock, out)?;
     count_written(srv, sent);
-    if sent == out.buf.len() {
+    if out.is_empty() {
         clear_out(out, rb);
     } else {
-        out.buf.advance(sent);
-        rb.written(out, sent);
+        rb.written(out, from_buf);
     }
-    handle.out_pending.store(out.buf.len(), Ordering::Relaxed);
+    handle.out_pending.store(out.len(), Ordering::Relaxed);
     Ok(())
 }
 
@@ -871,7 +911,7 @@ impl ReplyBuf {
         }
         let reset = sw.reply_buffer_peak_reset_ms.load(Ordering::Relaxed);
         if reset >= 0 && now.saturating_sub(self.peak_reset_at) >= reset as u64 {
-            self.peak = out.buf.len().min(self.size);
+            self.peak = out.len().min(self.size);
             self.peak_reset_at = now;
         }
         if new != 0 {
@@ -1123,7 +1163,7 @@ async fn process(
                 h.dequeued(m.len());
             });
         }
-        let mark = out.buf.len();
+        let mark = out.len();
         cl.req_buf.clone_from(&req);
         // A client held by CLIENT PAUSE counts as blocked until its command runs.
         let mut held = None;
@@ -1189,7 +1229,6 @@ async fn process(
         // closeClientOnOutputBufferLimitReached): the rest of the pipeline goes unanswered
         // and nothing of the replies is sent. Replica links have their own (crate::repl).
         let used = out
-            .buf
             .len()
             .saturating_add(cl.handle.queued.load(Ordering::Relaxed)) as u64;
         if class != 1
@@ -1198,21 +1237,21 @@ async fn process(
         {
             cl.handle.close_for_obuf_limit();
             cl.handle.charge.retire();
-            out.buf = BytesMut::new();
+            out.reset();
             cl.handle.out_pending.store(0, Ordering::Relaxed);
             return Ok(false);
         }
         // Replies piling up past the reply buffer count for maxmemory-clients as they grow
         // (Redis updates a client's memory after each command), not only once per batch.
-        if out.buf.len() > REPLY_CHUNK && srv.clients.mem.limited() {
+        if out.len() > REPLY_CHUNK && srv.clients.mem.limited() {
             publish_mem(srv, cl, rd, inbuf, out);
             if cl.handle.killed.load(Ordering::Relaxed) {
-                out.buf.clear();
+                out.clear();
                 return Ok(false);
             }
         }
         // Without limits, a long pipeline's replies start going out before it ends.
-        if obuf.hard == 0 && obuf.soft == 0 && out.buf.len() > 64 * 1024 {
+        if obuf.hard == 0 && obuf.soft == 0 && out.len() > 64 * 1024 {
             flush_some(sock, out, &mut rd.rb, srv, &cl.handle, cl.aof_mark).await?;
         }
     }
@@ -1231,16 +1270,16 @@ async fn wait_unpaused(srv: &Server, until: std::time::Instant) {
 fn apply_reply_mode(cl: &mut ClientState, out: &mut Out, mark: usize, is_client_reply: bool) {
     match cl.reply_mode {
         ReplyMode::On => {}
-        ReplyMode::Off => out.buf.truncate(mark),
+        ReplyMode::Off => out.truncate(mark),
         ReplyMode::SkipNext => {
             // Set by this very command: skip starting with the next one.
             if is_client_reply {
-                out.buf.truncate(mark);
+                out.truncate(mark);
                 cl.reply_mode = ReplyMode::Skip;
             }
         }
         ReplyMode::Skip => {
-            out.buf.truncate(mark);
+            out.truncate(mark);
             cl.reply_mode = ReplyMode::On;
         }
     }

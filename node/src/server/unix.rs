@@ -257,6 +257,20 @@ impl ClientStream {
         }
     }
 
+    /// Writes what the socket takes of `bufs` now, in one call on a plain socket
+    /// (WouldBlock when it takes nothing). TLS takes the first slice only: its records are
+    /// built by copying anyway.
+    pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            ClientStream::Tcp(s) => s.try_write_vectored(bufs),
+            ClientStream::Unix(s) => s.try_write_vectored(bufs),
+            ClientStream::Tls(s) => match bufs.iter().find(|b| !b.is_empty()) {
+                Some(b) => s.try_write(b),
+                None => Ok(0),
+            },
+        }
+    }
+
     /// Writes what the socket takes now (WouldBlock when it takes nothing).
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {

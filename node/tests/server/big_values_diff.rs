@@ -2,6 +2,9 @@
 //! or more is read into a buffer of its own, and SET and its family keep that buffer as the
 //! stored value instead of copying it (`Ctx::string_value`). Every way such a request can
 //! arrive and every later use of the value must answer as Redis does, byte for byte.
+//! Such a value is also written to a plain-socket client from its own buffer rather than
+//! copied into the reply buffer (`Out::bulk_shared`): every way those replies can be
+//! queued, dropped, read back or left waiting on a full socket must answer as Redis does.
 
 use std::io::Write;
 use std::time::Duration;
@@ -114,14 +117,108 @@ fn script(port: u16) -> Vec<Vec<u8>> {
     got
 }
 
-#[test]
-fn big_values_answer_as_redis_does() {
-    let r = Launch::redis().args(&["--save", ""]).start();
-    let t = Launch::tessera().args(&["--save", ""]).start();
-    let want = script(r.port);
-    let have = script(t.port);
+/// Replies of big stored values in every position: pipelined with small replies, dropped
+/// by CLIENT REPLY, read back by scripts, inside MULTI, and left queued on a client that
+/// does not read while the values are overwritten and deleted.
+fn shared_replies(port: u16) -> Vec<Vec<u8>> {
+    let mut c = Conn::connect(port);
+    let mut got = Vec::new();
+    let big = value(100 * 1024, 21);
+    let bigger = value(300 * 1024 + 3, 22);
+    // Writes the requests in one write and reads `n` replies.
+    macro_rules! batch {
+        ($n:expr, $([$($a:expr),+]),+ $(,)?) => {{
+            let mut req = Vec::new();
+            $(
+                let args: Vec<&[u8]> = vec![$(AsRef::<[u8]>::as_ref(&$a)),+];
+                req.extend_from_slice(&encode(&args));
+            )+
+            c.raw_write(&req);
+            for _ in 0..$n {
+                got.push(c.read_raw());
+            }
+        }};
+    }
+    batch!(2, [b"SET", b"b1", big], [b"SET", b"b2", bigger]);
+    // Big and small replies back to back, the same value twice in one reply.
+    batch!(
+        7,
+        [b"GET", b"b1"],
+        [b"PING"],
+        [b"GET", b"b2"],
+        [b"MGET", b"b1", b"b2", b"nokey", b"b1"],
+        [b"GETRANGE", b"b2", b"0", b"10"],
+        [b"GET", b"b1"],
+        [b"STRLEN", b"b2"],
+    );
+    // CLIENT REPLY SKIP and OFF drop big replies (and only them).
+    batch!(
+        2,
+        [b"CLIENT", b"REPLY", b"SKIP"],
+        [b"GET", b"b1"],
+        [b"PING", b"after-skip"],
+        [b"CLIENT", b"REPLY", b"OFF"],
+        [b"GET", b"b1"],
+        [b"GET", b"b2"],
+        [b"MGET", b"b2", b"b1"],
+        [b"CLIENT", b"REPLY", b"ON"],
+    );
+    batch!(1, [b"GET", b"b1"]);
+    // Scripts read the value back through redis.call.
+    batch!(
+        4,
+        [b"EVAL", b"return redis.call('GET', KEYS[1])", b"1", b"b1"],
+        [b"EVAL", b"return #redis.call('GET', KEYS[1])", b"1", b"b2"],
+        [b"GET", b"b2"],
+        [b"EVAL", b"local v = redis.call('GET', KEYS[1]); return redis.call('STRLEN', KEYS[1]) .. ':' .. #v", b"1", b"b1"],
+    );
+    // In a transaction, with the key deleted after its value was queued.
+    batch!(
+        5,
+        [b"MULTI"],
+        [b"GET", b"b2"],
+        [b"GETDEL", b"b2"],
+        [b"GET", b"b2"],
+        [b"EXEC"],
+    );
+    batch!(2, [b"GETDEL", b"b1"], [b"GET", b"b1"]);
+    // RESP3 answers the same bulk strings (HELLO's own replies hold the client id).
+    batch!(
+        4,
+        [b"HELLO", b"3"],
+        [b"SET", b"b3", big],
+        [b"GET", b"b3"],
+        [b"HELLO", b"2"],
+    );
+    let n = got.len();
+    for at in [n - 4, n - 1] {
+        assert!(got[at].starts_with(b"%7\r\n") || got[at].starts_with(b"*14\r\n"));
+        got[at] = b"hello".to_vec();
+    }
+    // A client that does not read: ~12 MB of replies wait on a full socket while the
+    // values they came from are overwritten and deleted, then are read whole.
+    batch!(1, [b"SET", b"w", bigger]);
+    let mut req = Vec::new();
+    for i in 0..40 {
+        req.extend_from_slice(&encode(&[b"GET", b"w"]));
+        if i == 20 {
+            req.extend_from_slice(&encode(&[b"SET", b"w", &big]));
+        }
+    }
+    req.extend_from_slice(&encode(&[b"DEL", b"w"]));
+    req.extend_from_slice(&encode(&[b"GET", b"w"]));
+    c.raw_write(&req);
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..43 {
+        got.push(c.read_raw());
+    }
+    got
+}
+
+/// Compares two servers' replies one by one.
+fn same_replies(want: &[Vec<u8>], have: &[Vec<u8>]) {
     assert_eq!(want.len(), have.len());
-    for (i, (w, h)) in want.iter().zip(&have).enumerate() {
+    for (i, (w, h)) in want.iter().zip(have).enumerate() {
         assert!(
             w == h,
             "reply {i} differs: redis {:?}... ({} bytes), tessera {:?}... ({} bytes)",
@@ -131,4 +228,18 @@ fn big_values_answer_as_redis_does() {
             h.len()
         );
     }
+}
+
+#[test]
+fn big_replies_answer_as_redis_does() {
+    let r = Launch::redis().args(&["--save", ""]).start();
+    let t = Launch::tessera().args(&["--save", ""]).start();
+    same_replies(&shared_replies(r.port), &shared_replies(t.port));
+}
+
+#[test]
+fn big_values_answer_as_redis_does() {
+    let r = Launch::redis().args(&["--save", ""]).start();
+    let t = Launch::tessera().args(&["--save", ""]).start();
+    same_replies(&script(r.port), &script(t.port));
 }

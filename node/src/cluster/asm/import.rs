@@ -33,6 +33,9 @@ pub async fn serve(
     inbuf: &mut BytesMut,
     name: JobName,
 ) -> std::io::Result<()> {
+    // The link's replies are read back as one buffer (`run`) from here on.
+    out.flatten();
+    out.shares = false;
     if !out.buf.is_empty() {
         sock.write_all(&out.buf).await?;
         out.buf.clear();
