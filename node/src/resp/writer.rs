@@ -169,9 +169,10 @@ impl Out {
         self.buf.clear();
     }
 
-    /// Drops everything waiting and gives `buf`'s allocation back.
+    /// Drops everything waiting and gives the allocations back (an idle connection holds
+    /// no reply memory).
     pub fn reset(&mut self) {
-        self.front.clear();
+        self.front = VecDeque::new();
         self.front_len = 0;
         self.buf = BytesMut::new();
     }
