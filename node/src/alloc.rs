@@ -1,6 +1,8 @@
 //! The global allocator: mimalloc, wrapped to count live heap bytes so INFO `used_memory`
 //! and maxmemory eviction see what the process really holds (the count is ours, not
 //! mimalloc's statistics, so that reading it costs one relaxed load per thread shard).
+//! Blocks past 64 KiB and up to 512 KiB go to glibc's malloc instead, which sizes them to
+//! the byte (see `exact`).
 //!
 //! Why mimalloc rather than the system (glibc) malloc: a key lookup is a chain of dependent
 //! loads (slot map, control bytes, node) into a heap of ~80 MB at 1M keys, and on this
@@ -23,12 +25,51 @@ static USED: Counter = Counter::new();
 /// Largest request mimalloc serves from its size classes; above it, whole OS pages.
 const MI_LARGE_MAX_OBJ_SIZE: usize = 512 * 1024;
 
+/// Requests above this, up to [`MI_LARGE_MAX_OBJ_SIZE`], go to glibc's malloc instead
+/// (see [`exact`]).
+const EXACT_MIN: usize = 64 * 1024;
+
+/// glibc's malloc alignment on 64-bit targets (its MALLOC_ALIGNMENT, 2 * size_t).
+const LIBC_ALIGN: usize = 16;
+
+/// Whether a request of `size` bytes aligned to `align` goes to glibc's malloc: big
+/// blocks that mimalloc would round up to one of its four classes per power of two. A
+/// 100 KB string value (a big argument's read buffer, kept as the value) took a 112 KiB
+/// block, 12% of used_memory per key more than valkey, whose libc malloc sizes a block of
+/// that size to the byte (plus a 16-byte header). Such blocks are few and large, so
+/// mimalloc's per-thread pages matter little for them; above 512 KiB mimalloc already
+/// sizes blocks in whole pages.
+#[inline]
+fn exact(align: usize, size: usize) -> bool {
+    size > EXACT_MIN && size <= MI_LARGE_MAX_OBJ_SIZE && align <= LIBC_ALIGN
+}
+
+/// The chunk glibc's malloc carves for `size` bytes: the size plus its 8-byte header,
+/// rounded up to 16 (blocks this big are never below its 32-byte minimum). A block it
+/// maps on its own (past its mmap threshold, 128 KiB until a free raises it) is rounded
+/// to pages instead; counting the chunk there is off by less than a page.
+#[inline]
+fn libc_chunk(size: usize) -> u64 {
+    (size + 8).next_multiple_of(16) as u64
+}
+
+/// Bytes the allocator really takes for a request of `size` bytes with an alignment no
+/// bigger than 8: glibc's chunk for the big blocks `exact` sends there, else mimalloc's
+/// block (`mi_block_size`).
+#[inline]
+pub fn real_size(size: usize) -> u64 {
+    if exact(1, size) {
+        return libc_chunk(size);
+    }
+    mi_block_size(size)
+}
+
 /// Bytes mimalloc really takes for a request (its `mi_good_size`, computed here because the
 /// C function is a call per malloc and free): 8-byte granularity up to 64 (mimalloc built
 /// with MI_MAX_ALIGN_SIZE=8, see .cargo/config.toml), then four classes per power of two,
 /// then 4 KiB pages. No per-block header.
 #[inline]
-pub fn real_size(size: usize) -> u64 {
+fn mi_block_size(size: usize) -> u64 {
     let w = size.div_ceil(8);
     if w <= 1 {
         return 8;
@@ -65,53 +106,99 @@ fn plain(align: usize, size: usize) -> bool {
     align <= MI_MAX_ALIGN && align <= size
 }
 
+/// What a block of layout `l` counts for in used_memory.
+#[inline]
+fn counted(l: Layout) -> u64 {
+    if exact(l.align(), l.size()) {
+        libc_chunk(l.size())
+    } else {
+        mi_block_size(l.size())
+    }
+}
+
 unsafe impl GlobalAlloc for CountingAlloc {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = if plain(l.align(), l.size()) {
+        let p = if exact(l.align(), l.size()) {
+            libc::malloc(l.size()) as *mut u8
+        } else if plain(l.align(), l.size()) {
             libmimalloc_sys::mi_malloc(l.size()) as *mut u8
         } else {
             MiMalloc.alloc(l)
         };
         if !p.is_null() {
-            USED.fetch_add(real_size(l.size()), Ordering::Relaxed);
+            USED.fetch_add(counted(l), Ordering::Relaxed);
         }
         p
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = if plain(l.align(), l.size()) {
+        let p = if exact(l.align(), l.size()) {
+            libc::calloc(1, l.size()) as *mut u8
+        } else if plain(l.align(), l.size()) {
             libmimalloc_sys::mi_zalloc(l.size()) as *mut u8
         } else {
             MiMalloc.alloc_zeroed(l)
         };
         if !p.is_null() {
-            USED.fetch_add(real_size(l.size()), Ordering::Relaxed);
+            USED.fetch_add(counted(l), Ordering::Relaxed);
         }
         p
     }
 
     #[inline]
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        MiMalloc.dealloc(p, l);
-        USED.fetch_sub(real_size(l.size()), Ordering::Relaxed);
+        if exact(l.align(), l.size()) {
+            libc::free(p as *mut libc::c_void);
+        } else {
+            MiMalloc.dealloc(p, l);
+        }
+        USED.fetch_sub(counted(l), Ordering::Relaxed);
     }
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = if plain(l.align(), new) {
+        let to = Layout::from_size_align_unchecked(new, l.align());
+        let (was_libc, is_libc) = (exact(l.align(), l.size()), exact(l.align(), new));
+        let q = if was_libc != is_libc {
+            // Between the two allocators: a new block, the bytes copied, the old one freed.
+            let q = self.alloc(to);
+            if !q.is_null() {
+                std::ptr::copy_nonoverlapping(p, q, l.size().min(new));
+                self.dealloc(p, l);
+            }
+            return q;
+        } else if is_libc {
+            libc::realloc(p as *mut libc::c_void, new) as *mut u8
+        } else if plain(l.align(), new) {
             libmimalloc_sys::mi_realloc(p as *mut std::ffi::c_void, new) as *mut u8
         } else {
             MiMalloc.realloc(p, l, new)
         };
         if !q.is_null() {
-            USED.fetch_add(
-                real_size(new).wrapping_sub(real_size(l.size())),
-                Ordering::Relaxed,
-            );
+            USED.fetch_add(counted(to).wrapping_sub(counted(l)), Ordering::Relaxed);
         }
         q
+    }
+}
+
+/// Sets glibc's malloc up for the blocks `exact` sends it, before the server allocates
+/// any: they all come from its heaps, none mapped on its own. By default glibc maps a
+/// block of 128 KiB or more with its own mmap (a system call and fresh zeroed pages for
+/// every such block) until a free raises that threshold; and it would then count a
+/// block in whole pages. Above 512 KiB mimalloc takes the blocks anyway.
+///
+/// Setting the mmap threshold also freezes glibc's trim threshold at its 128 KiB default:
+/// each free that left that much free at the top of a heap handed it back, and the next
+/// big block faulted its pages in again (GET of 100 KB values, whose reply buffer was such
+/// a block, took one page fault per request). The trim threshold is raised to 4 MiB: a
+/// few big blocks' worth stays at hand, and `purge(true)` (FLUSHALL, FLUSHDB) trims all.
+pub fn init() {
+    // SAFETY: mallopt only sets parameters of glibc's allocator; thread-safe.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 4 << 20);
     }
 }
 
@@ -124,6 +211,11 @@ pub fn purge(force: bool) {
     // SAFETY: mi_collect only walks and releases the allocator's own free pages; it's
     // callable from any thread at any time.
     unsafe { libmimalloc_sys::mi_collect(force) }
+    if force {
+        // SAFETY: malloc_trim only returns glibc's free memory to the OS (the big blocks
+        // that `exact` sends there); thread-safe.
+        unsafe { libc::malloc_trim(0) };
+    }
 }
 
 /// Turns transparent huge pages off for this process and its save children (Redis's
@@ -202,7 +294,59 @@ mod tests {
         for s in sizes {
             // SAFETY: a pure function of its argument.
             let good = unsafe { libmimalloc_sys::mi_good_size(s) } as u64;
-            assert_eq!(real_size(s), good, "size {s}");
+            assert_eq!(super::mi_block_size(s), good, "size {s}");
+            if !super::exact(8, s) {
+                assert_eq!(real_size(s), good, "size {s}");
+            }
+        }
+    }
+
+    /// Blocks past 64 KiB and up to 512 KiB come from glibc, sized to the byte (a 100 KB
+    /// value took a 112 KiB mimalloc block), and count as glibc's chunk; a realloc across
+    /// either bound moves the bytes to the other allocator and keeps them.
+    #[test]
+    fn big_blocks_are_sized_to_the_byte() {
+        use std::alloc::{GlobalAlloc, Layout};
+        super::init();
+        let a = super::CountingAlloc;
+        for size in [64 * 1024 + 1, 100 * 1024 + 42, 300_000, MI_MAX] {
+            let l = Layout::from_size_align(size, 8).expect("layout");
+            // SAFETY: a valid non-zero layout, freed below with the same one.
+            let p = unsafe { a.alloc(l) };
+            assert!(!p.is_null());
+            // SAFETY: p is a live block of `size` bytes from glibc's malloc.
+            let usable = unsafe { libc::malloc_usable_size(p as *mut libc::c_void) };
+            assert!(usable >= size && usable < size + 16, "{size}: {usable}");
+            assert_eq!(real_size(size), (usable + 8) as u64, "{size}");
+            // SAFETY: allocated above with `l`, freed once.
+            unsafe { a.dealloc(p, l) };
+        }
+        assert_eq!(real_size(64 * 1024), 64 * 1024, "mimalloc's last class");
+        assert_eq!(
+            real_size(MI_MAX + 1),
+            (MI_MAX + 4096) as u64,
+            "mimalloc's pages"
+        );
+        let l = Layout::from_size_align(1000, 8).expect("layout");
+        // SAFETY: each step reallocs the live block with its current layout; the bytes
+        // written first are read back within the smallest size the block had.
+        unsafe {
+            let before = super::thread_allocated();
+            let mut p = a.alloc(l);
+            for i in 0..1000 {
+                *p.add(i) = i as u8;
+            }
+            let mut size = 1000;
+            for new in [80_000, 600_000, 200_000, 2000, 150_000, 1000] {
+                p = a.realloc(p, Layout::from_size_align(size, 8).expect("layout"), new);
+                assert!(!p.is_null());
+                size = new;
+                for i in 0..1000 {
+                    assert_eq!(*p.add(i), i as u8, "byte {i} after a realloc to {new}");
+                }
+            }
+            a.dealloc(p, l);
+            assert_eq!(super::thread_allocated(), before, "counted as freed");
         }
     }
 

@@ -12,6 +12,7 @@ mod ready_probe;
 static ALLOC: tessera_node::alloc::CountingAlloc = tessera_node::alloc::CountingAlloc;
 
 fn main() -> anyhow::Result<()> {
+    tessera_node::alloc::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // The pod readiness check (the node image has no shell or redis-cli to run one).
     if args.first().map(String::as_str) == Some("--ready-probe") {

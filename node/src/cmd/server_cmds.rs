@@ -154,6 +154,10 @@ fn flush_db(ctx: &mut Ctx<'_>, db: Option<usize>, lazy: bool) {
     // Every tracked key is gone: tracking clients get a flush (null) invalidation.
     crate::tracking::on_flush(ctx.srv);
     ctx.count_changes(removed);
+    if !lazy && removed > 0 {
+        // The freed memory goes back now, before a refill allocates (see `purge_loop`).
+        ctx.srv.purge_now.notify_waiters();
+    }
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
