@@ -554,36 +554,7 @@ pub fn flush_held(srv: &Server) {
             continue;
         }
         h.waiting = false;
-        let mut sent = 0;
-        let mut from_buf = 0;
-        while !h.out.is_empty() {
-            let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];
-            let n = h.out.io_slices(&mut slices);
-            let msg = libc::msghdr {
-                msg_name: std::ptr::null_mut(),
-                msg_namelen: 0,
-                // IoSlice is ABI-compatible with iovec on Unix (its documented guarantee).
-                msg_iov: slices.as_mut_ptr().cast(),
-                msg_iovlen: n,
-                msg_control: std::ptr::null_mut(),
-                msg_controllen: 0,
-                msg_flags: 0,
-            };
-            // SAFETY: the fd is the socket of a live connection task: its Outbox stops
-            // waiting (`Outbox::close`) before the task drops the socket, and this runs on
-            // the task's own thread. The slices borrow `h.out`, which outlives the call.
-            let w = unsafe { libc::sendmsg(ob.fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
-            if w > 0 {
-                sent += w as usize;
-                from_buf += h.out.consume(w as usize);
-            } else if w < 0
-                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {
-                continue;
-            } else {
-                break;
-            }
-        }
+        let (sent, from_buf) = send_held(ob.fd, &mut h.out);
         count_written(srv, sent);
         if h.out.is_empty() {
             // All out: the allocation goes back now, on the connection's own thread (see
@@ -607,6 +578,48 @@ pub fn flush_held(srv: &Server) {
             *l = list;
         }
     });
+}
+
+/// Sends what the socket takes of `out` without blocking, consuming it; returns how much
+/// that was and how much of it came out of `out.buf`. One `send` per call for a plain
+/// buffer (the usual case), `sendmsg` over its slices when shared values are queued.
+fn send_held(fd: RawFd, out: &mut Out) -> (usize, usize) {
+    let (mut sent, mut from_buf) = (0, 0);
+    while !out.is_empty() {
+        let w = if out.has_front() {
+            let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];
+            let n = out.io_slices(&mut slices);
+            // SAFETY: an all-zero msghdr is a valid empty one (no name, no control data).
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            // IoSlice is ABI-compatible with iovec on Unix (its documented guarantee).
+            msg.msg_iov = slices.as_mut_ptr().cast();
+            msg.msg_iovlen = n;
+            // SAFETY: the fd is the socket of a live connection task: its Outbox stops
+            // waiting (`Outbox::close`) before the task drops the socket, and this runs
+            // on the task's own thread. The slices borrow `out`, which outlives the call.
+            unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) }
+        } else {
+            // SAFETY: as above; the buffer outlives the call.
+            unsafe {
+                libc::send(
+                    fd,
+                    out.buf.as_ptr().cast(),
+                    out.buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            }
+        };
+        if w > 0 {
+            sent += w as usize;
+            from_buf += out.consume(w as usize);
+        } else if w < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            break;
+        }
+    }
+    (sent, from_buf)
 }
 
 /// Writes the output buffer. A client killed while the write is stuck (a reader that
