@@ -161,7 +161,7 @@ fn deliver(srv: &Server, list: Vec<Delivery>) {
                         t.flags |= BROKEN;
                     }
                     if tracker_resp3 {
-                        let mut o = Out::with_buf(BytesMut::new(), true);
+                        let mut o = Out::new(true);
                         o.push(2);
                         o.bulk(b"tracking-redir-broken");
                         o.int(d.redirect as i64);

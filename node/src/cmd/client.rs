@@ -208,7 +208,7 @@ fn unblock(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let done = id > 0
         && crate::blocking::Blocking::unblock(ctx.srv, id as u64, |resp3, name| {
-            let mut o = crate::resp::Out::with_buf(bytes::BytesMut::new(), resp3);
+            let mut o = crate::resp::Out::new(resp3);
             if error {
                 o.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
             } else if name.eq_ignore_ascii_case(b"blmove")

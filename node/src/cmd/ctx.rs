@@ -19,9 +19,6 @@ use crate::types::{HashValue, ListValue, SetValue, ZSetValue};
 
 use super::CmdError;
 
-/// The smallest argument [`Ctx::string_value`] keeps in its read buffer.
-use crate::db::SHARED_MIN as SHARE_MIN;
-
 pub struct Ctx<'a> {
     pub srv: &'a Arc<Server>,
     pub cl: &'a mut ClientState,
@@ -66,7 +63,7 @@ impl Ctx<'_> {
     #[inline]
     pub fn string_value(&self, arg: &[u8]) -> Value {
         match &self.cl.req_buf {
-            Some(buf) if arg.len() >= SHARE_MIN && arg.len() >= buf.len() / 8 * 7 => {
+            Some(buf) if arg.len() >= crate::db::SHARED_MIN && arg.len() >= buf.len() / 8 * 7 => {
                 let (start, end) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
                 let a = arg.as_ptr() as usize;
                 if a >= start && a + arg.len() <= end {

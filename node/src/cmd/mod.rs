@@ -428,9 +428,9 @@ pub fn count_rejected(srv: &Server, cl: &ClientState, cmd: &CommandSpec, msg: &[
     count_error(srv, cl, msg);
 }
 
-/// The message of a top-level error reply written at `at` in `buf` (without `-` and CRLF).
-fn error_at(buf: &[u8], at: usize) -> Option<&[u8]> {
-    let rest = buf.get(at..)?.strip_prefix(b"-")?;
+/// The message of `reply` when it is a top-level error (without `-` and CRLF).
+fn error_text(reply: &[u8]) -> Option<&[u8]> {
+    let rest = reply.strip_prefix(b"-")?;
     let end = rest.windows(2).position(|w| w == b"\r\n")?;
     Some(&rest[..end])
 }
@@ -950,7 +950,7 @@ pub fn run_locked(ctx: &mut Ctx<'_>, cmd: &CommandSpec, args: &[&[u8]]) {
     }
     // A handler that wrote an error reply itself failed as much as one that returned it.
     if ok_reply {
-        if let Some(msg) = ctx.out.since(reply_at).and_then(|r| error_at(r, 0)) {
+        if let Some(msg) = ctx.out.since(reply_at).and_then(error_text) {
             cmd.stats.live().failed.fetch_add(1, Ordering::Relaxed);
             count_error(ctx.srv, ctx.cl, msg);
         }

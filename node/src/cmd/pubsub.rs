@@ -4,8 +4,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::BytesMut;
-
 use crate::resp::Out;
 use crate::server::{ClientState, Server};
 
@@ -103,7 +101,7 @@ pub fn allowed_in_context(name: &str) -> bool {
 /// are kept aside and still sent (Redis's CLIENT_PUSHING), in RESP2 as in RESP3.
 fn confirm(ctx: &mut Ctx<'_>, f: impl FnOnce(&Arc<Server>, &mut ClientState, &mut Out)) {
     if ctx.cl.replies_dropped() {
-        let mut o = Out::with_buf(BytesMut::new(), ctx.out.resp3);
+        let mut o = Out::new(ctx.out.resp3);
         f(ctx.srv, ctx.cl, &mut o);
         ctx.cl.kept_pushes.extend_from_slice(&o.buf);
     } else {

@@ -445,7 +445,7 @@ pub fn run_for_waiter(
     let start = crate::server::stats::CmdTimer::start();
     let c = table().resolve(args).ok()?;
     let mut cl = ClientState::detached(w.client_id, db);
-    let mut out = Out::with_buf(BytesMut::new(), resp3);
+    let mut out = Out::new(resp3);
     let mut idx = Vec::new();
     c.key_indices(args, &mut idx);
     let mut slots: Vec<u16> = idx
@@ -514,7 +514,7 @@ pub fn unblocked(
     let Ok(c) = table().resolve(&args) else {
         return;
     };
-    if let Some(msg) = super::error_at(reply, 0) {
+    if let Some(msg) = super::error_text(reply) {
         srv.stats.errors.count(msg);
         // Redis counts a command failed when an error reply was counted while it ran, to
         // whomever it went: CLIENT UNBLOCK ... ERROR fails too.

@@ -543,7 +543,7 @@ fn release_blocked_clients(srv: &Server) {
     }
     for h in srv.clients.all() {
         crate::blocking::Blocking::unblock(srv, h.id, |resp3, _| {
-            let mut o = crate::resp::Out::with_buf(bytes::BytesMut::new(), resp3);
+            let mut o = crate::resp::Out::new(resp3);
             o.error("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
             o.buf
         });

@@ -31,7 +31,7 @@ pub struct Out {
 
 /// The smallest shared value worth queueing by reference rather than copying (the
 /// segment costs a few pushes and an extra iovec; a copy of this size costs ~1 us).
-pub const SHARE_MIN: usize = 16 * 1024;
+const SHARE_MIN: usize = 16 * 1024;
 
 #[inline]
 fn put_len(buf: &mut BytesMut, prefix: u8, n: i64) {
@@ -129,22 +129,11 @@ impl Out {
     /// Drops the replies written after offset `at` (a former [`Out::len`]): CLIENT REPLY
     /// OFF and SKIP, a read retried after a load.
     pub fn truncate(&mut self, at: usize) {
-        if at >= self.front_len {
-            self.buf.truncate(at - self.front_len);
-            return;
+        if at < self.front_len {
+            // Rare (a shared reply dropped): cut the flat copy instead.
+            self.flatten();
         }
-        // Rare (a shared reply dropped): keep the front's first `at` bytes as the buffer.
-        let mut kept = BytesMut::with_capacity(at.max(self.buf.capacity()));
-        for seg in &self.front {
-            let take = (at - kept.len()).min(seg.len());
-            kept.extend_from_slice(&seg[..take]);
-            if kept.len() == at {
-                break;
-            }
-        }
-        self.front.clear();
-        self.front_len = 0;
-        self.buf = kept;
+        self.buf.truncate(at - self.front_len);
     }
 
     /// Moves the shared part into `buf` (a copy), for code that writes or reads `buf` as
