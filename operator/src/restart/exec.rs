@@ -1,20 +1,12 @@
 //! I/O of the rolling restart: delete one pod, or fail one shard over.
 
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::Client;
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use super::{PodRef, RestartAction};
-use tessera_topology::conn::{cluster, connect};
-use tessera_topology::nodes::parse_cluster_nodes;
 use tessera_topology::{EngineOptions, TopologyError};
-
-/// How long one reconcile waits for a manual failover to show (redis-server gives up on a
-/// manual failover after 5 s, so a retry after this never overlaps the previous attempt).
-const FAILOVER_WAIT: Duration = Duration::from_secs(15);
 
 /// Why a restart action failed (the next reconcile re-plans from what it observes).
 #[derive(Debug, thiserror::Error)]
@@ -23,8 +15,6 @@ pub enum RestartError {
     Delete(String, kube::Error),
     #[error("failover: {0}")]
     Topology(#[from] TopologyError),
-    #[error("{0} did not become master within {1:?}")]
-    FailoverTimeout(String, Duration),
 }
 
 /// Runs one action; returns what was done, for the Event.
@@ -45,7 +35,7 @@ pub async fn execute(
             port,
             ..
         } => {
-            failover(&replica.name, host, *port, opts).await?;
+            tessera_topology::execute::failover_to(&replica.name, host, *port, opts).await?;
         }
     }
     Ok(action.describe())
@@ -67,34 +57,4 @@ async fn delete_pod(client: &Client, ns: &str, p: &PodRef) -> Result<(), Restart
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => Err(RestartError::Delete(p.name.clone(), e)),
     }
-}
-
-/// CLUSTER FAILOVER (the coordinated kind: the master pauses its clients until the replica
-/// has its whole replication stream), then wait until the replica calls itself master.
-async fn failover(
-    pod: &str,
-    host: &str,
-    port: u16,
-    opts: &EngineOptions,
-) -> Result<(), RestartError> {
-    let mut conn = connect(host, port, opts, opts.command_timeout).await?;
-    let is_master = |text: &str| parse_cluster_nodes(text).map(|n| n.myself.master);
-    if is_master(&conn.text(&cluster("NODES")).await?)? {
-        return Ok(());
-    }
-    conn.run::<()>(&cluster("FAILOVER")).await?;
-    info!(pod, "CLUSTER FAILOVER sent");
-    let start = Instant::now();
-    while start.elapsed() < FAILOVER_WAIT {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        match conn.text(&cluster("NODES")).await {
-            Ok(text) if is_master(&text)? => return Ok(()),
-            Ok(_) => {}
-            Err(e) => warn!(pod, error = %e, "reading CLUSTER NODES after FAILOVER"),
-        }
-    }
-    Err(RestartError::FailoverTimeout(
-        pod.to_string(),
-        FAILOVER_WAIT,
-    ))
 }

@@ -209,7 +209,7 @@ async fn run_step(
             fix_open_slot(*slot, &nodes, big, all_masters, opts).await
         }
         Step::MigrateSlots { .. } => Ok(()), // handled in batches by `execute`
-        Step::Failover { node, master, .. } => failover(node, master, small).await,
+        Step::Failover { node, master, .. } => failover(node, master, small, all_masters).await,
         Step::Takeover { node, master, .. } => takeover(node, master, small, opts).await,
     }
 }
@@ -306,11 +306,70 @@ async fn answering_id(n: &NodeRef, opts: &EngineOptions) -> Probe {
 /// failover after 5 s, so a retry next pass never overlaps the previous attempt).
 const FAILOVER_WAIT: Duration = Duration::from_secs(15);
 
+/// How long a handover waits for the cluster to agree on the target's role before asking.
+/// A node that just became a replica tells its peers at their next ping (within about a
+/// second); a pass that gives up leaves the handover to the next one.
+const AGREE_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether `master` and every other slot-owning master among `voters` list `node` as
+/// `master`'s replica, none of them failing. A manual failover needs both: the master
+/// ignores MFSTART from a node it does not count as its replica (the replica's failover
+/// then times out after 5 s, the pass after 15), and a voter that still sees `node` as a
+/// master, or another node's replica, refuses its vote, so the election fails while the
+/// master holds client writes paused (up to 5 s: a client with a shorter timeout fails).
+/// A voter that does not answer is skipped: whether the rest make a majority is the
+/// election's business. Err names the first node that disagrees.
+async fn views_agree(
+    node: &NodeRef,
+    master: &NodeRef,
+    voters: &[NodeRef],
+    pool: &Pool,
+) -> Result<(), String> {
+    let asked = std::iter::once(master).chain(voters.iter().filter(|v| v.id != master.id));
+    for v in asked {
+        let Ok(mut c) = pool.get(v).await else {
+            continue;
+        };
+        let Ok(text) = c.text(&cluster("NODES")).await else {
+            continue;
+        };
+        let view = parse_cluster_nodes(&text).map_err(|e| format!("{}: {e}", v.pod))?;
+        if view.myself.id != v.id || (v.id != master.id && view.myself.slot_count() == 0) {
+            continue; // a new node at that address, or not a voter
+        }
+        if v.id == master.id && !view.myself.master {
+            return Err(format!("{} is no longer a master", master.pod));
+        }
+        let line = view.others.iter().find(|n| n.id == node.id);
+        match line {
+            Some(n) if !n.master && n.replica_of.as_deref() == Some(&master.id) && !n.failing() => {
+            }
+            _ => {
+                return Err(format!(
+                    "{} does not list {} as {}'s replica yet",
+                    v.pod, node.pod, master.pod
+                ))
+            }
+        }
+        if let Some(m) = view.others.iter().find(|n| n.id == master.id) {
+            if m.failing() {
+                return Err(format!("{} flags {} as failing", v.pod, master.pod));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// CLUSTER FAILOVER (no FORCE: the master pauses writes until `node` has its whole stream,
 /// so nothing acknowledged is lost) on `node`, then wait until it calls itself master.
 /// Idempotent: a node already master is done; one no longer `master`'s replica is left to
 /// the next pass.
-async fn failover(node: &NodeRef, master: &NodeRef, pool: &Pool) -> Result<(), TopologyError> {
+async fn failover(
+    node: &NodeRef,
+    master: &NodeRef,
+    pool: &Pool,
+    voters: &[NodeRef],
+) -> Result<(), TopologyError> {
     let mut c = pool.get(node).await?;
     let now = parse_cluster_nodes(&c.text(&cluster("NODES")).await?)?;
     if now.myself.id != node.id || now.myself.master {
@@ -322,14 +381,34 @@ async fn failover(node: &NodeRef, master: &NodeRef, pool: &Pool) -> Result<(), T
             node.pod, master.pod
         )));
     }
+    // Ask only once the master and every voter know `node` as its replica (see
+    // `views_agree`); until then the request would be ignored, or would hold the shard's
+    // writes paused through an election that cannot win.
+    let start = Instant::now();
+    loop {
+        match views_agree(node, master, voters, pool).await {
+            Ok(()) => break,
+            Err(why) if start.elapsed() >= AGREE_WAIT => {
+                return Err(TopologyError::Invalid(format!(
+                    "{why} after {AGREE_WAIT:?}; not failing over yet"
+                )))
+            }
+            Err(why) => debug!(pod = %node.pod, %why, "waiting before CLUSTER FAILOVER"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     c.run::<()>(&cluster("FAILOVER")).await?;
     info!(pod = %node.pod, from = %master.pod, "CLUSTER FAILOVER sent");
+    // Done when the old master follows `node`, not merely when `node` calls itself master:
+    // a replica that won an election moments before (within 4 node timeouts) reuses that
+    // election's votes (redis-server 7.0 does), promotes itself under its old, lower epoch
+    // and is turned back into a replica as soon as its claim meets the current one.
     let start = Instant::now();
     while start.elapsed() < FAILOVER_WAIT {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        match c.text(&cluster("NODES")).await {
-            Ok(text) if parse_cluster_nodes(&text)?.myself.master => return Ok(()),
-            Ok(_) => {}
+        match handed_over(node, master, &mut c, pool).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
             Err(e) => warn!(pod = %node.pod, error = %e, "reading CLUSTER NODES after FAILOVER"),
         }
     }
@@ -337,6 +416,67 @@ async fn failover(node: &NodeRef, master: &NodeRef, pool: &Pool) -> Result<(), T
         FAILOVER_WAIT,
         format!("{} did not become master", node.pod),
     ))
+}
+
+/// A coordinated failover to the replica at `host:port` (pod `pod`), with its master and the
+/// voters as the replica itself lists them, each reached on `port` (every pod listens on
+/// the same one): the rolling restart's hand-over, done as a scale-in's is. Ok at once when
+/// the node is a master already.
+pub async fn failover_to(
+    pod: &str,
+    host: &str,
+    port: u16,
+    opts: &EngineOptions,
+) -> Result<(), TopologyError> {
+    let pool = Pool::new(opts, opts.command_timeout);
+    let at = |id: &str, pod: String, host: &str| NodeRef {
+        id: id.to_string(),
+        pod,
+        host: host.to_string(),
+        port,
+    };
+    let view = parse_cluster_nodes(
+        &pool
+            .get(&at("", pod.to_string(), host))
+            .await?
+            .text(&cluster("NODES"))
+            .await?,
+    )?;
+    if view.myself.master {
+        return Ok(());
+    }
+    let node = at(&view.myself.id, pod.to_string(), host);
+    let master = view
+        .myself
+        .replica_of
+        .as_deref()
+        .and_then(|m| view.others.iter().find(|n| n.id == m))
+        .map(|m| at(&m.id, format!("{}:{port}", m.host), &m.host))
+        .ok_or_else(|| TopologyError::Invalid(format!("{pod} lists no master of its own")))?;
+    let voters: Vec<NodeRef> = view
+        .others
+        .iter()
+        .filter(|n| n.master && n.slot_count() > 0 && !n.failing())
+        .map(|n| at(&n.id, format!("{}:{port}", n.host), &n.host))
+        .collect();
+    failover(&node, &master, &pool, &voters).await
+}
+
+/// Whether `node` calls itself master and `master`, the master it replaced, replicates it.
+async fn handed_over(
+    node: &NodeRef,
+    master: &NodeRef,
+    c: &mut NodeConn,
+    pool: &Pool,
+) -> Result<bool, TopologyError> {
+    if !parse_cluster_nodes(&c.text(&cluster("NODES")).await?)?
+        .myself
+        .master
+    {
+        return Ok(false);
+    }
+    let old = parse_cluster_nodes(&pool.get(master).await?.text(&cluster("NODES")).await?)?;
+    Ok(old.myself.id != master.id || old.myself.replica_of.as_deref() == Some(&node.id))
 }
 
 /// FLUSHALL (when asked, on a master) then CLUSTER RESET HARD, after checking again that the

@@ -293,6 +293,11 @@ impl ClusterState {
     /// Becomes master in place of our master and takes its slots (clusterFailoverReplaceYourMaster).
     pub(crate) fn replace_my_master(&mut self, now: u64) {
         self.mf = ManualFailover::default();
+        // The election is over. Kept, its votes would let this node, once a replica again,
+        // "win" its next manual failover within 4 node timeouts without asking, under the
+        // old epoch, a claim the current master's higher epoch undoes at once (Redis 7.0
+        // reuses them so).
+        self.election = Election::default();
         let Some(old) = self.me().master else { return };
         let me = self.myself;
         self.stats.failovers += 1;
@@ -354,6 +359,9 @@ impl ClusterState {
             end: now + MF_TIMEOUT_MS,
             ..Default::default()
         };
+        // A manual failover runs an election of its own, at once, under a new epoch; never
+        // the votes of an earlier one.
+        self.election = Election::default();
         if takeover {
             crate::commands::bump_epoch(self);
             self.replace_my_master(now);
@@ -532,6 +540,7 @@ impl ClusterState {
         if candidate == me && now.saturating_sub(since) > REPLICA_MIGRATION_DELAY_MS {
             info!(master = name_str(&t), "migrating to orphaned master");
             self.set_my_master(t);
+            crate::commands::broadcast_pong(self, now);
         }
     }
 }
@@ -605,5 +614,66 @@ impl ClusterState {
             self.handle_replica_failover(now);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterConfig;
+    use crate::state::{Node, FLAG_MASTER, FLAG_SLAVE};
+
+    /// Myself a replica of a master owning slot 0, beside two other slot-owning masters,
+    /// holding the state of an election it won under epoch 3 at `won_at`.
+    fn replica_that_won_before(won_at: u64) -> (ClusterState, Name) {
+        let mut st = ClusterState::new(ClusterConfig::default(), 0, 7);
+        let mut masters = Vec::new();
+        for i in 0..3u16 {
+            let name = st.new_name();
+            st.nodes.insert(name, Node::new(name, FLAG_MASTER, 0));
+            st.add_slot(name, i as usize);
+            masters.push(name);
+        }
+        let me = st.me_mut();
+        me.flags = (me.flags & !FLAG_MASTER) | FLAG_SLAVE;
+        me.master = Some(masters[0]);
+        st.size = 3;
+        st.current_epoch = 5;
+        st.election = Election {
+            auth_time: won_at,
+            auth_count: 2,
+            auth_sent: true,
+            auth_epoch: 3,
+            ..Default::default()
+        };
+        (st, masters[0])
+    }
+
+    #[test]
+    fn a_manual_failover_holds_a_new_election() {
+        let now = 100_000;
+        // Within the 4 node timeouts a replica keeps an election's state.
+        let (mut st, master) = replica_that_won_before(now - 1000);
+        st.failover_from_master(&[b"FAILOVER", b"FORCE"], now)
+            .expect("accepted");
+        assert!(
+            st.me().is_replica(),
+            "promoted on an earlier election's votes"
+        );
+        assert_eq!(st.me().master, Some(master));
+        assert!(st.election.auth_sent, "the election asks at once");
+        assert_eq!(st.election.auth_count, 0);
+        assert_eq!(st.election.auth_epoch, 6, "under a new epoch");
+        assert_eq!(st.current_epoch, 6);
+    }
+
+    #[test]
+    fn winning_ends_the_election() {
+        let now = 100_000;
+        let (mut st, _) = replica_that_won_before(now - 1000);
+        st.replace_my_master(now);
+        assert!(st.me().is_master());
+        assert!(!st.election.auth_sent);
+        assert_eq!(st.election.auth_count, 0);
     }
 }

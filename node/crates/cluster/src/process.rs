@@ -617,6 +617,10 @@ impl ClusterState {
                     "lost my last slot: becoming a replica"
                 );
                 self.set_my_master(nm);
+                // Tell every peer at once: until a master hears it from us, it does not
+                // count us as its replica and ignores our CLUSTER FAILOVER (MFSTART), and
+                // voters refuse us as a master node.
+                crate::commands::broadcast_pong(self, crate::bus::now_ms());
                 return;
             }
         }
@@ -643,6 +647,10 @@ impl ClusterState {
         n.master = Some(master);
         self.note_replica_added(&master);
         self.set_replication(Some((ip, port)));
+        // A manual failover this node took part in as a master is over (Redis's
+        // resetManualFailover in clusterSetMaster); the host lifts its pause of writes when
+        // it follows the new master.
+        self.mf = crate::failover::ManualFailover::default();
         self.todo_save = true;
         self.todo_update_state = true;
     }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -85,4 +85,102 @@ fn manual_failover_and_takeover_swap_roles() {
         a.cluster_str(&["INFO"]).contains("cluster_state:ok")
             && cmd_string(r1.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
     });
+}
+
+/// Three coordinated failovers back to back, each asked as soon as the asking node sees
+/// itself as a replica (within 4 node timeouts of its last win). Each must hold an election
+/// of its own under a new epoch and stick: a demoted master tells its peers at once, so its
+/// new master does not ignore its MFSTART, and a node never reuses an earlier election's
+/// votes (redis-server 7.0 does, and its claim under the old epoch is then undone).
+#[test]
+fn back_to_back_manual_failovers_each_win_their_own_election() {
+    let a = TestNode::start(NT);
+    let b = TestNode::start(NT);
+    let r1 = ServerProc::start(redis_bin(), NT);
+    let r2 = ServerProc::start(redis_bin(), NT);
+    for p in [b.port, r1.port, r2.port] {
+        assert_eq!(a.cluster_str(&["MEET", "127.0.0.1", &p.to_string()]), "OK");
+    }
+    let ids = vec![a.myid(), b.myid(), r1.myid(), r2.myid()];
+    wait_for(Duration::from_secs(30), "4 nodes connected", || {
+        sees_all_connected(&a.nodes(), &ids)
+            && sees_all_connected(&b.nodes(), &ids)
+            && sees_all_connected(&r1.nodes(), &ids)
+            && sees_all_connected(&r2.nodes(), &ids)
+    });
+    assert_eq!(a.cluster_str(&["ADDSLOTSRANGE", "0", "8191"]), "OK");
+    r1.cmd(&["CLUSTER", "ADDSLOTSRANGE", "8192", "12000"])
+        .expect("addslots");
+    r2.cmd(&["CLUSTER", "ADDSLOTSRANGE", "12001", "16383"])
+        .expect("addslots");
+    wait_for(Duration::from_secs(30), "b sees a's slots", || {
+        is_master_with(&b.nodes(), &ids[0], "0-8191")
+    });
+    assert_eq!(b.cluster_str(&["REPLICATE", &ids[0]]), "OK");
+    wait_for(
+        Duration::from_secs(30),
+        "everyone sees b as a's replica",
+        || {
+            [a.nodes(), r1.nodes(), r2.nodes()]
+                .iter()
+                .all(|t| is_replica_of(t, &ids[1], &ids[0]))
+        },
+    );
+    let everywhere = |m: usize, r: usize| {
+        [a.nodes(), b.nodes(), r1.nodes(), r2.nodes()]
+            .iter()
+            .all(|t| is_master_with(t, &ids[m], "0-8191") && is_replica_of(t, &ids[r], &ids[m]))
+    };
+    let epoch_of = |id: &str| -> u64 {
+        parse_nodes(&r1.nodes())
+            .get(id)
+            .map(|n| n.epoch)
+            .expect("node listed")
+    };
+    let nodes = [&a, &b];
+    let mut last_epoch = epoch_of(&ids[0]);
+    let mut first_ask = None;
+    for (round, (new, old)) in [(1, 0), (0, 1), (1, 0)].into_iter().enumerate() {
+        // As soon as the new master-to-be sees itself as a replica.
+        wait_for(Duration::from_secs(30), "the replica sees its role", || {
+            is_replica_of(&nodes[new].nodes(), &ids[new], &ids[old])
+        });
+        if round == 2 {
+            // Voters refuse a vote about a master within 2 node timeouts of their last
+            // one about it (round 0's, about a); b's round-0 election is still within
+            // the 4 node timeouts during which a replica keeps an election's state.
+            let since: Duration = first_ask.map(|t: Instant| t.elapsed()).unwrap_or_default();
+            let wait = Duration::from_millis(2 * NT + 500);
+            std::thread::sleep(wait.saturating_sub(since));
+        }
+        first_ask.get_or_insert_with(Instant::now);
+        assert_eq!(nodes[new].cluster_str(&["FAILOVER"]), "OK");
+        // Asked once: nothing here asks again, so an ignored MFSTART or a claim undone
+        // never gets there.
+        wait_or_show(
+            Duration::from_secs(20),
+            &format!("round {round}: node {new} master everywhere"),
+            || everywhere(new, old),
+            || {
+                format!(
+                    "a:\n{}\nb:\n{}\nr1:\n{}\nr1 log:\n{}",
+                    a.nodes(),
+                    b.nodes(),
+                    r1.nodes(),
+                    r1.log()
+                )
+            },
+        );
+        let epoch = epoch_of(&ids[new]);
+        assert!(
+            epoch > last_epoch,
+            "round {round}: won under epoch {epoch}, not above {last_epoch}"
+        );
+        last_epoch = epoch;
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            everywhere(new, old),
+            "round {round}: the new master did not stick"
+        );
+    }
 }
