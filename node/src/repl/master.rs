@@ -238,6 +238,9 @@ pub fn start_cron(srv: &Arc<Server>) {
                 )
             };
             let now = now_ms();
+            // Read before the stream's lock: the cluster state's lock is never taken inside it.
+            let mf_paused =
+                now.saturating_sub(last_ping) >= period && cluster_failover_paused(&srv);
             let offset = {
                 let mut sh = srv.repl.shared.lock();
                 if let Some(b) = sh.backlog.as_mut() {
@@ -260,6 +263,7 @@ pub fn start_cron(srv: &Arc<Server>) {
                     if !srv.repl.is_replica()
                         && !sh.replicas.is_empty()
                         && !srv.repl.failover.active()
+                        && !mf_paused
                     {
                         sh.push(encode(&[b"PING"]));
                     }
@@ -280,6 +284,17 @@ pub fn start_cron(srv: &Arc<Server>) {
             }
         }
     });
+}
+
+/// Whether a cluster manual failover holds writes paused here: the PING is then left out of
+/// the stream (as Redis does), so the offset the paused master announces stays the one its
+/// replica must reach.
+fn cluster_failover_paused(srv: &Server) -> bool {
+    srv.clients_paused()
+        && srv
+            .cluster
+            .get()
+            .is_some_and(|node| node.with_state(|st| st.mf.end != 0))
 }
 
 /// Online replicas whose last ACK is at most `max_lag` seconds old (min-replicas-to-write).
