@@ -223,10 +223,11 @@ pub fn purge(force: bool) {
 /// THP each first touch of a fresh region zeroes 2 MiB, each purge of a 64 KiB page
 /// splits one again: a storm of 5000 new connections took 350 ms to answer with THP
 /// and 70 ms without (redis-server 70-90), at 216 MB of peak RSS against 86.
-pub fn disable_thp() -> std::io::Result<()> {
+/// `false` turns them back on (`disable-thp no`).
+pub fn set_thp_disabled(off: bool) -> std::io::Result<()> {
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and only sets a flag on this
     // process's memory map (kept across fork and exec).
-    let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, libc::c_ulong::from(off), 0, 0, 0) };
     if r == 0 {
         Ok(())
     } else {
