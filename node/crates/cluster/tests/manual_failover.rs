@@ -21,8 +21,9 @@ fn is_replica_of(text: &str, id: &str, master: &str) -> bool {
         .is_some_and(|n| n.flags.contains(&"slave".to_string()) && n.master == master)
 }
 
-#[test]
-fn manual_failover_and_takeover_swap_roles() {
+/// Tessera nodes a (slots 0-8191) and b (a's replica, as everyone sees), redis-server masters
+/// r1 and r2 owning the other slots (voters), and the four node ids in that order.
+fn a_with_replica_b() -> (TestNode, TestNode, ServerProc, ServerProc, Vec<String>) {
     let a = TestNode::start(NT);
     let b = TestNode::start(NT);
     let r1 = ServerProc::start(redis_bin(), NT);
@@ -35,6 +36,7 @@ fn manual_failover_and_takeover_swap_roles() {
         sees_all_connected(&a.nodes(), &ids)
             && sees_all_connected(&b.nodes(), &ids)
             && sees_all_connected(&r1.nodes(), &ids)
+            && sees_all_connected(&r2.nodes(), &ids)
     });
     assert_eq!(a.cluster_str(&["ADDSLOTSRANGE", "0", "8191"]), "OK");
     r1.cmd(&["CLUSTER", "ADDSLOTSRANGE", "8192", "12000"])
@@ -49,10 +51,17 @@ fn manual_failover_and_takeover_swap_roles() {
         Duration::from_secs(30),
         "everyone sees b as a's replica",
         || {
-            is_replica_of(&a.nodes(), &ids[1], &ids[0])
-                && is_replica_of(&r1.nodes(), &ids[1], &ids[0])
+            [a.nodes(), r1.nodes(), r2.nodes()]
+                .iter()
+                .all(|t| is_replica_of(t, &ids[1], &ids[0]))
         },
     );
+    (a, b, r1, r2, ids)
+}
+
+#[test]
+fn manual_failover_and_takeover_swap_roles() {
+    let (a, b, r1, r2, ids) = a_with_replica_b();
     assert_eq!(
         a.cluster_str(&["FAILOVER"]),
         "ERR ERR You should send CLUSTER FAILOVER to a replica"
@@ -94,38 +103,7 @@ fn manual_failover_and_takeover_swap_roles() {
 /// votes (redis-server 7.0 does, and its claim under the old epoch is then undone).
 #[test]
 fn back_to_back_manual_failovers_each_win_their_own_election() {
-    let a = TestNode::start(NT);
-    let b = TestNode::start(NT);
-    let r1 = ServerProc::start(redis_bin(), NT);
-    let r2 = ServerProc::start(redis_bin(), NT);
-    for p in [b.port, r1.port, r2.port] {
-        assert_eq!(a.cluster_str(&["MEET", "127.0.0.1", &p.to_string()]), "OK");
-    }
-    let ids = vec![a.myid(), b.myid(), r1.myid(), r2.myid()];
-    wait_for(Duration::from_secs(30), "4 nodes connected", || {
-        sees_all_connected(&a.nodes(), &ids)
-            && sees_all_connected(&b.nodes(), &ids)
-            && sees_all_connected(&r1.nodes(), &ids)
-            && sees_all_connected(&r2.nodes(), &ids)
-    });
-    assert_eq!(a.cluster_str(&["ADDSLOTSRANGE", "0", "8191"]), "OK");
-    r1.cmd(&["CLUSTER", "ADDSLOTSRANGE", "8192", "12000"])
-        .expect("addslots");
-    r2.cmd(&["CLUSTER", "ADDSLOTSRANGE", "12001", "16383"])
-        .expect("addslots");
-    wait_for(Duration::from_secs(30), "b sees a's slots", || {
-        is_master_with(&b.nodes(), &ids[0], "0-8191")
-    });
-    assert_eq!(b.cluster_str(&["REPLICATE", &ids[0]]), "OK");
-    wait_for(
-        Duration::from_secs(30),
-        "everyone sees b as a's replica",
-        || {
-            [a.nodes(), r1.nodes(), r2.nodes()]
-                .iter()
-                .all(|t| is_replica_of(t, &ids[1], &ids[0]))
-        },
-    );
+    let (a, b, r1, r2, ids) = a_with_replica_b();
     let everywhere = |m: usize, r: usize| {
         [a.nodes(), b.nodes(), r1.nodes(), r2.nodes()]
             .iter()
