@@ -12,11 +12,6 @@ mod ready_probe;
 static ALLOC: tessera_node::alloc::CountingAlloc = tessera_node::alloc::CountingAlloc;
 
 fn main() -> anyhow::Result<()> {
-    // Transparent huge pages off before the allocator's first regions are touched: pages
-    // faulted in as huge ones stay huge (the config, read below, made mimalloc fault in
-    // three 2 MiB pages first: 6 MB of an idle node's RSS). `disable-thp no` turns them
-    // back on.
-    let thp_off = tessera_node::alloc::set_thp_disabled(true);
     tessera_node::alloc::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // The pod readiness check (the node image has no shell or redis-cli to run one).
@@ -57,14 +52,12 @@ fn main() -> anyhow::Result<()> {
     };
     let log = init_logging(&config);
     startup_lines(&config);
-    match (config.typed.disable_thp, thp_off) {
-        (true, Err(e)) => tracing::warn!("Failed to disable transparent huge pages: {e}"),
-        (false, Ok(())) => {
-            if let Err(e) = tessera_node::alloc::set_thp_disabled(false) {
-                tracing::warn!("Failed to enable transparent huge pages again: {e}");
-            }
-        }
-        _ => {}
+    // mimalloc turned transparent huge pages off in its own start-up, before main (see
+    // .cargo/config.toml); this keeps them off or, for `disable-thp no`, turns them back on.
+    let off = config.typed.disable_thp;
+    if let Err(e) = tessera_node::alloc::set_thp_disabled(off) {
+        let what = if off { "disable" } else { "enable" };
+        tracing::warn!("Failed to {what} transparent huge pages: {e}");
     }
     if !tessera_node::alloc::size_classes_match() {
         tracing::warn!(

@@ -200,17 +200,20 @@ fn tessera_node() -> String {
     tessera_testkit::tessera_bin().to_string()
 }
 
-/// The node id `n` reports, and the master it replicates (by its own CLUSTER NODES line).
-async fn role_of(n: &Node) -> Option<(String, Option<String>)> {
+/// `n`'s CLUSTER NODES, parsed (None if it does not answer).
+async fn view_of(n: &Node) -> Option<tessera_topology::nodes::NodesReply> {
     let mut c = open(&format!("redis://{}/", n.addr())).await.ok()?;
     let text: String = redis::cmd("CLUSTER")
         .arg("NODES")
         .query_async(&mut c)
         .await
         .ok()?;
-    let me = tessera_topology::nodes::parse_cluster_nodes(&text)
-        .ok()?
-        .myself;
+    tessera_topology::nodes::parse_cluster_nodes(&text).ok()
+}
+
+/// The node id `n` reports, and the master it replicates (by its own CLUSTER NODES line).
+async fn role_of(n: &Node) -> Option<(String, Option<String>)> {
+    let me = view_of(n).await?.myself;
     Some((me.id, me.replica_of))
 }
 
@@ -389,23 +392,22 @@ async fn handover_right_after_a_failover(bin: &str) {
                 dump(&pods).await;
                 panic!("round {round}: no handover: {last:?}");
             }
-            let rep = reconcile(&desired(2, 1), &pods, &test_opts()).await;
-            if let Err(e) = &rep {
-                last = vec![e.to_string()];
-            }
-            if let Ok(rep) = rep {
-                let failed: Vec<&String> = rep
-                    .stuck
-                    .iter()
-                    .filter(|s| s.contains("CLUSTER FAILOVER"))
-                    .collect();
-                assert!(
-                    failed.is_empty(),
-                    "round {round}: a handover was tried and did not happen: {failed:?}"
-                );
-                handed = !rep.handovers.is_empty();
-                last = rep.stuck;
-                last.extend(rep.actions);
+            match reconcile(&desired(2, 1), &pods, &test_opts()).await {
+                Err(e) => last = vec![e.to_string()],
+                Ok(rep) => {
+                    let failed: Vec<&String> = rep
+                        .stuck
+                        .iter()
+                        .filter(|s| s.contains("CLUSTER FAILOVER"))
+                        .collect();
+                    assert!(
+                        failed.is_empty(),
+                        "round {round}: a handover was tried and did not happen: {failed:?}"
+                    );
+                    handed = !rep.handovers.is_empty();
+                    last = rep.stuck;
+                    last.extend(rep.actions);
+                }
             }
         }
         eprintln!("round {round}: handed over in {:?}", t.elapsed());
@@ -426,17 +428,7 @@ async fn handover_right_after_a_failover(bin: &str) {
 /// Whether every node's CLUSTER NODES shows `id` as a master.
 async fn all_see_master(nodes: &[Node], id: &str) -> bool {
     for n in nodes {
-        let Ok(mut c) = open(&format!("redis://{}/", n.addr())).await else {
-            return false;
-        };
-        let Ok(text) = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query_async::<String>(&mut c)
-            .await
-        else {
-            return false;
-        };
-        let Ok(view) = tessera_topology::nodes::parse_cluster_nodes(&text) else {
+        let Some(view) = view_of(n).await else {
             return false;
         };
         let master = std::iter::once(&view.myself)

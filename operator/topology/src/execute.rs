@@ -361,7 +361,8 @@ async fn views_agree(
 }
 
 /// CLUSTER FAILOVER (no FORCE: the master pauses writes until `node` has its whole stream,
-/// so nothing acknowledged is lost) on `node`, then wait until it calls itself master.
+/// so nothing acknowledged is lost) on `node`, once the cluster agrees on its role, then
+/// wait until the old master follows it.
 /// Idempotent: a node already master is done; one no longer `master`'s replica is left to
 /// the next pass.
 async fn failover(
