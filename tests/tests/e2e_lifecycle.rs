@@ -247,6 +247,36 @@ async fn is_master(ip: &str) -> Result<bool, String> {
         .is_some_and(|f| f.contains("master")))
 }
 
+/// Whether every pod of cluster `name` lists the node at `ip` as a replica of one and the
+/// same master.
+async fn all_list_as_replica(client: &kube::Client, name: &str, ip: &str) -> Result<(), String> {
+    let mine = cluster_nodes(ip).await?;
+    let id = mine
+        .lines()
+        .find(|l| l.contains("myself"))
+        .and_then(|l| l.split_whitespace().next())
+        .ok_or_else(|| format!("{ip}: no myself line"))?
+        .to_string();
+    let mut masters = Vec::new();
+    for peer in pod_ips(client, name).await {
+        let nodes = cluster_nodes(&peer).await?;
+        let line = nodes
+            .lines()
+            .find(|l| l.starts_with(&id))
+            .ok_or_else(|| format!("{peer} does not know {id}"))?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !f.get(2).is_some_and(|f| f.contains("slave")) {
+            return Err(format!("{peer} lists {ip} as: {line}"));
+        }
+        masters.push(f.get(3).copied().unwrap_or("-").to_string());
+    }
+    masters.dedup();
+    match masters.len() {
+        1 => Ok(()),
+        _ => Err(format!("views differ on {ip}'s master: {masters:?}")),
+    }
+}
+
 /// Lower replicasPerShard 2 -> 1 while shard 0's master is its highest ordinal (the pod the
 /// StatefulSet removes), then raise it back to 2, a writer running throughout. Lowering must
 /// fail over (coordinated) to a pod that stays before the StatefulSet shrinks, so no write
@@ -264,6 +294,18 @@ fn lowering_and_raising_replicas_per_shard() {
         // Roles float: make shard 0's master its highest ordinal.
         let top = format!("{name}-0-2");
         let ip = ip_of(&client, name, &top).await.expect("pod -2");
+        // Ready says the operator is done, not that every node has heard of the last
+        // CLUSTER REPLICATE yet; a master that still lists the pod as a master ignores its
+        // vote request, as redis-server does, and the manual failover times out.
+        let r = wait_for(
+            &format!("every node listing {top} as a replica"),
+            Duration::from_secs(30),
+            || async { all_list_as_replica(&client, name, &ip).await },
+        )
+        .await;
+        if let Err(e) = r {
+            panic!("{e}\n{}", env.operator_state());
+        }
         let mut c = node(&ip).await.expect("connect");
         let _: () = redis::cmd("CLUSTER")
             .arg("FAILOVER")

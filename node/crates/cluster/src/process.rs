@@ -453,6 +453,11 @@ impl ClusterState {
                     self.todo_save = true;
                 }
             }
+            // My master became a replica of a master I already know with its slots: no
+            // claim will differ from what I hold, so the check must run here as well.
+            if self.me().master == Some(s) {
+                self.follow_grandmaster_if_sub_replica();
+            }
         }
         // Slots.
         let sender_master = if self.nodes[&s].is_master() {
@@ -624,9 +629,42 @@ impl ClusterState {
                 return;
             }
         }
+        if self.follow_grandmaster_if_sub_replica() {
+            return;
+        }
         for s in dirty {
             self.out.push(Out::DeleteSlotKeys { slot: s as u16 });
         }
+    }
+
+    /// Safeguard against sub-replicas (Redis's, in clusterUpdateSlotsConfigWith): when my
+    /// master turned into a replica, follow its master. Nothing else would move me if I
+    /// heard of the demotion before the new owner's claim: by then my master held no slots,
+    /// so the claim took none from it. Only a grandmaster I see as a master qualifies, so an
+    /// unsettled chain cannot make me resync from a node without slots.
+    pub(crate) fn follow_grandmaster_if_sub_replica(&mut self) -> bool {
+        if !self.me().is_replica() {
+            return false;
+        }
+        let Some(gm) = self
+            .me()
+            .master
+            .and_then(|m| self.nodes.get(&m))
+            .filter(|m| m.is_replica())
+            .and_then(|m| m.master)
+        else {
+            return false;
+        };
+        if gm == self.myself || !self.nodes.get(&gm).is_some_and(|g| g.is_master()) {
+            return false;
+        }
+        info!(
+            grandmaster = name_str(&gm),
+            "I'm a sub-replica! Reconfiguring myself as a replica of grandmaster"
+        );
+        self.set_my_master(gm);
+        crate::commands::broadcast_pong(self, crate::bus::now_ms());
+        true
     }
 
     /// Makes myself a replica of `master` (CLUSTER REPLICATE, or losing all slots).
@@ -806,23 +844,35 @@ impl ClusterState {
         if me.is_replica() || me.numslots == 0 {
             return;
         }
-        if h.current_epoch < self.current_epoch || self.last_vote_epoch == self.current_epoch {
+        // Refusals are logged as Redis's clusterSendFailoverAuthIfNeeded logs them: a
+        // failover that stalls on missing votes is otherwise invisible.
+        let who = name_str(requester);
+        if h.current_epoch < self.current_epoch {
+            warn!(
+                "Failover auth denied to {who}: reqEpoch ({}) < curEpoch({})",
+                h.current_epoch, self.current_epoch
+            );
+            return;
+        }
+        if self.last_vote_epoch == self.current_epoch {
+            warn!(
+                "Failover auth denied to {who}: already voted for epoch {}",
+                self.current_epoch
+            );
             return;
         }
         let force = h.mflags[0] & msg::MFLAG0_FORCEACK != 0;
         let Some(req) = self.nodes.get(requester) else {
             return;
         };
-        let Some(master) = req.master.and_then(|m| self.nodes.get(&m)) else {
-            return;
-        };
-        // Refusals are logged as Redis's clusterSendFailoverAuthIfNeeded logs them: a
-        // failover that stalls on missing votes is otherwise invisible.
-        let who = name_str(requester);
         if req.is_master() {
             warn!("Failover auth denied to {who}: it is a master node");
             return;
         }
+        let Some(master) = req.master.and_then(|m| self.nodes.get(&m)) else {
+            warn!("Failover auth denied to {who}: I don't know its master");
+            return;
+        };
         if !master.failed() && !force {
             warn!("Failover auth denied to {who}: its master is up");
             return;

@@ -2,7 +2,7 @@
 //! quorum, cluster health delays, epoch collisions, slot ownership by configEpoch, UPDATE.
 
 use tessera_cluster::msg::{self, Body, Gossip, Header, Message, Name};
-use tessera_cluster::state::{Node, Out, FLAG_FAIL, FLAG_MASTER, FLAG_PFAIL};
+use tessera_cluster::state::{Node, Out, FLAG_FAIL, FLAG_MASTER, FLAG_PFAIL, FLAG_SLAVE};
 use tessera_cluster::{commands, ClusterConfig, ClusterState, NullHost, Reply};
 
 const B: Name = *b"ffffffffffffffffffffffffffffffffffffff0b";
@@ -375,4 +375,85 @@ fn target_claims_granted_slots_with_a_bumped_epoch() {
     assert_eq!(st.slots[10], Some(B));
     assert!(st.todo_fsync && st.todo_save);
     assert!(sent_types(&mut st).contains(&msg::TYPE_PONG));
+}
+
+/// A ping from `sender` saying it replicates `master`: as Redis does, a replica's header
+/// carries its master's slots and config epoch.
+fn replica_ping(
+    st: &ClusterState,
+    sender: Name,
+    master: Name,
+    epoch: u64,
+    slots: std::ops::Range<usize>,
+) -> Message {
+    let mut m = ping_from(st, sender, epoch, slots, vec![]);
+    m.header.flags = FLAG_SLAVE;
+    m.header.slaveof = master;
+    m
+}
+
+/// Myself a replica of B (slots 0-99, epoch 1); C a replica of B too.
+fn replica_of_b() -> ClusterState {
+    let mut st = base();
+    st.nodes.get_mut(&B).expect("B").config_epoch = 1;
+    assign(&mut st, B, 0..100);
+    let c = st.nodes.get_mut(&C).expect("C");
+    c.flags = FLAG_SLAVE;
+    c.master = Some(B);
+    st.set_my_master(B);
+    st.out.clear();
+    st
+}
+
+/// C took B's slots by a failover, and B's word of its demotion arrives before C's claim:
+/// B's slots are unassigned by then, so the claim takes none from my master. The
+/// sub-replica safeguard must still move me to C, or I replicate a replica for good.
+#[test]
+fn a_replica_that_hears_its_master_demoted_first_follows_the_new_master() {
+    let mut st = replica_of_b();
+    let m = replica_ping(&st, B, C, 2, 0..100);
+    deliver(&mut st, m, 10);
+    // C is still a replica in my view: not a master to follow yet.
+    assert_eq!(st.me().master, Some(B));
+    assert_eq!(st.slots[0], None);
+    let m = ping_from(&st, C, 2, 0..100, vec![]);
+    deliver(&mut st, m, 20);
+    assert_eq!(st.slots[0], Some(C));
+    assert_eq!(st.me().master, Some(C), "still a replica of the demoted B");
+}
+
+/// The usual order (claim first, then the demotion) moves me through the claim itself.
+#[test]
+fn a_replica_that_hears_the_claim_first_follows_the_new_master() {
+    let mut st = replica_of_b();
+    let m = ping_from(&st, C, 2, 0..100, vec![]);
+    deliver(&mut st, m, 10);
+    assert_eq!(st.me().master, Some(C));
+    let m = replica_ping(&st, B, C, 2, 0..100);
+    deliver(&mut st, m, 20);
+    assert_eq!(st.me().master, Some(C));
+}
+
+/// My master, holding no slots, is made a replica of a master I already know with its
+/// slots: no claim will differ from my view, so the demotion itself must move me.
+#[test]
+fn a_replica_of_an_empty_master_that_joins_another_follows_it() {
+    let mut st = base();
+    st.nodes.get_mut(&C).expect("C").config_epoch = 2;
+    assign(&mut st, C, 0..100);
+    st.set_my_master(B);
+    let m = replica_ping(&st, B, C, 2, 0..100);
+    deliver(&mut st, m, 10);
+    assert_eq!(st.me().master, Some(C));
+}
+
+/// A master that says it replicates me (possible after a TAKEOVER) is left alone: following
+/// it would make me my own master.
+#[test]
+fn no_loop_when_my_master_replicates_me() {
+    let mut st = replica_of_b();
+    let me = st.myself;
+    let m = replica_ping(&st, B, me, 2, 0..100);
+    deliver(&mut st, m, 10);
+    assert_eq!(st.me().master, Some(B));
 }
