@@ -425,7 +425,9 @@ async fn handover_right_after_a_failover(bin: &str) {
     );
 }
 
-/// Whether every node's CLUSTER NODES shows `id` as a master.
+/// Whether every node's CLUSTER NODES shows `id` as a master that serves slots. A master
+/// role alone is not enough: redis-server's claim under a reused old epoch makes every node
+/// list it as a master for a moment, without the slots, before an UPDATE undoes it.
 async fn all_see_master(nodes: &[Node], id: &str) -> bool {
     for n in nodes {
         let Some(view) = view_of(n).await else {
@@ -433,7 +435,7 @@ async fn all_see_master(nodes: &[Node], id: &str) -> bool {
         };
         let master = std::iter::once(&view.myself)
             .chain(&view.others)
-            .any(|v| v.id == id && v.master);
+            .any(|v| v.id == id && v.master && !v.slots.is_empty());
         if !master {
             return false;
         }
