@@ -642,7 +642,7 @@ impl ClusterState {
     /// heard of the demotion before the new owner's claim: by then my master held no slots,
     /// so the claim took none from it. Only a grandmaster I see as a master qualifies, so an
     /// unsettled chain cannot make me resync from a node without slots.
-    pub(crate) fn follow_grandmaster_if_sub_replica(&mut self) -> bool {
+    fn follow_grandmaster_if_sub_replica(&mut self) -> bool {
         if !self.me().is_replica() {
             return false;
         }
