@@ -8,7 +8,8 @@
 # Needs target/release/tessera-node (make bench-node builds it) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
-# BENCH_BIG (elements of the big collections), BENCH_REPS (runs per test and server; the
+# BENCH_BIG (elements of the big collections), BENCH_KEYS_1K / BENCH_KEYS_100K (keys of 1 KB /
+# 100 KB string values measured for memory, 100000 / 1000), BENCH_REPS (runs per test and server; the
 # table shows the median, default 5), BENCH_TESTS (the redis-benchmark tests of the first
 # table), BENCH_QUICK=1 (only the throughput of BENCH_TESTS, scripts and the restricted ACL
 # user: no memory, random-keyspace or cluster runs; saved as bench/node-<date>-quick.md),
@@ -263,6 +264,22 @@ for kind in $BIGS; do
     measure_mem "$TMP/big-$kind.resp" "$BIG" big BMEM BENC "$kind" 1
 done
 
+# Memory of string values beyond 16 bytes: BENCH_KEYS_1K (100000) keys of 1 KB values and
+# BENCH_KEYS_100K (1000) keys of 100 KB values, used_memory per key. The 100 KB values arrive
+# as big arguments (a read buffer of their own in all three servers).
+gen_strings() { # count size -> RESP on stdout
+    awk -v n="$1" -v size="$2" 'BEGIN { v = "x"; while (length(v) < size) v = v v; v = substr(v, 1, size)
+        for (i = 0; i < n; i++) { k = sprintf("key:%012d", i); printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(k), k, size, v } }'
+}
+STRS="1KB 100KB"
+declare -A STR_KEYS=([1KB]=${BENCH_KEYS_1K:-100000} [100KB]=${BENCH_KEYS_100K:-1000})
+declare -A STR_SIZE=([1KB]=1024 [100KB]=102400)
+declare -A VMEM VENC
+for sv in $STRS; do
+    gen_strings "${STR_KEYS[$sv]}" "${STR_SIZE[$sv]}" >"$TMP/str-$sv.resp"
+    measure_mem "$TMP/str-$sv.resp" "${STR_KEYS[$sv]}" key:000000000000 VMEM VENC "$sv" "${STR_KEYS[$sv]}"
+done
+
 # Throughput again, over a keyspace too big for the CPU caches: RKEYS random keys (-r), loaded first
 # with a pipelined SET of 2 x RKEYS random keys (~86% of them exist). Last, because the
 # allocators keep the freed pages of this load, which would hide the RSS growth measured above.
@@ -399,6 +416,13 @@ OUT=${BENCH_OUT:-$OUT}
     for kind in $BIGS; do
         tm=${BMEM[tessera,$kind]}; rm_=${BMEM[redis,$kind]}; vm=${BMEM[valkey,$kind]}
         echo "| $kind | $tm | $rm_ | $vm | $(ratio "$tm" "$rm_") | $(ratio "$tm" "$vm") | ${BENC[tessera,$kind]}/${BENC[redis,$kind]}/${BENC[valkey,$kind]} |"
+    done
+    echo
+    echo "| used_memory bytes/key, string values | tessera | redis | valkey | tessera/redis | tessera/valkey | encodings (tessera/redis/valkey) |"
+    echo "|---|---|---|---|---|---|---|"
+    for sv in $STRS; do
+        tm=${VMEM[tessera,$sv]}; rm_=${VMEM[redis,$sv]}; vm=${VMEM[valkey,$sv]}
+        echo "| ${STR_SIZE[$sv]}-byte values, ${STR_KEYS[$sv]} keys | $tm | $rm_ | $vm | $(ratio "$tm" "$rm_") | $(ratio "$tm" "$vm") | ${VENC[tessera,$sv]}/${VENC[redis,$sv]}/${VENC[valkey,$sv]} |"
     done
 } | tee "$OUT"
 echo "saved $OUT"

@@ -66,6 +66,9 @@ pub struct Config {
 /// a reader never sees half of a multi-directive CONFIG SET.
 pub struct Shared {
     cur: ArcSwap<Config>,
+    /// Bumped after every publish: a reader that loaded a snapshot earlier can tell with one
+    /// relaxed load whether it is still current ([`Shared::generation`]).
+    generation: std::sync::atomic::AtomicU64,
     /// Serialises writers: two CONFIG SETs must not both start from the same snapshot and
     /// lose one's change.
     writer: parking_lot::Mutex<()>,
@@ -75,6 +78,7 @@ impl Shared {
     pub fn new(c: Config) -> Shared {
         Shared {
             cur: ArcSwap::from_pointee(c),
+            generation: std::sync::atomic::AtomicU64::new(0),
             writer: parking_lot::Mutex::new(()),
         }
     }
@@ -84,6 +88,21 @@ impl Shared {
     #[inline]
     pub fn read(&self) -> arc_swap::Guard<Arc<Config>> {
         self.cur.load()
+    }
+
+    /// Counts the snapshots published so far. A command loads one snapshot for its checks
+    /// and its stats; when this moved meanwhile (it ran CONFIG SET) the stats read a fresh
+    /// one, without paying a second load for every other command.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The current snapshot with the [`Shared::generation`] it is at least as new as.
+    #[inline]
+    pub fn read_marked(&self) -> (u64, arc_swap::Guard<Arc<Config>>) {
+        let g = self.generation();
+        (g, self.cur.load())
     }
 
     /// The current snapshot, owned.
@@ -98,6 +117,8 @@ impl Shared {
         let mut next = Config::clone(&self.cur.load());
         let r = f(&mut next)?;
         self.cur.store(Arc::new(next));
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         Ok(r)
     }
 }
@@ -1328,6 +1349,32 @@ mod tests {
             shared.read().typed.maxmemory,
             100,
             "nothing of a failed set"
+        );
+    }
+
+    /// A snapshot's generation tells a command whether a CONFIG SET was published after
+    /// it loaded its snapshot; a failed set publishes nothing and moves nothing.
+    #[test]
+    fn generation_moves_with_each_publish() {
+        let shared = Shared::new(Config::default());
+        let (g0, snap) = shared.read_marked();
+        assert_eq!(shared.generation(), g0);
+        assert!(shared
+            .update(|c| c.set_directive("timeout", &["x".into()]))
+            .is_err());
+        assert_eq!(shared.generation(), g0, "a failed set publishes nothing");
+        shared
+            .update(|c| c.set_directive("slowlog-log-slower-than", &["0".into()]))
+            .unwrap();
+        assert_ne!(shared.generation(), g0);
+        assert_eq!(
+            snap.typed.slowlog_log_slower_than, 10000,
+            "the old snapshot"
+        );
+        let (g1, now) = shared.read_marked();
+        assert_eq!(
+            (g1, now.typed.slowlog_log_slower_than),
+            (shared.generation(), 0)
         );
     }
 

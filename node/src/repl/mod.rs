@@ -458,6 +458,16 @@ const NO_ASYNC_LOADING: &[&str] = &[
 ];
 
 pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'static str> {
+    deny_with(srv, cl, cmd, &srv.config.read().typed)
+}
+
+/// [`deny`] under the settings snapshot the caller holds (a command's checks).
+pub fn deny_with(
+    srv: &Server,
+    cl: &ClientState,
+    cmd: &CommandSpec,
+    c: &crate::config::Settings,
+) -> Option<&'static str> {
     let repl = &srv.repl;
     // The master's stream, and the server's own clients (the AOF replay: DEBUG LOADAOF on
     // a read-only replica replays its writes, as Redis's fake AOF client does).
@@ -475,10 +485,7 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         return Some("LOADING Redis is loading the dataset in memory");
     }
     if repl.is_replica() {
-        let (serve_stale, read_only) = {
-            let c = &srv.config.read().typed;
-            (c.replica_serve_stale_data, c.replica_read_only)
-        };
+        let (serve_stale, read_only) = (c.replica_serve_stale_data, c.replica_read_only);
         if !repl.link_up.load(Ordering::Relaxed) && !cmd.has(flags::STALE) && !serve_stale {
             return Some(
                 "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
@@ -490,7 +497,7 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
         return None;
     }
     if cmd.has(flags::WRITE) {
-        return too_few_replicas(srv);
+        return too_few_replicas_with(srv, c);
     }
     None
 }
@@ -499,14 +506,15 @@ pub fn deny(srv: &Server, cl: &ClientState, cmd: &CommandSpec) -> Option<&'stati
 /// for scripts whose flags make them writes (FCALL of a function without no-writes, an
 /// EVAL whose shebang lacks it), as Redis checks their effective flags.
 pub fn too_few_replicas(srv: &Server) -> Option<&'static str> {
+    too_few_replicas_with(srv, &srv.config.read().typed)
+}
+
+fn too_few_replicas_with(srv: &Server, c: &crate::config::Settings) -> Option<&'static str> {
     let repl = &srv.repl;
     if repl.is_replica() {
         return None;
     }
-    let (min, max_lag) = {
-        let c = &srv.config.read().typed;
-        (c.min_replicas_to_write as usize, c.min_replicas_max_lag)
-    };
+    let (min, max_lag) = (c.min_replicas_to_write as usize, c.min_replicas_max_lag);
     if min > 0 && repl.good_replicas.load(Ordering::Relaxed) < min {
         // The cron's count may predate a CONFIG SET of min-replicas-*: recount before
         // refusing (Redis refreshes the count when those change).

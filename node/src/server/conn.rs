@@ -1116,16 +1116,15 @@ async fn process(
     inbuf: &mut BytesMut,
 ) -> std::io::Result<bool> {
     loop {
-        // One snapshot load per request for the settings this loop reads.
+        // One snapshot load per request, for the settings this loop reads and for the
+        // command's own checks (`cmd::execute_with`); let go before anything awaits.
         let class = cl.handle.obuf_class();
-        let (max_bulk, batch, obuf) = {
-            let c = srv.config.read();
-            (
-                c.typed.proto_max_bulk_len,
-                c.typed.prefetch_batch_max_size as usize,
-                c.cobl[class],
-            )
-        };
+        let (generation, cfg) = srv.config.read_marked();
+        let (max_bulk, batch, obuf) = (
+            cfg.typed.proto_max_bulk_len,
+            cfg.typed.prefetch_batch_max_size as usize,
+            cfg.cobl[class],
+        );
         cl.reply_limit = if class == 1 { 0 } else { obuf.hard as usize };
         let lim = Limits {
             max_bulk: max_bulk as i64,
@@ -1180,8 +1179,14 @@ async fn process(
         cl.req_buf.clone_from(&req);
         // A client held by CLIENT PAUSE counts as blocked until its command runs.
         let mut held = None;
+        let mut cfg = Some(cfg);
         let outcome = loop {
-            match cmd::execute(srv, cl, out, &args) {
+            let o = match cfg.take() {
+                Some(c) => cmd::execute_with(srv, cl, out, &args, (generation, &c)),
+                // After a pause: whatever the config is now.
+                None => cmd::execute(srv, cl, out, &args),
+            };
+            match o {
                 Outcome::Paused(until) => {
                     if held.is_none() {
                         held = Some(srv.blocking.hold_paused(cl.id));

@@ -70,15 +70,17 @@ pub struct OutOfMemory;
 /// make it evict more: re-measuring after each key let 10 tracking clients' messages empty
 /// the database.
 pub fn ensure_memory(srv: &Server) -> Result<(), OutOfMemory> {
-    let (max, policy, samples, replica_ignores) = {
-        let c = &srv.config.read().typed;
-        (
-            c.maxmemory,
-            c.maxmemory_policy,
-            c.maxmemory_samples,
-            c.replica_ignore_maxmemory,
-        )
-    };
+    ensure_memory_with(srv, &srv.config.read().typed)
+}
+
+/// [`ensure_memory`] under the settings snapshot the caller holds (a command's checks).
+pub fn ensure_memory_with(srv: &Server, c: &crate::config::Settings) -> Result<(), OutOfMemory> {
+    let (max, policy, samples, replica_ignores) = (
+        c.maxmemory,
+        c.maxmemory_policy,
+        c.maxmemory_samples,
+        c.replica_ignore_maxmemory,
+    );
     if max == 0 || crate::alloc::used_memory() <= max {
         return Ok(());
     }

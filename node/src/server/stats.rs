@@ -296,6 +296,13 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
+    /// Whether a command that ran `usec` is slow enough for the log under `cfg`.
+    #[inline]
+    pub fn logs(cfg: &crate::config::Settings, usec: u64) -> bool {
+        let threshold = cfg.slowlog_log_slower_than;
+        threshold >= 0 && usec >= threshold as u64
+    }
+
     /// Records the command when it ran at least `slowlog-log-slower-than` (from `cfg`, the
     /// snapshot the caller already holds).
     pub fn maybe_record(
@@ -305,8 +312,8 @@ impl SlowLog {
         args: &[&[u8]],
         usec: u64,
     ) {
-        let (threshold, max) = (cfg.slowlog_log_slower_than, cfg.slowlog_max_len);
-        if threshold < 0 || usec < threshold as u64 {
+        let max = cfg.slowlog_max_len;
+        if !Self::logs(cfg, usec) {
             return;
         }
         let mut argv: Vec<Bytes> = args

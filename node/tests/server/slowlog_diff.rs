@@ -130,3 +130,31 @@ fn sensitive_arguments_are_redacted_like_redis() {
     }
     assert_eq!(got[0], got[1], "redis first, tessera second");
 }
+
+/// A CONFIG SET of the slow log's threshold is judged by the threshold it set, as Redis's
+/// call() reads it after the command ran: setting 0 logs the CONFIG SET itself, setting -1
+/// does not. Sent as one pipeline, so the commands after it run on the same read.
+#[test]
+fn config_set_of_the_threshold_logs_by_the_new_one_like_redis() {
+    let [r, t] = both().map(|l| l.args(&["--save", ""]).start());
+    let mut got = Vec::new();
+    for s in [&r, &t] {
+        let mut c = s.resp();
+        c.cmd(&["SLOWLOG", "RESET"]);
+        c.send(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        c.send(&["SET", "k", "v"]);
+        c.send(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+        c.send(&["SET", "k", "w"]);
+        for _ in 0..4 {
+            c.read();
+        }
+        let e = entries(&mut c, s.port);
+        got.push(e.join("\n"));
+    }
+    assert_eq!(got[1], got[0], "tessera (left) against redis (right)");
+    assert!(
+        got[0].contains("CONFIG SET slowlog-log-slower-than 0"),
+        "redis logs the CONFIG SET that lowered the threshold: {}",
+        got[0]
+    );
+}
