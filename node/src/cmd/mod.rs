@@ -70,7 +70,7 @@ pub use spec::{flags, CommandSpec, Handler, KeyPos};
 use crate::blocking::WaitHandle;
 use crate::config::{Config, Settings};
 use crate::resp::Out;
-use crate::server::stats::{CmdTimer, SlowLog};
+use crate::server::stats::CmdTimer;
 use crate::server::{ClientState, Server};
 
 /// The command families of the layers above this one, which this layer cannot name: the
@@ -1033,10 +1033,9 @@ fn record_run(
     );
     srv.stats.total_commands.fetch_add(1, Ordering::Relaxed);
     cl.handle.touch_cmd(cmd.full_name.as_str());
-    // The arguments are only looked at (redacted) for an entry the log keeps.
-    if !blocked && cmd.name != "exec" && SlowLog::logs(cfg, us) {
+    if !blocked && cmd.name != "exec" {
         srv.slowlog
-            .maybe_record(cfg, &cl.handle, &shown_args(cmd, args), us);
+            .maybe_record(cfg, &cl.handle, || shown_args(cmd, args), us);
     }
     if srv.monitors.active() && !cmd.has(flags::ADMIN) && !skips_monitor(cmd) {
         srv.monitors.feed(cl, &shown_args(cmd, args));
@@ -1072,7 +1071,7 @@ pub fn record_unblocked(
         st.hist.record(us);
     }
     srv.slowlog
-        .maybe_record(&cfg.typed, handle, &shown_args(cmd, args), us);
+        .maybe_record(&cfg.typed, handle, || shown_args(cmd, args), us);
 }
 
 const REDACTED: &[u8] = b"(redacted)";

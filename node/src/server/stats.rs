@@ -296,26 +296,23 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
-    /// Whether a command that ran `usec` is slow enough for the log under `cfg`.
-    #[inline]
-    pub fn logs(cfg: &crate::config::Settings, usec: u64) -> bool {
-        let threshold = cfg.slowlog_log_slower_than;
-        threshold >= 0 && usec >= threshold as u64
-    }
-
     /// Records the command when it ran at least `slowlog-log-slower-than` (from `cfg`, the
-    /// snapshot the caller already holds).
-    pub fn maybe_record(
+    /// snapshot the caller already holds). `args` gives the arguments as the log shows them
+    /// (redacted); it runs only for an entry the log keeps, not for every command.
+    pub fn maybe_record<'a, A>(
         &self,
         cfg: &crate::config::Settings,
         client: &ClientHandle,
-        args: &[&[u8]],
+        args: impl FnOnce() -> A,
         usec: u64,
-    ) {
-        let max = cfg.slowlog_max_len;
-        if !Self::logs(cfg, usec) {
+    ) where
+        A: std::ops::Deref<Target = [&'a [u8]]>,
+    {
+        let (threshold, max) = (cfg.slowlog_log_slower_than, cfg.slowlog_max_len);
+        if threshold < 0 || usec < threshold as u64 {
             return;
         }
+        let args = args();
         let mut argv: Vec<Bytes> = args
             .iter()
             .take(32)
