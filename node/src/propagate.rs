@@ -177,9 +177,7 @@ pub fn expire_sweep(
     let mut dead: Vec<Vec<u8>> = Vec::new();
     if let Some(d) = st.db(db) {
         let shown = d
-            .maps
-            .iter()
-            .enumerate()
+            .maps()
             .filter(|(l, _)| crate::db::hidden::shown(hidden, *l));
         for (_, m) in shown {
             for (k, e) in m.iter() {

@@ -362,11 +362,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.ks.for_each_stripe(|i, st| {
         if let Some(d) = st.db(db) {
             let mask = hidden.stripe_mask(i);
-            let shown = d
-                .maps
-                .iter()
-                .enumerate()
-                .filter(|(l, _)| crate::db::hidden::shown(mask, *l));
+            let shown = d.maps().filter(|(l, _)| crate::db::hidden::shown(mask, *l));
             for (_, m) in shown {
                 for (k, e) in m {
                     if (e.expire_at() == NO_EXPIRE || e.expire_at() > now)
@@ -436,7 +432,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 if srv.ks.hidden.is_hidden((local * STRIPES + sidx) as u16) {
                     continue;
                 }
-                for (k, e) in &d.maps[local] {
+                for (k, e) in d.map(local).into_iter().flatten() {
                     visited += 1;
                     if pat.as_ref().is_some_and(|p| !glob_match(p, k, false)) {
                         continue;
@@ -483,7 +479,7 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[&[u8]]) -> CmdResult {
         let sidx = slot & (STRIPES - 1);
         let local = slot >> 10;
         let pick = |st: &mut crate::db::Stripe| -> Option<Vec<u8>> {
-            let m = &st.db(db)?.maps[local];
+            let m = st.db(db)?.map(local)?;
             if m.is_empty() {
                 return None;
             }

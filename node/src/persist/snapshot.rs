@@ -35,7 +35,7 @@ pub fn copy_locked(g: &crate::db::Stripe, db: usize, _now: u64, out: &mut Vec<Co
     let Some(d) = g.db(db) else {
         return;
     };
-    for m in d.maps.iter() {
+    for (_, m) in d.maps() {
         for (k, e) in m.iter() {
             let at = e.expire_at();
             let exp = (at != NO_EXPIRE).then_some(at as i64);
@@ -53,7 +53,7 @@ pub fn encode_locked(g: &crate::db::Stripe, db: usize, out: &mut Vec<u8>) -> (u6
         return (0, 0);
     };
     let (mut n, mut vol) = (0, 0);
-    for m in d.maps.iter() {
+    for (_, m) in d.maps() {
         for (k, e) in m.iter() {
             let at = e.expire_at();
             let exp = (at != NO_EXPIRE).then_some(at as i64);

@@ -8,7 +8,7 @@ use rand::Rng;
 use super::{now_ms, Server};
 use crate::config::MaxmemoryPolicy;
 use crate::db::hidden::shown;
-use crate::db::{SLOTS_PER_STRIPE, STRIPES};
+use crate::db::STRIPES;
 
 const LFU_INIT: u32 = 5;
 /// LFU decay clock: the access word holds minutes above the 8-bit counter.
@@ -215,10 +215,9 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u6
             if volatile && d.volatile_len() == 0 || d.is_empty() {
                 continue;
             }
-            for l in 0..SLOTS_PER_STRIPE {
-                let m = &d.maps[l];
+            for (l, m) in d.maps() {
                 // Slots being imported belong to their source until the hand-off.
-                if m.is_empty() || (volatile && d.volatile[l] == 0) || !shown(hidden, l) {
+                if m.is_empty() || (volatile && d.volatile_of(l) == 0) || !shown(hidden, l) {
                     continue;
                 }
                 let skip = rng.random_range(0..m.len());
@@ -261,8 +260,9 @@ fn evict_one(srv: &Server, policy: MaxmemoryPolicy, samples: usize) -> Option<u6
     let mut freed = 0;
     if let Some(gone) = st.remove(db, slot, &key) {
         drop(gone);
-        // The stripe's last key of this db: free its slot table too (about half a KB, more
-        // than a small key), or evicting sparse keys could never get under the limit.
+        // The stripe's last key of this db: free its slot block too (40 bytes and 24 per
+        // slot used, more than a small key), or evicting sparse keys could never get
+        // under the limit.
         if st.db(db).is_some_and(|d| d.is_empty()) {
             if let Some(d) = st.dbs.get_mut(db) {
                 *d = None;

@@ -150,7 +150,7 @@ pub(super) fn digest(ctx: &mut Ctx<'_>) -> CmdResult {
         for i in 0..STRIPES {
             let g = ctx.srv.ks.lock_stripe(i);
             let Some(slots) = g.db(db) else { continue };
-            for m in &slots.maps {
+            for (_, m) in slots.maps() {
                 for (k, e) in m.iter().filter(|(_, e)| live(e, now)) {
                     let mut d = [0u8; 20];
                     mix(&mut d, k);
