@@ -44,7 +44,8 @@
 # at -P 1 / -P 16, 200000 / 2000000: redis-benchmark --cluster's rps is on a 250 ms grid, so
 # the runs are a few seconds long),
 # BENCH_EVENT_KEYS (1000000), BENCH_EVENT_SECONDS (load window per event run, 10),
-# BENCH_EVENT_AT (seconds into the load when the event starts, 1),
+# BENCH_EVENT_AT (seconds into the load when the event starts, 1), BENCH_SETTLE_S (seconds
+# after a workload before its RSS is read, 2),
 # TESSERA_BIN, TESSERA_LOAD (the binaries), BENCH_OUT (the report's path), BENCH_TESSERA_ARGS
 # (directives added to tessera-node, e.g. "--busy-poll-usec 0").
 # The defaults take about 20 minutes on 2 cores. Any run that fails (a server refusing a
@@ -206,8 +207,14 @@ stop_trio() {
         printf -v "PIDS_$srv" %s ""
     done
 }
-record_mem() { # key: RSS and peak RSS (VmHWM) of each server's processes now
+# RSS is read SETTLE_S (2) seconds after the workload's last run: the moment it ends, what a
+# server holds depends on when its allocator next gives freed memory back (tessera: once a
+# second; after 5,000 connections closed, 51 MB at once and 13 MB a second later), so a
+# reading taken then measured that timing, not what the server keeps.
+SETTLE_S=${BENCH_SETTLE_S:-2}
+record_mem() { # key: RSS SETTLE_S after the workload and peak RSS (VmHWM) of each server's processes
     local srv pids
+    sleep "$SETTLE_S"
     for srv in $SERVERS; do
         pids=$(pids_of "$srv")
         # shellcheck disable=SC2086
@@ -643,7 +650,7 @@ ELAPSED=$((SECONDS - START_S))
     echo
     echo "## Memory"
     echo
-    echo "RSS (VmRSS) of the server after each workload, and its peak (VmHWM), MB; cluster: the three nodes together; events: the master."
+    echo "RSS (VmRSS) of the server ${SETTLE_S} s after each workload, and its peak (VmHWM), MB; cluster: the three nodes together; events: the master."
     echo
     echo "| workload | RSS tessera | redis | valkey | tessera/redis | peak tessera | redis | valkey |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
