@@ -87,6 +87,18 @@ struct SlotEntry {
     volatile: u32,
 }
 
+/// The local slots whose bits are set in `mask`, lowest first: with a [`DbSlots`]'s mask,
+/// the local slot of each of its entries, in order.
+fn locals(mut mask: u16) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let l = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            l
+        })
+    })
+}
+
 /// The slots of one database that fall in one stripe: only those that ever held a key of
 /// the database have a map, found through a bitmap of the stripe's 16 local slots (the
 /// map of local slot `l` is entry number popcount(mask below `l`)).
@@ -180,12 +192,9 @@ impl DbSlots {
 
     /// The maps there are, with their local slot, in slot order.
     pub fn maps(&self) -> impl Iterator<Item = (usize, &SlotMap)> + '_ {
-        let mut bits = self.mask;
-        self.entries.iter().map(move |e| {
-            let l = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            (l, &e.map)
-        })
+        locals(self.mask)
+            .zip(self.entries.iter())
+            .map(|(l, e)| (l, &e.map))
     }
 
     /// Keys with a TTL in local slot `l`.
@@ -207,11 +216,11 @@ impl DbSlots {
         if mask == 0 {
             return (self.len(), self.volatile_len());
         }
-        self.maps()
+        locals(self.mask)
             .zip(self.entries.iter())
-            .filter(|((l, _), _)| hidden::shown(mask, *l))
-            .fold((0, 0), |(n, v), ((_, m), e)| {
-                (n + m.len(), v + e.volatile as usize)
+            .filter(|(l, _)| hidden::shown(mask, *l))
+            .fold((0, 0), |(n, v), (_, e)| {
+                (n + e.map.len(), v + e.volatile as usize)
             })
     }
 }
@@ -328,11 +337,8 @@ impl Stripe {
             return 0;
         };
         let mut n = 0;
-        let mut bits = d.mask;
         let (gone, count) = (&d.gone, &d.count);
-        for se in d.entries.iter_mut() {
-            let l = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for (l, se) in locals(d.mask).zip(d.entries.iter_mut()) {
             if se.volatile == 0 || !hidden::shown(hidden, l) {
                 continue;
             }
