@@ -64,8 +64,11 @@ conformance: deps
 
 bench: bench-node bench-bus bench-persist bench-reshard bench-failover
 
+## tessera-node vs redis-server and valkey-server (bench-node.sh: throughput, capacity at -P 16,
+## memory), then the workloads of issue 23 (bench-workloads.sh; BENCH_WORKLOADS=0 skips them).
 bench-node: deps release
 	bash scripts/bench-node.sh
+	@if [ "$${BENCH_WORKLOADS:-1}" != 0 ]; then bash scripts/bench-workloads.sh; fi
 
 ## Many connections, big values, a Zipf GET/SET mix, 3-master clusters, BGSAVE and a replica's sync under load.
 bench-workloads: deps release

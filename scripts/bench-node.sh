@@ -4,8 +4,11 @@
 # values (and mem_fragmentation_ratio after deleting a random half of them), for 1M small
 # collections of each kind (hash, set, intset, zset, list) and for one
 # big collection of each kind; GET/SET over a 1M-key random keyspace, standalone and in cluster
-# mode. Prints tables of ratios and saves them as bench/node-<date>.md.
-# Needs target/release/tessera-node (make bench-node builds it) and the reference servers
+# mode; and the -P 16 throughput again from `tessera-load pipe`, a client light enough that
+# the servers, not the client, are the limit (with a fourth server, tessera-node with
+# --worker-threads 2). Prints tables of ratios and saves them as bench/node-<date>.md.
+# `make bench-node` then runs scripts/bench-workloads.sh.
+# Needs target/release/tessera-node and tessera-load (make bench-node builds them) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
 # BENCH_BIG (elements of the big collections), BENCH_KEYS_1K / BENCH_KEYS_100K (keys of 1 KB /
@@ -13,7 +16,7 @@
 # table shows the median, default 5), BENCH_TESTS (the redis-benchmark tests of the first
 # table), BENCH_QUICK=1 (only the throughput of BENCH_TESTS, scripts and the restricted ACL
 # user: no memory, random-keyspace or cluster runs; saved as bench/node-<date>-quick.md),
-# BENCH_OUT (the report's path), BENCH_TESSERA_ARGS (directives added to tessera-node, e.g.
+# BENCH_OUT (the report's path), TESSERA_LOAD (the tessera-load binary), BENCH_TESSERA_ARGS (directives added to tessera-node, e.g.
 # "--busy-poll-usec 0").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,6 +151,50 @@ for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" flushall >/dev/null; done
 # No flush between tests: LPOP pops what LPUSH pushed, as in a plain redis-benchmark run.
 # These tests use one key each (redis-benchmark's default): the data is always in cache.
 run_tests "" "$TESTS"
+
+# Capacity at -P 16: the same tests from `tessera-load pipe`, which sends redis-benchmark's
+# commands (the same arguments, one key each) with 50 connections at -P 16 but needs about
+# half of redis-benchmark's CPU per request (it counts replies by their framing and keeps no
+# per-request record). With redis-benchmark at 93-96% of a core, the fast servers' -P 16
+# runs above measure the client; here the server is the limit. A fourth server, tessera-node
+# with a second I/O thread (--worker-threads 2; its default is half the cores), shows what the
+# cores left by this client buy; it costs CPU per request at -P 1, so it is not the default
+# on 2 cores. Redis's and valkey's io-threads 2 measured slower than their default on 2 cores
+# with this client, so they run with their defaults. Stored under "$srv,$t" in PRPS, PCPU, PCLI.
+LOAD_BIN=${TESSERA_LOAD:-$ROOT/target/release/tessera-load}
+[ -x "$LOAD_BIN" ] || { echo "missing $LOAD_BIN (run make release)" >&2; exit 1; }
+P_T2=$(free_port $((P_V + 1)))
+start tessera2 "$TESSERA_BIN" "$P_T2" --worker-threads 2
+declare -A PRPS PCPU PCLI PRUNS PCPUS PCLIS
+PORDERS=("tessera redis valkey tessera2" "redis valkey tessera2 tessera" "valkey tessera2 tessera redis" "tessera2 tessera redis valkey")
+for p in "$P_T" "$P_R" "$P_V" "$P_T2"; do redis-cli -p "$p" flushall >/dev/null; done
+for t in ${TESTS//,/ }; do
+    for rep in $(seq "$REPS"); do
+        for srv in ${PORDERS[$(( (rep - 1) % 4 ))]}; do
+            case $srv in tessera) port=$P_T ;; redis) port=$P_R ;; valkey) port=$P_V ;; tessera2) port=$P_T2 ;; esac
+            pid_var="PID_$srv"; pid=${!pid_var}
+            c0=$(cpu_ticks "$pid")
+            out=$( { TIMEFORMAT='%3R %3U %3S'; time "$LOAD_BIN" pipe --addr "127.0.0.1:$port" --test "$t" \
+                --conns 50 --pipeline 16 --requests "$N16" 2>&1; } 2>"$CLIENT_TIME" || true)
+            c1=$(cpu_ticks "$pid")
+            [[ $out =~ errors=([0-9]+)\ rps=([0-9]+) ]] \
+                || { echo "tessera-load pipe against $srv ($t) failed: $out" >&2; exit 1; }
+            [ "${BASH_REMATCH[1]}" = 0 ] || { echo "$srv answered $t with ${BASH_REMATCH[1]} errors" >&2; exit 1; }
+            PRUNS["$srv,$t"]+="${BASH_REMATCH[2]} "
+            PCPUS["$srv,$t"]+="$(( (c1 - c0) * TICK_NS / N16 )) "
+            PCLIS["$srv,$t"]+="$(awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME") "
+        done
+    done
+    for srv in tessera redis valkey tessera2; do
+        # shellcheck disable=SC2086 # the runs are a space-separated list
+        PRPS["$srv,$t"]=$(median ${PRUNS["$srv,$t"]})
+        # shellcheck disable=SC2086
+        PCPU["$srv,$t"]=$(median ${PCPUS["$srv,$t"]})
+        # shellcheck disable=SC2086
+        PCLI["$srv,$t"]=$(median ${PCLIS["$srv,$t"]})
+    done
+done
+kill "$PID_tessera2" 2>/dev/null || true
 STESTS="evalsha,eval"
 for p in "$P_T" "$P_R" "$P_V"; do redis-cli -p "$p" script load "return 1" >/dev/null; done
 run_tests "s" "$STESTS"
@@ -366,6 +413,19 @@ OUT=${BENCH_OUT:-$OUT}
                 echo "| ${t^^}$label | $pipe | $tc | $rc | $vc | $(ratio "$tc" "$rc") | $(ratio "$tc" "$vc") | ${CLI["tessera,$tag$pipe,$t"]:-n/a}/${CLI["redis,$tag$pipe,$t"]:-n/a}/${CLI["valkey,$tag$pipe,$t"]:-n/a} |"
             done
         done
+    done
+    echo
+    echo "Capacity at -P 16 with \`tessera-load pipe\` (the same commands and keys, 50 connections, -P 16,"
+    echo "$N16 requests; a client needing about half of redis-benchmark's CPU per request, so the server is"
+    echo "the limit). \"tessera x2\": tessera-node with --worker-threads 2 (a second I/O thread; default 1 here)."
+    echo "best = the better of redis and valkey. CPU = server CPU ns per request; client % as above."
+    echo
+    echo "| test | tessera rps | tessera x2 rps | redis rps | valkey rps | tessera/best | tessera x2/best | CPU ns t / x2 / r / v | client % (t/x2/r/v) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for t in ${TESTS//,/ }; do
+        tr_=${PRPS["tessera,$t"]:-n/a}; t2=${PRPS["tessera2,$t"]:-n/a}; rr=${PRPS["redis,$t"]:-n/a}; vr=${PRPS["valkey,$t"]:-n/a}
+        best=$(awk -v a="$rr" -v b="$vr" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+        echo "| ${t^^} | $tr_ | $t2 | $rr | $vr | $(ratio "$tr_" "$best") | $(ratio "$t2" "$best") | ${PCPU["tessera,$t"]:-n/a} / ${PCPU["tessera2,$t"]:-n/a} / ${PCPU["redis,$t"]:-n/a} / ${PCPU["valkey,$t"]:-n/a} | ${PCLI["tessera,$t"]:-n/a}/${PCLI["tessera2,$t"]:-n/a}/${PCLI["redis,$t"]:-n/a}/${PCLI["valkey,$t"]:-n/a} |"
     done
     echo
     echo "The restricted ACL user (\`~key:* +@read +@write +@connection +config|get\`) against the default user,"

@@ -3,9 +3,12 @@
 //!   application does, and counts failed and lost writes (redis-benchmark drops errors into
 //!   a counter and cannot read back what it wrote);
 //! - [`mix`] (`make bench-node`): a GET/SET mix with Zipf-distributed keys (redis-benchmark
-//!   draws keys uniformly), with per-batch latencies.
+//!   draws keys uniformly), with per-batch latencies;
+//! - [`pipe`] (`make bench-node`): redis-benchmark's default commands pipelined from a client
+//!   that needs a fraction of redis-benchmark's CPU per request.
 
 pub mod mix;
+pub mod pipe;
 pub mod writer;
 
 use std::time::Duration;

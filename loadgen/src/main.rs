@@ -19,6 +19,24 @@ enum Cmd {
     /// A GET/SET mix over `--keys` keys with Zipf-distributed popularity for `--seconds`;
     /// prints requests/s and batch latencies.
     Mix(MixArgs),
+    /// One of redis-benchmark's default commands (`--test set|get|...`), pipelined, from a
+    /// client that spends little CPU per request; prints requests/s.
+    Pipe(PipeArgs),
+}
+
+#[derive(clap::Args)]
+struct PipeArgs {
+    /// Server, HOST:PORT.
+    #[arg(long, default_value = "127.0.0.1:6379")]
+    addr: String,
+    #[arg(long)]
+    test: tessera_load::pipe::Test,
+    #[arg(long, default_value_t = 50)]
+    conns: u32,
+    #[arg(long, default_value_t = 16)]
+    pipeline: u32,
+    #[arg(long, default_value_t = 1_000_000)]
+    requests: u64,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +116,18 @@ fn main() -> anyhow::Result<()> {
             };
             let tally = tessera_load::writer::run(cfg, stop).await?;
             println!("{tally}");
+            Ok(())
+        }),
+        Cmd::Pipe(a) => rt.block_on(async move {
+            let report = tessera_load::pipe::run(tessera_load::pipe::Config {
+                addr: a.addr,
+                test: a.test,
+                conns: a.conns,
+                pipeline: a.pipeline,
+                requests: a.requests,
+            })
+            .await?;
+            println!("{report}");
             Ok(())
         }),
         Cmd::Mix(a) => rt.block_on(async move {

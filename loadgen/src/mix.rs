@@ -91,7 +91,7 @@ fn key_index(rank: u64, keys: u64) -> u64 {
 }
 
 /// Appends one RESP command.
-fn push_cmd(out: &mut Vec<u8>, args: &[&[u8]]) {
+pub(crate) fn push_cmd(out: &mut Vec<u8>, args: &[&[u8]]) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
@@ -102,7 +102,7 @@ fn push_cmd(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// Length of the first complete GET/SET reply in `buf` and whether it is an error; None
 /// until it is complete. Only the reply types GET and SET answer with are accepted.
-fn reply_len(buf: &[u8]) -> Result<Option<(usize, bool)>, MixError> {
+pub(crate) fn reply_len(buf: &[u8]) -> Result<Option<(usize, bool)>, MixError> {
     let Some(first) = buf.first() else {
         return Ok(None);
     };
