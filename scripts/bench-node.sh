@@ -74,14 +74,24 @@ supported() { # port test -> 0 if the server knows the command
     [ "$(redis-cli -p "$1" command info "$cmd" | head -1)" != "" ]
 }
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # user+system clock ticks of a pid
+# A server's CPU time in ns: the sum over its threads of /proc/<pid>/task/*/schedstat's first
+# field (time on a CPU, in ns), which a -P 16 run of 1M requests needs: /proc/<pid>/stat's
+# utime+stime count 10 ms ticks, a step of 10 ns per request on ~600. The servers' threads
+# live as long as they do. Without schedstat (a kernel without CONFIG_SCHED_INFO), the ticks.
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
+cpu_ns() {
+    if [ -r "/proc/$1/schedstat" ]; then
+        cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
+    else
+        awk -v t="$TICK_NS" '{ printf "%.0f\n", ($14 + $15) * t }' "/proc/$1/stat"
+    fi
+}
 
 # Tests run interleaved (each repetition of a test on the three servers back to back) so that
 # load changes on the machine during the run affect the three alike, and the order of the
 # servers rotates from one repetition to the next so that none always runs first (a cold
 # cache) or last; the median of REPS runs damps the rest of the noise. Beside throughput, the
-# server's own CPU time per request (utime+stime from /proc) is recorded: it does not depend
+# server's own CPU time per request (its threads' schedstat, see cpu_ns) is recorded: it does not depend
 # on how the scheduler shares the two cores between server and client, so it is the steadier
 # comparison on a busy machine.
 declare -A RUNS CPUS CPU CLIS CLI
@@ -117,11 +127,11 @@ run_tests() {
                     [ -n "$port" ] || continue
                     pid_var="PID_$srv"; pid=${!pid_var}
                     read -ra targs <<<"$(test_args "$t")" # split without globbing KEYS[1]
-                    c0=$(cpu_ticks "$pid")
+                    c0=$(cpu_ns "$pid")
                     # bash's `time` gives the client's own wall and CPU time: when redis-benchmark's
                     # single thread is near 100% of a core, the run measures the client, not the server.
                     out=$( { TIMEFORMAT='%3R %3U %3S'; time redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -q --csv "$@" "${targs[@]}" 2>/dev/null; } 2>"$CLIENT_TIME" || true)
-                    c1=$(cpu_ticks "$pid")
+                    c1=$(cpu_ns "$pid")
                     client=$(awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME")
                     while read -r line; do
                         # "name","rps",...: the name may hold commas (a script), never quotes.
@@ -130,7 +140,7 @@ run_tests() {
                         [ "$name" = test ] && continue
                         key=$t # one test per run
                         RUNS["$srv,$tag$pipe,$key"]+="$rps "
-                        CPUS["$srv,$tag$pipe,$key"]+="$(( (c1 - c0) * TICK_NS / n )) "
+                        CPUS["$srv,$tag$pipe,$key"]+="$(( (c1 - c0) / n )) "
                         [ -n "$client" ] && CLIS["$srv,$tag$pipe,$key"]+="$client "
                     done <<<"$out"
                 done
@@ -173,15 +183,15 @@ for t in ${TESTS//,/ }; do
         for srv in ${PORDERS[$(( (rep - 1) % 4 ))]}; do
             case $srv in tessera) port=$P_T ;; redis) port=$P_R ;; valkey) port=$P_V ;; tessera2) port=$P_T2 ;; esac
             pid_var="PID_$srv"; pid=${!pid_var}
-            c0=$(cpu_ticks "$pid")
+            c0=$(cpu_ns "$pid")
             out=$( { TIMEFORMAT='%3R %3U %3S'; time "$LOAD_BIN" pipe --addr "127.0.0.1:$port" --test "$t" \
                 --conns 50 --pipeline 16 --requests "$N16" 2>&1; } 2>"$CLIENT_TIME" || true)
-            c1=$(cpu_ticks "$pid")
+            c1=$(cpu_ns "$pid")
             [[ $out =~ errors=([0-9]+)\ rps=([0-9]+) ]] \
                 || { echo "tessera-load pipe against $srv ($t) failed: $out" >&2; exit 1; }
             [ "${BASH_REMATCH[1]}" = 0 ] || { echo "$srv answered $t with ${BASH_REMATCH[1]} errors" >&2; exit 1; }
             PRUNS["$srv,$t"]+="${BASH_REMATCH[2]} "
-            PCPUS["$srv,$t"]+="$(( (c1 - c0) * TICK_NS / N16 )) "
+            PCPUS["$srv,$t"]+="$(( (c1 - c0) / N16 )) "
             PCLIS["$srv,$t"]+="$(awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME") "
         done
     done
@@ -394,7 +404,7 @@ OUT=${BENCH_OUT:-$OUT}
         done
     done
     echo
-    echo "Server CPU time per request (ns, utime+stime of the server process over the run; lower is better;"
+    echo "Server CPU time per request (ns, the time on a CPU of the server's threads over the run, from schedstat; lower is better;"
     echo "ratios < 1.00 mean tessera needs less CPU per request):"
     echo
     echo "The last three columns: redis-benchmark's own CPU use (user+system over wall time, % of one core) in"
