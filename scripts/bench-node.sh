@@ -96,6 +96,9 @@ cpu_ns() {
 # comparison on a busy machine.
 declare -A RUNS CPUS CPU CLIS CLI
 CLIENT_TIME="$TMP/client-time"
+# The client's CPU use in the run bash's `time` wrote to CLIENT_TIME (wall, user, system):
+# user+system over wall, % of one core.
+client_pct() { awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME"; }
 ORDERS=("tessera redis valkey" "redis valkey tessera" "valkey tessera redis")
 # Tests beyond redis-benchmark's built-ins, as commands for it to send: Lua scripts, a SHA
 # run of `return 1` (the fixed cost of a script) and EVAL of a one-key INCR (the shape of a
@@ -132,7 +135,7 @@ run_tests() {
                     # single thread is near 100% of a core, the run measures the client, not the server.
                     out=$( { TIMEFORMAT='%3R %3U %3S'; time redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" -q --csv "$@" "${targs[@]}" 2>/dev/null; } 2>"$CLIENT_TIME" || true)
                     c1=$(cpu_ns "$pid")
-                    client=$(awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME")
+                    client=$(client_pct)
                     while read -r line; do
                         # "name","rps",...: the name may hold commas (a script), never quotes.
                         [[ $line =~ ^\"([^\"]*)\",\"([^\"]*)\" ]] || continue
@@ -192,7 +195,7 @@ for t in ${TESTS//,/ }; do
             [ "${BASH_REMATCH[1]}" = 0 ] || { echo "$srv answered $t with ${BASH_REMATCH[1]} errors" >&2; exit 1; }
             PRUNS["$srv,$t"]+="${BASH_REMATCH[2]} "
             PCPUS["$srv,$t"]+="$(( (c1 - c0) / N16 )) "
-            PCLIS["$srv,$t"]+="$(awk '$1 > 0 { printf "%d", 100 * ($2 + $3) / $1 }' "$CLIENT_TIME") "
+            PCLIS["$srv,$t"]+="$(client_pct) "
         done
     done
     for srv in tessera redis valkey tessera2; do

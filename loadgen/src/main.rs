@@ -29,7 +29,7 @@ struct PipeArgs {
     /// Server, HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:6379")]
     addr: String,
-    #[arg(long)]
+    #[arg(long, value_enum, ignore_case = true)]
     test: tessera_load::pipe::Test,
     #[arg(long, default_value_t = 50)]
     conns: u32,

@@ -100,8 +100,9 @@ pub(crate) fn push_cmd(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Length of the first complete GET/SET reply in `buf` and whether it is an error; None
-/// until it is complete. Only the reply types GET and SET answer with are accepted.
+/// Length of the first complete reply in `buf` and whether it is an error; None until it
+/// is complete. Only simple, error, integer and bulk replies are accepted: what GET, SET
+/// and the other one-reply commands of the mix and of [`crate::pipe`] answer with.
 pub(crate) fn reply_len(buf: &[u8]) -> Result<Option<(usize, bool)>, MixError> {
     let Some(first) = buf.first() else {
         return Ok(None);
