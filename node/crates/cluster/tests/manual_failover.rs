@@ -43,9 +43,39 @@ fn a_with_replica_b() -> (TestNode, TestNode, ServerProc, ServerProc, Vec<String
         .expect("addslots");
     r2.cmd(&["CLUSTER", "ADDSLOTSRANGE", "12001", "16383"])
         .expect("addslots");
-    wait_for(Duration::from_secs(30), "b sees a's slots", || {
-        is_master_with(&b.nodes(), &ids[0], "0-8191")
-    });
+    // Every node must know every master's slots and config epoch before b is asked to fail
+    // over. b counts only votes from masters it sees serving slots, so a vote from r1 or r2
+    // that arrives before their ADDSLOTS reached b by gossip is dropped (with a quorum of 2
+    // in a view of 2 or 3 masters the election then fails, never to be retried); and a
+    // voter refuses b's claim if b's view of a's epoch predates a collision bump.
+    let masters = [(0, "0-8191"), (2, "8192-12000"), (3, "12001-16383")];
+    wait_for(
+        Duration::from_secs(30),
+        "every node sees the same masters",
+        || {
+            let views: Vec<_> = [a.nodes(), b.nodes(), r1.nodes(), r2.nodes()]
+                .iter()
+                .map(|t| parse_nodes(t))
+                .collect();
+            let epochs: Vec<Option<u64>> = masters
+                .iter()
+                .map(|&(m, slots)| {
+                    let seen: Vec<u64> = views
+                        .iter()
+                        .filter_map(|v| v.get(&ids[m]))
+                        .filter(|n| n.flags.contains(&"master".to_string()) && n.slots == [slots])
+                        .map(|n| n.epoch)
+                        .collect();
+                    (seen.len() == views.len() && seen.iter().all(|e| *e == seen[0]))
+                        .then(|| seen[0])
+                })
+                .collect();
+            epochs.iter().all(Option::is_some)
+                && epochs[0] != epochs[1]
+                && epochs[0] != epochs[2]
+                && epochs[1] != epochs[2]
+        },
+    );
     assert_eq!(b.cluster_str(&["REPLICATE", &ids[0]]), "OK");
     wait_for(
         Duration::from_secs(30),
@@ -141,11 +171,14 @@ fn back_to_back_manual_failovers_each_win_their_own_election() {
             || everywhere(new, old),
             || {
                 format!(
-                    "a:\n{}\nb:\n{}\nr1:\n{}\nr1 log:\n{}",
+                    "a:\n{}\n{}\nb:\n{}\n{}\nr1:\n{}\nr1 log:\n{}\nr2 log:\n{}",
                     a.nodes(),
+                    a.cluster_str(&["INFO"]),
                     b.nodes(),
+                    b.cluster_str(&["INFO"]),
                     r1.nodes(),
-                    r1.log()
+                    r1.log(),
+                    r2.log()
                 )
             },
         );
