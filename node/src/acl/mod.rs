@@ -417,6 +417,9 @@ impl User {
             {
                 s.apply(env.catalog, r)?;
             }
+            if !selector_survives_save(&s.describe(env.catalog)) {
+                return Err(RuleError::Syntax);
+            }
             self.selectors.push(s);
         } else if is("clearselectors") {
             self.selectors.clear();
@@ -502,6 +505,18 @@ pub fn merge_selector_args(args: &[&[u8]]) -> Result<Vec<Vec<u8>>, SetUserError>
         ));
     }
     Ok(out)
+}
+
+/// Whether a selector described as `desc` reads back as itself from ACL SAVE's
+/// `(<desc>)`: a load merges space-separated tokens up to the first that ends in `)`, so a
+/// key or channel pattern (or first-arg rule) ending in `)` anywhere but last would cut the
+/// selector short and the rest would fail as top-level rules. Redis 7.0 accepts such a
+/// selector and then saves a file that no longer loads (every user locked out at the next
+/// start); it is refused when set instead.
+fn selector_survives_save(desc: &[u8]) -> bool {
+    let mut tokens = desc.split(|&b| b == b' ').filter(|t| !t.is_empty());
+    let last = tokens.next_back();
+    last.is_some() && tokens.all(|t| t.last() != Some(&b')'))
 }
 
 /// Redis's ACLAppendUserForLoading: checks a config file's `user <name> <rules...>` line

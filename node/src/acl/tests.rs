@@ -86,6 +86,22 @@ fn bad_rules_answer_redis_texts() {
         e(&["(~x", "+get"]).as_deref(),
         Some("Unmatched parenthesis in acl selector starting at '(~x'.")
     );
+    // A pattern ending in ')' inside a selector would end the selector early when the
+    // saved file is read back: refused when set rather than saved unloadable.
+    for sel in ["(~x) +get)", "(+get &ch) ~k)", "(%R~a) -@all)"] {
+        assert_eq!(
+            e(&[sel]),
+            Some(format!(
+                "Error in ACL SETUSER modifier '{sel}': Syntax error"
+            ))
+        );
+    }
+    // ... but not at the top level, nor inside a selector when it is no selector's end.
+    let u = user(&c, &["~x)", "(~(y +get)"]).unwrap();
+    assert_eq!(
+        text(&c, &u),
+        "off ~x) resetchannels -@all (~(y resetchannels -@all +get)"
+    );
     // All or nothing.
     let mut u = user(&c, &["on"]).unwrap();
     let before = u.clone();
@@ -231,6 +247,8 @@ fn rule() -> impl Strategy<Value = String> {
         "<pw1",
         "(~s* +get)",
         "(+@all -set %R~x)",
+        "(~x) +get)",
+        "(&c) -@all)",
         "+@pubsub",
         "-@keyspace",
     ]);
