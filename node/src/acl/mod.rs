@@ -515,8 +515,9 @@ pub fn merge_selector_args(args: &[&[u8]]) -> Result<Vec<Vec<u8>>, SetUserError>
 /// start); it is refused when set instead.
 fn selector_survives_save(desc: &[u8]) -> bool {
     let mut tokens = desc.split(|&b| b == b' ').filter(|t| !t.is_empty());
-    let last = tokens.next_back();
-    last.is_some() && tokens.all(|t| t.last() != Some(&b')'))
+    // The last token may end in ')': the closing one is added after it.
+    tokens.next_back();
+    tokens.all(|t| t.last() != Some(&b')'))
 }
 
 /// Redis's ACLAppendUserForLoading: checks a config file's `user <name> <rules...>` line

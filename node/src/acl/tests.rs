@@ -96,7 +96,7 @@ fn bad_rules_answer_redis_texts() {
             ))
         );
     }
-    // ... but not at the top level, nor inside a selector when it is no selector's end.
+    // ... but a ')' at the top level is kept, as is a '(' inside a selector's pattern.
     let u = user(&c, &["~x)", "(~(y +get)"]).unwrap();
     assert_eq!(
         text(&c, &u),

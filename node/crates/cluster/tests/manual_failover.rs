@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -57,23 +58,26 @@ fn a_with_replica_b() -> (TestNode, TestNode, ServerProc, ServerProc, Vec<String
                 .iter()
                 .map(|t| parse_nodes(t))
                 .collect();
-            let epochs: Vec<Option<u64>> = masters
+            // Each master's epoch, if every view lists it as master of its slots with one
+            // and the same epoch.
+            let epochs: Option<BTreeSet<u64>> = masters
                 .iter()
                 .map(|&(m, slots)| {
-                    let seen: Vec<u64> = views
+                    let seen: BTreeSet<u64> = views
                         .iter()
-                        .filter_map(|v| v.get(&ids[m]))
-                        .filter(|n| n.flags.contains(&"master".to_string()) && n.slots == [slots])
-                        .map(|n| n.epoch)
-                        .collect();
-                    (seen.len() == views.len() && seen.iter().all(|e| *e == seen[0]))
-                        .then(|| seen[0])
+                        .map(|v| {
+                            v.get(&ids[m])
+                                .filter(|n| {
+                                    n.flags.iter().any(|f| f == "master") && n.slots == [slots]
+                                })
+                                .map(|n| n.epoch)
+                        })
+                        .collect::<Option<_>>()?;
+                    (seen.len() == 1).then(|| seen.into_iter().next()).flatten()
                 })
                 .collect();
-            epochs.iter().all(Option::is_some)
-                && epochs[0] != epochs[1]
-                && epochs[0] != epochs[2]
-                && epochs[1] != epochs[2]
+            // ... and the three epochs are distinct.
+            epochs.is_some_and(|e| e.len() == masters.len())
         },
     );
     assert_eq!(b.cluster_str(&["REPLICATE", &ids[0]]), "OK");
