@@ -105,6 +105,14 @@ impl Shared {
         (g, self.cur.load())
     }
 
+    /// [`Shared::read_marked`], owned: for a reader that keeps the snapshot across awaits
+    /// while its generation stays current.
+    #[inline]
+    pub fn snapshot_marked(&self) -> (u64, Arc<Config>) {
+        let g = self.generation();
+        (g, self.cur.load_full())
+    }
+
     /// The current snapshot, owned.
     pub fn snapshot(&self) -> Arc<Config> {
         self.cur.load_full()

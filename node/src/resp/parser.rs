@@ -100,6 +100,29 @@ fn parse_i64(line: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
+/// A header line's number and the offset of its `\r`, for the common line: a type byte,
+/// then 1 to 18 digits (no sign, no overflow possible), then `\r`. Found in one pass,
+/// where the general path calls memchr (whose setup costs more than these few bytes) and
+/// then parses. None for anything else, incomplete lines included: the general path
+/// decides those, so errors and waiting for more input are exactly as before.
+#[inline]
+fn short_header(line: &[u8]) -> Option<(usize, i64)> {
+    // An index loop: the iterator adaptors (enumerate, take, skip) cost as much as memchr.
+    let end = line.len().min(20);
+    let mut v: i64 = 0;
+    let mut i = 1;
+    while i < end {
+        let c = line[i];
+        if c.is_ascii_digit() && i <= 18 {
+            v = v * 10 + i64::from(c - b'0');
+            i += 1;
+            continue;
+        }
+        return (c == b'\r' && i > 1).then_some((i, v));
+    }
+    None
+}
+
 impl Parser {
     pub fn new() -> Self {
         Self::default()
@@ -169,19 +192,27 @@ impl Parser {
                 return self.parse_inline(buf);
             }
             // Multibulk header.
-            let Some(nl) = memchr(b'\r', buf) else {
-                if buf.len() > INLINE_MAX {
-                    return Err(ProtoError::MbulkCountTooBig);
+            let (nl, n) = match short_header(buf) {
+                Some(h) => h,
+                None => {
+                    let Some(nl) = memchr(b'\r', buf) else {
+                        if buf.len() > INLINE_MAX {
+                            return Err(ProtoError::MbulkCountTooBig);
+                        }
+                        return Ok(None);
+                    };
+                    if nl > INLINE_MAX {
+                        return Err(ProtoError::MbulkCountTooBig);
+                    }
+                    if buf.len() < nl + 2 {
+                        return Ok(None);
+                    }
+                    (nl, parse_i64(&buf[1..nl]).ok_or(ProtoError::MultibulkLen)?)
                 }
-                return Ok(None);
             };
-            if nl > INLINE_MAX {
-                return Err(ProtoError::MbulkCountTooBig);
-            }
             if buf.len() < nl + 2 {
                 return Ok(None);
             }
-            let n = parse_i64(&buf[1..nl]).ok_or(ProtoError::MultibulkLen)?;
             if n > MAX_MULTIBULK {
                 return Err(ProtoError::MultibulkLen);
             }
@@ -207,22 +238,34 @@ impl Parser {
                         return Ok(None);
                     }
                     let rest = &buf[self.pos..];
-                    let Some(nl) = memchr(b'\r', rest) else {
-                        if rest.len() > INLINE_MAX {
-                            return Err(ProtoError::BulkCountTooBig);
-                        }
-                        return Ok(None);
+                    let short = match rest[0] {
+                        b'$' => short_header(rest),
+                        _ => None,
                     };
-                    if nl > INLINE_MAX {
-                        return Err(ProtoError::BulkCountTooBig);
-                    }
+                    let (nl, l) = match short {
+                        Some(h) => h,
+                        None => {
+                            let Some(nl) = memchr(b'\r', rest) else {
+                                if rest.len() > INLINE_MAX {
+                                    return Err(ProtoError::BulkCountTooBig);
+                                }
+                                return Ok(None);
+                            };
+                            if nl > INLINE_MAX {
+                                return Err(ProtoError::BulkCountTooBig);
+                            }
+                            if rest.len() < nl + 2 {
+                                return Ok(None);
+                            }
+                            if rest[0] != b'$' {
+                                return Err(ProtoError::ExpectedDollar(rest[0] as char));
+                            }
+                            (nl, parse_i64(&rest[1..nl]).ok_or(ProtoError::BulkLen)?)
+                        }
+                    };
                     if rest.len() < nl + 2 {
                         return Ok(None);
                     }
-                    if rest[0] != b'$' {
-                        return Err(ProtoError::ExpectedDollar(rest[0] as char));
-                    }
-                    let l = parse_i64(&rest[1..nl]).ok_or(ProtoError::BulkLen)?;
                     if l < 0 || l > lim.max_bulk {
                         return Err(ProtoError::BulkLen);
                     }
@@ -509,6 +552,75 @@ mod tests {
         assert_eq!(parse_all(b"set \"a\n"), Err(ProtoError::UnbalancedQuotes));
         let big = vec![b'a'; INLINE_MAX + 10];
         assert_eq!(parse_all(&big), Err(ProtoError::InlineTooBig));
+    }
+
+    /// The one-pass header path answers only where the general one (memchr, then
+    /// parse_i64) would give the same line end and number.
+    fn general_header(line: &[u8]) -> Option<(usize, i64)> {
+        let nl = memchr(b'\r', line)?;
+        Some((nl, parse_i64(line.get(1..nl)?)?))
+    }
+
+    #[test]
+    fn short_header_edges() {
+        assert_eq!(short_header(b"*2\r\n"), Some((2, 2)));
+        assert_eq!(short_header(b"$16\r"), Some((3, 16)));
+        assert_eq!(
+            short_header(b"$999999999999999999\r"),
+            Some((19, 999_999_999_999_999_999))
+        );
+        // Left to the general path: 19 digits (may overflow), no digits, a sign, no '\r' yet.
+        assert_eq!(short_header(b"$9999999999999999999\r"), None);
+        assert_eq!(short_header(b"$\r\n"), None);
+        assert_eq!(short_header(b"$-1\r\n"), None);
+        assert_eq!(short_header(b"$12"), None);
+        assert_eq!(short_header(b"$1x\r"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn short_header_agrees_with_the_general_path(
+            kind in proptest::sample::select(b"*$".to_vec()),
+            rest in proptest::collection::vec(
+                proptest::sample::select(b"0123456789\r\n-+ x*$".to_vec()), 0..26)
+        ) {
+            // The parser looks at a line only once its type byte is known to be '*' or '$'.
+            let mut line = vec![kind];
+            line.extend_from_slice(&rest);
+            if let Some(h) = short_header(&line) {
+                proptest::prop_assert_eq!(Some(h), general_header(&line));
+            }
+        }
+
+        /// Whole requests split at any point parse to the same arguments (both header
+        /// paths are taken: a split inside a header line sends it down the general one).
+        #[test]
+        fn split_requests_parse_the_same(
+            args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..30), 1..5),
+            cut in 0usize..200,
+        ) {
+            let mut req = format!("*{}\r\n", args.len()).into_bytes();
+            for a in &args {
+                req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                req.extend_from_slice(a);
+                req.extend_from_slice(b"\r\n");
+            }
+            let cut = cut.min(req.len());
+            let mut p = Parser::new();
+            let mut buf = BytesMut::from(&req[..cut]);
+            let first = next(&mut p, &mut buf).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            let got = match first {
+                Some(got) => got,
+                None => {
+                    buf.extend_from_slice(&req[cut..]);
+                    next(&mut p, &mut buf)
+                        .map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?
+                        .ok_or_else(|| proptest::test_runner::TestCaseError::fail("incomplete"))?
+                }
+            };
+            proptest::prop_assert_eq!(got, args);
+            proptest::prop_assert!(buf.is_empty());
+        }
     }
 
     #[test]

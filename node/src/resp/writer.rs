@@ -432,6 +432,34 @@ fn trim_zeros(s: &str) -> &str {
 mod tests {
     use super::*;
 
+    /// Integers and bulk strings of every digit count and around the big-copy limit come
+    /// out as the plain formatting says, after whatever the buffer held (full or not).
+    #[test]
+    fn frames_match_their_formatting() {
+        for n in [i64::MIN, -10, -1, 0, 7, 10, 99, 100, 123_456, i64::MAX] {
+            for cap in [0, 5, 64] {
+                let mut o = Out::new(false);
+                o.buf = BytesMut::with_capacity(cap);
+                o.buf.extend_from_slice(b"+x\r\n");
+                o.int(n);
+                assert_eq!(&o.buf[..], format!("+x\r\n:{n}\r\n").as_bytes());
+            }
+        }
+        for len in [0usize, 1, 9, 10, 99, 100, 4095, 4096, 5000] {
+            let v: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            for cap in [0, 7, len + 3] {
+                let mut o = Out::new(false);
+                o.buf = BytesMut::with_capacity(cap);
+                o.buf.extend_from_slice(b"+x\r\n");
+                o.bulk(&v);
+                let mut want = format!("+x\r\n${len}\r\n").into_bytes();
+                want.extend_from_slice(&v);
+                want.extend_from_slice(b"\r\n");
+                assert_eq!(&o.buf[..], &want[..], "len {len} cap {cap}");
+            }
+        }
+    }
+
     /// Big copies come out byte-exact whatever the distance between source and
     /// destination, the back-to-front path included (every offset mod 4096 is tried).
     #[test]

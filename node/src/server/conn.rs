@@ -1115,11 +1115,22 @@ async fn process(
     rd: &mut Requests,
     inbuf: &mut BytesMut,
 ) -> std::io::Result<bool> {
+    // The config snapshot for the settings this loop reads and for the commands' own
+    // checks (`cmd::execute_with`): loaded once per batch of requests and again only when
+    // a CONFIG SET published a newer one (one relaxed load per request to tell, where a
+    // load was 5% of a pipelined GET's instructions). Dropped when the batch ends, so an
+    // idle connection keeps no old config alive.
+    let mut snap: Option<(u64, Arc<crate::config::Config>)> = None;
     loop {
-        // One snapshot load per request, for the settings this loop reads and for the
-        // command's own checks (`cmd::execute_with`); let go before anything awaits.
         let class = cl.handle.obuf_class();
-        let (generation, cfg) = srv.config.read_marked();
+        let current = srv.config.generation();
+        let (generation, cfg) = match &mut snap {
+            Some((g, c)) if *g == current => (*g, &**c),
+            slot => {
+                let (g, c) = slot.insert(srv.config.snapshot_marked());
+                (*g, &**c)
+            }
+        };
         let (max_bulk, batch, obuf) = (
             cfg.typed.proto_max_bulk_len,
             cfg.typed.prefetch_batch_max_size as usize,
@@ -1182,7 +1193,7 @@ async fn process(
         let mut cfg = Some(cfg);
         let outcome = loop {
             let o = match cfg.take() {
-                Some(c) => cmd::execute_with(srv, cl, out, &args, (generation, &c)),
+                Some(c) => cmd::execute_with(srv, cl, out, &args, (generation, c)),
                 // After a pause: whatever the config is now.
                 None => cmd::execute(srv, cl, out, &args),
             };
