@@ -72,7 +72,7 @@ run_total() { # name test requests binary [args...] -> TOTAL, the server's instr
     wait "$pid" || true
     [ -s "$out" ] || { echo "no callgrind output from $name" >&2; cat "$TMP/$name.log" >&2; exit 1; }
     # awk reads to the end: an early exit would fail the pipeline on SIGPIPE (pipefail).
-    TOTAL=$(callgrind_annotate "$out" \
+    TOTAL=$(callgrind_annotate "$out" 2>/dev/null \
         | awk '/PROGRAM TOTALS/ && t == "" { gsub(",", "", $1); t = $1 } END { print t }')
     [ -n "$TOTAL" ] || { echo "no instruction total in $name's callgrind output" >&2; exit 1; }
 }
@@ -101,9 +101,10 @@ done
     echo "$(date -u +%F), tessera-node $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'),"
     echo "redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2),"
     echo "valkey-server $(valkey-server --version | awk '{print $3}' | cut -d= -f2)."
-    echo "valgrind --tool=callgrind; \`tessera-load pipe\`, 50 connections, -P $P; ($N_B - $N_A requests)"
-    echo "between two runs of each server. tessera-node with --busy-poll-usec 0. User space only:"
-    echo "the kernel's share (the same syscalls for all three) and cache misses are not counted."
+    echo "valgrind --tool=callgrind; \`tessera-load pipe\`, 50 connections, -P $P; per request, the"
+    echo "difference between a run of $N_B and one of $N_A requests on each server. tessera-node"
+    echo "with --busy-poll-usec 0. User space only: the kernel's share (the same syscalls for all"
+    echo "three) and cache misses are not counted."
     echo
     echo "| test | tessera | redis | valkey | tessera/redis | tessera/valkey |"
     echo "|---|---:|---:|---:|---:|---:|"
