@@ -123,6 +123,45 @@ fn short_header(line: &[u8]) -> Option<(usize, i64)> {
     None
 }
 
+/// The `\r` offset and number of the header line at the front of `line`, whose type byte
+/// must be `kind` (`*`, which the caller has already seen, or `$`), or None until the line
+/// and its `\n` are in. The common line takes [`short_header`]; any other the general path,
+/// whose errors come in Redis's order: `too_big` for a line past INLINE_MAX, ExpectedDollar
+/// for another type byte, `bad` for a number that does not parse. Inlined: a call per
+/// header line cost a pipelined GET 3% of its instructions.
+#[inline(always)]
+fn header_line(
+    line: &[u8],
+    kind: u8,
+    too_big: ProtoError,
+    bad: ProtoError,
+) -> Result<Option<(usize, i64)>, ProtoError> {
+    let first = line.first().copied();
+    if first == Some(kind) {
+        if let Some((nl, n)) = short_header(line) {
+            return Ok((line.len() >= nl + 2).then_some((nl, n)));
+        }
+    }
+    let Some(nl) = memchr(b'\r', line) else {
+        return if line.len() > INLINE_MAX {
+            Err(too_big)
+        } else {
+            Ok(None)
+        };
+    };
+    if nl > INLINE_MAX {
+        return Err(too_big);
+    }
+    if line.len() < nl + 2 {
+        return Ok(None);
+    }
+    match first {
+        Some(c) if c == kind => {}
+        c => return Err(ProtoError::ExpectedDollar(c.unwrap_or(b' ') as char)),
+    }
+    Ok(Some((nl, parse_i64(&line[1..nl]).ok_or(bad)?)))
+}
+
 impl Parser {
     pub fn new() -> Self {
         Self::default()
@@ -192,27 +231,15 @@ impl Parser {
                 return self.parse_inline(buf);
             }
             // Multibulk header.
-            let (nl, n) = match short_header(buf) {
-                Some(h) => h,
-                None => {
-                    let Some(nl) = memchr(b'\r', buf) else {
-                        if buf.len() > INLINE_MAX {
-                            return Err(ProtoError::MbulkCountTooBig);
-                        }
-                        return Ok(None);
-                    };
-                    if nl > INLINE_MAX {
-                        return Err(ProtoError::MbulkCountTooBig);
-                    }
-                    if buf.len() < nl + 2 {
-                        return Ok(None);
-                    }
-                    (nl, parse_i64(&buf[1..nl]).ok_or(ProtoError::MultibulkLen)?)
-                }
-            };
-            if buf.len() < nl + 2 {
+            let Some((nl, n)) = header_line(
+                buf,
+                b'*',
+                ProtoError::MbulkCountTooBig,
+                ProtoError::MultibulkLen,
+            )?
+            else {
                 return Ok(None);
-            }
+            };
             if n > MAX_MULTIBULK {
                 return Err(ProtoError::MultibulkLen);
             }
@@ -238,34 +265,11 @@ impl Parser {
                         return Ok(None);
                     }
                     let rest = &buf[self.pos..];
-                    let short = match rest[0] {
-                        b'$' => short_header(rest),
-                        _ => None,
-                    };
-                    let (nl, l) = match short {
-                        Some(h) => h,
-                        None => {
-                            let Some(nl) = memchr(b'\r', rest) else {
-                                if rest.len() > INLINE_MAX {
-                                    return Err(ProtoError::BulkCountTooBig);
-                                }
-                                return Ok(None);
-                            };
-                            if nl > INLINE_MAX {
-                                return Err(ProtoError::BulkCountTooBig);
-                            }
-                            if rest.len() < nl + 2 {
-                                return Ok(None);
-                            }
-                            if rest[0] != b'$' {
-                                return Err(ProtoError::ExpectedDollar(rest[0] as char));
-                            }
-                            (nl, parse_i64(&rest[1..nl]).ok_or(ProtoError::BulkLen)?)
-                        }
-                    };
-                    if rest.len() < nl + 2 {
+                    let Some((nl, l)) =
+                        header_line(rest, b'$', ProtoError::BulkCountTooBig, ProtoError::BulkLen)?
+                    else {
                         return Ok(None);
-                    }
+                    };
                     if l < 0 || l > lim.max_bulk {
                         return Err(ProtoError::BulkLen);
                     }
@@ -544,6 +548,13 @@ mod tests {
             parse_all(b"*1\r\n+x\r\n"),
             Err(ProtoError::ExpectedDollar('+'))
         );
+        // A '*' where a bulk is due is no header either (the one-pass path takes either).
+        assert_eq!(
+            parse_all(b"*1\r\n*1\r\n"),
+            Err(ProtoError::ExpectedDollar('*'))
+        );
+        // Redis's order: the line is complete before its type byte is judged.
+        assert_eq!(parse_all(b"*1\r\n+x"), Ok(vec![]));
         assert_eq!(parse_all(b"*1\r\n$-5\r\n"), Err(ProtoError::BulkLen));
         assert_eq!(
             parse_all(b"*1\r\n$999999999999\r\n"),
