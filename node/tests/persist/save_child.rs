@@ -211,7 +211,12 @@ fn save_child_progress_and_cow_like_redis() {
 }
 
 /// integration/replication "replication child dies when parent is killed": the server
-/// killed by SIGKILL (the OOM killer), its save child ends by itself and leaves no temp file.
+/// killed by SIGKILL (the OOM killer), its save child ends by itself, as redis-server's does.
+/// Ours also leaves no temp file. Redis's may: its child exits at once, leaving
+/// temp-<pid>.rdb, when its first progress report to the dead server fails, but when the
+/// kill lands after that report it finishes the save and renames the file (1000 keys at
+/// rdb-key-save-delay 1000 take about a second). Two copies of this test in parallel saw
+/// both outcomes, so only the child's end is compared with redis.
 #[test]
 fn save_child_ends_when_the_server_is_killed_like_redis() {
     let mut seen = Vec::new();
@@ -237,6 +242,7 @@ fn save_child_ends_when_the_server_is_killed_like_redis() {
         let temp_left = s.dir.join(format!("temp-{child}.rdb")).exists();
         seen.push((gone, temp_left));
     }
-    assert_eq!(seen[1], seen[0], "tessera (left) vs redis (right)");
     assert!(seen[0].0, "redis-server's child ends");
+    assert!(seen[1].0, "tessera-node's save child ends with the server");
+    assert!(!seen[1].1, "tessera-node's save child leaves no temp file");
 }
