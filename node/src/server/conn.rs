@@ -1117,7 +1117,7 @@ async fn process(
 ) -> std::io::Result<bool> {
     // The config snapshot for the settings this loop reads and for the commands' own
     // checks (`cmd::execute_with`): loaded once per batch of requests and again only when
-    // a CONFIG SET published a newer one (one relaxed load per request to tell, where a
+    // a CONFIG SET published a newer one (one atomic load per request to tell, where a
     // load was 5% of a pipelined GET's instructions). Dropped when the batch ends, so an
     // idle connection keeps no old config alive.
     let mut snap: Option<(u64, Arc<crate::config::Config>)> = None;
