@@ -161,9 +161,17 @@ impl Out {
     /// Drops everything waiting and gives the allocations back (an idle connection holds
     /// no reply memory).
     pub fn reset(&mut self) {
-        self.front = VecDeque::new();
-        self.front_len = 0;
-        self.buf = BytesMut::new();
+        drop(self.reset_taking_buf());
+    }
+
+    /// Drops everything waiting, as [`Out::reset`], but hands the reply buffer's allocation
+    /// to the caller (its owner may reuse it for another connection).
+    pub fn reset_taking_buf(&mut self) -> BytesMut {
+        if self.front_len > 0 || self.front.capacity() > 0 {
+            self.front = VecDeque::new();
+            self.front_len = 0;
+        }
+        std::mem::take(&mut self.buf)
     }
 
     /// Exchanges the waiting replies (not the protocol or sharing settings) with `other`'s.
@@ -189,7 +197,8 @@ impl Out {
     }
 
     /// Drops the first `n` waiting bytes (written to the socket); returns how many of them
-    /// came out of `buf`, which keeps its allocation as `BytesMut::advance` does.
+    /// came out of `buf`, which keeps its allocation as `BytesMut::advance` does (all of
+    /// `buf` written clears it instead, so that its whole capacity is free again).
     pub fn consume(&mut self, mut n: usize) -> usize {
         while n > 0 {
             let Some(seg) = self.front.front_mut() else {
@@ -204,7 +213,11 @@ impl Out {
             }
         }
         let from_buf = n.min(self.buf.len());
-        self.buf.advance(from_buf);
+        if from_buf == self.buf.len() {
+            self.buf.clear();
+        } else {
+            self.buf.advance(from_buf);
+        }
         from_buf
     }
 

@@ -572,33 +572,34 @@ impl TlsStream {
         }
     }
 
-    /// Waits until a read may find data: decrypted bytes already waiting, or the socket
+    /// Ready when a read may find data: decrypted bytes already waiting, or the socket
     /// readable. Encrypted bytes still to send (handshake, alerts, the tail of a reply)
     /// go out first: the peer waits for them before it sends more.
-    pub async fn readable(&self) -> io::Result<()> {
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             let pending = {
                 let mut conn = self.tls.lock();
                 let st = conn.process_new_packets().map_err(tls_failed)?;
                 if st.plaintext_bytes_to_read() > 0 || st.peer_has_closed() {
-                    return Ok(());
+                    return Poll::Ready(Ok(()));
                 }
                 match self.send_pending(&mut conn) {
                     Ok(()) => false,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
-                    Err(e) => return Err(e),
+                    Err(e) => return Poll::Ready(Err(e)),
                 }
             };
             if pending {
-                self.tcp.writable().await?;
+                // The socket's write readiness was cleared by the write that would block.
+                ready!(self.tcp.poll_write_ready(cx))?;
                 continue;
             }
-            return self.tcp.readable().await;
+            return self.tcp.poll_read_ready(cx);
         }
     }
 
-    pub async fn writable(&self) -> io::Result<()> {
-        self.tcp.writable().await
+    pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tcp.poll_write_ready(cx)
     }
 
     /// Decrypted bytes into `dst`, without waiting: Ok(0) when the peer closed.
