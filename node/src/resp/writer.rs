@@ -161,17 +161,9 @@ impl Out {
     /// Drops everything waiting and gives the allocations back (an idle connection holds
     /// no reply memory).
     pub fn reset(&mut self) {
-        drop(self.reset_taking_buf());
-    }
-
-    /// Drops everything waiting, as [`Out::reset`], but hands the reply buffer's allocation
-    /// to the caller (its owner may reuse it for another connection).
-    pub fn reset_taking_buf(&mut self) -> BytesMut {
-        if self.front_len > 0 || self.front.capacity() > 0 {
-            self.front = VecDeque::new();
-            self.front_len = 0;
-        }
-        std::mem::take(&mut self.buf)
+        self.front = VecDeque::new();
+        self.front_len = 0;
+        self.buf = BytesMut::new();
     }
 
     /// Exchanges the waiting replies (not the protocol or sharing settings) with `other`'s.

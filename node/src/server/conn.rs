@@ -426,9 +426,6 @@ thread_local! {
     /// Replies of this I/O thread's connections held for the end of the tick (see
     /// [`Outbox`]).
     static HELD: RefCell<Vec<Arc<Outbox>>> = const { RefCell::new(Vec::new()) };
-    /// Written reply buffers kept for the next batches of this thread's connections (see
-    /// [`spare_put`]).
-    static SPARE: RefCell<[Vec<BytesMut>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
     /// This thread's runtime sends the held replies before it parks ([`holds_replies`]).
     static HOLDS: Cell<bool> = const { Cell::new(false) };
 }
@@ -568,7 +565,7 @@ pub fn flush_held(srv: &Server) {
         if h.out.is_empty() {
             // All out: the allocation goes back now, on the connection's own thread (see
             // `clear_out`).
-            spare_put(h.out.reset_taking_buf());
+            h.out.reset();
             if h.parks {
                 ob.share.park(true);
             }
@@ -728,60 +725,19 @@ fn write_now(sock: &mut ClientStream, buf: &[u8]) -> std::io::Result<usize> {
     Ok(sent)
 }
 
-/// Empties a fully written output buffer and gives its allocation back (to the thread's
-/// spare, [`spare_put`]): the next batch takes a reply buffer again
-/// ([`ReplyBuf::allocate`]). A connection waiting for its next request then holds no reply
-/// buffer, as Valkey's clients do: with 5000 clients connected, kept buffers were 16 KiB
-/// of used_memory and a touched page of RSS each. Redis frees the reply blocks beyond its
-/// buffer once written too.
+/// Empties a fully written output buffer and gives its allocation back: the next batch
+/// allocates the reply buffer again ([`ReplyBuf::allocate`]). A connection waiting for its
+/// next request then holds no reply buffer, as Valkey's clients do: with 5000 clients
+/// connected, kept buffers were 16 KiB of used_memory and a touched page of RSS each. The
+/// allocation comes back from the thread's own free list (about 14 ns for a 16 KiB
+/// malloc and free with mimalloc), and Redis frees the reply blocks beyond its buffer
+/// once written too. (A per-thread list of written buffers reused across connections
+/// saved ~160 instructions per request at -P 1, but the memory it kept counted for
+/// maxmemory: invalidations to ten tracking clients filled it, and the node evicted keys
+/// to pay for it, maxmemory_diff::tracking_invalidations_do_not_feed_eviction_like_redis.)
 fn clear_out(out: &mut Out, rb: &mut ReplyBuf) {
-    spare_put(out.reset_taking_buf());
+    out.reset();
     rb.off = 0;
-}
-
-/// The sizes of reply buffer kept as spares: a client's to start with, and the smallest,
-/// which the buffer check shrinks the buffer of a client of short replies to.
-const SPARE_SIZES: [usize; 2] = [REPLY_CHUNK, REPLY_MIN];
-
-/// Most spare reply buffers a thread keeps of each size (1 MiB of 16 KiB ones): as many
-/// as connections hold replies for the end of a tick, each of which took a buffer in it.
-const SPARE_MAX: usize = HOLD_MAX;
-
-/// Keeps a written reply buffer of one of [`SPARE_SIZES`] (empty, its whole allocation
-/// reclaimed) among its thread's spares, which the next batches of any connections on the
-/// thread take ([`ReplyBuf::allocate`]) instead of allocating: a connection still holds
-/// no buffer between batches, and the thread at most [`SPARE_MAX`] of each size. The
-/// malloc and free per batch they save were ~450 instructions of every request at -P 1
-/// (callgrind). Any other buffer is freed.
-fn spare_put(mut buf: BytesMut) {
-    buf.clear();
-    let cap = buf.capacity();
-    if cap == 0 {
-        return;
-    }
-    // A buffer advanced past a written front has only what follows it as capacity;
-    // reclaiming gives the whole allocation back (no copy: it is empty), so the sizes
-    // compare. A buffer written whole was cleared instead (`Out::consume`).
-    let i = SPARE_SIZES.iter().position(|s| *s == cap).or_else(|| {
-        SPARE_SIZES
-            .iter()
-            .position(|s| cap < *s && buf.try_reclaim(*s) && buf.capacity() == *s)
-    });
-    let Some(i) = i else {
-        return;
-    };
-    let _ = SPARE.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s[i].len() < SPARE_MAX {
-            s[i].push(buf);
-        }
-    });
-}
-
-/// One of this thread's spare reply buffers of `size` bytes ([`spare_put`]).
-fn spare_take(size: usize) -> Option<BytesMut> {
-    let i = SPARE_SIZES.iter().position(|s| *s == size)?;
-    SPARE.try_with(|s| s.borrow_mut()[i].pop()).ok().flatten()
 }
 
 /// Writes what the socket takes now and keeps the rest for when it is writable again
@@ -926,10 +882,7 @@ impl ReplyBuf {
     /// client is created.
     fn allocate(&self, out: &mut Out) {
         if out.buf.capacity() == 0 {
-            match spare_take(self.size) {
-                Some(buf) => out.buf = buf,
-                None => out.buf.reserve(self.size),
-            }
+            out.buf.reserve(self.size);
         }
     }
 
@@ -1437,51 +1390,6 @@ async fn wait_blocked(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn written_reply_buffers_are_reused_whole() {
-        // Each test runs on a thread of its own: this thread's spares start empty.
-        assert!(spare_take(REPLY_CHUNK).is_none());
-        let mut out = Out::new(false);
-        ReplyBuf::default().allocate(&mut out);
-        let first = out.buf.as_ptr();
-        out.bulk(b"value");
-        let n = out.len();
-        // A partial write advances the buffer; the rest written, it goes back whole.
-        assert_eq!(out.consume(3), 3);
-        assert_eq!(out.buf.capacity(), REPLY_CHUNK - 3);
-        assert_eq!(out.consume(n - 3), n - 3);
-        assert_eq!(out.buf.capacity(), REPLY_CHUNK - 3);
-        spare_put(out.reset_taking_buf());
-        ReplyBuf::default().allocate(&mut out);
-        assert_eq!(out.buf.as_ptr(), first, "the spare is the same allocation");
-        assert_eq!(out.buf.capacity(), REPLY_CHUNK);
-        assert!(out.buf.is_empty());
-        // Written whole at once, a buffer is cleared in place (nothing to reclaim).
-        out.ok();
-        let all = out.len();
-        assert_eq!(out.consume(all), all);
-        assert_eq!(out.buf.capacity(), REPLY_CHUNK);
-
-        // Shrunk clients' buffers are kept apart; other sizes are freed, and a size asks
-        // for its own.
-        spare_put(BytesMut::with_capacity(REPLY_MIN));
-        spare_put(BytesMut::with_capacity(4096));
-        assert!(spare_take(4096).is_none());
-        assert!(spare_take(REPLY_CHUNK).is_none());
-        assert_eq!(spare_take(REPLY_MIN).map(|b| b.capacity()), Some(REPLY_MIN));
-        assert!(spare_take(REPLY_MIN).is_none());
-
-        // At most SPARE_MAX of a size are kept.
-        for _ in 0..SPARE_MAX + 3 {
-            spare_put(BytesMut::with_capacity(REPLY_CHUNK));
-        }
-        let mut kept = 0;
-        while spare_take(REPLY_CHUNK).is_some() {
-            kept += 1;
-        }
-        assert_eq!(kept, SPARE_MAX);
-    }
 
     #[test]
     fn buffer_checks_come_as_often_as_redis_visits_a_client() {
