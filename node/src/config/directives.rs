@@ -119,6 +119,9 @@ const MEM: Kind = Kind::Mem {
     min: 0,
     max: u64::MAX,
 };
+/// client-query-buffer-limit's least value (Redis's 1 MiB): a query buffer within it is
+/// within any limit, so the connection checks the configured one only past it.
+pub const QUERY_BUFFER_LIMIT_MIN: u64 = 1 << 20;
 /// Redis's LONG_MAX / LLONG_MAX bound for size and long long settings.
 const MEM_I64: Kind = Kind::Mem {
     min: 0,
@@ -145,7 +148,7 @@ directives! {
     maxmemory_samples: u64 = d("maxmemory-samples", I32_POS, "5");
     maxmemory_eviction_tenacity: u64 = d("maxmemory-eviction-tenacity", Kind::Int { min: 0, max: 100 }, "10");
     proto_max_bulk_len: u64 = d("proto-max-bulk-len", Kind::Mem { min: 1 << 20, max: i64::MAX as u64 }, "536870912");
-    client_query_buffer_limit: u64 = d("client-query-buffer-limit", Kind::Mem { min: 1 << 20, max: i64::MAX as u64 }, "1073741824");
+    client_query_buffer_limit: u64 = d("client-query-buffer-limit", Kind::Mem { min: QUERY_BUFFER_LIMIT_MIN, max: i64::MAX as u64 }, "1073741824");
     client_output_buffer_limit: [BufLimit; 3] = d("client-output-buffer-limit", Kind::Special, "");
     // Redis accepts any non-negative hz and clamps it to 1..500 where it is used.
     hz: u64 = d("hz", U32, "10");

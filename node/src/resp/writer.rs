@@ -189,8 +189,7 @@ impl Out {
     }
 
     /// Drops the first `n` waiting bytes (written to the socket); returns how many of them
-    /// came out of `buf`, which keeps its allocation as `BytesMut::advance` does (all of
-    /// `buf` written clears it instead, so that its whole capacity is free again).
+    /// came out of `buf`, which keeps its allocation as `BytesMut::advance` does.
     pub fn consume(&mut self, mut n: usize) -> usize {
         while n > 0 {
             let Some(seg) = self.front.front_mut() else {
@@ -205,11 +204,7 @@ impl Out {
             }
         }
         let from_buf = n.min(self.buf.len());
-        if from_buf == self.buf.len() {
-            self.buf.clear();
-        } else {
-            self.buf.advance(from_buf);
-        }
+        self.buf.advance(from_buf);
         from_buf
     }
 

@@ -172,12 +172,10 @@ fn protected_denies(
 /// progress (`parsed`: its argument table) passes the limit, and the client must close.
 /// Counting the table keeps `*<huge>` followed by millions of empty arguments bounded too.
 fn over_query_limit(srv: &Server, cl: &ClientState, inbuf: &[u8], parsed: usize) -> bool {
-    /// The directive's least value (its `min` in config/directives.rs, as in Redis): a
-    /// buffer within it is within any limit, which spares the usual small read a
-    /// configuration load.
-    const LEAST_LIMIT: u64 = 1 << 20;
+    use crate::config::directives::QUERY_BUFFER_LIMIT_MIN;
     let used = inbuf.len().saturating_add(parsed) as u64;
-    if used <= LEAST_LIMIT || used <= srv.config.read().typed.client_query_buffer_limit {
+    // Within the least limit, the usual small read skips loading the configuration.
+    if used <= QUERY_BUFFER_LIMIT_MIN || used <= srv.config.read().typed.client_query_buffer_limit {
         return false;
     }
     let mut head = String::new();
