@@ -11,8 +11,9 @@
 # Needs target/release/tessera-node and tessera-load (make bench-node builds them) and the reference servers
 # (make deps). Knobs: BENCH_N1 (requests per test at -P 1), BENCH_N16 (at -P 16), BENCH_KEYS,
 # BENCH_RKEYS (keyspace of the random-key GET/SET runs, default 1M),
-# BENCH_BIG (elements of the big collections), BENCH_KEYS_1K / BENCH_KEYS_100K (keys of 1 KB /
-# 100 KB string values measured for memory, 100000 / 1000), BENCH_REPS (runs per test and server; the
+# BENCH_BIG (elements of the big collections), BENCH_KEYS_1K / BENCH_KEYS_100K (keys of 1 KB
+# and 3000-byte / 100 KB string values measured for memory, 100000 / 1000; a tenth of
+# BENCH_KEYS_1K for 40000-byte values), BENCH_REPS (runs per test and server; the
 # table shows the median, default 5), BENCH_TESTS (the redis-benchmark tests of the first
 # table), BENCH_QUICK=1 (only the throughput of BENCH_TESTS, scripts and the restricted ACL
 # user: no memory, random-keyspace or cluster runs; saved as bench/node-<date>-quick.md),
@@ -324,16 +325,19 @@ for kind in $BIGS; do
     measure_mem "$TMP/big-$kind.resp" "$BIG" big BMEM BENC "$kind" 1
 done
 
-# Memory of string values beyond 16 bytes: BENCH_KEYS_1K (100000) keys of 1 KB values and
-# BENCH_KEYS_100K (1000) keys of 100 KB values, used_memory per key. The 100 KB values arrive
-# as big arguments (a read buffer of their own in all three servers).
+# Memory of string values beyond 16 bytes: BENCH_KEYS_1K (100000) keys of 1 KB and of
+# 3000-byte values, a tenth as many of 40000-byte values and BENCH_KEYS_100K (1000) keys of
+# 100 KB values, used_memory per key. The 40000-byte and 100 KB values arrive as big
+# arguments (a read buffer of their own in all three servers).
 gen_strings() { # count size -> RESP on stdout
     awk -v n="$1" -v size="$2" 'BEGIN { v = "x"; while (length(v) < size) v = v v; v = substr(v, 1, size)
         for (i = 0; i < n; i++) { k = sprintf("key:%012d", i); printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(k), k, size, v } }'
 }
-STRS="1KB 100KB"
-declare -A STR_KEYS=([1KB]=${BENCH_KEYS_1K:-100000} [100KB]=${BENCH_KEYS_100K:-1000})
-declare -A STR_SIZE=([1KB]=1024 [100KB]=102400)
+# 3000 and 40000 bytes fall between two of mimalloc's size classes, as most values' sizes
+# do (its rounding once took up to 25% more than asked).
+STRS="1KB 3KB 40KB 100KB"
+declare -A STR_KEYS=([1KB]=${BENCH_KEYS_1K:-100000} [3KB]=${BENCH_KEYS_1K:-100000} [40KB]=$(( ${BENCH_KEYS_1K:-100000} / 10 )) [100KB]=${BENCH_KEYS_100K:-1000})
+declare -A STR_SIZE=([1KB]=1024 [3KB]=3000 [40KB]=40000 [100KB]=102400)
 declare -A VMEM VENC
 for sv in $STRS; do
     gen_strings "${STR_KEYS[$sv]}" "${STR_SIZE[$sv]}" >"$TMP/str-$sv.resp"

@@ -25,7 +25,7 @@ pub enum SBytes {
         len: u8,
         data: [u8; INLINE],
     },
-    Heap(Box<[u8]>),
+    Heap(HeapBytes),
     /// A big value kept in the buffer it arrived in (a slice of the request's read buffer,
     /// see `Ctx::string_value`): storing it costs no copy, as Redis keeps a big argument's
     /// query buffer as the value. Refcounted, because the connection still reads the
@@ -45,7 +45,7 @@ impl SBytes {
                 data,
             }
         } else {
-            SBytes::Heap(b.into())
+            SBytes::Heap(HeapBytes::new(b))
         }
     }
 
@@ -67,7 +67,7 @@ impl SBytes {
     pub fn heap_size(&self) -> usize {
         match self {
             SBytes::Inline { .. } => 0,
-            SBytes::Heap(b) => b.len(),
+            SBytes::Heap(b) => crate::alloc::bytes_size(b.len()) as usize,
             // The box, and the buffer's refcount block that `bytes` allocates.
             SBytes::Shared(b) => b.len() + 2 * std::mem::size_of::<Bytes>(),
         }
@@ -75,6 +75,55 @@ impl SBytes {
 
     pub fn is_inline(&self) -> bool {
         matches!(self, SBytes::Inline { .. })
+    }
+}
+
+/// The heap form of [`SBytes`]: the bytes in a block of their exact size from
+/// [`crate::alloc::alloc_bytes`], which places it in whichever allocator wastes less on
+/// that size. A `Box<[u8]>` (what this was) always took a mimalloc size class.
+pub struct HeapBytes {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a HeapBytes owns its block alone, as a Box<[u8]> does, and hands out only
+// shared references to it through `&self`.
+unsafe impl Send for HeapBytes {}
+// SAFETY: as above; nothing mutates the bytes after `new`.
+unsafe impl Sync for HeapBytes {}
+
+impl HeapBytes {
+    pub fn new(b: &[u8]) -> Self {
+        let p = crate::alloc::alloc_bytes(b.len());
+        let Some(ptr) = std::ptr::NonNull::new(p) else {
+            // As Box and Vec do when the allocator fails.
+            std::alloc::handle_alloc_error(std::alloc::Layout::for_value(b))
+        };
+        // SAFETY: `p` is a fresh block of b.len() bytes, not overlapping `b`.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len()) };
+        HeapBytes { ptr, len: b.len() }
+    }
+}
+
+impl std::ops::Deref for HeapBytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the block holds `len` initialised bytes for as long as self lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Clone for HeapBytes {
+    fn clone(&self) -> Self {
+        HeapBytes::new(self)
+    }
+}
+
+impl Drop for HeapBytes {
+    fn drop(&mut self) {
+        // SAFETY: the block came from alloc_bytes(self.len) in `new` and is freed once.
+        unsafe { crate::alloc::free_bytes(self.ptr.as_ptr(), self.len) }
     }
 }
 
