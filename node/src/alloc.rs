@@ -58,9 +58,9 @@ fn exact(align: usize, size: usize) -> bool {
 const EXACT_BYTES_MIN: usize = 32 * 1024;
 
 /// The chunk glibc's malloc carves for `size` bytes: the size plus its 8-byte header,
-/// rounded up to 16 (blocks this big are never below its 32-byte minimum). A block it
-/// maps on its own (past its mmap threshold, 128 KiB until a free raises it) is rounded
-/// to pages instead; counting the chunk there is off by less than a page.
+/// rounded up to 16, and never below its 32-byte minimum. A block it maps on its own (past
+/// its mmap threshold, 128 KiB until a free raises it) is rounded to pages instead;
+/// counting the chunk there is off by less than a page.
 #[inline]
 fn libc_chunk(size: usize) -> u64 {
     (size + 8).next_multiple_of(16).max(32) as u64
@@ -68,7 +68,7 @@ fn libc_chunk(size: usize) -> u64 {
 
 /// Bytes the allocator really takes for a byte buffer (alignment 1) of `size` bytes:
 /// glibc's chunk for the big blocks `exact` sends there, else mimalloc's block
-/// (`mi_block_size`). For other alignments up to 8 it differs only from 32 to 64 KiB.
+/// (`mi_block_size`). For other layouts, [`counted`].
 #[inline]
 pub fn real_size(size: usize) -> u64 {
     if exact(1, size) {
@@ -175,9 +175,9 @@ fn plain(align: usize, size: usize) -> bool {
     align <= MI_MAX_ALIGN && align <= size
 }
 
-/// What a block of layout `l` counts for in used_memory.
+/// What a block of layout `l` counts for in used_memory: what its allocator really takes.
 #[inline]
-fn counted(l: Layout) -> u64 {
+pub fn counted(l: Layout) -> u64 {
     if exact(l.align(), l.size()) {
         libc_chunk(l.size())
     } else {

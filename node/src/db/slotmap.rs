@@ -112,7 +112,7 @@ fn node_layout(key_len: usize) -> Layout {
 
 /// Bytes the allocator really takes for the node of a `key_len`-byte key (MEMORY USAGE).
 pub fn node_bytes(key_len: usize) -> usize {
-    crate::alloc::real_size(node_layout(key_len).size()) as usize
+    crate::alloc::counted(node_layout(key_len)) as usize
 }
 
 /// Allocates a node holding `entry` and `key`.
